@@ -1,0 +1,51 @@
+"""cronoq: an elastic, priority-aware asyncio task scheduler.
+
+Public names only (SPEC §16); imports stay light (no server, store or gRPC modules).
+"""
+
+from cronoq.engine.config import AutoscaleConfig
+from cronoq.engine.model import Dep, Priority, RetryPolicy, StatusEvent
+from cronoq.engine.snapshot import GroupSnapshot, PoolSnapshot, Snapshot
+from cronoq.errors import (
+    CronoqError,
+    EventsLagged,
+    Fenced,
+    Permanent,
+    Retryable,
+    SchedulerError,
+    SubmitError,
+    TaskFailed,
+)
+from cronoq.runtime.context import TaskContext
+from cronoq.runtime.events import EventStream
+from cronoq.runtime.handles import TaskHandle
+from cronoq.runtime.pool import Pool
+from cronoq.runtime.scheduler import Scheduler
+from cronoq.runtime.task import Task
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AutoscaleConfig",
+    "CronoqError",
+    "Dep",
+    "EventStream",
+    "EventsLagged",
+    "Fenced",
+    "GroupSnapshot",
+    "Permanent",
+    "Pool",
+    "PoolSnapshot",
+    "Priority",
+    "Retryable",
+    "RetryPolicy",
+    "Scheduler",
+    "SchedulerError",
+    "Snapshot",
+    "StatusEvent",
+    "SubmitError",
+    "Task",
+    "TaskContext",
+    "TaskFailed",
+    "TaskHandle",
+]

@@ -1,0 +1,758 @@
+"""The engine core: the only place that mutates task state.
+
+Theory of operation
+-------------------
+``Core`` is a deterministic, sans-IO state machine.  Every public method takes ``now``
+(engine ns) and records what the shell must do in ``self.actions`` (see ``actions.py``);
+the shell drains them with :meth:`Core.drain_actions` and arms one timer for
+:meth:`Core.next_wakeup`.  There is no clock, no I/O, no threads and no randomness except
+the jitter generator seeded from the configuration: the same inputs give the same outputs.
+
+* Inputs: ``submit``/``submit_batch`` (new tasks enter ``blocked`` and are released at once
+  when nothing holds them), ``cancel``, ``complete``/``fail``/``heartbeat``/``release``
+  (reports for a lease), ``set_capacity``, and ``tick`` (fire due timers, then fill free
+  slots).  Dispatch happens only in ``tick``, so a shell that submits many tasks in one loop
+  turn and ticks once gets batched dispatch decisions.
+* Every status change goes through :meth:`_move`, which consults the transition table in
+  ``model.py`` and keeps the per-pool counters (pending, ready, per class) exact.
+* Timers (retry backoff, attempt timeout, lease expiry) live in one heap of
+  ``(when, n, kind, task, token)``; an entry whose token no longer matches the task is stale
+  and dropped when it surfaces.  Heartbeats only move ``lease_expires``; the expiry timer
+  re-arms itself when it finds the lease renewed.
+* Terminal tasks are retained (lookups, key dedup, outputs) for ``retention`` and at most
+  ``retention_max`` entries, oldest first; pruning is lazy, done at the start of calls.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from cronoq.engine.actions import Abort, Dispatch, Publish, Resolve, SpaceAvailable
+from cronoq.engine.config import CoreConfig, PoolConfig
+from cronoq.engine.lanes import Lane
+from cronoq.engine.model import (
+    BLOCKED,
+    CANCELLED,
+    DEAD_LETTERED,
+    EV_BACKOFF_DONE,
+    EV_CANCEL,
+    EV_DISPATCH,
+    EV_EXHAUSTED,
+    EV_PERMANENT,
+    EV_RETRY,
+    EV_SHED,
+    EV_SUCCEED,
+    EV_UNBLOCK,
+    FAILED,
+    FIRST_TERMINAL,
+    NUM_CLASSES,
+    READY,
+    RETRYING,
+    RUNNING,
+    SCHEDULED,
+    SHED,
+    STATUS_NAMES,
+    SUCCEEDED,
+    StatusEvent,
+    TaskOptions,
+    TaskState,
+    next_status,
+)
+from cronoq.engine.snapshot import TOTAL_NAMES, GroupSnapshot, PoolSnapshot, Snapshot
+from cronoq.engine.stats import CapacityIntegral, DurationModel, LogHistogram, PoolWindow
+from cronoq.engine.time import NS, to_ns
+from cronoq.errors import SubmitError
+
+EPOCH_SHIFT = 48
+SEQ_MASK = (1 << EPOCH_SHIFT) - 1
+
+# timer kinds
+T_RETRY = 0
+T_TIMEOUT = 1
+T_LEASE = 2
+
+_PENDING = (True, True, True, False, True) + (False,) * 7  # blocked, scheduled, ready, retrying
+
+MSG_TIMEOUT = "attempt timed out"
+MSG_LEASE_LOST = "lease expired"
+MSG_CANCELLED = "cancelled"
+MSG_SHED = "shed under overload"
+
+
+class PoolState:
+    """Live state of one pool."""
+
+    __slots__ = (
+        "busy",
+        "capacity",
+        "capacity_integral",
+        "cfg",
+        "desired",
+        "held",
+        "index",
+        "lanes",
+        "name",
+        "pending",
+        "pending_by_class",
+        "ready",
+        "ready_by_class",
+        "reservations",
+        "waiting_space",
+        "window",
+    )
+
+    def __init__(self, index: int, cfg: PoolConfig, now: int, window_ns: int) -> None:
+        self.index = index
+        self.name = cfg.name
+        self.cfg = cfg
+        self.capacity = cfg.initial_capacity
+        self.busy = 0
+        self.held = 0
+        self.desired = self.capacity
+        self.pending = 0
+        self.pending_by_class = [0] * NUM_CLASSES
+        self.ready = 0
+        self.ready_by_class = [0] * NUM_CLASSES
+        self.lanes = [Lane() for _ in range(NUM_CLASSES)]
+        self.window = PoolWindow(window_ns)
+        self.capacity_integral = CapacityIntegral(now, self.capacity)
+        self.waiting_space = False
+        self.reservations = 0
+
+
+class Core:
+    """The sans-IO scheduling engine (see the module docstring)."""
+
+    def __init__(self, config: CoreConfig, *, now: int = 0, first_seq: int = 1, epoch: int = 0) -> None:
+        self.config = config
+        self.epoch = epoch
+        self.id_base = epoch << EPOCH_SHIFT
+        self.seq = first_seq
+        self.pools = [PoolState(i, p, now, config.window) for i, p in enumerate(config.pools)]
+        self.pool_index = {p.name: i for i, p in enumerate(config.pools)}
+        self.default_pool = config.default_pool_index()
+        self.tasks: dict[int, TaskState] = {}
+        self.keys: dict[str, int] = {}
+        self.leases: dict[int, TaskState] = {}
+        self.next_lease = 1
+        self.retained: deque[TaskState] = deque()
+        self.timers: list[tuple[int, int, int, TaskState, int]] = []
+        self.timer_n = 0
+        self.lane_token = 0
+        self.actions: list[Any] = []
+        self.totals = dict.fromkeys(TOTAL_NAMES, 0)
+        self.durations = DurationModel(config.ewma_alpha)
+        self.rng = random.Random(config.seed)
+        self.publish = False  # set by the shell while anyone subscribes to events
+        self.emit_transitions = config.emit_transitions
+        self.live = 0
+        self.running = 0
+        self.paused = False  # while True, tick fires timers but dispatches nothing (shutdown)
+        # priority config, flattened for the hot path
+        pc = config.priority
+        self._base = pc.base
+        self._rate = tuple(r / NS for r in pc.aging_rate)  # per ns
+        self._cap = pc.age_cap
+        uc = config.urgency
+        self._u_max = uc.max
+        self._u_window = to_ns(uc.window)
+        self._u_overdue_rate = uc.overdue_rate / NS
+        self._u_overdue_cap = uc.overdue_cap
+
+    # ------------------------------------------------------------------ shell interface
+
+    def drain_actions(self) -> list[Any]:
+        a = self.actions
+        self.actions = []
+        return a
+
+    def next_wakeup(self) -> int | None:
+        """The earliest instant at which ``tick`` has timer work to do (None: no timers)."""
+        timers = self.timers
+        while timers:
+            _, _, kind, t, token = timers[0]
+            if self._timer_valid(kind, t, token):
+                return timers[0][0]
+            heapq.heappop(timers)
+        return None
+
+    @property
+    def next_seq(self) -> int:
+        return self.seq
+
+    # ------------------------------------------------------------------ submission
+
+    def resolve_pool(self, opts: TaskOptions) -> int:
+        """The pool index of ``opts`` (cached on it); SubmitError ``unknown_pool`` if none."""
+        idx = opts.pool_index
+        if idx < 0:
+            if opts.pool is None:
+                idx = self.default_pool
+            else:
+                found = self.pool_index.get(opts.pool)
+                if found is None:
+                    raise SubmitError("unknown_pool", f"unknown pool '{opts.pool}'")
+                idx = found
+            opts.pool_index = idx
+            opts.stats_key = (idx, opts.kind)
+        return idx
+
+    def submit(
+        self,
+        now: int,
+        opts: TaskOptions,
+        payload: object,
+        key: str | None = None,
+        deadline: int | None = None,
+    ) -> tuple[int, bool]:
+        """Accept one task.  Returns ``(id, duplicate)``; raises SubmitError."""
+        self._prune(now)
+        if key is not None:
+            existing = self.keys.get(key)
+            if existing is not None:
+                return existing, True
+        pool = self.pools[opts.pool_index if opts.pool_index >= 0 else self.resolve_pool(opts)]
+        mp = pool.cfg.max_pending
+        if mp is not None and pool.pending >= mp:
+            self._overflow(pool, opts.priority, 1, now)
+        return self._create(now, pool, opts, payload, key, deadline), False
+
+    def submit_batch(
+        self,
+        now: int,
+        items: Sequence[tuple[TaskOptions, object, str | None, int | None]],
+    ) -> list[tuple[int, bool]]:
+        """Accept a batch atomically: all members are created or none (SubmitError)."""
+        self._prune(now)
+        seen: set[str] = set()
+        need: dict[int, int] = {}
+        for opts, _, key, _ in items:
+            idx = self.resolve_pool(opts)
+            if key is not None:
+                if key in seen:
+                    raise SubmitError("duplicate_key_in_batch", f"duplicate key '{key}' in batch")
+                seen.add(key)
+                if key in self.keys:
+                    continue
+            need[idx] = need.get(idx, 0) + 1
+        for idx, n in need.items():
+            pool = self.pools[idx]
+            mp = pool.cfg.max_pending
+            if mp is None:
+                continue
+            if n > mp:
+                raise SubmitError(
+                    "overloaded", f"batch of {n} tasks exceeds max_pending {mp} of pool '{pool.name}'"
+                )
+            if pool.pending + n > mp:
+                if pool.cfg.overflow == "wait":
+                    pool.waiting_space = True
+                    raise SubmitError("full", f"pool '{pool.name}' is full")
+                raise SubmitError("overloaded", f"pool '{pool.name}' is overloaded")
+        out: list[tuple[int, bool]] = []
+        for opts, payload, key, deadline in items:
+            if key is not None:
+                existing = self.keys.get(key)
+                if existing is not None:
+                    out.append((existing, True))
+                    continue
+            pool = self.pools[opts.pool_index]
+            out.append((self._create(now, pool, opts, payload, key, deadline), False))
+        return out
+
+    def _create(
+        self,
+        now: int,
+        pool: PoolState,
+        opts: TaskOptions,
+        payload: object,
+        key: str | None,
+        deadline: int | None,
+    ) -> int:
+        seq = self.seq
+        self.seq = seq + 1
+        tid = self.id_base | seq
+        t = TaskState(tid, seq, opts, payload, key, now)
+        self.tasks[tid] = t
+        if key is not None:
+            self.keys[key] = tid
+        self.totals["submitted"] += 1
+        self.live += 1
+        c = opts.priority
+        pool.pending += 1
+        pool.pending_by_class[c] += 1
+        if deadline is not None:
+            t.deadline = deadline
+        if self.publish and self.emit_transitions:
+            self._event(t, now, None)
+        self._make_ready(t, pool, now, EV_UNBLOCK)
+        return tid
+
+    def _overflow(self, pool: PoolState, priority: int, n: int, now: int) -> None:
+        """The pool is at ``max_pending``: apply its overflow policy or raise."""
+        policy = pool.cfg.overflow
+        if policy == "wait":
+            pool.waiting_space = True
+            raise SubmitError("full", f"pool '{pool.name}' is full")
+        victim: TaskState | None = None
+        if policy == "shed_lowest":
+            for c in range(NUM_CLASSES - 1, priority, -1):
+                if pool.ready_by_class[c]:
+                    victim = pool.lanes[c].newest()
+                    break
+        elif policy == "shed_oldest" and pool.ready_by_class[NUM_CLASSES - 1]:
+            victim = pool.lanes[NUM_CLASSES - 1].oldest()
+        if victim is None:
+            raise SubmitError("overloaded", f"pool '{pool.name}' is overloaded")
+        self.totals["shed"] += 1
+        self._terminate(victim, now, EV_SHED, MSG_SHED)
+
+    # ------------------------------------------------------------------ lifecycle helpers
+
+    def _move(self, t: TaskState, ev: int, now: int, message: str | None = None) -> int:
+        """Apply one lifecycle transition and keep the pool counters exact."""
+        old = t.status
+        new = next_status(old, ev)
+        t.status = new
+        pool = self.pools[t.opts.pool_index]
+        c = t.opts.priority
+        if old == READY:
+            pool.ready -= 1
+            pool.ready_by_class[c] -= 1
+        elif new == READY:
+            pool.ready += 1
+            pool.ready_by_class[c] += 1
+        was, now_p = _PENDING[old], _PENDING[new]
+        if was and not now_p:
+            pool.pending -= 1
+            pool.pending_by_class[c] -= 1
+            if pool.waiting_space:
+                mp = pool.cfg.max_pending
+                if mp is None or pool.pending < mp:
+                    pool.waiting_space = False
+                    self.actions.append(SpaceAvailable(pool.name))
+        elif now_p and not was:
+            pool.pending += 1
+            pool.pending_by_class[c] += 1
+        if self.publish and (self.emit_transitions or new >= FIRST_TERMINAL):
+            self._event(t, now, message)
+        return new
+
+    def _event(self, t: TaskState, now: int, message: str | None) -> None:
+        ev = StatusEvent(
+            t.id,
+            self.pools[t.opts.pool_index].name,
+            t.key,
+            STATUS_NAMES[t.status],
+            t.attempt,
+            (self.config.time_base + now) / NS,
+            message,
+        )
+        self.actions.append(Publish(ev))
+
+    def expected_duration(self, t: TaskState) -> int:
+        """SPEC §5.3: hint, else learned EWMA for (pool, kind), else the pool default."""
+        opts = t.opts
+        if opts.duration_hint is not None:
+            return opts.duration_hint
+        learned = self.durations.values.get(opts.stats_key)
+        if learned is not None:
+            return int(learned)
+        return self.pools[opts.pool_index].cfg.default_duration
+
+    def _make_ready(self, t: TaskState, pool: PoolState, now: int, ev: int) -> None:
+        self._move(t, ev, now)
+        t.ready_at = now
+        if t.deadline is not None:
+            t.latest_start = t.deadline - self.expected_duration(t)
+        self.lane_token += 1
+        pool.lanes[t.opts.priority].push(t, self.lane_token)
+
+    def _terminate(self, t: TaskState, now: int, ev: int, message: str | None, output: object = None) -> None:
+        """Move ``t`` to a terminal status and retain it."""
+        t.message = message
+        t.output = output
+        t.finished_at = now
+        self._move(t, ev, now, message)
+        t.payload = None
+        self.live -= 1
+        self.retained.append(t)
+        self.actions.append(Resolve(t))
+        if len(self.retained) > self.config.retention_max:
+            self._prune(now)
+
+    def _prune(self, now: int) -> None:
+        """Forget terminal tasks past retention (age or count), oldest first."""
+        r = self.retained
+        if not r:
+            return
+        horizon = now - self.config.retention
+        cap = self.config.retention_max
+        tasks = self.tasks
+        keys = self.keys
+        while r and (len(r) > cap or r[0].finished_at <= horizon):  # type: ignore[operator]
+            t = r.popleft()
+            tasks.pop(t.id, None)
+            if t.key is not None and keys.get(t.key) == t.id:
+                del keys[t.key]
+
+    # ------------------------------------------------------------------ dispatch
+
+    def tick(self, now: int) -> None:
+        """Fire due timers, then fill free slots of every pool."""
+        timers = self.timers
+        while timers and timers[0][0] <= now:
+            _, _, kind, t, token = heapq.heappop(timers)
+            if self._timer_valid(kind, t, token):
+                self._fire(kind, t, token, now)
+        if self.paused:
+            return
+        for pool in self.pools:
+            if pool.ready and pool.busy + pool.held < pool.capacity:
+                self._fill(pool, now)
+
+    def _fill(self, pool: PoolState, now: int) -> None:
+        rbc = pool.ready_by_class
+        lanes = pool.lanes
+        while pool.ready and pool.busy + pool.held < pool.capacity:
+            # fast path: exactly one class has ready work and none of it has a deadline
+            nonempty = [c for c in range(NUM_CLASSES) if rbc[c]]
+            if len(nonempty) == 1:
+                lane = lanes[nonempty[0]]
+                if not lane.dl:
+                    t = lane.fifo_head()
+                    if t is None:  # pragma: no cover - counters and lanes disagree
+                        raise AssertionError("ready counter out of sync with lanes")
+                    self._dispatch(t, pool, now, False)
+                    continue
+            best, jumped = self._pick(pool, nonempty, now)
+            self._dispatch(best, pool, now, jumped)
+
+    def _pick(self, pool: PoolState, classes: Iterable[int], now: int) -> tuple[TaskState, bool]:
+        """Highest score among the heads of the non-empty classes; ties to lower sequence."""
+        best: TaskState | None = None
+        best_score = -1.0
+        best_class = 0
+        first_class = -1
+        base, rate, cap = self._base, self._rate, self._cap
+        for c in classes:
+            if first_class < 0:
+                first_class = c
+            lane = pool.lanes[c]
+            for t in (lane.fifo_head(), lane.dl_head()):
+                if t is None:
+                    continue
+                age = rate[c] * (now - t.ready_at)
+                score = base[c] + (age if age < cap[c] else cap[c])
+                if t.deadline is not None:
+                    score += self._urgency(t, now)
+                if score > best_score or (score == best_score and best is not None and t.seq < best.seq):
+                    best, best_score, best_class = t, score, c
+        if best is None:  # pragma: no cover - callers check pool.ready
+            raise AssertionError("no ready task although pool.ready > 0")
+        return best, best_class != first_class
+
+    def _urgency(self, t: TaskState, now: int) -> float:
+        slack = t.latest_start - now
+        expected = (t.deadline or 0) - t.latest_start
+        w = self._u_window if self._u_window > expected else expected
+        if slack >= w:
+            return 0.0
+        if slack >= 0:
+            return self._u_max * (1.0 - slack / w) if w > 0 else self._u_max
+        over = self._u_overdue_rate * -slack
+        return self._u_max + (over if over < self._u_overdue_cap else self._u_overdue_cap)
+
+    def score(self, t: TaskState, now: int) -> float:
+        """The dispatch score of a ready task (SPEC §5.1), for tests and introspection."""
+        c = t.opts.priority
+        age = self._rate[c] * (now - t.ready_at)
+        s = self._base[c] + min(age, self._cap[c])
+        if t.deadline is not None:
+            s += self._urgency(t, now)
+        return s
+
+    def _dispatch(self, t: TaskState, pool: PoolState, now: int, jumped: bool) -> None:
+        lease = self.next_lease
+        self.next_lease = lease + 1
+        t.lease = lease
+        t.attempt += 1
+        t.attempt_started = now
+        if t.started_at is None:
+            t.started_at = now
+        self.leases[lease] = t
+        pool.busy += 1
+        self.running += 1
+        self._move(t, EV_DISPATCH, now)
+        self.totals["dispatched"] += 1
+        slot = pool.window.slot(now)
+        slot.dispatched += 1
+        slot.wait.add(now - t.ready_at)
+        if jumped:
+            slot.jumped += 1
+        timeout = t.opts.timeout
+        if timeout is not None:
+            self._push_timer(now + timeout, T_TIMEOUT, t, lease)
+        ttl = pool.cfg.lease_ttl
+        if ttl is not None:
+            t.lease_expires = now + ttl
+            self._push_timer(now + ttl, T_LEASE, t, lease)
+        self.actions.append(Dispatch(t, lease))
+
+    # ------------------------------------------------------------------ timers
+
+    def _push_timer(self, when: int, kind: int, t: TaskState, token: int) -> None:
+        self.timer_n += 1
+        heapq.heappush(self.timers, (when, self.timer_n, kind, t, token))
+
+    @staticmethod
+    def _timer_valid(kind: int, t: TaskState, token: int) -> bool:
+        if kind == T_RETRY:
+            return t.status == RETRYING and t.attempt == token
+        return t.status == RUNNING and t.lease == token
+
+    def _fire(self, kind: int, t: TaskState, token: int, now: int) -> None:
+        if kind == T_RETRY:
+            self._make_ready(t, self.pools[t.opts.pool_index], now, EV_BACKOFF_DONE)
+        elif kind == T_TIMEOUT:
+            self.totals["timeouts"] += 1
+            self._lose(t, now, MSG_TIMEOUT)
+        elif kind == T_LEASE:
+            if t.lease_expires > now:
+                self._push_timer(t.lease_expires, T_LEASE, t, token)
+                return
+            self.totals["lease_expiries"] += 1
+            self._lose(t, now, MSG_LEASE_LOST)
+
+    def _lose(self, t: TaskState, now: int, message: str) -> None:
+        """The engine takes a running attempt away (timeout, lease loss): abort + retryable."""
+        lease = t.lease
+        self.actions.append(Abort(lease, t.id, message))
+        self._end_attempt(t, now, succeeded=False)
+        self._after_failure(t, now, message, retry_after=None)
+
+    # ------------------------------------------------------------------ reports
+
+    def _end_attempt(self, t: TaskState, now: int, succeeded: bool) -> int:
+        """Free the attempt's slot and record its run time; returns the run time (ns)."""
+        del self.leases[t.lease]
+        pool = self.pools[t.opts.pool_index]
+        pool.busy -= 1
+        self.running -= 1
+        run = now - t.attempt_started
+        slot = pool.window.slot(now)
+        slot.busy_ns += run
+        if succeeded:
+            slot.succeeded += 1
+            slot.useful_ns += run
+            slot.run.add(run)
+        else:
+            slot.failed += 1
+        return run
+
+    def complete(self, now: int, lease: int, output: object = None) -> bool:
+        """The attempt under ``lease`` returned ``output``.  False (and counted) if stale."""
+        t = self.leases.get(lease)
+        if t is None:
+            self.totals["stale_completions"] += 1
+            return False
+        run = self._end_attempt(t, now, succeeded=True)
+        self.durations.observe(t.opts.stats_key, run)
+        self.totals["succeeded"] += 1
+        self._terminate(t, now, EV_SUCCEED, None, output)
+        return True
+
+    def fail(
+        self,
+        now: int,
+        lease: int,
+        message: str,
+        *,
+        permanent: bool = False,
+        retry_after: int | None = None,
+    ) -> bool:
+        """The attempt under ``lease`` failed.  False (and counted) if the lease is stale."""
+        t = self.leases.get(lease)
+        if t is None:
+            self.totals["stale_completions"] += 1
+            return False
+        self._end_attempt(t, now, succeeded=False)
+        if permanent:
+            self.totals["failed"] += 1
+            self._terminate(t, now, EV_PERMANENT, message)
+        else:
+            self._after_failure(t, now, message, retry_after)
+        return True
+
+    def _after_failure(self, t: TaskState, now: int, message: str, retry_after: int | None) -> None:
+        policy = t.opts.retry or self.pools[t.opts.pool_index].cfg.retry
+        if t.attempt >= policy.max_attempts:
+            self.totals["dead_lettered"] += 1
+            self._terminate(t, now, EV_EXHAUSTED, message)
+            return
+        self.totals["retries"] += 1
+        pool = self.pools[t.opts.pool_index]
+        pool.window.slot(now).retried += 1
+        t.message = message
+        self._move(t, EV_RETRY, now, message)
+        if retry_after is not None:
+            delay = retry_after
+        else:
+            d = policy.base_delay(t.attempt)
+            if policy.jitter and d > 0:
+                d = self.rng.uniform(d / 2, d)
+            delay = to_ns(d)
+        if delay <= 0:
+            self._make_ready(t, pool, now, EV_BACKOFF_DONE)
+        else:
+            self._push_timer(now + delay, T_RETRY, t, t.attempt)
+
+    def heartbeat(self, now: int, lease: int) -> bool:
+        """Renew a lease.  False if the lease is not current (nothing to renew)."""
+        t = self.leases.get(lease)
+        if t is None:
+            return False
+        ttl = self.pools[t.opts.pool_index].cfg.lease_ttl
+        if ttl is not None:
+            t.lease_expires = now + ttl
+        return True
+
+    # ------------------------------------------------------------------ control
+
+    def lookup(self, now: int, ref: int | str) -> TaskState | None:
+        self._prune(now)
+        if isinstance(ref, str):
+            tid = self.keys.get(ref)
+            if tid is None:
+                return None
+            return self.tasks.get(tid)
+        return self.tasks.get(ref)
+
+    def cancel(self, now: int, ref: int | str) -> bool:
+        """Cancel a non-terminal task (aborting a running attempt).  False if unknown/terminal."""
+        t = self.lookup(now, ref)
+        if t is None or t.status >= FIRST_TERMINAL:
+            return False
+        if t.status == RUNNING:
+            self.actions.append(Abort(t.lease, t.id, MSG_CANCELLED))
+            self._end_attempt(t, now, succeeded=False)
+        self.totals["cancelled"] += 1
+        self._terminate(t, now, EV_CANCEL, MSG_CANCELLED)
+        return True
+
+    def set_capacity(self, now: int, pool_name: str, n: int) -> None:
+        """Set a pool's capacity directly (not clamped to min/max)."""
+        idx = self.pool_index.get(pool_name)
+        if idx is None:
+            raise SubmitError("unknown_pool", f"unknown pool '{pool_name}'")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"capacity must be an int >= 0 (got {n!r})")
+        pool = self.pools[idx]
+        pool.capacity = n
+        if pool.cfg.autoscale is None:
+            pool.desired = n
+        pool.capacity_integral.change(now, n, self.config.window)
+
+    # ------------------------------------------------------------------ snapshot
+
+    def snapshot(self, now: int) -> Snapshot:
+        self._prune(now)
+        window = self.config.window
+        pools = []
+        running_by_pool: dict[int, int] = {}
+        for t in self.leases.values():
+            el = now - t.attempt_started
+            pi = t.opts.pool_index
+            running_by_pool[pi] = running_by_pool.get(pi, 0) + (el if el < window else window)
+        total_pending = 0
+        for pool in self.pools:
+            total_pending += pool.pending
+            wait = LogHistogram()
+            run = LogHistogram()
+            dispatched = succeeded = failed = retried = jumped = fs_total = fs_hits = 0
+            busy_ns = useful_ns = 0
+            for s in pool.window.live(now):
+                dispatched += s.dispatched
+                succeeded += s.succeeded
+                failed += s.failed
+                retried += s.retried
+                jumped += s.jumped
+                fs_total += s.fs_total
+                fs_hits += s.fs_hits
+                busy_ns += s.busy_ns
+                useful_ns += s.useful_ns
+                wait.merge(s.wait)
+                run.merge(s.run)
+            busy_ns += running_by_pool.get(pool.index, 0)
+            provisioned = pool.capacity_integral.provisioned_ns(now, window)
+            util = min(1.0, busy_ns / provisioned) if provisioned > 0 else 0.0
+            eff = min(1.0, useful_ns / provisioned) if provisioned > 0 else 0.0
+            wns = pool.capacity_integral.worker_ns(now)
+            ws = wns / NS
+            pools.append(
+                PoolSnapshot(
+                    name=pool.name,
+                    capacity=pool.capacity,
+                    busy=pool.busy,
+                    held=pool.held,
+                    desired=pool.desired,
+                    pending=pool.pending,
+                    pending_by_class=list(pool.pending_by_class),
+                    ready=pool.ready,
+                    reservations=pool.reservations,
+                    window=window / NS,
+                    dispatched=dispatched,
+                    succeeded=succeeded,
+                    failed=failed,
+                    retried=retried,
+                    priority_adherence=1.0 - jumped / dispatched if dispatched else 1.0,
+                    fixed_start_hit_rate=fs_hits / fs_total if fs_total else 1.0,
+                    utilization=util,
+                    schedule_efficiency=eff,
+                    wait_mean=wait.mean() / NS,
+                    wait_p50=wait.quantile(0.5) / NS,
+                    wait_p90=wait.quantile(0.9) / NS,
+                    wait_p99=wait.quantile(0.99) / NS,
+                    run_p50=run.quantile(0.5) / NS,
+                    run_p99=run.quantile(0.99) / NS,
+                    worker_seconds=ws,
+                    cost=ws * pool.cfg.cost_per_worker_second,
+                    groups=[GroupSnapshot(labels={}, capacity=pool.capacity, busy=pool.busy)],
+                )
+            )
+        return Snapshot(
+            pools=pools,
+            live_tasks=self.live,
+            running=self.running,
+            pending=total_pending,
+            totals=dict(self.totals),
+        )
+
+    # ------------------------------------------------------------------ introspection
+
+    def status_counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tasks.values():
+            n = STATUS_NAMES[t.status]
+            out[n] = out.get(n, 0) + 1
+        return out
+
+
+__all__ = [
+    "Core",
+    "PoolState",
+    "BLOCKED",
+    "SCHEDULED",
+    "READY",
+    "RUNNING",
+    "RETRYING",
+    "SUCCEEDED",
+    "FAILED",
+    "DEAD_LETTERED",
+    "CANCELLED",
+    "SHED",
+]

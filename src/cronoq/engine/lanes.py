@@ -1,0 +1,107 @@
+"""Ready queues of one pool: per priority class a FIFO lane and a deadline heap (SPEC §5).
+
+Theory of operation
+-------------------
+Each class has three structures; a ready task is in exactly one of them:
+
+* ``fifo`` — a deque in ascending submission sequence.  Tasks without a deadline that become
+  ready in sequence order (the common case: fresh submissions) are appended here, O(1).
+* ``late`` — a heap by sequence for tasks without a deadline that became ready out of order
+  (retries, which keep their original position; recovered or released tasks).  The lane's
+  FIFO head is the smaller-sequence head of ``fifo`` and ``late``.
+* ``dl`` — a heap by latest start (``deadline - expected duration``) for deadline tasks; its
+  head is the most urgent deadline task of the class.
+
+Entries carry the ``lane_token`` the task had when pushed; a task that left the ready state
+(dispatched, cancelled, shed, missed) is dropped lazily when it reaches a head.  Dispatch
+therefore inspects at most 2 heads per class: O(classes + log n).
+
+The score of a head is ``base + min(aging_rate * wait_s, age_cap) + urgency`` (SPEC §5.1/5.2).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+from cronoq.engine.model import READY, TaskState
+
+
+class Lane:
+    __slots__ = ("dl", "fifo", "late")
+
+    def __init__(self) -> None:
+        self.fifo: deque[tuple[int, TaskState]] = deque()
+        self.late: list[tuple[int, int, TaskState]] = []
+        self.dl: list[tuple[int, int, int, TaskState]] = []
+
+    def push(self, t: TaskState, token: int) -> None:
+        t.lane_token = token
+        if t.deadline is not None:
+            heapq.heappush(self.dl, (t.latest_start, t.seq, token, t))
+            return
+        fifo = self.fifo
+        if not fifo or fifo[-1][1].seq < t.seq:
+            fifo.append((token, t))
+        else:
+            heapq.heappush(self.late, (t.seq, token, t))
+
+    def fifo_head(self) -> TaskState | None:
+        """The valid ready task with the lowest sequence among fifo and late (not removed)."""
+        fifo = self.fifo
+        while fifo:
+            tok, t = fifo[0]
+            if t.status == READY and t.lane_token == tok:
+                break
+            fifo.popleft()
+        late = self.late
+        while late:
+            _, tok, lt = late[0]
+            if lt.status == READY and lt.lane_token == tok:
+                break
+            heapq.heappop(late)
+        if fifo:
+            if late and late[0][0] < fifo[0][1].seq:
+                return late[0][2]
+            return fifo[0][1]
+        if late:
+            return late[0][2]
+        return None
+
+    def dl_head(self) -> TaskState | None:
+        dl = self.dl
+        while dl:
+            _, _, tok, t = dl[0]
+            if t.status == READY and t.lane_token == tok:
+                return t
+            heapq.heappop(dl)
+        return None
+
+    def newest(self) -> TaskState | None:
+        """The valid ready task with the highest sequence (for shedding; rare, may scan)."""
+        best: TaskState | None = None
+        fifo = self.fifo
+        while fifo:
+            tok, t = fifo[-1]
+            if t.status == READY and t.lane_token == tok:
+                best = t
+                break
+            fifo.pop()
+        for _, tok, t in self.late:
+            if t.status == READY and t.lane_token == tok and (best is None or t.seq > best.seq):
+                best = t
+        for _, _, tok, t in self.dl:
+            if t.status == READY and t.lane_token == tok and (best is None or t.seq > best.seq):
+                best = t
+        return best
+
+    def oldest(self) -> TaskState | None:
+        """The valid ready task with the lowest sequence, deadline tasks included."""
+        best = self.fifo_head()
+        for _, _, tok, t in self.dl:
+            if t.status == READY and t.lane_token == tok and (best is None or t.seq < best.seq):
+                best = t
+        return best
+
+    def __len__(self) -> int:
+        return len(self.fifo) + len(self.late) + len(self.dl)

@@ -1,0 +1,483 @@
+"""The task model: priorities, statuses, the lifecycle transition table, retry policies,
+task options and the per-task state record.
+
+Theory of operation
+-------------------
+* Statuses and lifecycle events are small ints on the hot path; their lower-case names are
+  the public spelling (``STATUS_NAMES``).
+* :data:`TRANSITIONS` is *the* lifecycle (SPEC §4): ``(from_status, event) -> to_status``.
+  The core moves a task only through :func:`next_status`, which raises
+  :class:`IllegalTransition` (a bug, never user error) for anything not in the table.
+* :class:`TaskOptions` holds everything about a task that submissions commonly share
+  (pool, kind, priority, timeout, retry, ...).  It is validated once and may be reused by any
+  number of tasks; the per-task record :class:`TaskState` only keeps what differs per task.
+  This keeps validation off the per-task path and a pending task small.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import IntEnum
+from typing import Any, Final
+
+from cronoq.engine.time import NS, check_seconds
+
+# ---------------------------------------------------------------------------------------------
+# Priority
+
+
+class Priority(IntEnum):
+    """Priority class; a lower value is more important (CRITICAL=0 .. LOW=3)."""
+
+    CRITICAL = 0
+    HIGH = 1
+    NORMAL = 2
+    LOW = 3
+
+    @classmethod
+    def parse(cls, value: object) -> Priority:
+        """Accept a Priority, an int 0..3 or a (case-insensitive) name."""
+        if isinstance(value, Priority):
+            return value
+        if isinstance(value, bool):
+            raise ValueError(f"unknown priority {value!r}")
+        if isinstance(value, int):
+            if 0 <= value <= 3:
+                return _PRIORITIES[value]
+            raise ValueError("priority must be 0..=3")
+        if isinstance(value, str):
+            p = _PRIORITY_NAMES.get(value.lower())
+            if p is None:
+                raise ValueError(f"unknown priority '{value}'")
+            return p
+        raise ValueError(f"unknown priority {value!r}")
+
+
+_PRIORITIES: Final = tuple(Priority)
+_PRIORITY_NAMES: Final = {p.name.lower(): p for p in Priority}
+NUM_CLASSES: Final = 4
+CLASS_NAMES: Final = ("critical", "high", "normal", "low")
+
+# ---------------------------------------------------------------------------------------------
+# Statuses
+
+BLOCKED: Final = 0
+SCHEDULED: Final = 1
+READY: Final = 2
+RUNNING: Final = 3
+RETRYING: Final = 4
+SUCCEEDED: Final = 5
+FAILED: Final = 6
+DEAD_LETTERED: Final = 7
+CANCELLED: Final = 8
+SKIPPED: Final = 9
+MISSED: Final = 10
+SHED: Final = 11
+
+STATUS_NAMES: Final = (
+    "blocked",
+    "scheduled",
+    "ready",
+    "running",
+    "retrying",
+    "succeeded",
+    "failed",
+    "dead_lettered",
+    "cancelled",
+    "skipped",
+    "missed",
+    "shed",
+)
+STATUS_BY_NAME: Final = {n: i for i, n in enumerate(STATUS_NAMES)}
+FIRST_TERMINAL: Final = SUCCEEDED
+
+
+def is_terminal(status: int) -> bool:
+    return status >= FIRST_TERMINAL
+
+
+# ---------------------------------------------------------------------------------------------
+# Lifecycle events and the transition table (SPEC §4)
+
+EV_UNBLOCK: Final = 0  # all edges satisfied, no fixed start (or start already due)
+EV_UNBLOCK_LATER: Final = 1  # all edges satisfied, fixed start in the future
+EV_EDGE_BROKEN: Final = 2  # an edge can no longer be satisfied / awaited key timed out
+EV_START_DUE: Final = 3  # fixed start time reached
+EV_MISS_SKIP: Final = 4  # not started by start + tolerance, on_miss=skip
+EV_MISS_FAIL: Final = 5  # not started by start + tolerance, on_miss=fail
+EV_DISPATCH: Final = 6
+EV_SUCCEED: Final = 7
+EV_PERMANENT: Final = 8
+EV_RETRY: Final = 9  # retryable failure / timeout / lost lease, attempts left
+EV_EXHAUSTED: Final = 10  # retryable failure / timeout / lost lease, no attempts left
+EV_BACKOFF_DONE: Final = 11
+EV_CANCEL: Final = 12
+EV_SHED: Final = 13
+EV_OCCURRENCE_SKIP: Final = 14  # recurring overlap=skip: the new occurrence is skipped
+
+EVENT_NAMES: Final = (
+    "unblock",
+    "unblock_later",
+    "edge_broken",
+    "start_due",
+    "miss_skip",
+    "miss_fail",
+    "dispatch",
+    "succeed",
+    "permanent",
+    "retry",
+    "exhausted",
+    "backoff_done",
+    "cancel",
+    "shed",
+    "occurrence_skip",
+)
+
+_NON_TERMINAL = (BLOCKED, SCHEDULED, READY, RUNNING, RETRYING)
+_NOT_RUNNING = (BLOCKED, SCHEDULED, READY, RETRYING)
+
+#: The whole lifecycle: (from, event) -> to.  Nothing else moves a task.
+TRANSITIONS: Final[dict[tuple[int, int], int]] = {
+    (BLOCKED, EV_UNBLOCK): READY,
+    (BLOCKED, EV_UNBLOCK_LATER): SCHEDULED,
+    (BLOCKED, EV_EDGE_BROKEN): SKIPPED,
+    (BLOCKED, EV_OCCURRENCE_SKIP): SKIPPED,
+    (SCHEDULED, EV_START_DUE): READY,
+    (SCHEDULED, EV_MISS_SKIP): MISSED,
+    (SCHEDULED, EV_MISS_FAIL): FAILED,
+    (READY, EV_MISS_SKIP): MISSED,
+    (READY, EV_MISS_FAIL): FAILED,
+    (READY, EV_DISPATCH): RUNNING,
+    (RUNNING, EV_SUCCEED): SUCCEEDED,
+    (RUNNING, EV_PERMANENT): FAILED,
+    (RUNNING, EV_RETRY): RETRYING,
+    (RUNNING, EV_EXHAUSTED): DEAD_LETTERED,
+    (RETRYING, EV_BACKOFF_DONE): READY,
+    **{(s, EV_CANCEL): CANCELLED for s in _NON_TERMINAL},
+    **{(s, EV_SHED): SHED for s in _NOT_RUNNING},
+}
+# Flattened for the hot path: index = from * 16 + event.
+_FLAT: Final[list[int]] = [-1] * (16 * 16)
+for (_f, _e), _t in TRANSITIONS.items():
+    _FLAT[_f * 16 + _e] = _t
+
+
+class IllegalTransition(AssertionError):
+    """A transition not in :data:`TRANSITIONS` was attempted: an engine bug."""
+
+
+def next_status(current: int, event: int) -> int:
+    to = _FLAT[current * 16 + event]
+    if to < 0:
+        raise IllegalTransition(f"illegal transition: {STATUS_NAMES[current]} --{EVENT_NAMES[event]}-->")
+    return to
+
+
+# ---------------------------------------------------------------------------------------------
+# Retry policy
+
+
+class RetryPolicy:
+    """Retry behaviour for retryable failures (SPEC §9).
+
+    Delay after attempt n: ``min(initial_backoff * multiplier**(n-1), max_backoff)``; with
+    jitter a seeded uniform draw in ``[delay/2, delay]``.
+    """
+
+    __slots__ = ("initial_backoff", "jitter", "max_attempts", "max_backoff", "multiplier")
+
+    max_attempts: int
+    initial_backoff: float
+    multiplier: float
+    max_backoff: float
+    jitter: bool
+
+    def __init__(
+        self,
+        max_attempts: int = 3,
+        initial_backoff: float = 1.0,
+        multiplier: float = 2.0,
+        max_backoff: float = 60.0,
+        jitter: bool = True,
+    ) -> None:
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ValueError(f"max_attempts must be an int >= 1 (got {max_attempts!r})")
+        ib = check_seconds("initial_backoff", initial_backoff)
+        mb = check_seconds("max_backoff", max_backoff)
+        if (
+            isinstance(multiplier, bool)
+            or not isinstance(multiplier, (int, float))
+            or not math.isfinite(multiplier)
+            or multiplier <= 0
+        ):
+            raise ValueError(f"multiplier must be finite and > 0 (got {multiplier!r})")
+        object.__setattr__(self, "max_attempts", max_attempts)
+        object.__setattr__(self, "initial_backoff", ib)
+        object.__setattr__(self, "multiplier", float(multiplier))
+        object.__setattr__(self, "max_backoff", mb)
+        object.__setattr__(self, "jitter", bool(jitter))
+
+    @classmethod
+    def none(cls) -> RetryPolicy:
+        """A single attempt, no retries."""
+        return cls(max_attempts=1)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("RetryPolicy is immutable")
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.max_attempts, self.initial_backoff, self.multiplier, self.max_backoff, self.jitter)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RetryPolicy) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"RetryPolicy(max_attempts={self.max_attempts}, initial_backoff={self.initial_backoff},"
+            f" multiplier={self.multiplier}, max_backoff={self.max_backoff}, jitter={self.jitter})"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RetryPolicy, self._key())
+
+    def base_delay(self, attempt: int) -> float:
+        """The un-jittered delay (seconds) after ``attempt`` (numbered from 1)."""
+        try:
+            d = self.initial_backoff * self.multiplier ** (attempt - 1)
+        except OverflowError:
+            return self.max_backoff
+        return min(d, self.max_backoff)
+
+
+DEFAULT_RETRY: Final = RetryPolicy()
+
+# ---------------------------------------------------------------------------------------------
+# Miss policies
+
+RUN_LATE: Final = 0
+SKIP: Final = 1
+FAIL: Final = 2
+MISS_POLICIES: Final = ("run_late", "skip", "fail")
+
+
+def parse_on_miss(value: object) -> int:
+    if isinstance(value, str) and value in MISS_POLICIES:
+        return MISS_POLICIES.index(value)
+    raise ValueError(f"on_miss must be 'run_late', 'skip' or 'fail' (got {value!r})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Dependencies
+
+ON_SUCCESS: Final = 0
+ON_FAILURE: Final = 1
+ON_COMPLETE: Final = 2
+COND_NAMES: Final = ("success", "failure", "complete")
+_COND_PARSE: Final = {
+    "success": ON_SUCCESS,
+    "on_success": ON_SUCCESS,
+    "failure": ON_FAILURE,
+    "on_failure": ON_FAILURE,
+    "complete": ON_COMPLETE,
+    "on_complete": ON_COMPLETE,
+}
+
+
+class Dep:
+    """A dependency edge: ``Dep(target, on="success")`` with target an id (int) or key (str)."""
+
+    __slots__ = ("_cond", "on", "target")
+
+    def __init__(self, target: int | str, on: str = "success") -> None:
+        if isinstance(target, bool) or not isinstance(target, (int, str)):
+            raise ValueError(f"dependency target must be a task id or key (got {target!r})")
+        if isinstance(target, int) and target < 1:
+            raise ValueError(f"dependency target must be a task id >= 1 (got {target})")
+        cond = _COND_PARSE.get(on) if isinstance(on, str) else None
+        if cond is None:
+            raise ValueError(f"unknown dependency condition {on!r}: expected success, failure or complete")
+        self.target = target
+        self.on = COND_NAMES[cond]
+        self._cond = cond
+
+    def __repr__(self) -> str:
+        return f"Dep({self.target!r}, on={self.on!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Dep) and (self.target, self._cond) == (other.target, other._cond)
+
+    def __hash__(self) -> int:
+        return hash((self.target, self._cond))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Dep, (self.target, self.on))
+
+
+def edge_satisfied(cond: int, parent_status: int) -> bool:
+    """Whether a terminal parent status satisfies an edge condition."""
+    if cond == ON_COMPLETE:
+        return True
+    if cond == ON_SUCCESS:
+        return parent_status == SUCCEEDED
+    return parent_status != SUCCEEDED
+
+
+# ---------------------------------------------------------------------------------------------
+# Task options and state
+
+
+class TaskOptions:
+    """Validated scheduling options that many tasks may share (immutable once built).
+
+    Durations are ns.  ``pool_index`` is resolved by the core on first use.
+    """
+
+    __slots__ = (
+        "duration_hint",
+        "kind",
+        "labels",
+        "on_miss",
+        "pool",
+        "pool_index",
+        "priority",
+        "resources",
+        "retry",
+        "stats_key",
+        "tags",
+        "tenant",
+        "timeout",
+        "tolerance",
+    )
+
+    def __init__(
+        self,
+        pool: str | None = None,
+        kind: str = "default",
+        priority: int = 2,
+        timeout: int | None = None,
+        retry: RetryPolicy | None = None,
+        duration_hint: int | None = None,
+        tolerance: int = NS,
+        on_miss: int = RUN_LATE,
+        tags: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        tenant: str | None = None,
+        resources: dict[str, int] | None = None,
+    ) -> None:
+        self.pool = pool
+        self.kind = kind
+        self.priority = priority
+        self.timeout = timeout
+        self.retry = retry
+        self.duration_hint = duration_hint
+        self.tolerance = tolerance
+        self.on_miss = on_miss
+        self.tags = tags
+        self.labels = labels
+        self.tenant = tenant
+        self.resources = resources
+        self.pool_index = -1
+        self.stats_key: object = None
+
+
+class TaskState:
+    """Everything the engine knows about one task.  Mutated only by the core.
+
+    Times are engine ns.  ``lane_token`` invalidates stale queue entries (lazy deletion).
+    """
+
+    __slots__ = (
+        "attempt",
+        "attempt_started",
+        "created_at",
+        "deadline",
+        "dependents",
+        "finished_at",
+        "id",
+        "key",
+        "lane_token",
+        "latest_start",
+        "lease",
+        "lease_expires",
+        "message",
+        "opts",
+        "output",
+        "payload",
+        "ready_at",
+        "retry_after",
+        "seq",
+        "start_at",
+        "started_at",
+        "status",
+        "unmet",
+    )
+
+    def __init__(
+        self, id: int, seq: int, opts: TaskOptions, payload: object, key: str | None, now: int
+    ) -> None:
+        self.id = id
+        self.seq = seq
+        self.opts = opts
+        self.payload = payload
+        self.key = key
+        self.status = BLOCKED
+        self.attempt = 0
+        self.lease = 0
+        self.created_at = now
+        self.ready_at = now
+        self.started_at: int | None = None
+        self.finished_at: int | None = None
+        self.attempt_started = 0
+        self.deadline: int | None = None
+        self.latest_start = 0
+        self.start_at: int | None = None
+        self.message: str | None = None
+        self.output: object = None
+        self.lane_token = 0
+        self.unmet = 0
+        self.dependents: list[tuple[TaskState, int]] | None = None
+        self.retry_after: int | None = None
+        self.lease_expires = 0
+
+    @property
+    def status_name(self) -> str:
+        return STATUS_NAMES[self.status]
+
+    def __repr__(self) -> str:
+        return f"<TaskState id={self.id} {STATUS_NAMES[self.status]} attempt={self.attempt}>"
+
+
+class StatusEvent:
+    """A status transition as published to subscribers (SPEC §4). ``at`` is Unix seconds."""
+
+    __slots__ = ("at", "attempt", "id", "key", "message", "pool", "status")
+
+    def __init__(
+        self, id: int, pool: str, key: str | None, status: str, attempt: int, at: float, message: str | None
+    ) -> None:
+        self.id = id
+        self.pool = pool
+        self.key = key
+        self.status = status
+        self.attempt = attempt
+        self.at = at
+        self.message = message
+
+    def __repr__(self) -> str:
+        return (
+            f"StatusEvent(id={self.id}, pool={self.pool!r}, key={self.key!r}, status={self.status!r},"
+            f" attempt={self.attempt}, at={self.at:.6f}, message={self.message!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StatusEvent) and all(
+            getattr(self, s) == getattr(other, s) for s in self.__slots__
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StatusEvent, tuple(getattr(self, s) for s in self.__slots__))

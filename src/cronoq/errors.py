@@ -1,0 +1,153 @@
+"""The cronoq error family (SPEC §16.3).
+
+Every error is a plain exception class that round-trips through pickle with its attributes
+(``__reduce__`` passes the constructor arguments back), so errors can cross process
+boundaries (thread pools, multiprocessing, the server) unchanged.  ``str(err)`` is the
+message, except for :class:`TaskFailed` whose string names the task and its status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CronoqError",
+    "SubmitError",
+    "SchedulerError",
+    "NotStartedError",
+    "Fenced",
+    "TaskFailed",
+    "EventsLagged",
+    "Retryable",
+    "Permanent",
+    "SUBMIT_ERROR_CODES",
+]
+
+#: Every code a :class:`SubmitError` may carry (SPEC §16.3).
+SUBMIT_ERROR_CODES = frozenset(
+    {
+        "unknown_pool",
+        "unknown_resource",
+        "resource_exceeds_capacity",
+        "reservation_conflict",
+        "cycle",
+        "unknown_dependency",
+        "full",
+        "overloaded",
+        "duplicate_key_in_batch",
+        "invalid",
+    }
+)
+
+
+class CronoqError(Exception):
+    """Base class of every error cronoq raises on purpose."""
+
+
+class SubmitError(CronoqError):
+    """A submission was rejected; ``code`` is one of :data:`SUBMIT_ERROR_CODES`."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.code, self.message))
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"SubmitError({self.code!r}, {self.message!r})"
+
+
+class SchedulerError(CronoqError):
+    """The scheduler cannot do what was asked (configuration, lifecycle, store)."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message,))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+NOT_STARTED_MESSAGE = "scheduler not started; call `await scheduler.start()` first"
+
+
+class NotStartedError(SchedulerError, RuntimeError):
+    """A call was made before ``start()`` or after ``shutdown()``."""
+
+    def __init__(self, message: str = NOT_STARTED_MESSAGE) -> None:
+        super().__init__(message)
+
+
+class Fenced(SchedulerError):
+    """A durable write was refused because another instance took over leadership."""
+
+
+class TaskFailed(CronoqError):
+    """A task ended without an output (any terminal status but ``succeeded``)."""
+
+    def __init__(self, status: str, message: str, task_id: int) -> None:
+        super().__init__(status, message, task_id)
+        self.status = status
+        self.message = message
+        self.task_id = task_id
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.status, self.message, self.task_id))
+
+    def __str__(self) -> str:
+        return f"task {self.task_id} ended as {self.status}: {self.message}"
+
+    def __repr__(self) -> str:
+        return f"TaskFailed({self.status!r}, {self.message!r}, {self.task_id!r})"
+
+
+class EventsLagged(CronoqError):
+    """An event subscriber fell behind; ``skipped`` events were dropped."""
+
+    def __init__(self, skipped: int) -> None:
+        super().__init__(f"event stream lagged: {skipped} events skipped")
+        self.skipped = skipped
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.skipped,))
+
+
+class Retryable(CronoqError):
+    """Raised by an executor: this attempt failed, try again (optionally after ``retry_after`` s)."""
+
+    def __init__(self, message: str = "", retry_after: float | None = None) -> None:
+        super().__init__(message)
+        if retry_after is not None:
+            from cronoq.engine.time import check_seconds
+
+            check_seconds("retry_after", retry_after)
+        self.message = message
+        self.retry_after = retry_after
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message, self.retry_after))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class Permanent(CronoqError):
+    """Raised by an executor: this task cannot succeed; it ends ``failed`` without retries."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message,))
+
+    def __str__(self) -> str:
+        return self.message

@@ -1,0 +1,1 @@
+"""The asyncio runtime around the engine: Scheduler, Pool, Task, handles, contexts, events."""

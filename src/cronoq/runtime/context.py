@@ -1,0 +1,87 @@
+"""``TaskContext``: what an executor sees of its running attempt (SPEC §16.3)."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from cronoq.engine.time import NS
+
+if TYPE_CHECKING:
+    from cronoq.engine.model import TaskState
+    from cronoq.runtime.scheduler import Scheduler
+
+_EMPTY: dict[str, str] = {}
+
+
+class TaskContext:
+    """Information and controls for one running attempt.  Cheap: fields are read lazily."""
+
+    __slots__ = ("_cancelled", "_ended", "_sched", "_task", "attempt", "lease")
+
+    def __init__(self, sched: Scheduler, task: TaskState, lease: int) -> None:
+        self._sched = sched
+        self._task = task
+        self.lease = lease
+        self.attempt: int = task.attempt
+        self._cancelled = False
+        self._ended = False
+
+    @property
+    def id(self) -> int:
+        return self._task.id
+
+    @property
+    def kind(self) -> str:
+        return self._task.opts.kind
+
+    @property
+    def key(self) -> str | None:
+        return self._task.key
+
+    @property
+    def pool(self) -> str:
+        return self._sched._pool_names[self._task.opts.pool_index]
+
+    @property
+    def tags(self) -> dict[str, str]:
+        tags = self._task.opts.tags
+        return dict(tags) if tags else {}
+
+    @property
+    def group(self) -> dict[str, str]:
+        """Labels of the worker group running this attempt (in-process: the unlabelled group)."""
+        return dict(_EMPTY)
+
+    @property
+    def timeout(self) -> float | None:
+        t = self._task.opts.timeout
+        return None if t is None else t / NS
+
+    @property
+    def deadline(self) -> float | None:
+        """The task's deadline in Unix seconds, or None."""
+        d = self._task.deadline
+        return None if d is None else (self._sched._time_base + d) / NS
+
+    def is_cancelled(self) -> bool:
+        """True once the attempt was aborted (cancel, timeout, lease loss, shutdown)."""
+        return self._cancelled
+
+    def heartbeat(self) -> None:
+        """Renew the lease (a no-op without ``lease_ttl`` or after the attempt ended).
+
+        Safe to call from the executor's thread for synchronous executors.
+        """
+        if self._ended or self._cancelled:
+            return
+        sched = self._sched
+        if threading.get_ident() == sched._loop_thread:
+            sched._heartbeat(self.lease)
+        else:
+            loop = sched._loop
+            if loop is not None and not loop.is_closed():
+                loop.call_soon_threadsafe(sched._heartbeat, self.lease)
+
+    def __repr__(self) -> str:
+        return f"<TaskContext id={self.id} attempt={self.attempt} lease={self.lease}>"

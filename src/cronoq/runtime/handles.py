@@ -1,0 +1,49 @@
+"""``TaskHandle``: a cheap, awaitable view of one task's outcome.
+
+One asyncio future per task (shared by every handle of that task) carries the outcome:
+the executor's return value, or :class:`~cronoq.errors.TaskFailed`.  Awaiting goes through
+``asyncio.shield`` so that cancelling one awaiter never cancels the shared future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cronoq.runtime.scheduler import Scheduler
+
+
+class TaskHandle:
+    """Resolves with the task's output once it reaches a terminal status."""
+
+    __slots__ = ("_fut", "_sched", "duplicate", "id")
+
+    def __init__(self, sched: Scheduler, task_id: int, duplicate: bool, fut: asyncio.Future[Any]) -> None:
+        self.id = task_id
+        self.duplicate = duplicate
+        self._fut = fut
+        self._sched = sched
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        fut = self._fut
+        if fut.done():
+            return fut.result()
+        return (yield from asyncio.shield(fut).__await__())
+
+    def result(self) -> asyncio.Future[Any]:
+        """An awaitable with the same outcome as ``await handle``."""
+        return asyncio.shield(self._fut)
+
+    def done(self) -> bool:
+        """True once the outcome is known."""
+        return self._fut.done()
+
+    def cancel(self) -> bool:
+        """Request cancellation; takes effect before the next dispatch decision."""
+        return self._sched._cancel_now(self.id)
+
+    def __repr__(self) -> str:
+        state = "done" if self._fut.done() else "pending"
+        return f"<TaskHandle id={self.id} {state}{' duplicate' if self.duplicate else ''}>"

@@ -1,0 +1,84 @@
+"""``Pool``: a named set of worker slots plus the executor that runs its attempts (SPEC §16.2)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cronoq.engine.config import AutoscaleConfig, PoolConfig
+from cronoq.engine.model import RetryPolicy
+
+Executor = Callable[..., Any]
+
+
+def _is_async_callable(fn: object) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+class Pool:
+    """A worker pool: capacity limits, scaling, retries, queue bounds and its executor.
+
+    The executor is ``async def run(ctx, payload)`` or a plain function, which runs in the
+    loop's default thread pool (an awaitable it returns is awaited).
+    """
+
+    __slots__ = ("_config", "executor", "is_async", "scaler")
+
+    def __init__(
+        self,
+        name: str,
+        executor: Executor,
+        *,
+        min: int = 1,
+        max: int = 10,
+        initial: int | None = None,
+        autoscale: AutoscaleConfig | bool | None = None,
+        lease_ttl: float | None = None,
+        max_pending: int | None = None,
+        overflow: str = "wait",
+        retry: RetryPolicy | None = None,
+        unknown_dependency: str = "reject",
+        await_timeout: float | None = None,
+        default_duration: float = 1.0,
+        reservable_fraction: float = 0.5,
+        tenant_weights: Mapping[str, float] | None = None,
+        fair_share: bool = False,
+    ) -> None:
+        if not callable(executor):
+            raise ValueError("executor must be callable")
+        self._config = PoolConfig(
+            name,
+            min=min,
+            max=max,
+            initial=initial,
+            autoscale=autoscale,
+            lease_ttl=lease_ttl,
+            max_pending=max_pending,
+            overflow=overflow,
+            retry=retry,
+            unknown_dependency=unknown_dependency,
+            await_timeout=await_timeout,
+            default_duration=default_duration,
+            reservable_fraction=reservable_fraction,
+            tenant_weights=tenant_weights,
+            fair_share=fair_share,
+        )
+        self.executor = executor
+        self.is_async = _is_async_callable(executor)
+        self.scaler: object = None
+
+    @property
+    def name(self) -> str:
+        return self._config.name
+
+    @property
+    def config(self) -> PoolConfig:
+        return self._config
+
+    def __repr__(self) -> str:
+        c = self._config
+        return f"Pool({c.name!r}, min={c.min}, max={c.max})"

@@ -1,0 +1,512 @@
+"""``Scheduler``: the asyncio shell around the engine (SPEC §16.1).
+
+Theory of operation
+-------------------
+The scheduler owns one :class:`~cronoq.engine.core.Core` and feeds it loop time
+(``time.monotonic_ns()`` relative to ``start()``).  Public calls (``submit``, ``enqueue``,
+``cancel``, ...) call the core synchronously and then *kick* the driver: one coalesced
+``call_soon`` per loop turn.  The driver ticks the core (timers + dispatch decisions for
+everything submitted this turn), carries out the resulting actions and arms a single
+``call_at`` timer for ``core.next_wakeup()``.  There are no per-task timers and no
+per-task wrapper coroutines:
+
+* an attempt is the executor's coroutine wrapped in ``loop.create_task`` (or a thread-pool
+  future for plain functions) with one ``add_done_callback`` that reports the outcome;
+* handles are plain futures resolved by the driver; ``enqueue`` creates none;
+* events are built only while someone subscribes.
+
+Everything runs on the loop that called ``start()``; the core is never touched from another
+thread (``ctx.heartbeat()`` from an executor thread is marshalled onto the loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from functools import partial
+from typing import Any
+
+from cronoq.engine.actions import Abort, Dispatch, Publish, Resolve, SpaceAvailable
+from cronoq.engine.config import CoreConfig
+from cronoq.engine.core import Core
+from cronoq.engine.model import FIRST_TERMINAL, STATUS_NAMES, SUCCEEDED, TaskOptions, TaskState
+from cronoq.engine.snapshot import Snapshot
+from cronoq.engine.time import NS, check_seconds, to_ns
+from cronoq.errors import NotStartedError, Permanent, Retryable, SchedulerError, SubmitError, TaskFailed
+from cronoq.runtime.context import TaskContext
+from cronoq.runtime.events import EventStream
+from cronoq.runtime.handles import TaskHandle
+from cronoq.runtime.pool import Pool
+from cronoq.runtime.task import OptionsCache, Task, TimeSpec, check_key, parse_when
+
+SHUTDOWN_MESSAGE = "scheduler shut down"
+
+
+def _check_ref(ref: object) -> int | str:
+    if isinstance(ref, bool) or not isinstance(ref, (int, str)):
+        raise ValueError(f"a task reference is an id (int) or a key (str), got {ref!r}")
+    return ref
+
+
+def _error_message(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class Scheduler:
+    """An elastic, priority-aware asyncio task scheduler (see the module docstring)."""
+
+    def __init__(
+        self,
+        pools: Sequence[Pool] | Iterable[Pool],
+        resources: Sequence[Any] | None = None,
+        emit_transitions: bool = False,
+        *,
+        shutdown_grace: float = 5.0,
+        event_capacity: int = 1024,
+        store: Any = None,
+        codec: Any = None,
+    ) -> None:
+        pool_list = list(pools)
+        if not pool_list:
+            raise ValueError("at least one pool is required")
+        seen: set[str] = set()
+        for p in pool_list:
+            if not isinstance(p, Pool):
+                raise ValueError(f"pools must be Pool instances (got {p!r})")
+            if p.name in seen:
+                raise ValueError(f"duplicate pool name '{p.name}'")
+            seen.add(p.name)
+        if resources:
+            raise ValueError("shared resources are not available in this version")
+        if store is not None:
+            raise ValueError("durable stores are not available in this version")
+        self._shutdown_grace = check_seconds("shutdown_grace", shutdown_grace)
+        if isinstance(event_capacity, bool) or not isinstance(event_capacity, int) or event_capacity < 1:
+            raise ValueError(f"event_capacity must be an int >= 1 (got {event_capacity!r})")
+        self._event_capacity = event_capacity
+        self._emit_transitions = bool(emit_transitions)
+        self._pools = pool_list
+        self._pool_names = [p.name for p in pool_list]
+        self._codec = codec
+        self._core: Core | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._t0 = 0
+        self._time_base = 0
+        self._next_seq = 1
+        self._accepting = False
+        self._kick_pending = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = -1
+        self._running: dict[int, tuple[asyncio.Future[Any], TaskContext]] = {}
+        self._waiters: dict[int, asyncio.Future[Any]] = {}
+        self._streams: set[EventStream] = set()
+        self._space: dict[str, asyncio.Future[None]] = {}
+        self._opts = OptionsCache()
+        probe = CoreConfig([p.config for p in pool_list])
+        self._default_pool = pool_list[probe.default_pool_index()].name
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def started(self) -> bool:
+        return self._core is not None
+
+    @property
+    def pools(self) -> list[str]:
+        return list(self._pool_names)
+
+    @property
+    def default_pool(self) -> str:
+        return self._default_pool
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Bind to the running loop and begin scheduling.  A no-op if already started."""
+        if self._core is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self._t0 = time.monotonic_ns()
+        self._time_base = time.time_ns()
+        config = CoreConfig(
+            [p.config for p in self._pools],
+            emit_transitions=self._emit_transitions,
+            time_base=self._time_base,
+            seed=self._time_base & 0xFFFFFFFF,
+        )
+        self._core = Core(config, now=0, first_seq=self._next_seq)
+        self._accepting = True
+
+    async def __aenter__(self) -> Scheduler:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.shutdown(self._shutdown_grace)
+
+    async def shutdown(self, grace: float | None = None) -> None:
+        """Stop accepting, wait up to ``grace`` s for running attempts, cancel the rest.
+
+        Every unfinished handle fails with ``TaskFailed(status="shutdown")``.  Idempotent.
+        """
+        core = self._core
+        if core is None:
+            return
+        g = self._shutdown_grace if grace is None else check_seconds("grace", grace)
+        self._accepting = False
+        core.paused = True
+        if self._running:
+            await asyncio.wait([f for f, _ in self._running.values()], timeout=g)
+            await asyncio.sleep(0)  # let the done callbacks of finished attempts report
+        self._drive()
+        for fut, ctx in self._running.values():
+            ctx._cancelled = True
+            ctx._ended = True
+            fut.cancel()
+        self._running.clear()
+        self._next_seq = core.next_seq
+        self._core = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = -1
+        for tid, fut in self._waiters.items():
+            if not fut.done():
+                fut.set_exception(TaskFailed("shutdown", SHUTDOWN_MESSAGE, tid))
+                fut.exception()  # mark retrieved: nobody may be awaiting this handle
+        self._waiters.clear()
+        for sf in self._space.values():
+            if not sf.done():
+                sf.set_result(None)
+        self._space.clear()
+        for s in list(self._streams):
+            s._end()
+        self._streams.clear()
+
+    # ------------------------------------------------------------------ driver
+
+    def _now(self) -> int:
+        return time.monotonic_ns() - self._t0
+
+    def _kick(self) -> None:
+        if not self._kick_pending:
+            self._kick_pending = True
+            self._loop.call_soon(self._drive)  # type: ignore[union-attr]
+
+    def _drive(self) -> None:
+        self._kick_pending = False
+        core = self._core
+        if core is None:
+            return
+        core.tick(self._now())
+        if core.actions:
+            self._apply()
+        self._arm()
+
+    def _arm(self) -> None:
+        core = self._core
+        if core is None:
+            return
+        w = core.next_wakeup()
+        if w is None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+                self._timer_at = -1
+            return
+        if w == self._timer_at and self._timer is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = w
+        self._timer = self._loop.call_at((self._t0 + w) / NS, self._on_timer)  # type: ignore[union-attr]
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = -1
+        self._drive()
+
+    def _apply(self) -> None:
+        """Carry out the core's pending actions (and any they cause), in order."""
+        core = self._core
+        assert core is not None
+        while core.actions:
+            actions = core.actions
+            core.actions = []
+            for a in actions:
+                tp = type(a)
+                if tp is Dispatch:
+                    self._start_attempt(a.task, a.lease)
+                elif tp is Resolve:
+                    fut = self._waiters.pop(a.task.id, None)
+                    if fut is not None:
+                        _set_outcome(fut, a.task)
+                elif tp is Publish:
+                    for s in self._streams:
+                        s._push(a.event)
+                elif tp is Abort:
+                    entry = self._running.pop(a.lease, None)
+                    if entry is not None:
+                        fut, ctx = entry
+                        ctx._cancelled = True
+                        ctx._ended = True
+                        fut.cancel()
+                elif tp is SpaceAvailable:
+                    sf = self._space.pop(a.pool, None)
+                    if sf is not None and not sf.done():
+                        sf.set_result(None)
+
+    # ------------------------------------------------------------------ attempts
+
+    def _start_attempt(self, t: TaskState, lease: int) -> None:
+        pool = self._pools[t.opts.pool_index]
+        ctx = TaskContext(self, t, lease)
+        loop = self._loop
+        assert loop is not None
+        try:
+            if pool.is_async:
+                fut: asyncio.Future[Any] = loop.create_task(pool.executor(ctx, t.payload))
+            else:
+                fut = loop.run_in_executor(None, pool.executor, ctx, t.payload)
+        except Exception as exc:  # the executor could not even be started
+            ctx._ended = True
+            self._core.fail(self._now(), lease, _error_message(exc))  # type: ignore[union-attr]
+            return
+        self._running[lease] = (fut, ctx)
+        fut.add_done_callback(partial(self._on_done, lease))
+
+    def _on_done(self, lease: int, fut: asyncio.Future[Any]) -> None:
+        entry = self._running.get(lease)
+        if entry is None or entry[0] is not fut:
+            return  # aborted by the engine (timeout, cancel, lease loss) or shut down
+        core = self._core
+        if core is None:
+            return
+        try:
+            result = fut.result()
+        except Permanent as exc:
+            del self._running[lease]
+            entry[1]._ended = True
+            core.fail(self._now(), lease, exc.message, permanent=True)
+        except Retryable as exc:
+            del self._running[lease]
+            entry[1]._ended = True
+            ra = None if exc.retry_after is None else to_ns(exc.retry_after)
+            core.fail(self._now(), lease, exc.message, retry_after=ra)
+        except asyncio.CancelledError as exc:  # the executor cancelled itself: retryable
+            del self._running[lease]
+            entry[1]._ended = True
+            core.fail(self._now(), lease, _error_message(exc))
+        except Exception as exc:
+            del self._running[lease]
+            entry[1]._ended = True
+            core.fail(self._now(), lease, _error_message(exc))
+        else:
+            if inspect.isawaitable(result) and not isinstance(fut, asyncio.Task):
+                # a plain function returned an awaitable: await it within the same attempt
+                try:
+                    inner = asyncio.ensure_future(result)
+                except Exception as exc:
+                    del self._running[lease]
+                    core.fail(self._now(), lease, _error_message(exc))
+                    self._kick()
+                    return
+                self._running[lease] = (inner, entry[1])
+                inner.add_done_callback(partial(self._on_done, lease))
+                return
+            del self._running[lease]
+            entry[1]._ended = True
+            core.complete(self._now(), lease, result)
+        self._kick()
+
+    def _heartbeat(self, lease: int) -> None:
+        core = self._core
+        if core is not None:
+            core.heartbeat(self._now(), lease)
+
+    # ------------------------------------------------------------------ submission
+
+    def _require(self) -> Core:
+        core = self._core
+        if core is None or not self._accepting:
+            raise NotStartedError()
+        return core
+
+    def _prepare(self, fields: dict[str, Any]) -> tuple[TaskOptions, str | None, TimeSpec | None]:
+        key = None
+        deadline = None
+        if fields:
+            if "key" in fields:
+                key = check_key(fields.pop("key"))
+            if "deadline_in" in fields or "deadline_at" in fields:
+                deadline = parse_when(
+                    "deadline", fields.pop("deadline_in", None), fields.pop("deadline_at", None)
+                )
+            if "start_in" in fields or "start_at" in fields or "after" in fields or "deps" in fields:
+                raise ValueError("fixed starts and dependencies are not supported in this version")
+            opts = self._opts.get(fields)
+        else:
+            opts = self._opts.default
+        return opts, key, deadline
+
+    async def _wait_space(self, opts: TaskOptions) -> None:
+        core = self._require()
+        name = core.pools[opts.pool_index].name
+        sf = self._space.get(name)
+        if sf is None or sf.done():
+            sf = self._loop.create_future()  # type: ignore[union-attr]
+            self._space[name] = sf
+        await asyncio.shield(sf)
+        self._require()
+
+    async def _submit(self, payload: object, fields: dict[str, Any]) -> tuple[int, bool]:
+        core = self._require()
+        opts, key, dl = self._prepare(fields)
+        if opts.pool_index < 0:
+            core.resolve_pool(opts)
+        while True:
+            deadline = None if dl is None else dl.resolve(self._now(), self._time_base)
+            try:
+                tid, dup = core.submit(self._now(), opts, payload, key, deadline)
+                break
+            except SubmitError as e:
+                if e.code != "full":
+                    raise
+            await self._wait_space(opts)
+            core = self._require()
+        if not dup:
+            self._kick()
+        return tid, dup
+
+    async def submit(self, payload: object, **fields: Any) -> TaskHandle:
+        """Submit one task (SPEC §2 fields) and return a handle to its outcome."""
+        tid, dup = await self._submit(payload, fields)
+        return self._handle_for(tid, dup)
+
+    async def enqueue(self, payload: object, **fields: Any) -> int:
+        """Submit one task without a handle (cheaper); returns its id."""
+        tid, _ = await self._submit(payload, fields)
+        return tid
+
+    async def submit_batch(self, tasks: Iterable[Task]) -> list[TaskHandle]:
+        """Submit tasks atomically: all are accepted or none (SubmitError)."""
+        batch = list(tasks)
+        for t in batch:
+            if not isinstance(t, Task):
+                raise ValueError(f"submit_batch takes Task objects (got {t!r})")
+        core = self._require()
+        if not batch:
+            return []
+        while True:
+            now = self._now()
+            items = [
+                (
+                    t._opts,
+                    t._payload,
+                    t._key,
+                    None if t._deadline is None else t._deadline.resolve(now, self._time_base),
+                )
+                for t in batch
+            ]
+            try:
+                results = core.submit_batch(now, items)
+                break
+            except SubmitError as e:
+                if e.code != "full":
+                    raise
+                full_pool = next(
+                    (o for o, *_ in items if core.pools[o.pool_index].waiting_space), items[0][0]
+                )
+            await self._wait_space(full_pool)
+            core = self._require()
+        self._kick()
+        return [self._handle_for(tid, dup) for tid, dup in results]
+
+    def _handle_for(self, tid: int, dup: bool) -> TaskHandle:
+        fut = self._waiters.get(tid)
+        if fut is None:
+            fut = self._loop.create_future()  # type: ignore[union-attr]
+            t = self._core.tasks.get(tid) if self._core is not None else None
+            if t is not None and t.status >= FIRST_TERMINAL:
+                _set_outcome(fut, t)
+            else:
+                self._waiters[tid] = fut
+        return TaskHandle(self, tid, dup, fut)
+
+    # ------------------------------------------------------------------ control and queries
+
+    def _cancel_now(self, ref: int | str) -> bool:
+        core = self._core
+        if core is None:
+            return False
+        ok = core.cancel(self._now(), ref)
+        if core.actions:
+            self._apply()
+        if ok:
+            self._kick()
+        return ok
+
+    async def cancel(self, ref: int | str) -> bool:
+        """Cancel a task by id or key; False if unknown or already terminal."""
+        _check_ref(ref)
+        self._require()
+        return self._cancel_now(ref)
+
+    async def status(self, ref: int | str) -> str | None:
+        """The task's status name, or None if unknown (or no longer retained)."""
+        _check_ref(ref)
+        core = self._require()
+        t = core.lookup(self._now(), ref)
+        return None if t is None else STATUS_NAMES[t.status]
+
+    async def handle(self, ref: int | str) -> TaskHandle | None:
+        """A handle to an existing task (live or retained), or None."""
+        _check_ref(ref)
+        core = self._require()
+        t = core.lookup(self._now(), ref)
+        return None if t is None else self._handle_for(t.id, False)
+
+    async def snapshot(self) -> Snapshot:
+        core = self._require()
+        return core.snapshot(self._now())
+
+    async def set_capacity(self, pool: str, n: int) -> None:
+        """Set a pool's capacity (worker slots) directly; not clamped to min/max."""
+        core = self._require()
+        core.set_capacity(self._now(), pool, n)
+        self._kick()
+
+    def events(self, on_lag: str = "skip") -> EventStream:
+        """Subscribe to status events from now on (see :class:`EventStream`)."""
+        core = self._require()
+        stream = EventStream(self, self._event_capacity, on_lag)
+        self._streams.add(stream)
+        core.publish = True
+        return stream
+
+    def _unsubscribe(self, stream: EventStream) -> None:
+        self._streams.discard(stream)
+        if not self._streams and self._core is not None:
+            self._core.publish = False
+
+    def __repr__(self) -> str:
+        return f"<Scheduler pools={self._pool_names} started={self.started}>"
+
+
+def _set_outcome(fut: asyncio.Future[Any], t: TaskState) -> None:
+    if fut.done():
+        return
+    if t.status == SUCCEEDED:
+        fut.set_result(t.output)
+    else:
+        fut.set_exception(TaskFailed(STATUS_NAMES[t.status], t.message or "", t.id))
+        fut.exception()  # handles need not be awaited: never log "exception never retrieved"
+
+
+__all__ = ["Scheduler", "SchedulerError"]

@@ -1,0 +1,191 @@
+"""Task fields: validation and conversion of the SPEC §2 keyword arguments.
+
+Fields that many tasks share (pool, kind, priority, timeout, retry, ...) become one
+:class:`~cronoq.engine.model.TaskOptions`, cached per distinct argument set, so submitting
+the same shape of task again costs a dict lookup instead of a validation.  Per-task fields
+(key, deadlines) are validated each time; they are cheap.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from cronoq.engine.model import Priority, RetryPolicy, TaskOptions, parse_on_miss
+from cronoq.engine.time import NS, check_seconds, to_ns
+
+PER_TASK_FIELDS = frozenset({"key", "deadline_in", "deadline_at", "start_in", "start_at", "after", "deps"})
+
+
+def _str_map(name: str, value: object) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{name} must be a mapping of str to str")
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        if not isinstance(k, str):
+            raise ValueError(f"{name} keys must be strings (got {k!r})")
+        out[k] = v if isinstance(v, str) else str(v)
+    return out or None
+
+
+def make_options(
+    pool: str | None = None,
+    kind: str = "default",
+    priority: Priority | int | str = Priority.NORMAL,
+    tolerance: float = 1.0,
+    on_miss: str = "run_late",
+    duration_hint: float | None = None,
+    timeout: float | None = None,
+    retry: RetryPolicy | None = None,
+    resources: Mapping[str, int] | None = None,
+    tags: Mapping[str, object] | None = None,
+    labels: Mapping[str, str] | None = None,
+    tenant: str | None = None,
+) -> TaskOptions:
+    """Validate the shared task fields (SPEC §2) into a TaskOptions."""
+    if pool is not None and not isinstance(pool, str):
+        raise ValueError(f"pool must be a string (got {pool!r})")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"kind must be a non-empty string (got {kind!r})")
+    prio = Priority.parse(priority)
+    tol = to_ns(check_seconds("tolerance", tolerance))
+    miss = parse_on_miss(on_miss)
+    hint = None if duration_hint is None else to_ns(check_seconds("duration_hint", duration_hint))
+    tmo = None if timeout is None else to_ns(check_seconds("timeout", timeout))
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise ValueError(f"retry must be a RetryPolicy (got {retry!r})")
+    res: dict[str, int] | None = None
+    if resources is not None:
+        if not isinstance(resources, Mapping):
+            raise ValueError("resources must be a mapping of resource name to units")
+        res = {}
+        for name, amount in resources.items():
+            if not isinstance(name, str):
+                raise ValueError(f"resource names must be strings (got {name!r})")
+            if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
+                raise ValueError(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
+            res[name] = amount
+        res = res or None
+    if tenant is not None and not isinstance(tenant, str):
+        raise ValueError(f"tenant must be a string (got {tenant!r})")
+    return TaskOptions(
+        pool=pool,
+        kind=kind,
+        priority=int(prio),
+        timeout=tmo,
+        retry=retry,
+        duration_hint=hint,
+        tolerance=tol,
+        on_miss=miss,
+        tags=_str_map("tags", tags),
+        labels=_str_map("labels", labels),
+        tenant=tenant,
+        resources=res,
+    )
+
+
+def unix_seconds(name: str, value: object) -> float:
+    """An instant: Unix seconds (int/float) or an aware datetime."""
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"{name} must be an aware datetime or Unix seconds (got a naive datetime)")
+        return value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be Unix seconds or an aware datetime (got {value!r})")
+    return float(value)
+
+
+class TimeSpec:
+    """A per-task instant given relative (``*_in`` seconds) or absolute (``*_at``)."""
+
+    __slots__ = ("relative", "unix")
+
+    def __init__(self, relative: int | None, unix: float | None) -> None:
+        self.relative = relative
+        self.unix = unix
+
+    def resolve(self, now: int, time_base: int) -> int:
+        if self.relative is not None:
+            return now + self.relative
+        assert self.unix is not None
+        return round(self.unix * NS) - time_base
+
+
+def parse_when(prefix: str, rel: object, at: object) -> TimeSpec | None:
+    if rel is not None and at is not None:
+        raise ValueError(f"{prefix}_in and {prefix}_at are mutually exclusive")
+    if rel is not None:
+        return TimeSpec(to_ns(check_seconds(f"{prefix}_in", rel)), None)
+    if at is not None:
+        return TimeSpec(None, unix_seconds(f"{prefix}_at", at))
+    return None
+
+
+def check_key(key: object) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"key must be a non-empty string (got {key!r})")
+    return key
+
+
+class OptionsCache:
+    """Memoizes :func:`make_options` per distinct (hashable) argument tuple."""
+
+    __slots__ = ("_cache", "_limit", "default")
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._cache: dict[tuple[Any, ...], TaskOptions] = {}
+        self._limit = limit
+        self.default = make_options()
+
+    def get(self, fields: dict[str, Any]) -> TaskOptions:
+        if not fields:
+            return self.default
+        try:
+            ck = tuple(fields.items())
+            hash(ck)
+        except TypeError:
+            return make_options(**fields)
+        opts = self._cache.get(ck)
+        if opts is None:
+            opts = make_options(**fields)
+            if len(self._cache) >= self._limit:
+                self._cache.clear()
+            self._cache[ck] = opts
+        return opts
+
+
+class Task:
+    """A task to submit in a batch: ``Task(payload, **task fields)``, validated when built."""
+
+    __slots__ = ("_deadline", "_fields", "_key", "_opts", "_payload", "_start")
+
+    def __init__(self, payload: object, **fields: Any) -> None:
+        self._payload = payload
+        self._key = check_key(fields.pop("key", None))
+        self._deadline = parse_when(
+            "deadline", fields.pop("deadline_in", None), fields.pop("deadline_at", None)
+        )
+        self._start = parse_when("start", fields.pop("start_in", None), fields.pop("start_at", None))
+        after = fields.pop("after", None)
+        deps = fields.pop("deps", None)
+        if after is not None or deps is not None:
+            raise ValueError("dependencies are not supported yet")
+        self._opts = make_options(**fields)
+        self._fields = fields
+
+    @property
+    def payload(self) -> object:
+        return self._payload
+
+    @property
+    def key(self) -> str | None:
+        return self._key
+
+    def __repr__(self) -> str:
+        return f"Task(payload={self._payload!r}, key={self._key!r})"
