@@ -62,6 +62,9 @@ from cronoq.engine.model import (
     TaskState,
     next_status,
 )
+from cronoq.engine.model import (
+    FLAT_TRANSITIONS as FLAT,
+)
 from cronoq.engine.snapshot import TOTAL_NAMES, GroupSnapshot, PoolSnapshot, Snapshot
 from cronoq.engine.stats import CapacityIntegral, DurationModel, LogHistogram, PoolWindow
 from cronoq.engine.time import NS, to_ns
@@ -146,6 +149,7 @@ class Core:
         self.actions: list[Any] = []
         self.totals = dict.fromkeys(TOTAL_NAMES, 0)
         self.durations = DurationModel(config.ewma_alpha)
+        self._alpha = config.ewma_alpha
         self.rng = random.Random(config.seed)
         self.publish = False  # set by the shell while anyone subscribes to events
         self.emit_transitions = config.emit_transitions
@@ -289,7 +293,17 @@ class Core:
             t.deadline = deadline
         if self.publish and self.emit_transitions:
             self._event(t, now, None)
-        self._make_ready(t, pool, now, EV_UNBLOCK)
+        # blocked -> ready at once (nothing holds a fresh task); hot path of _make_ready
+        new = FLAT[BLOCKED * 16 + EV_UNBLOCK]
+        t.status = new
+        pool.ready += 1
+        pool.ready_by_class[c] += 1
+        if self.publish and self.emit_transitions:
+            self._event(t, now, None)
+        if deadline is not None:
+            t.latest_start = deadline - self.expected_duration(t)
+        self.lane_token += 1
+        pool.lanes[c].push(t, self.lane_token)
         return tid
 
     def _overflow(self, pool: PoolState, priority: int, n: int, now: int) -> None:
@@ -331,16 +345,19 @@ class Core:
             pool.pending -= 1
             pool.pending_by_class[c] -= 1
             if pool.waiting_space:
-                mp = pool.cfg.max_pending
-                if mp is None or pool.pending < mp:
-                    pool.waiting_space = False
-                    self.actions.append(SpaceAvailable(pool.name))
+                self._space_freed(pool)
         elif now_p and not was:
             pool.pending += 1
             pool.pending_by_class[c] += 1
         if self.publish and (self.emit_transitions or new >= FIRST_TERMINAL):
             self._event(t, now, message)
         return new
+
+    def _space_freed(self, pool: PoolState) -> None:
+        mp = pool.cfg.max_pending
+        if mp is None or pool.pending < mp:
+            pool.waiting_space = False
+            self.actions.append(SpaceAvailable(pool.name))
 
     def _event(self, t: TaskState, now: int, message: str | None) -> None:
         ev = StatusEvent(
@@ -388,7 +405,7 @@ class Core:
     def _prune(self, now: int) -> None:
         """Forget terminal tasks past retention (age or count), oldest first."""
         r = self.retained
-        if not r:
+        if not r or (len(r) <= self.config.retention_max and r[0].finished_at > now - self.config.retention):  # type: ignore[operator]
             return
         horizon = now - self.config.retention
         cap = self.config.retention_max
@@ -418,19 +435,23 @@ class Core:
     def _fill(self, pool: PoolState, now: int) -> None:
         rbc = pool.ready_by_class
         lanes = pool.lanes
-        while pool.ready and pool.busy + pool.held < pool.capacity:
-            # fast path: exactly one class has ready work and none of it has a deadline
+        free = pool.capacity - pool.held - pool.busy
+        while free > 0 and pool.ready:
             nonempty = [c for c in range(NUM_CLASSES) if rbc[c]]
-            if len(nonempty) == 1:
-                lane = lanes[nonempty[0]]
-                if not lane.dl:
+            if len(nonempty) == 1 and not lanes[nonempty[0]].dl:
+                # fast path: one class has ready work, none of it with a deadline: plain FIFO
+                c = nonempty[0]
+                lane = lanes[c]
+                while free > 0 and rbc[c]:
                     t = lane.fifo_head()
                     if t is None:  # pragma: no cover - counters and lanes disagree
                         raise AssertionError("ready counter out of sync with lanes")
                     self._dispatch(t, pool, now, False)
-                    continue
+                    free -= 1
+                continue
             best, jumped = self._pick(pool, nonempty, now)
             self._dispatch(best, pool, now, jumped)
+            free -= 1
 
     def _pick(self, pool: PoolState, classes: Iterable[int], now: int) -> tuple[TaskState, bool]:
         """Highest score among the heads of the non-empty classes; ties to lower sequence."""
@@ -477,19 +498,33 @@ class Core:
         return s
 
     def _dispatch(self, t: TaskState, pool: PoolState, now: int, jumped: bool) -> None:
+        new = FLAT[t.status * 16 + EV_DISPATCH]
+        if new != RUNNING:  # pragma: no cover - only ready tasks reach here
+            next_status(t.status, EV_DISPATCH)
         lease = self.next_lease
         self.next_lease = lease + 1
+        t.status = new
         t.lease = lease
         t.attempt += 1
         t.attempt_started = now
         if t.started_at is None:
             t.started_at = now
         self.leases[lease] = t
-        pool.busy += 1
         self.running += 1
-        self._move(t, EV_DISPATCH, now)
+        c = t.opts.priority
+        pool.busy += 1
+        pool.ready -= 1
+        pool.ready_by_class[c] -= 1
+        pool.pending -= 1
+        pool.pending_by_class[c] -= 1
+        if pool.waiting_space:
+            self._space_freed(pool)
+        if self.publish and self.emit_transitions:
+            self._event(t, now, None)
         self.totals["dispatched"] += 1
-        slot = pool.window.slot(now)
+        slot = pool.window.cur
+        if not (slot.start <= now < slot.end):
+            slot = pool.window.slot(now)
         slot.dispatched += 1
         slot.wait.add(now - t.ready_at)
         if jumped:
@@ -556,14 +591,41 @@ class Core:
 
     def complete(self, now: int, lease: int, output: object = None) -> bool:
         """The attempt under ``lease`` returned ``output``.  False (and counted) if stale."""
-        t = self.leases.get(lease)
+        t = self.leases.pop(lease, None)
         if t is None:
             self.totals["stale_completions"] += 1
             return False
-        run = self._end_attempt(t, now, succeeded=True)
-        self.durations.observe(t.opts.stats_key, run)
+        new = FLAT[t.status * 16 + EV_SUCCEED]
+        if new != SUCCEEDED:  # pragma: no cover - only running tasks hold leases
+            next_status(t.status, EV_SUCCEED)
+        opts = t.opts
+        pool = self.pools[opts.pool_index]
+        pool.busy -= 1
+        self.running -= 1
+        run = now - t.attempt_started
+        slot = pool.window.cur
+        if not (slot.start <= now < slot.end):
+            slot = pool.window.slot(now)
+        slot.busy_ns += run
+        slot.succeeded += 1
+        slot.useful_ns += run
+        slot.run.add(run)
+        ewma = self.durations.values
+        prev = ewma.get(opts.stats_key)
+        ewma[opts.stats_key] = float(run) if prev is None else prev + self._alpha * (run - prev)
         self.totals["succeeded"] += 1
-        self._terminate(t, now, EV_SUCCEED, None, output)
+        # running -> succeeded (hot path of _terminate; running is not pending)
+        t.status = new
+        t.output = output
+        t.finished_at = now
+        t.payload = None
+        self.live -= 1
+        if self.publish:
+            self._event(t, now, None)
+        self.retained.append(t)
+        self.actions.append(Resolve(t))
+        if len(self.retained) > self.config.retention_max:
+            self._prune(now)
         return True
 
     def fail(

@@ -162,6 +162,10 @@ for (_f, _e), _t in TRANSITIONS.items():
     _FLAT[_f * 16 + _e] = _t
 
 
+#: The table flattened for hot paths: ``FLAT_TRANSITIONS[from * 16 + event]`` (-1 = illegal).
+FLAT_TRANSITIONS: Final = _FLAT
+
+
 class IllegalTransition(AssertionError):
     """A transition not in :data:`TRANSITIONS` was attempted: an engine bug."""
 

@@ -48,7 +48,11 @@ class LogHistogram:
         self.total = 0
 
     def add(self, v: int) -> None:
-        b = _bucket(v) if v > 0 else 0
+        if v < SUB:
+            b = v if v > 0 else 0
+        else:
+            n = v.bit_length()
+            b = ((n - SUB_BITS) << SUB_BITS) + ((v >> (n - SUB_BITS - 1)) & (SUB - 1)) + SUB
         c = self.counts
         c[b] = c.get(b, 0) + 1
         self.n += 1
@@ -106,6 +110,8 @@ class Slot:
         "retried",
         "run",
         "second",
+        "start",
+        "end",
         "succeeded",
         "useful_ns",
         "wait",
@@ -113,6 +119,8 @@ class Slot:
 
     def __init__(self, second: int) -> None:
         self.second = second
+        self.start = second * NS
+        self.end = self.start + NS
         self.dispatched = 0
         self.succeeded = 0
         self.failed = 0
@@ -129,19 +137,24 @@ class Slot:
 class PoolWindow:
     """Sliding window of one-second slots (``window_ns`` long)."""
 
-    __slots__ = ("nslots", "slots")
+    __slots__ = ("cur", "nslots", "slots")
 
     def __init__(self, window_ns: int) -> None:
         self.nslots = max(1, -(-window_ns // NS))
         self.slots: list[Slot | None] = [None] * self.nslots
+        self.cur = Slot(-(1 << 40))  # the slot of the latest sample (hot-path cache)
 
     def slot(self, now: int) -> Slot:
+        cur = self.cur
+        if cur.start <= now < cur.end:
+            return cur
         sec = now // NS
         i = sec % self.nslots
         s = self.slots[i]
         if s is None or s.second != sec:
             s = Slot(sec)
             self.slots[i] = s
+        self.cur = s
         return s
 
     def live(self, now: int) -> Iterable[Slot]:
