@@ -33,6 +33,7 @@ from typing import Any
 
 from cronoq.engine.actions import Abort, Dispatch, Publish, Resolve, SpaceAvailable
 from cronoq.engine.config import CoreConfig, PoolConfig
+from cronoq.engine.deps import batch_has_cycle, reaches
 from cronoq.engine.lanes import Lane
 from cronoq.engine.model import (
     BLOCKED,
@@ -41,12 +42,17 @@ from cronoq.engine.model import (
     EV_BACKOFF_DONE,
     EV_CANCEL,
     EV_DISPATCH,
+    EV_EDGE_BROKEN,
     EV_EXHAUSTED,
+    EV_MISS_FAIL,
+    EV_MISS_SKIP,
     EV_PERMANENT,
     EV_RETRY,
     EV_SHED,
+    EV_START_DUE,
     EV_SUCCEED,
     EV_UNBLOCK,
+    EV_UNBLOCK_LATER,
     FAILED,
     FIRST_TERMINAL,
     NUM_CLASSES,
@@ -60,15 +66,33 @@ from cronoq.engine.model import (
     StatusEvent,
     TaskOptions,
     TaskState,
+    edge_satisfied,
     next_status,
+)
+from cronoq.engine.model import (
+    FAIL as MISS_FAIL,
 )
 from cronoq.engine.model import (
     FLAT_TRANSITIONS as FLAT,
 )
+from cronoq.engine.model import (
+    SKIP as MISS_SKIP,
+)
+from cronoq.engine.reservations import MAX_HOLD_NS, FixedStart, max_overlap, reservation_limit
 from cronoq.engine.snapshot import TOTAL_NAMES, GroupSnapshot, PoolSnapshot, Snapshot
 from cronoq.engine.stats import CapacityIntegral, DurationModel, LogHistogram, PoolWindow
 from cronoq.engine.time import NS, to_ns
 from cronoq.errors import SubmitError
+
+#: A batch member: (opts, payload, key, deadline, start_at, deps)
+BatchItem = tuple[
+    TaskOptions, object, "str | None", "int | None", "int | None", "Sequence[tuple[int | str, int]] | None"
+]
+
+# edge kinds while planning a submission
+E_TASK = 0  # an existing live task
+E_MEMBER = 1  # another member of the same batch
+E_AWAIT = 2  # a key nobody submitted yet
 
 EPOCH_SHIFT = 48
 SEQ_MASK = (1 << EPOCH_SHIFT) - 1
@@ -77,6 +101,10 @@ SEQ_MASK = (1 << EPOCH_SHIFT) - 1
 T_RETRY = 0
 T_TIMEOUT = 1
 T_LEASE = 2
+T_START = 3  # fixed start reached: scheduled -> ready
+T_HOLD = 4  # start - max_hold: hold a slot
+T_MISS = 5  # start + tolerance: apply on_miss if not started
+T_AWAIT = 6  # await_timeout of an edge to an unknown key
 
 _PENDING = (True, True, True, False, True) + (False,) * 7  # blocked, scheduled, ready, retrying
 
@@ -84,6 +112,9 @@ MSG_TIMEOUT = "attempt timed out"
 MSG_LEASE_LOST = "lease expired"
 MSG_CANCELLED = "cancelled"
 MSG_SHED = "shed under overload"
+MSG_MISSED = "fixed start missed"
+MSG_ALREADY_FINISHED = "task already finished"
+MSG_AWAIT_TIMEOUT = "timed out awaiting unknown dependency"
 
 
 class PoolState:
@@ -95,14 +126,18 @@ class PoolState:
         "capacity_integral",
         "cfg",
         "desired",
+        "due",
         "held",
         "index",
+        "lane_ready",
         "lanes",
         "name",
         "pending",
         "pending_by_class",
+        "queued",
         "ready",
         "ready_by_class",
+        "res",
         "reservations",
         "waiting_space",
         "window",
@@ -120,11 +155,16 @@ class PoolState:
         self.pending_by_class = [0] * NUM_CLASSES
         self.ready = 0
         self.ready_by_class = [0] * NUM_CLASSES
+        self.lane_ready = [0] * NUM_CLASSES  # ready tasks queued in each class lane
+        self.queued = 0  # sum of lane_ready
+        # ready fixed-start tasks before their miss deadline: (start, seq, task), dispatched first
+        self.due: list[tuple[int, int, TaskState]] = []
+        self.res: dict[int, tuple[int, int]] = {}  # reservation windows of not-yet-started tasks
         self.lanes = [Lane() for _ in range(NUM_CLASSES)]
         self.window = PoolWindow(window_ns)
         self.capacity_integral = CapacityIntegral(now, self.capacity)
         self.waiting_space = False
-        self.reservations = 0
+        self.reservations = 0  # unused; see res
 
 
 class Core:
@@ -141,6 +181,8 @@ class Core:
         self.tasks: dict[int, TaskState] = {}
         self.keys: dict[str, int] = {}
         self.leases: dict[int, TaskState] = {}
+        # awaited keys: key -> [(dependent, cond)] for edges to tasks not submitted yet
+        self.awaiting: dict[str, list[tuple[TaskState, int]]] = {}
         self.next_lease = 1
         self.retained: deque[TaskState] = deque()
         self.timers: list[tuple[int, int, int, TaskState, int]] = []
@@ -212,63 +254,219 @@ class Core:
         payload: object,
         key: str | None = None,
         deadline: int | None = None,
+        start_at: int | None = None,
+        deps: Sequence[tuple[int | str, int]] | None = None,
     ) -> tuple[int, bool]:
-        """Accept one task.  Returns ``(id, duplicate)``; raises SubmitError."""
+        """Accept one task.  Returns ``(id, duplicate)``; raises SubmitError.
+
+        ``deadline`` and ``start_at`` are engine instants (ns); ``deps`` are
+        ``(target id or key, edge condition)`` pairs.
+        """
         self._prune(now)
         if key is not None:
             existing = self.keys.get(key)
             if existing is not None:
                 return existing, True
+        if start_at is not None or deps:
+            return self._submit_items(now, [(opts, payload, key, deadline, start_at, deps)], single=True)[0]
         pool = self.pools[opts.pool_index if opts.pool_index >= 0 else self.resolve_pool(opts)]
         mp = pool.cfg.max_pending
         if mp is not None and pool.pending >= mp:
-            self._overflow(pool, opts.priority, 1, now)
+            self._overflow(pool, opts.priority, now)
         return self._create(now, pool, opts, payload, key, deadline), False
 
-    def submit_batch(
-        self,
-        now: int,
-        items: Sequence[tuple[TaskOptions, object, str | None, int | None]],
-    ) -> list[tuple[int, bool]]:
-        """Accept a batch atomically: all members are created or none (SubmitError)."""
+    def submit_batch(self, now: int, items: Sequence[BatchItem]) -> list[tuple[int, bool]]:
+        """Accept a batch atomically: all members are created or none (SubmitError).
+
+        Items are ``(opts, payload, key, deadline, start_at, deps)``; members may reference
+        each other's keys (also forward); a member whose key exists returns that task as a
+        duplicate while the others are created.
+        """
         self._prune(now)
+        return self._submit_items(now, items, single=False)
+
+    def _submit_items(self, now: int, items: Sequence[BatchItem], single: bool) -> list[tuple[int, bool]]:
+        """Validate everything first (pools, keys, edges, cycles, reservations, bounds), then create."""
+        n = len(items)
+        pools: list[PoolState] = []
+        dup: list[int | None] = [None] * n
+        batch_keys: dict[str, int] = {}
         seen: set[str] = set()
-        need: dict[int, int] = {}
-        for opts, _, key, _ in items:
-            idx = self.resolve_pool(opts)
+        for i, item in enumerate(items):
+            opts, key = item[0], item[2]
+            pools.append(self.pools[self.resolve_pool(opts)])
             if key is not None:
                 if key in seen:
                     raise SubmitError("duplicate_key_in_batch", f"duplicate key '{key}' in batch")
                 seen.add(key)
-                if key in self.keys:
-                    continue
-            need[idx] = need.get(idx, 0) + 1
-        for idx, n in need.items():
-            pool = self.pools[idx]
-            mp = pool.cfg.max_pending
-            if mp is None:
-                continue
-            if n > mp:
-                raise SubmitError(
-                    "overloaded", f"batch of {n} tasks exceeds max_pending {mp} of pool '{pool.name}'"
-                )
-            if pool.pending + n > mp:
-                if pool.cfg.overflow == "wait":
-                    pool.waiting_space = True
-                    raise SubmitError("full", f"pool '{pool.name}' is full")
-                raise SubmitError("overloaded", f"pool '{pool.name}' is overloaded")
-        out: list[tuple[int, bool]] = []
-        for opts, payload, key, deadline in items:
-            if key is not None:
                 existing = self.keys.get(key)
                 if existing is not None:
-                    out.append((existing, True))
+                    dup[i] = existing
+                else:
+                    batch_keys[key] = i
+        # resolve every edge: to a live task, to a member, to an awaited key; or at once
+        edges: list[list[tuple[int, Any, int]]] = [[] for _ in range(n)]
+        intra: list[list[int]] = [[] for _ in range(n)]
+        broken = [False] * n
+        for i, (_, _, key, _, _, deps) in enumerate(items):
+            if dup[i] is not None or not deps:
+                continue
+            for target, cond in deps:
+                tid: int | None
+                if isinstance(target, str):
+                    if target == key:
+                        raise SubmitError("cycle", f"dependency cycle: task '{key}' depends on itself")
+                    j = batch_keys.get(target)
+                    if j is not None:
+                        edges[i].append((E_MEMBER, j, cond))
+                        intra[i].append(j)
+                        continue
+                    tid = self.keys.get(target)
+                else:
+                    tid = target
+                parent = self.tasks.get(tid) if tid is not None else None
+                if parent is None:
+                    if isinstance(target, str) and pools[i].cfg.unknown_dependency == "await":
+                        edges[i].append((E_AWAIT, target, cond))
+                        continue
+                    raise SubmitError("unknown_dependency", f"unknown dependency '{target}'")
+                if parent.status >= FIRST_TERMINAL:
+                    if not edge_satisfied(cond, parent.status):
+                        broken[i] = True
                     continue
-            pool = self.pools[opts.pool_index]
-            out.append((self._create(now, pool, opts, payload, key, deadline), False))
+                edges[i].append((E_TASK, parent, cond))
+        if any(intra) and batch_has_cycle(n, intra):
+            raise SubmitError("cycle", "dependency cycle in batch")
+        for key, i in batch_keys.items():
+            waiters = self.awaiting.get(key)
+            if waiters:
+                targets = self._existing_ancestors(i, edges)
+                for w, _ in waiters:
+                    if w.status == BLOCKED and reaches(w, targets):
+                        raise SubmitError("cycle", f"dependency cycle through awaited key '{key}'")
+        # fixed-start reservations
+        windows: list[tuple[int, int] | None] = [None] * n
+        added: dict[int, list[tuple[int, int]]] = {}
+        for i, item in enumerate(items):
+            start_at = item[4]
+            if dup[i] is not None or start_at is None:
+                continue
+            opts, pool = item[0], pools[i]
+            lo = start_at - opts.tolerance
+            hi = start_at + self._expected(opts) + opts.tolerance
+            mine = added.setdefault(pool.index, [])
+            limit = reservation_limit(pool.cfg.max, pool.cfg.reservable_fraction)
+            if max_overlap([*pool.res.values(), *mine], lo, hi) >= limit:
+                raise SubmitError("reservation_conflict", "fixed-start reservation conflict")
+            mine.append((lo, hi))
+            windows[i] = (lo, hi)
+        # queue bounds: the batch is admitted as a whole
+        need: dict[int, int] = {}
+        for i in range(n):
+            if dup[i] is None:
+                need[pools[i].index] = need.get(pools[i].index, 0) + 1
+        for idx, k in need.items():
+            pool = self.pools[idx]
+            mp = pool.cfg.max_pending
+            if mp is None or pool.pending + k <= mp:
+                continue
+            if single:
+                self._overflow(pool, items[0][0].priority, now)
+            elif k > mp:
+                raise SubmitError(
+                    "overloaded", f"batch of {k} tasks exceeds max_pending {mp} of pool '{pool.name}'"
+                )
+            elif pool.cfg.overflow == "wait":
+                pool.waiting_space = True
+                raise SubmitError("full", f"pool '{pool.name}' is full")
+            else:
+                raise SubmitError("overloaded", f"pool '{pool.name}' is overloaded")
+        # commit: create in order (ids increase with position), link, bind awaiters, release
+        created: list[TaskState | None] = [None] * n
+        out: list[tuple[int, bool]] = []
+        for i, (opts, payload, key, deadline, start_at, _) in enumerate(items):
+            d = dup[i]
+            if d is not None:
+                out.append((d, True))
+                continue
+            pool = pools[i]
+            t = self._new_task(now, pool, opts, payload, key, deadline)
+            win = windows[i]
+            if start_at is not None and win is not None:
+                f = FixedStart(start_at, win[0], win[1])
+                f.reserved = True
+                pool.res[t.id] = win
+                t.fixed = f
+            created[i] = t
+            out.append((t.id, False))
+        for i, member in enumerate(created):
+            if member is None:
+                continue
+            t = member
+            for kind, target, cond in edges[i]:
+                if kind == E_TASK:
+                    self._link(target, t, cond)
+                elif kind == E_MEMBER:
+                    self._link(created[target], t, cond)
+                else:
+                    self.awaiting.setdefault(target, []).append((t, cond))
+                    t.unmet += 1
+                    t.awaiting += 1
+                    timeout = pools[i].cfg.await_timeout
+                    if timeout is not None:
+                        self._push_timer(now + timeout, T_AWAIT, t, 0)
+        for key, i in batch_keys.items():
+            waiters = self.awaiting.pop(key, None)
+            provider = created[i]
+            if waiters and provider is not None:
+                for w, cond in waiters:
+                    if w.status == BLOCKED:  # the awaited edge now binds to the new task
+                        w.awaiting -= 1
+                        w.unmet -= 1
+                        self._link(provider, w, cond)
+        for i, member in enumerate(created):
+            if member is None or member.status != BLOCKED:
+                continue
+            t = member
+            if broken[i]:
+                self.totals["skipped"] += 1
+                self._terminate(t, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
+            elif t.unmet == 0:
+                self._release(t, now)
         return out
 
-    def _create(
+    @staticmethod
+    def _link(parent: TaskState, child: TaskState, cond: int) -> None:
+        if parent.dependents is None:
+            parent.dependents = []
+        parent.dependents.append((child, cond))
+        child.unmet += 1
+
+    @staticmethod
+    def _existing_ancestors(i: int, edges: list[list[tuple[int, Any, int]]]) -> set[int]:
+        """Ids of existing tasks member ``i`` depends on, directly or through other members."""
+        out: set[int] = set()
+        seen = {i}
+        stack = [i]
+        while stack:
+            m = stack.pop()
+            for kind, target, _ in edges[m]:
+                if kind == E_TASK:
+                    out.add(target.id)
+                elif kind == E_MEMBER and target not in seen:
+                    seen.add(target)
+                    stack.append(target)
+        return out
+
+    def _expected(self, opts: TaskOptions) -> int:
+        if opts.duration_hint is not None:
+            return opts.duration_hint
+        learned = self.durations.values.get(opts.stats_key)
+        if learned is not None:
+            return int(learned)
+        return self.pools[opts.pool_index].cfg.default_duration
+
+    def _new_task(
         self,
         now: int,
         pool: PoolState,
@@ -276,7 +474,8 @@ class Core:
         payload: object,
         key: str | None,
         deadline: int | None,
-    ) -> int:
+    ) -> TaskState:
+        """Create a task in ``blocked`` and count it; the caller releases it."""
         seq = self.seq
         self.seq = seq + 1
         tid = self.id_base | seq
@@ -293,9 +492,22 @@ class Core:
             t.deadline = deadline
         if self.publish and self.emit_transitions:
             self._event(t, now, None)
-        # blocked -> ready at once (nothing holds a fresh task); hot path of _make_ready
+        return t
+
+    def _create(
+        self,
+        now: int,
+        pool: PoolState,
+        opts: TaskOptions,
+        payload: object,
+        key: str | None,
+        deadline: int | None,
+    ) -> int:
+        """Hot path: a task with no dependencies and no fixed start, straight to ``ready``."""
+        t = self._new_task(now, pool, opts, payload, key, deadline)
         new = FLAT[BLOCKED * 16 + EV_UNBLOCK]
         t.status = new
+        c = opts.priority
         pool.ready += 1
         pool.ready_by_class[c] += 1
         if self.publish and self.emit_transitions:
@@ -304,9 +516,11 @@ class Core:
             t.latest_start = deadline - self.expected_duration(t)
         self.lane_token += 1
         pool.lanes[c].push(t, self.lane_token)
-        return tid
+        pool.lane_ready[c] += 1
+        pool.queued += 1
+        return t.id
 
-    def _overflow(self, pool: PoolState, priority: int, n: int, now: int) -> None:
+    def _overflow(self, pool: PoolState, priority: int, now: int) -> None:
         """The pool is at ``max_pending``: apply its overflow policy or raise."""
         policy = pool.cfg.overflow
         if policy == "wait":
@@ -315,10 +529,10 @@ class Core:
         victim: TaskState | None = None
         if policy == "shed_lowest":
             for c in range(NUM_CLASSES - 1, priority, -1):
-                if pool.ready_by_class[c]:
+                if pool.lane_ready[c]:
                     victim = pool.lanes[c].newest()
                     break
-        elif policy == "shed_oldest" and pool.ready_by_class[NUM_CLASSES - 1]:
+        elif policy == "shed_oldest" and pool.lane_ready[NUM_CLASSES - 1]:
             victim = pool.lanes[NUM_CLASSES - 1].oldest()
         if victim is None:
             raise SubmitError("overloaded", f"pool '{pool.name}' is overloaded")
@@ -337,6 +551,12 @@ class Core:
         if old == READY:
             pool.ready -= 1
             pool.ready_by_class[c] -= 1
+            f = t.fixed
+            if f is not None and f.in_due:
+                f.in_due = False  # its due-heap entry is now stale
+            else:
+                pool.lane_ready[c] -= 1
+                pool.queued -= 1
         elif new == READY:
             pool.ready += 1
             pool.ready_by_class[c] += 1
@@ -382,25 +602,128 @@ class Core:
         return self.pools[opts.pool_index].cfg.default_duration
 
     def _make_ready(self, t: TaskState, pool: PoolState, now: int, ev: int) -> None:
+        """Move ``t`` to ready and queue it in its class lane."""
         self._move(t, ev, now)
         t.ready_at = now
         if t.deadline is not None:
             t.latest_start = t.deadline - self.expected_duration(t)
         self.lane_token += 1
-        pool.lanes[t.opts.priority].push(t, self.lane_token)
+        c = t.opts.priority
+        pool.lanes[c].push(t, self.lane_token)
+        pool.lane_ready[c] += 1
+        pool.queued += 1
+
+    def _release(self, t: TaskState, now: int) -> None:
+        """Every edge of a blocked task is satisfied: to ``ready``, or ``scheduled`` if its start is ahead."""
+        pool = self.pools[t.opts.pool_index]
+        f = t.fixed
+        if f is None:
+            self._make_ready(t, pool, now, EV_UNBLOCK)
+            return
+        if f.start > now:
+            self._move(t, EV_UNBLOCK_LATER, now)
+            self._push_timer(f.start, T_START, t, 0)
+            hold_at = f.start - MAX_HOLD_NS
+            if hold_at <= now:
+                self._hold(t, pool)
+            else:
+                self._push_timer(hold_at, T_HOLD, t, 0)
+        else:
+            self._move(t, EV_UNBLOCK, now)
+            self._to_due(t, pool, now)
+        self._push_timer(f.start + t.opts.tolerance + 1, T_MISS, t, 0)
+
+    def _to_due(self, t: TaskState, pool: PoolState, now: int) -> None:
+        """A ready fixed-start task: queue it where free slots go first, holding one for it."""
+        f = t.fixed
+        t.ready_at = now
+        f.in_due = True
+        heapq.heappush(pool.due, (f.start, t.seq, t))
+        self._hold(t, pool)
+
+    @staticmethod
+    def _hold(t: TaskState, pool: PoolState) -> None:
+        f = t.fixed
+        if not f.holding:
+            f.holding = True
+            pool.held += 1
+
+    @staticmethod
+    def _release_fixed(t: TaskState, pool: PoolState) -> None:
+        """Drop the hold and the reservation of a fixed-start task that started or ended."""
+        f = t.fixed
+        if f.holding:
+            f.holding = False
+            pool.held -= 1
+        if f.reserved:
+            f.reserved = False
+            del pool.res[t.id]
+
+    def _miss(self, t: TaskState, now: int) -> None:
+        """Not started by start + tolerance: apply ``on_miss`` (SPEC §6)."""
+        pool = self.pools[t.opts.pool_index]
+        f = t.fixed
+        if not f.counted:
+            f.counted = True
+            pool.window.slot(now).fs_total += 1
+        policy = t.opts.on_miss
+        if policy == MISS_SKIP:
+            self.totals["missed"] += 1
+            self._terminate(t, now, EV_MISS_SKIP, MSG_MISSED)
+        elif policy == MISS_FAIL:
+            self.totals["failed"] += 1
+            self._terminate(t, now, EV_MISS_FAIL, MSG_MISSED)
+        else:  # run_late: stays ready, now in its class lane at its sequence position
+            if f.holding:
+                f.holding = False
+                pool.held -= 1
+            if t.status == READY and f.in_due:
+                f.in_due = False
+                self.lane_token += 1
+                c = t.opts.priority
+                pool.lanes[c].push(t, self.lane_token)
+                pool.lane_ready[c] += 1
+                pool.queued += 1
 
     def _terminate(self, t: TaskState, now: int, ev: int, message: str | None, output: object = None) -> None:
-        """Move ``t`` to a terminal status and retain it."""
+        """Move ``t`` to a terminal status, retain it, and settle its dependents."""
         t.message = message
         t.output = output
         t.finished_at = now
         self._move(t, ev, now, message)
         t.payload = None
         self.live -= 1
+        if t.fixed is not None:
+            self._release_fixed(t, self.pools[t.opts.pool_index])
         self.retained.append(t)
         self.actions.append(Resolve(t))
         if len(self.retained) > self.config.retention_max:
             self._prune(now)
+        if t.dependents:
+            self._propagate(t, now)
+
+    def _propagate(self, parent: TaskState, now: int) -> None:
+        """A parent ended: satisfy or break its edges; skips cascade along broken edges."""
+        work = [parent]
+        while work:
+            p = work.pop()
+            deps = p.dependents
+            p.dependents = None
+            for child, cond in deps or ():
+                if child.status != BLOCKED:
+                    continue
+                if edge_satisfied(cond, p.status):
+                    child.unmet -= 1
+                    if child.unmet == 0:
+                        self._release(child, now)
+                else:
+                    msg = f"dependency {p.id} ended as {STATUS_NAMES[p.status]}"
+                    self.totals["skipped"] += 1
+                    deps_of_child = child.dependents
+                    child.dependents = None  # cascade iteratively, not recursively
+                    self._terminate(child, now, EV_EDGE_BROKEN, msg)
+                    child.dependents = deps_of_child
+                    work.append(child)
 
     def _prune(self, now: int) -> None:
         """Forget terminal tasks past retention (age or count), oldest first."""
@@ -429,24 +752,35 @@ class Core:
         if self.paused:
             return
         for pool in self.pools:
-            if pool.ready and pool.busy + pool.held < pool.capacity:
+            if pool.busy < pool.capacity and (
+                pool.due or (pool.queued and pool.busy + pool.held < pool.capacity)
+            ):
                 self._fill(pool, now)
 
     def _fill(self, pool: PoolState, now: int) -> None:
-        rbc = pool.ready_by_class
+        # fixed-start tasks that are due go first, each on the slot held for it
+        due = pool.due
+        while due and pool.busy < pool.capacity:
+            _, _, t = due[0]
+            if t.status != READY or not t.fixed.in_due:
+                heapq.heappop(due)
+                continue
+            heapq.heappop(due)
+            self._dispatch(t, pool, now, False)
+        lr = pool.lane_ready
         lanes = pool.lanes
         free = pool.capacity - pool.held - pool.busy
-        while free > 0 and pool.ready:
-            nonempty = [c for c in range(NUM_CLASSES) if rbc[c]]
+        while free > 0 and pool.queued:
+            nonempty = [c for c in range(NUM_CLASSES) if lr[c]]
             if len(nonempty) == 1 and not lanes[nonempty[0]].dl:
                 # fast path: one class has ready work, none of it with a deadline: plain FIFO
                 c = nonempty[0]
                 lane = lanes[c]
-                while free > 0 and rbc[c]:
-                    t = lane.fifo_head()
-                    if t is None:  # pragma: no cover - counters and lanes disagree
+                while free > 0 and lr[c]:
+                    head = lane.fifo_head()
+                    if head is None:  # pragma: no cover - counters and lanes disagree
                         raise AssertionError("ready counter out of sync with lanes")
-                    self._dispatch(t, pool, now, False)
+                    self._dispatch(head, pool, now, False)
                     free -= 1
                 continue
             best, jumped = self._pick(pool, nonempty, now)
@@ -515,6 +849,10 @@ class Core:
         pool.busy += 1
         pool.ready -= 1
         pool.ready_by_class[c] -= 1
+        f = t.fixed
+        if f is None or not f.in_due:
+            pool.lane_ready[c] -= 1
+            pool.queued -= 1
         pool.pending -= 1
         pool.pending_by_class[c] -= 1
         if pool.waiting_space:
@@ -529,6 +867,14 @@ class Core:
         slot.wait.add(now - t.ready_at)
         if jumped:
             slot.jumped += 1
+        if f is not None:
+            f.in_due = False
+            self._release_fixed(t, pool)
+            if not f.counted:
+                f.counted = True
+                slot.fs_total += 1
+                if now <= f.start + t.opts.tolerance:
+                    slot.fs_hits += 1
         timeout = t.opts.timeout
         if timeout is not None:
             self._push_timer(now + timeout, T_TIMEOUT, t, lease)
@@ -545,10 +891,18 @@ class Core:
         heapq.heappush(self.timers, (when, self.timer_n, kind, t, token))
 
     @staticmethod
+    @staticmethod
     def _timer_valid(kind: int, t: TaskState, token: int) -> bool:
+        st = t.status
         if kind == T_RETRY:
-            return t.status == RETRYING and t.attempt == token
-        return t.status == RUNNING and t.lease == token
+            return st == RETRYING and t.attempt == token
+        if kind in (T_TIMEOUT, T_LEASE):
+            return st == RUNNING and t.lease == token
+        if kind in (T_START, T_HOLD):
+            return st == SCHEDULED
+        if kind == T_MISS:
+            return st == SCHEDULED or (st == READY and t.fixed.in_due)
+        return st == BLOCKED and t.awaiting > 0  # T_AWAIT
 
     def _fire(self, kind: int, t: TaskState, token: int, now: int) -> None:
         if kind == T_RETRY:
@@ -562,6 +916,16 @@ class Core:
                 return
             self.totals["lease_expiries"] += 1
             self._lose(t, now, MSG_LEASE_LOST)
+        elif kind == T_START:
+            self._move(t, EV_START_DUE, now)
+            self._to_due(t, self.pools[t.opts.pool_index], now)
+        elif kind == T_HOLD:
+            self._hold(t, self.pools[t.opts.pool_index])
+        elif kind == T_MISS:
+            self._miss(t, now)
+        elif kind == T_AWAIT:
+            self.totals["skipped"] += 1
+            self._terminate(t, now, EV_EDGE_BROKEN, MSG_AWAIT_TIMEOUT)
 
     def _lose(self, t: TaskState, now: int, message: str) -> None:
         """The engine takes a running attempt away (timeout, lease loss): abort + retryable."""
@@ -616,6 +980,7 @@ class Core:
         self.totals["succeeded"] += 1
         # running -> succeeded (hot path of _terminate; running is not pending)
         t.status = new
+        t.message = None  # SPEC §4: success carries no message (not a retry's leftover)
         t.output = output
         t.finished_at = now
         t.payload = None
@@ -626,6 +991,8 @@ class Core:
         self.actions.append(Resolve(t))
         if len(self.retained) > self.config.retention_max:
             self._prune(now)
+        if t.dependents:
+            self._propagate(t, now)
         return True
 
     def fail(
@@ -760,12 +1127,12 @@ class Core:
                     name=pool.name,
                     capacity=pool.capacity,
                     busy=pool.busy,
-                    held=pool.held,
+                    held=min(pool.held, max(0, pool.capacity - pool.busy)),
                     desired=pool.desired,
                     pending=pool.pending,
                     pending_by_class=list(pool.pending_by_class),
                     ready=pool.ready,
-                    reservations=pool.reservations,
+                    reservations=len(pool.res),
                     window=window / NS,
                     dispatched=dispatched,
                     succeeded=succeeded,

@@ -396,10 +396,12 @@ class TaskState:
     __slots__ = (
         "attempt",
         "attempt_started",
+        "awaiting",
         "created_at",
         "deadline",
         "dependents",
         "finished_at",
+        "fixed",
         "id",
         "key",
         "lane_token",
@@ -411,7 +413,6 @@ class TaskState:
         "output",
         "payload",
         "ready_at",
-        "retry_after",
         "seq",
         "start_at",
         "started_at",
@@ -443,7 +444,8 @@ class TaskState:
         self.lane_token = 0
         self.unmet = 0
         self.dependents: list[tuple[TaskState, int]] | None = None
-        self.retry_after: int | None = None
+        self.fixed: Any = None  # reservations.FixedStart for fixed-start tasks
+        self.awaiting = 0  # edges waiting for a key that does not exist yet
         self.lease_expires = 0
 
     @property

@@ -103,6 +103,7 @@ class Slot:
     __slots__ = (
         "busy_ns",
         "dispatched",
+        "end",
         "failed",
         "fs_hits",
         "fs_total",
@@ -111,7 +112,6 @@ class Slot:
         "run",
         "second",
         "start",
-        "end",
         "succeeded",
         "useful_ns",
         "wait",

@@ -40,7 +40,10 @@ from cronoq.runtime.context import TaskContext
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.pool import Pool
-from cronoq.runtime.task import OptionsCache, Task, TimeSpec, check_key, parse_when
+from cronoq.runtime.task import OptionsCache, Task, TimeSpec, check_key, parse_deps, parse_when
+
+Edges = list[tuple[int | str, int]]
+Prepared = tuple[TaskOptions, str | None, TimeSpec | None, TimeSpec | None, Edges | None]
 
 SHUTDOWN_MESSAGE = "scheduler shut down"
 
@@ -338,9 +341,10 @@ class Scheduler:
             raise NotStartedError()
         return core
 
-    def _prepare(self, fields: dict[str, Any]) -> tuple[TaskOptions, str | None, TimeSpec | None]:
+    def _prepare(self, fields: dict[str, Any]) -> Prepared:
         key = None
-        deadline = None
+        deadline = start = None
+        deps = None
         if fields:
             if "key" in fields:
                 key = check_key(fields.pop("key"))
@@ -348,12 +352,14 @@ class Scheduler:
                 deadline = parse_when(
                     "deadline", fields.pop("deadline_in", None), fields.pop("deadline_at", None)
                 )
-            if "start_in" in fields or "start_at" in fields or "after" in fields or "deps" in fields:
-                raise ValueError("fixed starts and dependencies are not supported in this version")
+            if "start_in" in fields or "start_at" in fields:
+                start = parse_when("start", fields.pop("start_in", None), fields.pop("start_at", None))
+            if "after" in fields or "deps" in fields:
+                deps = parse_deps(fields.pop("after", None), fields.pop("deps", None))
             opts = self._opts.get(fields)
         else:
             opts = self._opts.default
-        return opts, key, deadline
+        return opts, key, deadline, start, deps
 
     async def _wait_space(self, opts: TaskOptions) -> None:
         core = self._require()
@@ -367,13 +373,15 @@ class Scheduler:
 
     async def _submit(self, payload: object, fields: dict[str, Any]) -> tuple[int, bool]:
         core = self._require()
-        opts, key, dl = self._prepare(fields)
+        opts, key, dl, st, deps = self._prepare(fields)
         if opts.pool_index < 0:
             core.resolve_pool(opts)
         while True:
-            deadline = None if dl is None else dl.resolve(self._now(), self._time_base)
+            now = self._now()
+            deadline = None if dl is None else dl.resolve(now, self._time_base)
+            start = None if st is None else st.resolve(now, self._time_base)
             try:
-                tid, dup = core.submit(self._now(), opts, payload, key, deadline)
+                tid, dup = core.submit(now, opts, payload, key, deadline, start, deps)
                 break
             except SubmitError as e:
                 if e.code != "full":
@@ -411,6 +419,8 @@ class Scheduler:
                     t._payload,
                     t._key,
                     None if t._deadline is None else t._deadline.resolve(now, self._time_base),
+                    None if t._start is None else t._start.resolve(now, self._time_base),
+                    t._deps,
                 )
                 for t in batch
             ]

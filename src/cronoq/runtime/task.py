@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from cronoq.engine.model import Priority, RetryPolicy, TaskOptions, parse_on_miss
+from cronoq.engine.model import ON_SUCCESS, Dep, Priority, RetryPolicy, TaskOptions, parse_on_miss
 from cronoq.engine.time import NS, check_seconds, to_ns
 
 PER_TASK_FIELDS = frozenset({"key", "deadline_in", "deadline_at", "start_in", "start_at", "after", "deps"})
@@ -133,6 +133,30 @@ def check_key(key: object) -> str | None:
     return key
 
 
+def parse_deps(after: object, deps: object) -> list[tuple[int | str, int]] | None:
+    """``after=ref or [refs]`` (success edges) plus ``deps=[Dep(...)]``: the union of edges."""
+    out: list[tuple[int | str, int]] = []
+    if after is not None:
+        refs = [after] if isinstance(after, (int, str)) and not isinstance(after, bool) else after
+        if not isinstance(refs, (list, tuple)):
+            raise ValueError(f"after must be a task id, a key or a list of them (got {after!r})")
+        for r in refs:
+            if isinstance(r, Dep):
+                out.append((r.target, r._cond))
+                continue
+            if isinstance(r, bool) or not isinstance(r, (int, str)) or (isinstance(r, int) and r < 1):
+                raise ValueError(f"a dependency is a task id (int >= 1) or a key (str), got {r!r}")
+            out.append((r, ON_SUCCESS))
+    if deps is not None:
+        if not isinstance(deps, (list, tuple)):
+            raise ValueError(f"deps must be a list of Dep (got {deps!r})")
+        for d in deps:
+            if not isinstance(d, Dep):
+                raise ValueError(f"deps must contain Dep objects (got {d!r})")
+            out.append((d.target, d._cond))
+    return out or None
+
+
 class OptionsCache:
     """Memoizes :func:`make_options` per distinct (hashable) argument tuple."""
 
@@ -163,7 +187,7 @@ class OptionsCache:
 class Task:
     """A task to submit in a batch: ``Task(payload, **task fields)``, validated when built."""
 
-    __slots__ = ("_deadline", "_fields", "_key", "_opts", "_payload", "_start")
+    __slots__ = ("_deadline", "_deps", "_fields", "_key", "_opts", "_payload", "_start")
 
     def __init__(self, payload: object, **fields: Any) -> None:
         self._payload = payload
@@ -172,10 +196,7 @@ class Task:
             "deadline", fields.pop("deadline_in", None), fields.pop("deadline_at", None)
         )
         self._start = parse_when("start", fields.pop("start_in", None), fields.pop("start_at", None))
-        after = fields.pop("after", None)
-        deps = fields.pop("deps", None)
-        if after is not None or deps is not None:
-            raise ValueError("dependencies are not supported yet")
+        self._deps = parse_deps(fields.pop("after", None), fields.pop("deps", None))
         self._opts = make_options(**fields)
         self._fields = fields
 

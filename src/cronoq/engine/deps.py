@@ -1,0 +1,57 @@
+"""Dependency graph helpers (SPEC §8): cycle checks over batches and awaited keys.
+
+Edges point from a parent to its dependents (``TaskState.dependents``).  Only two things can
+close a cycle: edges between members of one batch (forward references by key), and an awaited
+key that a new task finally provides.  Both are checked before anything is created, so a
+rejected submission leaves no trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from cronoq.engine.model import TaskState
+
+
+def batch_has_cycle(n: int, edges: Sequence[Iterable[int]]) -> bool:
+    """Whether the intra-batch graph (``edges[i]`` = members that member i depends on) has a cycle."""
+    WHITE, GREY, BLACK = 0, 1, 2
+    color = [WHITE] * n
+    for root in range(n):
+        if color[root] != WHITE:
+            continue
+        stack: list[tuple[int, Iterable[int]]] = [(root, iter(edges[root]))]
+        color[root] = GREY
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)  # type: ignore[call-overload]
+            if nxt is None:
+                color[node] = BLACK
+                stack.pop()
+            elif color[nxt] == GREY:
+                return True
+            elif color[nxt] == WHITE:
+                color[nxt] = GREY
+                stack.append((nxt, iter(edges[nxt])))
+    return False
+
+
+def reaches(start: TaskState, targets: set[int], limit: int = 1_000_000) -> bool:
+    """Whether any task id in ``targets`` is ``start`` or one of its (transitive) dependents."""
+    if start.id in targets:
+        return True
+    seen = {start.id}
+    stack = [start]
+    steps = 0
+    while stack:
+        t = stack.pop()
+        for child, _ in t.dependents or ():
+            if child.id in targets:
+                return True
+            if child.id not in seen:
+                seen.add(child.id)
+                stack.append(child)
+        steps += 1
+        if steps > limit:  # pragma: no cover - absurdly large graphs: treat as a cycle
+            return True
+    return False
