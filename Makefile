@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
-	$(BIN)/python -m pip install -q -e ".[dev,cron]"
+	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -46,6 +46,7 @@ from cronoq.engine.model import (
     EV_EXHAUSTED,
     EV_MISS_FAIL,
     EV_MISS_SKIP,
+    EV_OCCURRENCE_SKIP,
     EV_PERMANENT,
     EV_RETRY,
     EV_SHED,
@@ -56,6 +57,8 @@ from cronoq.engine.model import (
     FAILED,
     FIRST_TERMINAL,
     NUM_CLASSES,
+    ON_COMPLETE,
+    ON_SUCCESS,
     READY,
     RETRYING,
     RUNNING,
@@ -77,6 +80,16 @@ from cronoq.engine.model import (
 )
 from cronoq.engine.model import (
     SKIP as MISS_SKIP,
+)
+from cronoq.engine.recurring import (
+    OVERLAP_NAMES,
+    OVERLAP_QUEUE,
+    OVERLAP_QUEUE_ON_SUCCESS,
+    OVERLAP_SKIP,
+    RecurringInfo,
+    RecurringSpec,
+    Schedule,
+    occurrence_key,
 )
 from cronoq.engine.reservations import MAX_HOLD_NS, FixedStart, max_overlap, reservation_limit
 from cronoq.engine.snapshot import TOTAL_NAMES, GroupSnapshot, PoolSnapshot, Snapshot
@@ -105,6 +118,9 @@ T_START = 3  # fixed start reached: scheduled -> ready
 T_HOLD = 4  # start - max_hold: hold a slot
 T_MISS = 5  # start + tolerance: apply on_miss if not started
 T_AWAIT = 6  # await_timeout of an edge to an unknown key
+T_RECUR = 7  # a recurring occurrence comes due: materialize the next one (token = generation)
+
+MAX_MATERIALIZE_TRIES = 100  # occurrences tried in a row when reservations conflict
 
 _PENDING = (True, True, True, False, True) + (False,) * 7  # blocked, scheduled, ready, retrying
 
@@ -115,6 +131,7 @@ MSG_SHED = "shed under overload"
 MSG_MISSED = "fixed start missed"
 MSG_ALREADY_FINISHED = "task already finished"
 MSG_AWAIT_TIMEOUT = "timed out awaiting unknown dependency"
+MSG_PREVIOUS_RUNNING = "previous occurrence still running"
 
 
 class PoolState:
@@ -183,6 +200,9 @@ class Core:
         self.leases: dict[int, TaskState] = {}
         # awaited keys: key -> [(dependent, cond)] for edges to tasks not submitted yet
         self.awaiting: dict[str, list[tuple[TaskState, int]]] = {}
+        self.schedules: dict[str, Schedule] = {}  # recurring schedules by name
+        self._recur_gen = 0
+        self._recur_by_gen: dict[int, Schedule] = {}  # live T_RECUR timers
         self.next_lease = 1
         self.retained: deque[TaskState] = deque()
         self.timers: list[tuple[int, int, int, TaskState, int]] = []
@@ -221,7 +241,10 @@ class Core:
         timers = self.timers
         while timers:
             _, _, kind, t, token = timers[0]
-            if self._timer_valid(kind, t, token):
+            if kind == T_RECUR:
+                if token in self._recur_by_gen:
+                    return timers[0][0]
+            elif self._timer_valid(kind, t, token):
                 return timers[0][0]
             heapq.heappop(timers)
         return None
@@ -747,7 +770,11 @@ class Core:
         timers = self.timers
         while timers and timers[0][0] <= now:
             _, _, kind, t, token = heapq.heappop(timers)
-            if self._timer_valid(kind, t, token):
+            if kind == T_RECUR:
+                sched = self._recur_by_gen.pop(token, None)
+                if sched is not None and sched.gen == token and self.schedules.get(sched.spec.name) is sched:
+                    self._materialize(sched, now, self._unix_s(sched.next_start or now))
+            elif self._timer_valid(kind, t, token):
                 self._fire(kind, t, token, now)
         if self.paused:
             return
@@ -917,6 +944,11 @@ class Core:
             self.totals["lease_expiries"] += 1
             self._lose(t, now, MSG_LEASE_LOST)
         elif kind == T_START:
+            prev = t.fixed.prev
+            if prev is not None and prev.status < FIRST_TERMINAL:  # recurring overlap=skip
+                self.totals["skipped"] += 1
+                self._terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
+                return
             self._move(t, EV_START_DUE, now)
             self._to_due(t, self.pools[t.opts.pool_index], now)
         elif kind == T_HOLD:
@@ -1085,6 +1117,85 @@ class Core:
         if pool.cfg.autoscale is None:
             pool.desired = n
         pool.capacity_integral.change(now, n, self.config.window)
+
+    # ------------------------------------------------------------------ recurring schedules
+
+    def _unix_s(self, now: int) -> float:
+        return (self.config.time_base + now) / NS
+
+    def add_recurring(self, now: int, spec: RecurringSpec) -> RecurringInfo:
+        """Add or replace a schedule and materialize its first occurrence (SPEC §7).
+
+        Raises SubmitError ``unknown_pool``; the cron and time zone were validated when the
+        spec was built.  A replaced schedule's materialized occurrence still runs.
+        """
+        self.resolve_pool(spec.opts)
+        sched = Schedule(spec)
+        self.schedules[spec.name] = sched
+        self._materialize(sched, now, self._unix_s(now))
+        return self._info(sched)
+
+    def remove_recurring(self, now: int, name: str) -> bool:
+        """Remove a schedule; its already-materialized occurrence still runs."""
+        return self.schedules.pop(name, None) is not None
+
+    def list_recurring(self) -> list[RecurringInfo]:
+        return [self._info(s) for s in self.schedules.values()]
+
+    def _info(self, sched: Schedule) -> RecurringInfo:
+        spec = sched.spec
+        return RecurringInfo(
+            name=spec.name,
+            cron=spec.cron.expr,
+            tz=spec.cron.tz_name,
+            overlap=OVERLAP_NAMES[spec.overlap],
+            next_unix_ns=None if sched.next_start is None else self.config.time_base + sched.next_start,
+            last_task_id=sched.last_id,
+            pool=self.pools[spec.opts.pool_index].name,
+            key=spec.key,
+        )
+
+    def _materialize(self, sched: Schedule, now: int, after_unix: float) -> None:
+        """Create the next occurrence after ``after_unix`` as a fixed-start task."""
+        spec = sched.spec
+        prev = sched.ahead
+        tb = self.config.time_base
+        for _ in range(MAX_MATERIALIZE_TRIES):
+            nxt = spec.cron.next_after(after_unix)
+            if nxt is None:
+                self.totals["recurring_invalid"] += 1
+                break
+            start = round(nxt * NS) - tb
+            key = None if spec.key is None else occurrence_key(spec.key, tb + start)
+            deps: list[tuple[int | str, int]] | None = None
+            if prev is not None and prev.id in self.tasks:
+                if spec.overlap == OVERLAP_QUEUE:
+                    deps = [(prev.id, ON_COMPLETE)]
+                elif spec.overlap == OVERLAP_QUEUE_ON_SUCCESS:
+                    deps = [(prev.id, ON_SUCCESS)]
+            deadline = None if spec.deadline_rel is None else start + spec.deadline_rel
+            try:
+                tid, dup = self.submit(now, spec.opts, spec.payload, key, deadline, start, deps)
+            except SubmitError:  # reservation conflict or a full pool: drop this occurrence
+                self.totals["recurring_conflicts"] += 1
+                after_unix = nxt
+                continue
+            t = self.tasks[tid]
+            if not dup and t.fixed is not None:
+                t.fixed.recurring = spec.name
+                if spec.overlap == OVERLAP_SKIP:
+                    t.fixed.prev = prev
+            sched.prev = prev
+            sched.ahead = t
+            sched.next_start = start
+            sched.last_id = tid
+            self._recur_gen += 1
+            sched.gen = self._recur_gen
+            self._recur_by_gen[sched.gen] = sched
+            self._push_timer(start, T_RECUR, t, sched.gen)
+            return
+        sched.ahead = None
+        sched.next_start = None
 
     # ------------------------------------------------------------------ snapshot
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 #: How long before its start a free slot is held for a fixed-start task (SPEC §6, fixed).
 MAX_HOLD_NS = 1_000_000_000
@@ -19,7 +20,7 @@ MAX_HOLD_NS = 1_000_000_000
 class FixedStart:
     """Per-task fixed-start bookkeeping (only fixed-start tasks carry one)."""
 
-    __slots__ = ("counted", "hi", "holding", "in_due", "lo", "recurring", "reserved", "start")
+    __slots__ = ("counted", "hi", "holding", "in_due", "lo", "prev", "recurring", "reserved", "start")
 
     def __init__(self, start: int, lo: int, hi: int) -> None:
         self.start = start
@@ -30,6 +31,7 @@ class FixedStart:
         self.counted = False  # counted in fixed_start_hit_rate
         self.in_due = False  # ready, queued in the pool's due heap (not in a class lane)
         self.recurring: str | None = None  # name of the schedule that materialized it
+        self.prev: Any = None  # overlap=skip: the previous occurrence (TaskState), checked when due
 
 
 def reservation_limit(max_capacity: int, fraction: float) -> int:

@@ -33,6 +33,7 @@ from cronoq.engine.actions import Abort, Dispatch, Publish, Resolve, SpaceAvaila
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
 from cronoq.engine.model import FIRST_TERMINAL, STATUS_NAMES, SUCCEEDED, TaskOptions, TaskState
+from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, parse_overlap
 from cronoq.engine.snapshot import Snapshot
 from cronoq.engine.time import NS, check_seconds, to_ns
 from cronoq.errors import NotStartedError, Permanent, Retryable, SchedulerError, SubmitError, TaskFailed
@@ -40,7 +41,15 @@ from cronoq.runtime.context import TaskContext
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.pool import Pool
-from cronoq.runtime.task import OptionsCache, Task, TimeSpec, check_key, parse_deps, parse_when
+from cronoq.runtime.task import (
+    OptionsCache,
+    Task,
+    TimeSpec,
+    check_key,
+    make_options,
+    parse_deps,
+    parse_when,
+)
 
 Edges = list[tuple[int | str, int]]
 Prepared = tuple[TaskOptions, str | None, TimeSpec | None, TimeSpec | None, Edges | None]
@@ -490,6 +499,59 @@ class Scheduler:
         """Set a pool's capacity (worker slots) directly; not clamped to min/max."""
         core = self._require()
         core.set_capacity(self._now(), pool, n)
+        self._kick()
+
+    async def add_recurring(
+        self,
+        name: str,
+        cron: str,
+        payload: object,
+        *,
+        tz: str | None = None,
+        overlap: str = "skip",
+        tolerance: float = 1.0,
+        on_miss: str = "run_late",
+        **fields: Any,
+    ) -> RecurringInfo:
+        """Add (or replace) a cron schedule whose occurrences are fixed-start tasks (SPEC §7).
+
+        Invalid cron, time zone or pool: ``SchedulerError("configuration error: ...")``.
+        """
+        core = self._require()
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"recurring schedule name must be a non-empty string (got {name!r})")
+        ov = parse_overlap(overlap)
+        for f in ("start_in", "start_at", "after", "deps", "deadline_at"):
+            if f in fields:
+                raise ValueError(f"{f} is not supported for recurring schedules")
+        key = check_key(fields.pop("key", None))
+        dl = parse_when("deadline", fields.pop("deadline_in", None), None)
+        opts = make_options(tolerance=tolerance, on_miss=on_miss, **fields)
+        try:
+            schedule = CronSchedule(cron, tz)
+        except ValueError as e:
+            raise SchedulerError(f"configuration error: {e}") from None
+        spec = RecurringSpec(name, schedule, ov, opts, payload, key, None if dl is None else dl.relative)
+        try:
+            info = core.add_recurring(self._now(), spec)
+        except SubmitError as e:
+            raise SchedulerError(f"configuration error: {e.message}") from None
+        self._settle()
+        return info
+
+    async def remove_recurring(self, name: str) -> bool:
+        """Remove a schedule (its already-materialized occurrence still runs)."""
+        core = self._require()
+        return core.remove_recurring(self._now(), name)
+
+    async def list_recurring(self) -> list[RecurringInfo]:
+        """The schedules with their next occurrence."""
+        return self._require().list_recurring()
+
+    def _settle(self) -> None:
+        """Carry out actions a control call produced and let the driver re-arm."""
+        if self._core is not None and self._core.actions:
+            self._apply()
         self._kick()
 
     def events(self, on_lag: str = "skip") -> EventStream:
