@@ -5,6 +5,7 @@ Public names only (SPEC §16); imports stay light (no server, store or gRPC modu
 
 from cronoq.engine.config import AutoscaleConfig
 from cronoq.engine.model import Dep, Priority, RetryPolicy, StatusEvent
+from cronoq.engine.recurring import RecurringInfo
 from cronoq.engine.snapshot import GroupSnapshot, PoolSnapshot, Snapshot
 from cronoq.errors import (
     CronoqError,
@@ -16,6 +17,7 @@ from cronoq.errors import (
     SubmitError,
     TaskFailed,
 )
+from cronoq.runtime.blocking import BlockingEventStream, BlockingHandle, BlockingScheduler
 from cronoq.runtime.context import TaskContext
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.handles import TaskHandle
@@ -27,6 +29,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AutoscaleConfig",
+    "BlockingEventStream",
+    "BlockingHandle",
+    "BlockingScheduler",
     "CronoqError",
     "Dep",
     "EventStream",
@@ -37,6 +42,7 @@ __all__ = [
     "Pool",
     "PoolSnapshot",
     "Priority",
+    "RecurringInfo",
     "Retryable",
     "RetryPolicy",
     "Scheduler",

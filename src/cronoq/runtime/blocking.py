@@ -1,0 +1,259 @@
+"""``BlockingScheduler``: the Scheduler API for code without asyncio (SPEC §16.4).
+
+Theory of operation
+-------------------
+The blocking scheduler owns a private event loop running in a daemon thread.  Every method
+submits the matching coroutine of an ordinary :class:`Scheduler` to that loop with
+``asyncio.run_coroutine_threadsafe`` and waits for its result, so the engine is still only
+ever touched from one thread.  Handles and event streams get blocking counterparts.  It is
+safe to call from any number of threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from cronoq.engine.model import StatusEvent
+from cronoq.engine.recurring import RecurringInfo
+from cronoq.engine.snapshot import Snapshot
+from cronoq.errors import NotStartedError
+from cronoq.runtime.events import EventStream
+from cronoq.runtime.handles import TaskHandle
+from cronoq.runtime.pool import Pool
+from cronoq.runtime.scheduler import Scheduler
+from cronoq.runtime.task import Task
+
+T = TypeVar("T")
+
+
+class BlockingHandle:
+    """Blocking view of a :class:`TaskHandle`."""
+
+    __slots__ = ("_bs", "_h")
+
+    def __init__(self, bs: BlockingScheduler, h: TaskHandle) -> None:
+        self._bs = bs
+        self._h = h
+
+    @property
+    def id(self) -> int:
+        return self._h.id
+
+    @property
+    def duplicate(self) -> bool:
+        return self._h.duplicate
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait for the outcome: the output, or raise TaskFailed (TimeoutError after ``timeout``)."""
+
+        async def wait() -> Any:
+            return await self._h
+
+        return self._bs._call(wait(), timeout)
+
+    def done(self) -> bool:
+        return self._h.done()
+
+    def cancel(self) -> bool:
+        return bool(self._bs._call(self._bs._sched.cancel(self._h.id)))
+
+    def __repr__(self) -> str:
+        return f"<BlockingHandle id={self.id}>"
+
+
+class BlockingEventStream:
+    """Blocking iterator over a subscriber's events."""
+
+    __slots__ = ("_bs", "_s")
+
+    def __init__(self, bs: BlockingScheduler, s: EventStream) -> None:
+        self._bs = bs
+        self._s = s
+
+    @property
+    def lagged(self) -> int:
+        return self._s.lagged
+
+    @property
+    def closed(self) -> bool:
+        return self._s.closed
+
+    def __iter__(self) -> Iterator[StatusEvent]:
+        return self
+
+    def __next__(self) -> StatusEvent:
+        return self.next()
+
+    def next(self, timeout: float | None = None) -> StatusEvent:
+        """The next event; StopIteration when the stream ends, TimeoutError after ``timeout``."""
+        try:
+            return self._bs._call(self._s.__anext__(), timeout)
+        except StopAsyncIteration:
+            raise StopIteration from None
+
+    def close(self) -> None:
+        loop = self._bs._loop
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(self._s.close)
+        else:
+            self._s.close()
+
+    def __enter__(self) -> BlockingEventStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class BlockingScheduler:
+    """The Scheduler API, synchronous, with a private event-loop thread."""
+
+    def __init__(
+        self,
+        pools: Sequence[Pool] | Iterable[Pool],
+        resources: Sequence[Any] | None = None,
+        emit_transitions: bool = False,
+        *,
+        shutdown_grace: float = 5.0,
+        event_capacity: int = 1024,
+        store: Any = None,
+        codec: Any = None,
+    ) -> None:
+        self._sched = Scheduler(
+            pools,
+            resources,
+            emit_transitions,
+            shutdown_grace=shutdown_grace,
+            event_capacity=event_capacity,
+            store=store,
+            codec=codec,
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    # -------------------------------------------------------------- plumbing
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            coro.close()
+            raise NotStartedError()
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("BlockingScheduler methods cannot be called from its own loop thread")
+        fut = asyncio.run_coroutine_threadsafe(coro, loop)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise TimeoutError("timed out waiting for the scheduler") from None
+
+    # -------------------------------------------------------------- lifecycle
+
+    @property
+    def started(self) -> bool:
+        return self._sched.started
+
+    @property
+    def pools(self) -> list[str]:
+        return self._sched.pools
+
+    @property
+    def default_pool(self) -> str:
+        return self._sched.default_pool
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The underlying asyncio scheduler (runs on the private loop)."""
+        return self._sched
+
+    def start(self) -> None:
+        with self._lock:
+            if self._loop is not None and self._sched.started:
+                return
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def run() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            thread = threading.Thread(target=run, name="cronoq-scheduler", daemon=True)
+            thread.start()
+            ready.wait()
+            self._loop = loop
+            self._thread = thread
+            self._call(self._sched.start())
+
+    def shutdown(self, grace: float | None = None) -> None:
+        with self._lock:
+            loop = self._loop
+            if loop is None:
+                return
+            try:
+                self._call(self._sched.shutdown(grace))
+            finally:
+                loop.call_soon_threadsafe(loop.stop)
+                if self._thread is not None:
+                    self._thread.join()
+                loop.close()
+                self._loop = None
+                self._thread = None
+
+    def __enter__(self) -> BlockingScheduler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    # -------------------------------------------------------------- API
+
+    def submit(self, payload: object, **fields: Any) -> BlockingHandle:
+        return BlockingHandle(self, self._call(self._sched.submit(payload, **fields)))
+
+    def enqueue(self, payload: object, **fields: Any) -> int:
+        return self._call(self._sched.enqueue(payload, **fields))
+
+    def submit_batch(self, tasks: Iterable[Task]) -> list[BlockingHandle]:
+        return [BlockingHandle(self, h) for h in self._call(self._sched.submit_batch(list(tasks)))]
+
+    def cancel(self, ref: int | str) -> bool:
+        return self._call(self._sched.cancel(ref))
+
+    def status(self, ref: int | str) -> str | None:
+        return self._call(self._sched.status(ref))
+
+    def handle(self, ref: int | str) -> BlockingHandle | None:
+        h = self._call(self._sched.handle(ref))
+        return None if h is None else BlockingHandle(self, h)
+
+    def snapshot(self) -> Snapshot:
+        return self._call(self._sched.snapshot())
+
+    def set_capacity(self, pool: str, n: int) -> None:
+        self._call(self._sched.set_capacity(pool, n))
+
+    def add_recurring(self, name: str, cron: str, payload: object, **kwargs: Any) -> RecurringInfo:
+        return self._call(self._sched.add_recurring(name, cron, payload, **kwargs))
+
+    def remove_recurring(self, name: str) -> bool:
+        return self._call(self._sched.remove_recurring(name))
+
+    def list_recurring(self) -> list[RecurringInfo]:
+        return self._call(self._sched.list_recurring())
+
+    def events(self, on_lag: str = "skip") -> BlockingEventStream:
+        async def subscribe() -> EventStream:
+            return self._sched.events(on_lag)
+
+        return BlockingEventStream(self, self._call(subscribe()))
+
+    def __repr__(self) -> str:
+        return f"<BlockingScheduler pools={self.pools} started={self.started}>"
