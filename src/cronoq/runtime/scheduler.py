@@ -174,8 +174,17 @@ class Scheduler:
         self._accepting = False
         core.paused = True
         if self._running:
-            await asyncio.wait([f for f, _ in self._running.values()], timeout=g)
-            await asyncio.sleep(0)  # let the done callbacks of finished attempts report
+            # Loop: an attempt's future may be replaced while we wait (a plain function that
+            # returned an awaitable continues as a new future under the same lease).
+            loop = asyncio.get_running_loop()
+            end = loop.time() + g
+            while True:
+                await asyncio.sleep(0)  # let the done callbacks of finished attempts report
+                pending = [f for f, _ in self._running.values() if not f.done()]
+                remaining = end - loop.time()
+                if not pending or remaining <= 0:
+                    break
+                await asyncio.wait(pending, timeout=remaining)
         self._drive()
         for fut, ctx in self._running.values():
             ctx._cancelled = True

@@ -1,0 +1,624 @@
+"""Executors and attempts: outcomes, retries, timeouts, leases, TaskContext (SPEC §4, §9, §16.2/3)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import threading
+import time
+
+import pytest
+
+from cronoq import Permanent, Retryable, RetryPolicy, Scheduler, TaskContext, TaskFailed
+
+from .conftest import pool, wait
+
+FAST_RETRY = RetryPolicy(max_attempts=3, initial_backoff=0, jitter=False)
+
+# ----------------------------------------------------------------------------- kinds of executors
+
+
+async def test_async_executor_runs_on_loop_thread():
+    seen = {}
+
+    async def run(ctx, payload):
+        seen["thread"] = threading.get_ident()
+        await asyncio.sleep(0.001)
+        return payload * 2
+
+    async with Scheduler([pool(executor=run)]) as s:
+        assert await wait(await s.submit(21)) == 42
+    assert seen["thread"] == threading.get_ident()
+
+
+async def test_async_callable_object_executor():
+    class Runner:
+        async def __call__(self, ctx, payload):
+            await asyncio.sleep(0)
+            return ("obj", payload, threading.get_ident())
+
+    async with Scheduler([pool(executor=Runner())]) as s:
+        tag, p, tid = await wait(await s.submit(1))
+    assert (tag, p, tid) == ("obj", 1, threading.get_ident())
+
+
+async def test_plain_function_runs_in_thread_pool():
+    seen = {}
+
+    def run(ctx, payload):
+        seen["thread"] = threading.get_ident()
+        assert isinstance(ctx, TaskContext)
+        time.sleep(0.01)  # blocking is fine: we are off the loop
+        return payload + 1
+
+    async with Scheduler([pool(executor=run)]) as s:
+        assert await wait(await s.submit(1)) == 2
+    assert seen["thread"] != threading.get_ident()
+
+
+async def test_plain_function_does_not_block_the_loop():
+    release = threading.Event()
+    started = threading.Event()
+
+    def run(ctx, payload):
+        started.set()
+        assert release.wait(10)
+        return payload
+
+    async with Scheduler([pool(executor=run)]) as s:
+        h = await s.submit("x")
+        # the loop stays responsive while the executor thread blocks
+        await wait(asyncio.to_thread(started.wait, 10))
+        assert await s.status(h.id) == "running"
+        release.set()
+        assert await wait(h) == "x"
+
+
+async def test_plain_function_returning_awaitable_is_awaited():
+    threads = {}
+
+    async def later(v):
+        threads["inner"] = threading.get_ident()
+        await asyncio.sleep(0.001)
+        return v * 10
+
+    def run(ctx, payload):
+        threads["outer"] = threading.get_ident()
+        return later(payload)
+
+    async with Scheduler([pool(executor=run)]) as s:
+        assert await wait(await s.submit(4)) == 40
+    assert threads["outer"] != threading.get_ident()
+    assert threads["inner"] == threading.get_ident()
+
+
+async def test_plain_function_returning_failing_awaitable():
+    async def later():
+        raise Permanent("inner says no")
+
+    def run(ctx, payload):
+        return later()
+
+    async with Scheduler([pool(executor=run)]) as s:
+        with pytest.raises(TaskFailed) as ei:
+            await wait(await s.submit(1))
+        assert (ei.value.status, ei.value.message) == ("failed", "inner says no")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, 0, "", [], object(), lambda: None, {1, 2}, b"\x00\xff", type("Odd", (), {})()],
+)
+async def test_returning_garbage_is_fine(value):
+    async def run(ctx, payload):
+        return value
+
+    async with Scheduler([pool(executor=run)]) as s:
+        h = await s.submit(None)
+        assert await wait(h) is value
+        assert await s.status(h.id) == "succeeded"
+
+
+async def test_payload_passed_as_is():
+    payload = object()
+    got = []
+
+    async def run(ctx, p):
+        got.append(p)
+
+    async with Scheduler([pool(executor=run)]) as s:
+        assert await wait(await s.submit(payload)) is None
+    assert got == [payload] and got[0] is payload
+
+
+# ----------------------------------------------------------------------------- outcomes
+
+
+async def test_permanent_fails_without_retry():
+    attempts = []
+
+    async def run(ctx, p):
+        attempts.append(ctx.attempt)
+        raise Permanent("bad input")
+
+    async with Scheduler([pool(executor=run, retry=FAST_RETRY)]) as s:
+        h = await s.submit(1)
+        with pytest.raises(TaskFailed) as ei:
+            await wait(h)
+        assert (ei.value.status, ei.value.message, ei.value.task_id) == ("failed", "bad input", h.id)
+        assert attempts == [1]
+        assert await s.status(h.id) == "failed"
+        snap = await s.snapshot()
+        assert snap.totals["failed"] == 1 and snap.totals["retries"] == 0
+
+
+async def test_permanent_from_thread():
+    def run(ctx, p):
+        raise Permanent("thread says no")
+
+    async with Scheduler([pool(executor=run)]) as s:
+        with pytest.raises(TaskFailed) as ei:
+            await wait(await s.submit(1))
+        assert (ei.value.status, ei.value.message) == ("failed", "thread says no")
+
+
+async def test_retryable_then_success():
+    attempts = []
+
+    async def run(ctx, p):
+        attempts.append(ctx.attempt)
+        if ctx.attempt < 3:
+            raise Retryable("try again")
+        return "done"
+
+    async with Scheduler([pool(executor=run, retry=FAST_RETRY)]) as s:
+        assert await wait(await s.submit(1)) == "done"
+    assert attempts == [1, 2, 3]
+
+
+async def test_retry_after_replaces_policy_delay():
+    # the pool's policy would wait 100 s: retry_after must be used instead
+    attempts = []
+
+    async def run(ctx, p):
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise Retryable("later", retry_after=0.01)
+        return "ok"
+
+    slow = RetryPolicy(max_attempts=2, initial_backoff=100.0, max_backoff=100.0)
+    async with Scheduler([pool(executor=run, retry=slow)]) as s:
+        assert await wait(await s.submit(1), 5) == "ok"
+    assert attempts == [1, 2]
+
+
+async def test_retry_after_is_not_capped_by_max_backoff():
+    stamps = []
+
+    async def run(ctx, p):
+        stamps.append(time.monotonic())
+        if ctx.attempt == 1:
+            raise Retryable("later", retry_after=0.3)
+        return "ok"
+
+    nodelay = RetryPolicy(max_attempts=2, initial_backoff=0.0, max_backoff=0.0)
+    async with Scheduler([pool(executor=run, retry=nodelay)]) as s:
+        assert await wait(await s.submit(1)) == "ok"
+    assert stamps[1] - stamps[0] >= 0.28
+
+
+async def test_retry_policy_backoff_is_applied():
+    stamps = []
+
+    async def run(ctx, p):
+        stamps.append(time.monotonic())
+        if ctx.attempt == 1:
+            raise Retryable("x")
+        return "ok"
+
+    policy = RetryPolicy(max_attempts=2, initial_backoff=0.25, jitter=False)
+    async with Scheduler([pool(executor=run, retry=policy)]) as s:
+        assert await wait(await s.submit(1)) == "ok"
+    assert stamps[1] - stamps[0] >= 0.23
+
+
+async def test_task_retry_overrides_pool_retry():
+    attempts = []
+
+    async def run(ctx, p):
+        attempts.append(ctx.attempt)
+        raise Retryable("no")
+
+    async with Scheduler([pool(executor=run, retry=FAST_RETRY)]) as s:
+        with pytest.raises(TaskFailed) as ei:
+            await wait(await s.submit(1, retry=RetryPolicy.none()))
+        assert ei.value.status == "dead_lettered"
+    assert attempts == [1]
+
+
+class CustomError(Exception):
+    pass
+
+
+async def test_other_exception_message_and_dead_letter():
+    attempts = []
+
+    async def run(ctx, p):
+        attempts.append(ctx.attempt)
+        raise ValueError(f"boom {ctx.attempt}")
+
+    async with Scheduler([pool(executor=run, retry=FAST_RETRY)]) as s:
+        h = await s.submit(1)
+        with pytest.raises(TaskFailed) as ei:
+            await wait(h)
+        # the message is the last attempt's
+        assert (ei.value.status, ei.value.message) == ("dead_lettered", "ValueError: boom 3")
+        assert str(ei.value) == f"task {h.id} ended as dead_lettered: ValueError: boom 3"
+        assert attempts == [1, 2, 3]
+        snap = await s.snapshot()
+        assert snap.totals["dead_lettered"] == 1
+        assert snap.totals["retries"] == 2
+        assert snap.totals["failed"] == 0
+
+
+async def test_custom_exception_type_in_message_from_thread():
+    def run(ctx, p):
+        raise CustomError("it broke")
+
+    async with Scheduler([pool(executor=run, retry=RetryPolicy.none())]) as s:
+        with pytest.raises(TaskFailed) as ei:
+            await wait(await s.submit(1))
+        assert (ei.value.status, ei.value.message) == ("dead_lettered", "CustomError: it broke")
+
+
+async def test_retryable_message_used_as_is_when_dead_lettered():
+    async def run(ctx, p):
+        raise Retryable("service unavailable")
+
+    async with Scheduler([pool(executor=run, retry=RetryPolicy(max_attempts=2, initial_backoff=0))]) as s:
+        with pytest.raises(TaskFailed) as ei:
+            await wait(await s.submit(1))
+        assert (ei.value.status, ei.value.message) == ("dead_lettered", "service unavailable")
+
+
+async def test_default_retry_policy_has_three_attempts():
+    attempts = []
+
+    async def run(ctx, p):
+        attempts.append(ctx.attempt)
+        # retry_after keeps the test fast while using the default max_attempts
+        raise Retryable("x", retry_after=0)
+
+    async with Scheduler([pool(executor=run)]) as s:
+        with pytest.raises(TaskFailed) as ei:
+            await wait(await s.submit(1))
+        assert ei.value.status == "dead_lettered"
+    assert attempts == [1, 2, 3]
+
+
+async def test_executor_cancelling_itself_is_retryable():
+    attempts = []
+
+    async def run(ctx, p):
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise asyncio.CancelledError()
+        return "second time"
+
+    async with Scheduler([pool(executor=run, retry=FAST_RETRY)]) as s:
+        h = await s.submit(1)
+        assert await wait(h) == "second time"
+        assert await s.status(h.id) == "succeeded"
+        assert (await s.snapshot()).totals["retries"] == 1
+    assert attempts == [1, 2]
+
+
+async def test_executor_cancelling_itself_dead_letters_when_out_of_attempts():
+    async def run(ctx, p):
+        asyncio.current_task().cancel()
+        await asyncio.sleep(1)
+
+    async with Scheduler([pool(executor=run, retry=RetryPolicy.none())]) as s:
+        with pytest.raises(TaskFailed) as ei:
+            await wait(await s.submit(1))
+        assert ei.value.status == "dead_lettered"
+
+
+async def test_executor_that_cannot_start_fails_the_attempt():
+    # an async executor with the wrong signature raises when called
+    async def run(ctx):
+        return "never"
+
+    async with Scheduler([pool(executor=run, retry=RetryPolicy.none())]) as s:
+        with pytest.raises(TaskFailed) as ei:
+            await wait(await s.submit(1))
+        assert ei.value.status == "dead_lettered"
+        assert ei.value.message.startswith("TypeError: ")
+        # the scheduler keeps working
+        assert (await s.snapshot()).running == 0
+
+
+# ----------------------------------------------------------------------------- timeouts
+
+
+async def test_timeout_aborts_hanging_attempt():
+    seen: dict[str, object] = {}
+
+    async def run(ctx, p):
+        seen["ctx"] = ctx
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            seen["cancelled"] = True
+            raise
+
+    async with Scheduler([pool(executor=run, retry=RetryPolicy.none())]) as s:
+        h = await s.submit(1, timeout=0.05)
+        with pytest.raises(TaskFailed) as ei:
+            await wait(h)
+        assert (ei.value.status, ei.value.message) == ("dead_lettered", "attempt timed out")
+        assert seen["ctx"].is_cancelled()
+        await asyncio.sleep(0)
+        assert seen.get("cancelled") is True
+        snap = await s.snapshot()
+        assert snap.totals["timeouts"] == 1
+        assert snap.running == 0
+
+
+async def test_timeout_is_retryable():
+    attempts = []
+
+    async def run(ctx, p):
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            await asyncio.sleep(30)
+        return "fast enough"
+
+    async with Scheduler([pool(executor=run, retry=FAST_RETRY)]) as s:
+        assert await wait(await s.submit(1, timeout=0.05)) == "fast enough"
+        assert (await s.snapshot()).totals["timeouts"] == 1
+    assert attempts == [1, 2]
+
+
+async def test_timeout_of_sync_executor_marks_cancelled():
+    observed = threading.Event()
+
+    def run(ctx, p):
+        deadline = time.monotonic() + 5
+        while not ctx.is_cancelled() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if ctx.is_cancelled():
+            observed.set()
+        return "too late"
+
+    async with Scheduler([pool(executor=run, retry=RetryPolicy.none())]) as s:
+        h = await s.submit(1, timeout=0.05)
+        with pytest.raises(TaskFailed) as ei:
+            await wait(h)
+        assert (ei.value.status, ei.value.message) == ("dead_lettered", "attempt timed out")
+        assert await wait(asyncio.to_thread(observed.wait, 5))
+        # the late return does not overwrite the outcome
+        assert await s.status(h.id) == "dead_lettered"
+
+
+async def test_fast_attempt_within_timeout_succeeds():
+    async def run(ctx, p):
+        await asyncio.sleep(0.01)
+        return "ok"
+
+    async with Scheduler([pool(executor=run)]) as s:
+        assert await wait(await s.submit(1, timeout=5)) == "ok"
+        assert (await s.snapshot()).totals["timeouts"] == 0
+
+
+# ----------------------------------------------------------------------------- TaskContext
+
+
+async def test_task_context_fields():
+    seen = {}
+
+    async def run(ctx, p):
+        seen.update(
+            id=ctx.id,
+            attempt=ctx.attempt,
+            kind=ctx.kind,
+            key=ctx.key,
+            pool=ctx.pool,
+            tags=ctx.tags,
+            group=ctx.group,
+            timeout=ctx.timeout,
+            deadline=ctx.deadline,
+            cancelled=ctx.is_cancelled(),
+        )
+        return p
+
+    async with Scheduler([pool("other"), pool("work", executor=run)]) as s:
+        before = time.time()
+        h = await s.submit(
+            "p",
+            pool="work",
+            kind="resize",
+            key="img-1",
+            tags={"traceparent": "00-abc", "n": 1, "f": 2.5, "none": None},
+            timeout=2.5,
+            deadline_in=30,
+        )
+        after = time.time()
+        await wait(h)
+    assert seen["id"] == h.id
+    assert seen["attempt"] == 1
+    assert seen["kind"] == "resize"
+    assert seen["key"] == "img-1"
+    assert seen["pool"] == "work"
+    assert seen["tags"] == {"traceparent": "00-abc", "n": "1", "f": "2.5", "none": "None"}
+    assert all(type(k) is str and type(v) is str for k, v in seen["tags"].items())
+    assert seen["group"] == {}
+    assert seen["timeout"] == 2.5
+    assert before + 30 - 0.5 <= seen["deadline"] <= after + 30 + 0.5
+    assert seen["cancelled"] is False
+
+
+async def test_task_context_defaults():
+    seen = {}
+
+    def run(ctx, p):  # also from a sync executor
+        seen.update(
+            kind=ctx.kind,
+            key=ctx.key,
+            pool=ctx.pool,
+            tags=ctx.tags,
+            timeout=ctx.timeout,
+            deadline=ctx.deadline,
+            group=ctx.group,
+        )
+
+    async with Scheduler([pool("main", executor=run)]) as s:
+        await wait(await s.submit("p"))
+    assert seen == {
+        "kind": "default",
+        "key": None,
+        "pool": "main",
+        "tags": {},
+        "timeout": None,
+        "deadline": None,
+        "group": {},
+    }
+    assert type(seen["tags"]) is dict
+
+
+async def test_task_context_deadline_at_unix_and_datetime():
+    seen = []
+
+    async def run(ctx, p):
+        seen.append(ctx.deadline)
+
+    target = time.time() + 120.25
+    when = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=60)
+    async with Scheduler([pool(executor=run)]) as s:
+        await wait(await s.submit(1, deadline_at=target))
+        await wait(await s.submit(2, deadline_at=when))
+    assert seen[0] == pytest.approx(target, abs=1e-3)
+    assert seen[1] == pytest.approx(when.timestamp(), abs=1e-3)
+
+
+async def test_task_context_attempt_increments():
+    seen = []
+
+    async def run(ctx, p):
+        seen.append((ctx.id, ctx.attempt))
+        if ctx.attempt < 2:
+            raise Retryable("again")
+
+    async with Scheduler([pool(executor=run, retry=FAST_RETRY)]) as s:
+        h = await s.submit(1)
+        await wait(h)
+    assert seen == [(h.id, 1), (h.id, 2)]
+
+
+async def test_heartbeat_is_noop_without_lease_ttl():
+    async def run(ctx, p):
+        ctx.heartbeat()
+        await asyncio.sleep(0)
+        ctx.heartbeat()
+        return "ok"
+
+    async with Scheduler([pool(executor=run)]) as s:
+        assert await wait(await s.submit(1)) == "ok"
+
+
+async def test_heartbeat_after_attempt_ended_is_noop():
+    saved = []
+
+    async def run(ctx, p):
+        saved.append(ctx)
+        return "ok"
+
+    async with Scheduler([pool(executor=run, lease_ttl=0.5)]) as s:
+        assert await wait(await s.submit(1)) == "ok"
+        saved[0].heartbeat()  # must not raise or disturb anything
+        assert await wait(await s.submit(2)) == "ok"
+        assert (await s.snapshot()).totals["stale_completions"] == 0
+
+
+# ----------------------------------------------------------------------------- leases
+
+
+async def test_heartbeat_keeps_lease_alive():
+    async def run(ctx, p):
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            ctx.heartbeat()
+            await asyncio.sleep(0.02)
+        return "kept"
+
+    async with Scheduler([pool(executor=run, lease_ttl=0.15, retry=RetryPolicy.none())]) as s:
+        assert await wait(await s.submit(1)) == "kept"
+        assert (await s.snapshot()).totals["lease_expiries"] == 0
+
+
+async def test_missing_heartbeat_loses_lease():
+    seen = {}
+
+    async def run(ctx, p):
+        seen["ctx"] = ctx
+        await asyncio.sleep(30)
+
+    async with Scheduler([pool(executor=run, lease_ttl=0.05, retry=RetryPolicy.none())]) as s:
+        h = await s.submit(1)
+        with pytest.raises(TaskFailed) as ei:
+            await wait(h)
+        assert ei.value.status == "dead_lettered"
+        assert seen["ctx"].is_cancelled()
+        snap = await s.snapshot()
+        assert snap.totals["lease_expiries"] == 1
+        assert snap.running == 0
+
+
+async def test_lost_lease_is_retried():
+    attempts = []
+
+    async def run(ctx, p):
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            await asyncio.sleep(30)
+        return "second"
+
+    async with Scheduler([pool(executor=run, lease_ttl=0.05, retry=FAST_RETRY)]) as s:
+        assert await wait(await s.submit(1)) == "second"
+        assert (await s.snapshot()).totals["lease_expiries"] == 1
+    assert attempts == [1, 2]
+
+
+async def test_heartbeat_from_sync_executor_thread():
+    def run(ctx, p):
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            ctx.heartbeat()
+            time.sleep(0.02)
+        return "kept"
+
+    async with Scheduler([pool(executor=run, lease_ttl=0.15, retry=RetryPolicy.none())]) as s:
+        assert await wait(await s.submit(1)) == "kept"
+        assert (await s.snapshot()).totals["lease_expiries"] == 0
+
+
+async def test_sync_executor_without_heartbeat_loses_lease():
+    observed = threading.Event()
+
+    def run(ctx, p):
+        end = time.monotonic() + 5
+        while not ctx.is_cancelled() and time.monotonic() < end:
+            time.sleep(0.005)
+        if ctx.is_cancelled():
+            observed.set()
+        return "late"
+
+    async with Scheduler([pool(executor=run, lease_ttl=0.05, retry=RetryPolicy.none())]) as s:
+        h = await s.submit(1)
+        with pytest.raises(TaskFailed) as ei:
+            await wait(h)
+        assert ei.value.status == "dead_lettered"
+        assert await wait(asyncio.to_thread(observed.wait, 5))
+        snap = await s.snapshot()
+        assert snap.totals["lease_expiries"] == 1
+        assert await s.status(h.id) == "dead_lettered"

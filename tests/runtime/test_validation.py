@@ -1,0 +1,341 @@
+"""Validation of task fields, Task, Pool, RetryPolicy and Priority (SPEC §2, §9, §16.2, §16.3)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from enum import IntEnum
+
+import pytest
+
+from cronoq import AutoscaleConfig, Pool, Priority, RetryPolicy, Scheduler, Task
+
+from .conftest import echo, pool, wait
+
+BAD_DURATIONS = [(-1, "-1"), (-0.5, "-0.5"), (math.inf, "inf"), (-math.inf, "-inf"), (math.nan, "nan")]
+TASK_DURATION_FIELDS = ["timeout", "tolerance", "duration_hint", "deadline_in"]
+
+
+def duration_msg(name: str, shown: str) -> str:
+    return f"{name} must be a finite, non-negative number of seconds (got {shown})"
+
+
+# ----------------------------------------------------------------------------- task fields
+
+
+@pytest.mark.parametrize("field", TASK_DURATION_FIELDS)
+@pytest.mark.parametrize(("value", "shown"), BAD_DURATIONS)
+def test_task_duration_fields(field, value, shown):
+    with pytest.raises(ValueError) as ei:
+        Task("p", **{field: value})
+    assert str(ei.value) == duration_msg(field, shown)
+
+
+@pytest.mark.parametrize("field", TASK_DURATION_FIELDS)
+async def test_submit_duration_fields(field):
+    async with Scheduler([pool()]) as s:
+        for call in (s.submit, s.enqueue):
+            with pytest.raises(ValueError) as ei:
+                await call("p", **{field: -1})
+            assert str(ei.value) == duration_msg(field, "-1")
+        with pytest.raises(ValueError) as ei:
+            await s.submit("p", **{field: math.nan})
+        assert str(ei.value) == duration_msg(field, "nan")
+        assert (await s.snapshot()).totals["submitted"] == 0
+
+
+@pytest.mark.parametrize("field", TASK_DURATION_FIELDS)
+async def test_zero_durations_are_accepted(field):
+    kw = {field: 0}
+    Task("p", **kw)
+    async with Scheduler([pool()]) as s:
+        if field == "timeout":
+            # a zero timeout is valid; the attempt may be aborted immediately
+            h = await s.submit("p", **kw)
+            assert h.id == 1
+        else:
+            assert await wait(await s.submit("p", **kw)) == "p"
+
+
+def test_non_numeric_duration_rejected():
+    with pytest.raises(ValueError, match=r"^timeout must be a finite, non-negative number of seconds"):
+        Task("p", timeout="5")
+
+
+def test_unknown_priority_name():
+    with pytest.raises(ValueError) as ei:
+        Task("p", priority="x")
+    assert str(ei.value) == "unknown priority 'x'"
+    with pytest.raises(ValueError) as ei:
+        Task("p", priority="urgent")
+    assert str(ei.value) == "unknown priority 'urgent'"
+
+
+@pytest.mark.parametrize("value", [4, -1, 99])
+def test_priority_int_out_of_range(value):
+    with pytest.raises(ValueError) as ei:
+        Task("p", priority=value)
+    assert str(ei.value) == "priority must be 0..=3"
+
+
+async def test_submit_priority_errors():
+    async with Scheduler([pool()]) as s:
+        with pytest.raises(ValueError) as ei:
+            await s.submit("p", priority="x")
+        assert str(ei.value) == "unknown priority 'x'"
+        with pytest.raises(ValueError) as ei:
+            await s.enqueue("p", priority=7)
+        assert str(ei.value) == "priority must be 0..=3"
+
+
+@pytest.mark.parametrize(
+    ("value", "index"),
+    [
+        (Priority.CRITICAL, 0),
+        ("critical", 0),
+        ("CRITICAL", 0),
+        (0, 0),
+        ("High", 1),
+        (1, 1),
+        (Priority.NORMAL, 2),
+        ("normal", 2),
+        (2, 2),
+        ("low", 3),
+        ("LoW", 3),
+        (3, 3),
+    ],
+)
+async def test_priority_accepted_forms(value, index):
+    async with Scheduler([pool()]) as s:
+        await s.set_capacity("default", 0)
+        await s.enqueue("p", priority=value)
+        await s.submit_batch([Task("q", priority=value)])
+        expected = [0, 0, 0, 0]
+        expected[index] = 2
+        assert (await s.snapshot()).pool("default").pending_by_class == expected
+
+
+async def test_default_priority_is_normal():
+    async with Scheduler([pool()]) as s:
+        await s.set_capacity("default", 0)
+        await s.enqueue("p")
+        await s.submit_batch([Task("q")])
+        assert (await s.snapshot()).pool("default").pending_by_class == [0, 0, 2, 0]
+
+
+@pytest.mark.parametrize("value", ["later", "RUN_LATE", "", None, 1])
+def test_on_miss_invalid(value):
+    with pytest.raises(ValueError):
+        Task("p", on_miss=value)
+
+
+@pytest.mark.parametrize("value", ["run_late", "skip", "fail"])
+async def test_on_miss_valid(value):
+    Task("p", on_miss=value)
+    async with Scheduler([pool()]) as s:
+        assert await wait(await s.submit("p", on_miss=value)) == "p"
+
+
+async def test_on_miss_invalid_on_submit():
+    async with Scheduler([pool()]) as s:
+        with pytest.raises(ValueError):
+            await s.submit("p", on_miss="never")
+
+
+def test_deadline_in_and_at_mutually_exclusive():
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        Task("p", deadline_in=5, deadline_at=1e10)
+
+
+async def test_deadline_in_and_at_mutually_exclusive_on_submit():
+    async with Scheduler([pool()]) as s:
+        with pytest.raises(ValueError, match="mutually exclusive"):
+            await s.submit("p", deadline_in=5, deadline_at=dt.datetime.now(dt.UTC))
+        assert (await s.snapshot()).totals["submitted"] == 0
+
+
+def test_deadline_at_naive_datetime_rejected():
+    with pytest.raises(ValueError):
+        Task("p", deadline_at=dt.datetime(2030, 1, 1))
+
+
+def test_deadline_at_accepts_unix_seconds_and_aware_datetime():
+    Task("p", deadline_at=2_000_000_000)
+    Task("p", deadline_at=2_000_000_000.5)
+    Task("p", deadline_at=dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
+
+
+def test_retry_field_must_be_retry_policy():
+    with pytest.raises(ValueError):
+        Task("p", retry=3)
+
+
+def test_tags_keys_must_be_strings():
+    with pytest.raises(ValueError):
+        Task("p", tags={1: "a"})
+
+
+# ----------------------------------------------------------------------------- Task
+
+
+def test_task_is_validated_at_construction_and_read_only():
+    payload = {"a": 1}
+    t = Task(payload, key="k", priority="high", timeout=3)
+    assert t.payload is payload
+    assert t.key == "k"
+    with pytest.raises(AttributeError):
+        t.payload = 2  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        t.key = "other"  # type: ignore[misc]
+    assert t.payload is payload and t.key == "k"
+    assert Task(None).key is None
+
+
+async def test_task_unknown_pool_is_reported_at_submission():
+    t = Task("p", pool="nope")  # pools are only known to a scheduler
+    async with Scheduler([pool()]) as s:
+        with pytest.raises(Exception) as ei:
+            await s.submit_batch([t])
+        assert getattr(ei.value, "code", None) == "unknown_pool"
+
+
+# ----------------------------------------------------------------------------- Pool
+
+
+def _pool_error(**kw) -> str:
+    with pytest.raises(ValueError) as ei:
+        Pool("p", echo, **kw)
+    return str(ei.value)
+
+
+def test_pool_min_greater_than_max():
+    assert _pool_error(min=5, max=2) == "min must be <= max"
+
+
+@pytest.mark.parametrize("value", [0, -3])
+def test_pool_max_at_least_one(value):
+    assert _pool_error(min=0, max=value) == "max must be >= 1"
+
+
+def test_pool_reservable_fraction():
+    assert _pool_error(reservable_fraction=1.5) == "reservable_fraction must be in [0, 1] (got 1.5)"
+    assert _pool_error(reservable_fraction=-0.5) == "reservable_fraction must be in [0, 1] (got -0.5)"
+    Pool("p", echo, reservable_fraction=0)
+    Pool("p", echo, reservable_fraction=1)
+
+
+def test_pool_default_duration():
+    assert _pool_error(default_duration=-1) == duration_msg("default_duration", "-1")
+    assert _pool_error(default_duration=math.inf) == duration_msg("default_duration", "inf")
+    Pool("p", echo, default_duration=0)
+
+
+@pytest.mark.parametrize("value", [0, -1, 0.0])
+def test_pool_lease_ttl(value):
+    assert _pool_error(lease_ttl=value) == "lease_ttl must be > 0"
+
+
+def test_pool_await_timeout_is_a_duration():
+    assert _pool_error(await_timeout=-1) == duration_msg("await_timeout", "-1")
+
+
+@pytest.mark.parametrize("value", ["drop", "WAIT", "", "shed"])
+def test_pool_overflow(value):
+    assert _pool_error(overflow=value) == "overflow must be wait, reject, shed_lowest or shed_oldest"
+
+
+@pytest.mark.parametrize("value", ["wait", "reject", "shed_lowest", "shed_oldest"])
+def test_pool_overflow_valid(value):
+    Pool("p", echo, overflow=value, max_pending=3)
+
+
+@pytest.mark.parametrize("weight", [0, -1, math.inf, math.nan])
+def test_pool_tenant_weights(weight):
+    assert _pool_error(tenant_weights={"a": 1.0, "b": weight}) == "tenant weights must be finite and > 0"
+
+
+@pytest.mark.parametrize("value", [0, -1])
+def test_pool_max_pending(value):
+    with pytest.raises(ValueError):
+        Pool("p", echo, max_pending=value)
+
+
+def test_pool_max_pending_valid():
+    Pool("p", echo, max_pending=1)
+    Pool("p", echo, max_pending=None)
+
+
+def test_pool_autoscale_forms():
+    Pool("p", echo, autoscale=None)
+    Pool("p", echo, autoscale=True)
+    Pool("p", echo, autoscale=False)
+    Pool("p", echo, autoscale=AutoscaleConfig(interval=2.0))
+
+
+def test_pool_retry_must_be_retry_policy():
+    with pytest.raises(ValueError):
+        Pool("p", echo, retry=5)
+
+
+# ----------------------------------------------------------------------------- RetryPolicy
+
+
+def test_retry_policy_defaults_and_none():
+    r = RetryPolicy()
+    assert (r.max_attempts, r.initial_backoff, r.multiplier, r.max_backoff, r.jitter) == (
+        3,
+        1.0,
+        2.0,
+        60.0,
+        True,
+    )
+    assert RetryPolicy.none().max_attempts == 1
+    RetryPolicy(max_attempts=1, initial_backoff=0, multiplier=0.5, max_backoff=0, jitter=False)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"max_attempts": 0},
+        {"max_attempts": -2},
+        {"max_attempts": 1.5},
+        {"max_attempts": "3"},
+        {"initial_backoff": -1},
+        {"initial_backoff": math.inf},
+        {"initial_backoff": math.nan},
+        {"max_backoff": -0.1},
+        {"max_backoff": math.inf},
+        {"multiplier": 0},
+        {"multiplier": -1},
+        {"multiplier": math.inf},
+        {"multiplier": math.nan},
+    ],
+)
+def test_retry_policy_validation(kw):
+    with pytest.raises(ValueError):
+        RetryPolicy(**kw)
+
+
+def test_retry_policy_backoff_messages_are_duration_messages():
+    with pytest.raises(ValueError) as ei:
+        RetryPolicy(initial_backoff=-1)
+    assert str(ei.value) == duration_msg("initial_backoff", "-1")
+
+
+# ----------------------------------------------------------------------------- Priority
+
+
+def test_priority_enum():
+    assert issubclass(Priority, IntEnum)
+    assert [p.name for p in Priority] == ["CRITICAL", "HIGH", "NORMAL", "LOW"]
+    assert [p.value for p in Priority] == [0, 1, 2, 3]
+    assert int(Priority.HIGH) == 1
+    assert Priority.CRITICAL < Priority.HIGH < Priority.NORMAL < Priority.LOW
+    assert min(Priority) is Priority.CRITICAL
+    assert sorted([Priority.LOW, Priority.CRITICAL, Priority.NORMAL]) == [
+        Priority.CRITICAL,
+        Priority.NORMAL,
+        Priority.LOW,
+    ]
+    assert Priority(3) is Priority.LOW
+    assert Priority.NORMAL == 2
