@@ -6,6 +6,7 @@ Public names only (SPEC §16); imports stay light (no server, store or gRPC modu
 from cronoq.engine.config import AutoscaleConfig
 from cronoq.engine.model import Dep, Priority, RetryPolicy, StatusEvent
 from cronoq.engine.recurring import RecurringInfo
+from cronoq.engine.resources import Resource
 from cronoq.engine.snapshot import GroupSnapshot, PoolSnapshot, Snapshot
 from cronoq.errors import (
     CronoqError,
@@ -22,6 +23,7 @@ from cronoq.runtime.context import TaskContext
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.pool import Pool
+from cronoq.runtime.scalers import ExternalScaler, Scaler, SlotScaler
 from cronoq.runtime.scheduler import Scheduler
 from cronoq.runtime.task import Task
 
@@ -43,6 +45,10 @@ __all__ = [
     "PoolSnapshot",
     "Priority",
     "RecurringInfo",
+    "Resource",
+    "Scaler",
+    "SlotScaler",
+    "ExternalScaler",
     "Retryable",
     "RetryPolicy",
     "Scheduler",

@@ -18,7 +18,7 @@ class Dispatch:
 
     __slots__ = ("group", "lease", "task")
 
-    def __init__(self, task: TaskState, lease: int, group: int = 0) -> None:
+    def __init__(self, task: TaskState, lease: int, group: dict[str, str] | None = None) -> None:
         self.task = task
         self.lease = lease
         self.group = group

@@ -253,6 +253,7 @@ class CoreConfig:
     """Whole-engine configuration."""
 
     __slots__ = (
+        "resources",
         "emit_transitions",
         "ewma_alpha",
         "max_hold",
@@ -280,6 +281,7 @@ class CoreConfig:
         priority: PriorityConfig | None = None,
         urgency: UrgencyConfig | None = None,
         window: float = 60.0,
+        resources: Sequence[Any] = (),
     ) -> None:
         if not pools:
             raise ValueError("at least one pool is required")
@@ -303,6 +305,12 @@ class CoreConfig:
         self.window = to_ns(check_seconds("window", window))
         self.max_hold = NS
         self.ewma_alpha = 0.2
+        rnames: set[str] = set()
+        for r in resources:
+            if r.name in rnames:
+                raise ValueError(f"duplicate resource name '{r.name}'")
+            rnames.add(r.name)
+        self.resources = tuple(resources)
 
     def default_pool_index(self) -> int:
         """SPEC §1: the first pool is the default; a pool named ``default`` wins if present."""

@@ -31,9 +31,11 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from cronoq.engine.actions import Abort, Dispatch, Publish, Resolve, SpaceAvailable
+from cronoq.engine.actions import Abort, Dispatch, Publish, Resolve, Scale, SpaceAvailable
+from cronoq.engine.autoscale import Autoscaler
 from cronoq.engine.config import CoreConfig, PoolConfig
 from cronoq.engine.deps import batch_has_cycle, reaches
+from cronoq.engine.fairness import FairLane
 from cronoq.engine.lanes import Lane
 from cronoq.engine.model import (
     BLOCKED,
@@ -92,6 +94,7 @@ from cronoq.engine.recurring import (
     occurrence_key,
 )
 from cronoq.engine.reservations import MAX_HOLD_NS, FixedStart, max_overlap, reservation_limit
+from cronoq.engine.resources import SEMAPHORE, Semaphore, TokenBucket
 from cronoq.engine.snapshot import TOTAL_NAMES, GroupSnapshot, PoolSnapshot, Snapshot
 from cronoq.engine.stats import CapacityIntegral, DurationModel, LogHistogram, PoolWindow
 from cronoq.engine.time import NS, to_ns
@@ -119,6 +122,8 @@ T_HOLD = 4  # start - max_hold: hold a slot
 T_MISS = 5  # start + tolerance: apply on_miss if not started
 T_AWAIT = 6  # await_timeout of an edge to an unknown key
 T_RECUR = 7  # a recurring occurrence comes due: materialize the next one (token = generation)
+T_SCALE = 8  # autoscaler evaluation of pool ``token``
+T_REFILL = 9  # a token bucket (name in the task slot) has refilled enough for its first waiter
 
 MAX_MATERIALIZE_TRIES = 100  # occurrences tried in a row when reservations conflict
 
@@ -132,6 +137,24 @@ MSG_MISSED = "fixed start missed"
 MSG_ALREADY_FINISHED = "task already finished"
 MSG_AWAIT_TIMEOUT = "timed out awaiting unknown dependency"
 MSG_PREVIOUS_RUNNING = "previous occurrence still running"
+
+
+class Group:
+    """Worker slots of a pool that share one label set (SPEC §13.2)."""
+
+    __slots__ = ("labels", "capacity", "busy", "order")
+
+    def __init__(self, labels: dict[str, str], capacity: int, order: int) -> None:
+        self.labels = labels
+        self.capacity = capacity
+        self.busy = 0
+        self.order = order
+
+    def accepts(self, need: dict[str, str] | None) -> bool:
+        if not need:
+            return True
+        lab = self.labels
+        return all(lab.get(k) == v for k, v in need.items())
 
 
 class PoolState:
@@ -158,14 +181,26 @@ class PoolState:
         "reservations",
         "waiting_space",
         "window",
+        "groups",
+        "label_waiters",
+        "fair",
+        "scaler",
+        "scale_armed",
+        "retrying",
+        "retrying_by_class",
+        "run_ewma",
+        "group_order",
     )
 
     def __init__(self, index: int, cfg: PoolConfig, now: int, window_ns: int) -> None:
         self.index = index
         self.name = cfg.name
         self.cfg = cfg
-        self.capacity = cfg.initial_capacity
-        self.busy = 0
+        # worker groups: [unlabelled, then labelled by (#labels, creation order)]
+        self.groups = [Group({}, cfg.initial_capacity, 0)]
+        self.group_order = 1
+        self.capacity = cfg.initial_capacity  # sum over groups
+        self.busy = 0  # sum over groups
         self.held = 0
         self.desired = self.capacity
         self.pending = 0
@@ -177,7 +212,16 @@ class PoolState:
         # ready fixed-start tasks before their miss deadline: (start, seq, task), dispatched first
         self.due: list[tuple[int, int, TaskState]] = []
         self.res: dict[int, tuple[int, int]] = {}  # reservation windows of not-yet-started tasks
-        self.lanes = [Lane() for _ in range(NUM_CLASSES)]
+        self.fair = cfg.fair_share
+        self.lanes: list[Any] = [
+            FairLane(cfg.tenant_weights) if cfg.fair_share else Lane() for _ in range(NUM_CLASSES)
+        ]
+        self.label_waiters: list[tuple[int, TaskState]] = []  # ready tasks no group can take now
+        self.scaler = Autoscaler(cfg.autoscale, cfg.min, cfg.max, now) if cfg.autoscale else None
+        self.scale_armed = False
+        self.retrying = 0
+        self.retrying_by_class = [0] * NUM_CLASSES
+        self.run_ewma = 0.0  # ns, successful run times of the whole pool (autoscaler service time)
         self.window = PoolWindow(window_ns)
         self.capacity_integral = CapacityIntegral(now, self.capacity)
         self.waiting_space = False
@@ -193,6 +237,12 @@ class Core:
         self.id_base = epoch << EPOCH_SHIFT
         self.seq = first_seq
         self.pools = [PoolState(i, p, now, config.window) for i, p in enumerate(config.pools)]
+        self.resources: dict[str, Semaphore | TokenBucket] = {
+            r.name: (Semaphore(r) if r.kind == SEMAPHORE else TokenBucket(r, now)) for r in config.resources
+        }
+        # ready tasks parked until a resource frees: name -> heap of (class, seq, token, task)
+        self.res_waiters: dict[str, list[tuple[int, int, int, TaskState]]] = {}
+        self._refill_at: dict[str, int] = {}  # armed wake-up per token bucket
         self.pool_index = {p.name: i for i, p in enumerate(config.pools)}
         self.default_pool = config.default_pool_index()
         self.tasks: dict[int, TaskState] = {}
@@ -205,7 +255,7 @@ class Core:
         self._recur_by_gen: dict[int, Schedule] = {}  # live T_RECUR timers
         self.next_lease = 1
         self.retained: deque[TaskState] = deque()
-        self.timers: list[tuple[int, int, int, TaskState, int]] = []
+        self.timers: list[tuple[int, int, int, Any, int]] = []
         self.timer_n = 0
         self.lane_token = 0
         self.actions: list[Any] = []
@@ -244,7 +294,7 @@ class Core:
             if kind == T_RECUR:
                 if token in self._recur_by_gen:
                     return timers[0][0]
-            elif self._timer_valid(kind, t, token):
+            elif kind in (T_SCALE, T_REFILL) or self._timer_valid(kind, t, token):
                 return timers[0][0]
             heapq.heappop(timers)
         return None
@@ -290,13 +340,32 @@ class Core:
             existing = self.keys.get(key)
             if existing is not None:
                 return existing, True
-        if start_at is not None or deps:
+        if opts.resources is not None:
+            self.check_resources(opts)
+        if start_at is not None or deps or (key is not None and key in self.awaiting):
+            # (an awaited key must bind its waiters, which only _submit_items does)
             return self._submit_items(now, [(opts, payload, key, deadline, start_at, deps)], single=True)[0]
         pool = self.pools[opts.pool_index if opts.pool_index >= 0 else self.resolve_pool(opts)]
         mp = pool.cfg.max_pending
         if mp is not None and pool.pending >= mp:
             self._overflow(pool, opts.priority, now)
         return self._create(now, pool, opts, payload, key, deadline), False
+
+    def check_resources(self, opts: TaskOptions) -> None:
+        """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid`` (SPEC §11)."""
+        for name, amount in (opts.resources or {}).items():
+            r = self.resources.get(name)
+            if r is None:
+                raise SubmitError("unknown_resource", f"unknown resource '{name}'")
+            if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
+                raise SubmitError(
+                    "invalid", f"resource amount must be an int >= 1 (got {amount!r} for '{name}')"
+                )
+            if amount > r.capacity:
+                raise SubmitError(
+                    "resource_exceeds_capacity",
+                    f"task needs {amount} units of resource '{name}' but its capacity is {r.capacity}",
+                )
 
     def submit_batch(self, now: int, items: Sequence[BatchItem]) -> list[tuple[int, bool]]:
         """Accept a batch atomically: all members are created or none (SubmitError).
@@ -318,6 +387,8 @@ class Core:
         for i, item in enumerate(items):
             opts, key = item[0], item[2]
             pools.append(self.pools[self.resolve_pool(opts)])
+            if opts.resources is not None:
+                self.check_resources(opts)
             if key is not None:
                 if key in seen:
                     raise SubmitError("duplicate_key_in_batch", f"duplicate key '{key}' in batch")
@@ -515,6 +586,11 @@ class Core:
             t.deadline = deadline
         if self.publish and self.emit_transitions:
             self._event(t, now, None)
+        sc = pool.scaler
+        if sc is not None:
+            sc.arrivals += 1
+            if not pool.scale_armed:
+                self._arm_scale(pool, now)
         return t
 
     def _create(
@@ -537,10 +613,7 @@ class Core:
             self._event(t, now, None)
         if deadline is not None:
             t.latest_start = deadline - self.expected_duration(t)
-        self.lane_token += 1
-        pool.lanes[c].push(t, self.lane_token)
-        pool.lane_ready[c] += 1
-        pool.queued += 1
+        self._enqueue(t, pool)
         return t.id
 
     def _overflow(self, pool: PoolState, priority: int, now: int) -> None:
@@ -577,12 +650,18 @@ class Core:
             f = t.fixed
             if f is not None and f.in_due:
                 f.in_due = False  # its due-heap entry is now stale
-            else:
-                pool.lane_ready[c] -= 1
-                pool.queued -= 1
+            elif t.lane_token > 0:
+                self._dequeued(t, pool)
+            # else: parked on a resource or labels; that entry is stale from now on
         elif new == READY:
             pool.ready += 1
             pool.ready_by_class[c] += 1
+        if old == RETRYING:
+            pool.retrying -= 1
+            pool.retrying_by_class[c] -= 1
+        elif new == RETRYING:
+            pool.retrying += 1
+            pool.retrying_by_class[c] += 1
         was, now_p = _PENDING[old], _PENDING[new]
         if was and not now_p:
             pool.pending -= 1
@@ -630,11 +709,23 @@ class Core:
         t.ready_at = now
         if t.deadline is not None:
             t.latest_start = t.deadline - self.expected_duration(t)
+        self._enqueue(t, pool)
+
+    def _enqueue(self, t: TaskState, pool: PoolState) -> None:
+        """Queue a ready task in its class lane (at its sequence position)."""
         self.lane_token += 1
         c = t.opts.priority
         pool.lanes[c].push(t, self.lane_token)
         pool.lane_ready[c] += 1
         pool.queued += 1
+
+    def _dequeued(self, t: TaskState, pool: PoolState) -> None:
+        """A task left its class lane (its lane entry is stale from now on)."""
+        c = t.opts.priority
+        pool.lane_ready[c] -= 1
+        pool.queued -= 1
+        if pool.fair:
+            pool.lanes[c].removed(t)
 
     def _release(self, t: TaskState, now: int) -> None:
         """Every edge of a blocked task is satisfied: to ``ready``, or ``scheduled`` if its start is ahead."""
@@ -702,11 +793,7 @@ class Core:
                 pool.held -= 1
             if t.status == READY and f.in_due:
                 f.in_due = False
-                self.lane_token += 1
-                c = t.opts.priority
-                pool.lanes[c].push(t, self.lane_token)
-                pool.lane_ready[c] += 1
-                pool.queued += 1
+                self._enqueue(t, pool)
 
     def _terminate(self, t: TaskState, now: int, ev: int, message: str | None, output: object = None) -> None:
         """Move ``t`` to a terminal status, retain it, and settle its dependents."""
@@ -769,11 +856,17 @@ class Core:
         """Fire due timers, then fill free slots of every pool."""
         timers = self.timers
         while timers and timers[0][0] <= now:
-            _, _, kind, t, token = heapq.heappop(timers)
+            _when, _, kind, t, token = heapq.heappop(timers)
             if kind == T_RECUR:
                 sched = self._recur_by_gen.pop(token, None)
                 if sched is not None and sched.gen == token and self.schedules.get(sched.spec.name) is sched:
                     self._materialize(sched, now, self._unix_s(sched.next_start or now))
+            elif kind == T_SCALE:
+                self._autoscale(self.pools[token], now)
+            elif kind == T_REFILL:
+                if self._refill_at.get(t) == _when:
+                    del self._refill_at[t]
+                self._unpark_resource(t, now)
             elif self._timer_valid(kind, t, token):
                 self._fire(kind, t, token, now)
         if self.paused:
@@ -792,10 +885,15 @@ class Core:
             if t.status != READY or not t.fixed.in_due:
                 heapq.heappop(due)
                 continue
+            group = self._place(t, pool, now, parkable=False)
+            if group is None:
+                break  # its resources or labels are not available yet; retried next tick
             heapq.heappop(due)
-            self._dispatch(t, pool, now, False)
+            self._dispatch(t, pool, now, False, group)
         lr = pool.lane_ready
         lanes = pool.lanes
+        simple = len(pool.groups) == 1
+        g0 = pool.groups[0]
         free = pool.capacity - pool.held - pool.busy
         while free > 0 and pool.queued:
             nonempty = [c for c in range(NUM_CLASSES) if lr[c]]
@@ -807,12 +905,114 @@ class Core:
                     head = lane.fifo_head()
                     if head is None:  # pragma: no cover - counters and lanes disagree
                         raise AssertionError("ready counter out of sync with lanes")
-                    self._dispatch(head, pool, now, False)
-                    free -= 1
+                    o = head.opts
+                    if simple and o.resources is None and o.labels is None:
+                        self._dispatch(head, pool, now, False, g0)
+                        free -= 1
+                        continue
+                    group = self._place(head, pool, now)
+                    if group is not None:
+                        self._dispatch(head, pool, now, False, group)
+                        free -= 1
                 continue
             best, jumped = self._pick(pool, nonempty, now)
-            self._dispatch(best, pool, now, jumped)
-            free -= 1
+            group = self._place(best, pool, now)
+            if group is not None:
+                self._dispatch(best, pool, now, jumped, group)
+                free -= 1
+
+    def _place(self, t: TaskState, pool: PoolState, now: int, parkable: bool = True) -> Group | None:
+        """A group with a free slot for ``t`` and all its resources, taken atomically; else park it."""
+        opts = t.opts
+        need = opts.labels
+        group = None
+        for g in pool.groups:
+            if g.busy < g.capacity and g.accepts(need):
+                group = g
+                break
+        if group is None:
+            if parkable:
+                self._park(t, pool, None)
+            return None
+        res = opts.resources
+        if res is not None:
+            for name, k in res.items():
+                r = self.resources[name]
+                if not r.can_take(k, now):
+                    if parkable:
+                        self._park(t, pool, name)
+                        self._arm_refill(name, now)
+                    return None
+            for name, k in res.items():
+                self.resources[name].take(k, now)
+        return group
+
+    def _park(self, t: TaskState, pool: PoolState, resource: str | None) -> None:
+        """Take a ready task out of its lane until its resource (or a matching group) frees."""
+        self._dequeued(t, pool)
+        self.lane_token += 1
+        token = -self.lane_token
+        t.lane_token = token
+        if resource is None:
+            pool.label_waiters.append((token, t))
+        else:
+            heapq.heappush(self.res_waiters.setdefault(resource, []), (t.opts.priority, t.seq, token, t))
+
+    def _arm_refill(self, name: str, now: int) -> None:
+        """Wake up when a token bucket holds enough tokens for its first waiter (no polling)."""
+        r = self.resources[name]
+        waiters = self.res_waiters.get(name)
+        if not isinstance(r, TokenBucket) or not waiters:
+            return
+        need = (waiters[0][3].opts.resources or {}).get(name, 1)
+        at = r.ready_at(need, now)
+        if at is None:
+            return
+        armed = self._refill_at.get(name)
+        if armed is None or at < armed or armed < now:
+            self._refill_at[name] = at
+            self.timer_n += 1
+            heapq.heappush(self.timers, (at, self.timer_n, T_REFILL, name, 0))
+
+    def _unpark_resource(self, name: str, now: int) -> None:
+        """Return parked tasks of ``name`` to their lanes while the resource can serve them."""
+        waiters = self.res_waiters.get(name)
+        if not waiters:
+            return
+        r = self.resources[name]
+        budget = r.available if isinstance(r, Semaphore) else int(r.tokens(now))
+        while waiters and budget > 0:
+            _, _, token, t = waiters[0]
+            if t.status != READY or t.lane_token != token:
+                heapq.heappop(waiters)
+                continue
+            k = (t.opts.resources or {}).get(name, 1)
+            if k > budget:
+                break
+            heapq.heappop(waiters)
+            budget -= k
+            self._enqueue(t, self.pools[t.opts.pool_index])
+        while waiters and (waiters[0][3].status != READY or waiters[0][3].lane_token != waiters[0][2]):
+            heapq.heappop(waiters)
+        if not waiters:
+            del self.res_waiters[name]
+        else:
+            self._arm_refill(name, now)
+
+    def _unpark_labels(self, pool: PoolState) -> None:
+        """A labelled slot freed (or a group changed): give parked labelled tasks another chance."""
+        if not pool.label_waiters:
+            return
+        keep: list[tuple[int, TaskState]] = []
+        for token, t in pool.label_waiters:
+            if t.status != READY or t.lane_token != token:
+                continue
+            need = t.opts.labels
+            if any(g.busy < g.capacity and g.accepts(need) for g in pool.groups):
+                self._enqueue(t, pool)
+            else:
+                keep.append((token, t))
+        pool.label_waiters = keep
 
     def _pick(self, pool: PoolState, classes: Iterable[int], now: int) -> tuple[TaskState, bool]:
         """Highest score among the heads of the non-empty classes; ties to lower sequence."""
@@ -858,7 +1058,7 @@ class Core:
             s += self._urgency(t, now)
         return s
 
-    def _dispatch(self, t: TaskState, pool: PoolState, now: int, jumped: bool) -> None:
+    def _dispatch(self, t: TaskState, pool: PoolState, now: int, jumped: bool, group: Group) -> None:
         new = FLAT[t.status * 16 + EV_DISPATCH]
         if new != RUNNING:  # pragma: no cover - only ready tasks reach here
             next_status(t.status, EV_DISPATCH)
@@ -874,12 +1074,18 @@ class Core:
         self.running += 1
         c = t.opts.priority
         pool.busy += 1
+        group.busy += 1
+        t.group = group
         pool.ready -= 1
         pool.ready_by_class[c] -= 1
         f = t.fixed
         if f is None or not f.in_due:
             pool.lane_ready[c] -= 1
             pool.queued -= 1
+            if pool.fair:
+                lane = pool.lanes[c]
+                lane.removed(t)
+                lane.dispatched(t)
         pool.pending -= 1
         pool.pending_by_class[c] -= 1
         if pool.waiting_space:
@@ -909,7 +1115,7 @@ class Core:
         if ttl is not None:
             t.lease_expires = now + ttl
             self._push_timer(now + ttl, T_LEASE, t, lease)
-        self.actions.append(Dispatch(t, lease))
+        self.actions.append(Dispatch(t, lease, group.labels))
 
     # ------------------------------------------------------------------ timers
 
@@ -968,11 +1174,27 @@ class Core:
 
     # ------------------------------------------------------------------ reports
 
+    def _free_slot(self, t: TaskState, pool: PoolState, now: int) -> None:
+        """An attempt ended: its group slot and semaphore permits go back; waiters get a chance."""
+        g = t.group
+        t.group = None
+        if g is not None:
+            g.busy -= 1
+            if g.labels and pool.label_waiters:
+                self._unpark_labels(pool)
+        res = t.opts.resources
+        if res is not None:
+            for name, k in res.items():
+                self.resources[name].give_back(k)
+                if name in self.res_waiters:
+                    self._unpark_resource(name, now)
+
     def _end_attempt(self, t: TaskState, now: int, succeeded: bool) -> int:
         """Free the attempt's slot and record its run time; returns the run time (ns)."""
         del self.leases[t.lease]
         pool = self.pools[t.opts.pool_index]
         pool.busy -= 1
+        self._free_slot(t, pool, now)
         self.running -= 1
         run = now - t.attempt_started
         slot = pool.window.slot(now)
@@ -997,8 +1219,16 @@ class Core:
         opts = t.opts
         pool = self.pools[opts.pool_index]
         pool.busy -= 1
+        g = t.group
+        if g is not None and not g.labels and opts.resources is None:
+            g.busy -= 1  # hot path of _free_slot
+            t.group = None
+        else:
+            self._free_slot(t, pool, now)
         self.running -= 1
         run = now - t.attempt_started
+        ew = pool.run_ewma
+        pool.run_ewma = float(run) if ew == 0.0 else ew + 0.2 * (run - ew)
         slot = pool.window.cur
         if not (slot.start <= now < slot.end):
             slot = pool.window.slot(now)
@@ -1106,17 +1336,83 @@ class Core:
         return True
 
     def set_capacity(self, now: int, pool_name: str, n: int) -> None:
-        """Set a pool's capacity directly (not clamped to min/max)."""
+        """Size a pool's unlabelled group directly (not clamped to min/max)."""
+        self.set_group_capacity(now, pool_name, None, n)
+
+    def set_group_capacity(self, now: int, pool_name: str, labels: dict[str, str] | None, n: int) -> None:
+        """Size the worker group of ``pool`` with ``labels`` (None/{} = the unlabelled group).
+
+        ``n = 0`` removes a labelled group (its running attempts finish normally).
+        """
         idx = self.pool_index.get(pool_name)
         if idx is None:
             raise SubmitError("unknown_pool", f"unknown pool '{pool_name}'")
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(f"capacity must be an int >= 0 (got {n!r})")
         pool = self.pools[idx]
-        pool.capacity = n
-        if pool.cfg.autoscale is None:
-            pool.desired = n
-        pool.capacity_integral.change(now, n, self.config.window)
+        groups = pool.groups
+        if not labels:
+            group = groups[0]
+            group.capacity = n
+            if pool.scaler is None:
+                pool.desired = n
+        else:
+            lab = {str(k): str(v) for k, v in labels.items()}
+            found = next((g for g in groups[1:] if g.labels == lab), None)
+            if found is None:
+                if n == 0:
+                    return
+                groups.append(Group(lab, n, pool.group_order))
+                pool.group_order += 1
+                groups[1:] = sorted(groups[1:], key=lambda g: (len(g.labels), g.order))
+            elif n == 0:
+                groups.remove(found)
+            else:
+                found.capacity = n
+        pool.capacity = sum(g.capacity for g in groups)
+        pool.capacity_integral.change(now, pool.capacity, self.config.window)
+        if pool.label_waiters:
+            self._unpark_labels(pool)
+        if pool.scaler is not None and not pool.scale_armed:
+            self._arm_scale(pool, now)
+
+    # ------------------------------------------------------------------ autoscaling
+
+    def _arm_scale(self, pool: PoolState, now: int) -> None:
+        sc = pool.scaler
+        if sc is None:
+            return
+        pool.scale_armed = True
+        self.timer_n += 1
+        heapq.heappush(self.timers, (now + to_ns(sc.cfg.interval), self.timer_n, T_SCALE, None, pool.index))
+
+    def _autoscale(self, pool: PoolState, now: int) -> None:
+        """Evaluate the pool's desired capacity; emit Scale when it changes (SPEC §10)."""
+        sc = pool.scaler
+        pool.scale_armed = False
+        if sc is None:
+            return
+        service = pool.run_ewma if pool.run_ewma > 0 else float(pool.cfg.default_duration)
+        by_class = [pool.ready_by_class[c] + pool.retrying_by_class[c] for c in range(NUM_CLASSES)]
+        horizon = now + to_ns(sc.cfg.reservation_horizon)
+        upcoming = [w for w in pool.res.values() if w[0] <= horizon and w[1] >= now]
+        peak = max_overlap(upcoming, -(1 << 62), 1 << 62) if upcoming else 0
+        g0 = pool.groups[0]
+        desired = sc.evaluate(
+            now,
+            g0.capacity,
+            service_s=service / NS,
+            backlog=pool.ready + pool.retrying,
+            backlog_by_class=by_class,
+            busy=g0.busy,
+            reservations_peak=peak,
+        )
+        pool.desired = desired
+        if desired != g0.capacity:
+            self.actions.append(Scale(pool.name, desired))
+        idle = pool.pending == 0 and pool.busy == 0 and g0.capacity <= sc.lo and sc.rate < 0.01
+        if not idle:
+            self._arm_scale(pool, now)
 
     # ------------------------------------------------------------------ recurring schedules
 
@@ -1261,7 +1557,10 @@ class Core:
                     run_p99=run.quantile(0.99) / NS,
                     worker_seconds=ws,
                     cost=ws * pool.cfg.cost_per_worker_second,
-                    groups=[GroupSnapshot(labels={}, capacity=pool.capacity, busy=pool.busy)],
+                    groups=[
+                        GroupSnapshot(labels=dict(g.labels), capacity=g.capacity, busy=g.busy)
+                        for g in pool.groups
+                    ],
                 )
             )
         return Snapshot(

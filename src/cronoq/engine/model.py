@@ -403,6 +403,7 @@ class TaskState:
         "dependents",
         "finished_at",
         "fixed",
+        "group",
         "id",
         "key",
         "lane_token",
@@ -447,6 +448,7 @@ class TaskState:
         self.dependents: list[tuple[TaskState, int]] | None = None
         self.fixed: Any = None  # reservations.FixedStart for fixed-start tasks
         self.awaiting = 0  # edges waiting for a key that does not exist yet
+        self.group: Any = None  # the worker group of the running attempt
         self.lease_expires = 0
 
     @property

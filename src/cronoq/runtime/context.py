@@ -17,7 +17,7 @@ _EMPTY: dict[str, str] = {}
 class TaskContext:
     """Information and controls for one running attempt.  Cheap: fields are read lazily."""
 
-    __slots__ = ("_cancelled", "_ended", "_sched", "_task", "attempt", "lease")
+    __slots__ = ("_cancelled", "_ended", "_group", "_sched", "_task", "attempt", "lease")
 
     def __init__(self, sched: Scheduler, task: TaskState, lease: int) -> None:
         self._sched = sched
@@ -26,6 +26,7 @@ class TaskContext:
         self.attempt: int = task.attempt
         self._cancelled = False
         self._ended = False
+        self._group = task.group  # the worker group this attempt was placed on
 
     @property
     def id(self) -> int:
@@ -50,8 +51,9 @@ class TaskContext:
 
     @property
     def group(self) -> dict[str, str]:
-        """Labels of the worker group running this attempt (in-process: the unlabelled group)."""
-        return dict(_EMPTY)
+        """Labels of the worker group running this attempt (``{}``: the unlabelled group)."""
+        g = self._group
+        return dict(g.labels) if g is not None else dict(_EMPTY)
 
     @property
     def timeout(self) -> float | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from cronoq.engine.config import AutoscaleConfig, PoolConfig
 from cronoq.engine.model import RetryPolicy
+from cronoq.runtime.scalers import SlotScaler
 
 Executor = Callable[..., Any]
 
@@ -47,6 +48,7 @@ class Pool:
         reservable_fraction: float = 0.5,
         tenant_weights: Mapping[str, float] | None = None,
         fair_share: bool = False,
+        scaler: Any = None,
     ) -> None:
         if not callable(executor):
             raise ValueError("executor must be callable")
@@ -69,7 +71,9 @@ class Pool:
         )
         self.executor = executor
         self.is_async = _is_async_callable(executor)
-        self.scaler: object = None
+        if scaler is not None and not callable(getattr(scaler, "scale_to", None)):
+            raise ValueError("scaler must have a scale_to(pool, desired) method")
+        self.scaler: Any = scaler if scaler is not None else SlotScaler()
 
     @property
     def name(self) -> str:

@@ -23,17 +23,19 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import Any
 
-from cronoq.engine.actions import Abort, Dispatch, Publish, Resolve, SpaceAvailable
+from cronoq.engine.actions import Abort, Dispatch, Publish, Resolve, Scale, SpaceAvailable
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
 from cronoq.engine.model import FIRST_TERMINAL, STATUS_NAMES, SUCCEEDED, TaskOptions, TaskState
 from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, parse_overlap
+from cronoq.engine.resources import ResourceConfig
 from cronoq.engine.snapshot import Snapshot
 from cronoq.engine.time import NS, check_seconds, to_ns
 from cronoq.errors import NotStartedError, Permanent, Retryable, SchedulerError, SubmitError, TaskFailed
@@ -41,6 +43,7 @@ from cronoq.runtime.context import TaskContext
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.pool import Pool
+from cronoq.runtime.scalers import SlotScaler
 from cronoq.runtime.task import (
     OptionsCache,
     Task,
@@ -55,6 +58,7 @@ Edges = list[tuple[int | str, int]]
 Prepared = tuple[TaskOptions, str | None, TimeSpec | None, TimeSpec | None, Edges | None]
 
 SHUTDOWN_MESSAGE = "scheduler shut down"
+_log = logging.getLogger("cronoq")
 
 
 def _check_ref(ref: object) -> int | str:
@@ -91,8 +95,11 @@ class Scheduler:
             if p.name in seen:
                 raise ValueError(f"duplicate pool name '{p.name}'")
             seen.add(p.name)
-        if resources:
-            raise ValueError("shared resources are not available in this version")
+        res_list = list(resources or ())
+        for r in res_list:
+            if not isinstance(r, ResourceConfig):
+                raise ValueError(f"resources must be Resource.semaphore/token_bucket objects (got {r!r})")
+        self._resources = res_list
         if store is not None:
             raise ValueError("durable stores are not available in this version")
         self._shutdown_grace = check_seconds("shutdown_grace", shutdown_grace)
@@ -118,7 +125,8 @@ class Scheduler:
         self._streams: set[EventStream] = set()
         self._space: dict[str, asyncio.Future[None]] = {}
         self._opts = OptionsCache()
-        probe = CoreConfig([p.config for p in pool_list])
+        self._scaling: dict[str, asyncio.Task[None]] = {}
+        probe = CoreConfig([p.config for p in pool_list], resources=res_list)
         self._default_pool = pool_list[probe.default_pool_index()].name
 
     # ------------------------------------------------------------------ properties
@@ -150,6 +158,7 @@ class Scheduler:
             [p.config for p in self._pools],
             emit_transitions=self._emit_transitions,
             time_base=self._time_base,
+            resources=self._resources,
             seed=self._time_base & 0xFFFFFFFF,
         )
         self._core = Core(config, now=0, first_seq=self._next_seq)
@@ -282,6 +291,8 @@ class Scheduler:
                     sf = self._space.pop(a.pool, None)
                     if sf is not None and not sf.done():
                         sf.set_result(None)
+                elif tp is Scale:
+                    self._scale(a.pool, a.desired)
 
     # ------------------------------------------------------------------ attempts
 
@@ -290,17 +301,71 @@ class Scheduler:
         ctx = TaskContext(self, t, lease)
         loop = self._loop
         assert loop is not None
+        if pool.is_async:
+            # The executor is called inside _attempt, which reports the outcome itself when it
+            # returns: no done callback, no extra loop turn.  If this task is cancelled before
+            # its first step the executor is never called (no coroutine is left unawaited).
+            coro = self._attempt(lease, ctx, pool.executor, t.payload)
+            try:
+                task = loop.create_task(coro)
+            except Exception as exc:
+                coro.close()
+                ctx._ended = True
+                self._core.fail(self._now(), lease, _error_message(exc))  # type: ignore[union-attr]
+                return
+            if not ctx._ended:  # (an eager task factory may already have finished it)
+                self._running[lease] = (task, ctx)
+            return
         try:
-            if pool.is_async:
-                fut: asyncio.Future[Any] = loop.create_task(pool.executor(ctx, t.payload))
-            else:
-                fut = loop.run_in_executor(None, pool.executor, ctx, t.payload)
+            fut = loop.run_in_executor(None, pool.executor, ctx, t.payload)
         except Exception as exc:  # the executor could not even be started
             ctx._ended = True
             self._core.fail(self._now(), lease, _error_message(exc))  # type: ignore[union-attr]
             return
         self._running[lease] = (fut, ctx)
         fut.add_done_callback(partial(self._on_done, lease))
+
+    async def _attempt(self, lease: int, ctx: TaskContext, executor: Any, payload: object) -> None:
+        """Run one attempt of an async executor and report its outcome (SPEC §9).
+
+        An abort by the engine (timeout, cancel, lease loss) or by shutdown sets
+        ``ctx._cancelled`` *before* cancelling this task, and such an attempt reports nothing;
+        a ``CancelledError`` the executor raises on its own (``ctx._cancelled`` still False)
+        is a retryable failure.
+        """
+        try:
+            result = await executor(ctx, payload)
+        except asyncio.CancelledError as exc:
+            if ctx._cancelled:
+                raise  # our abort: the lease is gone, report nothing; end as cancelled
+            self._report_error(lease, ctx, exc)
+        except Exception as exc:
+            if not ctx._cancelled:
+                self._report_error(lease, ctx, exc)
+        else:
+            if not ctx._cancelled:
+                self._running.pop(lease, None)
+                ctx._ended = True
+                core = self._core
+                if core is not None:
+                    core.complete(self._now(), lease, result)
+                    self._kick()
+
+    def _report_error(self, lease: int, ctx: TaskContext, exc: BaseException) -> None:
+        """Report a failed attempt: ``Permanent`` → failed, anything else → retryable."""
+        self._running.pop(lease, None)
+        ctx._ended = True
+        core = self._core
+        if core is None:
+            return
+        if isinstance(exc, Permanent):
+            core.fail(self._now(), lease, exc.message, permanent=True)
+        elif isinstance(exc, Retryable):
+            ra = None if exc.retry_after is None else to_ns(exc.retry_after)
+            core.fail(self._now(), lease, exc.message, retry_after=ra)
+        else:
+            core.fail(self._now(), lease, _error_message(exc))
+        self._kick()
 
     def _on_done(self, lease: int, fut: asyncio.Future[Any]) -> None:
         entry = self._running.get(lease)
@@ -329,12 +394,13 @@ class Scheduler:
             entry[1]._ended = True
             core.fail(self._now(), lease, _error_message(exc))
         else:
-            if inspect.isawaitable(result) and not isinstance(fut, asyncio.Task):
+            if not isinstance(fut, asyncio.Task) and inspect.isawaitable(result):
                 # a plain function returned an awaitable: await it within the same attempt
                 try:
                     inner = asyncio.ensure_future(result)
                 except Exception as exc:
                     del self._running[lease]
+                    entry[1]._ended = True
                     core.fail(self._now(), lease, _error_message(exc))
                     self._kick()
                     return
@@ -562,6 +628,46 @@ class Scheduler:
         if self._core is not None and self._core.actions:
             self._apply()
         self._kick()
+
+    async def set_group_capacity(self, pool: str, labels: dict[str, str] | None, n: int) -> None:
+        """Size the worker group of ``pool`` with ``labels`` (``n = 0`` removes a labelled group)."""
+        core = self._require()
+        if labels is not None and not isinstance(labels, dict):
+            raise ValueError(f"labels must be a dict of str to str (got {labels!r})")
+        core.set_group_capacity(self._now(), pool, labels, n)
+        self._settle()
+
+    def _scale(self, pool: str, desired: int) -> None:
+        """Carry out an autoscaler decision through the pool's scaler (in request order)."""
+        p = self._pools[self._pool_names.index(pool)]
+        scaler = p.scaler
+        if type(scaler) is SlotScaler:
+            if self._core is not None:
+                self._core.set_capacity(self._now(), pool, desired)
+                self._kick()
+            return
+        prev = self._scaling.get(pool)
+        self._scaling[pool] = self._loop.create_task(self._run_scaler(prev, scaler, pool, desired))  # type: ignore[union-attr]
+
+    async def _run_scaler(
+        self, prev: asyncio.Task[None] | None, scaler: Any, pool: str, desired: int
+    ) -> None:
+        if prev is not None and not prev.done():
+            await asyncio.wait([prev])
+        try:
+            result = scaler.scale_to(pool, desired)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception:
+            _log.exception("scaler %r failed to scale pool '%s' to %d", scaler, pool, desired)
+            return
+        if result is None or self._core is None:
+            return
+        if isinstance(result, bool) or not isinstance(result, int) or result < 0:
+            _log.error("scaler %r returned an invalid capacity %r for pool '%s'", scaler, result, pool)
+            return
+        self._core.set_capacity(self._now(), pool, result)
+        self._settle()
 
     def events(self, on_lag: str = "skip") -> EventStream:
         """Subscribe to status events from now on (see :class:`EventStream`)."""

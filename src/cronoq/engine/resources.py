@@ -1,0 +1,135 @@
+"""Shared resources (SPEC §11): semaphores and token buckets, shared by every pool.
+
+* :class:`Semaphore` — ``permits`` units; a running task holds its units until its attempt ends.
+* :class:`TokenBucket` — starts full (``burst`` tokens), refills continuously at ``rate`` per
+  second up to ``burst``; tokens are taken at dispatch and never returned.  Token arithmetic
+  is exact: tokens are kept in "nano-tokens" (tokens × 1e9) so refill over ``dt`` ns is the
+  integer ``rate × dt``, and ``ready_at(k)`` tells the core when to wake up (no polling).
+
+A task is dispatched only when every resource it needs can give its amount *now*; the core
+then acquires them all at once (all-or-nothing, single-threaded, so atomic).
+"""
+
+from __future__ import annotations
+
+import math
+
+from cronoq.engine.time import NS
+
+SEMAPHORE = "semaphore"
+TOKEN_BUCKET = "token_bucket"
+
+
+class ResourceConfig:
+    """A named resource tasks can require: ``Resource.semaphore`` / ``Resource.token_bucket``."""
+
+    __slots__ = ("name", "kind", "permits", "rate", "burst")
+
+    def __init__(self, name: str, kind: str, permits: int = 0, rate: float = 0.0, burst: int = 0) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError("resource name must be a non-empty string")
+        self.name = name
+        self.kind = kind
+        self.permits = permits
+        self.rate = rate
+        self.burst = burst
+
+    @classmethod
+    def semaphore(cls, name: str, permits: int) -> ResourceConfig:
+        if isinstance(permits, bool) or not isinstance(permits, int) or permits < 1:
+            raise ValueError(f"permits must be an int >= 1 (got {permits!r})")
+        return cls(name, SEMAPHORE, permits=permits)
+
+    @classmethod
+    def token_bucket(cls, name: str, rate: float, burst: int) -> ResourceConfig:
+        if (
+            isinstance(rate, bool)
+            or not isinstance(rate, (int, float))
+            or not math.isfinite(rate)
+            or rate <= 0
+        ):
+            raise ValueError(f"rate must be finite and > 0 (got {rate!r})")
+        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+            raise ValueError(f"burst must be an int >= 1 (got {burst!r})")
+        return cls(name, TOKEN_BUCKET, rate=float(rate), burst=burst)
+
+    @property
+    def capacity(self) -> int:
+        return self.permits if self.kind == SEMAPHORE else self.burst
+
+    def __repr__(self) -> str:
+        if self.kind == SEMAPHORE:
+            return f"Resource.semaphore({self.name!r}, {self.permits})"
+        return f"Resource.token_bucket({self.name!r}, rate={self.rate}, burst={self.burst})"
+
+
+class Semaphore:
+    __slots__ = ("name", "capacity", "available")
+
+    def __init__(self, cfg: ResourceConfig) -> None:
+        self.name = cfg.name
+        self.capacity = cfg.permits
+        self.available = cfg.permits
+
+    def can_take(self, k: int, now: int) -> bool:
+        return self.available >= k
+
+    def take(self, k: int, now: int) -> None:
+        self.available -= k
+
+    def give_back(self, k: int) -> None:
+        self.available += k
+
+    def ready_at(self, k: int, now: int) -> int | None:
+        return None  # only a release frees permits
+
+    def in_use(self, now: int) -> int:
+        return self.capacity - self.available
+
+
+class TokenBucket:
+    __slots__ = ("name", "capacity", "rate", "nano", "last")
+
+    def __init__(self, cfg: ResourceConfig, now: int) -> None:
+        self.name = cfg.name
+        self.capacity = cfg.burst
+        self.rate = cfg.rate  # tokens per second == nano-tokens per ns
+        self.nano = cfg.burst * NS  # starts full
+        self.last = now
+
+    def _refill(self, now: int) -> None:
+        if now > self.last:
+            cap = self.capacity * NS
+            n = self.nano + int(self.rate * (now - self.last))
+            self.nano = n if n < cap else cap
+            self.last = now
+
+    def can_take(self, k: int, now: int) -> bool:
+        self._refill(now)
+        return self.nano >= k * NS
+
+    def take(self, k: int, now: int) -> None:
+        self._refill(now)
+        self.nano -= k * NS
+
+    def give_back(self, k: int) -> None:
+        """Tokens are consumed, never returned."""
+
+    def ready_at(self, k: int, now: int) -> int | None:
+        """The earliest instant at which ``k`` tokens will be available."""
+        self._refill(now)
+        missing = k * NS - self.nano
+        if missing <= 0:
+            return now
+        return now + math.ceil(missing / self.rate)
+
+    def tokens(self, now: int) -> float:
+        self._refill(now)
+        return self.nano / NS
+
+    def in_use(self, now: int) -> int:
+        return self.capacity - int(self.tokens(now))
+
+
+#: The public name: ``Resource.semaphore(name, permits)``, ``Resource.token_bucket(name, rate, burst)``.
+Resource = ResourceConfig
