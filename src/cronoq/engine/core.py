@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from cronoq.engine.actions import Abort, Dispatch, Publish, Resolve, Scale, SpaceAvailable
+from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
 from cronoq.engine.autoscale import Autoscaler
 from cronoq.engine.config import CoreConfig, PoolConfig
 from cronoq.engine.deps import batch_has_cycle, reaches
@@ -83,11 +83,25 @@ from cronoq.engine.model import (
 from cronoq.engine.model import (
     SKIP as MISS_SKIP,
 )
+from cronoq.engine.mutations import (
+    Recovered,
+    RecoveredSchedule,
+    RecoveredTask,
+    RecurringNext,
+    RecurringRecord,
+    RecurringRemove,
+    RecurringUpsert,
+    StatusChange,
+    Submitted,
+    TaskRecord,
+    retry_tuple,
+)
 from cronoq.engine.recurring import (
     OVERLAP_NAMES,
     OVERLAP_QUEUE,
     OVERLAP_QUEUE_ON_SUCCESS,
     OVERLAP_SKIP,
+    CronSchedule,
     RecurringInfo,
     RecurringSpec,
     Schedule,
@@ -100,10 +114,8 @@ from cronoq.engine.stats import CapacityIntegral, DurationModel, LogHistogram, P
 from cronoq.engine.time import NS, to_ns
 from cronoq.errors import SubmitError
 
-#: A batch member: (opts, payload, key, deadline, start_at, deps)
-BatchItem = tuple[
-    TaskOptions, object, "str | None", "int | None", "int | None", "Sequence[tuple[int | str, int]] | None"
-]
+#: A batch member: (opts, payload, key, deadline, start_at, deps[, blob])
+BatchItem = tuple[Any, ...]
 
 # edge kinds while planning a submission
 E_TASK = 0  # an existing live task
@@ -137,6 +149,7 @@ MSG_MISSED = "fixed start missed"
 MSG_ALREADY_FINISHED = "task already finished"
 MSG_AWAIT_TIMEOUT = "timed out awaiting unknown dependency"
 MSG_PREVIOUS_RUNNING = "previous occurrence still running"
+MSG_INTERRUPTED = "attempt interrupted by a restart"
 
 
 class Group:
@@ -268,6 +281,7 @@ class Core:
         self.live = 0
         self.running = 0
         self.paused = False  # while True, tick fires timers but dispatches nothing (shutdown)
+        self.persist = config.persist  # emit Persist(mutation) actions for a durable store
         # priority config, flattened for the hot path
         pc = config.priority
         self._base = pc.base
@@ -329,6 +343,7 @@ class Core:
         deadline: int | None = None,
         start_at: int | None = None,
         deps: Sequence[tuple[int | str, int]] | None = None,
+        blob: bytes | None = None,
     ) -> tuple[int, bool]:
         """Accept one task.  Returns ``(id, duplicate)``; raises SubmitError.
 
@@ -344,12 +359,17 @@ class Core:
             self.check_resources(opts)
         if start_at is not None or deps or (key is not None and key in self.awaiting):
             # (an awaited key must bind its waiters, which only _submit_items does)
-            return self._submit_items(now, [(opts, payload, key, deadline, start_at, deps)], single=True)[0]
+            return self._submit_items(
+                now, [(opts, payload, key, deadline, start_at, deps, blob)], single=True
+            )[0]
         pool = self.pools[opts.pool_index if opts.pool_index >= 0 else self.resolve_pool(opts)]
         mp = pool.cfg.max_pending
         if mp is not None and pool.pending >= mp:
             self._overflow(pool, opts.priority, now)
-        return self._create(now, pool, opts, payload, key, deadline), False
+        tid = self._create(now, pool, opts, payload, key, deadline)
+        if self.persist:
+            self._persist_submitted(self.tasks[tid], deadline, None, None, blob)
+        return tid, False
 
     def check_resources(self, opts: TaskOptions) -> None:
         """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid`` (SPEC §11)."""
@@ -402,7 +422,8 @@ class Core:
         edges: list[list[tuple[int, Any, int]]] = [[] for _ in range(n)]
         intra: list[list[int]] = [[] for _ in range(n)]
         broken = [False] * n
-        for i, (_, _, key, _, _, deps) in enumerate(items):
+        for i, item in enumerate(items):
+            key, deps = item[2], item[5]
             if dup[i] is not None or not deps:
                 continue
             for target, cond in deps:
@@ -478,7 +499,8 @@ class Core:
         # commit: create in order (ids increase with position), link, bind awaiters, release
         created: list[TaskState | None] = [None] * n
         out: list[tuple[int, bool]] = []
-        for i, (opts, payload, key, deadline, start_at, _) in enumerate(items):
+        for i, item in enumerate(items):
+            opts, payload, key, deadline, start_at = item[0], item[1], item[2], item[3], item[4]
             d = dup[i]
             if d is not None:
                 out.append((d, True))
@@ -493,6 +515,8 @@ class Core:
                 t.fixed = f
             created[i] = t
             out.append((t.id, False))
+            if self.persist:
+                self._persist_submitted(t, deadline, start_at, item[5], item[6] if len(item) > 6 else None)
         for i, member in enumerate(created):
             if member is None:
                 continue
@@ -593,6 +617,55 @@ class Core:
                 self._arm_scale(pool, now)
         return t
 
+    def _persist_submitted(
+        self,
+        t: TaskState,
+        deadline: int | None,
+        start_at: int | None,
+        deps: Sequence[tuple[int | str, int]] | None,
+        blob: bytes | None,
+    ) -> None:
+        tb = self.config.time_base
+        o = t.opts
+        rec = TaskRecord(
+            pool=self.pools[o.pool_index].name,
+            kind=o.kind,
+            priority=o.priority,
+            key=t.key,
+            deadline=None if deadline is None else tb + deadline,
+            start=None if start_at is None else tb + start_at,
+            tolerance=o.tolerance,
+            on_miss=o.on_miss,
+            duration_hint=o.duration_hint,
+            timeout=o.timeout,
+            retry=retry_tuple(o.retry),
+            deps=None if not deps else list(deps),
+            resources=o.resources,
+            tags=o.tags,
+            labels=o.labels,
+            tenant=o.tenant,
+            payload=blob,
+            recurring=t.fixed.recurring if t.fixed is not None else None,
+        )
+        self.actions.append(Persist(Submitted(t.id, t.seq, tb + t.created_at, rec)))
+
+    def _persist_status(
+        self, t: TaskState, now: int, output: object = None, has_output: bool = False
+    ) -> None:
+        self.actions.append(
+            Persist(
+                StatusChange(
+                    t.id,
+                    STATUS_NAMES[t.status],
+                    t.attempt,
+                    self.config.time_base + now,
+                    t.message,
+                    output,
+                    has_output,
+                )
+            )
+        )
+
     def _create(
         self,
         now: int,
@@ -673,6 +746,8 @@ class Core:
             pool.pending_by_class[c] += 1
         if self.publish and (self.emit_transitions or new >= FIRST_TERMINAL):
             self._event(t, now, message)
+        if self.persist and (new == RETRYING or new >= FIRST_TERMINAL):
+            self._persist_status(t, now)
         return new
 
     def _space_freed(self, pool: PoolState) -> None:
@@ -1115,6 +1190,8 @@ class Core:
         if ttl is not None:
             t.lease_expires = now + ttl
             self._push_timer(now + ttl, T_LEASE, t, lease)
+        if self.persist:
+            self._persist_status(t, now)
         self.actions.append(Dispatch(t, lease, group.labels))
 
     # ------------------------------------------------------------------ timers
@@ -1155,6 +1232,7 @@ class Core:
                 self.totals["skipped"] += 1
                 self._terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
                 return
+            t.fixed.prev = None  # checked: drop it, so occurrences do not chain in memory forever
             self._move(t, EV_START_DUE, now)
             self._to_due(t, self.pools[t.opts.pool_index], now)
         elif kind == T_HOLD:
@@ -1249,6 +1327,8 @@ class Core:
         self.live -= 1
         if self.publish:
             self._event(t, now, None)
+        if self.persist:
+            self._persist_status(t, now, output, True)
         self.retained.append(t)
         self.actions.append(Resolve(t))
         if len(self.retained) > self.config.retention_max:
@@ -1428,12 +1508,39 @@ class Core:
         self.resolve_pool(spec.opts)
         sched = Schedule(spec)
         self.schedules[spec.name] = sched
+        if self.persist:
+            self.actions.append(Persist(RecurringUpsert(self._recurring_record(spec))))
         self._materialize(sched, now, self._unix_s(now))
         return self._info(sched)
 
     def remove_recurring(self, now: int, name: str) -> bool:
         """Remove a schedule; its already-materialized occurrence still runs."""
-        return self.schedules.pop(name, None) is not None
+        removed = self.schedules.pop(name, None) is not None
+        if removed and self.persist:
+            self.actions.append(Persist(RecurringRemove(name)))
+        return removed
+
+    def _recurring_record(self, spec: RecurringSpec) -> RecurringRecord:
+        o = spec.opts
+        template = TaskRecord(
+            pool=self.pools[o.pool_index].name,
+            kind=o.kind,
+            priority=o.priority,
+            key=spec.key,
+            tolerance=o.tolerance,
+            on_miss=o.on_miss,
+            duration_hint=o.duration_hint,
+            timeout=o.timeout,
+            retry=retry_tuple(o.retry),
+            resources=o.resources,
+            tags=o.tags,
+            labels=o.labels,
+            tenant=o.tenant,
+            payload=spec.blob,
+        )
+        return RecurringRecord(
+            spec.name, spec.cron.expr, spec.cron.tz_name, spec.overlap, template, spec.deadline_rel
+        )
 
     def list_recurring(self) -> list[RecurringInfo]:
         return [self._info(s) for s in self.schedules.values()]
@@ -1471,7 +1578,7 @@ class Core:
                     deps = [(prev.id, ON_SUCCESS)]
             deadline = None if spec.deadline_rel is None else start + spec.deadline_rel
             try:
-                tid, dup = self.submit(now, spec.opts, spec.payload, key, deadline, start, deps)
+                tid, dup = self.submit(now, spec.opts, spec.payload, key, deadline, start, deps, spec.blob)
             except SubmitError:  # reservation conflict or a full pool: drop this occurrence
                 self.totals["recurring_conflicts"] += 1
                 after_unix = nxt
@@ -1480,7 +1587,12 @@ class Core:
             if not dup and t.fixed is not None:
                 t.fixed.recurring = spec.name
                 if spec.overlap == OVERLAP_SKIP:
-                    t.fixed.prev = prev
+                    # an occurrence skipped for overlap did not run: check the live one it
+                    # deferred to, so a long run is never overlapped by a later occurrence
+                    live = prev
+                    if live is not None and live.fixed is not None and live.message == MSG_PREVIOUS_RUNNING:
+                        live = live.fixed.prev
+                    t.fixed.prev = live
             sched.prev = prev
             sched.ahead = t
             sched.next_start = start
@@ -1489,9 +1601,176 @@ class Core:
             sched.gen = self._recur_gen
             self._recur_by_gen[sched.gen] = sched
             self._push_timer(start, T_RECUR, t, sched.gen)
+            if self.persist:
+                self.actions.append(Persist(RecurringNext(spec.name, tb + start, tid)))
             return
         sched.ahead = None
         sched.next_start = None
+        if self.persist:
+            self.actions.append(Persist(RecurringNext(spec.name, None, sched.last_id)))
+
+    # ------------------------------------------------------------------ recovery
+
+    def recover(self, now: int, rec: Recovered) -> None:
+        """Rebuild state read back from a durable store (SPEC §15.3) into this fresh core.
+
+        Retained terminal tasks come back for lookups, dedup, dependents and outputs; live tasks
+        are re-linked and released (a task that was ``running`` or ``retrying`` resumes as
+        ``retrying``: its interrupted attempt counts and it becomes ready after the backoff its
+        policy gives for that attempt, counted from now); schedules resume where they were.
+        Changes recovery makes (retries, skips, quarantines) are persisted like any other.
+        """
+        tb = self.config.time_base
+        by_name = {STATUS_NAMES[i]: i for i in range(len(STATUS_NAMES))}
+        for term in sorted(rec.terminal, key=lambda x: (x.finished, x.id)):
+            r0 = term
+            pidx = self.pool_index.get(r0.pool, self.default_pool)
+            opts = TaskOptions(pool=self.pools[pidx].name, kind=r0.kind, priority=r0.priority)
+            opts.pool_index = pidx
+            opts.stats_key = (pidx, r0.kind)
+            t = TaskState(r0.id, r0.seq, opts, None, r0.key, r0.arrival - tb)
+            t.status = by_name.get(r0.status, FAILED)
+            t.attempt = r0.attempt
+            t.started_at = None if r0.started is None else r0.started - tb
+            t.finished_at = r0.finished - tb
+            t.message = r0.message
+            t.output = r0.output if r0.has_output else None
+            self.tasks[t.id] = t
+            if t.key is not None:
+                self.keys[t.key] = t.id
+            self.retained.append(t)
+        live: list[tuple[TaskState, RecoveredTask]] = []
+        for r in sorted(rec.tasks, key=lambda x: x.id):
+            spec = r.spec
+            opts = spec.options()
+            try:
+                pool = self.pools[self.resolve_pool(opts)]
+                if opts.resources is not None:
+                    self.check_resources(opts)
+            except SubmitError as e:
+                rec.quarantined.append((r.id, f"cannot recover task: {e.message}"))
+                continue
+            t = self._new_task(now - 0, pool, opts, r.payload, spec.key, None)
+            self.seq -= 1  # _new_task consumed a sequence number: give it back, keep the old id
+            del self.tasks[t.id]
+            if spec.key is not None and self.keys.get(spec.key) == t.id:
+                del self.keys[spec.key]
+            t.id = r.id
+            t.seq = r.seq
+            t.created_at = r.arrival - tb
+            self.tasks[t.id] = t
+            if spec.key is not None:
+                self.keys[spec.key] = t.id
+            self.totals["submitted"] -= 1  # counted when it was first submitted
+            t.attempt = r.attempt
+            t.started_at = None if r.started is None else r.started - tb
+            t.message = r.message
+            if spec.deadline is not None:
+                t.deadline = spec.deadline - tb
+            if spec.start is not None and r.attempt == 0:
+                start = spec.start - tb
+                lo = start - opts.tolerance
+                hi = start + self._expected(opts) + opts.tolerance
+                f = FixedStart(start, lo, hi)
+                f.reserved = True
+                f.recurring = spec.recurring
+                pool.res[t.id] = (lo, hi)
+                t.fixed = f
+            live.append((t, r))
+        for qid, reason in rec.quarantined:
+            self._quarantine(qid, reason, now)
+        # dependencies, then release (in id order, parents before children)
+        for t, r in live:
+            if r.status in ("running", "retrying") or r.attempt > 0:
+                continue
+            for target, cond in r.spec.deps or ():
+                if isinstance(target, str):
+                    tid = self.keys.get(target)
+                else:
+                    tid = target
+                parent = self.tasks.get(tid) if tid is not None else None
+                if parent is None:
+                    if (
+                        isinstance(target, str)
+                        and self.pools[t.opts.pool_index].cfg.unknown_dependency == "await"
+                    ):
+                        self.awaiting.setdefault(target, []).append((t, cond))
+                        t.unmet += 1
+                        t.awaiting += 1
+                    elif cond != ON_COMPLETE:
+                        t.message = MSG_ALREADY_FINISHED
+                        t.unmet = -1  # broken
+                        break
+                elif parent.status >= FIRST_TERMINAL:
+                    if not edge_satisfied(cond, parent.status):
+                        t.unmet = -1
+                        break
+                else:
+                    self._link(parent, t, cond)
+        for t, r in live:
+            if t.status != BLOCKED:
+                continue
+            if r.status in ("running", "retrying") or r.attempt > 0:
+                self._recover_attempt(t, now)
+            elif t.unmet < 0:
+                t.unmet = 0
+                self.totals["skipped"] += 1
+                self._terminate(t, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
+            elif t.unmet == 0:
+                self._release(t, now)
+        for rs in rec.schedules:
+            self._recover_schedule(rs, now)
+
+    def _recover_attempt(self, t: TaskState, now: int) -> None:
+        """A task interrupted by the restart: its attempt counts; retry after its backoff."""
+        # blocked -> ready -> running were never persisted for this term: replay them through
+        # the table (no slot is taken), then fail the interrupted attempt retryably.
+        self._move(t, EV_UNBLOCK, now)
+        self._move(t, EV_DISPATCH, now)
+        self._after_failure(t, now, MSG_INTERRUPTED, None)
+
+    def _recover_schedule(self, rs: RecoveredSchedule, now: int) -> None:
+        rec = rs.spec
+        try:
+            cron = CronSchedule(rec.cron, rec.tz)
+        except ValueError as e:
+            self.totals["recurring_invalid"] += 1
+            if self.persist:
+                self.actions.append(Persist(RecurringRemove(rec.name)))
+            del e
+            return
+        opts = rec.template.options()
+        try:
+            self.resolve_pool(opts)
+        except SubmitError:
+            self.totals["recurring_invalid"] += 1
+            return
+        spec = RecurringSpec(
+            rec.name, cron, rec.overlap, opts, rec.template.payload, rec.template.key, rec.deadline_rel
+        )
+        spec.blob = rec.template.payload
+        sched = Schedule(spec)
+        self.schedules[rec.name] = sched
+        ahead = self.tasks.get(rs.last) if rs.last else None
+        if ahead is not None and ahead.status < FIRST_TERMINAL and rs.next is not None:
+            sched.ahead = ahead
+            sched.last_id = ahead.id
+            sched.next_start = rs.next - self.config.time_base
+            self._recur_gen += 1
+            sched.gen = self._recur_gen
+            self._recur_by_gen[sched.gen] = sched
+            self._push_timer(sched.next_start, T_RECUR, ahead, sched.gen)
+        else:
+            sched.ahead = ahead
+            sched.last_id = rs.last
+            after = self._unix_s(now) if rs.next is None else max(self._unix_s(now), rs.next / NS)
+            self._materialize(sched, now, after)
+
+    def _quarantine(self, tid: int, reason: str, now: int) -> None:
+        """A row the store could not decode: record it as a failed task, never crash recovery."""
+        if self.persist:
+            self.actions.append(Persist(StatusChange(tid, "failed", 0, self.config.time_base + now, reason)))
+        self.totals["failed"] += 1
 
     # ------------------------------------------------------------------ snapshot
 

@@ -93,7 +93,7 @@ class CronSchedule:
 class RecurringSpec:
     """A schedule as added: cron, overlap policy and the occurrence template."""
 
-    __slots__ = ("cron", "deadline_rel", "key", "name", "opts", "overlap", "payload")
+    __slots__ = ("blob", "cron", "deadline_rel", "key", "name", "opts", "overlap", "payload")
 
     def __init__(
         self,
@@ -104,7 +104,9 @@ class RecurringSpec:
         payload: object,
         key: str | None = None,
         deadline_rel: int | None = None,
+        blob: bytes | None = None,
     ) -> None:
+        self.blob = blob  # the payload as encoded by the shell's codec (durable stores only)
         self.name = name
         self.cron = cron
         self.overlap = overlap

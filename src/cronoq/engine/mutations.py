@@ -1,0 +1,328 @@
+"""Durable mutations (SPEC §15.1) and the state a store hands back on recovery (§15.3).
+
+With ``CoreConfig(persist=True)`` the core emits a :class:`~cronoq.engine.actions.Persist`
+action carrying one of these records for every durable change:
+
+* :class:`Submitted` — a new task, with everything needed to rebuild it (:class:`TaskRecord`);
+* :class:`StatusChange` — the task moved to ``running`` (attempt started), ``retrying`` or a
+  terminal status (with message and, on success, the output object);
+* :class:`RecurringUpsert` / :class:`RecurringRemove` / :class:`RecurringNext` — schedules.
+
+``blocked``/``ready``/``scheduled`` are not persisted: recovery derives them from the
+dependency edges and start times.  Times in records are Unix nanoseconds, so a record means
+the same thing to any later leader whatever its engine epoch.  Payloads travel as the bytes
+the shell encoded at submission (``TaskRecord.payload``); outputs as objects the shell encodes
+at commit.
+
+The records are plain slotted classes with ``__eq__`` so tests can compare round trips.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cronoq.engine.model import RetryPolicy, TaskOptions
+from cronoq.engine.time import NS
+
+
+class _Record:
+    __slots__: tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and all(
+            getattr(self, s) == getattr(other, s) for s in self.__slots__
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{s}={getattr(self, s)!r}" for s in self.__slots__)
+        return f"{type(self).__name__}({fields})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {s: getattr(self, s) for s in self.__slots__}
+
+
+class TaskRecord(_Record):
+    """Everything durable about a task's definition (the ``spec`` of SPEC §15.1)."""
+
+    __slots__ = (
+        "pool",
+        "kind",
+        "priority",
+        "key",
+        "deadline",
+        "start",
+        "tolerance",
+        "on_miss",
+        "duration_hint",
+        "timeout",
+        "retry",
+        "deps",
+        "resources",
+        "tags",
+        "labels",
+        "tenant",
+        "payload",
+        "recurring",
+    )
+
+    def __init__(
+        self,
+        pool: str,
+        kind: str = "default",
+        priority: int = 2,
+        key: str | None = None,
+        deadline: int | None = None,
+        start: int | None = None,
+        tolerance: int = NS,
+        on_miss: int = 0,
+        duration_hint: int | None = None,
+        timeout: int | None = None,
+        retry: tuple[int, float, float, float, bool] | None = None,
+        deps: list[tuple[int | str, int]] | None = None,
+        resources: dict[str, int] | None = None,
+        tags: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        tenant: str | None = None,
+        payload: bytes | None = None,
+        recurring: str | None = None,
+    ) -> None:
+        self.pool = pool
+        self.kind = kind
+        self.priority = priority
+        self.key = key
+        self.deadline = deadline  # Unix ns
+        self.start = start  # Unix ns
+        self.tolerance = tolerance
+        self.on_miss = on_miss
+        self.duration_hint = duration_hint
+        self.timeout = timeout
+        self.retry = retry
+        self.deps = deps
+        self.resources = resources
+        self.tags = tags
+        self.labels = labels
+        self.tenant = tenant
+        self.payload = payload
+        self.recurring = recurring
+
+    def options(self) -> TaskOptions:
+        """The TaskOptions this record describes (pool by name; the core resolves it)."""
+        retry = None if self.retry is None else RetryPolicy(*self.retry)
+        return TaskOptions(
+            pool=self.pool,
+            kind=self.kind,
+            priority=self.priority,
+            timeout=self.timeout,
+            retry=retry,
+            duration_hint=self.duration_hint,
+            tolerance=self.tolerance,
+            on_miss=self.on_miss,
+            tags=self.tags,
+            labels=self.labels,
+            tenant=self.tenant,
+            resources=self.resources,
+        )
+
+
+def retry_tuple(policy: RetryPolicy | None) -> tuple[int, float, float, float, bool] | None:
+    if policy is None:
+        return None
+    return (policy.max_attempts, policy.initial_backoff, policy.multiplier, policy.max_backoff, policy.jitter)
+
+
+class Submitted(_Record):
+    __slots__ = ("id", "seq", "arrival", "spec")
+
+    def __init__(self, id: int, seq: int, arrival: int, spec: TaskRecord) -> None:
+        self.id = id
+        self.seq = seq
+        self.arrival = arrival  # Unix ns
+        self.spec = spec
+
+
+class StatusChange(_Record):
+    """``Status{id, status, attempt, at, message, output?}``: status is a lower-case name."""
+
+    __slots__ = ("id", "status", "attempt", "at", "message", "output", "has_output")
+
+    def __init__(
+        self,
+        id: int,
+        status: str,
+        attempt: int,
+        at: int,
+        message: str | None = None,
+        output: object = None,
+        has_output: bool = False,
+    ) -> None:
+        self.id = id
+        self.status = status
+        self.attempt = attempt
+        self.at = at  # Unix ns
+        self.message = message
+        self.output = output
+        self.has_output = has_output
+
+
+class RecurringRecord(_Record):
+    """A schedule's durable definition."""
+
+    __slots__ = ("name", "cron", "tz", "overlap", "template", "deadline_rel")
+
+    def __init__(
+        self,
+        name: str,
+        cron: str,
+        tz: str | None,
+        overlap: int,
+        template: TaskRecord,
+        deadline_rel: int | None = None,
+    ) -> None:
+        self.name = name
+        self.cron = cron
+        self.tz = tz
+        self.overlap = overlap
+        self.template = template  # key = the template key; start/deadline unused
+        self.deadline_rel = deadline_rel
+
+
+class RecurringUpsert(_Record):
+    __slots__ = ("spec",)
+
+    def __init__(self, spec: RecurringRecord) -> None:
+        self.spec = spec
+
+
+class RecurringRemove(_Record):
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class RecurringNext(_Record):
+    """The occurrence materialized ahead: its start (Unix ns, None if none) and task id."""
+
+    __slots__ = ("name", "next", "last")
+
+    def __init__(self, name: str, next: int | None, last: int) -> None:
+        self.name = name
+        self.next = next
+        self.last = last
+
+
+Mutation = Submitted | StatusChange | RecurringUpsert | RecurringRemove | RecurringNext
+
+
+# ---------------------------------------------------------------------------------------------
+# Recovery input
+
+
+class RecoveredTask(_Record):
+    """A non-terminal task read back from the store."""
+
+    __slots__ = ("id", "seq", "arrival", "spec", "payload", "status", "attempt", "started", "message")
+
+    def __init__(
+        self,
+        id: int,
+        seq: int,
+        arrival: int,
+        spec: TaskRecord,
+        payload: object,
+        status: str,
+        attempt: int,
+        started: int | None = None,
+        message: str | None = None,
+    ) -> None:
+        self.id = id
+        self.seq = seq
+        self.arrival = arrival
+        self.spec = spec
+        self.payload = payload  # decoded
+        self.status = status  # last persisted: "submitted" (never ran), "running" or "retrying"
+        self.attempt = attempt
+        self.started = started
+        self.message = message
+
+
+class RecoveredTerminal(_Record):
+    """A recently finished task, for lookups, key dedup, dependents and outputs."""
+
+    __slots__ = (
+        "id",
+        "seq",
+        "pool",
+        "kind",
+        "key",
+        "status",
+        "attempt",
+        "arrival",
+        "started",
+        "finished",
+        "message",
+        "output",
+        "has_output",
+        "priority",
+    )
+
+    def __init__(
+        self,
+        id: int,
+        seq: int,
+        pool: str,
+        kind: str,
+        key: str | None,
+        status: str,
+        attempt: int,
+        arrival: int,
+        started: int | None,
+        finished: int,
+        message: str | None,
+        output: object = None,
+        has_output: bool = False,
+        priority: int = 2,
+    ) -> None:
+        self.id = id
+        self.seq = seq
+        self.pool = pool
+        self.kind = kind
+        self.key = key
+        self.status = status
+        self.attempt = attempt
+        self.arrival = arrival
+        self.started = started
+        self.finished = finished
+        self.message = message
+        self.output = output
+        self.has_output = has_output
+        self.priority = priority
+
+
+class RecoveredSchedule(_Record):
+    __slots__ = ("spec", "next", "last")
+
+    def __init__(self, spec: RecurringRecord, next: int | None, last: int) -> None:
+        self.spec = spec
+        self.next = next
+        self.last = last
+
+
+class Recovered(_Record):
+    """Engine state restored from durable storage, passed to ``Core.recover``."""
+
+    __slots__ = ("tasks", "terminal", "schedules", "quarantined")
+
+    def __init__(
+        self,
+        tasks: list[RecoveredTask] | None = None,
+        terminal: list[RecoveredTerminal] | None = None,
+        schedules: list[RecoveredSchedule] | None = None,
+        quarantined: list[tuple[int, str]] | None = None,
+    ) -> None:
+        self.tasks = tasks or []
+        self.terminal = terminal or []
+        self.schedules = schedules or []
+        self.quarantined = quarantined or []  # (id, reason): rows the store could not decode
