@@ -272,7 +272,12 @@ class Core:
         self.timer_n = 0
         self.lane_token = 0
         self.actions: list[Any] = []
-        self.totals = dict.fromkeys(TOTAL_NAMES, 0)
+        self._tot = dict.fromkeys(TOTAL_NAMES, 0)  # rare counters; hot ones are plain ints
+        self._n_submitted = 0
+        self._n_dispatched = 0
+        self._n_succeeded = 0
+        self._retention = config.retention
+        self._retention_max = config.retention_max
         self.durations = DurationModel(config.ewma_alpha)
         self._alpha = config.ewma_alpha
         self.rng = random.Random(config.seed)
@@ -314,6 +319,15 @@ class Core:
         return None
 
     @property
+    def totals(self) -> dict[str, int]:
+        """Counters since start (SPEC §14), as a fresh dict."""
+        out = dict(self._tot)
+        out["submitted"] = self._n_submitted
+        out["dispatched"] = self._n_dispatched
+        out["succeeded"] = self._n_succeeded
+        return out
+
+    @property
     def next_seq(self) -> int:
         return self.seq
 
@@ -350,7 +364,9 @@ class Core:
         ``deadline`` and ``start_at`` are engine instants (ns); ``deps`` are
         ``(target id or key, edge condition)`` pairs.
         """
-        self._prune(now)
+        r = self.retained
+        if r and (r[0].finished_at <= now - self._retention or len(r) > self._retention_max):  # type: ignore[operator]
+            self._prune(now)
         if key is not None:
             existing = self.keys.get(key)
             if existing is not None:
@@ -547,7 +563,7 @@ class Core:
                 continue
             t = member
             if broken[i]:
-                self.totals["skipped"] += 1
+                self._tot["skipped"] += 1
                 self._terminate(t, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
             elif t.unmet == 0:
                 self._release(t, now)
@@ -601,7 +617,7 @@ class Core:
         self.tasks[tid] = t
         if key is not None:
             self.keys[key] = tid
-        self.totals["submitted"] += 1
+        self._n_submitted += 1
         self.live += 1
         c = opts.priority
         pool.pending += 1
@@ -705,7 +721,7 @@ class Core:
             victim = pool.lanes[NUM_CLASSES - 1].oldest()
         if victim is None:
             raise SubmitError("overloaded", f"pool '{pool.name}' is overloaded")
-        self.totals["shed"] += 1
+        self._tot["shed"] += 1
         self._terminate(victim, now, EV_SHED, MSG_SHED)
 
     # ------------------------------------------------------------------ lifecycle helpers
@@ -857,10 +873,10 @@ class Core:
             pool.window.slot(now).fs_total += 1
         policy = t.opts.on_miss
         if policy == MISS_SKIP:
-            self.totals["missed"] += 1
+            self._tot["missed"] += 1
             self._terminate(t, now, EV_MISS_SKIP, MSG_MISSED)
         elif policy == MISS_FAIL:
-            self.totals["failed"] += 1
+            self._tot["failed"] += 1
             self._terminate(t, now, EV_MISS_FAIL, MSG_MISSED)
         else:  # run_late: stays ready, now in its class lane at its sequence position
             if f.holding:
@@ -903,7 +919,7 @@ class Core:
                         self._release(child, now)
                 else:
                     msg = f"dependency {p.id} ended as {STATUS_NAMES[p.status]}"
-                    self.totals["skipped"] += 1
+                    self._tot["skipped"] += 1
                     deps_of_child = child.dependents
                     child.dependents = None  # cascade iteratively, not recursively
                     self._terminate(child, now, EV_EDGE_BROKEN, msg)
@@ -1167,7 +1183,7 @@ class Core:
             self._space_freed(pool)
         if self.publish and self.emit_transitions:
             self._event(t, now, None)
-        self.totals["dispatched"] += 1
+        self._n_dispatched += 1
         slot = pool.window.cur
         if not (slot.start <= now < slot.end):
             slot = pool.window.slot(now)
@@ -1218,18 +1234,18 @@ class Core:
         if kind == T_RETRY:
             self._make_ready(t, self.pools[t.opts.pool_index], now, EV_BACKOFF_DONE)
         elif kind == T_TIMEOUT:
-            self.totals["timeouts"] += 1
+            self._tot["timeouts"] += 1
             self._lose(t, now, MSG_TIMEOUT)
         elif kind == T_LEASE:
             if t.lease_expires > now:
                 self._push_timer(t.lease_expires, T_LEASE, t, token)
                 return
-            self.totals["lease_expiries"] += 1
+            self._tot["lease_expiries"] += 1
             self._lose(t, now, MSG_LEASE_LOST)
         elif kind == T_START:
             prev = t.fixed.prev
             if prev is not None and prev.status < FIRST_TERMINAL:  # recurring overlap=skip
-                self.totals["skipped"] += 1
+                self._tot["skipped"] += 1
                 self._terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
                 return
             t.fixed.prev = None  # checked: drop it, so occurrences do not chain in memory forever
@@ -1240,7 +1256,7 @@ class Core:
         elif kind == T_MISS:
             self._miss(t, now)
         elif kind == T_AWAIT:
-            self.totals["skipped"] += 1
+            self._tot["skipped"] += 1
             self._terminate(t, now, EV_EDGE_BROKEN, MSG_AWAIT_TIMEOUT)
 
     def _lose(self, t: TaskState, now: int, message: str) -> None:
@@ -1289,7 +1305,7 @@ class Core:
         """The attempt under ``lease`` returned ``output``.  False (and counted) if stale."""
         t = self.leases.pop(lease, None)
         if t is None:
-            self.totals["stale_completions"] += 1
+            self._tot["stale_completions"] += 1
             return False
         new = FLAT[t.status * 16 + EV_SUCCEED]
         if new != SUCCEEDED:  # pragma: no cover - only running tasks hold leases
@@ -1317,7 +1333,7 @@ class Core:
         ewma = self.durations.values
         prev = ewma.get(opts.stats_key)
         ewma[opts.stats_key] = float(run) if prev is None else prev + self._alpha * (run - prev)
-        self.totals["succeeded"] += 1
+        self._n_succeeded += 1
         # running -> succeeded (hot path of _terminate; running is not pending)
         t.status = new
         t.message = None  # SPEC §4: success carries no message (not a retry's leftover)
@@ -1331,7 +1347,7 @@ class Core:
             self._persist_status(t, now, output, True)
         self.retained.append(t)
         self.actions.append(Resolve(t))
-        if len(self.retained) > self.config.retention_max:
+        if len(self.retained) > self._retention_max:
             self._prune(now)
         if t.dependents:
             self._propagate(t, now)
@@ -1349,11 +1365,11 @@ class Core:
         """The attempt under ``lease`` failed.  False (and counted) if the lease is stale."""
         t = self.leases.get(lease)
         if t is None:
-            self.totals["stale_completions"] += 1
+            self._tot["stale_completions"] += 1
             return False
         self._end_attempt(t, now, succeeded=False)
         if permanent:
-            self.totals["failed"] += 1
+            self._tot["failed"] += 1
             self._terminate(t, now, EV_PERMANENT, message)
         else:
             self._after_failure(t, now, message, retry_after)
@@ -1362,10 +1378,10 @@ class Core:
     def _after_failure(self, t: TaskState, now: int, message: str, retry_after: int | None) -> None:
         policy = t.opts.retry or self.pools[t.opts.pool_index].cfg.retry
         if t.attempt >= policy.max_attempts:
-            self.totals["dead_lettered"] += 1
+            self._tot["dead_lettered"] += 1
             self._terminate(t, now, EV_EXHAUSTED, message)
             return
-        self.totals["retries"] += 1
+        self._tot["retries"] += 1
         pool = self.pools[t.opts.pool_index]
         pool.window.slot(now).retried += 1
         t.message = message
@@ -1411,7 +1427,7 @@ class Core:
         if t.status == RUNNING:
             self.actions.append(Abort(t.lease, t.id, MSG_CANCELLED))
             self._end_attempt(t, now, succeeded=False)
-        self.totals["cancelled"] += 1
+        self._tot["cancelled"] += 1
         self._terminate(t, now, EV_CANCEL, MSG_CANCELLED)
         return True
 
@@ -1566,7 +1582,7 @@ class Core:
         for _ in range(MAX_MATERIALIZE_TRIES):
             nxt = spec.cron.next_after(after_unix)
             if nxt is None:
-                self.totals["recurring_invalid"] += 1
+                self._tot["recurring_invalid"] += 1
                 break
             start = round(nxt * NS) - tb
             key = None if spec.key is None else occurrence_key(spec.key, tb + start)
@@ -1580,7 +1596,7 @@ class Core:
             try:
                 tid, dup = self.submit(now, spec.opts, spec.payload, key, deadline, start, deps, spec.blob)
             except SubmitError:  # reservation conflict or a full pool: drop this occurrence
-                self.totals["recurring_conflicts"] += 1
+                self._tot["recurring_conflicts"] += 1
                 after_unix = nxt
                 continue
             t = self.tasks[tid]
@@ -1661,7 +1677,7 @@ class Core:
             self.tasks[t.id] = t
             if spec.key is not None:
                 self.keys[spec.key] = t.id
-            self.totals["submitted"] -= 1  # counted when it was first submitted
+            self._n_submitted -= 1  # counted when it was first submitted
             t.attempt = r.attempt
             t.started_at = None if r.started is None else r.started - tb
             t.message = r.message
@@ -1714,7 +1730,7 @@ class Core:
                 self._recover_attempt(t, now)
             elif t.unmet < 0:
                 t.unmet = 0
-                self.totals["skipped"] += 1
+                self._tot["skipped"] += 1
                 self._terminate(t, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
             elif t.unmet == 0:
                 self._release(t, now)
@@ -1734,7 +1750,7 @@ class Core:
         try:
             cron = CronSchedule(rec.cron, rec.tz)
         except ValueError as e:
-            self.totals["recurring_invalid"] += 1
+            self._tot["recurring_invalid"] += 1
             if self.persist:
                 self.actions.append(Persist(RecurringRemove(rec.name)))
             del e
@@ -1743,7 +1759,7 @@ class Core:
         try:
             self.resolve_pool(opts)
         except SubmitError:
-            self.totals["recurring_invalid"] += 1
+            self._tot["recurring_invalid"] += 1
             return
         spec = RecurringSpec(
             rec.name, cron, rec.overlap, opts, rec.template.payload, rec.template.key, rec.deadline_rel
@@ -1770,7 +1786,7 @@ class Core:
         """A row the store could not decode: record it as a failed task, never crash recovery."""
         if self.persist:
             self.actions.append(Persist(StatusChange(tid, "failed", 0, self.config.time_base + now, reason)))
-        self.totals["failed"] += 1
+        self._tot["failed"] += 1
 
     # ------------------------------------------------------------------ snapshot
 
@@ -1847,7 +1863,7 @@ class Core:
             live_tasks=self.live,
             running=self.running,
             pending=total_pending,
-            totals=dict(self.totals),
+            totals=self.totals,
         )
 
     # ------------------------------------------------------------------ introspection
