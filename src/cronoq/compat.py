@@ -114,6 +114,7 @@ class ElasticPriorityScheduler:
         self._pending: dict[str, Task] = {}  # submitted, not completed (insertion order)
         self._submitted_at: dict[str, float] = {}
         self._completed: list[ScheduledTask] = []
+        self._done: set[str] = set()  # completed ids: satisfied dependencies, also after a restart
         self._free_workers = list(range(max_workers))
         self._bs: BlockingScheduler | None = None
         self._first_start: float | None = None
@@ -185,6 +186,7 @@ class ElasticPriorityScheduler:
                 self._free_workers.sort()
             if self._pending.pop(task.id, None) is not None:
                 self._completed.append(ScheduledTask(task, worker, start, end))
+                self._done.add(task.id)
                 self._work_done += task.duration
                 if self._first_start is None or start < self._first_start:
                     self._first_start = start
@@ -202,8 +204,10 @@ class ElasticPriorityScheduler:
             "priority": int(task.priority),
             "duration_hint": task.duration,
         }
-        if task.dependencies:
-            fields["after"] = list(task.dependencies)
+        with self._state:  # a restarted scheduler no longer knows tasks completed before
+            deps = [d for d in task.dependencies if d not in self._done]
+        if deps:
+            fields["after"] = deps
         if task.fixed_start is not None:
             fields["start_at"] = task.fixed_start
             fields["tolerance"] = FIXED_TOLERANCE

@@ -951,7 +951,10 @@ class Core:
             if kind == T_RECUR:
                 sched = self._recur_by_gen.pop(token, None)
                 if sched is not None and sched.gen == token and self.schedules.get(sched.spec.name) is sched:
-                    self._materialize(sched, now, self._unix_s(sched.next_start or now))
+                    # a late wake-up (loaded host, long pause) does not create a burst of
+                    # past occurrences: resume from now - tolerance (missed ones are dropped)
+                    late = self._unix_s(now) - sched.spec.opts.tolerance / NS
+                    self._materialize(sched, now, max(self._unix_s(sched.next_start or now), late))
             elif kind == T_SCALE:
                 self._autoscale(self.pools[token], now)
             elif kind == T_REFILL:

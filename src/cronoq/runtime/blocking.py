@@ -49,6 +49,8 @@ class BlockingHandle:
 
     def result(self, timeout: float | None = None) -> Any:
         """Wait for the outcome: the output, or raise TaskFailed (TimeoutError after ``timeout``)."""
+        if self._h.done():  # known outcome: no loop needed (also after shutdown, loop gone)
+            return self._h._fut.result()
 
         async def wait() -> Any:
             return await self._h
@@ -107,6 +109,14 @@ class BlockingEventStream:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+async def _let_waiters_finish(limit: float = 1.0) -> None:
+    """Let the loop's other tasks (threads waiting on handles/streams) see their outcome."""
+    me = asyncio.current_task()
+    others = [t for t in asyncio.all_tasks() if t is not me]
+    if others:
+        await asyncio.wait(others, timeout=limit)
 
 
 class BlockingScheduler:
@@ -198,6 +208,7 @@ class BlockingScheduler:
                 return
             try:
                 self._call(self._sched.shutdown(grace))
+                self._call(_let_waiters_finish())  # else threads in result()/next() may hang
             finally:
                 loop.call_soon_threadsafe(loop.stop)
                 if self._thread is not None:

@@ -7,11 +7,21 @@ The scheduler owns one :class:`~cronoq.engine.core.Core` and feeds it loop time
 ``cancel``, ...) call the core synchronously and then *kick* the driver: one coalesced
 ``call_soon`` per loop turn.  The driver ticks the core (timers + dispatch decisions for
 everything submitted this turn), carries out the resulting actions and arms a single
-``call_at`` timer for ``core.next_wakeup()``.  There are no per-task timers and no
-per-task wrapper coroutines:
+``call_at`` timer for ``core.next_wakeup()``.  There are no per-task timers:
 
-* an attempt is the executor's coroutine wrapped in ``loop.create_task`` (or a thread-pool
-  future for plain functions) with one ``add_done_callback`` that reports the outcome;
+* an attempt of an async executor is one ``loop.create_task`` of a small runner coroutine
+  (``_attempt``) that calls the executor, awaits it and reports the outcome to the core
+  itself when it returns (no done callback, no extra loop turn: a freed slot reaches the
+  driver one turn after the attempt ends, and the next attempt starts one turn later).
+  An abort (timeout, cancel, lease loss, shutdown) marks ``ctx`` cancelled, drops the lease
+  from ``_running`` and cancels that task; the runner then reports nothing.  A
+  ``CancelledError`` the executor raises on its own (``ctx`` not marked) is reported as a
+  retryable failure;
+* a plain function runs in the loop's default thread pool; its future has one
+  ``add_done_callback`` (``_on_done``) that reports the outcome, or, if the function returned
+  an awaitable, awaits that under the same lease;
+* ``submit``/``enqueue`` without task fields go straight to ``core.submit`` (no nested
+  coroutine); with fields, or when the pool is full, through ``_submit``;
 * handles are plain futures resolved by the driver; ``enqueue`` creates none;
 * events are built only while someone subscribes.
 
@@ -476,13 +486,39 @@ class Scheduler:
             self._kick()
         return tid, dup
 
+    def _submit_plain(self, payload: object) -> int | None:
+        """Fast path for a submission without fields: its id, or None if the pool is full.
+
+        Must stay equivalent to ``_submit`` with empty ``fields`` (keep the two in step).
+        """
+        core = self._require()
+        opts = self._opts.default
+        if opts.pool_index < 0:
+            core.resolve_pool(opts)
+        try:
+            tid, _ = core.submit(self._now(), opts, payload)  # no key: never a duplicate
+        except SubmitError as e:
+            if e.code != "full":
+                raise
+            return None  # the slow path waits for space
+        self._kick()
+        return tid
+
     async def submit(self, payload: object, **fields: Any) -> TaskHandle:
         """Submit one task (SPEC §2 fields) and return a handle to its outcome."""
+        if not fields:
+            tid = self._submit_plain(payload)
+            if tid is not None:
+                return self._handle_for(tid, False)
         tid, dup = await self._submit(payload, fields)
         return self._handle_for(tid, dup)
 
     async def enqueue(self, payload: object, **fields: Any) -> int:
         """Submit one task without a handle (cheaper); returns its id."""
+        if not fields:
+            tid = self._submit_plain(payload)
+            if tid is not None:
+                return tid
         tid, _ = await self._submit(payload, fields)
         return tid
 
