@@ -1,0 +1,355 @@
+"""cronoq.compat: the prototype's synchronous ElasticPriorityScheduler facade (SPEC §16.4)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterator
+from enum import IntEnum
+
+import pytest
+
+from cronoq import compat
+from cronoq.compat import (
+    ElasticPriorityScheduler,
+    Priority,
+    QualityMetrics,
+    ScalingConfig,
+    ScheduledTask,
+    Task,
+)
+
+SAFETY = 10.0
+
+
+def until(cond: Callable[[], bool], timeout: float = SAFETY) -> None:
+    """Poll ``cond`` (the facade has no events); the timeout is only a safety net."""
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached before the safety timeout")
+        time.sleep(0.005)
+
+
+@pytest.fixture
+def eps() -> Iterator[ElasticPriorityScheduler]:
+    s = ElasticPriorityScheduler(initial_workers=2, max_workers=4)
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def ids(tasks: list[Task]) -> list[str]:
+    return [t.id for t in tasks]
+
+
+# --------------------------------------------------------------------------- types
+
+
+def test_exports() -> None:
+    assert set(compat.__all__) >= {
+        "ElasticPriorityScheduler",
+        "Task",
+        "Priority",
+        "QualityMetrics",
+        "ScheduledTask",
+        "ScalingConfig",
+    }
+
+
+def test_priority_is_an_intenum() -> None:
+    assert issubclass(Priority, IntEnum)
+    assert [(p.name, p.value) for p in Priority] == [("CRITICAL", 0), ("HIGH", 1), ("NORMAL", 2), ("LOW", 3)]
+    assert Priority.CRITICAL < Priority.LOW
+    assert Priority(2) is Priority.NORMAL
+
+
+def test_task_dataclass_defaults() -> None:
+    assert dataclasses.is_dataclass(Task)
+    t = Task("a", 1.5)
+    assert (t.id, t.duration, t.priority, t.arrival_time, t.fixed_start, t.deadline, t.dependencies) == (
+        "a", 1.5, Priority.NORMAL, 0.0, None, None, []
+    )  # fmt: skip
+    assert [f.name for f in dataclasses.fields(Task)] == [
+        "id", "duration", "priority", "arrival_time", "fixed_start", "deadline", "dependencies"
+    ]  # fmt: skip
+    u = Task("b", 1.0)
+    t.dependencies.append("x")
+    assert u.dependencies == []  # no shared mutable default
+
+
+def test_other_dataclasses() -> None:
+    st = ScheduledTask(Task("a", 1), 0, 1.0, 2.0)
+    assert (st.worker_id, st.start_time, st.end_time) == (0, 1.0, 2.0)
+    assert [f.name for f in dataclasses.fields(QualityMetrics)] == [
+        "schedule_quality", "priority_adherence", "fixed_schedule_hits", "utilization",
+        "avg_wait_time", "pending_count", "worker_count",
+    ]  # fmt: skip
+    c = ScalingConfig()
+    assert (c.initial_workers, c.max_workers, c.scale_up_threshold, c.scale_down_threshold) == (
+        1,
+        10,
+        0.70,
+        0.90,
+    )
+    assert c.worker_cost_per_second == 0.001
+
+
+def test_constructor_defaults_and_validation() -> None:
+    s = ElasticPriorityScheduler()
+    assert s.completed_count == 0 and s.completed_tasks == [] and s.pending_tasks == []
+    assert s.get_cost() == 0.0
+    ElasticPriorityScheduler(scale_up_threshold=0.1, scale_down_threshold=0.2)  # accepted, ignored
+    with pytest.raises(ValueError):
+        ElasticPriorityScheduler(max_workers=0)
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def test_submitted_before_start_are_pending_and_run_on_start(eps: ElasticPriorityScheduler) -> None:
+    assert eps.submit(Task("a", 0.01))
+    assert eps.submit(Task("b", 0.01, dependencies=["a"]))
+    assert ids(eps.pending_tasks) == ["a", "b"]
+    time.sleep(0.05)
+    assert eps.completed_count == 0
+    eps.start()
+    until(lambda: eps.completed_count == 2)
+    assert [c.task.id for c in eps.completed_tasks] == ["a", "b"]
+    assert eps.pending_tasks == []
+
+
+def test_pending_id_resubmitted_is_a_true_noop(eps: ElasticPriorityScheduler) -> None:
+    original = Task("a", 0.01)
+    assert eps.submit(original)
+    assert eps.submit(Task("a", 5.0)) is True
+    assert eps.pending_tasks == [original]
+    eps.start()
+    assert eps.submit(Task("a", 5.0)) is True or eps.completed_count == 1
+    until(lambda: eps.completed_count == 1)
+    assert eps.completed_tasks[0].task is original
+    time.sleep(0.05)
+    assert eps.completed_count == 1
+
+
+def test_self_dependency_rejected(eps: ElasticPriorityScheduler) -> None:
+    assert eps.submit(Task("a", 0.01, dependencies=["a"])) is False
+    assert eps.pending_tasks == []
+    eps.start()
+    assert eps.submit(Task("b", 0.01, dependencies=["b"])) is False
+    assert eps.pending_tasks == []
+
+
+def test_cycle_rejected_before_start(eps: ElasticPriorityScheduler) -> None:
+    assert eps.submit(Task("a", 0.01, dependencies=["c"]))
+    assert eps.submit(Task("b", 0.01, dependencies=["a"]))
+    assert eps.submit(Task("c", 0.01, dependencies=["b"])) is False
+    assert ids(eps.pending_tasks) == ["a", "b"]
+
+
+def test_cycle_rejected_after_start(eps: ElasticPriorityScheduler) -> None:
+    eps.start()
+    assert eps.submit(Task("a", 0.01, dependencies=["c"]))
+    assert eps.submit(Task("b", 0.01, dependencies=["a"]))
+    assert eps.submit(Task("c", 0.01, dependencies=["b"])) is False
+    assert ids(eps.pending_tasks) == ["a", "b"]
+    assert eps.submit(Task("c", 0.01))  # the awaited id, without the cycle, unblocks the chain
+    until(lambda: eps.completed_count == 3)
+    assert [c.task.id for c in eps.completed_tasks] == ["c", "a", "b"]
+
+
+def test_dependencies_wait_and_are_awaited(eps: ElasticPriorityScheduler) -> None:
+    eps.start()
+    assert eps.submit(Task("child", 0.01, dependencies=["p1", "p2"]))
+    assert eps.submit(Task("p1", 0.05))
+    time.sleep(0.02)
+    assert "child" in ids(eps.pending_tasks)
+    assert eps.submit(Task("p2", 0.01))
+    until(lambda: eps.completed_count == 3)
+    order = [c.task.id for c in eps.completed_tasks]
+    assert order[-1] == "child"
+    done = {c.task.id: c for c in eps.completed_tasks}
+    assert done["child"].start_time >= max(done["p1"].end_time, done["p2"].end_time) - 1e-3
+
+
+def test_fixed_start_reservation_conflicts(eps: ElasticPriorityScheduler) -> None:
+    # max_workers 4: up to max(1, floor(4 * 0.5)) = 2 overlapping fixed starts
+    eps.start()
+    at = time.time() + 30
+    assert eps.submit(Task("f1", 0.1, fixed_start=at))
+    assert eps.submit(Task("f2", 0.1, fixed_start=at + 0.5))
+    assert eps.submit(Task("f3", 0.1, fixed_start=at + 0.2)) is False
+    assert ids(eps.pending_tasks) == ["f1", "f2"]
+    assert eps.submit(Task("f4", 0.1, fixed_start=at + 60))  # far away: no overlap
+
+
+def test_reservation_limit_minimum_one() -> None:
+    s = ElasticPriorityScheduler(initial_workers=1, max_workers=1)
+    try:
+        s.start()
+        at = time.time() + 30
+        assert s.submit(Task("f1", 0.1, fixed_start=at))
+        assert s.submit(Task("f2", 0.1, fixed_start=at)) is False
+    finally:
+        s.stop()
+
+
+def test_fixed_start_runs_on_time(eps: ElasticPriorityScheduler) -> None:
+    eps.start()
+    at = time.time() + 1.2
+    assert eps.submit(Task("f", 0.01, fixed_start=at))
+    for i in range(20):  # background work
+        eps.submit(Task(f"bg{i}", 0.05, priority=Priority.LOW))
+    until(lambda: "f" in [c.task.id for c in eps.completed_tasks])
+    f = next(c for c in eps.completed_tasks if c.task.id == "f")
+    assert at - 0.005 <= f.start_time <= at + 1.0
+    assert eps.get_metrics().fixed_schedule_hits == 1.0
+
+
+def test_stop_keeps_unfinished_tasks_pending_and_restart_runs_them() -> None:
+    s = ElasticPriorityScheduler(initial_workers=1, max_workers=2)
+    try:
+        s.start()
+        assert s.submit(Task("quick", 0.01))
+        until(lambda: s.completed_count == 1)
+        assert s.submit(Task("long", 30.0))
+        assert s.submit(Task("after", 0.01, dependencies=["long"]))
+        time.sleep(0.05)  # "long" is running
+        s.stop()
+        assert ids(s.pending_tasks) == ["long", "after"]
+        assert s.completed_count == 1
+        s.stop()  # idempotent
+        # shorten the job so the test does not wait: same ids, resubmission is a pending no-op
+        s.pending_tasks[0].duration = 0.01
+        s.start()
+        until(lambda: s.completed_count == 3)
+        assert [c.task.id for c in s.completed_tasks] == ["quick", "long", "after"]
+        assert s.pending_tasks == []
+    finally:
+        s.stop()
+
+
+def test_dependency_on_task_completed_before_a_restart() -> None:
+    s = ElasticPriorityScheduler(initial_workers=1, max_workers=2)
+    try:
+        s.start()
+        s.submit(Task("a", 0.01))
+        until(lambda: s.completed_count == 1)
+        s.stop()
+        s.start()
+        assert s.submit(Task("b", 0.01, dependencies=["a"]))
+        until(lambda: s.completed_count == 2)
+        assert [c.task.id for c in s.completed_tasks] == ["a", "b"]
+    finally:
+        s.stop()
+
+
+def test_context_manager() -> None:
+    with ElasticPriorityScheduler(initial_workers=2, max_workers=2) as s:
+        s.submit(Task("a", 0.01))
+        until(lambda: s.completed_count == 1)
+    assert s.pending_tasks == []
+
+
+# --------------------------------------------------------------------------- results and metrics
+
+
+def test_completed_tasks_in_completion_order_with_workers_and_times(eps: ElasticPriorityScheduler) -> None:
+    eps.start()
+    t0 = time.time()
+    assert eps.submit(Task("slow", 0.3))
+    assert eps.submit(Task("fast", 0.05))
+    until(lambda: eps.completed_count == 2)
+    done = eps.completed_tasks
+    assert [c.task.id for c in done] == ["fast", "slow"]
+    for c in done:
+        assert isinstance(c, ScheduledTask)
+        assert t0 <= c.start_time <= c.end_time <= time.time()
+        assert c.end_time - c.start_time >= c.task.duration - 0.01
+        assert 0 <= c.worker_id < 4
+    assert done[0].worker_id != done[1].worker_id  # they ran at the same time
+    assert done[0].end_time <= done[1].end_time
+
+
+def test_priority_order_on_one_worker() -> None:
+    s = ElasticPriorityScheduler(initial_workers=1, max_workers=1)
+    try:
+        s.submit(Task("block", 0.1))
+        s.start()
+        until(lambda: "block" not in ids(s.pending_tasks) or s.get_metrics().utilization >= 0)
+        for name, prio in (("low", Priority.LOW), ("normal", Priority.NORMAL), ("crit", Priority.CRITICAL)):
+            s.submit(Task(name, 0.01, priority=prio))
+        until(lambda: s.completed_count == 4)
+        order = [c.task.id for c in s.completed_tasks]
+        assert order.index("crit") < order.index("normal") < order.index("low")
+        assert len({c.worker_id for c in s.completed_tasks}) == 1
+    finally:
+        s.stop()
+
+
+def test_metrics_and_cost(eps: ElasticPriorityScheduler) -> None:
+    m = eps.get_metrics()
+    assert isinstance(m, QualityMetrics)
+    eps.start()
+    for i in range(6):
+        eps.submit(Task(f"t{i}", 0.05, priority=Priority(i % 4), deadline=time.time() + 5))
+    until(lambda: eps.completed_count == 6)
+    m = eps.get_metrics()
+    for ratio in (m.schedule_quality, m.priority_adherence, m.fixed_schedule_hits, m.utilization):
+        assert 0.0 <= ratio <= 1.0
+    assert m.schedule_quality > 0
+    assert m.avg_wait_time >= 0
+    assert m.pending_count == 0
+    assert m.worker_count >= 1
+    assert eps.get_cost() > 0
+    eps.stop()
+    cost = eps.get_cost()
+    assert cost > 0
+    m = eps.get_metrics()  # also after stop
+    assert 0.0 <= m.utilization <= 1.0 and m.pending_count == 0
+
+
+def test_cost_scales_with_rate() -> None:
+    s = ElasticPriorityScheduler(initial_workers=2, max_workers=2, worker_cost_per_second=0.0)
+    try:
+        s.start()
+        time.sleep(0.05)
+        assert s.get_cost() == 0.0
+    finally:
+        s.stop()
+
+
+def test_submit_rejects_non_tasks(eps: ElasticPriorityScheduler) -> None:
+    with pytest.raises(ValueError):
+        eps.submit("a")  # type: ignore[arg-type]
+
+
+def test_thread_safe_submitters(eps: ElasticPriorityScheduler) -> None:
+    eps.start()
+    n_threads, per = 6, 40
+    results: list[bool] = []
+    lock = threading.Lock()
+
+    def worker(k: int) -> None:
+        for i in range(per):
+            ok = eps.submit(Task(f"{k}-{i}", 0.0, dependencies=[f"{k}-{i - 1}"] if i else []))
+            with lock:
+                results.append(ok)
+            if i % 10 == 0:
+                eps.get_metrics()
+                eps.pending_tasks  # noqa: B018 - concurrent reads
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(SAFETY)
+    assert results == [True] * (n_threads * per)
+    until(lambda: eps.completed_count == n_threads * per)
+    order = [c.task.id for c in eps.completed_tasks]
+    assert len(set(order)) == len(order)
+    pos = {tid: i for i, tid in enumerate(order)}
+    for k in range(n_threads):
+        assert [pos[f"{k}-{i}"] for i in range(per)] == sorted(pos[f"{k}-{i}"] for i in range(per))
