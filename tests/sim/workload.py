@@ -1,0 +1,270 @@
+"""Seeded workload generation for the simulator (and the Hypothesis machine).
+
+A :class:`Scenario` is everything the simulator derives from its seed before the first step:
+the engine configuration (pools, retry policies, overflow policies, lease ttls, retention,
+priority/urgency parameters), the operation mix and the fault rates.  A :class:`Workload`
+turns a scenario into :class:`TaskSpec` values.
+
+Task generation is a chain of *features* (``TASK_FEATURES``): small functions that each fill in
+one aspect of a spec (pool, priority, key, deadline, ...).  Later features (dependencies, fixed
+starts, cron, resources, tenants, labels) plug in as further functions plus their scenario
+knobs, without touching the simulator loop.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cronoq.engine.config import CoreConfig, PoolConfig, PriorityConfig, UrgencyConfig
+from cronoq.engine.model import RetryPolicy, TaskOptions
+from cronoq.engine.time import MS, NS
+
+UNKNOWN_POOL = "no-such-pool"
+
+
+@dataclass
+class TaskSpec:
+    """One task as the client submits it (engine units: ns, class ints)."""
+
+    pool: str | None = None
+    priority: int = 2
+    key: str | None = None
+    deadline: int | None = None  # absolute engine ns
+    timeout: int | None = None  # ns
+    retry: RetryPolicy | None = None
+    hint: int | None = None  # duration hint, ns
+    kind: str = "default"
+
+    def options(self) -> TaskOptions:
+        return TaskOptions(
+            pool=self.pool,
+            kind=self.kind,
+            priority=self.priority,
+            timeout=self.timeout,
+            retry=self.retry,
+            duration_hint=self.hint,
+        )
+
+    def batch_item(self) -> tuple[object, ...]:
+        """``Core.submit_batch`` item: (opts, payload, key, deadline, start_at, deps)."""
+        return (self.options(), None, self.key, self.deadline, None, None)
+
+    def short(self) -> str:
+        parts = [f"p{self.priority}"]
+        if self.pool is not None:
+            parts.append(self.pool)
+        if self.key is not None:
+            parts.append(f"key={self.key}")
+        if self.deadline is not None:
+            parts.append(f"dl={self.deadline / NS:.3f}")
+        if self.timeout is not None:
+            parts.append(f"to={self.timeout / NS:.3f}")
+        if self.retry is not None:
+            parts.append(f"retry={self.retry.max_attempts}")
+        if self.hint is not None:
+            parts.append(f"hint={self.hint / NS:.3f}")
+        return "Task(" + ",".join(parts) + ")"
+
+
+def random_retry(rng: random.Random) -> RetryPolicy:
+    return RetryPolicy(
+        max_attempts=rng.choice((1, 2, 3, 3, 4, 6)),
+        initial_backoff=rng.choice((0.0, 0.05, 0.2, 1.0, 2.0)),
+        multiplier=rng.choice((0.5, 1.0, 2.0, 3.0)),
+        max_backoff=rng.choice((0.3, 5.0, 60.0)),
+        jitter=rng.random() < 0.5,
+    )
+
+
+@dataclass
+class Scenario:
+    """What a seed decides up front."""
+
+    config: CoreConfig
+    pool_names: list[str]
+    max_capacity: int
+    # operation mix (relative weights of client operations per step)
+    op_weights: dict[str, float]
+    # task shape
+    class_weights: list[float]
+    p_key: float
+    key_space: int
+    p_deadline: float
+    p_timeout: float
+    p_hint: float
+    p_task_retry: float
+    p_unknown_pool: float
+    batch_max: int
+    p_batch_dup_key: float
+    kinds: list[str]
+    mean_run: float  # seconds
+    # faults (per attempt unless noted)
+    p_fail: float
+    p_permanent: float
+    p_retry_after: float
+    p_hang: float
+    p_slow: float
+    p_lose_lease: float
+    p_zombie: float  # an aborted worker still reports later (stale completion)
+    p_dup_report: float  # a worker reports twice
+    p_wait: float  # a submitter told "full" waits for space (else gives up)
+    extra: dict[str, object] = field(default_factory=dict)  # knobs of later features
+
+
+def make_scenario(rng: random.Random) -> Scenario:
+    """Derive a scenario from the simulator's RNG (consumes it deterministically)."""
+    npools = rng.choice((1, 1, 2, 3))
+    names = ["default", "fast", "slow"][:npools]
+    if npools > 1 and rng.random() < 0.3:
+        names[0] = "first"  # no pool named "default": the first pool is the default
+    max_capacity = rng.choice((2, 4, 8))
+    pools = []
+    for name in names:
+        pools.append(
+            PoolConfig(
+                name,
+                min=0,
+                max=max(max_capacity, 1),
+                initial=rng.randint(0, max_capacity),
+                autoscale=False,
+                lease_ttl=rng.choice((None, None, 0.5, 2.0)),
+                max_pending=rng.choice((None, None, 3, 10, 40)),
+                overflow=rng.choice(("wait", "reject", "shed_lowest", "shed_oldest")),
+                retry=random_retry(rng) if rng.random() < 0.7 else None,
+                default_duration=rng.choice((0.1, 1.0)),
+            )
+        )
+    priority = None
+    if rng.random() < 0.3:
+        base = sorted((rng.uniform(0, 2000) for _ in range(4)), reverse=True)
+        priority = PriorityConfig(
+            base=base,
+            aging_rate=[rng.choice((0.0, 2.0, 50.0)) for _ in range(4)],
+            age_cap=[rng.choice((0.0, 800.0, 3000.0)) for _ in range(4)],
+        )
+    urgency = None
+    if rng.random() < 0.3:
+        urgency = UrgencyConfig(
+            max=rng.choice((0.0, 500.0, 5000.0)),
+            window=rng.choice((0.0, 1.0, 5.0)),
+            overdue_rate=rng.choice((0.0, 100.0)),
+            overdue_cap=rng.choice((0.0, 1000.0)),
+        )
+    config = CoreConfig(
+        pools,
+        emit_transitions=True,
+        retention=rng.choice((3600.0, 30.0, 2.0)),
+        retention_max=rng.choice((1_000_000, 1_000_000, 25, 0)),
+        seed=rng.getrandbits(32),
+        priority=priority,
+        urgency=urgency,
+        window=rng.choice((60.0, 5.0)),
+    )
+    faulty = rng.random() < 0.8
+    cls_w = [rng.uniform(0.2, 1.0) for _ in range(4)]
+    return Scenario(
+        config=config,
+        pool_names=names,
+        max_capacity=max_capacity,
+        op_weights={
+            "submit": rng.uniform(2, 6),
+            "batch": rng.uniform(0, 1.5),
+            "cancel": rng.uniform(0, 1),
+            "capacity": rng.uniform(0, 0.6),
+            "stale": rng.uniform(0, 0.3),
+            "advance": rng.uniform(3, 8),
+        },
+        class_weights=cls_w,
+        p_key=rng.choice((0.0, 0.3, 0.8)),
+        key_space=rng.choice((3, 20, 200)),
+        p_deadline=rng.choice((0.0, 0.3, 0.7)),
+        p_timeout=rng.choice((0.0, 0.3, 0.8)),
+        p_hint=rng.choice((0.0, 0.5)),
+        p_task_retry=rng.choice((0.0, 0.3)),
+        p_unknown_pool=0.01,
+        batch_max=rng.choice((2, 5, 12)),
+        p_batch_dup_key=0.05,
+        kinds=["a", "b"][: rng.choice((1, 2))],
+        mean_run=rng.choice((0.05, 0.3, 1.5)),
+        p_fail=rng.uniform(0, 0.3) if faulty else 0.0,
+        p_permanent=rng.uniform(0, 0.3),
+        p_retry_after=rng.uniform(0, 0.5),
+        p_hang=rng.uniform(0, 0.08) if faulty else 0.0,
+        p_slow=rng.uniform(0, 0.1) if faulty else 0.0,
+        p_lose_lease=rng.uniform(0, 0.1) if faulty else 0.0,
+        p_zombie=rng.uniform(0, 0.5),
+        p_dup_report=rng.uniform(0, 0.05) if faulty else 0.0,
+        p_wait=rng.choice((0.0, 0.8, 1.0)),
+    )
+
+
+# ------------------------------------------------------------------------------- task features
+
+Feature = Callable[[random.Random, Scenario, int, TaskSpec], None]
+
+
+def f_pool(rng: random.Random, sc: Scenario, now: int, spec: TaskSpec) -> None:
+    if rng.random() < sc.p_unknown_pool:
+        spec.pool = UNKNOWN_POOL
+    elif len(sc.pool_names) > 1 or rng.random() < 0.5:
+        spec.pool = rng.choice(sc.pool_names)
+    # else: None -> the default pool
+
+
+def f_priority(rng: random.Random, sc: Scenario, now: int, spec: TaskSpec) -> None:
+    spec.priority = rng.choices(range(4), weights=sc.class_weights)[0]
+    spec.kind = rng.choice(sc.kinds)
+
+
+def f_key(rng: random.Random, sc: Scenario, now: int, spec: TaskSpec) -> None:
+    if rng.random() < sc.p_key:
+        spec.key = f"k{rng.randrange(sc.key_space)}"
+
+
+def f_deadline(rng: random.Random, sc: Scenario, now: int, spec: TaskSpec) -> None:
+    if rng.random() < sc.p_deadline:
+        # some already overdue, most within or just beyond the urgency window
+        spec.deadline = max(0, now + int(rng.uniform(-2.0, 12.0) * NS))
+
+
+def f_timeout(rng: random.Random, sc: Scenario, now: int, spec: TaskSpec) -> None:
+    if rng.random() < sc.p_timeout:
+        spec.timeout = rng.choice((0, 1 * MS, 100 * MS, NS, 3 * NS)) if rng.random() < 0.95 else 0
+
+
+def f_retry(rng: random.Random, sc: Scenario, now: int, spec: TaskSpec) -> None:
+    if rng.random() < sc.p_task_retry:
+        spec.retry = random_retry(rng)
+
+
+def f_hint(rng: random.Random, sc: Scenario, now: int, spec: TaskSpec) -> None:
+    if rng.random() < sc.p_hint:
+        spec.hint = rng.choice((0, 10 * MS, 500 * MS, 3 * NS, 20 * NS))
+
+
+#: The order matters only for determinism (each feature consumes the RNG).
+TASK_FEATURES: list[Feature] = [f_pool, f_priority, f_key, f_deadline, f_timeout, f_retry, f_hint]
+
+
+class Workload:
+    """Generates task specs from a scenario."""
+
+    def __init__(self, scenario: Scenario, rng: random.Random, features: list[Feature] | None = None) -> None:
+        self.sc = scenario
+        self.rng = rng
+        self.features = TASK_FEATURES if features is None else features
+
+    def task(self, now: int) -> TaskSpec:
+        spec = TaskSpec()
+        for f in self.features:
+            f(self.rng, self.sc, now, spec)
+        return spec
+
+    def batch(self, now: int) -> list[TaskSpec]:
+        rng = self.rng
+        items = [self.task(now) for _ in range(rng.randint(1, self.sc.batch_max))]
+        if len(items) > 1 and rng.random() < self.sc.p_batch_dup_key:
+            items[-1].key = items[0].key = f"k{rng.randrange(self.sc.key_space)}"
+        return items
