@@ -1,0 +1,363 @@
+"""Authentication and authorization of `cronoq serve` (SPEC §17.2, §17.9).
+
+* Tokens are ``authorization: Bearer <token>`` (gRPC metadata and HTTP header), checked before
+  the body is read. They are kept only as SHA-256 digests and compared in constant time
+  (``hmac.compare_digest``, against every configured digest: no early exit).
+* Auth is on once any token is configured, on every address (loopback included); without
+  tokens :meth:`Authenticator.authenticate` returns None and every check lets it through.
+* Roles: ``client`` → Tasks; ``worker`` → Workers.Work; ``metrics`` → Snapshot, ListWorkers,
+  ListRecurring, /metrics, /v1/snapshot; ``admin`` → everything. A token's ``pools`` restrict
+  everything to those pools; its ``tenant`` is stamped on submissions and enforced.
+* Missing/bad token → :class:`Unauthenticated` (UNAUTHENTICATED / 401); wrong role, pool or
+  tenant → :class:`PermissionDenied` (PERMISSION_DENIED / 403).
+* Without auth on loopback, HTTP requests must carry a loopback ``Host`` (DNS-rebinding
+  protection): :func:`host_is_loopback`, :meth:`Authenticator.check_http_host`.
+
+The HTTP layer maps routes to actions itself: ``/v1/tasks…`` and ``/v1/events`` → the Tasks
+actions (``/v1/events`` = :attr:`Action.WATCH`), ``GET /v1/snapshot`` → ``SNAPSHOT``,
+``GET /v1/workers`` → ``LIST_WORKERS``, ``GET /v1/recurring[/…]`` → ``LIST_RECURRING``,
+``PUT``/``DELETE /v1/recurring/…`` → ``ADD_RECURRING``/``REMOVE_RECURRING``, ``/metrics`` →
+``METRICS`` (on ``http_addr`` only; ``metrics_addr`` and /healthz, /readyz need no token).
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Final
+
+from cronoq.errors import CronoqError
+from cronoq.server.config import FrozenMap, ServerConfig, is_loopback, split_host_port, token_digest
+
+__all__ = [
+    "GRPC_METHOD_ACTIONS",
+    "METRICS_ACTIONS",
+    "ROLE_ACTIONS",
+    "Action",
+    "AuthError",
+    "Authenticator",
+    "PermissionDenied",
+    "Principal",
+    "Role",
+    "TASK_ACTIONS",
+    "Unauthenticated",
+    "allows_pool",
+    "authorize",
+    "check_pool",
+    "check_tenant",
+    "host_is_loopback",
+    "parse_bearer",
+    "restrict_pools",
+    "stamp_labels",
+    "stamp_tenant",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# errors
+
+
+class AuthError(CronoqError):
+    """Base of the auth errors; ``code`` is the lower-case gRPC status name, ``http_status``
+    the HTTP status (SPEC §17.9)."""
+
+    code: str = ""
+    http_status: int = 0
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.message,))
+
+
+class Unauthenticated(AuthError):
+    """Missing or bad token → UNAUTHENTICATED / 401."""
+
+    code = "unauthenticated"
+    http_status = 401
+
+
+class PermissionDenied(AuthError):
+    """Wrong role, pool or tenant (or a non-loopback Host without auth) → PERMISSION_DENIED / 403."""
+
+    code = "permission_denied"
+    http_status = 403
+
+
+# --------------------------------------------------------------------------------------------
+# roles and actions
+
+
+class Role(StrEnum):
+    CLIENT = "client"
+    WORKER = "worker"
+    METRICS = "metrics"
+    ADMIN = "admin"
+
+
+class Action(StrEnum):
+    """Everything a caller can ask for; one per RPC (plus the HTTP-only /metrics)."""
+
+    # Tasks (client)
+    SUBMIT = "submit"
+    SUBMIT_BATCH = "submit_batch"
+    CANCEL = "cancel"
+    GET = "get"
+    LIST_TASKS = "list_tasks"
+    WAIT = "wait"
+    WATCH = "watch"
+    # Workers (worker)
+    WORK = "work"
+    # Admin, read-only (metrics)
+    SNAPSHOT = "snapshot"
+    LIST_WORKERS = "list_workers"
+    LIST_RECURRING = "list_recurring"
+    METRICS = "metrics"
+    # Admin, changing (admin only)
+    ADD_RECURRING = "add_recurring"
+    REMOVE_RECURRING = "remove_recurring"
+
+
+TASK_ACTIONS: Final = frozenset(
+    {
+        Action.SUBMIT,
+        Action.SUBMIT_BATCH,
+        Action.CANCEL,
+        Action.GET,
+        Action.LIST_TASKS,
+        Action.WAIT,
+        Action.WATCH,
+    }
+)
+METRICS_ACTIONS: Final = frozenset(
+    {Action.SNAPSHOT, Action.LIST_WORKERS, Action.LIST_RECURRING, Action.METRICS}
+)
+
+ROLE_ACTIONS: Final[Mapping[Role, frozenset[Action]]] = MappingProxyType(
+    {
+        Role.CLIENT: TASK_ACTIONS,
+        Role.WORKER: frozenset({Action.WORK}),
+        Role.METRICS: METRICS_ACTIONS,
+        Role.ADMIN: frozenset(Action),
+    }
+)
+
+#: full gRPC method name → action, for an interceptor.
+GRPC_METHOD_ACTIONS: Final[Mapping[str, Action]] = MappingProxyType(
+    {
+        "/cronoq.v1.Tasks/Submit": Action.SUBMIT,
+        "/cronoq.v1.Tasks/SubmitBatch": Action.SUBMIT_BATCH,
+        "/cronoq.v1.Tasks/Cancel": Action.CANCEL,
+        "/cronoq.v1.Tasks/Get": Action.GET,
+        "/cronoq.v1.Tasks/ListTasks": Action.LIST_TASKS,
+        "/cronoq.v1.Tasks/Wait": Action.WAIT,
+        "/cronoq.v1.Tasks/Watch": Action.WATCH,
+        "/cronoq.v1.Workers/Work": Action.WORK,
+        "/cronoq.v1.Admin/Snapshot": Action.SNAPSHOT,
+        "/cronoq.v1.Admin/AddRecurring": Action.ADD_RECURRING,
+        "/cronoq.v1.Admin/RemoveRecurring": Action.REMOVE_RECURRING,
+        "/cronoq.v1.Admin/ListWorkers": Action.LIST_WORKERS,
+        "/cronoq.v1.Admin/ListRecurring": Action.LIST_RECURRING,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the role and restrictions of the token that was presented."""
+
+    role: Role
+    #: None = every pool; else the only pools the caller may touch or see.
+    pools: frozenset[str] | None = None
+    labels: Mapping[str, str] = field(default_factory=FrozenMap)
+    tenant: str | None = None
+    #: which token matched (``"auth.tokens[0]"``), for logs; never the token itself.
+    name: str = ""
+
+    def can(self, action: Action | str) -> bool:
+        return Action(action) in ROLE_ACTIONS[self.role]
+
+
+# --------------------------------------------------------------------------------------------
+# checks (a None principal means "auth is off": everything passes)
+
+
+def authorize(principal: Principal | None, action: Action | str, pool: str | None = None) -> None:
+    """Raise :class:`PermissionDenied` unless ``principal`` may do ``action`` (on ``pool``).
+
+    ``pool`` is the pool the request acts on, already resolved (the default pool for a
+    submission without one); None for requests not tied to one pool.
+    """
+    if principal is None:
+        return
+    act = Action(action)
+    if act not in ROLE_ACTIONS[principal.role]:
+        raise PermissionDenied(f"role '{principal.role}' is not allowed to {act.value}")
+    if pool is not None:
+        check_pool(principal, pool)
+
+
+def allows_pool(principal: Principal | None, pool: str) -> bool:
+    """Whether the caller may touch or see ``pool``."""
+    return principal is None or principal.pools is None or pool in principal.pools
+
+
+def check_pool(principal: Principal | None, pool: str) -> None:
+    if not allows_pool(principal, pool):
+        raise PermissionDenied(f"token is not allowed to use pool '{pool}'")
+
+
+def restrict_pools(principal: Principal | None, requested: Iterable[str] = ()) -> list[str] | None:
+    """The pool filter of a listing/watch request (``ListTasks``, ``Watch``, ``/v1/events``).
+
+    Empty ``requested`` means every pool the caller may see: None (no filter) for an
+    unrestricted caller, else the token's pools (sorted). Requested pools outside the
+    token's → :class:`PermissionDenied`.
+    """
+    wanted = list(dict.fromkeys(requested))
+    if principal is None or principal.pools is None:
+        return wanted or None
+    if not wanted:
+        return sorted(principal.pools)
+    for p in wanted:
+        check_pool(principal, p)
+    return wanted
+
+
+def stamp_tenant(principal: Principal | None, requested_tenant: str | None) -> str | None:
+    """The tenant a submission gets: the token's tenant when it has one (a different requested
+    tenant → :class:`PermissionDenied`), else what was requested (``""`` → None)."""
+    requested = requested_tenant or None
+    if principal is None or principal.tenant is None:
+        return requested
+    if requested is not None and requested != principal.tenant:
+        raise PermissionDenied(f"token may only submit for tenant '{principal.tenant}' (got '{requested}')")
+    return principal.tenant
+
+
+def check_tenant(principal: Principal | None, task_tenant: str | None) -> None:
+    """Enforce the token's tenant on an existing task (Get, Cancel, Wait, ...)."""
+    if principal is None or principal.tenant is None:
+        return
+    if (task_tenant or None) != principal.tenant:
+        raise PermissionDenied(f"token may only access tasks of tenant '{principal.tenant}'")
+
+
+def stamp_labels(principal: Principal | None, requested: Mapping[str, str] | None) -> dict[str, str]:
+    """The labels a worker registers with: its own plus the token's ``labels`` (which win; a
+    requested label contradicting the token's → :class:`PermissionDenied`)."""
+    out = dict(requested or {})
+    if principal is None:
+        return out
+    for k, v in principal.labels.items():
+        if k in out and out[k] != v:
+            raise PermissionDenied(f"token fixes label {k}={v!r} (got {out[k]!r})")
+        out[k] = v
+    return out
+
+
+def host_is_loopback(host_header: str | None) -> bool:
+    """A ``Host`` header naming loopback: ``localhost``, 127.0.0.0/8 or ``[::1]``, with or
+    without a port. A missing or malformed header is not."""
+    if not host_header:
+        return False
+    host_header = host_header.strip()
+    try:
+        host, port = split_host_port(host_header)
+    except ValueError:
+        return False
+    if port is not None and not (port.isdigit() and int(port) <= 65535):
+        return False
+    # a bare IPv6 literal (``::1``, no port possible) is accepted like ``[::1]``
+    return bool(host) and is_loopback(host_header)
+
+
+def parse_bearer(authorization_header: str | None) -> str:
+    """The token of an ``authorization: Bearer <token>`` value, else :class:`Unauthenticated`."""
+    if authorization_header is None or not authorization_header.strip():
+        raise Unauthenticated("missing authorization header (expected 'Bearer <token>')")
+    scheme, _, token = authorization_header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthenticated("malformed authorization header (expected 'Bearer <token>')")
+    return token
+
+
+# --------------------------------------------------------------------------------------------
+# the authenticator
+
+
+class Authenticator:
+    """Checks bearer tokens against the configured digests."""
+
+    __slots__ = ("_entries", "auth_enabled")
+
+    def __init__(self, config: ServerConfig) -> None:
+        self._entries: tuple[tuple[bytes, Principal], ...] = tuple(
+            (
+                t.digest,
+                Principal(
+                    role=Role(t.role),
+                    pools=None if t.pools is None else frozenset(t.pools),
+                    labels=FrozenMap(t.labels),
+                    tenant=t.tenant,
+                    name=t.name,
+                ),
+            )
+            for t in config.tokens
+        )
+        #: SPEC §17.9: once any token is configured, auth applies on every address.
+        self.auth_enabled: bool = bool(self._entries)
+
+    def authenticate(self, authorization_header: str | None) -> Principal | None:
+        """The caller's principal; None when auth is off (whatever header was sent).
+
+        Raises :class:`Unauthenticated` for a missing, malformed or unknown token.
+        """
+        if not self.auth_enabled:
+            return None
+        token = parse_bearer(authorization_header)
+        digest = token_digest(token)
+        found: Principal | None = None
+        for d, principal in self._entries:  # compare against all: timing reveals nothing
+            if hmac.compare_digest(d, digest) and found is None:
+                found = principal
+        if found is None:
+            raise Unauthenticated("invalid token")
+        return found
+
+    def authorize(self, principal: Principal | None, action: Action | str, pool: str | None = None) -> None:
+        authorize(principal, action, pool)
+
+    def check(
+        self, authorization_header: str | None, action: Action | str, pool: str | None = None
+    ) -> Principal | None:
+        """``authenticate`` then ``authorize``: the usual one-liner of a handler."""
+        principal = self.authenticate(authorization_header)
+        authorize(principal, action, pool)
+        return principal
+
+    def host_check_required(self, listen_addr: str) -> bool:
+        """DNS-rebinding protection applies to an HTTP listener on loopback without auth."""
+        return not self.auth_enabled and is_loopback(listen_addr)
+
+    def check_http_host(self, listen_addr: str, host_header: str | None) -> None:
+        """Raise :class:`PermissionDenied` for a non-loopback ``Host`` when the check applies."""
+        if self.host_check_required(listen_addr) and not host_is_loopback(host_header):
+            raise PermissionDenied(
+                f"Host header {host_header!r} is not a loopback name; without auth this server "
+                "only answers requests addressed to localhost, 127.0.0.1 or [::1]"
+            )
+
+    @property
+    def roles(self) -> Sequence[Role]:
+        """The roles of the configured tokens (for a start-up log line)."""
+        return [p.role for _, p in self._entries]
