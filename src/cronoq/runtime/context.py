@@ -17,7 +17,7 @@ _EMPTY: dict[str, str] = {}
 class TaskContext:
     """Information and controls for one running attempt.  Cheap: fields are read lazily."""
 
-    __slots__ = ("_cancelled", "_ended", "_group", "_sched", "_task", "attempt", "lease")
+    __slots__ = ("_cancelled", "_ended", "_group", "_sched", "_task", "abort_reason", "attempt", "lease")
 
     def __init__(self, sched: Scheduler, task: TaskState, lease: int) -> None:
         self._sched = sched
@@ -27,6 +27,7 @@ class TaskContext:
         self._cancelled = False
         self._ended = False
         self._group = task.group  # the worker group this attempt was placed on
+        self.abort_reason: str | None = None  # why the engine aborted the attempt, if it did
 
     @property
     def id(self) -> int:

@@ -75,6 +75,18 @@ class Pool:
             raise ValueError("scaler must have a scale_to(pool, desired) method")
         self.scaler: Any = scaler if scaler is not None else SlotScaler()
 
+    @classmethod
+    def from_config(cls, config: PoolConfig, executor: Executor, scaler: Any = None) -> Pool:
+        """A pool from an already validated engine ``PoolConfig`` (the server's path)."""
+        if not callable(executor):
+            raise ValueError("executor must be callable")
+        self = cls.__new__(cls)
+        self._config = config
+        self.executor = executor
+        self.is_async = _is_async_callable(executor)
+        self.scaler = scaler if scaler is not None else SlotScaler()
+        return self
+
     @property
     def name(self) -> str:
         return self._config.name

@@ -40,7 +40,8 @@ from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import Any
 
-from cronoq.engine.actions import Abort, Dispatch, Publish, Resolve, Scale, SpaceAvailable
+from cronoq import otel as _otel
+from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
 from cronoq.engine.model import FIRST_TERMINAL, STATUS_NAMES, SUCCEEDED, TaskOptions, TaskState
@@ -110,8 +111,22 @@ class Scheduler:
             if not isinstance(r, ResourceConfig):
                 raise ValueError(f"resources must be Resource.semaphore/token_bucket objects (got {r!r})")
         self._resources = res_list
-        if store is not None:
-            raise ValueError("durable stores are not available in this version")
+        if store is not None and not callable(getattr(store, "commit", None)):
+            raise ValueError(f"store must implement the cronoq Store protocol (got {store!r})")
+        if codec is not None and not (
+            callable(getattr(codec, "encode", None)) and callable(getattr(codec, "decode", None))
+        ):
+            raise ValueError(f"codec must have encode(obj) -> bytes and decode(bytes) -> obj (got {codec!r})")
+        self._store = store
+        self._committer: Any = None
+        self._fenced: BaseException | None = None
+        #: called (with the error) when a durable store fences this scheduler off (server hook)
+        self.on_fenced: Any = None
+        # key retention (SPEC §3); the server sets these from limits.key_retention_*
+        self._key_retention = 3600.0
+        self._key_retention_max = 1_000_000
+        #: server mode: a full pool answers SubmitError('full') instead of waiting for space
+        self._nowait = False
         self._shutdown_grace = check_seconds("shutdown_grace", shutdown_grace)
         if isinstance(event_capacity, bool) or not isinstance(event_capacity, int) or event_capacity < 1:
             raise ValueError(f"event_capacity must be an int >= 1 (got {event_capacity!r})")
@@ -119,6 +134,10 @@ class Scheduler:
         self._emit_transitions = bool(emit_transitions)
         self._pools = pool_list
         self._pool_names = [p.name for p in pool_list]
+        if codec is None and store is not None:
+            from cronoq.store.codec import JsonCodec
+
+            codec = JsonCodec()
         self._codec = codec
         self._core: Core | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -135,6 +154,10 @@ class Scheduler:
         self._streams: set[EventStream] = set()
         self._space: dict[str, asyncio.Future[None]] = {}
         self._opts = OptionsCache()
+        # OpenTelemetry (cronoq.otel): None without it, so every trace hook is one `is None` test
+        self._otel_probe = _otel.context_probe()
+        self._otel_all = False  # set by otel.instrument(): every attempt runs in a span
+        self._otel_tracer: Any = None  # the tracer of those spans (None: the global one)
         self._scaling: dict[str, asyncio.Task[None]] = {}
         probe = CoreConfig([p.config for p in pool_list], resources=res_list)
         self._default_pool = pool_list[probe.default_pool_index()].name
@@ -162,6 +185,15 @@ class Scheduler:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._loop_thread = threading.get_ident()
+        store = self._store
+        epoch = 0
+        recovered = None
+        if store is not None:
+            await store.open()
+            epoch = await store.acquire()
+            recovered = await store.load(self._codec)
+            if self._core is not None:  # started concurrently while we waited
+                return
         self._t0 = time.monotonic_ns()
         self._time_base = time.time_ns()
         config = CoreConfig(
@@ -170,8 +202,25 @@ class Scheduler:
             time_base=self._time_base,
             resources=self._resources,
             seed=self._time_base & 0xFFFFFFFF,
+            persist=store is not None,
+            retention=self._key_retention,
+            retention_max=self._key_retention_max,
         )
-        self._core = Core(config, now=0, first_seq=self._next_seq)
+        self._fenced = None
+        if store is None:
+            self._core = Core(config, now=0, first_seq=self._next_seq)
+        else:
+            from cronoq.runtime.durable import Committer
+
+            self._committer = Committer(store, self._codec, epoch, on_fenced=self._on_fenced)
+            if hasattr(store, "on_lost"):
+                store.on_lost = self._on_lost
+            core = Core(config, now=0, epoch=epoch)
+            self._core = core
+            assert recovered is not None
+            core.recover(0, recovered)
+            self._apply()
+            self._kick()
         self._accepting = True
 
     async def __aenter__(self) -> Scheduler:
@@ -210,8 +259,24 @@ class Scheduler:
             ctx._ended = True
             fut.cancel()
         self._running.clear()
+        if core.actions:
+            self._apply()  # the last status changes go to the store too
         self._next_seq = core.next_seq
         self._core = None
+        committer, self._committer = self._committer, None
+        if committer is not None:
+            try:
+                if self._fenced is None:
+                    await committer.stop()
+            except Exception:
+                _log.exception("could not flush the store at shutdown")
+            store = self._store
+            try:
+                if self._fenced is None:
+                    await store.release()
+                await store.close()
+            except Exception:
+                _log.exception("could not release the store at shutdown")
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -276,12 +341,15 @@ class Scheduler:
         """Carry out the core's pending actions (and any they cause), in order."""
         core = self._core
         assert core is not None
+        persist: list[Any] = []
         while core.actions:
             actions = core.actions
             core.actions = []
             for a in actions:
                 tp = type(a)
-                if tp is Dispatch:
+                if tp is Persist:
+                    persist.append(a.mutation)
+                elif tp is Dispatch:
                     self._start_attempt(a.task, a.lease)
                 elif tp is Resolve:
                     fut = self._waiters.pop(a.task.id, None)
@@ -296,6 +364,7 @@ class Scheduler:
                         fut, ctx = entry
                         ctx._cancelled = True
                         ctx._ended = True
+                        ctx.abort_reason = a.reason
                         fut.cancel()
                 elif tp is SpaceAvailable:
                     sf = self._space.pop(a.pool, None)
@@ -303,6 +372,8 @@ class Scheduler:
                         sf.set_result(None)
                 elif tp is Scale:
                     self._scale(a.pool, a.desired)
+        if persist and self._committer is not None:
+            self._committer.add(persist)
 
     # ------------------------------------------------------------------ attempts
 
@@ -311,11 +382,16 @@ class Scheduler:
         ctx = TaskContext(self, t, lease)
         loop = self._loop
         assert loop is not None
+        executor = pool.executor
+        if self._otel_probe is not None and (
+            self._otel_all or ((tags := t.opts.tags) is not None and _otel.TRACEPARENT in tags)
+        ):  # the attempt runs in a span continuing the submitter's (cronoq.otel)
+            executor = _otel.traced_executor(executor, ctx, pool.is_async, self._otel_tracer)
         if pool.is_async:
             # The executor is called inside _attempt, which reports the outcome itself when it
             # returns: no done callback, no extra loop turn.  If this task is cancelled before
             # its first step the executor is never called (no coroutine is left unawaited).
-            coro = self._attempt(lease, ctx, pool.executor, t.payload)
+            coro = self._attempt(lease, ctx, executor, t.payload)
             try:
                 task = loop.create_task(coro)
             except Exception as exc:
@@ -327,7 +403,7 @@ class Scheduler:
                 self._running[lease] = (task, ctx)
             return
         try:
-            fut = loop.run_in_executor(None, pool.executor, ctx, t.payload)
+            fut = loop.run_in_executor(None, executor, ctx, t.payload)
         except Exception as exc:  # the executor could not even be started
             ctx._ended = True
             self._core.fail(self._now(), lease, _error_message(exc))  # type: ignore[union-attr]
@@ -422,6 +498,12 @@ class Scheduler:
             core.complete(self._now(), lease, result)
         self._kick()
 
+    def _count_stale(self) -> None:
+        """A report arrived for a lease that is no longer current (remote workers)."""
+        core = self._core
+        if core is not None:
+            core._tot["stale_completions"] += 1
+
     def _heartbeat(self, lease: int) -> None:
         core = self._core
         if core is not None:
@@ -453,6 +535,9 @@ class Scheduler:
             opts = self._opts.get(fields)
         else:
             opts = self._opts.default
+        probe = self._otel_probe
+        if probe is not None and probe():  # something in the OTel context: carry a span's context
+            opts = _otel.traced_options(opts)
         return opts, key, deadline, start, deps
 
     async def _wait_space(self, opts: TaskOptions) -> None:
@@ -470,21 +555,67 @@ class Scheduler:
         opts, key, dl, st, deps = self._prepare(fields)
         if opts.pool_index < 0:
             core.resolve_pool(opts)
+        blob = self._encode(payload) if self._committer is not None else None
         while True:
             now = self._now()
             deadline = None if dl is None else dl.resolve(now, self._time_base)
             start = None if st is None else st.resolve(now, self._time_base)
             try:
-                tid, dup = core.submit(now, opts, payload, key, deadline, start, deps)
+                tid, dup = core.submit(now, opts, payload, key, deadline, start, deps, blob)
                 break
             except SubmitError as e:
-                if e.code != "full":
+                if e.code != "full" or self._nowait:
                     raise
             await self._wait_space(opts)
             core = self._require()
         if not dup:
             self._kick()
+        if self._committer is not None:
+            await self._durable()
         return tid, dup
+
+    def _encode(self, payload: object) -> bytes:
+        """Encode a payload for the store at submission: an unencodable one is ``invalid``."""
+        try:
+            data = self._codec.encode(payload)
+        except Exception as e:
+            raise SubmitError("invalid", f"payload cannot be encoded: {e}") from None
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise SubmitError("invalid", "the codec did not return bytes")
+        return bytes(data)
+
+    async def _durable(self) -> None:
+        """Acknowledge only after this step's mutations are committed (group commit)."""
+        if self._core is not None and self._core.actions:
+            self._apply()
+        committer = self._committer
+        if committer is not None:
+            await committer.barrier()
+
+    def _on_fenced(self, err: BaseException) -> None:
+        """Another instance took over the store: stop leading at once, without writing."""
+        if self._fenced is not None or self._core is None:
+            return
+        self._fenced = err
+        _log.error("lost leadership of the store: %s", err)
+        loop = self._loop
+        if loop is not None:
+            loop.create_task(self._step_down(err))
+
+    def _on_lost(self) -> None:
+        from cronoq.errors import Fenced
+
+        self._on_fenced(Fenced("leadership lost"))
+
+    async def _step_down(self, err: BaseException) -> None:
+        try:
+            await self.shutdown(0.0)
+        finally:
+            hook = self.on_fenced
+            if hook is not None:
+                res = hook(err)
+                if inspect.isawaitable(res):
+                    await res
 
     def _submit_plain(self, payload: object) -> int | None:
         """Fast path for a submission without fields: its id, or None if the pool is full.
@@ -492,7 +623,12 @@ class Scheduler:
         Must stay equivalent to ``_submit`` with empty ``fields`` (keep the two in step).
         """
         core = self._require()
+        if self._committer is not None:
+            return None  # durable: the slow path encodes and awaits the commit
         opts = self._opts.default
+        probe = self._otel_probe
+        if probe is not None and probe():  # something in the OTel context: carry a span's context
+            opts = _otel.traced_options(opts)
         if opts.pool_index < 0:
             core.resolve_pool(opts)
         try:
@@ -531,24 +667,28 @@ class Scheduler:
         core = self._require()
         if not batch:
             return []
+        blobs = [self._encode(t._payload) for t in batch] if self._committer is not None else None
+        probe = self._otel_probe
+        trace = _otel.trace_tags() if probe is not None and probe() else None
         while True:
             now = self._now()
             items = [
                 (
-                    t._opts,
+                    t._opts if trace is None else _otel.traced_options(t._opts, trace),
                     t._payload,
                     t._key,
                     None if t._deadline is None else t._deadline.resolve(now, self._time_base),
                     None if t._start is None else t._start.resolve(now, self._time_base),
                     t._deps,
+                    blobs[i] if blobs is not None else None,
                 )
-                for t in batch
+                for i, t in enumerate(batch)
             ]
             try:
                 results = core.submit_batch(now, items)
                 break
             except SubmitError as e:
-                if e.code != "full":
+                if e.code != "full" or self._nowait:
                     raise
                 full_pool = next(
                     (o for o, *_ in items if core.pools[o.pool_index].waiting_space), items[0][0]
@@ -556,6 +696,8 @@ class Scheduler:
             await self._wait_space(full_pool)
             core = self._require()
         self._kick()
+        if self._committer is not None:
+            await self._durable()
         return [self._handle_for(tid, dup) for tid, dup in results]
 
     def _handle_for(self, tid: int, dup: bool) -> TaskHandle:
@@ -643,11 +785,15 @@ class Scheduler:
         except ValueError as e:
             raise SchedulerError(f"configuration error: {e}") from None
         spec = RecurringSpec(name, schedule, ov, opts, payload, key, None if dl is None else dl.relative)
+        if self._committer is not None:
+            spec.blob = self._encode(payload)
         try:
             info = core.add_recurring(self._now(), spec)
         except SubmitError as e:
             raise SchedulerError(f"configuration error: {e.message}") from None
         self._settle()
+        if self._committer is not None:
+            await self._durable()
         return info
 
     async def remove_recurring(self, name: str) -> bool:

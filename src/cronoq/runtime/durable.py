@@ -1,0 +1,220 @@
+"""Group commit between the engine's ``Persist`` actions and a durable store (SPEC §15.1).
+
+The scheduler hands every engine step's mutations to :meth:`Committer.add` (cheap, no I/O)
+and, for submissions, awaits :meth:`Committer.barrier` before acknowledging: the barrier
+resolves once every mutation added before it was committed.  One background task commits:
+it takes *everything* pending and writes it with one ``store.commit`` call (one transaction),
+so while a commit is in flight the next batch accumulates and, under load, many tasks share
+one transaction.
+
+Errors: a :class:`~cronoq.store.base.TransientStoreError` (or an ``OSError``) is retried with
+exponential backoff, up to ``give_up_after`` seconds for one batch.  :class:`~cronoq.errors.
+Fenced` is final: ``on_fenced(err)`` is called, every pending and future barrier fails with
+``Fenced`` (a SchedulerError), and later mutations are dropped — the instance no longer leads.
+Any other error fails the barriers of that batch with a SchedulerError, is reported to
+``on_error(err)``, and committing goes on with the next batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from cronoq.errors import Fenced, SchedulerError
+from cronoq.store.base import TransientStoreError
+
+__all__ = ["Committer"]
+
+
+class Committer:
+    """Commits mutations to ``store`` under fencing ``epoch`` in groups; see the module doc."""
+
+    def __init__(
+        self,
+        store: Any,
+        codec: Any,
+        epoch: int,
+        *,
+        on_fenced: Callable[[Fenced], None] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+        max_batch: int = 20_000,
+        retry_initial: float = 0.01,
+        retry_max: float = 1.0,
+        give_up_after: float = 60.0,
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError("max_batch must be >= 1")
+        self.store = store
+        self.codec = codec
+        self.epoch = epoch
+        self.on_fenced = on_fenced
+        self.on_error = on_error
+        self.max_batch = max_batch
+        self.retry_initial = retry_initial
+        self.retry_max = retry_max
+        self.give_up_after = give_up_after
+        #: counters (diagnostics, benchmarks): commit calls that succeeded, mutations committed,
+        #: retries after transient errors, batches that failed for good
+        self.commits = 0
+        self.committed = 0
+        self.retries = 0
+        self.failures = 0
+        self._pending: list[Any] = []
+        self._added = 0  # mutations ever added
+        self._settled = 0  # mutations ever taken out and settled (committed or failed)
+        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._fenced: Fenced | None = None
+        self._stopped = False
+        #: recent failed batches: (first, last] mutation counters and the error message
+        self._failed: deque[tuple[int, int, str]] = deque(maxlen=64)
+
+    # ------------------------------------------------------------------ API
+
+    @property
+    def fenced(self) -> Fenced | None:
+        """The Fenced error that ended this committer, if any."""
+        return self._fenced
+
+    @property
+    def pending(self) -> int:
+        """Mutations added but not yet settled."""
+        return self._added - self._settled
+
+    def start(self) -> None:
+        """Start the commit loop (``add`` does it lazily; needs a running loop)."""
+        if self._task is None or self._task.done():
+            if self._wake is None:
+                self._wake = asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="cronoq-committer")
+
+    def add(self, mutations: list[Any]) -> None:
+        """Queue mutations for the next commit (no I/O; call from the event loop)."""
+        if not mutations or self._fenced is not None:
+            return
+        if self._stopped:
+            raise SchedulerError("the committer is stopped")
+        self._pending.extend(mutations)
+        self._added += len(mutations)
+        if self._task is None or self._task.done():
+            self.start()
+        assert self._wake is not None
+        self._wake.set()
+
+    async def barrier(self) -> None:
+        """Wait until every mutation added before this call is committed.
+
+        Raises Fenced if leadership was lost, SchedulerError if the commit failed for good.
+        """
+        if self._fenced is not None:
+            raise Fenced(self._fenced.message)
+        target = self._added
+        if self._settled >= target:
+            for lo, hi, msg in self._failed:  # the batch holding the caller's mutations failed
+                if lo < target <= hi:
+                    raise SchedulerError(msg)
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((target, fut))
+        await fut
+
+    async def flush(self) -> None:
+        """Commit everything added so far (a barrier that tolerates an idle committer)."""
+        await self.barrier()
+
+    async def stop(self) -> None:
+        """Flush, then stop the commit loop.  Idempotent; errors of the flush propagate."""
+        try:
+            if self._fenced is None and not self._stopped:
+                await self.flush()
+        finally:
+            self._stopped = True
+            task, self._task = self._task, None
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self._fail_waiters(lambda: SchedulerError("the committer stopped before this commit"), all_=True)
+
+    # ------------------------------------------------------------------ loop
+
+    async def _run(self) -> None:
+        wake = self._wake
+        assert wake is not None
+        while True:
+            await wake.wait()
+            wake.clear()
+            while self._pending:
+                if len(self._pending) <= self.max_batch:
+                    batch, self._pending = self._pending, []
+                else:
+                    batch = self._pending[: self.max_batch]
+                    del self._pending[: self.max_batch]
+                err = await self._commit(batch)
+                first = self._settled
+                self._settled += len(batch)
+                if err is None:
+                    self.commits += 1
+                    self.committed += len(batch)
+                    self._resolve()
+                elif isinstance(err, Fenced):
+                    self._die(err)
+                    return
+                else:
+                    self.failures += 1
+                    msg = f"store commit failed: {err}"
+                    self._failed.append((first, self._settled, msg))
+                    self._fail_waiters(lambda msg=msg: SchedulerError(msg))  # type: ignore[misc]
+                    cb = self.on_error
+                    if cb is not None:
+                        cb(err)
+
+    async def _commit(self, batch: list[Any]) -> BaseException | None:
+        delay = self.retry_initial
+        started = time.monotonic()
+        while True:
+            try:
+                await self.store.commit(batch, self.epoch, self.codec)
+                return None
+            except Fenced as e:
+                return e
+            except (TransientStoreError, OSError) as e:
+                if time.monotonic() - started >= self.give_up_after:
+                    return e
+                self.retries += 1
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.retry_max)
+            except Exception as e:
+                return e
+
+    def _resolve(self) -> None:
+        done = self._settled
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= done:
+            fut = waiters.popleft()[1]
+            if not fut.done():
+                fut.set_result(None)
+
+    def _fail_waiters(self, make: Callable[[], BaseException], all_: bool = False) -> None:
+        done = self._settled
+        waiters = self._waiters
+        while waiters and (all_ or waiters[0][0] <= done):
+            fut = waiters.popleft()[1]
+            if not fut.done():
+                fut.set_exception(make())
+
+    def _die(self, err: Fenced) -> None:
+        self._fenced = err
+        dropped = len(self._pending)
+        self._pending = []
+        self._settled += dropped
+        msg = err.message
+        self._fail_waiters(lambda: Fenced(msg), all_=True)
+        cb = self.on_fenced
+        if cb is not None:
+            cb(err)

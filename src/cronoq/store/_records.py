@@ -1,0 +1,306 @@
+"""Row encoding shared by the SQL stores: mutations -> row writes, rows -> ``Recovered``.
+
+Task definitions and schedule definitions are stored as compact JSON written and read by the
+stdlib ``json`` module (never the user's codec, never code execution).  Payloads and outputs
+are separate binary columns in the user's codec format.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from cronoq.engine.mutations import (
+    Mutation,
+    Recovered,
+    RecoveredSchedule,
+    RecoveredTask,
+    RecoveredTerminal,
+    RecurringNext,
+    RecurringRecord,
+    RecurringRemove,
+    RecurringUpsert,
+    StatusChange,
+    Submitted,
+    TaskRecord,
+)
+from cronoq.store.base import TERMINAL_STATUSES
+from cronoq.store.codec import Codec, CodecError
+
+log = logging.getLogger("cronoq.store")
+
+_SPEC_FIELDS = tuple(s for s in TaskRecord.__slots__ if s != "payload")
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+#: Column order of a task row, as both SQL stores select and insert it.
+TASK_COLUMNS = (
+    "id",
+    "seq",
+    "arrival",
+    "pool",
+    "kind",
+    "priority",
+    "key",
+    "spec",
+    "payload",
+    "status",
+    "attempt",
+    "started",
+    "finished",
+    "message",
+    "output",
+    "has_output",
+)
+
+
+def spec_dict(rec: TaskRecord) -> dict[str, Any]:
+    d: dict[str, Any] = {}
+    for s in _SPEC_FIELDS:
+        v = getattr(rec, s)
+        if v is not None:
+            d[s] = v
+    return d
+
+
+def spec_json(rec: TaskRecord) -> str:
+    """A task definition (without its payload) as compact JSON."""
+    return _dumps(spec_dict(rec))
+
+
+def spec_from_dict(d: Any, payload: Any) -> TaskRecord:
+    if not isinstance(d, dict) or not isinstance(d.get("pool"), str):
+        raise ValueError("task definition is not an object with a pool")
+    kw = {k: d[k] for k in _SPEC_FIELDS if k in d}
+    retry = kw.get("retry")
+    if retry is not None:
+        a, b, c, m, j = retry
+        kw["retry"] = (int(a), b, c, m, bool(j))
+    deps = kw.get("deps")
+    if deps is not None:
+        kw["deps"] = [(t, int(cond)) for t, cond in deps]
+    return TaskRecord(payload=payload, **kw)
+
+
+def spec_from_json(text: str, payload: Any) -> TaskRecord:
+    return spec_from_dict(json.loads(text), payload)
+
+
+def schedule_json(rec: RecurringRecord) -> str:
+    return _dumps(
+        {
+            "name": rec.name,
+            "cron": rec.cron,
+            "tz": rec.tz,
+            "overlap": rec.overlap,
+            "deadline_rel": rec.deadline_rel,
+            "template": spec_dict(rec.template),
+        }
+    )
+
+
+def schedule_from_json(text: str, payload: Any) -> RecurringRecord:
+    d = json.loads(text)
+    if not isinstance(d, dict):
+        raise ValueError("schedule definition is not an object")
+    return RecurringRecord(
+        str(d["name"]),
+        str(d["cron"]),
+        d.get("tz"),
+        int(d["overlap"]),
+        spec_from_dict(d["template"], payload),
+        d.get("deadline_rel"),
+    )
+
+
+def _blob(payload: Any, codec: Codec) -> bytes | None:
+    """A payload as stored: bytes as given (encoded at submission); any other object encoded."""
+    if payload is None or isinstance(payload, bytes):
+        return payload
+    if isinstance(payload, bytearray | memoryview):
+        return bytes(payload)
+    return codec.encode(payload)
+
+
+class _Row:
+    __slots__ = (*TASK_COLUMNS, "new")
+    seq: int
+    arrival: int
+    pool: str
+    kind: str
+    priority: int
+    key: str | None
+    spec: str
+    payload: bytes | None
+
+    def __init__(self, id: int) -> None:
+        self.id = id
+        self.new = False
+        self.started: int | None = None
+        self.finished: int | None = None
+        self.message: str | None = None
+        self.output: bytes | None = None
+        self.has_output = False
+        self.status = "submitted"
+        self.attempt = 0
+
+
+class Batch:
+    """One commit's worth of row writes, folded per task/schedule."""
+
+    __slots__ = ("inserts", "updates", "schedule_ops")
+
+    def __init__(self) -> None:
+        #: full rows in TASK_COLUMNS order (upserted)
+        self.inserts: list[tuple[Any, ...]] = []
+        #: (status, attempt, message, output, has_output, started, finished, id)
+        self.updates: list[tuple[Any, ...]] = []
+        #: ("upsert", name, spec, payload) | ("remove", name) | ("next", name, next, last)
+        self.schedule_ops: list[tuple[Any, ...]] = []
+
+
+def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
+    """Fold a batch of mutations into at most one write per task, in order per schedule."""
+    rows: dict[int, _Row] = {}
+    batch = Batch()
+    for m in mutations:
+        if type(m) is StatusChange:
+            r = rows.get(m.id)
+            if r is None:
+                r = rows[m.id] = _Row(m.id)
+            r.status = m.status
+            r.attempt = m.attempt
+            r.message = m.message
+            if m.status == "running" and r.started is None:
+                r.started = m.at
+            r.finished = m.at if m.status in TERMINAL_STATUSES else None
+            r.output = None
+            r.has_output = False
+            if m.has_output:
+                try:
+                    r.output = codec.encode(m.output)
+                    r.has_output = True
+                except CodecError as e:
+                    note = f"output not stored: {e}"
+                    r.message = note if not r.message else f"{r.message} ({note})"
+        elif type(m) is Submitted:
+            r = rows[m.id] = _Row(m.id)
+            r.new = True
+            spec = m.spec
+            r.seq = m.seq
+            r.arrival = m.arrival
+            r.pool = spec.pool
+            r.kind = spec.kind
+            r.priority = spec.priority
+            r.key = spec.key
+            r.spec = spec_json(spec)
+            try:
+                r.payload = _blob(spec.payload, codec)
+            except CodecError as e:  # defensive: the runtime encodes payloads at submission
+                r.payload = None
+                r.status = "failed"
+                r.message = f"payload not stored: {e}"
+                r.finished = m.arrival
+        elif type(m) is RecurringUpsert:
+            srec = m.spec
+            try:
+                blob = _blob(srec.template.payload, codec)
+            except CodecError as e:
+                log.warning("schedule %r not stored: %s", srec.name, e)
+                continue
+            batch.schedule_ops.append(("upsert", srec.name, schedule_json(srec), blob))
+        elif type(m) is RecurringRemove:
+            batch.schedule_ops.append(("remove", m.name))
+        elif type(m) is RecurringNext:
+            batch.schedule_ops.append(("next", m.name, m.next, m.last))
+        else:
+            raise TypeError(f"not a mutation: {m!r}")
+    for r in rows.values():
+        if r.new:
+            batch.inserts.append(tuple(getattr(r, c) for c in TASK_COLUMNS))
+        else:
+            batch.updates.append(
+                (r.status, r.attempt, r.message, r.output, r.has_output, r.started, r.finished, r.id)
+            )
+    return batch
+
+
+def build_recovered(
+    task_rows: Iterable[Sequence[Any]],
+    schedule_rows: Iterable[Sequence[Any]],
+    codec: Codec,
+    cutoff_ns: int,
+) -> Recovered:
+    """Rows (TASK_COLUMNS order; schedules as (name, spec, payload, next, last)) -> Recovered."""
+    rec = Recovered()
+    for row in task_rows:
+        (
+            tid,
+            seq,
+            arrival,
+            pool,
+            kind,
+            priority,
+            key,
+            spec,
+            payload,
+            status,
+            attempt,
+            started,
+            finished,
+            message,
+            output,
+            has_output,
+        ) = row
+        if finished is not None:
+            if finished < cutoff_ns:
+                continue
+            out = None
+            if has_output and output is not None:
+                try:
+                    out = codec.decode(bytes(output))
+                except Exception as e:
+                    rec.quarantined.append((tid, f"cannot decode output: {e}"))
+                    continue
+            rec.terminal.append(
+                RecoveredTerminal(
+                    tid,
+                    seq,
+                    pool,
+                    kind,
+                    key,
+                    status,
+                    attempt,
+                    arrival,
+                    started,
+                    finished,
+                    message,
+                    out,
+                    bool(has_output) and output is not None,
+                    priority,
+                )
+            )
+            continue
+        try:
+            spec_rec = spec_from_json(spec, None if payload is None else bytes(payload))
+        except Exception as e:
+            rec.quarantined.append((tid, f"cannot decode task definition: {e}"))
+            continue
+        try:
+            obj = None if payload is None else codec.decode(bytes(payload))
+        except Exception as e:
+            rec.quarantined.append((tid, f"cannot decode payload: {e}"))
+            continue
+        rec.tasks.append(RecoveredTask(tid, seq, arrival, spec_rec, obj, status, attempt, started, message))
+    for name, spec, payload, nxt, last in schedule_rows:
+        try:
+            obj = None if payload is None else codec.decode(bytes(payload))
+            srec = schedule_from_json(spec, obj)
+        except Exception as e:
+            log.warning("recurring schedule %r skipped: cannot decode it: %s", name, e)
+            continue
+        rec.schedules.append(RecoveredSchedule(srec, nxt, last or 0))
+    rec.tasks.sort(key=lambda t: t.id)
+    rec.terminal.sort(key=lambda t: t.id)
+    return rec

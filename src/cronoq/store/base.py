@@ -1,0 +1,149 @@
+"""The store protocol: durable state and leadership behind one interface (SPEC §15, §17.7).
+
+Theory of operation
+===================
+
+The engine is sans-IO.  With ``CoreConfig(persist=True, time_base=<Unix ns at engine zero>)``
+it emits ``Persist(mutation)`` actions (SPEC §15.1) — ``Submitted``, ``StatusChange``,
+``RecurringUpsert``/``RecurringRemove``/``RecurringNext`` — with every time already in Unix
+nanoseconds.  A store turns those mutations into rows and turns rows back into a
+:class:`~cronoq.engine.mutations.Recovered` for ``Core.recover``.  The store keeps *state*,
+not a log: one row per task (its definition, encoded payload, last persisted status and
+attempt, first start, finish time, message and encoded output) and one row per schedule
+(definition, next start, last occurrence id).  ``blocked``/``ready``/``scheduled`` are never
+stored; recovery derives them.
+
+Life cycle, as the runtime drives it::
+
+    await store.open()                 # connect, create the schema, check the file/database
+    epoch = await store.acquire()      # become leader; a standby blocks here until it can
+    rec = await store.load(codec)      # live + retained terminal tasks + schedules
+    core = Core(CoreConfig(persist=True, time_base=...), epoch=epoch)
+    core.recover(now, rec)             # its own Persist actions go to the store like any other
+    ...                                # group commit: await store.commit(batch, epoch, codec)
+    await store.release()              # clean shutdown: a standby takes over at once
+    await store.close()
+
+Leadership and fencing.  Several processes may share one store; exactly one leads.
+:meth:`Store.acquire` makes the caller leader and returns a new *fencing epoch*, strictly
+greater than every epoch handed out before on that store (it also becomes the high bits of
+new task ids: ``id = (epoch << 48) | seq``).  Leadership is kept alive by a background task
+the store starts in ``acquire`` (SQLite: a renewed lease row; PostgreSQL: a session advisory
+lock on a dedicated connection, checked by a keep-alive).  Losing it never lets a stale
+leader write: every :meth:`Store.commit` re-checks, *inside its write transaction*, that the
+stored epoch is still the caller's and raises :class:`cronoq.errors.Fenced` otherwise.  The
+check and the takeover's epoch bump serialize on the same row (SQLite: the database write
+lock; PostgreSQL: ``FOR SHARE`` against the bump's ``UPDATE``), so a new leader's ``load``
+sees every commit of the old term that will ever succeed.  When the background task notices
+the loss first it calls ``store.on_lost()`` (if set) so the runtime can step down early.
+
+Commits.  One :meth:`Store.commit` call is one transaction (the runtime's group commit).
+Within a batch, changes to one task are folded into a single row write.  Outputs
+(``StatusChange.output`` with ``has_output``) are encoded with the codec here; an output the
+codec refuses is not stored (the row keeps its status, ``has_output`` false, and a message
+saying why) — a commit never fails because of one value.  Payloads arrive already encoded
+(``TaskRecord.payload`` bytes, encoded by the runtime at submission, where an unencodable
+payload is ``SubmitError("invalid")``); a non-bytes payload is encoded here as a fallback.
+
+Recovery (``load``).  Live rows come back as ``RecoveredTask`` (status ``"submitted"`` if
+it never ran, else ``"running"``/``"retrying"`` with the attempt number), terminal rows
+finished within ``retention`` as ``RecoveredTerminal`` (with decoded outputs), schedules as
+``RecoveredSchedule``.  A row whose definition, payload or output cannot be decoded is not
+returned as a task: its ``(id, reason)`` goes to ``Recovered.quarantined`` and the engine
+records it as ``failed`` with that message (which the store then persists) — recovery never
+crashes on bad data.  A schedule whose definition cannot be decoded is skipped and logged.
+Recovered schedule templates carry the *decoded* payload in ``template.payload`` (the engine
+hands that object to the executor for later occurrences).
+
+Errors.  Every store error is a :class:`cronoq.errors.SchedulerError` with a clear message
+(missing directory, read-only or corrupt file, locked database, unreachable server).
+:class:`TransientStoreError` marks the ones worth retrying (busy/locked database, dropped
+connection); :class:`cronoq.errors.Fenced` is never retried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+from cronoq.engine.mutations import Mutation, Recovered
+from cronoq.errors import SchedulerError
+from cronoq.store.codec import Codec
+
+__all__ = ["Store", "TransientStoreError", "TERMINAL_STATUSES"]
+
+#: Terminal status names (SPEC §4); a row with one of these has ``finished`` set.
+TERMINAL_STATUSES = frozenset(
+    {"succeeded", "failed", "dead_lettered", "cancelled", "skipped", "missed", "shed"}
+)
+
+
+class TransientStoreError(SchedulerError):
+    """A store operation failed for a reason that may pass (busy database, lost connection).
+
+    Retrying the same call is safe: commits are idempotent (rows are upserted by id/name).
+    """
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A durable store with leader election.  All methods are called from one event loop."""
+
+    #: False for :class:`~cronoq.store.memory.MemoryStore`: the runtime then runs the engine
+    #: with ``persist=False`` and epoch 0 (ids 1, 2, 3 …).
+    durable: bool
+    #: Called (no arguments, on the event loop) when the store notices it lost leadership.
+    on_lost: Callable[[], None] | None
+
+    @property
+    def epoch(self) -> int:
+        """The fencing epoch of the current term (0 before the first ``acquire``)."""
+        ...
+
+    async def open(self) -> None:
+        """Connect and create the schema; raises SchedulerError if the store is unusable."""
+        ...
+
+    async def acquire(self, *, wait: bool = True) -> int:
+        """Become leader and return the new fencing epoch (strictly increasing across terms).
+
+        With ``wait`` a standby blocks until the leader's lease/lock ends or it releases;
+        without, raises SchedulerError at once if another instance leads.
+        """
+        ...
+
+    async def is_leader(self) -> bool:
+        """Whether this instance still holds leadership (checked against the store)."""
+        ...
+
+    async def load(self, codec: Codec) -> Recovered:
+        """Read back live tasks, retained terminal tasks, schedules and quarantined rows."""
+        ...
+
+    async def commit(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:
+        """Write ``mutations`` in ONE transaction that first checks ``epoch`` is current.
+
+        Raises Fenced if another instance took over, TransientStoreError when a retry may
+        succeed, SchedulerError otherwise.
+        """
+        ...
+
+    async def prune(self, now_unix_ns: int) -> int:
+        """Delete terminal rows finished more than ``retention`` before ``now_unix_ns``."""
+        ...
+
+    async def release(self) -> None:
+        """Give up leadership now (clean shutdown) so a standby takes over at once."""
+        ...
+
+    async def close(self) -> None:
+        """Release (if leading) and free connections/threads.  Idempotent."""
+        ...
+
+
+def check_retention(retention: float) -> float:
+    import math
+
+    if not isinstance(retention, int | float) or not math.isfinite(retention) or retention < 0:
+        raise ValueError(f"retention must be a finite, non-negative number of seconds (got {retention!r})")
+    return float(retention)

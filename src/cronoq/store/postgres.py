@@ -1,0 +1,476 @@
+"""PostgresStore: durable state in PostgreSQL with active-passive leadership (SPEC §15.2, §17.7).
+
+Driver: **asyncpg** (optional extra ``cronoq[postgres]``).  Chosen over psycopg 3 because it is
+natively asyncio (no thread hop per query, fitting the runtime's single event loop), the
+fastest Python PostgreSQL driver, and its ``executemany`` pipelines a whole group commit's
+rows in one round trip; it ships binary wheels for every supported CPython.  It has no type
+stubs, hence the ``type: ignore`` on its import.  It is imported only when a store opens.
+
+Tables live in the configured schema (created on open): ``cronoq_meta``, ``cronoq_leader``
+(``id=1, epoch, owner, since``), ``cronoq_tasks``, ``cronoq_schedules`` — the same rows as
+:mod:`cronoq.store.sqlite`.
+
+Leadership: the leader holds the session advisory lock ``(hashtext('cronoq'),
+hashtext(<schema>))`` on a dedicated connection.  Taking it bumps ``cronoq_leader.epoch``; a
+standby polls ``pg_try_advisory_lock`` every ``lock_poll`` seconds, so it takes over as soon as
+the leader's session ends (crash, network loss, :meth:`PostgresStore.release`).  A keep-alive
+pings the lock connection every ``keepalive`` seconds; if that connection died, it reconnects
+and re-takes the lock only if the epoch is still its own (nobody led in between), else it
+reports the loss (``on_lost``).  Every commit runs ``SELECT epoch … FOR SHARE`` first in the
+same transaction: a takeover's ``UPDATE`` waits for in-flight commits, and a commit after a
+takeover sees the new epoch and raises :class:`~cronoq.errors.Fenced`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import re
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from cronoq.engine.mutations import Mutation, Recovered
+from cronoq.errors import Fenced, SchedulerError
+from cronoq.store._records import TASK_COLUMNS, build_recovered, fold
+from cronoq.store.base import TransientStoreError, check_retention
+from cronoq.store.codec import Codec
+
+__all__ = ["PostgresStore"]
+
+SCHEMA_VERSION = "1"
+MAX_EPOCH = (1 << 15) - 1
+_PRUNE_EVERY = 60.0
+_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def _import_asyncpg() -> Any:
+    try:
+        import asyncpg  # type: ignore[import-untyped]
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise SchedulerError("PostgresStore needs the asyncpg driver: pip install 'cronoq[postgres]'") from e
+    return asyncpg
+
+
+def _positive(name: str, v: float) -> float:
+    if not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be a finite, positive number of seconds (got {v!r})")
+    return float(v)
+
+
+class PostgresStore:
+    """A durable store in one PostgreSQL schema; several processes may share it (one leads)."""
+
+    durable = True
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "public",
+        retention: float = 3600.0,
+        lock_poll: float = 0.5,
+        keepalive: float = 2.0,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        if not isinstance(schema, str) or not _SCHEMA_NAME.match(schema):
+            raise ValueError(f"schema must be a plain SQL identifier (got {schema!r})")
+        self.dsn = dsn
+        self.schema = schema
+        self.retention = check_retention(retention)
+        self.lock_poll = _positive("lock_poll", lock_poll)
+        self.keepalive = _positive("keepalive", keepalive)
+        self.connect_timeout = _positive("connect_timeout", connect_timeout)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self.on_lost: Callable[[], None] | None = None
+        self._q = f'"{schema}"'
+        self._epoch = 0
+        self._leading = False
+        self._opened = False
+        self._conn: Any = None  # data connection (commits, loads, prunes)
+        self._lock_conn: Any = None  # holds the advisory lock
+        self._io = asyncio.Lock()  # one operation at a time on the data connection
+        self._keeper: asyncio.Task[None] | None = None
+        q = self._q
+        cols = ", ".join(TASK_COLUMNS)
+        params = ", ".join(f"${i + 1}" for i in range(len(TASK_COLUMNS)))
+        self._sql_insert = (
+            f"INSERT INTO {q}.cronoq_tasks ({cols}) VALUES ({params}) ON CONFLICT (id) DO UPDATE SET "
+            + ", ".join(f"{c} = excluded.{c}" for c in TASK_COLUMNS if c != "id")
+        )
+        self._sql_update = (
+            f"UPDATE {q}.cronoq_tasks SET status = $1, attempt = $2, message = $3, output = $4, "
+            "has_output = $5, started = COALESCE(started, $6), finished = $7 WHERE id = $8"
+        )
+        self._sql_select = (
+            f"SELECT {cols} FROM {q}.cronoq_tasks WHERE finished IS NULL OR finished >= $1 ORDER BY id"
+        )
+
+    def __repr__(self) -> str:
+        return f"PostgresStore(schema={self.schema!r})"
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def leading(self) -> bool:
+        return self._leading
+
+    def _lock_key_sql(self) -> str:
+        return "hashtext('cronoq'), hashtext($1)"
+
+    # ------------------------------------------------------------------ connections
+
+    async def _connect(self) -> Any:
+        asyncpg = _import_asyncpg()
+        try:
+            return await asyncpg.connect(self.dsn, timeout=self.connect_timeout)
+        except (TimeoutError, OSError) as e:
+            raise TransientStoreError(f"PostgresStore: cannot connect to the database: {e}") from e
+        except asyncpg.PostgresError as e:
+            raise SchedulerError(f"PostgresStore: cannot connect to the database: {e}") from e
+
+    def _map_error(self, e: BaseException) -> SchedulerError:
+        asyncpg = _import_asyncpg()
+        if isinstance(e, SchedulerError):
+            return e
+        if not isinstance(e, asyncpg.PostgresError):
+            # client-side: dropped connection, protocol state, timeout — reconnect and retry
+            return TransientStoreError(f"PostgresStore: {type(e).__name__}: {e}")
+        transient = (
+            asyncpg.PostgresConnectionError,
+            asyncpg.exceptions.SerializationError,
+            asyncpg.exceptions.DeadlockDetectedError,
+            asyncpg.exceptions.LockNotAvailableError,
+            asyncpg.exceptions.CannotConnectNowError,
+            asyncpg.exceptions.AdminShutdownError,
+            asyncpg.exceptions.QueryCanceledError,
+        )
+        if isinstance(e, transient):
+            return TransientStoreError(f"PostgresStore: {type(e).__name__}: {e}")
+        return SchedulerError(f"PostgresStore: {type(e).__name__}: {e}")
+
+    async def _data(self) -> Any:
+        if not self._opened:
+            raise SchedulerError("PostgresStore is not open; call `await store.open()`")
+        conn = self._conn
+        if conn is None or conn.is_closed():
+            self._conn = conn = await self._connect()
+        return conn
+
+    async def _run(self, op: Callable[[Any], Any]) -> Any:
+        """Run ``op(conn)`` on the data connection; map errors; drop a broken connection."""
+        async with self._io:
+            conn = await self._data()
+            try:
+                return await op(conn)
+            except Fenced:
+                raise
+            except Exception as e:
+                err = self._map_error(e)
+                if isinstance(err, TransientStoreError) and conn is self._conn:
+                    self._conn = None
+                    with contextlib.suppress(Exception):
+                        conn.terminate()
+                raise err from e
+
+    # ------------------------------------------------------------------ open / close
+
+    async def open(self) -> None:
+        if self._opened:
+            return
+        self._opened = True
+        try:
+            await self._run(self._create_schema)
+        except BaseException:
+            self._opened = False
+            if self._conn is not None:
+                with contextlib.suppress(Exception):
+                    await self._conn.close()
+                self._conn = None
+            raise
+
+    async def _create_schema(self, conn: Any) -> None:
+        q = self._q
+        async with conn.transaction():
+            # serialize concurrent first opens (CREATE … IF NOT EXISTS races on the catalogs)
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('cronoq.ddl'), hashtext($1))", self.schema
+            )
+            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {q}")
+            await conn.execute(
+                f"""
+                CREATE TABLE IF NOT EXISTS {q}.cronoq_meta (k text PRIMARY KEY, v text NOT NULL);
+                CREATE TABLE IF NOT EXISTS {q}.cronoq_leader (
+                    id int PRIMARY KEY CHECK (id = 1),
+                    epoch bigint NOT NULL,
+                    owner text,
+                    since timestamptz
+                );
+                INSERT INTO {q}.cronoq_leader (id, epoch) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
+                CREATE TABLE IF NOT EXISTS {q}.cronoq_tasks (
+                    id bigint PRIMARY KEY,
+                    seq bigint NOT NULL,
+                    arrival bigint NOT NULL,
+                    pool text NOT NULL,
+                    kind text NOT NULL,
+                    priority int NOT NULL,
+                    key text,
+                    spec text NOT NULL,
+                    payload bytea,
+                    status text NOT NULL,
+                    attempt int NOT NULL,
+                    started bigint,
+                    finished bigint,
+                    message text,
+                    output bytea,
+                    has_output boolean NOT NULL DEFAULT false
+                );
+                CREATE INDEX IF NOT EXISTS cronoq_tasks_finished ON {q}.cronoq_tasks (finished)
+                    WHERE finished IS NOT NULL;
+                CREATE TABLE IF NOT EXISTS {q}.cronoq_schedules (
+                    name text PRIMARY KEY,
+                    spec text NOT NULL,
+                    payload bytea,
+                    next bigint,
+                    last bigint NOT NULL DEFAULT 0
+                );
+                """
+            )
+            v = await conn.fetchval(f"SELECT v FROM {q}.cronoq_meta WHERE k = 'schema'")
+            if v is None:
+                await conn.execute(
+                    f"INSERT INTO {q}.cronoq_meta (k, v) VALUES ('schema', $1)", SCHEMA_VERSION
+                )
+            elif v != SCHEMA_VERSION:
+                raise SchedulerError(
+                    f"PostgresStore: schema {self.schema!r} has version {v}, "
+                    f"this cronoq writes version {SCHEMA_VERSION}"
+                )
+
+    async def close(self) -> None:
+        if not self._opened:
+            return
+        try:
+            if self._leading:
+                with contextlib.suppress(SchedulerError):
+                    await self.release()
+            await self._stop_keeper()
+            await self._drop_lock_conn()
+            async with self._io:
+                if self._conn is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(self._conn.close(), 5.0)
+                    self._conn = None
+        finally:
+            self._opened = False
+            self._leading = False
+
+    # ------------------------------------------------------------------ leadership
+
+    async def acquire(self, *, wait: bool = True) -> int:
+        if not self._opened:
+            raise SchedulerError("PostgresStore is not open; call `await store.open()`")
+        await self._stop_keeper()
+        while True:
+            try:
+                epoch = await self._try_take()
+            except TransientStoreError:
+                await self._drop_lock_conn()
+                if not wait:
+                    raise
+                epoch = None
+            if epoch is not None:
+                break
+            if not wait:
+                raise SchedulerError(f"PostgresStore: another instance leads schema {self.schema!r}")
+            await asyncio.sleep(self.lock_poll)
+        self._epoch = epoch
+        self._leading = True
+        self._keeper = asyncio.get_running_loop().create_task(self._keep_loop(epoch))
+        return epoch
+
+    async def _try_take(self) -> int | None:
+        if self._lock_conn is None or self._lock_conn.is_closed():
+            self._lock_conn = await self._connect()
+        conn = self._lock_conn
+        try:
+            got = await conn.fetchval(f"SELECT pg_try_advisory_lock({self._lock_key_sql()})", self.schema)
+            if not got:
+                return None
+            try:
+                async with conn.transaction():
+                    epoch = await conn.fetchval(
+                        f"UPDATE {self._q}.cronoq_leader SET epoch = epoch + 1, owner = $1, since = now() "
+                        "WHERE id = 1 RETURNING epoch",
+                        self.owner,
+                    )
+                    if epoch > MAX_EPOCH:
+                        raise SchedulerError(f"PostgresStore: fencing epochs exhausted ({epoch})")
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await conn.execute(f"SELECT pg_advisory_unlock({self._lock_key_sql()})", self.schema)
+                raise
+            return int(epoch)
+        except SchedulerError:
+            raise
+        except Exception as e:
+            raise self._map_error(e) from e
+
+    async def _drop_lock_conn(self) -> None:
+        conn, self._lock_conn = self._lock_conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), 5.0)
+            with contextlib.suppress(Exception):
+                conn.terminate()
+
+    async def _lock_alive(self, epoch: int) -> bool:
+        """Ping the lock session; after a dropped session, re-take the lock iff still our term."""
+        conn = self._lock_conn
+        try:
+            if conn is not None and not conn.is_closed():
+                await asyncio.wait_for(conn.fetchval("SELECT 1"), self.keepalive * 2 + 1)
+                return True
+        except Exception:
+            pass
+        await self._drop_lock_conn()
+        try:
+            conn = self._lock_conn = await self._connect()
+            got = await conn.fetchval(f"SELECT pg_try_advisory_lock({self._lock_key_sql()})", self.schema)
+            if not got:
+                return False  # someone else holds it now
+            cur = await conn.fetchval(f"SELECT epoch FROM {self._q}.cronoq_leader WHERE id = 1")
+            if cur == epoch:
+                return True  # nobody led in between: our term goes on
+            await conn.execute(f"SELECT pg_advisory_unlock({self._lock_key_sql()})", self.schema)
+            return False
+        except Exception:
+            return True  # the database is unreachable: nobody can take over either; retry
+
+    async def _keep_loop(self, epoch: int) -> None:
+        last_prune = time.monotonic()
+        while True:
+            await asyncio.sleep(self.keepalive)
+            if not await self._lock_alive(epoch):
+                self._leading = False
+                await self._drop_lock_conn()
+                cb = self.on_lost
+                if cb is not None:
+                    cb()
+                return
+            if time.monotonic() - last_prune >= _PRUNE_EVERY:
+                last_prune = time.monotonic()
+                with contextlib.suppress(SchedulerError):
+                    await self.prune(time.time_ns())
+
+    async def _stop_keeper(self) -> None:
+        task, self._keeper = self._keeper, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def is_leader(self) -> bool:
+        if not self._leading:
+            return False
+        conn = self._lock_conn
+        if conn is None or conn.is_closed():
+            return False
+        try:
+            cur = await conn.fetchval(f"SELECT epoch FROM {self._q}.cronoq_leader WHERE id = 1")
+        except Exception:
+            return False
+        return bool(cur == self._epoch)
+
+    async def release(self) -> None:
+        await self._stop_keeper()
+        if not self._leading:
+            await self._drop_lock_conn()
+            return
+        self._leading = False
+        conn = self._lock_conn
+        if conn is not None and not conn.is_closed():
+            with contextlib.suppress(Exception):
+                await conn.execute(
+                    f"UPDATE {self._q}.cronoq_leader SET owner = NULL WHERE id = 1 AND epoch = $1",
+                    self._epoch,
+                )
+                await conn.execute(f"SELECT pg_advisory_unlock({self._lock_key_sql()})", self.schema)
+        await self._drop_lock_conn()
+
+    # ------------------------------------------------------------------ data
+
+    async def load(self, codec: Codec) -> Recovered:
+        cutoff = time.time_ns() - round(self.retention * 1e9)
+
+        async def op(conn: Any) -> tuple[list[Any], list[Any]]:
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                tasks = await conn.fetch(self._sql_select, cutoff)
+                schedules = await conn.fetch(
+                    f"SELECT name, spec, payload, next, last FROM {self._q}.cronoq_schedules ORDER BY name"
+                )
+            return tasks, schedules
+
+        tasks, schedules = await self._run(op)
+        return build_recovered(tasks, schedules, codec, cutoff)
+
+    async def commit(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:
+        if not mutations:
+            return
+        batch = fold(mutations, codec)
+        q = self._q
+
+        async def op(conn: Any) -> None:
+            async with conn.transaction():
+                row = await conn.fetchrow(
+                    f"SELECT epoch, owner FROM {q}.cronoq_leader WHERE id = 1 FOR SHARE"
+                )
+                if row is None or row[0] != epoch:
+                    self._leading = False
+                    raise Fenced(
+                        f"PostgresStore: fenced: epoch {epoch} is no longer current in schema "
+                        f"{self.schema!r} (now {None if row is None else row[0]}, "
+                        f"leader {None if row is None else row[1]!r})"
+                    )
+                if batch.inserts:
+                    await conn.executemany(self._sql_insert, batch.inserts)
+                if batch.updates:
+                    await conn.executemany(self._sql_update, batch.updates)
+                for o in batch.schedule_ops:
+                    if o[0] == "upsert":
+                        await conn.execute(
+                            f"INSERT INTO {q}.cronoq_schedules (name, spec, payload) "
+                            "VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE "
+                            "SET spec = excluded.spec, payload = excluded.payload",
+                            o[1],
+                            o[2],
+                            o[3],
+                        )
+                    elif o[0] == "remove":
+                        await conn.execute(f"DELETE FROM {q}.cronoq_schedules WHERE name = $1", o[1])
+                    else:
+                        await conn.execute(
+                            f"UPDATE {q}.cronoq_schedules SET next = $2, last = $3 WHERE name = $1",
+                            o[1],
+                            o[2],
+                            o[3],
+                        )
+
+        await self._run(op)
+
+    async def prune(self, now_unix_ns: int) -> int:
+        cutoff = now_unix_ns - round(self.retention * 1e9)
+
+        async def op(conn: Any) -> int:
+            status = await conn.execute(
+                f"DELETE FROM {self._q}.cronoq_tasks WHERE finished IS NOT NULL AND finished < $1", cutoff
+            )
+            return int(status.split()[-1])
+
+        return int(await self._run(op))

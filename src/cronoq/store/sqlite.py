@@ -1,0 +1,445 @@
+"""SqliteStore: one SQLite file, WAL journal, leadership by a renewed lease row (SPEC §15.2).
+
+All database access happens on one dedicated thread (a single-thread executor owning the only
+connection), so the event loop never blocks on disk I/O and sqlite3 is used from one thread.
+
+Tables (created on open):
+
+* ``cronoq_meta(k, v)`` — schema version;
+* ``cronoq_leader(id=1, epoch, owner, expires_at)`` — the lease row: the current term's fencing
+  epoch, the owner id of the leader (NULL after a clean release) and when its lease lapses
+  (Unix seconds, wall clock: every sharer is on one host);
+* ``cronoq_tasks`` — one row per task (see :data:`cronoq.store._records.TASK_COLUMNS`);
+* ``cronoq_schedules(name, spec, payload, next, last)``.
+
+A standby polls the lease row every ``lock_poll`` seconds and takes it (bumping the epoch) when
+it has lapsed or was released.  The leader renews it every ``lease_renew`` seconds; every commit
+also renews it, in the same statement that checks the epoch (``UPDATE … WHERE epoch = ? AND
+owner = ?``), inside ``BEGIN IMMEDIATE`` — the database write lock serializes it with a takeover.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import socket
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from cronoq.engine.mutations import Mutation, Recovered
+from cronoq.errors import Fenced, SchedulerError
+from cronoq.store._records import TASK_COLUMNS, build_recovered, fold
+from cronoq.store.base import TransientStoreError, check_retention
+from cronoq.store.codec import Codec
+
+__all__ = ["SqliteStore"]
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = "1"
+#: Ids are ``(epoch << 48) | seq`` in a signed 64-bit integer column.
+MAX_EPOCH = (1 << 15) - 1
+_PRUNE_EVERY = 60.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS cronoq_meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cronoq_leader (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    epoch INTEGER NOT NULL,
+    owner TEXT,
+    expires_at REAL NOT NULL
+);
+INSERT OR IGNORE INTO cronoq_leader (id, epoch, owner, expires_at) VALUES (1, 0, NULL, 0);
+CREATE TABLE IF NOT EXISTS cronoq_tasks (
+    id INTEGER PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    arrival INTEGER NOT NULL,
+    pool TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    key TEXT,
+    spec TEXT NOT NULL,
+    payload BLOB,
+    status TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    started INTEGER,
+    finished INTEGER,
+    message TEXT,
+    output BLOB,
+    has_output INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS cronoq_tasks_finished ON cronoq_tasks (finished)
+    WHERE finished IS NOT NULL;
+CREATE TABLE IF NOT EXISTS cronoq_schedules (
+    name TEXT PRIMARY KEY,
+    spec TEXT NOT NULL,
+    payload BLOB,
+    next INTEGER,
+    last INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+_COLS = ", ".join(TASK_COLUMNS)
+_INSERT = (
+    f"INSERT INTO cronoq_tasks ({_COLS}) VALUES ({', '.join('?' * len(TASK_COLUMNS))}) "
+    "ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in TASK_COLUMNS if c != "id")
+)
+_UPDATE = (
+    "UPDATE cronoq_tasks SET status = ?, attempt = ?, message = ?, output = ?, has_output = ?, "
+    "started = COALESCE(started, ?), finished = ? WHERE id = ?"
+)
+
+
+def _positive(name: str, v: float) -> float:
+    if not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be a finite, positive number of seconds (got {v!r})")
+    return float(v)
+
+
+class SqliteStore:
+    """A durable store in one SQLite file; several processes on one host may share it."""
+
+    durable = True
+    #: How long a statement waits for another connection's lock before failing (seconds).
+    busy_timeout = 5.0
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        lease_ttl: float = 10.0,
+        lease_renew: float = 2.0,
+        lock_poll: float = 0.5,
+        retention: float = 3600.0,
+        full_sync: bool = True,
+    ) -> None:
+        if not isinstance(path, str | os.PathLike):
+            raise TypeError(f"path must be a str or os.PathLike (got {type(path).__name__})")
+        self.path = os.fspath(path)
+        self.lease_ttl = _positive("lease_ttl", lease_ttl)
+        self.lease_renew = _positive("lease_renew", lease_renew)
+        if self.lease_renew >= self.lease_ttl:
+            raise ValueError(f"lease_renew ({lease_renew}) must be shorter than lease_ttl ({lease_ttl})")
+        self.lock_poll = _positive("lock_poll", lock_poll)
+        self.retention = check_retention(retention)
+        self.full_sync = bool(full_sync)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self.on_lost: Callable[[], None] | None = None
+        self._epoch = 0
+        self._leading = False
+        self._conn: sqlite3.Connection | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._renewer: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r})"
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def leading(self) -> bool:
+        """Last known leadership (no I/O); see :meth:`is_leader` for a checked answer."""
+        return self._leading
+
+    # ------------------------------------------------------------------ thread plumbing
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._executor is None:
+            raise SchedulerError(f"SQLite store {self.path!r} is not open; call `await store.open()`")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, fn, *args)
+        except sqlite3.Error as e:
+            raise self._error(e) from e
+
+    def _error(self, e: sqlite3.Error) -> SchedulerError:
+        msg = str(e)
+        low = msg.lower()
+        where = f"SQLite store {self.path!r}"
+        if "locked" in low or "busy" in low:
+            return TransientStoreError(
+                f"{where}: database is locked by another connection (waited {self.busy_timeout:g} s)"
+            )
+        if "readonly" in low or "read-only" in low:
+            return SchedulerError(f"{where}: the database is read-only ({msg})")
+        if "not a database" in low or "malformed" in low or "corrupt" in low:
+            return SchedulerError(f"{where}: the file is corrupt or not a SQLite database ({msg})")
+        if "unable to open" in low:
+            return SchedulerError(f"{where}: cannot open the database file ({msg})")
+        if "disk i/o" in low:
+            return TransientStoreError(f"{where}: disk I/O error ({msg})")
+        return SchedulerError(f"{where}: {msg}")
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise SchedulerError(f"SQLite store {self.path!r} is closed")
+        return self._conn
+
+    # ------------------------------------------------------------------ open / close
+
+    async def open(self) -> None:
+        if self._executor is not None:
+            return
+        self._check_path()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="cronoq-sqlite")
+        try:
+            await self._call(self._open_sync)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self._call(self._close_sync)
+            self._executor.shutdown(wait=False)
+            self._executor = None
+            raise
+
+    def _check_path(self) -> None:
+        path = self.path
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise SchedulerError(f"SQLite store {path!r}: directory {directory!r} does not exist")
+        if os.path.isdir(path):
+            raise SchedulerError(f"SQLite store {path!r}: path is a directory")
+        if os.path.exists(path):
+            if not os.access(path, os.R_OK | os.W_OK):
+                raise SchedulerError(f"SQLite store {path!r}: the file is read-only or not readable")
+            return
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise SchedulerError(f"SQLite store {path!r}: directory {directory!r} is not writable")
+        try:  # create it private (0600) before SQLite does; its -wal/-shm files copy the mode
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return
+        except OSError as e:
+            raise SchedulerError(f"SQLite store {path!r}: cannot create the file ({e})") from e
+        os.close(fd)
+
+    def _open_sync(self) -> None:
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        self._conn = conn
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise SchedulerError(f"SQLite store {self.path!r}: cannot use WAL journal mode (got {mode!r})")
+        conn.execute(f"PRAGMA synchronous={'FULL' if self.full_sync else 'NORMAL'}")
+        conn.execute("PRAGMA foreign_keys=OFF")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
+            row = conn.execute("SELECT v FROM cronoq_meta WHERE k = 'schema'").fetchone()
+            if row is None:
+                conn.execute("INSERT INTO cronoq_meta (k, v) VALUES ('schema', ?)", (SCHEMA_VERSION,))
+            elif row[0] != SCHEMA_VERSION:
+                raise SchedulerError(
+                    f"SQLite store {self.path!r}: schema version {row[0]} is not supported "
+                    f"(this cronoq writes version {SCHEMA_VERSION})"
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _close_sync(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    async def close(self) -> None:
+        if self._executor is None:
+            return
+        try:
+            if self._leading:
+                with contextlib.suppress(SchedulerError):
+                    await self.release()
+            await self._stop_renewer()
+            await self._call(self._close_sync)
+        finally:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+            self._leading = False
+
+    # ------------------------------------------------------------------ leadership
+
+    async def acquire(self, *, wait: bool = True) -> int:
+        await self._stop_renewer()
+        while True:
+            try:
+                epoch = await self._call(self._try_take_sync)
+            except TransientStoreError:
+                if not wait:
+                    raise
+                epoch = None
+            if epoch is not None:
+                break
+            if not wait:
+                raise SchedulerError(f"SQLite store {self.path!r}: another instance is the leader")
+            await asyncio.sleep(self.lock_poll)
+        self._epoch = epoch
+        self._leading = True
+        self._renewer = asyncio.get_running_loop().create_task(self._renew_loop(epoch))
+        return epoch
+
+    def _try_take_sync(self) -> int | None:
+        conn = self._db()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            epoch, owner, expires_at = conn.execute(
+                "SELECT epoch, owner, expires_at FROM cronoq_leader WHERE id = 1"
+            ).fetchone()
+            now = time.time()
+            if owner is not None and owner != self.owner and expires_at > now:
+                conn.execute("ROLLBACK")
+                return None
+            new = epoch + 1
+            if new > MAX_EPOCH:
+                raise SchedulerError(f"SQLite store {self.path!r}: fencing epochs exhausted ({epoch})")
+            conn.execute(
+                "UPDATE cronoq_leader SET epoch = ?, owner = ?, expires_at = ? WHERE id = 1",
+                (new, self.owner, now + self.lease_ttl),
+            )
+            conn.execute("COMMIT")
+            return int(new)
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _renew_sync(self, epoch: int) -> bool:
+        cur = self._db().execute(
+            "UPDATE cronoq_leader SET expires_at = ? WHERE id = 1 AND epoch = ? AND owner = ?",
+            (time.time() + self.lease_ttl, epoch, self.owner),
+        )
+        return cur.rowcount == 1
+
+    async def _renew_loop(self, epoch: int) -> None:
+        last_prune = time.monotonic()
+        while True:
+            await asyncio.sleep(self.lease_renew)
+            try:
+                ok = await self._call(self._renew_sync, epoch)
+            except TransientStoreError:
+                continue  # busy: try again next round (commits renew too)
+            except SchedulerError:
+                ok = False
+            if not ok:
+                self._leading = False
+                cb = self.on_lost
+                if cb is not None:
+                    cb()
+                return
+            if time.monotonic() - last_prune >= _PRUNE_EVERY:
+                last_prune = time.monotonic()
+                with contextlib.suppress(SchedulerError):
+                    await self.prune(time.time_ns())
+
+    async def _stop_renewer(self) -> None:
+        task, self._renewer = self._renewer, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _is_leader_sync(self, epoch: int) -> bool:
+        row = self._db().execute("SELECT epoch, owner, expires_at FROM cronoq_leader WHERE id = 1").fetchone()
+        return row is not None and row[0] == epoch and row[1] == self.owner and row[2] > time.time()
+
+    async def is_leader(self) -> bool:
+        if not self._leading:
+            return False
+        return await self._call(self._is_leader_sync, self._epoch)
+
+    def _release_sync(self, epoch: int) -> None:
+        self._db().execute(
+            "UPDATE cronoq_leader SET owner = NULL, expires_at = 0 WHERE id = 1 AND epoch = ? AND owner = ?",
+            (epoch, self.owner),
+        )
+
+    async def release(self) -> None:
+        await self._stop_renewer()
+        if self._leading:
+            self._leading = False
+            await self._call(self._release_sync, self._epoch)
+
+    # ------------------------------------------------------------------ data
+
+    async def load(self, codec: Codec) -> Recovered:
+        cutoff = time.time_ns() - round(self.retention * 1e9)
+        return await self._call(self._load_sync, codec, cutoff)
+
+    def _load_sync(self, codec: Codec, cutoff: int) -> Recovered:
+        conn = self._db()
+        conn.execute("BEGIN")
+        try:
+            tasks = conn.execute(
+                f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NULL OR finished >= ? ORDER BY id",
+                (cutoff,),
+            ).fetchall()
+            schedules = conn.execute(
+                "SELECT name, spec, payload, next, last FROM cronoq_schedules ORDER BY name"
+            ).fetchall()
+        finally:
+            conn.execute("COMMIT")
+        return build_recovered(tasks, schedules, codec, cutoff)
+
+    async def commit(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:
+        if not mutations:
+            return
+        await self._call(self._commit_sync, mutations, epoch, codec)
+
+    def _commit_sync(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:
+        batch = fold(mutations, codec)
+        conn = self._db()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            cur = conn.execute(
+                "UPDATE cronoq_leader SET expires_at = ? WHERE id = 1 AND epoch = ? AND owner = ?",
+                (time.time() + self.lease_ttl, epoch, self.owner),
+            )
+            if cur.rowcount != 1:
+                row = conn.execute("SELECT epoch, owner FROM cronoq_leader WHERE id = 1").fetchone()
+                conn.execute("ROLLBACK")
+                self._leading = False
+                raise Fenced(
+                    f"SQLite store {self.path!r}: fenced: epoch {epoch} is no longer current "
+                    f"(store is at epoch {row[0]}, leader {row[1]!r})"
+                )
+            if batch.inserts:
+                conn.executemany(_INSERT, batch.inserts)
+            if batch.updates:
+                conn.executemany(_UPDATE, batch.updates)
+            for op in batch.schedule_ops:
+                if op[0] == "upsert":
+                    conn.execute(
+                        "INSERT INTO cronoq_schedules (name, spec, payload) VALUES (?, ?, ?) "
+                        "ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, payload = excluded.payload",
+                        op[1:],
+                    )
+                elif op[0] == "remove":
+                    conn.execute("DELETE FROM cronoq_schedules WHERE name = ?", op[1:])
+                else:
+                    conn.execute(
+                        "UPDATE cronoq_schedules SET next = ?, last = ? WHERE name = ?", (op[2], op[3], op[1])
+                    )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    async def prune(self, now_unix_ns: int) -> int:
+        cutoff = now_unix_ns - round(self.retention * 1e9)
+        return await self._call(self._prune_sync, cutoff)
+
+    def _prune_sync(self, cutoff: int) -> int:
+        cur = self._db().execute(
+            "DELETE FROM cronoq_tasks WHERE finished IS NOT NULL AND finished < ?", (cutoff,)
+        )
+        return int(cur.rowcount)

@@ -1,0 +1,207 @@
+"""Group commit (SPEC §15.1): one store transaction per batch, acknowledgement after commit."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+from typing import Any
+
+import pytest
+
+from cronoq.engine import Core, CoreConfig, PoolConfig, TaskOptions
+from cronoq.engine.actions import Persist
+from cronoq.engine.mutations import StatusChange, Submitted, TaskRecord
+from cronoq.errors import Fenced, SchedulerError
+from cronoq.runtime.durable import Committer
+from cronoq.store import JsonCodec, SqliteStore, TransientStoreError
+
+from .conftest import settle, wait
+
+codec = JsonCodec()
+
+
+def sub(i: int) -> Submitted:
+    return Submitted(i, i, 0, TaskRecord(pool="default"))
+
+
+class FakeStore:
+    """Records commit calls; can hold them at a gate and fail them on demand."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[Any]] = []
+        self.gate: asyncio.Event | None = None
+        self.errors: list[BaseException] = []
+        self.entered = asyncio.Event()
+
+    async def commit(self, mutations: list[Any], epoch: int, codec: Any) -> None:
+        self.entered.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.errors:
+            raise self.errors.pop(0)
+        self.calls.append(list(mutations))
+
+
+async def test_many_mutations_one_commit() -> None:
+    store = FakeStore()
+    c = Committer(store, codec, 1)
+    for i in range(1, 101):
+        c.add([sub(i)])
+    await wait(c.barrier())
+    assert len(store.calls) == 1 and len(store.calls[0]) == 100
+    assert c.commits == 1 and c.committed == 100
+    await c.stop()
+
+
+async def test_barrier_waits_for_the_commit() -> None:
+    store = FakeStore()
+    store.gate = asyncio.Event()
+    c = Committer(store, codec, 1)
+    c.add([sub(1)])
+    b = asyncio.ensure_future(c.barrier())
+    await wait(store.entered.wait())
+    await settle()
+    assert not b.done()  # not acknowledged before the commit finished
+    store.gate.set()
+    await wait(b)
+    assert store.calls == [[sub(1)]]
+    await c.stop()
+
+
+async def test_barrier_with_nothing_pending_returns_at_once() -> None:
+    c = Committer(FakeStore(), codec, 1)
+    await wait(c.barrier(), 0.5)
+    await c.stop()
+
+
+async def test_batches_accumulate_while_a_commit_is_in_flight() -> None:
+    store = FakeStore()
+    store.gate = asyncio.Event()
+    c = Committer(store, codec, 1)
+    c.add([sub(0)])
+    await wait(store.entered.wait())
+    waiters = []
+    for i in range(1, 1001):  # 1000 submitters arrive during the first commit
+        c.add([sub(i), StatusChange(i, "running", 1, 0)])
+        waiters.append(asyncio.ensure_future(c.barrier()))
+    first = asyncio.ensure_future(c.barrier())
+    await settle()
+    assert not any(w.done() for w in waiters)
+    store.gate.set()
+    await wait(asyncio.gather(first, *waiters))
+    assert len(store.calls) == 2 and len(store.calls[1]) == 2000
+    assert c.commits / 1001 < 0.1  # commits per task under load
+    await c.stop()
+
+
+async def test_a_later_barrier_does_not_resolve_early() -> None:
+    store = FakeStore()
+    store.gate = asyncio.Event()
+    c = Committer(store, codec, 1)
+    c.add([sub(1)])
+    b1 = asyncio.ensure_future(c.barrier())
+    await wait(store.entered.wait())
+    c.add([sub(2)])  # added while sub(1)'s commit is in flight
+    b2 = asyncio.ensure_future(c.barrier())
+    store.gate.set()
+    await wait(b1)
+    assert len(store.calls) >= 1
+    await wait(b2)
+    assert [m.id for call in store.calls for m in call] == [1, 2]
+    await c.stop()
+
+
+async def test_transient_errors_are_retried_with_backoff() -> None:
+    store = FakeStore()
+    store.errors = [TransientStoreError("busy"), OSError("blip")]
+    c = Committer(store, codec, 1, retry_initial=0.001)
+    c.add([sub(1)])
+    await wait(c.barrier())
+    assert c.retries == 2 and store.calls == [[sub(1)]]
+    await c.stop()
+
+
+async def test_a_permanent_error_fails_that_batch_and_goes_on() -> None:
+    store = FakeStore()
+    store.errors = [SchedulerError("disk is read-only")]
+    seen: list[BaseException] = []
+    c = Committer(store, codec, 1, on_error=seen.append)
+    c.add([sub(1)])
+    with pytest.raises(SchedulerError, match="read-only"):
+        await wait(c.barrier())
+    assert len(seen) == 1 and c.failures == 1
+    c.add([sub(2)])
+    await wait(c.barrier())
+    assert store.calls == [[sub(2)]]
+    await c.stop()
+
+
+async def test_fenced_calls_back_and_fails_every_barrier() -> None:
+    store = FakeStore()
+    store.gate = asyncio.Event()
+    store.errors = [Fenced("another instance took over")]
+    fenced: list[Fenced] = []
+    c = Committer(store, codec, 1, on_fenced=fenced.append)
+    c.add([sub(1)])
+    b1 = asyncio.ensure_future(c.barrier())
+    await wait(store.entered.wait())
+    c.add([sub(2)])  # still pending when the fence hits
+    b2 = asyncio.ensure_future(c.barrier())
+    store.gate.set()
+    for b in (b1, b2):
+        with pytest.raises(Fenced) as ei:
+            await wait(b)
+        assert isinstance(ei.value, SchedulerError)
+    assert len(fenced) == 1 and c.fenced is fenced[0]
+    c.add([sub(3)])  # dropped: this instance no longer leads
+    with pytest.raises(Fenced):
+        await c.barrier()
+    assert store.calls == []
+    await c.stop()
+
+
+async def test_stop_flushes_then_refuses() -> None:
+    store = FakeStore()
+    c = Committer(store, codec, 1)
+    c.add([sub(1), sub(2)])
+    await wait(c.stop())
+    assert store.calls == [[sub(1), sub(2)]]
+    with pytest.raises(SchedulerError):
+        c.add([sub(3)])
+    await c.stop()  # idempotent
+
+
+async def test_group_commit_into_a_real_sqlite_store(tmp_path: pathlib.Path) -> None:
+    store = SqliteStore(tmp_path / "gc.db")
+    await store.open()
+    epoch = await store.acquire()
+    calls = 0
+    real_commit = store.commit
+
+    async def counting(muts: list[Any], ep: int, cd: Any) -> None:
+        nonlocal calls
+        calls += 1
+        await real_commit(muts, ep, cd)
+
+    store.commit = counting  # type: ignore[method-assign]
+    core = Core(
+        CoreConfig([PoolConfig("default", min=1, max=1, autoscale=False)], persist=True, time_base=10**18),
+        epoch=epoch,
+    )
+    c = Committer(store, codec, epoch)
+
+    async def submitter(i: int) -> int:
+        tid, _ = core.submit(0, TaskOptions(), i, blob=codec.encode(i))
+        c.add([a.mutation for a in core.drain_actions() if isinstance(a, Persist)])
+        await c.barrier()  # acknowledged only once durable
+        return tid
+
+    try:
+        ids = await wait(asyncio.gather(*(submitter(i) for i in range(500))))
+        assert calls <= 50  # < 0.1 commits per task
+        rec = await store.load(codec)
+        assert sorted(t.id for t in rec.tasks) == sorted(ids)
+        assert sorted(t.payload for t in rec.tasks) == list(range(500))
+        await c.stop()
+    finally:
+        await store.close()

@@ -1,0 +1,432 @@
+"""Behaviour every durable store must show (SPEC §15), run against each real backend.
+
+Each ``check_*`` coroutine takes ``make(**kw)``: a factory of *unopened* stores that all share
+one database (one SQLite file or one PostgreSQL schema), so several instances model several
+processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from cronoq.engine import Core, CoreConfig, PoolConfig, TaskOptions
+from cronoq.engine.actions import Dispatch, Persist
+from cronoq.engine.mutations import (
+    Mutation,
+    RecoveredSchedule,
+    RecoveredTask,
+    RecoveredTerminal,
+    RecurringNext,
+    RecurringRecord,
+    RecurringRemove,
+    RecurringUpsert,
+    StatusChange,
+    Submitted,
+    TaskRecord,
+)
+from cronoq.engine.recurring import CronSchedule, RecurringSpec
+from cronoq.engine.time import NS
+from cronoq.errors import Fenced, SchedulerError
+from cronoq.store import JsonCodec
+
+Make = Callable[..., Any]
+codec = JsonCodec()
+SAFETY = 10.0
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+def full_spec(**kw: Any) -> TaskRecord:
+    base: dict[str, Any] = dict(
+        pool="default",
+        kind="report",
+        priority=1,
+        key="k1",
+        deadline=now_ns() + 60 * NS,
+        start=None,
+        tolerance=2 * NS,
+        on_miss=1,
+        duration_hint=3 * NS,
+        timeout=30 * NS,
+        retry=(5, 0.5, 2.0, 10.0, False),
+        deps=[(7, 0), ("parent-key", 1)],
+        resources={"db": 2},
+        tags={"traceparent": "00-abc"},
+        labels={"gpu": "yes"},
+        tenant="acme",
+        payload=codec.encode({"x": [1, 2], "s": "é"}),
+        recurring=None,
+    )
+    base.update(kw)
+    return TaskRecord(**base)
+
+
+async def opened(make: Make, **kw: Any) -> Any:
+    s = make(**kw)
+    await s.open()
+    return s
+
+
+async def leader(make: Make, **kw: Any) -> tuple[Any, int]:
+    s = await opened(make, **kw)
+    epoch = await asyncio.wait_for(s.acquire(), SAFETY)
+    return s, epoch
+
+
+# ---------------------------------------------------------------------------------- round trips
+
+
+async def check_round_trip(make: Make) -> None:
+    s, ep = await leader(make)
+    try:
+        t0 = now_ns()
+        spec1 = full_spec()
+        spec2 = TaskRecord(pool="default", payload=codec.encode("plain"))
+        spec3 = TaskRecord(pool="other", kind="k", key="done", payload=codec.encode(3))
+        spec4 = TaskRecord(pool="default", key="bad", payload=codec.encode(None))
+        # every mutation kind, across several commits (some folded inside one commit)
+        await s.commit(
+            [
+                Submitted(1, 1, t0, spec1),
+                Submitted(2, 2, t0 + 1, spec2),
+                Submitted(3, 3, t0 + 2, spec3),
+                StatusChange(3, "running", 1, t0 + 10),
+            ],
+            ep,
+            codec,
+        )
+        await s.commit(
+            [
+                StatusChange(2, "running", 1, t0 + 20),
+                StatusChange(2, "retrying", 1, t0 + 30, "boom"),
+                StatusChange(3, "succeeded", 1, t0 + 40, None, {"rows": [1, 2]}, True),
+                Submitted(4, 4, t0 + 50, spec4),
+                StatusChange(4, "running", 1, t0 + 51),
+                StatusChange(4, "failed", 1, t0 + 52, "nope"),
+            ],
+            ep,
+            codec,
+        )
+        tmpl = TaskRecord(pool="default", kind="cron", key="nightly", payload=codec.encode({"job": 1}))
+        rr = RecurringRecord("nightly", "0 3 * * *", "Europe/Paris", 2, tmpl, 5 * NS)
+        rr2 = RecurringRecord("gone", "* * * * *", None, 0, TaskRecord(pool="default"))
+        await s.commit(
+            [
+                RecurringUpsert(rr),
+                RecurringUpsert(rr2),
+                RecurringNext("nightly", t0 + 3600 * NS, 2),
+                RecurringNext("gone", None, 0),
+                RecurringRemove("gone"),
+            ],
+            ep,
+            codec,
+        )
+        rec = await s.load(codec)
+        assert rec.quarantined == []
+        assert rec.tasks == [
+            RecoveredTask(1, 1, t0, spec1, {"x": [1, 2], "s": "é"}, "submitted", 0, None, None),
+            RecoveredTask(2, 2, t0 + 1, spec2, "plain", "retrying", 1, t0 + 20, "boom"),
+        ]
+        assert rec.terminal == [
+            RecoveredTerminal(
+                3,
+                3,
+                "other",
+                "k",
+                "done",
+                "succeeded",
+                1,
+                t0 + 2,
+                t0 + 10,
+                t0 + 40,
+                None,
+                {"rows": [1, 2]},
+                True,
+                2,
+            ),
+            RecoveredTerminal(
+                4, 4, "default", "default", "bad", "failed", 1, t0 + 50, t0 + 51, t0 + 52, "nope"
+            ),
+        ]
+        # recovered schedule templates carry the decoded payload (see store/base.py)
+        exp_tmpl = TaskRecord(pool="default", kind="cron", key="nightly", payload={"job": 1})
+        assert rec.schedules == [
+            RecoveredSchedule(
+                RecurringRecord("nightly", "0 3 * * *", "Europe/Paris", 2, exp_tmpl, 5 * NS),
+                t0 + 3600 * NS,
+                2,
+            )
+        ]
+        # re-committing the same batch is harmless (commits are idempotent upserts)
+        await s.commit([Submitted(1, 1, t0, spec1)], ep, codec)
+        assert (await s.load(codec)).tasks[0].status == "submitted"
+        # a retried upsert of a schedule keeps next/last
+        await s.commit([RecurringUpsert(rr)], ep, codec)
+        assert (await s.load(codec)).schedules[0].next == t0 + 3600 * NS
+    finally:
+        await s.close()
+    # and a second instance reads the same
+    s2, _ = await leader(make)
+    try:
+        rec2 = await s2.load(codec)
+        assert [t.id for t in rec2.tasks] == [1, 2]
+        assert [t.id for t in rec2.terminal] == [3, 4]
+    finally:
+        await s2.close()
+
+
+async def check_unencodable_output(make: Make) -> None:
+    s, ep = await leader(make)
+    try:
+        t0 = now_ns()
+        await s.commit(
+            [
+                Submitted(1, 1, t0, TaskRecord(pool="default", payload=b"1")),
+                StatusChange(1, "succeeded", 1, t0 + 1, None, object(), True),
+            ],
+            ep,
+            codec,
+        )
+        (term,) = (await s.load(codec)).terminal
+        assert term.status == "succeeded" and not term.has_output and term.output is None
+        assert "output not stored" in term.message
+    finally:
+        await s.close()
+
+
+async def check_commit_requires_open(make: Make) -> None:
+    s = make()
+    with pytest.raises(SchedulerError):
+        await s.commit([Submitted(1, 1, 0, TaskRecord(pool="default"))], 1, codec)
+
+
+# ---------------------------------------------------------------------------------- recovery
+
+
+def _cfg(time_base: int) -> CoreConfig:
+    return CoreConfig(
+        [PoolConfig("default", min=1, max=1, autoscale=False)], persist=True, time_base=time_base
+    )
+
+
+def _persisted(core: Core) -> tuple[list[Any], list[Mutation]]:
+    acts = core.drain_actions()
+    return acts, [a.mutation for a in acts if isinstance(a, Persist)]
+
+
+async def check_recovery_through_core(make: Make) -> None:
+    """running -> retrying (attempt counted), terminal retained with output, key dedup, schedules."""
+    s, ep = await leader(make)
+    tb = now_ns()
+    core = Core(_cfg(tb), epoch=ep)
+    o = TaskOptions()
+    a, _ = core.submit(0, o, "A", key="a", blob=codec.encode("A"))
+    b, _ = core.submit(0, o, "B", key="b", deps=[("a", 0)], blob=codec.encode("B"))
+    c, _ = core.submit(0, o, "C", key="c", blob=codec.encode("C"))
+    # a daily schedule 12 h away, so its reservation never competes for the single slot
+    hour = (time.gmtime().tm_hour + 12) % 24
+    cron = CronSchedule(f"0 {hour} * * *")
+    spec = RecurringSpec("every-min", cron, 0, TaskOptions(), "R", "rk", None, codec.encode("R"))
+    core.add_recurring(0, spec)
+    core.tick(0)
+    acts, muts = _persisted(core)
+    await s.commit(muts, ep, codec)
+    lease = next(x.lease for x in acts if isinstance(x, Dispatch) and x.task.id == a)
+    core.complete(NS, lease, {"out": 1})
+    core.tick(NS)  # a succeeded; b dispatched (running) on the single slot
+    _, muts = _persisted(core)
+    await s.commit(muts, ep, codec)
+    assert core.tasks[b].status_name == "running"
+    assert a >> 48 == ep and a & ((1 << 48) - 1) == 1
+    await s.close()  # a clean stop: b's attempt was in flight and is not finished
+
+    s2, ep2 = await leader(make)
+    try:
+        assert ep2 > ep
+        rec = await s2.load(codec)
+        assert {t.id: t.status for t in rec.tasks}[b] == "running"
+        assert [t.id for t in rec.terminal] == [a]
+        assert rec.terminal[0].output == {"out": 1}
+        assert [sch.spec.name for sch in rec.schedules] == ["every-min"]
+        later = 2 * NS
+        core2 = Core(_cfg(tb), now=later, epoch=ep2)
+        core2.recover(later, rec)
+        core2.tick(later)
+        _, muts2 = _persisted(core2)
+        await s2.commit(muts2, ep2, codec)
+        assert core2.tasks[b].status_name == "retrying" and core2.tasks[b].attempt == 1
+        assert core2.tasks[a].status_name == "succeeded" and core2.tasks[a].output == {"out": 1}
+        assert core2.tasks[c].status_name in ("running", "ready")
+        # keys dedup after recovery; new ids carry the new epoch
+        assert core2.submit(later, o, "A", key="a") == (a, True)
+        assert core2.submit(later, o, "B", key="b") == (b, True)
+        nid, dup = core2.submit(later, o, "new", blob=codec.encode("new"))
+        assert not dup and nid >> 48 == ep2
+        # the recovered schedule's occurrence runs with the decoded payload
+        occ = [t for t in core2.tasks.values() if t.key and t.key.startswith("rk")]
+        assert occ and all(t.payload == "R" for t in occ)
+        _, muts3 = _persisted(core2)
+        await s2.commit(muts3, ep2, codec)
+        # what recovery persisted is read back: b retrying with its attempt
+        rec2 = await s2.load(codec)
+        row_b = next(t for t in rec2.tasks if t.id == b)
+        assert row_b.status == "retrying" and row_b.attempt == 1
+        assert "restart" in (row_b.message or "")
+        assert any(t.id == nid and t.payload == "new" for t in rec2.tasks)
+    finally:
+        await s2.close()
+
+
+async def check_quarantine(make: Make, corrupt: Callable[[int, str, Any], Any]) -> None:
+    """Undecodable payload/definition/output rows are quarantined, never crash recovery."""
+    s, ep = await leader(make)
+    try:
+        t0 = now_ns()
+        await s.commit(
+            [
+                Submitted(1, 1, t0, TaskRecord(pool="default", payload=b"\xff\xfe not json")),
+                Submitted(2, 2, t0, TaskRecord(pool="default", payload=codec.encode("ok"))),
+                Submitted(3, 3, t0, TaskRecord(pool="default", key="q3", payload=codec.encode("ok"))),
+                Submitted(4, 4, t0, TaskRecord(pool="default", payload=codec.encode("ok"))),
+                StatusChange(4, "succeeded", 1, t0 + 1, None, "fine", True),
+            ],
+            ep,
+            codec,
+        )
+        await corrupt(3, "spec", "{not json")
+        await corrupt(4, "output", b"\x00garbage")
+        rec = await s.load(codec)
+        assert [t.id for t in rec.tasks] == [2]
+        reasons = dict(rec.quarantined)
+        assert set(reasons) == {1, 3, 4}
+        assert "payload" in reasons[1] and "definition" in reasons[3] and "output" in reasons[4]
+        core = Core(_cfg(t0), now=0, epoch=ep)
+        core.recover(0, rec)  # must not raise
+        _, muts = _persisted(core)
+        quarantines = [m for m in muts if isinstance(m, StatusChange) and m.status == "failed"]
+        assert {m.id for m in quarantines} == {1, 3, 4}
+        await s.commit(muts, ep, codec)
+        rec2 = await s.load(codec)
+        assert rec2.quarantined == []
+        failed = {t.id: t for t in rec2.terminal if t.status == "failed"}
+        assert set(failed) == {1, 3, 4}
+        assert "payload" in (failed[1].message or "")
+    finally:
+        await s.close()
+
+
+# ---------------------------------------------------------------------------------- retention
+
+
+async def check_retention(make: Make) -> None:
+    s, ep = await leader(make, retention=100.0)
+    try:
+        now = now_ns()
+        old, recent = now - 500 * NS, now - 10 * NS
+        muts: list[Mutation] = []
+        for i, fin in ((1, old), (2, recent), (3, None)):
+            muts.append(Submitted(i, i, old - NS, TaskRecord(pool="default", key=f"k{i}", payload=b"1")))
+            if fin is not None:
+                muts.append(StatusChange(i, "succeeded", 1, fin, None, i, True))
+        await s.commit(muts, ep, codec)
+        rec = await s.load(codec)  # expired rows are not loaded even before pruning
+        assert [t.id for t in rec.terminal] == [2] and [t.id for t in rec.tasks] == [3]
+        assert await s.prune(now) == 1
+        assert await s.prune(now) == 0
+        assert await s.prune(now + 200 * NS) == 1  # now 2 is past retention too; live 3 stays
+        rec = await s.load(codec)
+        assert rec.terminal == [] and [t.id for t in rec.tasks] == [3]
+    finally:
+        await s.close()
+
+
+# ---------------------------------------------------------------------------------- leadership
+
+
+async def check_epochs_increase(make: Make) -> None:
+    seen: list[int] = []
+    a = await opened(make)
+    b = await opened(make)
+    try:
+        seen.append(await a.acquire())
+        seen.append(await a.acquire())  # re-acquiring starts a new term
+        await a.release()
+        seen.append(await b.acquire())
+        await b.release()
+        seen.append(await a.acquire())
+        assert seen == sorted(seen) and len(set(seen)) == len(seen) and seen[0] >= 1
+        assert a.epoch == seen[-1]
+    finally:
+        await a.close()
+        await b.close()
+    c = await opened(make)  # epochs survive a full close/reopen
+    try:
+        assert await c.acquire() > seen[-1]
+    finally:
+        await c.close()
+
+
+async def check_standby_takes_over_on_release(make: Make) -> None:
+    a, ea = await leader(make)
+    b = await opened(make, lock_poll=0.05)
+    try:
+        assert await a.is_leader()
+        with pytest.raises(SchedulerError):
+            await b.acquire(wait=False)
+        waiting = asyncio.ensure_future(b.acquire())
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # a standby blocks while the leader lives
+        t = time.monotonic()
+        await a.release()
+        eb = await asyncio.wait_for(waiting, SAFETY)
+        assert time.monotonic() - t < 2.0  # at once (within a poll), not after a lease ttl
+        assert eb > ea
+        assert await b.is_leader() and not await a.is_leader()
+        with pytest.raises(Fenced):
+            await a.commit([Submitted(9, 9, 0, TaskRecord(pool="default"))], ea, codec)
+        await b.commit([Submitted(9, 9, 0, TaskRecord(pool="default"))], eb, codec)
+        # the old leader's write never landed; the new leader's did
+        assert [t.id for t in (await b.load(codec)).tasks] == [9]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def check_standby_takes_over_on_loss(make: Make, lose: Callable[[Any], Any], **kw: Any) -> None:
+    """The leader stops renewing (hang/crash): the standby takes over; old commits are Fenced."""
+    a, ea = await leader(make, **kw)
+    b = await opened(make, lock_poll=0.05, **kw)
+    try:
+        await a.commit([Submitted(1, 1, 0, TaskRecord(pool="default", payload=b"1"))], ea, codec)
+        waiting = asyncio.ensure_future(b.acquire())
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+        await lose(a)
+        eb = await asyncio.wait_for(waiting, SAFETY)
+        assert eb > ea
+        with pytest.raises(Fenced):
+            await a.commit([StatusChange(1, "running", 1, 5)], ea, codec)
+        rec = await b.load(codec)
+        assert [(t.id, t.status) for t in rec.tasks] == [(1, "submitted")]
+        assert await b.is_leader() and not await a.is_leader()
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def check_close_releases(make: Make) -> None:
+    a, _ = await leader(make)
+    await a.close()
+    await a.close()  # idempotent
+    b = await opened(make)
+    try:
+        await asyncio.wait_for(b.acquire(wait=False), SAFETY)  # free at once after close
+    finally:
+        await b.close()

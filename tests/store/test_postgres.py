@@ -1,0 +1,191 @@
+"""PostgresStore against a real PostgreSQL (SPEC §15.2-15.4, §17.7).
+
+Each test uses its own schema and drops it afterwards.  The server is taken from
+``CRONOQ_TEST_PG_DSN`` (default ``postgresql://postgres@127.0.0.1:5432/test``); the tests
+skip, saying why, only when it cannot be reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from cronoq.engine.mutations import Submitted, TaskRecord
+from cronoq.errors import SchedulerError
+from cronoq.store import PostgresStore
+
+from . import contract
+from .contract import codec
+
+asyncpg = pytest.importorskip("asyncpg", reason="asyncpg is not installed (pip install 'cronoq[postgres]')")
+
+DSN = os.environ.get("CRONOQ_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+_reachable: str | None = None  # None: not probed yet; "" reachable; else the reason
+
+
+async def _probe() -> str:
+    global _reachable
+    if _reachable is None:
+        try:
+            conn = await asyncpg.connect(DSN, timeout=3)
+            await conn.close()
+            _reachable = ""
+        except Exception as e:
+            _reachable = f"PostgreSQL unreachable at {DSN}: {type(e).__name__}: {e}"
+    return _reachable
+
+
+@pytest.fixture
+async def schema() -> AsyncIterator[str]:
+    why = await _probe()
+    if why:
+        pytest.skip(why)
+    name = f"cronoq_t_{uuid.uuid4().hex[:12]}"
+    yield name
+    conn = await asyncpg.connect(DSN)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def make(schema: str) -> Any:
+    def factory(**kw: Any) -> PostgresStore:
+        kw.setdefault("lock_poll", 0.05)
+        kw.setdefault("keepalive", 0.2)
+        return PostgresStore(DSN, schema=schema, **kw)
+
+    return factory
+
+
+async def sql(query: str, *args: Any) -> Any:
+    conn = await asyncpg.connect(DSN)
+    try:
+        return await conn.execute(query, *args)
+    finally:
+        await conn.close()
+
+
+async def test_round_trip_every_mutation_kind(make: Any) -> None:
+    await contract.check_round_trip(make)
+
+
+async def test_unencodable_output_is_not_fatal(make: Any) -> None:
+    await contract.check_unencodable_output(make)
+
+
+async def test_commit_before_open_is_an_error(make: Any) -> None:
+    await contract.check_commit_requires_open(make)
+
+
+async def test_recovery_through_core(make: Any) -> None:
+    await contract.check_recovery_through_core(make)
+
+
+async def test_quarantine_of_undecodable_rows(make: Any, schema: str) -> None:
+    async def corrupt(tid: int, column: str, value: Any) -> None:
+        await sql(f'UPDATE "{schema}".cronoq_tasks SET {column} = $1 WHERE id = $2', value, tid)
+
+    await contract.check_quarantine(make, corrupt)
+
+
+async def test_retention_pruning(make: Any) -> None:
+    await contract.check_retention(make)
+
+
+async def test_epochs_increase_across_acquires(make: Any) -> None:
+    await contract.check_epochs_increase(make)
+
+
+async def test_standby_takes_over_at_once_after_release(make: Any) -> None:
+    await contract.check_standby_takes_over_on_release(make)
+
+
+async def test_standby_takes_over_when_the_leader_session_ends(make: Any) -> None:
+    async def crash(store: PostgresStore) -> None:
+        await store._stop_keeper()  # the process is gone: nobody reconnects
+        store._lock_conn.terminate()  # its session ends, PostgreSQL frees the advisory lock
+
+    await contract.check_standby_takes_over_on_loss(make, crash)
+
+
+async def test_killed_lock_session_is_noticed(make: Any, schema: str) -> None:
+    """The lock session is killed server-side while a standby waits: the standby wins the lock,
+    the old leader's keep-alive reports the loss and its commits are fenced."""
+    a, ea = await contract.leader(make)
+    lost = asyncio.Event()
+    a.on_lost = lost.set
+    b = await contract.opened(make, lock_poll=0.01)
+    try:
+        waiting = asyncio.ensure_future(b.acquire())
+        await asyncio.sleep(0.1)
+        pid = a._lock_conn.get_server_pid()
+        await sql("SELECT pg_terminate_backend($1)", pid)
+        eb = await asyncio.wait_for(waiting, 10)
+        assert eb > ea
+        await asyncio.wait_for(lost.wait(), 10)
+        assert not await a.is_leader() and await b.is_leader()
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_keepalive_keeps_the_term_when_nobody_took_over(make: Any) -> None:
+    a, ea = await contract.leader(make)
+    try:
+        await sql("SELECT pg_terminate_backend($1)", a._lock_conn.get_server_pid())
+        await asyncio.sleep(1.0)  # the keep-alive reconnects and re-takes the lock
+        assert a.leading and await a.is_leader() and a.epoch == ea
+        await a.commit([Submitted(1, 1, 0, TaskRecord(pool="default"))], ea, codec)
+    finally:
+        await a.close()
+
+
+async def test_data_connection_loss_is_transient_and_recovers(make: Any) -> None:
+    from cronoq.store import TransientStoreError
+
+    a, ea = await contract.leader(make)
+    try:
+        await a.commit([Submitted(1, 1, 0, TaskRecord(pool="default"))], ea, codec)
+        await sql("SELECT pg_terminate_backend($1)", a._conn.get_server_pid())
+        try:  # either the loss is noticed first (reconnect at once) or the commit fails transiently
+            await a.commit([Submitted(2, 2, 0, TaskRecord(pool="default"))], ea, codec)
+        except TransientStoreError:
+            await a.commit([Submitted(2, 2, 0, TaskRecord(pool="default"))], ea, codec)  # reconnects
+        assert [t.id for t in (await a.load(codec)).tasks] == [1, 2]
+    finally:
+        await a.close()
+
+
+async def test_close_releases_leadership(make: Any) -> None:
+    await contract.check_close_releases(make)
+
+
+async def test_schemas_are_independent(make: Any, schema: str) -> None:
+    other = schema + "_b"
+    a, _ = await contract.leader(make)
+    b = PostgresStore(DSN, schema=other)
+    try:
+        await b.open()
+        assert await asyncio.wait_for(b.acquire(wait=False), 10) == 1  # its own lock and epochs
+    finally:
+        await a.close()
+        await b.close()
+        await sql(f'DROP SCHEMA IF EXISTS "{other}" CASCADE')
+
+
+async def test_unreachable_server_is_a_clear_error() -> None:
+    s = PostgresStore("postgresql://postgres@127.0.0.1:1/test", connect_timeout=2.0)
+    with pytest.raises(SchedulerError, match="cannot connect"):
+        await s.open()
+
+
+def test_schema_name_is_validated() -> None:
+    with pytest.raises(ValueError, match="identifier"):
+        PostgresStore(DSN, schema='x"; DROP TABLE y; --')

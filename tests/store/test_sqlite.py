@@ -1,0 +1,199 @@
+"""SqliteStore against real SQLite files (SPEC §15.2-15.4)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+import sqlite3
+import stat
+from typing import Any
+
+import pytest
+
+from cronoq.engine.mutations import StatusChange, Submitted, TaskRecord
+from cronoq.errors import Fenced, SchedulerError
+from cronoq.store import SqliteStore, TransientStoreError
+
+from . import contract
+from .contract import codec
+
+
+@pytest.fixture
+def db(tmp_path: pathlib.Path) -> pathlib.Path:
+    return tmp_path / "cronoq.db"
+
+
+@pytest.fixture
+def make(db: pathlib.Path) -> Any:
+    def factory(**kw: Any) -> SqliteStore:
+        kw.setdefault("lease_ttl", 2.0)
+        kw.setdefault("lease_renew", 0.5)
+        kw.setdefault("lock_poll", 0.05)
+        return SqliteStore(db, **kw)
+
+    return factory
+
+
+def raw(db: pathlib.Path) -> sqlite3.Connection:
+    return sqlite3.connect(db, isolation_level=None)
+
+
+async def test_round_trip_every_mutation_kind(make: Any) -> None:
+    await contract.check_round_trip(make)
+
+
+async def test_unencodable_output_is_not_fatal(make: Any) -> None:
+    await contract.check_unencodable_output(make)
+
+
+async def test_commit_before_open_is_an_error(make: Any) -> None:
+    await contract.check_commit_requires_open(make)
+
+
+async def test_recovery_through_core(make: Any) -> None:
+    await contract.check_recovery_through_core(make)
+
+
+async def test_quarantine_of_undecodable_rows(make: Any, db: pathlib.Path) -> None:
+    async def corrupt(tid: int, column: str, value: Any) -> None:
+        with raw(db) as c:
+            c.execute(f"UPDATE cronoq_tasks SET {column} = ? WHERE id = ?", (value, tid))
+
+    await contract.check_quarantine(make, corrupt)
+
+
+async def test_retention_pruning(make: Any) -> None:
+    await contract.check_retention(make)
+
+
+async def test_epochs_increase_across_acquires(make: Any) -> None:
+    await contract.check_epochs_increase(make)
+
+
+async def test_standby_takes_over_at_once_after_release(make: Any) -> None:
+    await contract.check_standby_takes_over_on_release(make)
+
+
+async def test_standby_takes_over_when_the_lease_lapses(make: Any) -> None:
+    async def hang(store: SqliteStore) -> None:
+        await store._stop_renewer()  # the leader stops renewing (hung or crashed)
+
+    await contract.check_standby_takes_over_on_loss(make, hang, lease_ttl=0.6, lease_renew=0.2)
+
+
+async def test_close_releases_leadership(make: Any) -> None:
+    await contract.check_close_releases(make)
+
+
+async def test_renewal_notices_a_lost_lease(make: Any, db: pathlib.Path) -> None:
+    s, ep = await contract.leader(make, lease_ttl=1.0, lease_renew=0.05)
+    lost = asyncio.Event()
+    s.on_lost = lost.set
+    try:
+        with raw(db) as c:  # another instance took over behind its back
+            c.execute("UPDATE cronoq_leader SET epoch = epoch + 1, owner = 'intruder', expires_at = 1e12")
+        await asyncio.wait_for(lost.wait(), 5.0)
+        assert not s.leading and not await s.is_leader()
+        with pytest.raises(Fenced):
+            await s.commit([Submitted(1, 1, 0, TaskRecord(pool="default"))], ep, codec)
+    finally:
+        await s.close()
+
+
+async def test_commits_renew_the_lease(make: Any, db: pathlib.Path) -> None:
+    s, ep = await contract.leader(make, lease_ttl=30.0, lease_renew=10.0)
+    try:
+        with raw(db) as c:
+            before = c.execute("SELECT expires_at FROM cronoq_leader").fetchone()[0]
+        await asyncio.sleep(0.05)
+        await s.commit([Submitted(1, 1, 0, TaskRecord(pool="default"))], ep, codec)
+        with raw(db) as c:
+            after = c.execute("SELECT expires_at FROM cronoq_leader").fetchone()[0]
+        assert after > before
+    finally:
+        await s.close()
+
+
+async def test_file_is_private_wal_and_full_sync(make: Any, db: pathlib.Path) -> None:
+    s, ep = await contract.leader(make)
+    try:
+        await s.commit([Submitted(1, 1, 0, TaskRecord(pool="default"))], ep, codec)
+        assert stat.S_IMODE(os.stat(db).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(f"{db}-wal").st_mode) == 0o600
+        with raw(db) as c:
+            assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        sync = await s._call(lambda: s._db().execute("PRAGMA synchronous").fetchone()[0])
+        assert sync == 2  # FULL
+    finally:
+        await s.close()
+    s2 = SqliteStore(str(db), full_sync=False)  # str path too
+    await s2.open()
+    try:
+        assert await s2._call(lambda: s2._db().execute("PRAGMA synchronous").fetchone()[0]) == 1  # NORMAL
+    finally:
+        await s2.close()
+
+
+async def test_missing_directory_is_a_clear_error(tmp_path: pathlib.Path) -> None:
+    s = SqliteStore(tmp_path / "nope" / "x.db")
+    with pytest.raises(SchedulerError, match="does not exist"):
+        await s.open()
+
+
+async def test_corrupt_file_is_a_clear_error(db: pathlib.Path) -> None:
+    db.write_bytes(b"this is not a sqlite database at all" * 200)
+    s = SqliteStore(db)
+    with pytest.raises(SchedulerError, match="corrupt or not a SQLite database"):
+        await s.open()
+    await s.close()
+
+
+async def test_locked_file_is_a_clear_error(db: pathlib.Path) -> None:
+    first = SqliteStore(db)
+    await first.open()
+    await first.close()
+    holder = raw(db)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        s = SqliteStore(db)
+        s.busy_timeout = 0.2
+        with pytest.raises(TransientStoreError, match="locked"):
+            await s.open()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write read-only files")
+async def test_read_only_file_is_a_clear_error(db: pathlib.Path) -> None:
+    s = SqliteStore(db)
+    await s.open()
+    await s.close()
+    os.chmod(db, 0o400)
+    with pytest.raises(SchedulerError, match="read-only"):
+        await SqliteStore(db).open()
+
+
+def test_argument_validation(db: pathlib.Path) -> None:
+    with pytest.raises(ValueError, match="lease_ttl"):
+        SqliteStore(db, lease_ttl=0)
+    with pytest.raises(ValueError, match="shorter"):
+        SqliteStore(db, lease_ttl=1.0, lease_renew=2.0)
+    with pytest.raises(ValueError, match="retention"):
+        SqliteStore(db, retention=-1)
+    with pytest.raises(TypeError):
+        SqliteStore(123)  # type: ignore[arg-type]
+
+
+async def test_all_access_runs_on_one_dedicated_thread(make: Any) -> None:
+    import threading
+
+    s, ep = await contract.leader(make)
+    try:
+        names = {await s._call(lambda: threading.current_thread().name) for _ in range(5)}
+        assert len(names) == 1 and next(iter(names)).startswith("cronoq-sqlite")
+        assert threading.current_thread().name not in names
+        await s.commit([StatusChange(1, "running", 1, 0)], ep, codec)  # unknown id: ignored
+    finally:
+        await s.close()
