@@ -266,10 +266,12 @@ class Scheduler:
         committer, self._committer = self._committer, None
         if committer is not None:
             try:
+                await committer.stop()  # flushes (a fenced store refuses: that is fine), then stops
+            except Exception as e:
                 if self._fenced is None:
-                    await committer.stop()
-            except Exception:
-                _log.exception("could not flush the store at shutdown")
+                    _log.exception("could not flush the store at shutdown")
+                else:
+                    _log.info("store not flushed after losing leadership: %s", e)
             store = self._store
             try:
                 if self._fenced is None:
