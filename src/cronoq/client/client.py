@@ -1,0 +1,449 @@
+"""The asyncio gRPC client of a cronoq server (SPEC §17.4, §18).
+
+Theory of operation
+-------------------
+* One ``grpc.aio`` channel per server address, opened lazily on first use (so a ``Client``
+  may be built outside a running loop) and closed by :meth:`Client.close` / ``async with``.
+* Failover: ``Client(["a:7070", "b:7070"])``. A call that fails with a retryable status
+  (``unavailable``, ``resource_exhausted``) is tried once against each next address; the
+  address that answered becomes the first choice for later calls.  A standby server answers
+  UNAVAILABLE, so this follows the leader of an active-passive cluster (SPEC §17.7).  Note that
+  a submit retried after a dropped connection may create the task twice unless it has a key.
+* Errors: every failed call raises :class:`~cronoq.client.ClientError` (lower-case gRPC status
+  name as ``code``); waits that run out of time raise
+  :class:`~cronoq.client.WaitTimeout`, which is also a ``TimeoutError``.
+* Waiting: ``wait(ref, timeout=None)`` waits as long as it takes; the server bounds one Wait call
+  (``limits.max_wait_s``), so the client simply asks again until the task is done or its own
+  timeout has passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from cronoq.client._channel import auth_metadata, make_channel, normalize_targets
+from cronoq.client.encoding import (
+    build_spec,
+    overlap_to_wire,
+    seconds_or_none,
+    spec_of,
+    status_to_wire,
+    str_list,
+    task_ref,
+    uint64_list,
+)
+from cronoq.client.errors import ClientError, WaitTimeout, from_rpc_error
+from cronoq.client.types import (
+    Event,
+    RecurringInfo,
+    Result,
+    Snapshot,
+    Submitted,
+    TaskInfo,
+    TaskPage,
+    WorkerInfo,
+)
+from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
+
+__all__ = ["Client", "Watch"]
+
+# Extra time given to a waiting call beyond the server-side wait, so that the server's
+# DEADLINE_EXCEEDED (or the result) arrives before the client's own deadline.
+_WAIT_GRACE = 5.0
+
+
+class Client:
+    """Client of a cronoq server: tasks (submit, cancel, get, list, wait, watch) and admin
+    (snapshot, recurring schedules, workers).
+
+    ``target`` is ``"host:port"`` or a list of them (failover). ``token`` is sent as
+    ``authorization: Bearer <token>``; ``tls=True`` uses TLS with the system roots,
+    ``credentials`` (``grpc.ChannelCredentials``) any other TLS setup; ``options`` are gRPC
+    channel options.
+    """
+
+    def __init__(
+        self,
+        target: str | Sequence[str],
+        *,
+        token: str | None = None,
+        tls: bool = False,
+        credentials: grpc.ChannelCredentials | None = None,
+        options: Sequence[tuple[str, Any]] | None = None,
+    ) -> None:
+        self._targets = normalize_targets(target)
+        self._metadata = auth_metadata(token)
+        self._tls = tls
+        self._credentials = credentials
+        self._options = list(options or ())
+        self._channels: dict[int, grpc.aio.Channel] = {}
+        self._preferred = 0
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def targets(self) -> list[str]:
+        """The server addresses, in failover order."""
+        return list(self._targets)
+
+    @property
+    def target(self) -> str:
+        """The address calls go to first (the last one that answered)."""
+        return self._targets[self._preferred]
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close every channel; in-flight calls are cancelled. Idempotent."""
+        self._closed = True
+        channels, self._channels = list(self._channels.values()), {}
+        for ch in channels:
+            await ch.close()
+
+    def _channel(self, index: int) -> grpc.aio.Channel:
+        if self._closed:
+            raise ClientError("cancelled", "client is closed")
+        ch = self._channels.get(index)
+        if ch is None:
+            ch = make_channel(
+                self._targets[index], tls=self._tls, credentials=self._credentials, options=self._options
+            )
+            self._channels[index] = ch
+        return ch
+
+    def _order(self) -> list[int]:
+        n = len(self._targets)
+        return [(self._preferred + k) % n for k in range(n)]
+
+    async def _call(
+        self,
+        service: str,
+        method: str,
+        request: Any,
+        *,
+        timeout: float | None = None,
+        wait: bool = False,
+    ) -> Any:
+        """One unary call with failover over the addresses on retryable errors."""
+        order = self._order()
+        for n, index in enumerate(order):
+            ch = self._channel(index)
+            stub: Any = pb_grpc.TasksStub(ch) if service == "tasks" else pb_grpc.AdminStub(ch)
+            try:
+                response = await getattr(stub, method)(request, timeout=timeout, metadata=self._metadata)
+            except grpc.RpcError as exc:
+                err = from_rpc_error(exc, wait=wait)
+                if err.retryable and n + 1 < len(order):
+                    continue
+                raise err from None
+            self._preferred = index
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- tasks --------------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        payload: object = None,
+        *,
+        wait: bool = False,
+        wait_timeout: float | None = None,
+        call_timeout: float | None = None,
+        **fields: Any,
+    ) -> Submitted:
+        """Submit one task (task fields as in SPEC §2). With ``wait=True`` the answer carries
+        the outcome in ``.result``; a wait that runs out raises :class:`WaitTimeout`."""
+        request = pb.SubmitRequest(task=build_spec(payload, **fields), wait=bool(wait))
+        wt = seconds_or_none("wait_timeout", wait_timeout)
+        if wt is not None:
+            request.wait_timeout_s = wt
+        timeout = seconds_or_none("call_timeout", call_timeout)
+        response = await self._call("tasks", "Submit", request, timeout=timeout, wait=bool(wait))
+        return Submitted.from_wire(response)
+
+    async def submit_batch(
+        self, tasks: Iterable[object], *, call_timeout: float | None = None
+    ) -> list[Submitted]:
+        """Submit tasks atomically (all or nothing). Members are :func:`task` specs or mappings
+        of task fields (with an optional ``payload``). An empty batch returns ``[]``."""
+        specs = [spec_of(t) for t in tasks]
+        request = pb.SubmitBatchRequest(tasks=specs)
+        timeout = seconds_or_none("call_timeout", call_timeout)
+        response = await self._call("tasks", "SubmitBatch", request, timeout=timeout)
+        return [Submitted.from_wire(r) for r in response.tasks]
+
+    async def cancel(self, ref: object, *, call_timeout: float | None = None) -> bool:
+        """Cancel a task (id, key, or an object with ``.id``): False when it had already
+        finished; an unknown task raises ``ClientError('not_found')``."""
+        request = pb.CancelRequest(task=task_ref(ref))
+        timeout = seconds_or_none("call_timeout", call_timeout)
+        response = await self._call("tasks", "Cancel", request, timeout=timeout)
+        return bool(response.cancelled)
+
+    async def get(self, ref: object, *, call_timeout: float | None = None) -> TaskInfo:
+        """The current state of a live or retained task."""
+        request = pb.GetRequest(task=task_ref(ref))
+        timeout = seconds_or_none("call_timeout", call_timeout)
+        return TaskInfo.from_wire(await self._call("tasks", "Get", request, timeout=timeout))
+
+    async def list_tasks(
+        self,
+        pools: Iterable[str] | str | None = None,
+        statuses: Iterable[object] | str | None = None,
+        after: int = 0,
+        limit: int = 0,
+        *,
+        call_timeout: float | None = None,
+    ) -> TaskPage:
+        """One page of live and retained tasks in ascending id order with ids > ``after``
+        (``limit`` 0 = the server default, 100). Pass ``page.next_after`` as ``after`` for the
+        next page; it is 0 when no more may follow."""
+        if isinstance(statuses, str):
+            statuses = [statuses]
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise ValueError(f"after must be a task id >= 0 (got {after!r})")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit < 2**32:
+            raise ValueError(f"limit must be an int >= 0 (got {limit!r})")
+        request = pb.ListTasksRequest(
+            pools=str_list("pools", pools),
+            statuses=[status_to_wire(s) for s in statuses or ()],  # type: ignore[misc]
+            after=after,
+            limit=limit,
+        )
+        timeout = seconds_or_none("call_timeout", call_timeout)
+        return TaskPage.from_wire(await self._call("tasks", "ListTasks", request, timeout=timeout))
+
+    async def iter_tasks(
+        self,
+        pools: Iterable[str] | str | None = None,
+        statuses: Iterable[object] | str | None = None,
+        after: int = 0,
+        limit: int = 0,
+    ) -> AsyncIterator[TaskInfo]:
+        """Every matching task, fetching pages of ``limit`` (0 = server default) as needed."""
+        while True:
+            page = await self.list_tasks(pools, statuses, after, limit)
+            for info in page.tasks:
+                yield info
+            if not page.next_after or not page.tasks:
+                return
+            after = page.next_after
+
+    async def wait(self, ref: object, timeout: float | None = None) -> Result:
+        """The outcome of a task once it is terminal. ``timeout`` None waits as long as it
+        takes; otherwise :class:`WaitTimeout` (a ``TimeoutError``) after ``timeout`` seconds."""
+        tref = task_ref(ref)
+        limit = seconds_or_none("timeout", timeout)
+        deadline = None if limit is None else time.monotonic() + limit
+        while True:
+            request = pb.WaitRequest(task=tref)
+            remaining: float | None = None
+            if deadline is not None:
+                remaining = max(0.0, deadline - time.monotonic())
+                request.timeout_s = remaining
+            started = time.monotonic()
+            call_timeout = None if remaining is None else remaining + _WAIT_GRACE
+            try:
+                response = await self._call("tasks", "Wait", request, timeout=call_timeout, wait=True)
+            except WaitTimeout:
+                # The server bounds each Wait (limits.max_wait_s): ask again while time is left.
+                if deadline is not None and deadline - time.monotonic() <= 0.001:
+                    raise
+                if time.monotonic() - started < 0.05:
+                    await asyncio.sleep(0.05)  # never spin on a server that answers at once
+                continue
+            return Result.from_wire(response)
+
+    def watch(
+        self,
+        pools: Iterable[str] | str | None = None,
+        ids: Iterable[int] | None = None,
+        keys: Iterable[str] | str | None = None,
+        all_transitions: bool = False,
+    ) -> Watch:
+        """Status events as an async iterator (terminal transitions only unless
+        ``all_transitions``). ``pools`` restricts; with ``ids``/``keys`` an event passes if its
+        id or key is listed. ``async with client.watch(...) as events:`` returns once the
+        subscription is live, so nothing submitted afterwards is missed."""
+        request = pb.WatchRequest(
+            pools=str_list("pools", pools),
+            ids=uint64_list("ids", ids),
+            keys=str_list("keys", keys),
+            all_transitions=bool(all_transitions),
+        )
+        return Watch(self, request)
+
+    # -- admin --------------------------------------------------------------------------------
+
+    async def snapshot(self, *, call_timeout: float | None = None) -> Snapshot:
+        """Per-pool figures, counts and totals of the server (SPEC §14)."""
+        timeout = seconds_or_none("call_timeout", call_timeout)
+        return Snapshot.from_wire(await self._call("admin", "Snapshot", pb.Empty(), timeout=timeout))
+
+    async def add_recurring(
+        self,
+        name: str,
+        cron: str,
+        payload: object = None,
+        *,
+        tz: str | None = None,
+        overlap: str = "skip",
+        call_timeout: float | None = None,
+        **fields: Any,
+    ) -> None:
+        """Create or replace (same name) a cron schedule whose occurrences are tasks built from
+        ``payload`` and the task fields (``tolerance``, ``on_miss``, ``key`` … apply to each
+        occurrence). A bad cron or tz raises ``ClientError('invalid_argument')``, an unknown
+        pool ``ClientError('not_found')``."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty string (got {name!r})")
+        if not isinstance(cron, str) or not cron.strip():
+            raise ValueError(f"cron must be a non-empty string (got {cron!r})")
+        if tz is not None and not isinstance(tz, str):
+            raise ValueError(f"tz must be an IANA time zone name (got {tz!r})")
+        request = pb.RecurringRequest(
+            name=name,
+            cron=cron,
+            tz=tz or "",
+            template=build_spec(payload, **fields),
+            overlap=overlap_to_wire(overlap),  # type: ignore[arg-type]
+        )
+        timeout = seconds_or_none("call_timeout", call_timeout)
+        await self._call("admin", "AddRecurring", request, timeout=timeout)
+
+    async def remove_recurring(self, name: str, *, call_timeout: float | None = None) -> bool:
+        """Remove a schedule; False when there was none of that name."""
+        if not isinstance(name, str):
+            raise ValueError(f"name must be a string (got {name!r})")
+        timeout = seconds_or_none("call_timeout", call_timeout)
+        request = pb.RemoveRecurringRequest(name=name)
+        response = await self._call("admin", "RemoveRecurring", request, timeout=timeout)
+        return bool(response.removed)
+
+    async def list_workers(self, *, call_timeout: float | None = None) -> list[WorkerInfo]:
+        """The connected remote workers."""
+        timeout = seconds_or_none("call_timeout", call_timeout)
+        response = await self._call("admin", "ListWorkers", pb.Empty(), timeout=timeout)
+        return [WorkerInfo.from_wire(w) for w in response.workers]
+
+    async def list_recurring(self, *, call_timeout: float | None = None) -> list[RecurringInfo]:
+        """The recurring schedules."""
+        timeout = seconds_or_none("call_timeout", call_timeout)
+        response = await self._call("admin", "ListRecurring", pb.Empty(), timeout=timeout)
+        return [RecurringInfo.from_wire(r) for r in response.schedules]
+
+
+class Watch:
+    """An open ``Tasks.Watch`` subscription: an async iterator of :class:`Event`.
+
+    Iterating starts the call lazily; ``await watch.start()`` (or ``async with``) starts it and
+    returns once the server confirmed the subscription (initial metadata), trying the next
+    address on a retryable error. Iteration ends when the server ends the stream or after
+    :meth:`aclose`; any other end raises :class:`ClientError` (``data_loss`` when the consumer
+    fell too far behind).
+    """
+
+    def __init__(self, client: Client, request: pb.WatchRequest) -> None:
+        self._client = client
+        self._request = request
+        self._call: Any = None
+        self._tried = 0
+        self._received = 0
+        self._closed = False
+
+    async def __aenter__(self) -> Watch:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> Watch:
+        return self
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _open(self) -> Any:
+        order = self._client._order()
+        index = order[self._tried % len(order)]
+        self._tried += 1
+        stub = pb_grpc.TasksStub(self._client._channel(index))
+        self._call = stub.Watch(self._request, metadata=self._client._metadata)
+        self._index = index
+        return self._call
+
+    def _can_fail_over(self, err: ClientError) -> bool:
+        return err.retryable and self._received == 0 and self._tried < len(self._client._targets)
+
+    async def start(self) -> Watch:
+        """Open the subscription and wait until it is live."""
+        if self._closed:
+            raise ClientError("cancelled", "watch is closed")
+        while self._call is None:
+            call = self._open()
+            await call.initial_metadata()
+            if call.done():
+                code = await call.code()
+                if code != grpc.StatusCode.OK:
+                    err = ClientError(code.name.lower(), await call.details() or "")
+                    if self._can_fail_over(err):
+                        self._call = None
+                        continue
+                    self._closed = True
+                    raise err
+            self._client._preferred = self._index
+        return self
+
+    async def __anext__(self) -> Event:
+        if self._closed:
+            raise StopAsyncIteration
+        while True:
+            if self._call is None:
+                self._open()
+            try:
+                msg = await self._call.read()
+            except asyncio.CancelledError:
+                if self._closed:
+                    raise StopAsyncIteration from None
+                raise
+            except grpc.RpcError as exc:
+                err = from_rpc_error(exc)
+                if self._closed or err.code == "cancelled":
+                    self._closed = True
+                    raise StopAsyncIteration from None
+                if self._can_fail_over(err):
+                    self._call = None
+                    continue
+                self._closed = True
+                raise err from None
+            if msg is grpc.aio.EOF:
+                self._closed = True
+                raise StopAsyncIteration
+            self._received += 1
+            return Event.from_wire(msg)
+
+    async def aclose(self) -> None:
+        """Cancel the subscription; iteration ends."""
+        self._closed = True
+        if self._call is not None:
+            self._call.cancel()
+
+    def close(self) -> None:
+        """Cancel the subscription (non-async)."""
+        self._closed = True
+        if self._call is not None:
+            self._call.cancel()

@@ -1,0 +1,366 @@
+"""Plain Python views of the wire messages the client returns (SPEC §17.9, §18).
+
+Statuses, priorities and overlap policies are lower-case names; instants are Unix seconds
+(floats, None when unset); ids are ints.  Each type has ``from_wire(message)``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from cronoq.client.encoding import overlap_from_wire, priority_from_wire, status_from_wire
+from cronoq.errors import TaskFailed
+from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+
+__all__ = [
+    "Event",
+    "PoolSnapshot",
+    "RecurringInfo",
+    "Result",
+    "Snapshot",
+    "Submitted",
+    "TaskInfo",
+    "TaskPage",
+    "WorkerGroup",
+    "WorkerInfo",
+]
+
+TERMINAL_STATUSES = frozenset(
+    {"succeeded", "failed", "dead_lettered", "cancelled", "skipped", "missed", "shed"}
+)
+
+
+def _ns_to_s(ns: int) -> float:
+    return ns / 1e9
+
+
+def _opt_s(msg: Any, name: str) -> float | None:
+    return _ns_to_s(getattr(msg, name)) if msg.HasField(name) else None
+
+
+@dataclass(frozen=True)
+class Result:
+    """Outcome of a terminal task (wire ``TaskResult``).
+
+    ``output`` is the raw output (``b""`` when none is available); ``output_available`` is True
+    exactly when the task succeeded and its output is retained. The wire carries no content
+    type for outputs: :meth:`json` parses the bytes as JSON, :meth:`text` decodes UTF-8, and
+    :meth:`value` gives JSON when the bytes are JSON, else text, else bytes.
+    """
+
+    id: int
+    status: str
+    output: bytes = b""
+    message: str = ""
+    output_available: bool = False
+
+    @classmethod
+    def from_wire(cls, msg: pb.TaskResult) -> Result:
+        return cls(
+            id=msg.id,
+            status=status_from_wire(msg.status),
+            output=msg.output if msg.HasField("output") else b"",
+            message=msg.message,
+            output_available=msg.output_available or msg.HasField("output"),
+        )
+
+    @property
+    def ok(self) -> bool:
+        """True when the task succeeded."""
+        return self.status == "succeeded"
+
+    def json(self) -> Any:
+        """The output parsed as JSON (None for an empty output)."""
+        return json.loads(self.output) if self.output else None
+
+    def text(self) -> str:
+        """The output decoded as UTF-8."""
+        return self.output.decode("utf-8")
+
+    def value(self) -> Any:
+        """JSON when the output is valid JSON, else text when it is UTF-8, else the bytes;
+        None for an empty output."""
+        if not self.output:
+            return None
+        try:
+            return json.loads(self.output)
+        except ValueError:
+            pass
+        try:
+            return self.output.decode("utf-8")
+        except UnicodeDecodeError:
+            return self.output
+
+    def raise_for_status(self) -> Result:
+        """Return self when the task succeeded, else raise :class:`~cronoq.TaskFailed`."""
+        if not self.ok:
+            raise TaskFailed(self.status, self.message, self.id)
+        return self
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """Answer to a submit: the task id, whether the key named an existing task, and (with
+    ``wait=True``) the outcome."""
+
+    id: int
+    duplicate: bool = False
+    result: Result | None = None
+
+    @classmethod
+    def from_wire(cls, msg: pb.SubmitResponse) -> Submitted:
+        result = Result.from_wire(msg.result) if msg.HasField("result") else None
+        return cls(id=msg.id, duplicate=msg.duplicate, result=result)
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """State of one task (wire ``TaskInfo``); ``key`` is None for a task without a key, times
+    are Unix seconds (None until they happen)."""
+
+    id: int
+    status: str
+    pool: str
+    key: str | None
+    kind: str
+    attempt: int
+    max_attempts: int
+    created_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    message: str
+    output_available: bool
+    tenant: str | None
+    priority: str
+
+    @classmethod
+    def from_wire(cls, msg: pb.TaskInfo) -> TaskInfo:
+        return cls(
+            id=msg.id,
+            status=status_from_wire(msg.status),
+            pool=msg.pool,
+            key=msg.key or None,
+            kind=msg.kind or "default",
+            attempt=msg.attempt,
+            max_attempts=msg.max_attempts,
+            created_at=_opt_s(msg, "created_unix_ns"),
+            started_at=_opt_s(msg, "started_unix_ns"),
+            finished_at=_opt_s(msg, "finished_unix_ns"),
+            message=msg.message,
+            output_available=msg.output_available,
+            tenant=msg.tenant or None,
+            priority=priority_from_wire(msg.priority),
+        )
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """One page of ``list_tasks``: ``next_after`` is the id to pass as ``after`` for the next
+    page, 0 when no more may follow."""
+
+    tasks: list[TaskInfo]
+    next_after: int = 0
+    unavailable_shards: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_wire(cls, msg: pb.ListTasksResponse) -> TaskPage:
+        return cls(
+            tasks=[TaskInfo.from_wire(t) for t in msg.tasks],
+            next_after=msg.next_after,
+            unavailable_shards=list(msg.unavailable_shards),
+        )
+
+    def __iter__(self) -> Iterator[TaskInfo]:
+        return iter(self.tasks)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+
+@dataclass(frozen=True)
+class Event:
+    """A status transition (wire ``StatusEvent``); ``at`` in Unix seconds."""
+
+    id: int
+    pool: str
+    key: str | None
+    status: str
+    attempt: int
+    at: float
+    message: str
+
+    @classmethod
+    def from_wire(cls, msg: pb.StatusEvent) -> Event:
+        return cls(
+            id=msg.id,
+            pool=msg.pool,
+            key=msg.key or None,
+            status=status_from_wire(msg.status),
+            attempt=msg.attempt,
+            at=_ns_to_s(msg.at_unix_ns),
+            message=msg.message,
+        )
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+@dataclass(frozen=True)
+class WorkerGroup:
+    labels: dict[str, str]
+    capacity: int
+    busy: int
+
+    @classmethod
+    def from_wire(cls, msg: pb.WorkerGroup) -> WorkerGroup:
+        return cls(labels=dict(msg.labels), capacity=msg.capacity, busy=msg.busy)
+
+
+@dataclass(frozen=True)
+class PoolSnapshot:
+    """Per-pool figures of a server snapshot (SPEC §14); ``pending_by_class`` is
+    ``[critical, high, normal, low]``."""
+
+    name: str
+    capacity: int
+    busy: int
+    held: int
+    desired: int
+    pending_by_class: list[int]
+    reservations: int
+    dispatched: int
+    succeeded: int
+    failed: int
+    priority_adherence: float
+    fixed_start_hit_rate: float
+    utilization: float
+    schedule_efficiency: float
+    wait_p50: float
+    wait_p90: float
+    wait_p99: float
+    cost: float
+    workers_connected: int
+    groups: list[WorkerGroup]
+
+    @classmethod
+    def from_wire(cls, msg: pb.PoolSnapshot) -> PoolSnapshot:
+        return cls(
+            name=msg.name,
+            capacity=msg.capacity,
+            busy=msg.busy,
+            held=msg.held,
+            desired=msg.desired,
+            pending_by_class=list(msg.pending_by_class),
+            reservations=msg.reservations,
+            dispatched=msg.dispatched,
+            succeeded=msg.succeeded,
+            failed=msg.failed,
+            priority_adherence=msg.priority_adherence,
+            fixed_start_hit_rate=msg.fixed_start_hit_rate,
+            utilization=msg.utilization,
+            schedule_efficiency=msg.schedule_efficiency,
+            wait_p50=msg.wait_p50_s,
+            wait_p90=msg.wait_p90_s,
+            wait_p99=msg.wait_p99_s,
+            cost=msg.cost,
+            workers_connected=msg.workers_connected,
+            groups=[WorkerGroup.from_wire(g) for g in msg.groups],
+        )
+
+    @property
+    def pending(self) -> int:
+        return sum(self.pending_by_class)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A server snapshot: pools in configuration order, overall counts, ``totals`` by name."""
+
+    pools: list[PoolSnapshot]
+    live_tasks: int
+    running: int
+    pending: int
+    totals: dict[str, int]
+    workers_connected: int
+    unavailable_shards: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_wire(cls, msg: pb.SnapshotResponse) -> Snapshot:
+        totals = {f.name: getattr(msg.totals, f.name) for f in pb.Totals.DESCRIPTOR.fields}
+        return cls(
+            pools=[PoolSnapshot.from_wire(p) for p in msg.pools],
+            live_tasks=msg.live_tasks,
+            running=msg.running,
+            pending=msg.pending,
+            totals=totals,
+            workers_connected=msg.workers_connected,
+            unavailable_shards=list(msg.unavailable_shards),
+        )
+
+    def pool(self, name: str) -> PoolSnapshot | None:
+        """The named pool's snapshot, or None."""
+        for p in self.pools:
+            if p.name == name:
+                return p
+        return None
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """A connected remote worker; ``slots`` are the granted slots."""
+
+    id: int
+    name: str
+    pool: str
+    labels: dict[str, str]
+    slots: int
+    busy: int
+    connected_at: float
+
+    @classmethod
+    def from_wire(cls, msg: pb.WorkerInfo) -> WorkerInfo:
+        return cls(
+            id=msg.id,
+            name=msg.name,
+            pool=msg.pool,
+            labels=dict(msg.labels),
+            slots=msg.slots,
+            busy=msg.busy,
+            connected_at=_ns_to_s(msg.connected_unix_ns),
+        )
+
+
+@dataclass(frozen=True)
+class RecurringInfo:
+    """A recurring schedule on the server; ``next_at`` is the start (Unix s) of the occurrence
+    materialized ahead, ``last_task_id`` the latest occurrence's id."""
+
+    name: str
+    cron: str
+    tz: str | None
+    pool: str
+    kind: str
+    overlap: str
+    next_at: float | None
+    last_task_id: int | None
+
+    @classmethod
+    def from_wire(cls, msg: pb.RecurringInfo) -> RecurringInfo:
+        return cls(
+            name=msg.name,
+            cron=msg.cron,
+            tz=msg.tz or None,
+            pool=msg.pool,
+            kind=msg.kind or "default",
+            overlap=overlap_from_wire(msg.overlap),
+            next_at=_opt_s(msg, "next_unix_ns"),
+            last_task_id=msg.last_task_id if msg.HasField("last_task_id") else None,
+        )

@@ -1,0 +1,562 @@
+"""Remote worker: serves a server pool with a Python handler over ``Workers.Work`` (SPEC §17.5).
+
+Theory of operation
+-------------------
+A *session* is one bidirectional ``Work`` stream. The worker opens it with
+``Register{pool, slots, worker_name, protocol_version=3, labels}`` and waits for
+``Registered`` (granted slots, lease ttl). Then the server sends:
+
+* ``Lease`` — one attempt; the worker runs ``handler(lease)`` in its own asyncio task (at most
+  the granted number at once; a lease beyond that, or while draining, is handed back with
+  ``Nack``). While it runs, a ``Heartbeat`` goes out every ``lease_ttl / 3`` (when the pool has
+  a ttl). Its end is reported once: return value → ``Complete{output, content_type}`` (encoded
+  like payloads; None → empty output and content type); :class:`~cronoq.Permanent` →
+  ``Fail{permanent}``; :class:`~cronoq.Retryable` → ``Fail{retry_after_s}``; any other exception
+  → ``Fail{"<Type>: <message>"}`` (retryable); :class:`Reject` → ``Nack``;
+  :class:`CancelTask` → ``Cancelled``.
+* ``Abort`` — the lease is gone (timeout, cancel, lease loss): ``lease.cancelled`` becomes True
+  and the handler task is cancelled; nothing is reported (the server ignores it anyway).
+* ``Shutdown`` — the server goes away. ``not_leader`` → reconnect at once (to the next address
+  when several are given); otherwise keep working until the server ends the stream.
+
+When a session ends, handlers still running are cancelled (the server fails their attempts
+retryably on disconnect). ``run()`` then reconnects with exponential backoff between
+``backoff[0]`` and ``backoff[1]`` (reset after each successful registration), unless
+``reconnect=False``. Authentication, permission and protocol errors (``unauthenticated``,
+``permission_denied``, ``invalid_argument``, ``not_found``, ``unimplemented``) are raised,
+not retried.
+
+``stop(grace)`` drains: ``SetSlots{0}``, waits up to ``grace`` for running handlers, cancels the
+rest (reported as retryable ``Fail("worker stopped")``), half-closes the stream and waits for
+the server to end it.
+
+All outbound messages of a session go through one queue consumed by the request iterator of
+the call, so reports, heartbeats and slot changes never interleave badly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from cronoq.client._channel import auth_metadata, make_channel, normalize_targets
+from cronoq.client.encoding import decode_payload, encode_payload, priority_from_wire
+from cronoq.client.errors import CancelTask, ClientError, Reject, from_rpc_error
+from cronoq.errors import Permanent, Retryable
+from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
+
+__all__ = ["PROTOCOL_VERSION", "Lease", "Worker"]
+
+log = logging.getLogger("cronoq.client.worker")
+
+#: The worker protocol version this worker speaks.
+PROTOCOL_VERSION = 3
+
+#: Session errors that reconnecting cannot fix.
+FATAL_CODES = frozenset(
+    {"unauthenticated", "permission_denied", "invalid_argument", "not_found", "unimplemented"}
+)
+
+#: How long ``stop()`` waits for the server to end the stream after the half-close.
+_CLOSE_TIMEOUT = 5.0
+
+Handler = Callable[["Lease"], Awaitable[object] | object]
+
+
+class Lease:
+    """One attempt of a task handed to a worker's handler.
+
+    ``payload`` (bytes) and ``content_type`` as submitted; :meth:`json`, :meth:`text` and
+    :meth:`value` decode it. ``cancelled`` turns True when the server aborted the lease (or the
+    session ended); ``cancel_reason`` says why. Times: ``timeout`` (seconds per attempt) and
+    ``deadline`` (Unix seconds) are None when the task has none.
+    """
+
+    __slots__ = (
+        "_abort",
+        "_session",
+        "_stopped",
+        "attempt",
+        "cancel_reason",
+        "content_type",
+        "deadline",
+        "id",
+        "key",
+        "kind",
+        "lease_ttl",
+        "payload",
+        "pool",
+        "priority",
+        "tags",
+        "task_id",
+        "timeout",
+    )
+
+    def __init__(self, msg: pb.Lease, lease_ttl: float | None, session: _Session | None = None) -> None:
+        self.id: int = msg.lease
+        self.task_id: int = msg.task_id
+        self.attempt: int = msg.attempt
+        self.payload: bytes = msg.payload
+        self.content_type: str = msg.content_type
+        self.kind: str = msg.kind or "default"
+        self.key: str | None = msg.key or None
+        self.tags: dict[str, str] = dict(msg.tags)
+        self.timeout: float | None = msg.timeout_s if msg.HasField("timeout_s") else None
+        self.deadline: float | None = msg.deadline_unix_ns / 1e9 if msg.HasField("deadline_unix_ns") else None
+        self.pool: str = msg.pool
+        self.priority: str = priority_from_wire(msg.priority)
+        self.lease_ttl: float | None = msg.lease_ttl_s if msg.HasField("lease_ttl_s") else lease_ttl
+        self.cancel_reason: str = ""
+        self._abort = False
+        self._stopped = False
+        self._session = session
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the server aborted this lease or the worker lost it."""
+        return self._abort
+
+    def json(self) -> Any:
+        """The payload parsed as JSON (None for an empty payload)."""
+        return json.loads(self.payload) if self.payload else None
+
+    def text(self) -> str:
+        """The payload decoded as UTF-8."""
+        return self.payload.decode("utf-8")
+
+    def value(self) -> Any:
+        """The payload decoded by its content type: JSON → object, text → str, else bytes
+        (None when empty and untyped)."""
+        return decode_payload(self.payload, self.content_type)
+
+    def heartbeat(self) -> None:
+        """Renew the lease now (heartbeats are also sent automatically every lease_ttl/3)."""
+        if self._session is not None and not self._abort:
+            self._session.send(pb.WorkerMessage(heartbeat=pb.Heartbeat(lease=self.id)))
+
+    def __repr__(self) -> str:
+        return f"Lease(id={self.id}, task_id={self.task_id}, attempt={self.attempt}, pool={self.pool!r})"
+
+
+class _Session:
+    """State of one ``Work`` stream."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
+        self.running: dict[int, tuple[Lease, asyncio.Task[None]]] = {}
+        self.open = True
+        self.half_closed = False
+        self.draining = False
+        self.cancelled_locally = False
+        self.call: Any = None
+
+    def send(self, msg: pb.WorkerMessage) -> None:
+        if self.open and not self.half_closed:
+            self.queue.put_nowait(msg)
+
+    def half_close(self) -> None:
+        if not self.half_closed:
+            self.half_closed = True
+            self.queue.put_nowait(None)
+
+    async def requests(self) -> Any:
+        while True:
+            msg = await self.queue.get()
+            if msg is None:
+                return
+            yield msg
+
+
+class Worker:
+    """Serve ``pool`` of a cronoq server with ``handler`` (``async def handle(lease)``).
+
+    ``slots`` concurrent leases are requested (the server may grant fewer); ``labels`` join a
+    labelled worker group; ``token`` authenticates (role ``worker``). ``target`` may be a list of
+    addresses: each reconnect moves to the next. Use ``await worker.run()`` (returns after
+    :meth:`stop`), or ``async with worker:`` to run it in the background and stop it on exit.
+    """
+
+    def __init__(
+        self,
+        target: str | Sequence[str],
+        pool: str,
+        handler: Handler,
+        *,
+        slots: int = 1,
+        token: str | None = None,
+        name: str = "",
+        labels: Mapping[str, str] | None = None,
+        reconnect: bool = True,
+        backoff: tuple[float, float] = (0.1, 5.0),
+        grace: float = 10.0,
+        tls: bool = False,
+        credentials: grpc.ChannelCredentials | None = None,
+        options: Sequence[tuple[str, Any]] | None = None,
+    ) -> None:
+        if not isinstance(pool, str) or not pool:
+            raise ValueError(f"pool must be a non-empty string (got {pool!r})")
+        if not callable(handler):
+            raise ValueError("handler must be callable")
+        if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots < 2**32:
+            raise ValueError(f"slots must be an int >= 1 (got {slots!r})")
+        if not isinstance(name, str):
+            raise ValueError(f"name must be a string (got {name!r})")
+        lo, hi = backoff
+        if not (0 <= lo <= hi):
+            raise ValueError(f"backoff must be (min, max) with 0 <= min <= max (got {backoff!r})")
+        if grace < 0:
+            raise ValueError(f"grace must be >= 0 (got {grace!r})")
+        self._targets = normalize_targets(target)
+        self._pool = pool
+        self._handler = handler
+        self._slots = slots
+        self._metadata = auth_metadata(token)
+        self._name = name
+        self._labels = {str(k): str(v) for k, v in (labels or {}).items()}
+        self._reconnect = reconnect
+        self._backoff = (float(lo), float(hi))
+        self._grace = float(grace)
+        self._tls = tls
+        self._credentials = credentials
+        self._options = list(options or ())
+
+        self._session: _Session | None = None
+        self._registered: asyncio.Event | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._done: asyncio.Event | None = None
+        self._stop_requested = False
+        self._running = False
+        self._bg: asyncio.Task[None] | None = None
+        self._target_index = 0
+        self._limit: int | None = None
+        self.worker_id: int | None = None
+        self.granted_slots: int = 0
+        self.lease_ttl: float | None = None
+        self.server_protocol_version: int = 0
+        self.max_message_bytes: int = 0
+        self.sessions: int = 0
+
+    # -- public -------------------------------------------------------------------------------
+
+    @property
+    def pool(self) -> str:
+        return self._pool
+
+    @property
+    def registered(self) -> bool:
+        return self._registered is not None and self._registered.is_set()
+
+    @property
+    def active(self) -> int:
+        """Handlers running now."""
+        return len(self._session.running) if self._session is not None else 0
+
+    @property
+    def target(self) -> str:
+        return self._targets[self._target_index % len(self._targets)]
+
+    def _events(self) -> tuple[asyncio.Event, asyncio.Event, asyncio.Event]:
+        if self._registered is None or self._wakeup is None or self._done is None:
+            self._registered, self._wakeup, self._done = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        return self._registered, self._wakeup, self._done
+
+    async def wait_registered(self, timeout: float | None = None) -> int:
+        """Wait until the current session is registered; return the worker id. Raises
+        ``TimeoutError`` after ``timeout`` seconds."""
+        registered, _, _ = self._events()
+        await asyncio.wait_for(registered.wait(), timeout)
+        assert self.worker_id is not None
+        return self.worker_id
+
+    async def __aenter__(self) -> Worker:
+        self._bg = asyncio.create_task(self.run(), name=f"cronoq-worker-{self._pool}")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+        if self._bg is not None:
+            bg, self._bg = self._bg, None
+            with contextlib.suppress(asyncio.CancelledError, ClientError):
+                await bg
+
+    def set_slots(self, slots: int) -> None:
+        """Ask for a different number of concurrent leases (0 = pause: no new leases). Applies
+        to the current session and to later registrations."""
+        if isinstance(slots, bool) or not isinstance(slots, int) or not 0 <= slots < 2**32:
+            raise ValueError(f"slots must be an int >= 0 (got {slots!r})")
+        self._limit = slots
+        if slots >= 1:
+            self._slots = slots
+        sess = self._session
+        if sess is not None:
+            sess.send(pb.WorkerMessage(set_slots=pb.SetSlots(slots=slots)))
+
+    def _capacity(self) -> int:
+        """Leases this worker accepts at once: the grant, or what ``set_slots`` asked since
+        (the server may grant more after a SetSlots; it never sends more than it granted)."""
+        return self.granted_slots if self._limit is None else self._limit
+
+    async def run(self) -> None:
+        """Serve until :meth:`stop` (or, with ``reconnect=False``, until the session ends).
+        Raises :class:`ClientError` on an error reconnecting cannot fix."""
+        if self._running:
+            raise RuntimeError("worker is already running")
+        registered, wakeup, done = self._events()
+        self._running = True
+        self._stop_requested = False
+        done.clear()
+        delay = self._backoff[0]
+        try:
+            while not self._stop_requested:
+                target = self.target
+                self.sessions += 1
+                try:
+                    outcome = await self._run_session(target, registered)
+                except ClientError as err:
+                    if err.code in FATAL_CODES or not self._reconnect:
+                        raise
+                    log.info("worker session with %s ended: %s; reconnecting in %.2fs", target, err, delay)
+                    outcome = "error"
+                if self._stop_requested or not self._reconnect:
+                    return
+                if outcome == "registered":
+                    delay = self._backoff[0]
+                    self._target_index += 1 if len(self._targets) > 1 else 0
+                    await self._sleep(wakeup, delay)
+                    delay = min(max(delay * 2, self._backoff[0]), self._backoff[1])
+                elif outcome == "not_leader":
+                    delay = self._backoff[0]
+                    self._target_index += 1
+                else:
+                    self._target_index += 1
+                    await self._sleep(wakeup, delay)
+                    delay = min(max(delay * 2, self._backoff[0]), self._backoff[1])
+        finally:
+            self._running = False
+            registered.clear()
+            done.set()
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Drain and stop: ``SetSlots 0``, wait up to ``grace`` (default: the constructor's)
+        for running handlers, cancel the rest, half-close and wait for :meth:`run` to end."""
+        grace = self._grace if grace is None else float(grace)
+        _, wakeup, done = self._events()
+        self._stop_requested = True
+        wakeup.set()
+        sess = self._session
+        if sess is not None and sess.open:
+            sess.draining = True
+            sess.send(pb.WorkerMessage(set_slots=pb.SetSlots(slots=0)))
+            tasks = [t for _, t in sess.running.values()]
+            if tasks:
+                await asyncio.wait(tasks, timeout=grace)
+            left = list(sess.running.values())
+            for lease, t in left:
+                lease._stopped = True
+                t.cancel()
+            if left:
+                await asyncio.wait([t for _, t in left])
+            sess.half_close()
+        if self._running:
+            try:
+                await asyncio.wait_for(done.wait(), _CLOSE_TIMEOUT)
+            except TimeoutError:
+                sess = self._session
+                if sess is not None and sess.call is not None:
+                    sess.cancelled_locally = True
+                    sess.call.cancel()
+                await done.wait()
+
+    # -- session ------------------------------------------------------------------------------
+
+    async def _sleep(self, wakeup: asyncio.Event, delay: float) -> None:
+        wakeup.clear()
+        if self._stop_requested or delay <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wakeup.wait(), delay)
+
+    async def _run_session(self, target: str, registered: asyncio.Event) -> str:
+        """One Work stream; returns ``"registered"`` (ended after registering),
+        ``"not_leader"``, or raises :class:`ClientError`."""
+        channel = make_channel(target, tls=self._tls, credentials=self._credentials, options=self._options)
+        sess = _Session()
+        self._session = sess
+        outcome = "error"
+        try:
+            sess.send(
+                pb.WorkerMessage(
+                    register=pb.Register(
+                        pool=self._pool,
+                        slots=self._slots,
+                        worker_name=self._name,
+                        protocol_version=PROTOCOL_VERSION,
+                        labels=self._labels,
+                    )
+                )
+            )
+            stub = pb_grpc.WorkersStub(channel)
+            sess.call = stub.Work(sess.requests(), metadata=self._metadata)
+            first = await self._read(sess)
+            if first is None:
+                raise ClientError("unavailable", "stream ended before Registered")
+            if first.WhichOneof("msg") != "registered":
+                raise ClientError("internal", f"expected Registered, got {first.WhichOneof('msg')}")
+            reg = first.registered
+            self.worker_id = reg.worker_id
+            self.granted_slots = reg.slots
+            self.lease_ttl = reg.lease_ttl_s if reg.HasField("lease_ttl_s") else None
+            self.server_protocol_version = reg.protocol_version
+            self.max_message_bytes = reg.max_message_bytes
+            if reg.protocol_version and reg.protocol_version != PROTOCOL_VERSION:
+                log.warning(
+                    "server speaks worker protocol %d (this worker: %d)",
+                    reg.protocol_version,
+                    PROTOCOL_VERSION,
+                )
+            outcome = "registered"
+            if self._limit == 0:
+                sess.send(pb.WorkerMessage(set_slots=pb.SetSlots(slots=0)))
+            else:
+                self._limit = None
+            registered.set()
+            log.debug("worker %d registered on %s (%d slots)", reg.worker_id, target, reg.slots)
+            if self._stop_requested:
+                sess.half_close()
+            while True:
+                msg = await self._read(sess)
+                if msg is None:
+                    return outcome
+                which = msg.WhichOneof("msg")
+                if which == "lease":
+                    self._on_lease(sess, msg.lease)
+                elif which == "abort":
+                    self._on_abort(sess, msg.abort)
+                elif which == "shutdown":
+                    log.info(
+                        "server shutdown (%s, not_leader=%s)", msg.shutdown.reason, msg.shutdown.not_leader
+                    )
+                    if msg.shutdown.not_leader:
+                        return "not_leader"
+                # a second Registered or an unknown message: ignored (forward compatibility)
+        finally:
+            registered.clear()
+            sess.open = False
+            await self._end_session(sess)
+            if sess.call is not None:
+                sess.call.cancel()
+            await channel.close()
+            if self._session is sess:
+                self._session = None
+
+    async def _read(self, sess: _Session) -> pb.ServerMessage | None:
+        try:
+            msg = await sess.call.read()
+        except asyncio.CancelledError:
+            if sess.cancelled_locally:  # stop() gave up waiting for the server to end the stream
+                return None
+            raise
+        except grpc.RpcError as exc:
+            err = from_rpc_error(exc)
+            if err.code == "cancelled" and self._stop_requested:
+                return None
+            raise err from None
+        if msg is grpc.aio.EOF:
+            return None
+        return msg
+
+    async def _end_session(self, sess: _Session) -> None:
+        """Cancel handlers still running when a session ends (their leases are lost)."""
+        left = list(sess.running.values())
+        for lease, task in left:
+            lease._abort = True
+            lease.cancel_reason = lease.cancel_reason or "disconnected"
+            task.cancel()
+        if left:
+            await asyncio.wait([t for _, t in left])
+
+    def _on_lease(self, sess: _Session, msg: pb.Lease) -> None:
+        if sess.draining or self._stop_requested:
+            sess.send(pb.WorkerMessage(nack=pb.Nack(lease=msg.lease, reason="worker draining")))
+            return
+        if msg.lease in sess.running or len(sess.running) >= self._capacity():
+            sess.send(pb.WorkerMessage(nack=pb.Nack(lease=msg.lease, reason="no free slot")))
+            return
+        lease = Lease(msg, self.lease_ttl, sess)
+        task = asyncio.create_task(self._run_lease(sess, lease), name=f"cronoq-lease-{lease.id}")
+        sess.running[lease.id] = (lease, task)
+
+    def _on_abort(self, sess: _Session, msg: pb.Abort) -> None:
+        entry = sess.running.pop(msg.lease, None)
+        if entry is None:
+            return
+        lease, task = entry
+        lease._abort = True
+        lease.cancel_reason = msg.reason
+        task.cancel()
+
+    async def _heartbeats(self, sess: _Session, lease: Lease) -> None:
+        assert lease.lease_ttl is not None
+        interval = lease.lease_ttl / 3
+        while True:
+            await asyncio.sleep(interval)
+            lease.heartbeat()
+
+    async def _run_lease(self, sess: _Session, lease: Lease) -> None:
+        hb = None
+        if lease.lease_ttl is not None and lease.lease_ttl > 0:
+            hb = asyncio.create_task(self._heartbeats(sess, lease))
+        report: pb.WorkerMessage | None = None
+        try:
+            try:
+                result = self._handler(lease)
+                if inspect.isawaitable(result):
+                    result = await result
+                data, ctype = encode_payload(result)
+                report = pb.WorkerMessage(
+                    complete=pb.Complete(lease=lease.id, output=data, content_type=ctype)
+                )
+            except asyncio.CancelledError:
+                if lease._abort:
+                    report = None  # aborted or disconnected: the server no longer wants a report
+                elif lease._stopped:
+                    report = _fail(lease.id, "worker stopped")
+                else:  # the handler raised CancelledError on its own: retryable
+                    report = _fail(lease.id, "CancelledError: ")
+            except Reject as exc:
+                report = pb.WorkerMessage(nack=pb.Nack(lease=lease.id, reason=exc.reason))
+            except CancelTask:
+                report = pb.WorkerMessage(cancelled=pb.Cancelled(lease=lease.id))
+            except Permanent as exc:
+                report = _fail(lease.id, exc.message, permanent=True)
+            except Retryable as exc:
+                report = _fail(lease.id, exc.message, retry_after=exc.retry_after)
+            except Exception as exc:
+                log.warning(
+                    "handler failed on task %d (attempt %d)", lease.task_id, lease.attempt, exc_info=True
+                )
+                report = _fail(lease.id, f"{type(exc).__name__}: {exc}")
+        finally:
+            if hb is not None:
+                hb.cancel()
+            sess.running.pop(lease.id, None)
+        if report is not None and not lease._abort:
+            sess.send(report)
+
+
+def _fail(
+    lease: int, message: str, *, permanent: bool = False, retry_after: float | None = None
+) -> pb.WorkerMessage:
+    fail = pb.Fail(lease=lease, message=message, permanent=permanent)
+    if retry_after is not None:
+        fail.retry_after_s = retry_after
+    return pb.WorkerMessage(fail=fail)

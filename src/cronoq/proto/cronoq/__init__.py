@@ -1,0 +1,1 @@
+"""Proto package ``cronoq`` (mirrors the proto package path ``cronoq.v1``)."""

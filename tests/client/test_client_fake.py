@@ -1,0 +1,379 @@
+"""Client calls end to end against the fake in-process gRPC server (tests/client/conftest.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import grpc
+import pytest
+
+from cronoq import RetryPolicy
+from cronoq.client import Client, ClientError, Event, Submitted, WaitTimeout, task
+from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+
+
+def _closed_port() -> str:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"127.0.0.1:{port}"
+
+
+async def test_submit_sends_spec_and_token(fake: Any) -> None:
+    async with Client(fake.target, token="s3cret-token-0123456789") as client:
+        sub = await client.submit(
+            {"n": 1}, pool="p", priority="critical", key="k1", timeout=5, retry=RetryPolicy(max_attempts=2)
+        )
+        assert sub == Submitted(1, False, None)
+        req, md = fake.last("Submit")
+        assert md["authorization"] == "Bearer s3cret-token-0123456789"
+        assert not req.wait and not req.HasField("wait_timeout_s")
+        spec = req.task
+        assert spec.payload == b'{"n":1}' and spec.content_type == "application/json"
+        assert spec.pool == "p" and spec.priority == pb.PRIORITY_CRITICAL and spec.key == "k1"
+        assert spec.timeout_s == 5.0 and spec.retry.max_attempts == 2
+        dup = await client.submit("again", key="k1")
+        assert dup.id == 1 and dup.duplicate
+
+
+async def test_no_token_sends_no_authorization(fake: Any) -> None:
+    async with Client(fake.target) as client:
+        await client.submit(b"x")
+    _, md = fake.last("Submit")
+    assert "authorization" not in md
+    assert fake.last("Submit")[0].task.content_type == "application/octet-stream"
+
+
+async def test_submit_wait_returns_result(fake: Any) -> None:
+    async with Client(fake.target) as client:
+        call = asyncio.create_task(client.submit({"a": 1}, wait=True, wait_timeout=5))
+        while not fake.tasks:
+            await asyncio.sleep(0.01)
+        fake.finish(1, output=b'{"ok":true}')
+        sub = await call
+        assert sub.id == 1 and sub.result is not None
+        assert sub.result.ok and sub.result.json() == {"ok": True} and sub.result.output_available
+        req, _ = fake.last("Submit")
+        assert req.wait and req.wait_timeout_s == 5.0
+
+
+async def test_submit_wait_timeout_raises_timeout_error(fake: Any) -> None:
+    async with Client(fake.target) as client:
+        with pytest.raises(TimeoutError) as exc:
+            await client.submit(None, wait=True, wait_timeout=0.05)
+        assert isinstance(exc.value, WaitTimeout) and exc.value.code == "deadline_exceeded"
+        # without wait a deadline is an ordinary ClientError
+        fake.fail("Submit", grpc.StatusCode.DEADLINE_EXCEEDED, "slow")
+        with pytest.raises(ClientError) as exc2:
+            await client.submit(None)
+        assert not isinstance(exc2.value, TimeoutError)
+
+
+async def test_call_timeout_is_the_grpc_deadline(fake: Any) -> None:
+    async with Client(fake.target) as client:
+        with pytest.raises(WaitTimeout):
+            await client.submit(None, wait=True, call_timeout=0.1)
+
+
+async def test_submit_errors(fake: Any) -> None:
+    async with Client(fake.target) as client:
+        with pytest.raises(ClientError) as exc:
+            await client.submit(None, pool="nope")
+        assert exc.value.code == "not_found" and exc.value.message == "unknown pool 'nope'"
+        assert not exc.value.retryable
+        fake.fail("Submit", grpc.StatusCode.INVALID_ARGUMENT, "cycle")
+        with pytest.raises(ClientError, match="invalid_argument: cycle"):
+            await client.submit(None)
+        with pytest.raises(ValueError, match="unknown priority"):
+            await client.submit(None, priority="urgent")
+        with pytest.raises(ValueError, match="wait_timeout must be"):
+            await client.submit(None, wait=True, wait_timeout=-1)
+
+
+async def test_submit_batch(fake: Any) -> None:
+    async with Client(fake.target) as client:
+        out = await client.submit_batch(
+            [task("a", key="a"), task({"b": 2}, key="b", after=["a"]), {"payload": b"c", "pool": "x"}]
+        )
+        assert [s.id for s in out] == [1, 2, 3] and not any(s.duplicate for s in out)
+        req, _ = fake.last("SubmitBatch")
+        assert [t.key for t in req.tasks] == ["a", "b", ""]
+        assert req.tasks[1].deps[0].target.key == "a" and req.tasks[1].deps[0].cond == pb.EDGE_COND_ON_SUCCESS
+        assert req.tasks[2].pool == "x"
+        again = await client.submit_batch([task(None, key="a")])
+        assert again == [Submitted(1, True, None)]
+        assert await client.submit_batch([]) == []
+
+
+async def test_cancel_get(fake: Any) -> None:
+    async with Client(fake.target) as client:
+        sub = await client.submit("x", key="job", kind="k", tenant="t", priority="low")
+        info = await client.get("job")
+        assert info.id == sub.id and info.status == "ready" and info.key == "job" and info.kind == "k"
+        assert info.tenant == "t" and info.priority == "low" and info.created_at is not None
+        assert (await client.get(sub)).id == sub.id
+        assert await client.cancel(sub.id) is True
+        assert await client.cancel("job") is False
+        assert (await client.get(sub.id)).status == "cancelled"
+        with pytest.raises(ClientError) as exc:
+            await client.cancel(999)
+        assert exc.value.code == "not_found"
+        with pytest.raises(ClientError) as exc:
+            await client.get("missing")
+        assert exc.value.code == "not_found"
+        req, _ = fake.last("Get")
+        assert req.task.key == "missing"
+
+
+async def test_list_and_iter_tasks(fake: Any) -> None:
+    async with Client(fake.target) as client:
+        for i in range(7):
+            await client.submit(i, pool="a" if i % 2 else "b")
+        fake.finish(1)
+        page = await client.list_tasks(limit=3)
+        assert [t.id for t in page] == [1, 2, 3] and page.next_after == 3
+        page2 = await client.list_tasks(after=page.next_after, limit=3)
+        assert [t.id for t in page2] == [4, 5, 6] and page2.next_after == 6
+        last = await client.list_tasks(after=6, limit=3)
+        assert [t.id for t in last] == [7] and last.next_after == 0
+        assert [t.id async for t in client.iter_tasks(limit=2)] == [1, 2, 3, 4, 5, 6, 7]
+        assert [t.id async for t in client.iter_tasks(pools=["a"], limit=2)] == [2, 4, 6]
+        done = await client.list_tasks(statuses=["succeeded"])
+        assert [t.id for t in done] == [1]
+        req, _ = fake.last("ListTasks")
+        assert list(req.statuses) == [pb.TASK_STATUS_SUCCEEDED]
+        assert [t.id for t in await client.list_tasks(pools="b", statuses="ready")] == [3, 5, 7]
+        with pytest.raises(ValueError, match="unknown status"):
+            await client.list_tasks(statuses=["done"])
+        with pytest.raises(ValueError, match="limit"):
+            await client.list_tasks(limit=-1)
+
+
+async def test_wait(fake: Any) -> None:
+    async with Client(fake.target) as client:
+        sub = await client.submit("x")
+        waiter = asyncio.create_task(client.wait(sub.id, timeout=5))
+        await asyncio.sleep(0.05)
+        fake.finish(sub.id, pb.TASK_STATUS_DEAD_LETTERED, message="boom")
+        res = await waiter
+        assert res.status == "dead_lettered" and res.message == "boom" and not res.output_available
+        assert fake.last("Wait")[0].timeout_s <= 5
+
+
+async def test_wait_timeout(fake: Any) -> None:
+    async with Client(fake.target) as client:
+        sub = await client.submit("x")
+        with pytest.raises(TimeoutError):
+            await client.wait(sub.id, timeout=0.1)
+        with pytest.raises(ClientError) as exc:
+            await client.wait(12345, timeout=1)
+        assert exc.value.code == "not_found"
+
+
+async def test_wait_without_timeout_outlasts_the_server_cap(fake: Any) -> None:
+    fake.wait_cap = 0.1  # every Wait call ends with DEADLINE_EXCEEDED after 0.1 s
+    async with Client(fake.target) as client:
+        sub = await client.submit("x")
+        waiter = asyncio.create_task(client.wait(sub.id))
+        await asyncio.sleep(0.35)
+        assert not waiter.done()
+        fake.finish(sub.id, output=b"42")
+        res = await asyncio.wait_for(waiter, 5)
+        assert res.json() == 42
+        assert sum(1 for m, _, _ in fake.requests if m == "Wait") >= 3
+        # with a timeout longer than the cap the client also asks again
+        sub2 = await client.submit("y")
+        with pytest.raises(WaitTimeout):
+            await client.wait(sub2.id, timeout=0.25)
+
+
+async def test_watch(fake: Any) -> None:
+    async with Client(fake.target) as client:
+        a = await client.submit("a", key="ka", pool="p")
+        b = await client.submit("b", pool="p")
+        c = await client.submit("c", pool="q")
+        async with client.watch(pools=["p"]) as events:
+            assert fake.watch_started.is_set()
+            fake.finish(c.id)  # other pool
+            fake.finish(a.id, output=b"1")
+            fake.publish(pb.StatusEvent(id=b.id, pool="p", status=pb.TASK_STATUS_RUNNING))  # not terminal
+            fake.finish(b.id, pb.TASK_STATUS_FAILED, message="bad")
+            got = [await events.__anext__(), await events.__anext__()]
+        assert got[0] == Event(a.id, "p", "ka", "succeeded", 0, 0.0, "")
+        assert got[1].id == b.id and got[1].status == "failed" and got[1].key is None
+        assert events.closed
+        with pytest.raises(StopAsyncIteration):
+            await events.__anext__()
+        req, _ = fake.last("Watch")
+        assert list(req.pools) == ["p"] and not req.all_transitions
+
+
+async def test_watch_filters_and_iteration(fake: Any) -> None:
+    async with Client(fake.target) as client:
+        ids = [(await client.submit(i, key=f"k{i}")).id for i in range(4)]
+        watch = client.watch(ids=[ids[0]], keys=["k2"], all_transitions=True)
+        seen: list[Event] = []
+
+        async def consume() -> None:
+            async for ev in watch:
+                seen.append(ev)
+                if len(seen) == 3:
+                    await watch.aclose()
+
+        consumer = asyncio.create_task(consume())
+        await asyncio.wait_for(fake.watch_started.wait(), 5)
+        fake.publish(pb.StatusEvent(id=ids[0], key="k0", status=pb.TASK_STATUS_RUNNING, attempt=1))
+        fake.finish(ids[1])
+        fake.finish(ids[2])
+        fake.finish(ids[0])
+        await asyncio.wait_for(consumer, 5)
+        assert [(e.id, e.status, e.attempt) for e in seen] == [
+            (ids[0], "running", 1),
+            (ids[2], "succeeded", 0),
+            (ids[0], "succeeded", 0),
+        ]
+        req, _ = fake.last("Watch")
+        assert list(req.ids) == [ids[0]] and list(req.keys) == ["k2"] and req.all_transitions
+
+
+async def test_watch_data_loss_is_an_error(fake: Any) -> None:
+    async with Client(fake.target) as client:
+        async with client.watch() as events:
+            for _, q in fake.watchers:
+                q.put_nowait((grpc.StatusCode.DATA_LOSS, "consumer too far behind"))
+            with pytest.raises(ClientError) as exc:
+                await events.__anext__()
+        assert exc.value.code == "data_loss"
+
+
+async def test_watch_ends_when_server_ends_stream(fake: Any) -> None:
+    async with Client(fake.target) as client, client.watch() as events:
+        for _, q in fake.watchers:
+            q.put_nowait(None)
+        assert [e async for e in events] == []
+
+
+async def test_admin_calls(fake: Any) -> None:
+    fake.snapshot = pb.SnapshotResponse(
+        pools=[pb.PoolSnapshot(name="default", capacity=2, desired=3, pending_by_class=[0, 1, 2, 0])],
+        live_tasks=3,
+        pending=3,
+        totals=pb.Totals(submitted=3),
+        workers_connected=1,
+    )
+    fake.workers = [pb.WorkerInfo(id=5, name="w1", pool="default", labels={"gpu": "1"}, slots=4, busy=1)]
+    async with Client(fake.target, token="admin-token-0123456789") as client:
+        snap = await client.snapshot()
+        pool = snap.pool("default")
+        assert pool is not None and pool.desired == 3 and pool.pending_by_class == [0, 1, 2, 0]
+        assert snap.totals["submitted"] == 3 and snap.workers_connected == 1
+
+        await client.add_recurring(
+            "nightly", "0 3 * * *", {"job": "x"}, tz="Europe/Paris", overlap="queue", pool="p", tolerance=2
+        )
+        req, md = fake.last("AddRecurring")
+        assert md["authorization"] == "Bearer admin-token-0123456789"
+        assert req.name == "nightly" and req.cron == "0 3 * * *" and req.tz == "Europe/Paris"
+        assert req.overlap == pb.OVERLAP_QUEUE
+        assert req.template.payload == b'{"job":"x"}' and req.template.pool == "p"
+        assert req.template.tolerance_s == 2.0
+        await client.add_recurring("hourly", "@hourly")
+        req, _ = fake.last("AddRecurring")
+        assert req.tz == "" and req.overlap == pb.OVERLAP_SKIP and req.template == pb.TaskSpec()
+
+        recs = await client.list_recurring()
+        assert [(r.name, r.tz, r.overlap, r.pool) for r in recs] == [
+            ("nightly", "Europe/Paris", "queue", "p"),
+            ("hourly", None, "skip", "default"),
+        ]
+        assert recs[0].next_at == 1_800_000_000.0
+        assert await client.remove_recurring("nightly") is True
+        assert await client.remove_recurring("nightly") is False
+
+        with pytest.raises(ClientError) as exc:
+            await client.add_recurring("x", "bad")
+        assert exc.value.code == "invalid_argument"
+        with pytest.raises(ValueError, match="overlap must be"):
+            await client.add_recurring("x", "@daily", overlap="never")
+
+        workers = await client.list_workers()
+        assert len(workers) == 1 and workers[0].labels == {"gpu": "1"} and workers[0].slots == 4
+
+
+async def test_failover_to_the_next_address(fake: Any, fake2: Any) -> None:
+    fake.standby = True
+    async with Client([fake.target, fake2.target]) as client:
+        sub = await client.submit("x")
+        assert sub.id == 1 and 1 in fake2.tasks and not fake.tasks
+        assert client.target == fake2.target
+        # the answering server stays first: the standby is not asked again
+        before = len(fake.requests)
+        await client.get(sub.id)
+        assert len(fake.requests) == before
+        # leadership moves back
+        fake.standby, fake2.standby = False, True
+        sub2 = await client.submit("y")
+        assert sub2.id == 1 and 1 in fake.tasks and client.target == fake.target
+
+
+async def test_failover_on_resource_exhausted_and_unreachable(fake: Any) -> None:
+    async with Client([_closed_port(), fake.target]) as client:
+        assert (await client.submit("x")).id == 1
+    other = await type(fake)().start()
+    try:
+        other.fail("Submit", grpc.StatusCode.RESOURCE_EXHAUSTED, "overloaded")
+        async with Client([other.target, fake.target]) as client:
+            assert (await client.submit("y")).id == 2
+    finally:
+        await other.stop()
+
+
+async def test_no_failover_for_non_retryable_errors(fake: Any, fake2: Any) -> None:
+    fake.fail("Submit", grpc.StatusCode.INVALID_ARGUMENT, "invalid")
+    async with Client([fake.target, fake2.target]) as client:
+        with pytest.raises(ClientError) as exc:
+            await client.submit("x")
+        assert exc.value.code == "invalid_argument"
+    assert not fake2.requests
+
+
+async def test_all_addresses_unavailable(fake: Any, fake2: Any) -> None:
+    fake.standby = fake2.standby = True
+    async with Client([fake.target, fake2.target]) as client:
+        with pytest.raises(ClientError) as exc:
+            await client.snapshot()
+        assert exc.value.code == "unavailable" and exc.value.retryable
+        assert len(fake.requests) == 1 and len(fake2.requests) == 1
+
+
+async def test_watch_fails_over_at_start(fake: Any, fake2: Any) -> None:
+    fake.standby = True
+    async with Client([fake.target, fake2.target]) as client:
+        sub = await client.submit("x")
+        async with client.watch() as events:
+            assert fake2.watch_started.is_set()
+            fake2.finish(sub.id)
+            ev = await asyncio.wait_for(events.__anext__(), 5)
+        assert ev.id == sub.id
+
+
+async def test_closed_client_and_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="at least one server address"):
+        Client([])
+    with pytest.raises(ValueError, match="token must be a non-empty string"):
+        Client("127.0.0.1:1", token="")
+    client = Client("127.0.0.1:1")
+    await client.close()
+    with pytest.raises(ClientError) as exc:
+        await client.get(1)
+    assert exc.value.code == "cancelled"
+
+
+async def test_unreachable_server_is_unavailable() -> None:
+    async with Client(_closed_port()) as client:
+        with pytest.raises(ClientError) as exc:
+            await client.get(1, call_timeout=5)
+        assert exc.value.code == "unavailable" and exc.value.retryable
