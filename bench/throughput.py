@@ -23,6 +23,10 @@ Groups (``--only``):
 ``preempt``
     One slot, N Low tasks of 100 µs (busy-wait) queued, then a burst of High tasks: the High
     tasks' wait (submit → start) p50/p99.
+``resources``
+    End-to-end ``enqueue`` throughput when every task takes one permit of a semaphore with
+    plenty of permits (``Resource.semaphore("db", 1_000_000)``), against the same run without
+    resources (the ``e2e enqueue`` setup), interleaved in each repeat: the cost of resources.
 
 Baselines are plain asyncio: one ``loop.create_task`` per no-op coroutine (awaited with a
 counter + event, or with ``gather``); create_task → coroutine-start latency; memory of pending
@@ -67,12 +71,12 @@ from _common import (  # noqa: E402
     write_json,
 )
 
-from cronoq import Pool, Scheduler, Task  # noqa: E402
+from cronoq import Pool, Resource, Scheduler, Task  # noqa: E402
 from cronoq.engine import Core, CoreConfig, PoolConfig, TaskOptions  # noqa: E402
 from cronoq.engine.actions import Dispatch  # noqa: E402
 
 DEFAULT_JSON = _HERE / "results" / "throughput.json"
-GROUPS = ("engine", "e2e", "submit", "memory", "latency", "preempt")
+GROUPS = ("engine", "e2e", "submit", "memory", "latency", "preempt", "resources")
 
 # Targets (issues; SPEC §21 says the numbers are measured here, never by timed unit tests)
 T_ENGINE = 250_000.0  # cycles/s
@@ -83,6 +87,7 @@ T_MEM_HANDLE = 1024.0  # bytes/task
 T_LAT_P50 = 0.1  # ms
 T_LAT_P99 = 0.5  # ms
 T_PREEMPT_P99 = 12.0  # ms
+T_RESOURCES_COST = 0.20  # at most 20 % fewer tasks/s with one semaphore permit per task
 
 SIZES: dict[str, dict[str, int]] = {
     "full": {
@@ -689,6 +694,41 @@ def bench_preempt(sz: dict[str, int]) -> list[Result]:
     ]  # fmt: skip
 
 
+# --------------------------------------------------------------------------- 7. resources
+
+
+async def _cronoq_enqueue_resources(n: int, slots: int = 64) -> float:
+    """``_cronoq_enqueue`` with one permit of a (never exhausted) semaphore per task."""
+    ex = _Counter(n)
+    sched = Scheduler([_pool(ex, slots)], resources=[Resource.semaphore("db", 1_000_000)])
+    await sched.start()
+    try:
+        enqueue = sched.enqueue
+        t0 = time.perf_counter()
+        for i in range(n):
+            await enqueue(i, resources={"db": 1})
+        await ex.done.wait()
+        await _settle(sched, n)
+        return time.perf_counter() - t0
+    finally:
+        await sched.shutdown()
+
+
+def bench_resources(sz: dict[str, int]) -> list[Result]:
+    n, rep = sz["e2e_n"], sz["repeat"]
+    plain, res = [], []
+    for _ in range(rep):
+        plain.append(enqueue_rate(n))
+        res.append(n / run_async(lambda: _cronoq_enqueue_resources(n)))
+    base = median(plain)
+    return [
+        Result("resources", "e2e enqueue tasks/s, 1 semaphore permit each", median(res), "tasks/s", base,
+               "same e2e enqueue without resources", True, (1 - T_RESOURCES_COST) * base, res, plain,
+               {"n": n, "slots": 64, "permits": 1_000_000, "max_cost": T_RESOURCES_COST,
+                "cost": 1 - median(res) / base if base else None}),
+    ]  # fmt: skip
+
+
 # --------------------------------------------------------------------------- main
 
 BENCHES: dict[str, Callable[[dict[str, int]], list[Result]]] = {
@@ -698,6 +738,7 @@ BENCHES: dict[str, Callable[[dict[str, int]], list[Result]]] = {
     "memory": bench_memory,
     "latency": bench_latency,
     "preempt": bench_preempt,
+    "resources": bench_resources,
 }
 
 

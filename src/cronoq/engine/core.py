@@ -34,7 +34,7 @@ from typing import Any
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
 from cronoq.engine.autoscale import Autoscaler
 from cronoq.engine.config import CoreConfig, PoolConfig
-from cronoq.engine.deps import batch_has_cycle, reaches
+from cronoq.engine.deps import kids_have_cycle, reaches
 from cronoq.engine.fairness import FairLane
 from cronoq.engine.lanes import Lane
 from cronoq.engine.model import (
@@ -416,88 +416,146 @@ class Core:
     def _submit_items(self, now: int, items: Sequence[BatchItem], single: bool) -> list[tuple[int, bool]]:
         """Validate everything first (pools, keys, edges, cycles, reservations, bounds), then create."""
         n = len(items)
+        all_pools = self.pools
+        keys = self.keys
         pools: list[PoolState] = []
         dup: list[int | None] = [None] * n
         batch_keys: dict[str, int] = {}
-        seen: set[str] = set()
+        dup_keys: set[str] = set()
+        need = [0] * len(all_pools)  # new members per pool
+        need_order: list[int] = []  # pools in order of first appearance
+        any_deps = any_start = False
         for i, item in enumerate(items):
-            opts, key = item[0], item[2]
-            pools.append(self.pools[self.resolve_pool(opts)])
+            opts = item[0]
+            pi = opts.pool_index
+            if pi < 0:
+                pi = self.resolve_pool(opts)
+            pools.append(all_pools[pi])
             if opts.resources is not None:
                 self.check_resources(opts)
+            key = item[2]
             if key is not None:
-                if key in seen:
-                    raise SubmitError("duplicate_key_in_batch", f"duplicate key '{key}' in batch")
-                seen.add(key)
-                existing = self.keys.get(key)
-                if existing is not None:
-                    dup[i] = existing
-                else:
+                # (self.keys does not change while planning: a key is either existing or new)
+                existing = keys.get(key)
+                if existing is None:
+                    if key in batch_keys:
+                        raise SubmitError("duplicate_key_in_batch", f"duplicate key '{key}' in batch")
                     batch_keys[key] = i
-        # resolve every edge: to a live task, to a member, to an awaited key; or at once
-        edges: list[list[tuple[int, Any, int]]] = [[] for _ in range(n)]
-        intra: list[list[int]] = [[] for _ in range(n)]
-        broken = [False] * n
-        for i, item in enumerate(items):
-            key, deps = item[2], item[5]
-            if dup[i] is not None or not deps:
-                continue
-            for target, cond in deps:
-                tid: int | None
-                if isinstance(target, str):
-                    if target == key:
-                        raise SubmitError("cycle", f"dependency cycle: task '{key}' depends on itself")
-                    j = batch_keys.get(target)
-                    if j is not None:
-                        edges[i].append((E_MEMBER, j, cond))
-                        intra[i].append(j)
-                        continue
-                    tid = self.keys.get(target)
                 else:
-                    tid = target
-                parent = self.tasks.get(tid) if tid is not None else None
-                if parent is None:
-                    if isinstance(target, str) and pools[i].cfg.unknown_dependency == "await":
-                        edges[i].append((E_AWAIT, target, cond))
-                        continue
-                    raise SubmitError("unknown_dependency", f"unknown dependency '{target}'")
-                if parent.status >= FIRST_TERMINAL:
-                    if not edge_satisfied(cond, parent.status):
-                        broken[i] = True
+                    if key in dup_keys:
+                        raise SubmitError("duplicate_key_in_batch", f"duplicate key '{key}' in batch")
+                    dup_keys.add(key)
+                    dup[i] = existing
                     continue
-                edges[i].append((E_TASK, parent, cond))
-        if any(intra) and batch_has_cycle(n, intra):
-            raise SubmitError("cycle", "dependency cycle in batch")
-        for key, i in batch_keys.items():
-            waiters = self.awaiting.get(key)
-            if waiters:
-                targets = self._existing_ancestors(i, edges)
-                for w, _ in waiters:
-                    if w.status == BLOCKED and reaches(w, targets):
-                        raise SubmitError("cycle", f"dependency cycle through awaited key '{key}'")
+            if not need[pi]:
+                need_order.append(pi)
+            need[pi] += 1
+            if item[5]:
+                any_deps = True
+            if item[4] is not None:
+                any_start = True
+        # resolve every edge: to a member, to a live task, to an awaited key; or at once.
+        # Member edges are kept per parent: the dependent members and their conditions (no
+        # per-edge tuple), in (child, dep) order, which is the order they are linked in.
+        kids: list[list[int] | None] = [None] * n
+        kconds: list[list[int] | None] = [None] * n  # None: every edge so far is ON_SUCCESS
+        indeg = [0] * n  # member edges of each member
+        other: list[list[tuple[int, Any, int]] | None] = [None] * n  # E_TASK / E_AWAIT edges
+        broken = [False] * n
+        forward = False  # some member depends on a later one (else the order is topological)
+        if any_deps:
+            tasks = self.tasks
+            for i, item in enumerate(items):
+                deps = item[5]
+                if not deps or dup[i] is not None:
+                    continue
+                key = item[2]
+                m = 0
+                for target, cond in deps:
+                    tid: int | None
+                    if isinstance(target, str):
+                        if target == key:
+                            raise SubmitError("cycle", f"dependency cycle: task '{key}' depends on itself")
+                        j = batch_keys.get(target)
+                        if j is not None:
+                            kl = kids[j]
+                            if kl is None:
+                                kl = kids[j] = [i]
+                            else:
+                                kl.append(i)
+                            kc = kconds[j]
+                            if kc is not None:
+                                kc.append(cond)
+                            elif cond != ON_SUCCESS:  # (fewer long-lived lists while planning)
+                                kc = kconds[j] = [ON_SUCCESS] * (len(kl) - 1)
+                                kc.append(cond)
+                            m += 1
+                            if j > i:
+                                forward = True
+                            continue
+                        tid = keys.get(target)
+                    else:
+                        tid = target
+                    parent = tasks.get(tid) if tid is not None else None
+                    ol = other[i]
+                    if ol is None:
+                        ol = other[i] = []
+                    if parent is None:
+                        if isinstance(target, str) and pools[i].cfg.unknown_dependency == "await":
+                            ol.append((E_AWAIT, target, cond))
+                            continue
+                        raise SubmitError("unknown_dependency", f"unknown dependency '{target}'")
+                    if parent.status >= FIRST_TERMINAL:
+                        if not edge_satisfied(cond, parent.status):
+                            broken[i] = True
+                        continue
+                    ol.append((E_TASK, parent, cond))
+                indeg[i] = m
+            if forward and kids_have_cycle(indeg, kids):
+                raise SubmitError("cycle", "dependency cycle in batch")
+        awaiting = self.awaiting
+        provided: list[tuple[int, str]] = []  # (member, key) of awaited keys this batch provides
+        if awaiting and batch_keys:
+            if len(awaiting) < len(batch_keys):
+                provided = [(ix, k) for k in awaiting if (ix := batch_keys.get(k)) is not None]
+                provided.sort()
+            else:
+                provided = [(i, k) for k, i in batch_keys.items() if k in awaiting]
+            parents: list[list[int]] | None = None
+            for i, key in provided:
+                waiters = awaiting[key]
+                if waiters:
+                    if parents is None:
+                        parents = [[] for _ in range(n)]
+                        for j, kl in enumerate(kids):
+                            if kl:
+                                for c in kl:
+                                    parents[c].append(j)
+                    targets = self._existing_ancestors(i, parents, other)
+                    for w, _ in waiters:
+                        if w.status == BLOCKED and reaches(w, targets):
+                            raise SubmitError("cycle", f"dependency cycle through awaited key '{key}'")
         # fixed-start reservations
         windows: list[tuple[int, int] | None] = [None] * n
-        added: dict[int, list[tuple[int, int]]] = {}
-        for i, item in enumerate(items):
-            start_at = item[4]
-            if dup[i] is not None or start_at is None:
-                continue
-            opts, pool = item[0], pools[i]
-            lo = start_at - opts.tolerance
-            hi = start_at + self._expected(opts) + opts.tolerance
-            mine = added.setdefault(pool.index, [])
-            limit = reservation_limit(pool.cfg.max, pool.cfg.reservable_fraction)
-            if max_overlap([*pool.res.values(), *mine], lo, hi) >= limit:
-                raise SubmitError("reservation_conflict", "fixed-start reservation conflict")
-            mine.append((lo, hi))
-            windows[i] = (lo, hi)
+        if any_start:
+            added: dict[int, list[tuple[int, int]]] = {}
+            for i, item in enumerate(items):
+                start_at = item[4]
+                if dup[i] is not None or start_at is None:
+                    continue
+                opts, pool = item[0], pools[i]
+                lo = start_at - opts.tolerance
+                hi = start_at + self._expected(opts) + opts.tolerance
+                mine = added.setdefault(pool.index, [])
+                limit = reservation_limit(pool.cfg.max, pool.cfg.reservable_fraction)
+                if max_overlap([*pool.res.values(), *mine], lo, hi) >= limit:
+                    raise SubmitError("reservation_conflict", "fixed-start reservation conflict")
+                mine.append((lo, hi))
+                windows[i] = (lo, hi)
         # queue bounds: the batch is admitted as a whole
-        need: dict[int, int] = {}
-        for i in range(n):
-            if dup[i] is None:
-                need[pools[i].index] = need.get(pools[i].index, 0) + 1
-        for idx, k in need.items():
-            pool = self.pools[idx]
+        for idx in need_order:
+            k = need[idx]
+            pool = all_pools[idx]
             mp = pool.cfg.max_pending
             if mp is None or pool.pending + k <= mp:
                 continue
@@ -515,58 +573,69 @@ class Core:
         # commit: create in order (ids increase with position), link, bind awaiters, release
         created: list[TaskState | None] = [None] * n
         out: list[tuple[int, bool]] = []
+        persist = self.persist
+        new_task = self._new_task
         for i, item in enumerate(items):
-            opts, payload, key, deadline, start_at = item[0], item[1], item[2], item[3], item[4]
             d = dup[i]
             if d is not None:
                 out.append((d, True))
                 continue
             pool = pools[i]
-            t = self._new_task(now, pool, opts, payload, key, deadline)
-            win = windows[i]
-            if start_at is not None and win is not None:
-                f = FixedStart(start_at, win[0], win[1])
-                f.reserved = True
-                pool.res[t.id] = win
-                t.fixed = f
+            t = new_task(now, pool, item[0], item[1], item[2], item[3])
+            t.unmet = indeg[i]  # its member edges, linked below
+            start_at = item[4]
+            if start_at is not None:
+                win = windows[i]
+                if win is not None:
+                    f = FixedStart(start_at, win[0], win[1])
+                    f.reserved = True
+                    pool.res[t.id] = win
+                    t.fixed = f
             created[i] = t
             out.append((t.id, False))
-            if self.persist:
-                self._persist_submitted(t, deadline, start_at, item[5], item[6] if len(item) > 6 else None)
-        for i, member in enumerate(created):
-            if member is None:
-                continue
-            t = member
-            for kind, target, cond in edges[i]:
-                if kind == E_TASK:
-                    self._link(target, t, cond)
-                elif kind == E_MEMBER:
-                    self._link(created[target], t, cond)
-                else:
-                    self.awaiting.setdefault(target, []).append((t, cond))
-                    t.unmet += 1
-                    t.awaiting += 1
-                    timeout = pools[i].cfg.await_timeout
-                    if timeout is not None:
-                        self._push_timer(now + timeout, T_AWAIT, t, 0)
-        for key, i in batch_keys.items():
-            waiters = self.awaiting.pop(key, None)
+            if persist:
+                self._persist_submitted(t, item[3], start_at, item[5], item[6] if len(item) > 6 else None)
+        if any_deps:
+            made: list[Any] = created  # every member with edges was created (none is a duplicate)
+            pick = made.__getitem__
+            for j, kl in enumerate(kids):
+                if kl is not None:
+                    kc = kconds[j]
+                    made[j].dependents = list(
+                        zip(map(pick, kl), [ON_SUCCESS] * len(kl) if kc is None else kc)
+                    )
+            for i, ol in enumerate(other):
+                if ol is None:
+                    continue
+                t = made[i]
+                for kind, target, cond in ol:
+                    if kind == E_TASK:
+                        self._link(target, t, cond)
+                    else:
+                        awaiting.setdefault(target, []).append((t, cond))
+                        t.unmet += 1
+                        t.awaiting += 1
+                        timeout = pools[i].cfg.await_timeout
+                        if timeout is not None:
+                            self._push_timer(now + timeout, T_AWAIT, t, 0)
+        for i, key in provided:
+            bound = awaiting.pop(key, None)
             provider = created[i]
-            if waiters and provider is not None:
-                for w, cond in waiters:
+            if bound and provider is not None:
+                for w, cond in bound:
                     if w.status == BLOCKED:  # the awaited edge now binds to the new task
                         w.awaiting -= 1
                         w.unmet -= 1
                         self._link(provider, w, cond)
+        release = self._release
         for i, member in enumerate(created):
             if member is None or member.status != BLOCKED:
                 continue
-            t = member
             if broken[i]:
                 self._tot["skipped"] += 1
-                self._terminate(t, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
-            elif t.unmet == 0:
-                self._release(t, now)
+                self._terminate(member, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
+            elif member.unmet == 0:
+                release(member, now)
         return out
 
     @staticmethod
@@ -577,19 +646,26 @@ class Core:
         child.unmet += 1
 
     @staticmethod
-    def _existing_ancestors(i: int, edges: list[list[tuple[int, Any, int]]]) -> set[int]:
-        """Ids of existing tasks member ``i`` depends on, directly or through other members."""
+    def _existing_ancestors(
+        i: int, parents: list[list[int]], other: list[list[tuple[int, Any, int]] | None]
+    ) -> set[int]:
+        """Ids of existing tasks member ``i`` depends on, directly or through other members.
+
+        ``parents[m]``: the members ``m`` depends on; ``other[m]``: its edges to existing
+        tasks (E_TASK) and awaited keys (E_AWAIT).
+        """
         out: set[int] = set()
         seen = {i}
         stack = [i]
         while stack:
             m = stack.pop()
-            for kind, target, _ in edges[m]:
+            for kind, target, _ in other[m] or ():
                 if kind == E_TASK:
                     out.add(target.id)
-                elif kind == E_MEMBER and target not in seen:
-                    seen.add(target)
-                    stack.append(target)
+            for j in parents[m]:
+                if j not in seen:
+                    seen.add(j)
+                    stack.append(j)
         return out
 
     def _expected(self, opts: TaskOptions) -> int:
@@ -820,10 +896,29 @@ class Core:
 
     def _release(self, t: TaskState, now: int) -> None:
         """Every edge of a blocked task is satisfied: to ``ready``, or ``scheduled`` if its start is ahead."""
-        pool = self.pools[t.opts.pool_index]
+        opts = t.opts
+        pool = self.pools[opts.pool_index]
         f = t.fixed
         if f is None:
-            self._make_ready(t, pool, now, EV_UNBLOCK)
+            # blocked -> ready: the hot path of _make_ready (_move, _enqueue); both statuses are
+            # pending, and neither is persisted
+            new = FLAT[t.status * 16 + EV_UNBLOCK]
+            if new != READY:  # pragma: no cover - only blocked tasks are released
+                next_status(t.status, EV_UNBLOCK)
+            t.status = new
+            c = opts.priority
+            pool.ready += 1
+            pool.ready_by_class[c] += 1
+            if self.publish and self.emit_transitions:
+                self._event(t, now, None)
+            t.ready_at = now
+            if t.deadline is not None:
+                t.latest_start = t.deadline - self.expected_duration(t)
+            token = self.lane_token + 1
+            self.lane_token = token
+            pool.lanes[c].push(t, token)
+            pool.lane_ready[c] += 1
+            pool.queued += 1
             return
         if f.start > now:
             self._move(t, EV_UNBLOCK_LATER, now)
@@ -906,17 +1001,23 @@ class Core:
     def _propagate(self, parent: TaskState, now: int) -> None:
         """A parent ended: satisfy or break its edges; skips cascade along broken edges."""
         work = [parent]
+        release = self._release
         while work:
             p = work.pop()
             deps = p.dependents
             p.dependents = None
-            for child, cond in deps or ():
+            if not deps:
+                continue
+            succeeded = p.status == SUCCEEDED
+            for child, cond in deps:
                 if child.status != BLOCKED:
                     continue
-                if edge_satisfied(cond, p.status):
-                    child.unmet -= 1
-                    if child.unmet == 0:
-                        self._release(child, now)
+                # edge_satisfied(cond, p.status), inlined
+                if cond == ON_COMPLETE or (cond == ON_SUCCESS) == succeeded:
+                    u = child.unmet - 1
+                    child.unmet = u
+                    if not u:
+                        release(child, now)
                 else:
                     msg = f"dependency {p.id} ended as {STATUS_NAMES[p.status]}"
                     self._tot["skipped"] += 1
@@ -974,16 +1075,20 @@ class Core:
     def _fill(self, pool: PoolState, now: int) -> None:
         # fixed-start tasks that are due go first, each on the slot held for it
         due = pool.due
+        waiting = []  # due tasks whose resources or labels are not available yet: retried next tick
         while due and pool.busy < pool.capacity:
             _, _, t = due[0]
             if t.status != READY or not t.fixed.in_due:
                 heapq.heappop(due)
                 continue
             group = self._place(t, pool, now, parkable=False)
+            entry = heapq.heappop(due)
             if group is None:
-                break  # its resources or labels are not available yet; retried next tick
-            heapq.heappop(due)
+                waiting.append(entry)  # and the due tasks behind it still go (no head-of-line blocking)
+                continue
             self._dispatch(t, pool, now, False, group)
+        for entry in waiting:
+            heapq.heappush(due, entry)
         lr = pool.lane_ready
         lanes = pool.lanes
         simple = len(pool.groups) == 1
@@ -1036,6 +1141,13 @@ class Core:
                     if parkable:
                         self._park(t, pool, name)
                         self._arm_refill(name, now)
+                    elif isinstance(r, TokenBucket):  # a due fixed-start task: wake up when it refilled
+                        at = r.ready_at(k, now)
+                        armed = self._refill_at.get(name)
+                        if at is not None and (armed is None or at < armed or armed < now):
+                            self._refill_at[name] = at
+                            self.timer_n += 1
+                            heapq.heappush(self.timers, (at, self.timer_n, T_REFILL, name, 0))
                     return None
             for name, k in res.items():
                 self.resources[name].take(k, now)

@@ -55,3 +55,25 @@ def reaches(start: TaskState, targets: set[int], limit: int = 1_000_000) -> bool
         if steps > limit:  # pragma: no cover - absurdly large graphs: treat as a cycle
             return True
     return False
+
+
+def kids_have_cycle(indeg: Sequence[int], kids: Sequence[list[int] | None]) -> bool:
+    """Whether a batch graph has a cycle, by peeling members whose members-parents are done (Kahn).
+
+    ``indeg[i]``: how many member edges member i has; ``kids[j]``: the members that depend on
+    member j (one entry per edge), or None.  Linear, with no per-node iterator.
+    """
+    deg = list(indeg)
+    stack = [i for i, d in enumerate(deg) if not d]
+    done = 0
+    while stack:
+        j = stack.pop()
+        done += 1
+        kl = kids[j]
+        if kl:
+            for c in kl:
+                d = deg[c] - 1
+                deg[c] = d
+                if not d:
+                    stack.append(c)
+    return done < len(deg)

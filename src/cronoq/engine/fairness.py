@@ -5,7 +5,8 @@ has ``fair_share=True``.  Each tenant has its own Lane and a virtual time; the h
 for dispatch is the best head of the tenant with the lowest virtual time that has ready work
 (ties: lower sequence).  Each dispatch adds ``1 / weight`` to its tenant's virtual time.  A
 tenant that becomes active again starts at the current minimum virtual time of the active
-tenants (no banked credit).  Tasks without a tenant form one tenant (``None``).
+tenants, or at the virtual time of the last dispatch when none is active (no banked credit).
+Tasks without a tenant form one tenant (``None``).
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ from cronoq.engine.model import TaskState
 
 
 class FairLane:
-    __slots__ = ("weights", "lanes", "vt", "active")
+    __slots__ = ("weights", "lanes", "vt", "active", "clock")
 
     def __init__(self, weights: dict[str, float]) -> None:
         self.weights = weights
         self.lanes: dict[str | None, Lane] = {}
         self.vt: dict[str | None, float] = {}
         self.active: dict[str | None, int] = {}  # tenant -> ready tasks in its lane
+        # virtual time of the last dispatch (its tenant had the minimum): the floor for a tenant
+        # that becomes active while no other tenant has ready work, so that such a moment does
+        # not hand out credit (SFQ's system virtual time)
+        self.clock = 0.0
 
     def _min_active_vt(self) -> float | None:
         vals = [self.vt[t] for t, n in self.active.items() if n > 0]
@@ -35,6 +40,8 @@ class FairLane:
         n = self.active.get(tenant, 0)
         if n == 0:
             floor = self._min_active_vt()
+            if floor is None:
+                floor = self.clock
             cur = self.vt.get(tenant, 0.0)
             self.vt[tenant] = cur if floor is None or cur >= floor else floor
         self.active[tenant] = n + 1
@@ -47,7 +54,10 @@ class FairLane:
 
     def dispatched(self, t: TaskState) -> None:
         tenant = t.opts.tenant
-        self.vt[tenant] = self.vt.get(tenant, 0.0) + 1.0 / self.weights.get(tenant or "", 1.0)
+        v = self.vt.get(tenant, 0.0)
+        if v > self.clock:
+            self.clock = v
+        self.vt[tenant] = v + 1.0 / self.weights.get(tenant or "", 1.0)
 
     def _choose(self) -> Lane | None:
         best: Lane | None = None

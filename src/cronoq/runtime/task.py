@@ -174,7 +174,15 @@ class OptionsCache:
             ck = tuple(fields.items())
             hash(ck)
         except TypeError:
-            return make_options(**fields)
+            # dict-valued fields (resources, tags, labels): key on their items instead
+            try:
+                ck = tuple(
+                    (k, ("__map__", tuple(v.items())) if isinstance(v, dict) else v)
+                    for k, v in fields.items()
+                )
+                hash(ck)
+            except TypeError:
+                return make_options(**fields)
         opts = self._cache.get(ck)
         if opts is None:
             opts = make_options(**fields)
