@@ -39,7 +39,9 @@ async def main() -> None:
             handles.append(await sched.submit({"name": f"bg-{i}", "seconds": 0.03}, priority=prio, kind="bg"))
         for i in range(3):
             handles.append(await sched.submit({"name": f"high-{i}"}, priority="high", kind="api"))
-        handles.append(await sched.submit({"name": "urgent"}, priority="low", deadline_in=0.05, duration_hint=0.02))
+        handles.append(
+            await sched.submit({"name": "urgent"}, priority="low", deadline_in=0.05, duration_hint=0.02)
+        )
         handles.append(await sched.submit({"name": "flaky", "flaky": True}, key="flaky-job"))
         dup = await sched.submit({"name": "flaky", "flaky": True}, key="flaky-job")
         print(f"submitted {len(handles)} tasks (the second 'flaky-job' is a duplicate: {dup.duplicate})")

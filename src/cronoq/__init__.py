@@ -26,6 +26,10 @@ from cronoq.runtime.pool import Pool
 from cronoq.runtime.scalers import ExternalScaler, Scaler, SlotScaler
 from cronoq.runtime.scheduler import Scheduler
 from cronoq.runtime.task import Task
+from cronoq.store.codec import Codec, JsonCodec
+from cronoq.store.memory import MemoryStore
+from cronoq.store.postgres import PostgresStore
+from cronoq.store.sqlite import SqliteStore
 
 __version__ = "0.1.0"
 
@@ -57,6 +61,11 @@ __all__ = [
     "StatusEvent",
     "SubmitError",
     "Task",
+    "Codec",
+    "JsonCodec",
+    "MemoryStore",
+    "PostgresStore",
+    "SqliteStore",
     "TaskContext",
     "TaskFailed",
     "TaskHandle",

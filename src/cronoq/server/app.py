@@ -1,0 +1,472 @@
+"""``cronoq serve``: assembles configuration, store, leadership, scheduler and listeners.
+
+Theory of operation
+-------------------
+The server is the library's :class:`~cronoq.runtime.scheduler.Scheduler` with remote
+executors (``workers.py``): every server pool's executor sends attempts to connected
+workers, and its capacity is the granted slots of those workers (``ExternalScaler``: the
+autoscaler's ``desired`` figure is only published, for KEDA/HPA or a webhook).  Payloads and
+outputs are :class:`~cronoq.server.workers.Blob` values (bytes + content type) stored with
+:class:`BlobCodec`.
+
+:class:`ServerApp` holds the transport-independent operations (submit, get, list, wait,
+cancel, watch, snapshot, recurring, workers) used by both the gRPC (``grpc_api.py``) and the
+HTTP (``http_api.py``) front ends; they raise :class:`ApiError` with a lower-case gRPC status
+name, which each front end maps to its own status codes.
+
+Leadership: listeners come up at once; the scheduler's ``start()`` blocks while another
+instance leads the durable store (standby: API calls answer ``unavailable``, ``/readyz``
+503).  When this instance is fenced off it announces ``Shutdown{not_leader}`` to its workers
+and goes back to standby.  SIGTERM/SIGINT: stop accepting, ``Shutdown`` to workers, wait
+``shutdown_grace_s`` for running attempts, release the leadership at once, exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from cronoq.engine.model import FIRST_TERMINAL, STATUS_BY_NAME, TaskState
+from cronoq.errors import Fenced, SchedulerError, SubmitError
+from cronoq.runtime.events import EventStream
+from cronoq.runtime.pool import Pool
+from cronoq.runtime.scalers import ExternalScaler
+from cronoq.runtime.scheduler import Scheduler
+from cronoq.runtime.task import Task
+from cronoq.server import convert
+from cronoq.server.auth import Authenticator, Principal, check_tenant, stamp_tenant
+from cronoq.server.config import ServerConfig, pool_config, resource_configs
+from cronoq.server.workers import Blob, RemoteExecutor, WorkerRegistry
+
+log = logging.getLogger("cronoq.server")
+
+
+class ApiError(Exception):
+    """A request failed: ``status`` is the lower-case gRPC status name.
+
+    ``code`` is what the HTTP error body carries: the SubmitError code for submit errors,
+    else the status name (SPEC §17.9).
+    """
+
+    def __init__(self, status: str, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code or status
+
+    @classmethod
+    def from_submit(cls, e: SubmitError) -> ApiError:
+        return cls(convert.submit_error_status(e.code), e.message, e.code)
+
+
+class BlobCodec:
+    """Stores ``Blob`` values: 2-byte content-type length, content type, bytes."""
+
+    def encode(self, obj: object) -> bytes:
+        if isinstance(obj, Blob):
+            ct = obj.content_type.encode()
+            return struct.pack(">H", len(ct)) + ct + obj.data
+        if obj is None:
+            return struct.pack(">H", 0)
+        if isinstance(obj, (bytes, bytearray)):
+            return struct.pack(">H", 0) + bytes(obj)
+        raise TypeError(f"server payloads are bytes, not {type(obj).__name__}")
+
+    def decode(self, data: bytes) -> Blob:
+        if len(data) < 2:
+            raise ValueError("truncated blob")
+        (n,) = struct.unpack(">H", data[:2])
+        if len(data) < 2 + n:
+            raise ValueError("truncated blob content type")
+        return Blob(bytes(data[2 + n :]), data[2 : 2 + n].decode())
+
+
+def make_store(config: ServerConfig) -> Any:
+    st = config.store
+    if st.kind == "memory":
+        return None
+    retention = max(st.keep_finished_s, config.limits.key_retention_s)
+    if st.kind == "sqlite":
+        from cronoq.store.sqlite import SqliteStore
+
+        return SqliteStore(st.path, retention=retention)
+    from cronoq.store.postgres import PostgresStore
+
+    if not st.url:
+        raise SchedulerError("configuration error: store.url (or its url_env) is required for postgres")
+    return PostgresStore(st.url, schema=st.schema, retention=retention)
+
+
+class ServerApp:
+    """One ``cronoq serve`` process (see the module docstring)."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.auth = Authenticator(config)
+        self.limits = config.limits
+        self.leading = False
+        self.stopping = False
+        self._leader_event: asyncio.Event | None = None
+        self._stop_event: asyncio.Event | None = None
+        self.sched = self._make_scheduler()
+        self.registry = WorkerRegistry(
+            self.sched,
+            max_slots_per_worker=config.limits.max_slots_per_worker,
+            pool_max_slots={p.name: p.max_slots_per_worker for p in config.pools},
+            pool_max={p.name: p.max for p in config.pools},
+            lease_ttl_s={p.name: p.lease_ttl_s for p in config.pools},
+            max_message_bytes=config.limits.max_message_bytes,
+        )
+        self._executors: dict[str, RemoteExecutor] = {}
+        for name, ex in self._pending_executors.items():
+            ex.registry = self.registry
+            self._executors[name] = ex
+
+    def _make_scheduler(self) -> Scheduler:
+        cfg = self.config
+        self._pending_executors: dict[str, RemoteExecutor] = {}
+        pools = []
+        for p in cfg.pools:
+            ex = RemoteExecutor(None, p.name)  # type: ignore[arg-type]  # registry set below
+            self._pending_executors[p.name] = ex
+            pools.append(Pool.from_config(pool_config(p), ex, scaler=ExternalScaler()))
+        sched = Scheduler(
+            pools,
+            resources=resource_configs(cfg),
+            emit_transitions=True,
+            shutdown_grace=cfg.server.shutdown_grace_s,
+            event_capacity=4096,
+            store=make_store(cfg),
+            codec=BlobCodec(),
+        )
+        sched._key_retention = cfg.limits.key_retention_s
+        sched._key_retention_max = cfg.limits.key_retention_max
+        sched._nowait = True
+        sched.on_fenced = self._fenced
+        return sched
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def lead(self) -> None:
+        """Become leader (blocks as a standby while another instance leads), then serve."""
+        self._leader_event = self._leader_event or asyncio.Event()
+        while not self.stopping:
+            try:
+                await self.sched.start()
+            except SchedulerError as e:
+                log.error("cannot start the scheduler: %s; retrying", e)
+                await asyncio.sleep(1.0)
+                continue
+            self.leading = True
+            self._leader_event.set()
+            log.info("leading (epoch %s)", self.sched._core.epoch if self.sched._core else "?")
+            return
+
+    async def _fenced(self, err: BaseException) -> None:
+        """Another instance took over: tell workers, stand by, try to lead again."""
+        self.leading = False
+        if self._leader_event is not None:
+            self._leader_event.clear()
+        self.registry.shutdown_all("not the leader any more", not_leader=True)
+        for s in list(self.registry.sessions.values()):
+            self.registry.disconnect(s, "not the leader any more")
+        if not self.stopping:
+            self.sched = self._rebuild()
+            asyncio.get_running_loop().create_task(self.lead())
+
+    def _rebuild(self) -> Scheduler:
+        sched = self._make_scheduler()
+        self.registry.sched = sched
+        for name, ex in self._pending_executors.items():
+            ex.registry = self.registry
+            self._executors[name] = ex
+        return sched
+
+    async def stop(self) -> None:
+        """Graceful stop: Shutdown to workers, grace for running attempts, release leadership."""
+        self.stopping = True
+        self.registry.shutdown_all("server shutting down")
+        if self.leading or self.sched.started:
+            self.leading = False
+            await self.sched.shutdown(self.config.server.shutdown_grace_s)
+        for s in list(self.registry.sessions.values()):
+            self.registry.disconnect(s, "server shut down")
+
+    # ------------------------------------------------------------------ helpers
+
+    def require_leader(self) -> Scheduler:
+        if self.stopping:
+            raise ApiError("unavailable", "server is shutting down")
+        if not self.leading or not self.sched.started:
+            raise ApiError("unavailable", "this server is a standby (not the leader)")
+        return self.sched
+
+    def pool_of(self, t: TaskState) -> str:
+        return self.sched._pool_names[t.opts.pool_index]
+
+    def max_attempts(self, t: TaskState) -> int:
+        policy = t.opts.retry or self.sched._pools[t.opts.pool_index].config.retry
+        return policy.max_attempts
+
+    def lookup(self, ref: int | str) -> TaskState | None:
+        sched = self.require_leader()
+        core = sched._core
+        assert core is not None
+        return core.lookup(sched._now(), ref)
+
+    def visible(self, principal: Principal | None, t: TaskState) -> bool:
+        if principal is None:
+            return True
+        if principal.pools is not None and self.pool_of(t) not in principal.pools:
+            return False
+        return principal.tenant is None or t.opts.tenant == principal.tenant
+
+    def get(self, principal: Principal | None, ref: int | str) -> TaskState:
+        t = self.lookup(ref)
+        if t is None:
+            raise ApiError("not_found", f"unknown task '{ref}'")
+        if not self.visible(principal, t):
+            # SPEC §17.2: wrong pool (or the token's tenant, auth.check_tenant) → PERMISSION_DENIED
+            raise ApiError("permission_denied", f"token may not access task '{ref}'")
+        return t
+
+    def task_info(self, t: TaskState) -> Any:
+        return convert.task_info(t, self.pool_of(t), self.max_attempts(t), self.sched._time_base)
+
+    # ------------------------------------------------------------------ operations
+
+    def _prepare(self, principal: Principal | None, spec: Any) -> tuple[Blob, dict[str, Any]]:
+        try:
+            payload, kw = convert.submit_args(spec, self.limits)
+        except convert.InvalidArgument as e:
+            raise ApiError("invalid_argument", str(e), "invalid") from None
+        pool = kw.get("pool") or self.config.default_pool
+        if pool not in self.sched._pool_names:
+            raise ApiError("not_found", f"unknown pool '{pool}'", "unknown_pool")
+        self.auth.authorize(principal, "submit", pool)
+        if principal is not None and principal.tenant is not None:
+            kw["tenant"] = stamp_tenant(principal, kw.get("tenant"))
+        return payload, kw
+
+    def _check_total(self, n: int) -> None:
+        core = self.sched._core
+        if core is not None:
+            pending = sum(p.pending for p in core.pools)
+            if pending + n > self.limits.max_pending_total:
+                raise ApiError(
+                    "resource_exhausted",
+                    f"too many pending tasks (max_pending_total {self.limits.max_pending_total})",
+                    "overloaded",
+                )
+
+    async def submit(self, principal: Principal | None, spec: Any) -> tuple[int, bool]:
+        sched = self.require_leader()
+        payload, kw = self._prepare(principal, spec)
+        self._check_total(1)
+        try:
+            return await sched._submit(payload, kw)
+        except SubmitError as e:
+            raise ApiError.from_submit(e) from None
+        except ValueError as e:
+            raise ApiError("invalid_argument", str(e), "invalid") from None
+        except Fenced as e:
+            raise ApiError("unavailable", f"not the leader: {e}") from None
+
+    async def submit_batch(self, principal: Principal | None, specs: list[Any]) -> list[tuple[int, bool]]:
+        sched = self.require_leader()
+        if len(specs) > self.limits.max_tasks_per_batch:
+            raise ApiError(
+                "invalid_argument",
+                f"batch larger than max_tasks_per_batch ({self.limits.max_tasks_per_batch})",
+                "invalid",
+            )
+        tasks = []
+        for spec in specs:
+            payload, kw = self._prepare(principal, spec)
+            try:
+                tasks.append(Task(payload, **kw))
+            except ValueError as e:
+                raise ApiError("invalid_argument", str(e), "invalid") from None
+        self._check_total(len(tasks))
+        try:
+            handles = await sched.submit_batch(tasks)
+        except SubmitError as e:
+            raise ApiError.from_submit(e) from None
+        except Fenced as e:
+            raise ApiError("unavailable", f"not the leader: {e}") from None
+        return [(h.id, h.duplicate) for h in handles]
+
+    async def cancel(self, principal: Principal | None, ref: int | str) -> bool:
+        sched = self.require_leader()
+        t = self.get(principal, ref)
+        self.auth.authorize(principal, "cancel", self.pool_of(t))
+        ok = sched._cancel_now(t.id)
+        if sched._committer is not None:
+            await sched._durable()
+        return ok
+
+    async def wait(self, principal: Principal | None, ref: int | str, timeout: float | None) -> TaskState:
+        """Wait until the task is terminal; ``deadline_exceeded`` after ``timeout`` s."""
+        sched = self.require_leader()
+        t = self.get(principal, ref)
+        if t.status >= FIRST_TERMINAL:
+            return t
+        limit = self.limits.max_wait_s
+        timeout = limit if timeout is None else min(max(0.0, timeout), limit)
+        h = sched._handle_for(t.id, False)
+        try:
+            await asyncio.wait_for(asyncio.shield(h._fut), timeout)
+        except TimeoutError:
+            raise ApiError("deadline_exceeded", f"task {t.id} did not finish within {timeout:g} s") from None
+        except Exception:
+            pass  # a failed task is still a result
+        t2 = self.lookup(t.id)
+        if t2 is None:
+            raise ApiError("not_found", f"task {t.id} is no longer retained")
+        if t2.status < FIRST_TERMINAL:  # scheduler shut down under us
+            raise ApiError("unavailable", "scheduler shut down")
+        return t2
+
+    def list_tasks(
+        self,
+        principal: Principal | None,
+        pools: list[str],
+        statuses: list[str],
+        after: int,
+        limit: int,
+    ) -> tuple[list[TaskState], int]:
+        sched = self.require_leader()
+        core = sched._core
+        assert core is not None
+        core._prune(sched._now())
+        allowed = set(pools) if pools else None
+        if principal is not None and principal.pools is not None:
+            allowed = (allowed & principal.pools) if allowed is not None else set(principal.pools)
+        want = {STATUS_BY_NAME[s] for s in statuses} if statuses else None
+        cap = self.limits.max_list
+        n = 100 if limit <= 0 else min(limit, cap)
+        out: list[TaskState] = []
+        more = False
+        for tid in sorted(i for i in core.tasks if i > after):
+            t = core.tasks[tid]
+            if allowed is not None and self.pool_of(t) not in allowed:
+                continue
+            if want is not None and t.status not in want:
+                continue
+            if principal is not None and principal.tenant is not None and t.opts.tenant != principal.tenant:
+                continue
+            if len(out) == n:
+                more = True
+                break
+            out.append(t)
+        return out, (out[-1].id if more and out else 0)
+
+    def events(self) -> EventStream:
+        sched = self.require_leader()
+        return sched.events()
+
+    async def watch(
+        self,
+        principal: Principal | None,
+        pools: list[str],
+        ids: list[int],
+        keys: list[str],
+        all_transitions: bool,
+        on_live: Callable[[], Awaitable[None]] | None = None,
+    ) -> AsyncIterator[Any]:
+        """StatusEvents after subscription; raises ApiError('data_loss') if the consumer lags.
+
+        ``on_live`` is awaited once the subscription exists (before the first event), e.g. to
+        send gRPC initial metadata / HTTP headers (SPEC §17.9).
+        """
+        stream = self.events()
+        if on_live is not None:
+            try:
+                await on_live()
+            except BaseException:
+                stream.close()
+                raise
+        allowed = set(pools) if pools else None
+        if principal is not None and principal.pools is not None:
+            allowed = (allowed & principal.pools) if allowed is not None else set(principal.pools)
+        idset, keyset = set(ids), set(keys)
+        try:
+            async for ev in stream:
+                if stream.lagged:
+                    raise ApiError(
+                        "data_loss", f"watch consumer too far behind ({stream.lagged} events lost)"
+                    )
+                if not all_transitions and STATUS_BY_NAME[ev.status] < FIRST_TERMINAL:
+                    continue
+                if allowed is not None and ev.pool not in allowed:
+                    continue
+                if (idset or keyset) and ev.id not in idset and (ev.key is None or ev.key not in keyset):
+                    continue
+                yield ev
+        finally:
+            stream.close()
+
+    async def snapshot(self) -> Any:
+        sched = self.require_leader()
+        snap = await sched.snapshot()
+        by_pool = {name: self.registry.connected(name) for name in sched._pool_names}
+        return snap, by_pool
+
+    async def add_recurring(self, principal: Principal | None, req: Any) -> None:
+        sched = self.require_leader()
+        payload, kw = self._prepare(principal, req.template)
+        pool = kw.get("pool") or self.config.default_pool
+        self.auth.authorize(principal, "add_recurring", pool)
+        for f in ("start_in", "start_at", "deadline_at", "deps"):
+            kw.pop(f, None)
+        tz = req.tz or None
+        overlap = convert.OVERLAP_FROM_WIRE.get(req.overlap, "skip")
+        tolerance = kw.pop("tolerance", 1.0)
+        on_miss = kw.pop("on_miss", "run_late")
+        try:
+            await sched.add_recurring(
+                req.name,
+                req.cron,
+                payload,
+                tz=tz,
+                overlap=overlap,
+                tolerance=tolerance,
+                on_miss=on_miss,
+                **kw,
+            )
+        except SchedulerError as e:
+            msg = str(e)
+            status = "not_found" if "unknown pool" in msg else "invalid_argument"
+            raise ApiError(status, msg, "unknown_pool" if status == "not_found" else "invalid") from None
+        except ValueError as e:
+            raise ApiError("invalid_argument", str(e), "invalid") from None
+
+    async def remove_recurring(self, principal: Principal | None, name: str) -> bool:
+        sched = self.require_leader()
+        self.auth.authorize(principal, "remove_recurring")
+        return await sched.remove_recurring(name)
+
+    async def list_recurring(self, principal: Principal | None) -> list[Any]:
+        sched = self.require_leader()
+        infos = await sched.list_recurring()
+        if principal is not None and principal.pools is not None:
+            infos = [i for i in infos if i.pool in principal.pools]
+        return infos
+
+    def list_workers(self, principal: Principal | None) -> list[Any]:
+        self.require_leader()
+        pools = None if principal is None or principal.pools is None else set(principal.pools)
+        return self.registry.workers(pools)
+
+    def check_task_tenant(self, principal: Principal | None, t: TaskState) -> None:
+        if principal is not None:
+            check_tenant(principal, t.opts.tenant)
+
+
+async def wait_forever(event: asyncio.Event) -> None:
+    with contextlib.suppress(asyncio.CancelledError):
+        await event.wait()

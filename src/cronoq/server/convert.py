@@ -1,0 +1,279 @@
+"""Conversions between the wire (protobuf / JSON) and the scheduler, shared by gRPC and HTTP.
+
+* :func:`submit_args` turns a ``TaskSpec`` into ``(Blob payload, Scheduler.submit kwargs)``,
+  enforcing the request limits of SPEC §17.3 (violations are :class:`InvalidArgument`).
+* :func:`task_info` / :func:`task_result` / :func:`status_event` / :func:`snapshot_msg` build
+  the response messages from engine state.
+* :func:`submit_error_status` maps SubmitError codes to gRPC status names (SPEC §17.4) and
+  :data:`HTTP_STATUS` maps status names to HTTP codes (SPEC §17.9).
+
+Wire enums are offset by one from the engine's (0 = UNSPECIFIED): priority class ``c`` is
+``c + 1``, status ``s`` is ``s + 1``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from cronoq.engine.model import (
+    COND_NAMES,
+    FIRST_TERMINAL,
+    STATUS_NAMES,
+    SUCCEEDED,
+    Dep,
+    RetryPolicy,
+    StatusEvent,
+    TaskState,
+)
+from cronoq.engine.snapshot import Snapshot
+from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.server.workers import Blob
+
+if TYPE_CHECKING:
+    from cronoq.server.config import LimitsConfig
+
+MISS_NAMES = {0: "run_late", 1: "run_late", 2: "skip", 3: "fail"}
+COND_FROM_WIRE = {0: "success", 1: "success", 2: "complete", 3: "failure"}
+COND_TO_WIRE = {"success": 1, "complete": 2, "failure": 3}
+OVERLAP_FROM_WIRE = {0: "skip", 1: "skip", 2: "allow", 3: "queue", 4: "queue_on_success"}
+OVERLAP_TO_WIRE = {"skip": 1, "allow": 2, "queue": 3, "queue_on_success": 4}
+CLASS_NAMES = ("critical", "high", "normal", "low")
+
+#: SubmitError code -> gRPC status name (lower case).
+SUBMIT_STATUS = {
+    "unknown_pool": "not_found",
+    "unknown_dependency": "not_found",
+    "full": "resource_exhausted",
+    "overloaded": "resource_exhausted",
+    "reservation_conflict": "failed_precondition",
+    "invalid": "invalid_argument",
+    "cycle": "invalid_argument",
+    "duplicate_key_in_batch": "invalid_argument",
+    "resource_exceeds_capacity": "invalid_argument",
+    "unknown_resource": "invalid_argument",
+}
+
+#: gRPC status name -> HTTP status code (SPEC §17.9).
+HTTP_STATUS = {
+    "invalid_argument": 400,
+    "unauthenticated": 401,
+    "permission_denied": 403,
+    "not_found": 404,
+    "failed_precondition": 409,
+    "resource_exhausted": 429,
+    "unavailable": 503,
+    "deadline_exceeded": 504,
+    "data_loss": 500,
+    "internal": 500,
+}
+
+
+def _enum(v: int) -> Any:
+    """Wire enum values are plain ints (the generated stubs type them as enum wrappers)."""
+    return v
+
+
+def submit_error_status(code: str) -> str:
+    return SUBMIT_STATUS.get(code, "invalid_argument")
+
+
+class InvalidArgument(ValueError):
+    """A request field is malformed or over a limit (INVALID_ARGUMENT / 400 ``invalid``)."""
+
+
+def _seconds(name: str, v: float) -> float:
+    if not math.isfinite(v) or v < 0:
+        raise InvalidArgument(f"{name} must be a finite, non-negative number of seconds (got {v})")
+    return v
+
+
+def _check_len(name: str, value: str, limit: int) -> None:
+    if len(value) > limit:
+        raise InvalidArgument(f"{name} is longer than {limit} characters")
+
+
+def submit_args(spec: pb.TaskSpec, limits: LimitsConfig) -> tuple[Blob, dict[str, Any]]:
+    """A TaskSpec as ``(payload, Scheduler.submit keyword arguments)``."""
+    kw: dict[str, Any] = {}
+    if spec.pool:
+        kw["pool"] = spec.pool
+    if spec.kind:
+        _check_len("kind", spec.kind, limits.max_kind_len)
+        kw["kind"] = spec.kind
+    if spec.priority:
+        if spec.priority not in (1, 2, 3, 4):
+            raise InvalidArgument(f"unknown priority value {spec.priority}")
+        kw["priority"] = spec.priority - 1
+    if spec.key:
+        _check_len("key", spec.key, limits.max_key_len)
+        kw["key"] = spec.key
+    has = spec.HasField
+    if has("deadline_in_s") and has("deadline_unix_ns"):
+        raise InvalidArgument("deadline_in_s and deadline_unix_ns are mutually exclusive")
+    if has("deadline_in_s"):
+        kw["deadline_in"] = _seconds("deadline_in_s", spec.deadline_in_s)
+    elif has("deadline_unix_ns"):
+        kw["deadline_at"] = spec.deadline_unix_ns / 1e9
+    if has("start_in_s") and has("start_unix_ns"):
+        raise InvalidArgument("start_in_s and start_unix_ns are mutually exclusive")
+    if has("start_in_s"):
+        kw["start_in"] = _seconds("start_in_s", spec.start_in_s)
+    elif has("start_unix_ns"):
+        kw["start_at"] = spec.start_unix_ns / 1e9
+    if has("tolerance_s"):
+        kw["tolerance"] = _seconds("tolerance_s", spec.tolerance_s)
+    if spec.on_miss:
+        if spec.on_miss not in MISS_NAMES:
+            raise InvalidArgument(f"unknown on_miss value {spec.on_miss}")
+        kw["on_miss"] = MISS_NAMES[spec.on_miss]
+    if has("duration_hint_s"):
+        kw["duration_hint"] = _seconds("duration_hint_s", spec.duration_hint_s)
+    if has("timeout_s"):
+        kw["timeout"] = _seconds("timeout_s", spec.timeout_s)
+    if has("retry"):
+        kw["retry"] = retry_from_wire(spec.retry)
+    if spec.deps:
+        if len(spec.deps) > limits.max_deps:
+            raise InvalidArgument(f"too many dependencies (max {limits.max_deps})")
+        deps = []
+        for d in spec.deps:
+            which = d.target.WhichOneof("target")
+            if which == "id":
+                if d.target.id == 0:
+                    raise InvalidArgument("dependency id must be >= 1")
+                target: int | str = d.target.id
+            elif which == "key":
+                if not d.target.key:
+                    raise InvalidArgument("dependency key must not be empty")
+                target = d.target.key
+            else:
+                raise InvalidArgument("dependency target must be an id or a key")
+            if d.cond not in COND_FROM_WIRE:
+                raise InvalidArgument(f"unknown dependency condition {d.cond}")
+            deps.append(Dep(target, COND_FROM_WIRE[d.cond]))
+        kw["deps"] = deps
+    if spec.resources:
+        if len(spec.resources) > limits.max_resources:
+            raise InvalidArgument(f"too many resources (max {limits.max_resources})")
+        res = {}
+        for name, amount in spec.resources.items():
+            if amount < 1:
+                raise InvalidArgument(f"resource amount must be >= 1 (got {amount} for '{name}')")
+            res[name] = int(amount)
+        kw["resources"] = res
+    if spec.tags:
+        if len(spec.tags) > limits.max_tags:
+            raise InvalidArgument(f"too many tags (max {limits.max_tags})")
+        for k, v in spec.tags.items():
+            _check_len("tag", k, limits.max_tag_len)
+            _check_len("tag value", v, limits.max_tag_len)
+        kw["tags"] = dict(spec.tags)
+    if spec.labels:
+        kw["labels"] = dict(spec.labels)
+    if spec.tenant:
+        kw["tenant"] = spec.tenant
+    return Blob(bytes(spec.payload), spec.content_type), kw
+
+
+def retry_from_wire(r: pb.RetryPolicy) -> RetryPolicy:
+    """Zero fields mean that field's default (SPEC §17.9)."""
+    try:
+        return RetryPolicy(
+            max_attempts=r.max_attempts or 3,
+            initial_backoff=r.initial_backoff_s or 1.0,
+            multiplier=r.multiplier or 2.0,
+            max_backoff=r.max_backoff_s or 60.0,
+            jitter=r.jitter,
+        )
+    except ValueError as e:
+        raise InvalidArgument(str(e)) from None
+
+
+def _ns(tb: int, v: int | None) -> int | None:
+    return None if v is None else tb + v
+
+
+def task_info(t: TaskState, pool: str, max_attempts: int, time_base: int) -> pb.TaskInfo:
+    info = pb.TaskInfo(
+        id=t.id,
+        status=_enum(t.status + 1),
+        pool=pool,
+        key=t.key or "",
+        kind=t.opts.kind,
+        attempt=t.attempt,
+        max_attempts=max_attempts,
+        message=t.message or "",
+        output_available=t.status == SUCCEEDED and isinstance(t.output, Blob),
+        tenant=t.opts.tenant or "",
+        priority=_enum(t.opts.priority + 1),
+    )
+    info.created_unix_ns = time_base + t.created_at
+    if t.started_at is not None:
+        info.started_unix_ns = time_base + t.started_at
+    if t.finished_at is not None and t.status >= FIRST_TERMINAL:
+        info.finished_unix_ns = time_base + t.finished_at
+    return info
+
+
+def task_result(t: TaskState) -> pb.TaskResult:
+    res = pb.TaskResult(id=t.id, status=_enum(t.status + 1), message=t.message or "")
+    if t.status == SUCCEEDED and isinstance(t.output, Blob):
+        res.output = t.output.data
+        res.output_available = True
+    return res
+
+
+def status_event(ev: StatusEvent) -> pb.StatusEvent:
+    return pb.StatusEvent(
+        id=ev.id,
+        pool=ev.pool,
+        key=ev.key or "",
+        status=_enum(STATUS_NAMES.index(ev.status) + 1),
+        attempt=ev.attempt,
+        at_unix_ns=round(ev.at * 1e9),
+        message=ev.message or "",
+    )
+
+
+def snapshot_msg(snap: Snapshot, workers_by_pool: dict[str, int]) -> pb.SnapshotResponse:
+    pools = []
+    for p in snap.pools:
+        pools.append(
+            pb.PoolSnapshot(
+                name=p.name,
+                capacity=p.capacity,
+                busy=p.busy,
+                held=p.held,
+                desired=p.desired,
+                pending_by_class=list(p.pending_by_class),
+                reservations=p.reservations,
+                dispatched=p.dispatched,
+                succeeded=p.succeeded,
+                failed=p.failed,
+                priority_adherence=p.priority_adherence,
+                fixed_start_hit_rate=p.fixed_start_hit_rate,
+                utilization=p.utilization,
+                schedule_efficiency=p.schedule_efficiency,
+                wait_p50_s=p.wait_p50,
+                wait_p90_s=p.wait_p90,
+                wait_p99_s=p.wait_p99,
+                cost=p.cost,
+                workers_connected=workers_by_pool.get(p.name, 0),
+                groups=[pb.WorkerGroup(labels=g.labels, capacity=g.capacity, busy=g.busy) for g in p.groups],
+            )
+        )
+    tot = snap.totals
+    totals = pb.Totals(**{k: tot.get(k, 0) for k in pb.Totals.DESCRIPTOR.fields_by_name})
+    return pb.SnapshotResponse(
+        pools=pools,
+        live_tasks=snap.live_tasks,
+        running=snap.running,
+        pending=snap.pending,
+        totals=totals,
+        workers_connected=sum(workers_by_pool.values()),
+    )
+
+
+def cond_name(cond: int) -> str:
+    return COND_NAMES[cond]

@@ -1,0 +1,394 @@
+"""gRPC front end of ``cronoq serve``: the ``Tasks`` and ``Admin`` services (SPEC §17.4, §17.9).
+
+Theory of operation
+-------------------
+Every operation is delegated to :class:`~cronoq.server.app.ServerApp`, which raises
+:class:`~cronoq.server.app.ApiError` with a lower-case gRPC status name; :func:`_status` maps
+it (and the auth errors) to a :class:`grpc.StatusCode`.  A standby or stopping server answers
+UNAVAILABLE (``ServerApp.require_leader``).
+
+Auth happens twice, on purpose:
+
+* :class:`AuthInterceptor` runs when the call's headers arrive, *before the request body is
+  read*: it authenticates the bearer token and checks the role against
+  :data:`~cronoq.server.auth.GRPC_METHOD_ACTIONS` (UNAUTHENTICATED / PERMISSION_DENIED).  A
+  rejected call is answered by a streaming handler that aborts without reading the request.
+* the handlers re-derive the caller's :class:`~cronoq.server.auth.Principal` from the same
+  metadata (cheap: one SHA-256) and enforce what depends on the body: the token's pools
+  (PERMISSION_DENIED) and tenant (stamped on submissions, enforced on existing tasks).
+
+``Watch`` subscribes to the scheduler's events first and then sends the initial metadata, so a
+client that waited for the metadata misses nothing submitted afterwards; a consumer that falls
+more than the event buffer behind gets DATA_LOSS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from cronoq.engine.model import STATUS_NAMES
+from cronoq.errors import Fenced, NotStartedError
+from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
+from cronoq.server import convert
+from cronoq.server.app import ApiError, ServerApp
+from cronoq.server.auth import (
+    GRPC_METHOD_ACTIONS,
+    AuthError,
+    Principal,
+    restrict_pools,
+)
+
+__all__ = ["AdminServicer", "AuthInterceptor", "TasksServicer", "grpc_status", "register"]
+
+log = logging.getLogger("cronoq.server.grpc")
+
+
+def grpc_status(name: str) -> grpc.StatusCode:
+    """A lower-case gRPC status name (``ApiError.status``) as a :class:`grpc.StatusCode`."""
+    try:
+        return grpc.StatusCode[name.upper()]
+    except KeyError:
+        return grpc.StatusCode.INTERNAL
+
+
+def _status(e: BaseException) -> tuple[grpc.StatusCode, str]:
+    if isinstance(e, ApiError):
+        return grpc_status(e.status), e.message
+    if isinstance(e, AuthError):
+        return grpc_status(e.code), e.message
+    if isinstance(e, (NotStartedError, Fenced)):
+        return grpc.StatusCode.UNAVAILABLE, f"server is not serving: {e}"
+    return grpc.StatusCode.INTERNAL, f"internal error: {type(e).__name__}: {e}"
+
+
+def _auth_header(metadata: Any) -> str | None:
+    for k, v in metadata or ():
+        if k == "authorization":
+            return v if isinstance(v, str) else v.decode("latin-1")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# interceptor
+
+
+#: methods whose requests are a client stream (see :func:`_rejecter`)
+_CLIENT_STREAMING = frozenset({"/cronoq.v1.Workers/Work"})
+#: how long a rejected client stream may take to deliver its first message
+_DRAIN_S = 0.25
+
+
+def _rejecter(code: grpc.StatusCode, message: str, client_streaming: bool) -> grpc.RpcMethodHandler:
+    """A handler that ends the call without parsing the request.
+
+    It is registered as stream-stream without deserializers, so a unary request body is never
+    read.  A client stream (``Work``) gets its first message taken off the wire as raw bytes
+    and discarded before the status goes out: ending a call while the client's first message
+    is still in flight makes the Python client report INTERNAL ("Internal error from Core")
+    instead of our status in a fraction of the calls.
+    """
+
+    async def reject(request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
+        if client_streaming:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(request_iterator.__anext__(), _DRAIN_S)
+        await context.abort(code, message)
+
+    return grpc.stream_stream_rpc_method_handler(reject)
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):
+    """Authenticates every call and checks its role before the body is read (SPEC §17.2)."""
+
+    def __init__(self, app: ServerApp) -> None:
+        self.app = app
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        action = GRPC_METHOD_ACTIONS.get(handler_call_details.method)
+        if action is not None:
+            header = _auth_header(handler_call_details.invocation_metadata)
+            try:
+                self.app.auth.check(header, action)
+            except AuthError as e:
+                code, msg = _status(e)
+                return _rejecter(code, msg, handler_call_details.method in _CLIENT_STREAMING)
+        return await continuation(handler_call_details)
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def _principal(app: ServerApp, context: grpc.aio.ServicerContext) -> Principal | None:
+    return app.auth.authenticate(_auth_header(context.invocation_metadata()))
+
+
+def _ref(r: pb.TaskRef) -> int | str:
+    which = r.WhichOneof("target")
+    if which == "id" and r.id > 0:
+        return int(r.id)
+    if which == "key" and r.key:
+        return str(r.key)
+    raise ApiError("invalid_argument", "task reference must be an id >= 1 or a non-empty key", "invalid")
+
+
+def _pools_filter(app: ServerApp, principal: Principal | None, requested: Any) -> list[str]:
+    """A ListTasks/Watch pool filter: unknown pool → NOT_FOUND, another token's → PERMISSION_DENIED."""
+    for p in requested:
+        if p not in app.sched._pool_names:
+            raise ApiError("not_found", f"unknown pool '{p}'", "unknown_pool")
+    return restrict_pools(principal, requested) or []
+
+
+def _statuses(values: Any) -> list[str]:
+    out = []
+    for v in values:
+        if not 1 <= v <= len(STATUS_NAMES):
+            raise ApiError("invalid_argument", f"unknown task status value {v}", "invalid")
+        out.append(STATUS_NAMES[v - 1])
+    return out
+
+
+async def _abort(context: grpc.aio.ServicerContext, e: BaseException) -> None:
+    code, msg = _status(e)
+    if code == grpc.StatusCode.INTERNAL:
+        log.exception("internal error in a gRPC handler", exc_info=e)
+    await context.abort(code, msg)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tasks
+
+
+class TasksServicer(pb_grpc.TasksServicer):
+    def __init__(self, app: ServerApp) -> None:
+        self.app = app
+
+    async def Submit(self, request: pb.SubmitRequest, context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
+        app = self.app
+        try:
+            principal = _principal(app, context)
+            tid, dup = await app.submit(principal, request.task)
+            resp = pb.SubmitResponse(id=tid, duplicate=dup)
+            if request.wait:
+                timeout = request.wait_timeout_s if request.HasField("wait_timeout_s") else None
+                t = await app.wait(principal, tid, timeout)
+                resp.result.CopyFrom(convert.task_result(t))
+            return resp
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+
+    async def SubmitBatch(
+        self, request: pb.SubmitBatchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SubmitBatchResponse:
+        app = self.app
+        try:
+            principal = _principal(app, context)
+            results = await app.submit_batch(principal, list(request.tasks))
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+        return pb.SubmitBatchResponse(tasks=[pb.SubmitResponse(id=i, duplicate=d) for i, d in results])
+
+    async def Cancel(self, request: pb.CancelRequest, context: grpc.aio.ServicerContext) -> pb.CancelResponse:
+        app = self.app
+        try:
+            principal = _principal(app, context)
+            ok = await app.cancel(principal, _ref(request.task))
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+        return pb.CancelResponse(cancelled=ok)
+
+    async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext) -> pb.TaskInfo:
+        app = self.app
+        try:
+            principal = _principal(app, context)
+            t = app.get(principal, _ref(request.task))
+            return app.task_info(t)
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+
+    async def ListTasks(
+        self, request: pb.ListTasksRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListTasksResponse:
+        app = self.app
+        try:
+            principal = _principal(app, context)
+            pools = _pools_filter(app, principal, request.pools)
+            tasks, next_after = app.list_tasks(
+                principal, pools, _statuses(request.statuses), request.after, request.limit
+            )
+            return pb.ListTasksResponse(tasks=[app.task_info(t) for t in tasks], next_after=next_after)
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+
+    async def Wait(self, request: pb.WaitRequest, context: grpc.aio.ServicerContext) -> pb.TaskResult:
+        app = self.app
+        try:
+            principal = _principal(app, context)
+            timeout = request.timeout_s if request.HasField("timeout_s") else None
+            t = await app.wait(principal, _ref(request.task), timeout)
+            return convert.task_result(t)
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+
+    async def Watch(
+        self, request: pb.WatchRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.StatusEvent]:
+        app = self.app
+        try:
+            principal = _principal(app, context)
+            pools = _pools_filter(app, principal, request.pools)
+            events = app.watch(
+                principal,
+                pools,
+                list(request.ids),
+                list(request.keys),
+                request.all_transitions,
+                on_live=lambda: context.send_initial_metadata(()),
+            )
+            async for ev in events:
+                yield convert.status_event(ev)
+        except Exception as e:
+            await _abort(context, e)
+            return
+        # the event stream ended: the scheduler shut down or lost the leadership
+        if app.stopping or not app.leading:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "server is shutting down or not the leader")
+
+
+# ---------------------------------------------------------------------------------------------
+# Admin
+
+
+def _recurring_info(app: ServerApp, info: Any) -> pb.RecurringInfo:
+    kind = ""
+    core = app.sched._core
+    if core is not None:
+        sched = core.schedules.get(info.name)
+        if sched is not None:
+            kind = sched.spec.opts.kind
+    msg = pb.RecurringInfo(
+        name=info.name,
+        cron=info.cron,
+        tz=info.tz or "",
+        pool=info.pool,
+        kind=kind,
+        overlap=convert.OVERLAP_TO_WIRE.get(info.overlap, 1),  # type: ignore[arg-type]
+    )
+    if info.next_unix_ns is not None:
+        msg.next_unix_ns = info.next_unix_ns
+    if info.last_task_id:
+        msg.last_task_id = info.last_task_id
+    return msg
+
+
+class AdminServicer(pb_grpc.AdminServicer):
+    def __init__(self, app: ServerApp) -> None:
+        self.app = app
+
+    async def Snapshot(self, request: pb.Empty, context: grpc.aio.ServicerContext) -> pb.SnapshotResponse:
+        app = self.app
+        try:
+            principal = _principal(app, context)
+            snap, by_pool = await app.snapshot()
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+        msg = convert.snapshot_msg(snap, by_pool)
+        if principal is not None and principal.pools is not None:
+            keep = [p for p in msg.pools if p.name in principal.pools]
+            del msg.pools[:]
+            msg.pools.extend(keep)
+            msg.workers_connected = sum(p.workers_connected for p in keep)
+        return msg
+
+    async def AddRecurring(self, request: pb.RecurringRequest, context: grpc.aio.ServicerContext) -> pb.Empty:
+        app = self.app
+        try:
+            if not request.name:
+                raise ApiError("invalid_argument", "recurring schedule name must not be empty", "invalid")
+            if not request.cron.strip():
+                raise ApiError("invalid_argument", "cron expression must not be empty", "invalid")
+            await app.add_recurring(_principal(app, context), request)
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+        return pb.Empty()
+
+    async def RemoveRecurring(
+        self, request: pb.RemoveRecurringRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RemoveRecurringResponse:
+        app = self.app
+        try:
+            principal = _principal(app, context)
+            if principal is not None and principal.pools is not None:
+                infos = {i.name: i for i in await app.list_recurring(None)}
+                info = infos.get(request.name)
+                if info is not None and info.pool not in principal.pools:
+                    raise ApiError("permission_denied", f"token may not use pool '{info.pool}'")
+            removed = await app.remove_recurring(principal, request.name)
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+        return pb.RemoveRecurringResponse(removed=removed)
+
+    async def ListWorkers(
+        self, request: pb.Empty, context: grpc.aio.ServicerContext
+    ) -> pb.ListWorkersResponse:
+        app = self.app
+        try:
+            sessions = app.list_workers(_principal(app, context))
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+        return pb.ListWorkersResponse(
+            workers=[
+                pb.WorkerInfo(
+                    id=s.id,
+                    name=s.name,
+                    pool=s.pool,
+                    labels=s.labels,
+                    slots=s.slots,
+                    busy=s.busy,
+                    connected_unix_ns=s.connected_unix_ns,
+                )
+                for s in sorted(sessions, key=lambda s: s.id)
+            ]
+        )
+
+    async def ListRecurring(
+        self, request: pb.Empty, context: grpc.aio.ServicerContext
+    ) -> pb.ListRecurringResponse:
+        app = self.app
+        try:
+            infos = await app.list_recurring(_principal(app, context))
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+        return pb.ListRecurringResponse(
+            schedules=[_recurring_info(app, i) for i in sorted(infos, key=lambda i: i.name)]
+        )
+
+
+def register(server: Any, app: ServerApp) -> None:
+    """Add the Tasks and Admin services to a ``grpc.aio`` server."""
+    pb_grpc.add_TasksServicer_to_server(TasksServicer(app), server)
+    pb_grpc.add_AdminServicer_to_server(AdminServicer(app), server)

@@ -1,0 +1,191 @@
+"""``Workers.Work``: the bidirectional worker stream (worker protocol version 3, SPEC §17.5).
+
+One call is one :class:`~cronoq.server.workers.WorkerSession`.  The first message must be
+``Register``; the server answers ``Registered`` (granted slots, lease ttl, limits) before any
+``Lease``.  A reader task feeds the worker's reports into the session; this coroutine writes
+whatever the session queues (``Lease``, ``Abort``, ``Shutdown``).  The stream ends when the
+worker half-closes, disconnects, breaks the protocol (INVALID_ARGUMENT), stops reading (its
+outbound queue fills up), or the server shuts down or stops leading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
+from cronoq.server.app import ApiError, ServerApp
+from cronoq.server.auth import PermissionDenied, Unauthenticated, stamp_labels
+from cronoq.server.workers import (
+    AbortMsg,
+    LeaseMsg,
+    ServerMsg,
+    ShutdownMsg,
+    WorkerSession,
+)
+
+log = logging.getLogger("cronoq.server.workers")
+
+
+def to_proto(msg: ServerMsg) -> pb.ServerMessage:
+    if isinstance(msg, LeaseMsg):
+        lease = pb.Lease(
+            lease=msg.lease,
+            task_id=msg.task_id,
+            attempt=msg.attempt,
+            payload=msg.payload,
+            content_type=msg.content_type,
+            kind=msg.kind,
+            key=msg.key,
+            tags=msg.tags,
+            pool=msg.pool,
+            priority=msg.priority + 1,  # type: ignore[arg-type]
+        )
+        if msg.timeout_s is not None:
+            lease.timeout_s = msg.timeout_s
+        if msg.deadline_unix_ns is not None:
+            lease.deadline_unix_ns = msg.deadline_unix_ns
+        if msg.lease_ttl_s is not None:
+            lease.lease_ttl_s = msg.lease_ttl_s
+        return pb.ServerMessage(lease=lease)
+    if isinstance(msg, AbortMsg):
+        return pb.ServerMessage(abort=pb.Abort(lease=msg.lease, reason=msg.reason))
+    if isinstance(msg, ShutdownMsg):
+        return pb.ServerMessage(shutdown=pb.Shutdown(reason=msg.reason, not_leader=msg.not_leader))
+    reg = pb.Registered(
+        worker_id=msg.worker_id,
+        slots=msg.slots,
+        protocol_version=msg.protocol_version,
+        max_message_bytes=msg.max_message_bytes,
+    )
+    if msg.lease_ttl_s is not None:
+        reg.lease_ttl_s = msg.lease_ttl_s
+    return pb.ServerMessage(registered=reg)
+
+
+class _Violation(Exception):
+    pass
+
+
+def _auth_header(context: grpc.aio.ServicerContext) -> str | None:
+    for k, v in context.invocation_metadata() or ():
+        if k == "authorization":
+            return v if isinstance(v, str) else v.decode()
+    return None
+
+
+class WorkersServicer(pb_grpc.WorkersServicer):
+    def __init__(self, app: ServerApp) -> None:
+        self.app = app
+
+    async def Work(
+        self, request_iterator: AsyncIterator[pb.WorkerMessage], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ServerMessage]:
+        app = self.app
+        try:
+            principal = app.auth.check(_auth_header(context), "work")
+        except Unauthenticated as e:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(e))
+            return
+        except PermissionDenied as e:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
+            return
+        try:
+            app.require_leader()
+        except ApiError as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, e.message)
+            return
+        it = request_iterator.__aiter__()
+        try:
+            first = await asyncio.wait_for(it.__anext__(), app.limits.request_timeout_s)
+        except (StopAsyncIteration, TimeoutError):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be Register")
+            return
+        if first.WhichOneof("msg") != "register":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be Register")
+            return
+        reg = first.register
+        if reg.pool not in app.sched._pool_names:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown pool '{reg.pool}'")
+            return
+        try:
+            app.auth.authorize(principal, "work", reg.pool)
+            labels = stamp_labels(principal, dict(reg.labels)) if principal is not None else dict(reg.labels)
+        except PermissionDenied as e:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
+            return
+        session = app.registry.register(reg.pool, reg.worker_name, labels, reg.slots)
+        log.info(
+            "worker %s '%s' registered on pool '%s' with %d slots",
+            session.id,
+            session.name,
+            reg.pool,
+            session.slots,
+        )
+        violation: list[str] = []
+        reader = asyncio.get_running_loop().create_task(self._read(it, session, violation))
+        try:
+            while True:
+                msg = await session.outbox.get()
+                if msg is None:
+                    break
+                yield to_proto(msg)
+                if isinstance(msg, ShutdownMsg) and msg.not_leader:
+                    break
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+            app.registry.disconnect(session, session.close_reason or "worker disconnected")
+            log.info("worker %s disconnected: %s", session.id, session.close_reason)
+        if violation:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, violation[0])
+
+    async def _read(
+        self, it: AsyncIterator[pb.WorkerMessage], s: WorkerSession, violation: list[str]
+    ) -> None:
+        app = self.app
+        reason = "worker closed the stream"
+        try:
+            async for m in it:
+                which = m.WhichOneof("msg")
+                if which == "heartbeat":
+                    s.heartbeat(m.heartbeat.lease)
+                elif which == "complete":
+                    c = m.complete
+                    s.complete(c.lease, bytes(c.output), c.content_type)
+                elif which == "fail":
+                    f = m.fail
+                    ra = f.retry_after_s if f.HasField("retry_after_s") else None
+                    if ra is not None and (not math.isfinite(ra) or ra < 0):
+                        raise _Violation("Fail.retry_after_s must be finite and >= 0")
+                    s.fail(f.lease, f.message, f.permanent, ra)
+                elif which == "set_slots":
+                    s.set_slots(m.set_slots.slots)
+                elif which == "nack":
+                    s.nack(m.nack.lease, m.nack.reason)
+                elif which == "cancelled":
+                    s.cancelled(m.cancelled.lease)
+                elif which == "register":
+                    raise _Violation("Register may only be sent once, first")
+                else:
+                    raise _Violation("empty or unknown worker message")
+        except _Violation as e:
+            violation.append(str(e))
+            reason = f"protocol violation: {e}"
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # transport error: the worker is gone
+            reason = f"worker stream failed: {e}"
+        app.registry.disconnect(s, reason)
+
+
+def register(server: Any, app: ServerApp) -> None:
+    pb_grpc.add_WorkersServicer_to_server(WorkersServicer(app), server)

@@ -1,0 +1,1164 @@
+"""HTTP/JSON front end of ``cronoq serve`` (SPEC §17.6, §17.8, §17.9) on Starlette (ASGI).
+
+Theory of operation
+-------------------
+:func:`create_http_app` builds the ASGI application the runner serves with uvicorn on
+``http_addr`` (and, with ``metrics_only=True``, the unauthenticated ``/metrics``, ``/healthz``,
+``/readyz`` app of ``metrics_addr``).  Every operation is delegated to
+:class:`~cronoq.server.app.ServerApp` (the same code the gRPC front end uses); its
+:class:`~cronoq.server.app.ApiError` (a lower-case gRPC status name plus an error ``code``) and
+the auth errors become ``{"error": message, "code": code}`` with the HTTP status of
+:data:`cronoq.server.convert.HTTP_STATUS`.
+
+Request handling, in order:
+
+1. :class:`_Guard` (pure ASGI, before routing): the loopback ``Host`` check when it applies
+   (no auth on a loopback listener: DNS-rebinding protection) and the concurrency limits
+   (``limits.max_concurrent_requests``; ``/v1/events`` streams count against
+   ``limits.max_concurrent_streams``) → 403 / 429.  ``/healthz`` and ``/readyz`` are exempt.
+2. The handler authenticates the bearer token and checks the route's role *before the body is
+   read* → 401 / 403.
+3. A body is read only as JSON (``application/json`` or ``*/*+json``; another content type →
+   415), at most ``limits.max_http_body_bytes`` (checked against ``Content-Length`` and while
+   reading, so chunked bodies are bounded too → 413) and within ``limits.request_timeout_s``
+   (→ 408).  Invalid JSON or a body that is not an object → 400.
+4. Task fields are converted into a protobuf ``TaskSpec`` (:func:`task_spec_from_json`) so the
+   gRPC validation and limits (``convert.submit_args``) apply unchanged.
+
+Responses render protobuf messages with their proto field names (:func:`message_json`): ids
+as strings, enums as lower-case names without their prefix (``"succeeded"``, ``"high"``),
+unset optional fields (times) as ``null``, other 64-bit integers as JSON numbers.
+
+Task references: in ``/v1/tasks/{ref}[/result|/cancel]`` a segment of decimal digits is an id,
+anything else a URL-encoded key (``/`` as ``%2F``); ``?key=`` names the task by key whatever
+the segment is (for digits-only keys: ``/v1/tasks/-?key=0042``).
+
+``/v1/events`` is Server-Sent Events: a ``: live`` comment once the subscription exists
+(nothing submitted afterwards is missed), then ``event: status`` / ``data: <StatusEvent JSON>``
+per transition, ``: keepalive`` comments every 15 s while idle, and a final ``event: error``
+(``data_loss`` when the consumer fell too far behind, ``unavailable`` when the scheduler stops
+or loses the leadership).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import functools
+import json
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, Final
+from urllib.parse import unquote
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES, SUCCEEDED, TaskState
+from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.server import convert
+from cronoq.server import metrics as metrics_mod
+from cronoq.server.app import ApiError, ServerApp
+from cronoq.server.auth import Action, AuthError, Principal, restrict_pools
+from cronoq.server.dashboard import dashboard_routes
+from cronoq.server.workers import Blob
+
+__all__ = [
+    "HttpError",
+    "create_http_app",
+    "create_metrics_app",
+    "message_json",
+    "result_json",
+    "task_spec_from_json",
+]
+
+log = logging.getLogger("cronoq.server.http")
+
+UINT64_MAX: Final = (1 << 64) - 1
+INT64_MIN: Final = -(1 << 63)
+INT64_MAX: Final = (1 << 63) - 1
+UINT32_MAX: Final = (1 << 32) - 1
+SSE_KEEPALIVE_S: Final = 15.0
+
+#: 64-bit integer fields rendered as JSON strings (ids; SPEC §17.6).
+ID_FIELDS: Final = frozenset({"id", "next_after", "last_task_id", "task_id", "worker_id"})
+
+PRIORITY_FROM_JSON: Final = {"critical": 1, "high": 2, "normal": 3, "low": 4}
+MISS_FROM_JSON: Final = {"run_late": 1, "skip": 2, "fail": 3}
+COND_FROM_JSON: Final = {
+    "on_success": 1,
+    "success": 1,
+    "on_complete": 2,
+    "complete": 2,
+    "on_failure": 3,
+    "failure": 3,
+}
+OVERLAP_FROM_JSON: Final = dict(convert.OVERLAP_TO_WIRE)
+
+TASK_FIELDS: Final = frozenset(
+    {
+        "pool",
+        "kind",
+        "priority",
+        "key",
+        "deadline_in_s",
+        "deadline_unix_ns",
+        "start_in_s",
+        "start_unix_ns",
+        "tolerance_s",
+        "on_miss",
+        "timeout_s",
+        "duration_hint_s",
+        "retry",
+        "deps",
+        "resources",
+        "tags",
+        "labels",
+        "tenant",
+        "payload",
+        "payload_base64",
+        "content_type",
+        "after",
+    }
+)
+RETRY_FIELDS: Final = frozenset(
+    {"max_attempts", "initial_backoff_s", "multiplier", "max_backoff_s", "jitter"}
+)
+RECURRING_FIELDS: Final = frozenset({"name", "cron", "tz", "overlap", "tolerance_s", "on_miss", "task"})
+#: task fields that make no sense in a recurring template (each occurrence is a fixed start).
+NOT_IN_TEMPLATE: Final = ("start_in_s", "start_unix_ns", "deadline_unix_ns", "deps", "after")
+
+
+# ---------------------------------------------------------------------------------------------
+# errors
+
+
+class HttpError(Exception):
+    """A request failed with ``status``; the body is ``{"error": message, "code": code, **extra}``."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str,
+        extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.extra = extra or {}
+        self.headers = headers
+
+
+def _invalid(message: str) -> HttpError:
+    """A malformed task field: the SubmitError code ``invalid`` (SPEC §17.9)."""
+    return HttpError(400, message, "invalid")
+
+
+def _bad(message: str) -> HttpError:
+    """Bad input that is not a task field (JSON, body shape, query, path): ``invalid_argument``."""
+    return HttpError(400, message, "invalid_argument")
+
+
+def _dumps(data: Any) -> bytes:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+def json_response(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(_dumps(data), status_code=status, media_type="application/json", headers=headers)
+
+
+def error_response(
+    status: int,
+    message: str,
+    code: str,
+    extra: dict[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    body: dict[str, Any] = {"error": message, "code": code}
+    if extra:
+        body.update(extra)
+    if status == 401:
+        headers = {**(headers or {}), "www-authenticate": 'Bearer realm="cronoq"'}
+    return json_response(body, status, headers)
+
+
+def _from_exception(e: BaseException) -> HttpError:
+    if isinstance(e, HttpError):
+        return e
+    if isinstance(e, ApiError):
+        return HttpError(convert.HTTP_STATUS.get(e.status, 500), e.message, e.code)
+    if isinstance(e, AuthError):
+        return HttpError(e.http_status, e.message, e.code)
+    raise e
+
+
+# ---------------------------------------------------------------------------------------------
+# rendering (protobuf message → JSON with proto field names)
+
+
+def _enum_name(fd: Any, value: int) -> str | int | None:
+    ev = fd.enum_type.values_by_number.get(value)
+    if ev is None:
+        return value
+    if value == 0:
+        return None
+    zero = fd.enum_type.values_by_number.get(0)
+    prefix = (
+        zero.name[: -len("UNSPECIFIED")] if zero is not None and zero.name.endswith("UNSPECIFIED") else ""
+    )
+    name: str = ev.name
+    if prefix and name.startswith(prefix):
+        name = name[len(prefix) :]
+    return name.lower()
+
+
+_INT64_TYPES = frozenset(
+    {
+        pb.TaskInfo.DESCRIPTOR.fields_by_name["id"].TYPE_INT64,
+        pb.TaskInfo.DESCRIPTOR.fields_by_name["id"].TYPE_UINT64,
+        pb.TaskInfo.DESCRIPTOR.fields_by_name["id"].TYPE_SINT64,
+        pb.TaskInfo.DESCRIPTOR.fields_by_name["id"].TYPE_FIXED64,
+        pb.TaskInfo.DESCRIPTOR.fields_by_name["id"].TYPE_SFIXED64,
+    }
+)
+
+
+def _scalar(fd: Any, value: Any) -> Any:
+    t = fd.type
+    if t == fd.TYPE_ENUM:
+        return _enum_name(fd, value)
+    if t == fd.TYPE_BYTES:
+        return base64.b64encode(value).decode("ascii")
+    if t in (fd.TYPE_DOUBLE, fd.TYPE_FLOAT):
+        return float(value) if math.isfinite(value) else None
+    if t in _INT64_TYPES and fd.name in ID_FIELDS:
+        return str(value)
+    return value
+
+
+def message_json(msg: Any) -> dict[str, Any]:
+    """A protobuf message as JSON-ready data (see the module docstring for the conventions)."""
+    out: dict[str, Any] = {}
+    for fd in msg.DESCRIPTOR.fields:
+        name = fd.name
+        value = getattr(msg, name)
+        mt = fd.message_type
+        if mt is not None and mt.GetOptions().map_entry:
+            vfd = mt.fields_by_name["value"]
+            if vfd.message_type is not None:
+                out[name] = {k: message_json(v) for k, v in value.items()}
+            else:
+                out[name] = {k: _scalar(vfd, v) for k, v in value.items()}
+        elif fd.is_repeated:
+            if mt is not None:
+                out[name] = [message_json(v) for v in value]
+            else:
+                out[name] = [_scalar(fd, v) for v in value]
+        elif mt is not None:
+            out[name] = message_json(value) if msg.HasField(name) else None
+        elif fd.has_presence and not msg.HasField(name):
+            out[name] = None
+        else:
+            out[name] = _scalar(fd, value)
+    return out
+
+
+def _is_json_bytes(data: bytes) -> tuple[bool, Any]:
+    if not data:
+        return False, None
+    try:
+        return True, json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return False, None
+
+
+def result_json(t: TaskState) -> dict[str, Any]:
+    """``{id, status, output?, output_base64?, content_type, message, output_available}``."""
+    out: dict[str, Any] = {"id": str(t.id), "status": STATUS_NAMES[t.status]}
+    content_type = ""
+    available = False
+    if t.status == SUCCEEDED and isinstance(t.output, Blob):
+        available = True
+        content_type = t.output.content_type
+        ok, value = _is_json_bytes(t.output.data)
+        if ok:
+            out["output"] = value
+        else:
+            out["output_base64"] = base64.b64encode(t.output.data).decode("ascii")
+    out["content_type"] = content_type
+    out["message"] = t.message or ""
+    out["output_available"] = available
+    return out
+
+
+def event_json(ev: Any) -> dict[str, Any]:
+    out = message_json(convert.status_event(ev))
+    out["at"] = ev.at
+    return out
+
+
+def recurring_json(app: ServerApp, info: Any) -> dict[str, Any]:
+    kind = ""
+    core = app.sched._core
+    if core is not None:
+        s = core.schedules.get(info.name)
+        if s is not None:
+            kind = s.spec.opts.kind
+    msg = pb.RecurringInfo(
+        name=info.name,
+        cron=info.cron,
+        tz=info.tz or "",
+        pool=info.pool,
+        kind=kind,
+        overlap=convert.OVERLAP_TO_WIRE.get(info.overlap, 1),  # type: ignore[arg-type]
+    )
+    if info.next_unix_ns is not None:
+        msg.next_unix_ns = info.next_unix_ns
+    if info.last_task_id:
+        msg.last_task_id = info.last_task_id
+    return message_json(msg)
+
+
+def worker_json(s: Any) -> dict[str, Any]:
+    return message_json(
+        pb.WorkerInfo(
+            id=s.id,
+            name=s.name,
+            pool=s.pool,
+            labels=s.labels,
+            slots=s.slots,
+            busy=s.busy,
+            connected_unix_ns=s.connected_unix_ns,
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing (JSON → protobuf TaskSpec)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _where(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, list):
+        return "an array"
+    return "an object"
+
+
+def _str(v: Any, where: str) -> str:
+    if not isinstance(v, str):
+        raise _invalid(f"{where} must be a string (got {_type(v)})")
+    return v
+
+
+def _number(v: Any, where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _invalid(f"{where} must be a number (got {_type(v)})")
+    f = float(v)
+    if not math.isfinite(f):
+        raise _invalid(f"{where} must be finite")
+    return f
+
+
+def _seconds(v: Any, where: str) -> float:
+    f = _number(v, where)
+    if f < 0:
+        raise _invalid(f"{where} must be a non-negative number of seconds (got {v})")
+    return f
+
+
+def _integer(v: Any, where: str, lo: int, hi: int, *, strings: bool = False) -> int:
+    """An integer in [lo, hi]; integral floats are accepted; digit strings when ``strings``."""
+    if isinstance(v, bool):
+        raise _invalid(f"{where} must be an integer (got a boolean)")
+    if isinstance(v, int):
+        n = v
+    elif isinstance(v, float) and v.is_integer():
+        n = int(v)
+    elif strings and isinstance(v, str) and v.strip().lstrip("+-").isdigit() and v.strip().isascii():
+        n = int(v.strip())
+    else:
+        what = "an integer or a string of digits" if strings else "an integer"
+        raise _invalid(f"{where} must be {what} (got {_type(v) if not isinstance(v, str) else repr(v)})")
+    if not lo <= n <= hi:
+        raise _invalid(f"{where} must be between {lo} and {hi} (got {n})")
+    return n
+
+
+def _bool(v: Any, where: str) -> bool:
+    if not isinstance(v, bool):
+        raise _invalid(f"{where} must be true or false (got {_type(v)})")
+    return v
+
+
+def _object(v: Any, where: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise _invalid(f"{where} must be an object (got {_type(v)})")
+    return v
+
+
+def _str_map(v: Any, where: str) -> dict[str, str]:
+    obj = _object(v, where)
+    for k, val in obj.items():
+        if not isinstance(val, str):
+            raise _invalid(f"{where}.{k} must be a string (got {_type(val)})")
+    return obj
+
+
+def _choice(v: Any, where: str, options: dict[str, int]) -> int:
+    if not isinstance(v, str) or v.strip().lower() not in options:
+        names = ", ".join(dict.fromkeys(options))
+        raise _invalid(f"{where} must be one of {names} (got {json.dumps(v)})")
+    return options[v.strip().lower()]
+
+
+def _unknown(obj: dict[str, Any], allowed: frozenset[str], where: str) -> None:
+    extra = sorted(k for k in obj if k not in allowed)
+    if extra:
+        at = f" in {where}" if where else ""
+        raise _invalid(f"unknown field{'s' if len(extra) > 1 else ''}{at}: {', '.join(extra)}")
+
+
+def _dep_target(v: Any, where: str) -> pb.TaskRef:
+    if isinstance(v, dict):
+        _unknown(v, frozenset({"id", "key"}), where)
+        if ("id" in v) == ("key" in v):
+            raise _invalid(f"{where} must have exactly one of id, key")
+        if "id" in v:
+            return pb.TaskRef(id=_integer(v["id"], f"{where}.id", 1, UINT64_MAX, strings=True))
+        key = _str(v["key"], f"{where}.key")
+        if not key:
+            raise _invalid(f"{where}.key must not be empty")
+        return pb.TaskRef(key=key)
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise _invalid(f"{where} must be a task id or key (got {_type(v)})")
+    if isinstance(v, int) or (v.isdigit() and v.isascii()):
+        return pb.TaskRef(id=_integer(v, where, 1, UINT64_MAX, strings=True))
+    if not v:
+        raise _invalid(f"{where} must not be empty")
+    return pb.TaskRef(key=v)
+
+
+def _set_payload(spec: pb.TaskSpec, obj: dict[str, Any], where: str) -> None:
+    if "payload" in obj and "payload_base64" in obj:
+        raise _invalid(f"{_where(where, 'payload')} and payload_base64 are mutually exclusive")
+    content_type = None
+    if "content_type" in obj:
+        content_type = _str(obj["content_type"], _where(where, "content_type"))
+    if "payload_base64" in obj:
+        raw = _str(obj["payload_base64"], _where(where, "payload_base64"))
+        try:
+            spec.payload = base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError):
+            raise _invalid(f"{_where(where, 'payload_base64')} is not valid base64") from None
+        spec.content_type = "application/octet-stream" if content_type is None else content_type
+    elif "payload" in obj and obj["payload"] is not None:
+        try:
+            spec.payload = _dumps(obj["payload"])
+        except (ValueError, TypeError):
+            raise _invalid(f"{_where(where, 'payload')} cannot be encoded as JSON") from None
+        spec.content_type = "application/json" if content_type is None else content_type
+    elif content_type is not None:
+        spec.content_type = content_type
+
+
+def task_spec_from_json(obj: Any, where: str = "") -> pb.TaskSpec:
+    """The task fields of SPEC §17.9 as a protobuf ``TaskSpec`` (400 ``invalid`` when malformed)."""
+    obj = _object(obj, where or "the task")
+    _unknown(obj, TASK_FIELDS, where)
+    spec = pb.TaskSpec()
+    w = functools.partial(_where, where)
+    try:
+        _set_payload(spec, obj, where)
+        for name in ("pool", "kind", "key", "tenant"):
+            if name in obj and obj[name] is not None:
+                setattr(spec, name, _str(obj[name], w(name)))
+        if obj.get("priority") is not None:
+            spec.priority = _choice(obj["priority"], w("priority"), PRIORITY_FROM_JSON)  # type: ignore[assignment]
+        if obj.get("on_miss") is not None:
+            spec.on_miss = _choice(obj["on_miss"], w("on_miss"), MISS_FROM_JSON)  # type: ignore[assignment]
+        for name in ("deadline_in_s", "start_in_s", "tolerance_s", "timeout_s", "duration_hint_s"):
+            if obj.get(name) is not None:
+                setattr(spec, name, _seconds(obj[name], w(name)))
+        for name in ("deadline_unix_ns", "start_unix_ns"):
+            if obj.get(name) is not None:
+                setattr(spec, name, _integer(obj[name], w(name), INT64_MIN, INT64_MAX, strings=True))
+        if obj.get("retry") is not None:
+            r = _object(obj["retry"], w("retry"))
+            _unknown(r, RETRY_FIELDS, w("retry"))
+            rp = spec.retry
+            rp.SetInParent()
+            if r.get("max_attempts") is not None:
+                rp.max_attempts = _integer(r["max_attempts"], w("retry.max_attempts"), 0, UINT32_MAX)
+            for name in ("initial_backoff_s", "multiplier", "max_backoff_s"):
+                if r.get(name) is not None:
+                    setattr(rp, name, _seconds(r[name], w(f"retry.{name}")))
+            if r.get("jitter") is not None:
+                rp.jitter = _bool(r["jitter"], w("retry.jitter"))
+        deps: list[pb.Dep] = []
+        if obj.get("deps") is not None:
+            if not isinstance(obj["deps"], list):
+                raise _invalid(f"{w('deps')} must be an array (got {_type(obj['deps'])})")
+            for i, d in enumerate(obj["deps"]):
+                dw = w(f"deps[{i}]")
+                if isinstance(d, dict) and "target" in d:
+                    _unknown(d, frozenset({"target", "cond"}), dw)
+                    cond = 1 if d.get("cond") is None else _choice(d["cond"], f"{dw}.cond", COND_FROM_JSON)
+                    deps.append(pb.Dep(target=_dep_target(d["target"], f"{dw}.target"), cond=cond))  # type: ignore[arg-type]
+                elif isinstance(d, dict):
+                    raise _invalid(f"{dw} must be an object with a target (and an optional cond)")
+                else:
+                    deps.append(pb.Dep(target=_dep_target(d, dw), cond=1))  # type: ignore[arg-type]
+        if obj.get("after") is not None:
+            if not isinstance(obj["after"], list):
+                raise _invalid(
+                    f"{w('after')} must be an array of task ids or keys (got {_type(obj['after'])})"
+                )
+            for i, a in enumerate(obj["after"]):
+                deps.append(pb.Dep(target=_dep_target(a, w(f"after[{i}]")), cond=1))  # type: ignore[arg-type]
+        if deps:
+            spec.deps.extend(deps)
+        if obj.get("resources") is not None:
+            res = _object(obj["resources"], w("resources"))
+            for k, v in res.items():
+                spec.resources[k] = _integer(v, w(f"resources.{k}"), 1, UINT32_MAX)
+        for name in ("tags", "labels"):
+            if obj.get(name) is not None:
+                getattr(spec, name).update(_str_map(obj[name], w(name)))
+    except HttpError:
+        raise
+    except (ValueError, TypeError) as e:  # e.g. strings protobuf refuses (lone surrogates)
+        raise _invalid(f"{where or 'task'}: {e}") from None
+    return spec
+
+
+# ---------------------------------------------------------------------------------------------
+# query parameters
+
+
+def _q_bool(request: Request, name: str) -> bool:
+    v = request.query_params.get(name)
+    if v is None:
+        return False
+    s = v.strip().lower()
+    if s in ("", "1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off"):
+        return False
+    raise _bad(f"query parameter {name} must be true or false (got {v!r})")
+
+
+def _q_float(request: Request, name: str) -> float | None:
+    v = request.query_params.get(name)
+    if v is None or v == "":
+        return None
+    try:
+        f = float(v)
+    except ValueError:
+        raise _bad(f"query parameter {name} must be a number of seconds (got {v!r})") from None
+    if not math.isfinite(f) or f < 0:
+        raise _bad(f"query parameter {name} must be a finite, non-negative number (got {v!r})")
+    return f
+
+
+def _q_int(request: Request, name: str, hi: int) -> int:
+    v = request.query_params.get(name)
+    if v is None or v == "":
+        return 0
+    if not (v.isascii() and v.isdigit()):
+        raise _bad(f"query parameter {name} must be a non-negative integer (got {v!r})")
+    n = int(v)
+    if n > hi:
+        raise _bad(f"query parameter {name} must be at most {hi} (got {v})")
+    return n
+
+
+def _q_list(request: Request, name: str) -> list[str]:
+    """A repeatable query parameter whose values may also be comma-separated."""
+    out: list[str] = []
+    for v in request.query_params.getlist(name):
+        out.extend(p.strip() for p in v.split(",") if p.strip())
+    return list(dict.fromkeys(out))
+
+
+def _is_json_type(content_type: str) -> bool:
+    mt = content_type.split(";", 1)[0].strip().lower()
+    return mt == "application/json" or (mt.startswith("application/") and mt.endswith("+json"))
+
+
+# ---------------------------------------------------------------------------------------------
+# the guard (Host check, concurrency limits) — pure ASGI, before routing
+
+EXEMPT_PATHS: Final = frozenset({"/healthz", "/readyz"})
+
+
+class _Guard:
+    def __init__(self, inner: ASGIApp, api: HttpApi, listen_addr: str | None) -> None:
+        self.inner = inner
+        self.api = api
+        self.listen_addr = listen_addr
+        self.requests = 0
+        self.streams = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.inner(scope, receive, send)
+            return
+        path: str = scope.get("path", "")
+        if path in EXEMPT_PATHS:
+            await self.inner(scope, receive, send)
+            return
+        if self.listen_addr is not None:
+            host = None
+            for k, v in scope.get("headers") or ():
+                if k == b"host":
+                    host = v.decode("latin-1")
+                    break
+            try:
+                self.api.app.auth.check_http_host(self.listen_addr, host)
+            except AuthError as e:
+                await error_response(e.http_status, e.message, e.code)(scope, receive, send)
+                return
+        limits = self.api.app.limits
+        stream = path == "/v1/events"
+        if stream:
+            if self.streams >= limits.max_concurrent_streams:
+                await error_response(
+                    429,
+                    "too many concurrent event streams "
+                    f"(max_concurrent_streams {limits.max_concurrent_streams})",
+                    "resource_exhausted",
+                )(scope, receive, send)
+                return
+            self.streams += 1
+        else:
+            if self.requests >= limits.max_concurrent_requests:
+                await error_response(
+                    429,
+                    "too many concurrent requests "
+                    f"(max_concurrent_requests {limits.max_concurrent_requests})",
+                    "resource_exhausted",
+                )(scope, receive, send)
+                return
+            self.requests += 1
+        try:
+            await self.inner(scope, receive, send)
+        finally:
+            if stream:
+                self.streams -= 1
+            else:
+                self.requests -= 1
+
+
+# ---------------------------------------------------------------------------------------------
+# handlers
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _handler(
+    fn: Callable[[HttpApi, Request], Awaitable[Response]],
+) -> Callable[[HttpApi, Request], Awaitable[Response]]:
+    """Turn every failure of a handler into the JSON error body."""
+
+    @functools.wraps(fn)
+    async def wrapped(self: HttpApi, request: Request) -> Response:
+        try:
+            return await fn(self, request)
+        except (HttpError, ApiError, AuthError) as e:
+            he = _from_exception(e)
+            if he.status >= 500 and he.status not in (503, 504):
+                log.warning("HTTP %s %s: %s", request.method, request.url.path, he.message)
+            return error_response(he.status, he.message, he.code, he.extra, he.headers)
+        except Exception as e:
+            log.exception("internal error in HTTP %s %s", request.method, request.url.path)
+            return error_response(500, f"internal error: {type(e).__name__}", "internal")
+
+    return wrapped
+
+
+class HttpApi:
+    """The route handlers over one :class:`ServerApp`."""
+
+    def __init__(self, app: ServerApp) -> None:
+        self.app = app
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def auth(self, request: Request, action: Action) -> Principal | None:
+        """Authenticate and check the role of the route; never reads the body."""
+        return self.app.auth.check(request.headers.get("authorization"), action)
+
+    async def read_json(self, request: Request) -> Any:
+        ct = request.headers.get("content-type")
+        if ct is not None and ct.strip() and not _is_json_type(ct):
+            raise HttpError(
+                415,
+                f"unsupported content type {ct!r}: send the body as JSON (content-type: application/json)",
+                "invalid_argument",
+            )
+        limits = self.app.limits
+        limit = limits.max_http_body_bytes
+        cl = request.headers.get("content-length")
+        if cl is not None:
+            if not (cl.strip().isascii() and cl.strip().isdigit()):
+                raise _bad(f"malformed content-length {cl!r}")
+            if int(cl) > limit:
+                raise HttpError(
+                    413, f"request body larger than max_http_body_bytes ({limit})", "resource_exhausted"
+                )
+
+        async def collect() -> bytes:
+            chunks: list[bytes] = []
+            n = 0
+            async for chunk in request.stream():
+                n += len(chunk)
+                if n > limit:
+                    raise HttpError(
+                        413, f"request body larger than max_http_body_bytes ({limit})", "resource_exhausted"
+                    )
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+        try:
+            body = await asyncio.wait_for(collect(), limits.request_timeout_s)
+        except TimeoutError:
+            raise HttpError(
+                408, f"request body not received within {limits.request_timeout_s:g} s", "deadline_exceeded"
+            ) from None
+        if not body.strip():
+            raise _bad("request body is empty: expected a JSON object")
+        try:
+            data = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+        except UnicodeDecodeError:
+            raise _bad("request body is not valid UTF-8") from None
+        except RecursionError:
+            raise _bad("request body is nested too deeply") from None
+        except ValueError as e:
+            raise _bad(f"request body is not valid JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise _bad(f"request body must be a JSON object (got {_type(data)})")
+        return data
+
+    def _pools_filter(self, principal: Principal | None, requested: list[str]) -> list[str]:
+        for p in requested:
+            if p not in self.app.sched._pool_names:
+                raise HttpError(404, f"unknown pool '{p}'", "not_found")
+        return restrict_pools(principal, requested) or []
+
+    # -- tasks --------------------------------------------------------------------------------
+
+    @_handler
+    async def submit(self, request: Request) -> Response:
+        principal = self.auth(request, Action.SUBMIT)
+        wait = _q_bool(request, "wait")
+        timeout = _q_float(request, "timeout")
+        body = await self.read_json(request)
+        spec = task_spec_from_json(body)
+        tid, dup = await self.app.submit(principal, spec)
+        out: dict[str, Any] = {"id": str(tid), "duplicate": dup}
+        if wait:
+            try:
+                t = await self.app.wait(principal, tid, timeout)
+            except ApiError as e:
+                he = _from_exception(e)
+                he.extra = {"id": str(tid), "duplicate": dup}
+                raise he from None
+            out["result"] = result_json(t)
+        return json_response(out)
+
+    @_handler
+    async def submit_batch(self, request: Request) -> Response:
+        principal = self.auth(request, Action.SUBMIT_BATCH)
+        body = await self.read_json(request)
+        _unknown(body, frozenset({"tasks"}), "")
+        tasks = body.get("tasks")
+        if not isinstance(tasks, list):
+            raise _bad(f"tasks must be an array of task objects (got {_type(tasks)})")
+        limit = self.app.limits.max_tasks_per_batch
+        if len(tasks) > limit:
+            raise _invalid(f"batch larger than max_tasks_per_batch ({limit})")
+        specs = [task_spec_from_json(t, f"tasks[{i}]") for i, t in enumerate(tasks)]
+        results = await self.app.submit_batch(principal, specs)
+        return json_response({"tasks": [{"id": str(i), "duplicate": d} for i, d in results]})
+
+    @_handler
+    async def list_tasks(self, request: Request) -> Response:
+        principal = self.auth(request, Action.LIST_TASKS)
+        pools = self._pools_filter(principal, _q_list(request, "pool"))
+        statuses = _q_list(request, "status")
+        for s in statuses:
+            if s not in STATUS_BY_NAME:
+                raise _bad(f"unknown status {s!r} (one of {', '.join(STATUS_NAMES)})")
+        after = _q_int(request, "after", UINT64_MAX)
+        limit = _q_int(request, "limit", UINT32_MAX)
+        tasks, next_after = self.app.list_tasks(principal, pools, statuses, after, limit)
+        return json_response(
+            {"tasks": [message_json(self.app.task_info(t)) for t in tasks], "next_after": str(next_after)}
+        )
+
+    def _task_ref(self, request: Request) -> tuple[int | str, str]:
+        """``(ref, action)`` of ``/v1/tasks/{ref}[/result|/cancel]`` from the raw (encoded) path."""
+        raw = request.scope.get("raw_path")
+        marker = "/v1/tasks/"
+        if isinstance(raw, (bytes, bytearray)):
+            text = bytes(raw).split(b"?", 1)[0].decode("latin-1")
+        else:
+            text = request.url.path
+        idx = text.find(marker)
+        rest = text[idx + len(marker) :] if idx >= 0 else request.path_params.get("rest", "")
+        parts = rest.split("/")
+        if len(parts) == 1:
+            sub = ""
+        elif len(parts) == 2 and parts[1] in ("result", "cancel"):
+            sub = parts[1]
+        else:
+            raise HttpError(
+                404, "no such route (a key containing '/' must be URL-encoded as %2F)", "not_found"
+            )
+        key = request.query_params.get("key")
+        if key is not None:
+            if not key:
+                raise _bad("query parameter key must not be empty")
+            return key, sub
+        try:
+            seg = unquote(parts[0], errors="strict")
+        except UnicodeDecodeError:
+            raise _bad("the task key in the path is not valid URL-encoded UTF-8") from None
+        if not seg:
+            raise _bad("missing task id or key")
+        if seg.isascii() and seg.isdigit():
+            n = int(seg)
+            if not 1 <= n <= UINT64_MAX:
+                raise HttpError(404, f"unknown task '{seg}'", "not_found")
+            return n, sub
+        return seg, sub
+
+    @_handler
+    async def task_ref(self, request: Request) -> Response:
+        ref, sub = self._task_ref(request)
+        method = request.method
+        if sub == "" and method in ("GET", "HEAD"):
+            principal = self.auth(request, Action.GET)
+            t = self.app.get(principal, ref)
+            return json_response(message_json(self.app.task_info(t)))
+        if sub == "result" and method in ("GET", "HEAD"):
+            principal = self.auth(request, Action.WAIT)
+            timeout = _q_float(request, "timeout")
+            t = await self.app.wait(principal, ref, timeout)
+            return json_response(result_json(t))
+        if sub == "cancel" and method == "POST":
+            principal = self.auth(request, Action.CANCEL)
+            ok = await self.app.cancel(principal, ref)
+            return json_response({"cancelled": ok})
+        allow = "POST" if sub == "cancel" else "GET"
+        raise HttpError(
+            405, f"method {method} not allowed here (use {allow})", "unimplemented", headers={"allow": allow}
+        )
+
+    # -- events (SSE) -------------------------------------------------------------------------
+
+    @_handler
+    async def events(self, request: Request) -> Response:
+        principal = self.auth(request, Action.WATCH)
+        pools = self._pools_filter(principal, _q_list(request, "pool"))
+        all_transitions = _q_bool(request, "all_transitions")
+        ids: list[int] = []
+        for v in _q_list(request, "id"):
+            if not (v.isascii() and v.isdigit()) or not 1 <= int(v) <= UINT64_MAX:
+                raise _bad(f"query parameter id must be a task id (got {v!r})")
+            ids.append(int(v))
+        keys = _q_list(request, "key")
+
+        live = asyncio.Event()
+
+        async def on_live() -> None:
+            live.set()
+
+        app = self.app
+        gen = app.watch(principal, pools, ids, keys, all_transitions, on_live=on_live)
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(maxsize=1)
+
+        async def pump() -> None:
+            try:
+                async for ev in gen:
+                    await queue.put(("event", ev))
+            except (ApiError, AuthError) as e:
+                await queue.put(("error", _from_exception(e)))
+                return
+            await queue.put(("end", None))
+
+        pump_task = asyncio.get_running_loop().create_task(pump())
+        live_task = asyncio.get_running_loop().create_task(live.wait())
+        await asyncio.wait({pump_task, live_task}, return_when=asyncio.FIRST_COMPLETED)
+        if not live.is_set():
+            live_task.cancel()
+            pump_task.cancel()
+            kind, err = queue.get_nowait() if not queue.empty() else ("error", None)
+            if kind == "error" and isinstance(err, HttpError):
+                raise err
+            pump_task.result()  # re-raise anything unexpected
+            raise HttpError(503, "event stream ended", "unavailable")
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                yield b": live\n\n"
+                while True:
+                    try:
+                        kind, item = await asyncio.wait_for(queue.get(), SSE_KEEPALIVE_S)
+                    except TimeoutError:
+                        yield b": keepalive\n\n"
+                        continue
+                    if kind == "event":
+                        yield b"event: status\ndata: " + _dumps(event_json(item)) + b"\n\n"
+                    elif kind == "error":
+                        yield (
+                            b"event: error\ndata: "
+                            + _dumps({"error": item.message, "code": item.code})
+                            + b"\n\n"
+                        )
+                        return
+                    else:
+                        msg = {
+                            "error": "the server is shutting down or not the leader",
+                            "code": "unavailable",
+                        }
+                        yield b"event: error\ndata: " + _dumps(msg) + b"\n\n"
+                        return
+            finally:
+                pump_task.cancel()
+                await asyncio.gather(pump_task, return_exceptions=True)
+
+        return StreamingResponse(
+            body(),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+
+    # -- admin --------------------------------------------------------------------------------
+
+    @_handler
+    async def snapshot(self, request: Request) -> Response:
+        principal = self.auth(request, Action.SNAPSHOT)
+        snap, by_pool = await self.app.snapshot()
+        msg = convert.snapshot_msg(snap, by_pool)
+        if principal is not None and principal.pools is not None:
+            keep = [p for p in msg.pools if p.name in principal.pools]
+            del msg.pools[:]
+            msg.pools.extend(keep)
+            msg.workers_connected = sum(p.workers_connected for p in keep)
+        return json_response(message_json(msg))
+
+    @_handler
+    async def workers(self, request: Request) -> Response:
+        principal = self.auth(request, Action.LIST_WORKERS)
+        sessions = self.app.list_workers(principal)
+        return json_response({"workers": [worker_json(s) for s in sorted(sessions, key=lambda s: s.id)]})
+
+    @_handler
+    async def list_recurring(self, request: Request) -> Response:
+        principal = self.auth(request, Action.LIST_RECURRING)
+        infos = await self.app.list_recurring(principal)
+        return json_response(
+            {"schedules": [recurring_json(self.app, i) for i in sorted(infos, key=lambda i: i.name)]}
+        )
+
+    @_handler
+    async def recurring(self, request: Request) -> Response:
+        name: str = request.path_params["name"]
+        if request.method in ("GET", "HEAD"):
+            principal = self.auth(request, Action.LIST_RECURRING)
+            for info in await self.app.list_recurring(principal):
+                if info.name == name:
+                    return json_response(recurring_json(self.app, info))
+            raise HttpError(404, f"unknown recurring schedule '{name}'", "not_found")
+        if request.method == "DELETE":
+            principal = self.auth(request, Action.REMOVE_RECURRING)
+            if principal is not None and principal.pools is not None:
+                for info in await self.app.list_recurring(None):
+                    if info.name == name and info.pool not in principal.pools:
+                        raise HttpError(
+                            403, f"token is not allowed to use pool '{info.pool}'", "permission_denied"
+                        )
+            removed = await self.app.remove_recurring(principal, name)
+            return json_response({"removed": removed})
+        # PUT
+        principal = self.auth(request, Action.ADD_RECURRING)
+        body = await self.read_json(request)
+        req = recurring_request_from_json(name, body)
+        await self.app.add_recurring(principal, req)
+        for info in await self.app.list_recurring(None):
+            if info.name == name:
+                return json_response(recurring_json(self.app, info))
+        raise HttpError(503, "the schedule vanished while it was added", "unavailable")  # pragma: no cover
+
+    @_handler
+    async def metrics(self, request: Request) -> Response:
+        principal = self.auth(request, Action.METRICS)
+        return await self._metrics(principal)
+
+    async def _metrics(self, principal: Principal | None) -> Response:
+        app = self.app
+        pools = None if principal is None or principal.pools is None else principal.pools
+        snap = None
+        leading = app.leading and not app.stopping
+        if leading:
+            try:
+                snap, _ = await app.snapshot()
+            except ApiError:
+                leading = False
+        by_pool = {name: app.registry.connected(name) for name in app.sched._pool_names}
+        body = metrics_mod.render(snap, by_pool, leader=leading, pools=pools)
+        return Response(body, media_type=metrics_mod.CONTENT_TYPE)
+
+    async def metrics_open(self, request: Request) -> Response:
+        try:
+            return await self._metrics(None)
+        except Exception as e:  # pragma: no cover - defensive
+            log.exception("internal error rendering /metrics")
+            return error_response(500, f"internal error: {type(e).__name__}", "internal")
+
+    # -- health and docs ----------------------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        return json_response({"status": "ok", "leading": self.app.leading, "time": time.time()})
+
+    async def readyz(self, request: Request) -> Response:
+        app = self.app
+        if app.stopping:
+            return error_response(503, "server is shutting down", "unavailable")
+        if not app.leading or not app.sched.started:
+            return error_response(503, "this server is a standby (not the leader)", "unavailable")
+        return json_response({"status": "ready", "leading": True})
+
+    async def openapi(self, request: Request) -> Response:
+        from cronoq.server.openapi import openapi_document
+
+        return json_response(openapi_document(self.app))
+
+
+def recurring_request_from_json(name: str, body: dict[str, Any]) -> pb.RecurringRequest:
+    """``PUT /v1/recurring/{name}``: ``{cron, tz, overlap, tolerance_s, on_miss, task}``."""
+    _unknown(body, RECURRING_FIELDS, "")
+    if not name:
+        raise _invalid("recurring schedule name must not be empty")
+    if "name" in body and body["name"] != name:
+        raise _invalid(f"name in the body ({body['name']!r}) differs from the path ({name!r})")
+    cron = _str(body.get("cron"), "cron")
+    if not cron.strip():
+        raise _invalid("cron must not be empty")
+    tz = "" if body.get("tz") is None else _str(body["tz"], "tz")
+    task = {} if body.get("task") is None else dict(_object(body["task"], "task"))
+    for f in NOT_IN_TEMPLATE:
+        if f in task:
+            raise _invalid(
+                f"task.{f} is not allowed in a recurring template (each occurrence is a fixed start)"
+            )
+    for f in ("tolerance_s", "on_miss"):
+        if body.get(f) is not None:
+            if task.get(f) is not None and task[f] != body[f]:
+                raise _invalid(f"{f} is given both at the top level and in task, with different values")
+            task[f] = body[f]
+    template = task_spec_from_json(task, "task")
+    req = pb.RecurringRequest(name=name, cron=cron, tz=tz, template=template)
+    if body.get("overlap") is not None:
+        req.overlap = _choice(body["overlap"], "overlap", OVERLAP_FROM_JSON)  # type: ignore[assignment]
+    return req
+
+
+# ---------------------------------------------------------------------------------------------
+# assembly
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    """Routing errors (no such route, wrong method) as JSON error bodies."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        return error_response(404, f"no such route: {request.method} {request.url.path}", "not_found")
+    if exc.status_code == 405:
+        return error_response(
+            405,
+            f"method {request.method} not allowed on {request.url.path}",
+            "unimplemented",
+            headers=exc.headers,
+        )
+    return error_response(exc.status_code, str(exc.detail), "invalid_argument", headers=exc.headers)
+
+
+def create_http_app(
+    app: ServerApp,
+    *,
+    metrics_only: bool = False,
+    listen_addr: str | None = None,
+) -> Starlette:
+    """The ASGI app of ``http_addr`` (or, with ``metrics_only``, of ``metrics_addr``).
+
+    ``listen_addr`` is the address the app is served on (default: the configured
+    ``server.http_addr`` / ``server.metrics_addr``); the loopback ``Host`` check applies when
+    it is a loopback address and no token is configured.
+    """
+    api = HttpApi(app)
+    if listen_addr is None:
+        listen_addr = app.config.server.metrics_addr if metrics_only else app.config.server.http_addr
+    routes: list[BaseRoute] = [
+        Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/readyz", api.readyz, methods=["GET"]),
+    ]
+    if metrics_only:
+        routes.append(Route("/metrics", api.metrics_open, methods=["GET"]))
+    else:
+        routes += [
+            Route("/metrics", api.metrics, methods=["GET"]),
+            Route("/openapi.json", api.openapi, methods=["GET"]),
+            Route("/v1/tasks", api.submit, methods=["POST"]),
+            Route("/v1/tasks", api.list_tasks, methods=["GET"]),
+            Route("/v1/tasks:batch", api.submit_batch, methods=["POST"]),
+            Route("/v1/tasks/{rest:path}", api.task_ref, methods=["GET", "POST"]),
+            Route("/v1/events", api.events, methods=["GET"]),
+            Route("/v1/snapshot", api.snapshot, methods=["GET"]),
+            Route("/v1/workers", api.workers, methods=["GET"]),
+            Route("/v1/recurring", api.list_recurring, methods=["GET"]),
+            Route("/v1/recurring/{name}", api.recurring, methods=["GET", "PUT", "DELETE"]),
+        ]
+        routes += dashboard_routes()
+    star = Starlette(routes=routes, exception_handlers={HTTPException: _http_exception})
+    star.state.cronoq_app = app
+    star.state.http_api = api
+    star.add_middleware(_GuardMiddleware, api=api, listen_addr=listen_addr)
+    return star
+
+
+class _GuardMiddleware(_Guard):
+    """:class:`_Guard` with the ``(app, **options)`` signature Starlette's middleware stack uses."""
+
+    def __init__(self, app: ASGIApp, api: HttpApi, listen_addr: str | None) -> None:
+        super().__init__(app, api, listen_addr)
+
+
+def create_metrics_app(app: ServerApp, *, listen_addr: str | None = None) -> Starlette:
+    """The app of ``metrics_addr``: unauthenticated ``/metrics``, ``/healthz``, ``/readyz``."""
+    return create_http_app(app, metrics_only=True, listen_addr=listen_addr)

@@ -1,0 +1,519 @@
+"""The OpenAPI 3.0 document of the HTTP/JSON API (``GET /openapi.json``, SPEC §17.6).
+
+Response schemas of the messages rendered from protobuf (``TaskInfo``, ``SnapshotResponse``,
+``WorkerInfo``, ``RecurringInfo``, ``StatusEvent``) are derived from the message descriptors
+with the rendering rules of :func:`cronoq.server.http_api.message_json` (ids as strings, enums
+as lower-case names, unset optional fields null), so they cannot drift from the wire contract;
+the request schemas (task fields, recurring schedules) are written out here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cronoq.engine.model import STATUS_NAMES
+from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+
+if TYPE_CHECKING:
+    from cronoq.server.app import ServerApp
+
+__all__ = ["openapi_document"]
+
+_ID_FIELDS = frozenset({"id", "next_after", "last_task_id", "task_id", "worker_id"})
+_REF = "#/components/schemas/"
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": _REF + name}
+
+
+def _enum_values(enum: Any) -> list[str]:
+    zero = enum.values_by_number.get(0)
+    prefix = zero.name[: -len("UNSPECIFIED")] if zero is not None else ""
+    return [v.name[len(prefix) :].lower() for v in enum.values if v.number != 0]
+
+
+def _field_schema(fd: Any) -> dict[str, Any]:
+    t = fd.type
+    if t == fd.TYPE_MESSAGE:
+        return _ref(fd.message_type.name)
+    if t == fd.TYPE_ENUM:
+        return {"type": "string", "enum": _enum_values(fd.enum_type), "nullable": True}
+    if t == fd.TYPE_BOOL:
+        return {"type": "boolean"}
+    if t == fd.TYPE_STRING:
+        return {"type": "string"}
+    if t == fd.TYPE_BYTES:
+        return {"type": "string", "format": "byte"}
+    if t in (fd.TYPE_DOUBLE, fd.TYPE_FLOAT):
+        return {"type": "number", "nullable": True}
+    if t in (fd.TYPE_UINT64, fd.TYPE_FIXED64, fd.TYPE_INT64, fd.TYPE_SINT64, fd.TYPE_SFIXED64):
+        if fd.name in _ID_FIELDS:
+            return {"type": "string", "pattern": "^[0-9]+$", "description": "id (decimal string)"}
+        s: dict[str, Any] = {"type": "integer", "format": "int64"}
+        if t in (fd.TYPE_UINT64, fd.TYPE_FIXED64):
+            s["minimum"] = 0
+        return s
+    s = {"type": "integer", "format": "int32"}
+    if t in (fd.TYPE_UINT32, fd.TYPE_FIXED32):
+        s["minimum"] = 0
+    return s
+
+
+def _message_schema(desc: Any, out: dict[str, Any]) -> None:
+    """Add the schema of ``desc`` (and of the messages it contains) to ``out``."""
+    if desc.name in out:
+        return
+    props: dict[str, Any] = {}
+    out[desc.name] = {}  # placeholder against recursion
+    for fd in desc.fields:
+        mt = fd.message_type
+        if mt is not None and mt.GetOptions().map_entry:
+            vfd = mt.fields_by_name["value"]
+            if vfd.message_type is not None:
+                _message_schema(vfd.message_type, out)
+            props[fd.name] = {"type": "object", "additionalProperties": _field_schema(vfd)}
+            continue
+        if mt is not None:
+            _message_schema(mt, out)
+        item = _field_schema(fd)
+        if fd.is_repeated:
+            props[fd.name] = {"type": "array", "items": item}
+        elif mt is not None:
+            props[fd.name] = {"allOf": [item], "nullable": True}
+        else:
+            if fd.has_presence:
+                item = {**item, "nullable": True}
+            props[fd.name] = item
+    out[desc.name] = {"type": "object", "properties": props, "required": sorted(props)}
+
+
+def _schemas(app: ServerApp | None) -> dict[str, Any]:
+    seconds = {"type": "number", "minimum": 0, "description": "seconds"}
+    unix_ns = {
+        "oneOf": [{"type": "integer", "format": "int64"}, {"type": "string", "pattern": "^-?[0-9]+$"}],
+        "description": "Unix time in nanoseconds (an integer or a string of digits)",
+    }
+    task_target = {
+        "oneOf": [
+            {"type": "integer", "minimum": 1, "format": "int64"},
+            {"type": "string", "minLength": 1, "description": "decimal digits = an id, else a key"},
+            {
+                "type": "object",
+                "properties": {
+                    "id": {
+                        "oneOf": [
+                            {"type": "integer", "minimum": 1},
+                            {"type": "string", "pattern": "^[0-9]+$"},
+                        ]
+                    },
+                    "key": {"type": "string", "minLength": 1},
+                },
+                "additionalProperties": False,
+            },
+        ]
+    }
+    str_map = {"type": "object", "additionalProperties": {"type": "string"}}
+    out: dict[str, Any] = {
+        "Error": {
+            "type": "object",
+            "properties": {
+                "error": {"type": "string", "description": "human-readable message"},
+                "code": {
+                    "type": "string",
+                    "description": "the SubmitError code for submit errors (e.g. unknown_pool), "
+                    "else the lower-case gRPC status name (not_found, invalid_argument, ...)",
+                },
+                "id": {"type": "string", "description": "the task's id (submit with wait that timed out)"},
+            },
+            "required": ["error", "code"],
+        },
+        "RetryPolicy": {
+            "type": "object",
+            "description": "absent = the pool's policy; a zero field means its default (3, 1.0, 2.0, 60.0)",
+            "properties": {
+                "max_attempts": {"type": "integer", "minimum": 0, "maximum": 4294967295},
+                "initial_backoff_s": seconds,
+                "multiplier": {"type": "number", "minimum": 0},
+                "max_backoff_s": seconds,
+                "jitter": {"type": "boolean"},
+            },
+            "additionalProperties": False,
+        },
+        "Dep": {
+            "type": "object",
+            "properties": {
+                "target": task_target,
+                "cond": {
+                    "type": "string",
+                    "enum": ["on_success", "on_failure", "on_complete", "success", "failure", "complete"],
+                },
+            },
+            "required": ["target"],
+            "additionalProperties": False,
+        },
+        "TaskSpec": {
+            "type": "object",
+            "description": "Task fields (proto TaskSpec names); `payload` is any JSON value "
+            "(sent as application/json), or `payload_base64` with `content_type`.",
+            "properties": {
+                "pool": {"type": "string"},
+                "kind": {"type": "string"},
+                "priority": {"type": "string", "enum": ["critical", "high", "normal", "low"]},
+                "key": {"type": "string"},
+                "deadline_in_s": seconds,
+                "deadline_unix_ns": unix_ns,
+                "start_in_s": seconds,
+                "start_unix_ns": unix_ns,
+                "tolerance_s": seconds,
+                "on_miss": {"type": "string", "enum": ["run_late", "skip", "fail"]},
+                "timeout_s": seconds,
+                "duration_hint_s": seconds,
+                "retry": _ref("RetryPolicy"),
+                "deps": {"type": "array", "items": _ref("Dep")},
+                "after": {"type": "array", "items": task_target, "description": "ids or keys (on_success)"},
+                "resources": {
+                    "type": "object",
+                    "additionalProperties": {"type": "integer", "minimum": 1, "maximum": 4294967295},
+                },
+                "tags": str_map,
+                "labels": str_map,
+                "tenant": {"type": "string"},
+                "payload": {"description": "any JSON value", "nullable": True},
+                "payload_base64": {"type": "string", "format": "byte"},
+                "content_type": {"type": "string"},
+            },
+            "additionalProperties": False,
+        },
+        "TaskResult": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "pattern": "^[0-9]+$"},
+                "status": {"type": "string", "enum": list(STATUS_NAMES)},
+                "output": {"description": "the output when its bytes are JSON", "nullable": True},
+                "output_base64": {"type": "string", "format": "byte", "description": "the output otherwise"},
+                "content_type": {"type": "string"},
+                "message": {"type": "string"},
+                "output_available": {"type": "boolean"},
+            },
+            "required": ["id", "status", "content_type", "message", "output_available"],
+        },
+        "SubmitResponse": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "pattern": "^[0-9]+$"},
+                "duplicate": {"type": "boolean"},
+                "result": _ref("TaskResult"),
+            },
+            "required": ["id", "duplicate"],
+        },
+        "SubmitBatchRequest": {
+            "type": "object",
+            "properties": {"tasks": {"type": "array", "items": _ref("TaskSpec")}},
+            "required": ["tasks"],
+            "additionalProperties": False,
+        },
+        "SubmitBatchResponse": {
+            "type": "object",
+            "properties": {"tasks": {"type": "array", "items": _ref("SubmitResponse")}},
+            "required": ["tasks"],
+        },
+        "TaskList": {
+            "type": "object",
+            "properties": {
+                "tasks": {"type": "array", "items": _ref("TaskInfo")},
+                "next_after": {
+                    "type": "string",
+                    "pattern": "^[0-9]+$",
+                    "description": 'last returned id when more may follow, else "0"',
+                },
+            },
+            "required": ["tasks", "next_after"],
+        },
+        "CancelResponse": {
+            "type": "object",
+            "properties": {"cancelled": {"type": "boolean"}},
+            "required": ["cancelled"],
+        },
+        "WorkerList": {
+            "type": "object",
+            "properties": {"workers": {"type": "array", "items": _ref("WorkerInfo")}},
+            "required": ["workers"],
+        },
+        "RecurringList": {
+            "type": "object",
+            "properties": {"schedules": {"type": "array", "items": _ref("RecurringInfo")}},
+            "required": ["schedules"],
+        },
+        "RecurringRequest": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "optional; must equal the path's name"},
+                "cron": {"type": "string", "minLength": 1},
+                "tz": {"type": "string", "description": "IANA time zone (default UTC)"},
+                "overlap": {"type": "string", "enum": ["skip", "allow", "queue", "queue_on_success"]},
+                "tolerance_s": seconds,
+                "on_miss": {"type": "string", "enum": ["run_late", "skip", "fail"]},
+                "task": _ref("TaskSpec"),
+            },
+            "required": ["cron"],
+            "additionalProperties": False,
+        },
+        "RemoveResponse": {
+            "type": "object",
+            "properties": {"removed": {"type": "boolean"}},
+            "required": ["removed"],
+        },
+        "Health": {"type": "object", "properties": {"status": {"type": "string"}}, "required": ["status"]},
+    }
+    for desc in (
+        pb.TaskInfo.DESCRIPTOR,
+        pb.SnapshotResponse.DESCRIPTOR,
+        pb.WorkerInfo.DESCRIPTOR,
+        pb.RecurringInfo.DESCRIPTOR,
+        pb.StatusEvent.DESCRIPTOR,
+    ):
+        _message_schema(desc, out)
+    ev = out["StatusEvent"]
+    ev["properties"]["at"] = {"type": "number", "description": "Unix seconds"}
+    ev["required"] = sorted(ev["properties"])
+    ev["description"] = "`data:` of an SSE `event: status` on /v1/events"
+    out["TaskInfo"]["properties"]["status"]["nullable"] = False
+    out["TaskInfo"]["properties"]["priority"]["nullable"] = False
+    return out
+
+
+def _error_responses(*codes: int) -> dict[str, Any]:
+    text = {
+        400: "bad input: invalid JSON, body not an object, invalid, cycle, duplicate_key_in_batch, "
+        "resource_exceeds_capacity, unknown_resource",
+        401: "missing or bad token",
+        403: "wrong role, pool or tenant; or a non-loopback Host without auth",
+        404: "unknown task, pool or dependency",
+        405: "method not allowed",
+        408: "request body not received in time",
+        409: "reservation_conflict",
+        413: "body larger than limits.max_http_body_bytes",
+        415: "the body is not JSON",
+        429: "overloaded / full / too many concurrent requests",
+        503: "standby (not the leader) or shutting down",
+        504: "wait timed out",
+    }
+    body = {"application/json": {"schema": _ref("Error")}}
+    return {str(c): {"description": text[c], "content": body} for c in codes}
+
+
+def _ok(schema: str, description: str = "OK") -> dict[str, Any]:
+    return {"200": {"description": description, "content": {"application/json": {"schema": _ref(schema)}}}}
+
+
+_COMMON = (401, 403, 429, 503)
+
+
+def _op(
+    summary: str,
+    ok: dict[str, Any],
+    errors: tuple[int, ...],
+    *,
+    params: list[dict[str, Any]] | None = None,
+    body: str | None = None,
+    tags: tuple[str, ...] = ("tasks",),
+    security: bool = True,
+) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "summary": summary,
+        "operationId": "",
+        "tags": list(tags),
+        "responses": {**ok, **_error_responses(*sorted(set(errors)))},
+    }
+    if params:
+        op["parameters"] = params
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(body)}}}
+    if not security:
+        op["security"] = []
+    return op
+
+
+def _q(name: str, schema: dict[str, Any], description: str, *, array: bool = False) -> dict[str, Any]:
+    p: dict[str, Any] = {"name": name, "in": "query", "required": False, "description": description}
+    if array:
+        p["schema"] = {"type": "array", "items": schema}
+        p["style"] = "form"
+        p["explode"] = True
+    else:
+        p["schema"] = schema
+    return p
+
+
+def openapi_document(app: ServerApp | None = None) -> dict[str, Any]:
+    """The OpenAPI 3.0.3 document of the HTTP/JSON API."""
+    ref_param = {
+        "name": "ref",
+        "in": "path",
+        "required": True,
+        "description": "decimal digits = a task id; anything else = a URL-encoded task key",
+        "schema": {"type": "string", "minLength": 1},
+    }
+    key_param = _q("key", {"type": "string", "minLength": 1}, "names the task by key (for digits-only keys)")
+    timeout = _q("timeout", {"type": "number", "minimum": 0}, "seconds to wait (capped by limits.max_wait_s)")
+    name_param = {
+        "name": "name",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "minLength": 1},
+    }
+    pool_q = _q("pool", {"type": "string"}, "restrict to these pools (repeat or comma-separate)", array=True)
+    text_plain = {"text/plain": {"schema": {"type": "string"}}}
+    paths: dict[str, Any] = {
+        "/v1/tasks": {
+            "post": _op(
+                "Submit a task",
+                _ok("SubmitResponse"),
+                (400, 404, 408, 409, 413, 415, 504, *_COMMON),
+                params=[
+                    _q("wait", {"type": "boolean"}, "answer once the task is terminal"),
+                    _q("timeout", {"type": "number", "minimum": 0}, "bound on the wait, seconds"),
+                ],
+                body="TaskSpec",
+            ),
+            "get": _op(
+                "List live and retained tasks (ascending id)",
+                _ok("TaskList"),
+                (400, 404, *_COMMON),
+                params=[
+                    pool_q,
+                    _q("status", {"type": "string", "enum": list(STATUS_NAMES)}, "statuses", array=True),
+                    _q("after", {"type": "string", "pattern": "^[0-9]+$"}, "only ids greater than this"),
+                    _q("limit", {"type": "integer", "minimum": 0}, "at most this many (0 = 100; max_list)"),
+                ],
+            ),
+        },
+        "/v1/tasks:batch": {
+            "post": _op(
+                "Submit tasks atomically",
+                _ok("SubmitBatchResponse"),
+                (400, 404, 408, 409, 413, 415, *_COMMON),
+                body="SubmitBatchRequest",
+            )
+        },
+        "/v1/tasks/{ref}": {
+            "get": _op("Get a task", _ok("TaskInfo"), (400, 404, *_COMMON), params=[ref_param, key_param])
+        },
+        "/v1/tasks/{ref}/result": {
+            "get": _op(
+                "Wait for a task's result",
+                _ok("TaskResult"),
+                (400, 404, 504, *_COMMON),
+                params=[ref_param, key_param, timeout],
+            )
+        },
+        "/v1/tasks/{ref}/cancel": {
+            "post": _op(
+                "Cancel a task", _ok("CancelResponse"), (400, 404, *_COMMON), params=[ref_param, key_param]
+            )
+        },
+        "/v1/events": {
+            "get": _op(
+                "Status events (Server-Sent Events)",
+                {
+                    "200": {
+                        "description": "`event: status` with `data:` a StatusEvent (see the "
+                        "StatusEvent schema); `: live` once subscribed; `event: error` at the end",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    }
+                },
+                (400, 404, *_COMMON),
+                params=[
+                    pool_q,
+                    _q("all_transitions", {"type": "boolean"}, "every transition, not only terminal ones"),
+                    _q("id", {"type": "string", "pattern": "^[0-9]+$"}, "only these task ids", array=True),
+                    _q("key", {"type": "string"}, "only these task keys", array=True),
+                ],
+            )
+        },
+        "/v1/snapshot": {"get": _op("Scheduler snapshot", _ok("SnapshotResponse"), _COMMON, tags=("admin",))},
+        "/v1/workers": {"get": _op("Connected workers", _ok("WorkerList"), _COMMON, tags=("admin",))},
+        "/v1/recurring": {"get": _op("Recurring schedules", _ok("RecurringList"), _COMMON, tags=("admin",))},
+        "/v1/recurring/{name}": {
+            "get": _op(
+                "One recurring schedule",
+                _ok("RecurringInfo"),
+                (404, *_COMMON),
+                params=[name_param],
+                tags=("admin",),
+            ),
+            "put": _op(
+                "Create or replace a recurring schedule",
+                _ok("RecurringInfo"),
+                (400, 404, 408, 413, 415, *_COMMON),
+                params=[name_param],
+                body="RecurringRequest",
+                tags=("admin",),
+            ),
+            "delete": _op(
+                "Remove a recurring schedule",
+                _ok("RemoveResponse"),
+                _COMMON,
+                params=[name_param],
+                tags=("admin",),
+            ),
+        },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics (text format 0.0.4)",
+                "operationId": "metrics",
+                "tags": ["ops"],
+                "responses": {
+                    "200": {"description": "OK", "content": text_plain},
+                    **_error_responses(401, 403, 429),
+                },
+            }
+        },
+        "/healthz": {
+            "get": _op(
+                "Liveness (200 while the process runs)", _ok("Health"), (), tags=("ops",), security=False
+            )
+        },
+        "/readyz": {
+            "get": _op(
+                "Readiness (200 only when leading)", _ok("Health"), (503,), tags=("ops",), security=False
+            )
+        },
+        "/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "operationId": "openapi",
+                "tags": ["ops"],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    }
+                },
+            }
+        },
+    }
+    for path, item in paths.items():
+        for method, op in item.items():
+            if not op.get("operationId"):
+                slug = path.strip("/").replace("/", "_").replace("{", "").replace("}", "").replace(":", "_")
+                op["operationId"] = f"{method}_{slug}".replace(".", "_")
+    max_body = app.limits.max_http_body_bytes if app is not None else None
+    info_desc = (
+        "HTTP/JSON API of `cronoq serve` (SPEC §17.6). Ids are decimal strings; errors are "
+        '`{"error", "code"}`. Auth: `authorization: Bearer <token>` once any token is configured.'
+    )
+    if max_body is not None:
+        info_desc += f" Bodies are limited to {max_body} bytes."
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "cronoq", "version": "1", "description": info_desc},
+        "servers": [{"url": "/"}],
+        "paths": paths,
+        "components": {
+            "schemas": _schemas(app),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}, {}],
+    }

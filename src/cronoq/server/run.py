@@ -1,0 +1,299 @@
+"""``cronoq serve``: the process around :class:`~cronoq.server.app.ServerApp` (SPEC §17.1, §17.9).
+
+:func:`serve` binds the listeners first (gRPC on ``server.grpc_addr``; the HTTP API on
+``server.http_addr`` and, when set, the unauthenticated metrics app on ``server.metrics_addr``),
+prints one parseable line with the ports actually bound (port 0 = any free port)::
+
+    cronoq serve: grpc=127.0.0.1:40123 http=127.0.0.1:40124 metrics=-
+
+then becomes the leader (a standby answers UNAVAILABLE / 503 until then) and prints
+``cronoq serve: leading``.  SIGTERM/SIGINT: stop accepting new calls, send ``Shutdown`` to the
+workers, give running attempts ``shutdown_grace_s``, release the leadership at once, return
+(the CLI then exits 0); ``cronoq serve: stopped`` is the last line.
+
+The HTTP front end is ``cronoq.server.http_api.create_http_app(app)`` (an ASGI app) run with
+uvicorn on a socket bound here; the metrics listener uses ``create_metrics_app(app)`` from
+the same module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from cronoq.server import grpc_api, grpc_workers
+from cronoq.server.app import ServerApp
+from cronoq.server.config import ServerConfig, split_host_port
+
+__all__ = ["ServeError", "grpc_options", "serve"]
+
+log = logging.getLogger("cronoq.server")
+
+#: extra room for the framing around a payload/output of ``max_message_bytes``
+_FRAMING = 64 * 1024
+
+
+class ServeError(Exception):
+    """The server could not start (bind failure, missing dependency, unreadable TLS file)."""
+
+
+def grpc_options(config: ServerConfig) -> list[tuple[str, Any]]:
+    """Channel arguments of the gRPC server (SPEC §17.3 limits)."""
+    lim = config.limits
+    return [
+        ("grpc.max_receive_message_length", lim.max_message_bytes + _FRAMING),
+        ("grpc.max_send_message_length", lim.max_message_bytes + _FRAMING),
+        ("grpc.max_concurrent_streams", lim.max_concurrent_streams),
+        ("grpc.keepalive_time_ms", int(lim.keepalive_interval_s * 1000)),
+        ("grpc.keepalive_timeout_ms", int(lim.keepalive_timeout_s * 1000)),
+        ("grpc.keepalive_permit_without_calls", 1),
+        # accept the clients' own keepalive pings (never GOAWAY "too_many_pings")
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
+        ("grpc.http2.max_ping_strikes", 0),
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ServeError(f"cannot read TLS file {path!r}: {e.strerror or e}") from None
+
+
+def _server_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
+    tls = config.server.tls
+    if tls is None:
+        return None
+    ca = _read(tls.client_ca) if tls.client_ca else None
+    return grpc.ssl_server_credentials(
+        [(_read(tls.key), _read(tls.cert))], root_certificates=ca, require_client_auth=ca is not None
+    )
+
+
+def _host_port(addr: str) -> tuple[str, int]:
+    host, port = split_host_port(addr)
+    return host, int(port or 0)
+
+
+def _show(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _bind_tcp(addr: str) -> socket.socket:
+    host, port = _host_port(addr)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind((host, port))
+        sock.listen(1024)
+        sock.setblocking(False)
+    except OSError as e:
+        sock.close()
+        raise ServeError(f"cannot listen on {addr!r}: {e.strerror or e}") from None
+    return sock
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP (uvicorn)
+
+
+def _http_factory(name: str) -> Any:
+    """``cronoq.server.http_api.<name>``; None when that module is not there (yet)."""
+    try:
+        mod = importlib.import_module("cronoq.server.http_api")
+    except ModuleNotFoundError as e:
+        if e.name == "cronoq.server.http_api":
+            return None
+        raise ServeError(
+            f"the HTTP API needs '{e.name}' (install the server extra: pip install 'cronoq[server]')"
+        ) from None
+    return getattr(mod, name, None)
+
+
+class _Http:
+    """One uvicorn server on a socket bound here; signals are left to :func:`serve`."""
+
+    def __init__(self, asgi: Any, sock: socket.socket, config: ServerConfig) -> None:
+        try:
+            import uvicorn
+        except ModuleNotFoundError:
+            raise ServeError(
+                "the HTTP listener needs uvicorn (install the server extra: pip install 'cronoq[server]')"
+            ) from None
+
+        class _Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self) -> Iterator[None]:
+                yield
+
+        tls = config.server.tls
+        kw: dict[str, Any] = {}
+        if tls is not None:
+            import ssl
+
+            kw = {"ssl_certfile": tls.cert, "ssl_keyfile": tls.key}
+            if tls.client_ca:
+                kw.update(ssl_ca_certs=tls.client_ca, ssl_cert_reqs=ssl.CERT_REQUIRED)
+        cfg = uvicorn.Config(
+            asgi,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=max(1, int(config.server.shutdown_grace_s)),
+            **kw,
+        )
+        self.server = _Server(cfg)
+        self.sock = sock
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self.server.serve(sockets=[self.sock]))
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        if self.task is not None:
+            try:
+                await asyncio.wait_for(self.task, 15.0)
+            except (TimeoutError, asyncio.CancelledError):
+                self.task.cancel()
+            except Exception:
+                log.exception("HTTP listener failed while stopping")
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# serve
+
+
+def _announce(line: str) -> None:
+    print(f"cronoq serve: {line}", file=sys.stderr, flush=True)
+
+
+async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> None:
+    """Run a server until SIGTERM/SIGINT (or cancellation); see the module docstring.
+
+    ``ready`` is set once every listener is bound (before leadership: a standby answers
+    UNAVAILABLE until it leads).
+    """
+    loop = asyncio.get_running_loop()
+    app = ServerApp(config)
+    stop = asyncio.Event()
+
+    # -- gRPC
+    server = grpc.aio.server(
+        interceptors=[grpc_api.AuthInterceptor(app)],
+        options=grpc_options(config),
+        maximum_concurrent_rpcs=config.limits.max_concurrent_requests + config.limits.max_concurrent_streams,
+    )
+    grpc_api.register(server, app)
+    grpc_workers.register(server, app)
+    addr = config.server.grpc_addr
+    creds = _server_credentials(config)
+    try:
+        port = server.add_secure_port(addr, creds) if creds is not None else server.add_insecure_port(addr)
+    except RuntimeError as e:
+        raise ServeError(f"cannot listen on {addr!r} (gRPC): {e}") from None
+    if port == 0:
+        raise ServeError(f"cannot listen on {addr!r} (gRPC): address in use or invalid")
+    grpc_host, _ = _host_port(addr)
+    grpc_shown = _show(grpc_host, port)
+
+    # -- HTTP
+    https: list[_Http] = []
+    http_shown = metrics_shown = "-"
+    factory = _http_factory("create_http_app")
+    if factory is None:
+        log.error(
+            "HTTP API disabled: cronoq.server.http_api.create_http_app is not available in this build; "
+            "serving gRPC only"
+        )
+    else:
+        sock = _bind_tcp(config.server.http_addr)
+        https.append(_Http(factory(app), sock, config))
+        h, p = sock.getsockname()[:2]
+        http_shown = _show(h, p)
+    if config.server.metrics_addr is not None:
+        mfactory = _http_factory("create_metrics_app")
+        if mfactory is None:
+            log.error("metrics listener disabled: cronoq.server.http_api.create_metrics_app is not available")
+        else:
+            msock = _bind_tcp(config.server.metrics_addr)
+            https.append(_Http(mfactory(app), msock, config))
+            h, p = msock.getsockname()[:2]
+            metrics_shown = _show(h, p)
+
+    # -- signals
+    def on_signal(sig: signal.Signals) -> None:
+        if not stop.is_set():
+            log.info("%s received: shutting down", sig.name)
+        stop.set()
+
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, on_signal, sig)
+            installed.append(sig)
+
+    lead_task: asyncio.Task[None] | None = None
+    try:
+        await server.start()
+        for h_ in https:
+            h_.start()
+        log.info(
+            "listening: gRPC %s%s, HTTP %s, metrics %s; store %s; pools %s; auth %s",
+            grpc_shown,
+            " (TLS)" if creds is not None else "",
+            http_shown,
+            metrics_shown,
+            config.store.kind,
+            ", ".join(config.pool_names),
+            "on" if app.auth.auth_enabled else "off",
+        )
+        _announce(f"grpc={grpc_shown} http={http_shown} metrics={metrics_shown}")
+        if ready is not None:
+            ready.set()
+
+        async def lead() -> None:
+            await app.lead()
+            if app.leading:
+                _announce("leading")
+
+        lead_task = loop.create_task(lead())
+        await stop.wait()
+    finally:
+        # stop accepting new calls (running ones, e.g. worker streams, go on during the grace)
+        grace = config.server.shutdown_grace_s
+        grpc_stop = loop.create_task(server.stop(grace + 5.0))
+        if lead_task is not None and not lead_task.done():
+            lead_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await lead_task
+        try:
+            # Shutdown to workers, grace for running attempts, release the leadership
+            await app.stop()
+        except Exception:
+            log.exception("error while stopping the scheduler")
+        for h_ in https:
+            await h_.stop()
+        with contextlib.suppress(asyncio.CancelledError):
+            await grpc_stop
+        for sig in installed:
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+        _announce("stopped")

@@ -1,0 +1,390 @@
+"""Remote workers: sessions, slot grants, and the executor that sends attempts to them.
+
+Theory of operation
+-------------------
+The server runs the same :class:`~cronoq.runtime.scheduler.Scheduler` as the library.  Each
+server pool's executor is a :class:`RemoteExecutor`: when the engine dispatches an attempt
+(having already chosen a worker *group*, i.e. a label set with a free slot), the executor
+picks a connected worker of that group with a free granted slot, queues a ``Lease`` message
+on the worker's session and awaits the worker's report:
+
+* ``Complete`` → the attempt returns a :class:`Blob` (output bytes + content type);
+* ``Fail`` → :class:`~cronoq.errors.Permanent` or :class:`~cronoq.errors.Retryable`
+  (with ``retry_after``);
+* ``Nack`` → the lease is offered to another worker of the group with a free slot within the
+  same attempt; if none, the attempt fails retryably (``no worker accepted the lease: …``);
+* ``Cancelled`` → the task is cancelled through the scheduler;
+* a disconnect → the attempt fails retryably (``worker disconnected``).
+
+When the engine aborts an attempt (timeout, cancel, lease expiry, shutdown) the executor's
+coroutine is cancelled and it sends ``Abort{lease, reason}`` to the worker.  Heartbeats renew
+the engine lease through the attempt's context.  Reports for leases a session does not hold
+are ignored and counted as stale.
+
+Capacity: a pool's capacity is the sum of the granted slots of its connected workers, per
+label set (engine worker groups).  The registry recomputes a group's capacity on every
+register, disconnect and ``SetSlots`` and pushes it into the scheduler at once.
+
+Nothing here speaks gRPC: sessions exchange plain message objects with the transport layer
+through an outbound queue (:meth:`WorkerSession.outbox`); a worker that stops reading (queue
+full) is disconnected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cronoq.errors import Permanent, Retryable
+
+if TYPE_CHECKING:
+    from cronoq.runtime.context import TaskContext
+    from cronoq.runtime.scheduler import Scheduler
+
+PROTOCOL_VERSION = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Blob:
+    """Opaque payload or output bytes with their content type (server mode)."""
+
+    data: bytes = b""
+    content_type: str = ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages between sessions and the transport (plain objects; the gRPC layer converts them)
+
+
+@dataclass(slots=True)
+class LeaseMsg:
+    lease: int
+    task_id: int
+    attempt: int
+    payload: bytes
+    content_type: str
+    kind: str
+    key: str
+    tags: dict[str, str]
+    timeout_s: float | None
+    deadline_unix_ns: int | None
+    pool: str
+    priority: int  # engine class 0..3
+    lease_ttl_s: float | None
+
+
+@dataclass(slots=True)
+class AbortMsg:
+    lease: int
+    reason: str
+
+
+@dataclass(slots=True)
+class ShutdownMsg:
+    reason: str
+    not_leader: bool = False
+
+
+@dataclass(slots=True)
+class RegisteredMsg:
+    worker_id: int
+    lease_ttl_s: float | None
+    slots: int
+    protocol_version: int
+    max_message_bytes: int
+
+
+ServerMsg = LeaseMsg | AbortMsg | ShutdownMsg | RegisteredMsg
+
+
+class WorkerGone(Exception):
+    """The worker's session ended before it reported."""
+
+
+@dataclass(eq=False)
+class Attempt:
+    """One lease handed to a worker (possibly re-offered after a Nack)."""
+
+    lease: int
+    ctx: TaskContext
+    msg: LeaseMsg
+    future: asyncio.Future[Any]
+    session: WorkerSession | None = None
+    refused_by: set[int] = field(default_factory=set)
+
+
+class WorkerSession:
+    """One connected worker (one ``Workers.Work`` stream)."""
+
+    def __init__(
+        self,
+        registry: WorkerRegistry,
+        wid: int,
+        pool: str,
+        name: str,
+        labels: dict[str, str],
+        slots: int,
+        outbox_size: int,
+    ) -> None:
+        self.registry = registry
+        self.id = wid
+        self.pool = pool
+        self.name = name
+        self.labels = labels
+        self.slots = slots
+        self.connected_unix_ns = time.time_ns()
+        self.attempts: dict[int, Attempt] = {}
+        self.outbox: asyncio.Queue[ServerMsg | None] = asyncio.Queue(maxsize=outbox_size)
+        self.closed = False
+        self.close_reason = ""
+
+    @property
+    def busy(self) -> int:
+        return len(self.attempts)
+
+    @property
+    def free(self) -> int:
+        return self.slots - len(self.attempts)
+
+    def send(self, msg: ServerMsg) -> bool:
+        """Queue a message; a worker that stopped reading (queue full) is disconnected."""
+        if self.closed:
+            return False
+        try:
+            self.outbox.put_nowait(msg)
+        except asyncio.QueueFull:
+            self.registry.disconnect(self, "worker is not reading (outbound queue full)")
+            return False
+        return True
+
+    # -- reports from the worker -------------------------------------------------------------
+
+    def _take(self, lease: int) -> Attempt | None:
+        att = self.attempts.pop(lease, None)
+        if att is None:
+            self.registry.sched._count_stale()
+        return att
+
+    def heartbeat(self, lease: int) -> None:
+        att = self.attempts.get(lease)
+        if att is None:
+            self.registry.sched._count_stale()
+            return
+        att.ctx.heartbeat()
+
+    def complete(self, lease: int, output: bytes, content_type: str) -> None:
+        att = self._take(lease)
+        if att is not None and not att.future.done():
+            att.future.set_result(("complete", Blob(output, content_type)))
+        self.registry._slot_freed(self)
+
+    def fail(self, lease: int, message: str, permanent: bool, retry_after: float | None) -> None:
+        att = self._take(lease)
+        if att is not None and not att.future.done():
+            att.future.set_result(("fail", message, permanent, retry_after))
+        self.registry._slot_freed(self)
+
+    def nack(self, lease: int, reason: str) -> None:
+        att = self._take(lease)
+        if att is not None and not att.future.done():
+            att.refused_by.add(self.id)
+            att.future.set_result(("nack", reason))
+        self.registry._slot_freed(self)
+
+    def cancelled(self, lease: int) -> None:
+        att = self._take(lease)
+        if att is not None and not att.future.done():
+            att.future.set_result(("cancelled",))
+        self.registry._slot_freed(self)
+
+    def set_slots(self, slots: int) -> int:
+        granted = self.registry.grant(self.pool, slots)
+        self.slots = granted
+        self.registry._resize(self.pool, self.labels)
+        return granted
+
+
+class WorkerRegistry:
+    """Connected workers per pool; grants; the capacity they give the scheduler."""
+
+    def __init__(
+        self,
+        sched: Scheduler,
+        *,
+        max_slots_per_worker: int = 1024,
+        pool_max_slots: dict[str, int | None] | None = None,
+        pool_max: dict[str, int] | None = None,
+        lease_ttl_s: dict[str, float | None] | None = None,
+        max_message_bytes: int = 4 * 1024 * 1024,
+        outbox_size: int = 1024,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.sched = sched
+        self.max_slots_per_worker = max_slots_per_worker
+        self.pool_max_slots = pool_max_slots or {}
+        self.pool_max = pool_max or {}
+        self.lease_ttl_s = lease_ttl_s or {}
+        self.max_message_bytes = max_message_bytes
+        self.outbox_size = outbox_size
+        self.sessions: dict[int, WorkerSession] = {}
+        self._ids = itertools.count(1)
+        self.on_change = on_change
+
+    # -- membership --------------------------------------------------------------------------
+
+    def grant(self, pool: str, requested: int) -> int:
+        """``min(requested, limits.max_slots_per_worker, pool max_slots_per_worker, pool max)``."""
+        g = min(max(0, requested), self.max_slots_per_worker)
+        per_pool = self.pool_max_slots.get(pool)
+        if per_pool is not None:
+            g = min(g, per_pool)
+        pmax = self.pool_max.get(pool)
+        if pmax is not None:
+            g = min(g, pmax)
+        return g
+
+    def register(self, pool: str, name: str, labels: dict[str, str], slots: int) -> WorkerSession:
+        """A worker registered (the caller validated the pool); returns its session."""
+        granted = self.grant(pool, slots)
+        s = WorkerSession(self, next(self._ids), pool, name, dict(labels), granted, self.outbox_size)
+        self.sessions[s.id] = s
+        s.send(
+            RegisteredMsg(
+                worker_id=s.id,
+                lease_ttl_s=self.lease_ttl_s.get(pool),
+                slots=granted,
+                protocol_version=PROTOCOL_VERSION,
+                max_message_bytes=self.max_message_bytes,
+            )
+        )
+        self._resize(pool, s.labels)
+        return s
+
+    def disconnect(self, s: WorkerSession, reason: str = "worker disconnected") -> None:
+        """The session ended: its running attempts fail retryably; capacity shrinks at once."""
+        if s.closed:
+            return
+        s.closed = True
+        s.close_reason = reason
+        self.sessions.pop(s.id, None)
+        attempts = list(s.attempts.values())
+        s.attempts.clear()
+        for att in attempts:
+            if not att.future.done():
+                att.future.set_exception(WorkerGone(reason))
+        with contextlib.suppress(asyncio.QueueFull):
+            s.outbox.put_nowait(None)  # wake the writer so the stream ends
+        self._resize(s.pool, s.labels)
+
+    def shutdown_all(self, reason: str, not_leader: bool = False) -> None:
+        for s in list(self.sessions.values()):
+            if not s.send(ShutdownMsg(reason, not_leader)):
+                continue
+
+    def workers(self, pools: set[str] | None = None) -> list[WorkerSession]:
+        return [s for s in self.sessions.values() if pools is None or s.pool in pools]
+
+    def connected(self, pool: str | None = None) -> int:
+        return sum(1 for s in self.sessions.values() if pool is None or s.pool == pool)
+
+    def _resize(self, pool: str, labels: dict[str, str]) -> None:
+        total = sum(s.slots for s in self.sessions.values() if s.pool == pool and s.labels == labels)
+        sched = self.sched
+        if sched._core is not None:
+            core = sched._core
+            try:
+                core.set_group_capacity(sched._now(), pool, labels or None, total)
+            except Exception:  # pragma: no cover - the pool was validated at registration
+                return
+            sched._kick()
+        if self.on_change is not None:
+            self.on_change()
+
+    def _slot_freed(self, s: WorkerSession) -> None:
+        """A slot of ``s`` freed: a Nacked lease waiting for a worker may use it (nothing to do)."""
+
+    # -- attempts ----------------------------------------------------------------------------
+
+    def pick(self, pool: str, labels: dict[str, str], exclude: set[int]) -> WorkerSession | None:
+        best: WorkerSession | None = None
+        for s in self.sessions.values():
+            if s.pool != pool or s.labels != labels or s.closed or s.id in exclude:
+                continue
+            if s.free > 0 and (best is None or s.free > best.free):
+                best = s
+        return best
+
+
+class RemoteExecutor:
+    """The executor of a server pool: runs each attempt on a remote worker."""
+
+    def __init__(self, registry: WorkerRegistry, pool: str) -> None:
+        self.registry = registry
+        self.pool = pool
+
+    async def __call__(self, ctx: TaskContext, payload: object) -> Blob:
+        blob = payload if isinstance(payload, Blob) else Blob(b"", "")
+        t = ctx._task
+        opts = t.opts
+        sched = self.registry.sched
+        deadline = None if t.deadline is None else sched._time_base + t.deadline
+        msg = LeaseMsg(
+            lease=ctx.lease,
+            task_id=t.id,
+            attempt=ctx.attempt,
+            payload=blob.data,
+            content_type=blob.content_type,
+            kind=opts.kind,
+            key=t.key or "",
+            tags=dict(opts.tags) if opts.tags else {},
+            timeout_s=None if opts.timeout is None else opts.timeout / 1e9,
+            deadline_unix_ns=deadline,
+            pool=self.pool,
+            priority=opts.priority,
+            lease_ttl_s=self.registry.lease_ttl_s.get(self.pool),
+        )
+        group = ctx.group
+        loop = asyncio.get_running_loop()
+        att = Attempt(ctx.lease, ctx, msg, loop.create_future())
+        reason = "no worker available"
+        while True:
+            session = self.registry.pick(self.pool, group, att.refused_by)
+            if session is None:
+                raise Retryable(f"no worker accepted the lease: {reason}")
+            att.future = loop.create_future()
+            att.session = session
+            session.attempts[att.lease] = att
+            if not session.send(msg):
+                session.attempts.pop(att.lease, None)
+                att.refused_by.add(session.id)
+                reason = "worker disconnected"
+                continue
+            try:
+                outcome = await att.future
+            except WorkerGone as e:
+                raise Retryable(str(e) or "worker disconnected") from None
+            except asyncio.CancelledError:
+                # the engine aborted the attempt (timeout, cancel, lease expiry, shutdown)
+                if session.attempts.pop(att.lease, None) is not None:
+                    session.send(AbortMsg(att.lease, ctx.abort_reason or "aborted"))
+                raise
+            kind = outcome[0]
+            if kind == "complete":
+                result: Blob = outcome[1]
+                return result
+            if kind == "fail":
+                _, message, permanent, retry_after = outcome
+                if permanent:
+                    raise Permanent(message)
+                raise Retryable(message, retry_after=retry_after)
+            if kind == "nack":
+                reason = outcome[1] or "rejected"
+                continue
+            # cancelled by the worker: the task ends cancelled
+            sched._cancel_now(t.id)
+            raise asyncio.CancelledError()

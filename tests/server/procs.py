@@ -1,0 +1,174 @@
+"""Real ``cronoq serve`` processes for the server tests.
+
+:func:`start_server` writes a TOML config (loopback, port 0, a SQLite store in a temp dir),
+starts ``python -m cronoq.cli serve --config FILE`` with stderr going to a log file, and waits
+for the parseable ``cronoq serve: grpc=HOST:PORT http=... metrics=...`` line and then for
+``cronoq serve: leading``. :meth:`ServerProc.terminate` sends SIGTERM and returns the exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
+
+READY_RE = re.compile(r"^cronoq serve: grpc=(\S+) http=(\S+) metrics=(\S+)$", re.M)
+
+#: tokens of the auth tests (>= 16 characters)
+TOKENS = {
+    "client": "client-token-0123456789",
+    "worker": "worker-token-0123456789",
+    "metrics": "metrics-token-0123456789",
+    "admin": "admin-token-0123456789",
+    "client_a": "client-a-token-0123456789",  # pools = ["a"]
+    "worker_a": "worker-a-token-0123456789",  # pools = ["a"]
+    "client_t1": "client-t1-token-0123456789",  # tenant = "t1"
+    "client_t2": "client-t2-token-0123456789",  # tenant = "t2"
+}
+
+AUTH_TOML = "\n".join(
+    [
+        f'[[auth.tokens]]\ntoken = "{TOKENS["client"]}"\nrole = "client"\n',
+        f'[[auth.tokens]]\ntoken = "{TOKENS["worker"]}"\nrole = "worker"\n',
+        f'[[auth.tokens]]\ntoken = "{TOKENS["metrics"]}"\nrole = "metrics"\n',
+        f'[[auth.tokens]]\ntoken = "{TOKENS["admin"]}"\nrole = "admin"\n',
+        f'[[auth.tokens]]\ntoken = "{TOKENS["client_a"]}"\nrole = "client"\npools = ["a"]\n',
+        f'[[auth.tokens]]\ntoken = "{TOKENS["worker_a"]}"\nrole = "worker"\npools = ["a"]\n',
+        f'[[auth.tokens]]\ntoken = "{TOKENS["client_t1"]}"\nrole = "client"\ntenant = "t1"\n',
+        f'[[auth.tokens]]\ntoken = "{TOKENS["client_t2"]}"\nrole = "client"\ntenant = "t2"\n',
+    ]
+)
+
+
+@dataclass
+class ServerProc:
+    proc: subprocess.Popen[bytes]
+    config_path: Path
+    db_path: Path
+    log_path: Path
+    grpc: str = ""
+    http: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def terminate(self, timeout: float = 60.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(
+                f"server did not exit within {timeout}s after SIGTERM:\n{self.log()}"
+            ) from None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def config_text(db_path: Path, body: str, *, grace: float = 5.0, server_extra: str = "") -> str:
+    return (
+        "[server]\n"
+        'grpc_addr = "127.0.0.1:0"\n'
+        'http_addr = "127.0.0.1:0"\n'
+        f"shutdown_grace_s = {grace}\n" + server_extra + "\n"
+        "[store]\n"
+        'kind = "sqlite"\n'
+        f'path = "{db_path}"\n' + body
+    )
+
+
+def start_server(
+    directory: Path,
+    body: str,
+    *,
+    name: str = "server",
+    db_path: Path | None = None,
+    grace: float = 5.0,
+    timeout: float = 30.0,
+    wait_leading: bool = True,
+    server_extra: str = "",
+) -> ServerProc:
+    directory.mkdir(parents=True, exist_ok=True)
+    db = db_path or directory / f"{name}.db"
+    cfg = directory / f"{name}.toml"
+    cfg.write_text(config_text(db, body, grace=grace, server_extra=server_extra))
+    log_path = directory / f"{name}.log"
+    start_len = log_path.stat().st_size if log_path.exists() else 0
+    env = dict(os.environ)
+    env.pop("CRONOQ_CONFIG", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["COLUMNS"] = "200"
+    with open(log_path, "ab") as logf:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cronoq.cli", "serve", "--config", str(cfg)],
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=directory,
+        )
+    sp = ServerProc(proc, cfg, db, log_path)
+    deadline = time.monotonic() + timeout
+    while True:
+        text = sp.log()[start_len:]
+        m = READY_RE.search(text)
+        if m and not sp.grpc:
+            sp.grpc, sp.http = m.group(1), m.group(2)
+            sp.extra["metrics"] = m.group(3)
+        if sp.grpc and (not wait_leading or "cronoq serve: leading" in text):
+            return sp
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited with {proc.returncode} before it was ready:\n{sp.log()}")
+        if time.monotonic() > deadline:
+            sp.kill()
+            raise AssertionError(f"server not ready within {timeout}s:\n{sp.log()}")
+        time.sleep(0.05)
+
+
+# ---------------------------------------------------------------------------------------------
+# raw stubs (independent of cronoq.client)
+
+
+def md(token: str | None) -> tuple[tuple[str, str], ...]:
+    return () if token is None else (("authorization", f"Bearer {token}"),)
+
+
+class Raw:
+    """Raw ``grpc.aio`` stubs for calls the Client validates away or for exact status codes."""
+
+    def __init__(self, target: str) -> None:
+        self.channel = grpc.aio.insecure_channel(target)
+        self.tasks = pb_grpc.TasksStub(self.channel)
+        self.admin = pb_grpc.AdminStub(self.channel)
+        self.workers = pb_grpc.WorkersStub(self.channel)
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+
+async def code_of(coro: object) -> grpc.StatusCode:
+    """The status code a raw call ends with (OK when it succeeds)."""
+    try:
+        await coro  # type: ignore[misc]
+    except grpc.aio.AioRpcError as e:
+        return e.code()
+    return grpc.StatusCode.OK
+
+
+__all__ = ["AUTH_TOML", "TOKENS", "Raw", "ServerProc", "code_of", "md", "pb", "pb_grpc", "start_server"]

@@ -1,0 +1,143 @@
+"""The HTTP/JSON API over real sockets: uvicorn in the test's loop (real streaming, chunked
+bodies), and one smoke test against a real ``cronoq serve`` process (tests/server/procs.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette")
+uvicorn = pytest.importorskip("uvicorn")
+httpx = pytest.importorskip("httpx")
+
+from cronoq.server.http_api import create_http_app  # noqa: E402
+
+from .test_http_support import FakeWorker, make_app  # noqa: E402
+
+
+@contextlib.asynccontextmanager
+async def uvicorn_server(extra: str = "") -> AsyncIterator[tuple[Any, str]]:
+    app = make_app(extra)
+    await app.lead()
+    server = uvicorn.Server(
+        uvicorn.Config(create_http_app(app), host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    )
+    server.install_signal_handlers = lambda: None
+    task = asyncio.get_running_loop().create_task(server.serve())
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield app, f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 15)
+        await app.stop()
+
+
+class SSEReader:
+    """Reads SSE blocks from one streaming httpx response (one iterator for its lifetime)."""
+
+    def __init__(self, resp: Any) -> None:
+        self.it = resp.aiter_text()
+        self.buf = ""
+        self.comments: list[str] = []
+
+    async def events(self, want: int, timeout: float = 10.0) -> list[tuple[str, Any]]:
+        out: list[tuple[str, Any]] = []
+
+        async def loop() -> None:
+            while True:
+                while "\n\n" in self.buf:
+                    block, self.buf = self.buf.split("\n\n", 1)
+                    lines = block.split("\n")
+                    self.comments += [x for x in lines if x.startswith(":")]
+                    ev = [x[7:] for x in lines if x.startswith("event: ")]
+                    data = [x[6:] for x in lines if x.startswith("data: ")]
+                    if ev and data:
+                        out.append((ev[0], json.loads("\n".join(data))))
+                        if len(out) >= want:
+                            return
+                if want == 0 and self.comments:
+                    return
+                self.buf += await self.it.__anext__()
+
+        await asyncio.wait_for(loop(), timeout)
+        return out
+
+
+async def test_real_http_sse_and_chunked_limit() -> None:
+    async with (
+        uvicorn_server("[limits]\nmax_http_body_bytes = 2048\n") as (app, url),
+        httpx.AsyncClient(base_url=url, timeout=10) as c,
+    ):
+        async with c.stream("GET", "/v1/events", params={"all_transitions": "true"}) as resp:
+            assert resp.status_code == 200
+            assert resp.headers["content-type"].startswith("text/event-stream")
+            sse = SSEReader(resp)
+            await sse.events(0)
+            assert sse.comments[0] == ": live"
+            tid = (await c.post("/v1/tasks", json={"payload": {"n": 1}})).json()["id"]
+            w = FakeWorker(app)
+            events = await sse.events(3)
+            while events[-1][1]["status"] != "succeeded":
+                events += await sse.events(1)
+            assert all(e == "status" and d["id"] == tid for e, d in events)
+            await w.close()
+
+        async def chunks() -> AsyncIterator[bytes]:
+            for _ in range(20):
+                yield b" " * 256
+
+        r = await c.post("/v1/tasks", content=chunks(), headers={"content-type": "application/json"})
+        assert r.status_code == 413 and r.json()["code"] == "resource_exhausted"
+        r = await c.get("/v1/tasks", headers={"host": "attacker.example:80"})
+        assert r.status_code == 403 and r.json()["code"] == "permission_denied"
+        assert (await c.get("/healthz")).status_code == 200
+
+
+async def test_real_process_smoke(tmp_path: Path) -> None:
+    try:
+        from .procs import start_server
+    except ImportError:  # pragma: no cover - the runner's test helpers are not there
+        pytest.skip("tests/server/procs.py is not available")
+    sp = start_server(tmp_path, '[[pools]]\nname = "default"\n', name="http-smoke")
+    try:
+        assert sp.http and sp.http != "-", sp.log()
+        async with httpx.AsyncClient(base_url=f"http://{sp.http}", timeout=10) as c:
+            assert (await c.get("/healthz")).status_code == 200
+            for _ in range(100):
+                if (await c.get("/readyz")).status_code == 200:
+                    break
+                await asyncio.sleep(0.1)
+            assert (await c.get("/readyz")).status_code == 200
+            async with c.stream("GET", "/v1/events") as resp:
+                assert resp.status_code == 200
+                sse = SSEReader(resp)
+                await sse.events(0)
+                r = await c.post("/v1/tasks", json={"key": "smoke", "payload": [1, 2]})
+                assert r.status_code == 200, r.text
+                tid = r.json()["id"]
+                info = (await c.get("/v1/tasks/smoke")).json()
+                assert info["id"] == tid and info["status"] == "ready"
+                assert (await c.post(f"/v1/tasks/{tid}/cancel")).json() == {"cancelled": True}
+                events = await sse.events(1)
+                assert events[0][1]["id"] == tid and events[0][1]["status"] == "cancelled"
+            r = await c.get(f"/v1/tasks/{tid}/result")
+            assert r.json()["status"] == "cancelled"
+            metrics = await c.get("/metrics")
+            assert metrics.status_code == 200 and "cronoq_leader 1.0" in metrics.text
+            assert (await c.get("/openapi.json")).json()["openapi"].startswith("3.")
+            assert (await c.get("/v1/snapshot")).json()["totals"]["cancelled"] == 1
+            r = await c.get("/v1/tasks", headers={"host": "evil.example"})
+            assert r.status_code == 403
+    finally:
+        assert sp.terminate() == 0, sp.log()

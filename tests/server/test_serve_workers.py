@@ -1,0 +1,191 @@
+"""Remote workers against a real ``cronoq serve`` (SPEC §17.5, §17.9): a worker killed mid-
+attempt, lease expiry, Nack re-offer, SetSlots(0) drain."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from cronoq.client import Client, Reject, RetryPolicy, Worker
+
+from .procs import Raw, ServerProc, pb
+
+WORKER_MAIN = Path(__file__).with_name("worker_main.py")
+
+
+async def read_line(proc: subprocess.Popen[str], prefix: str, timeout: float = 20.0) -> str:
+    assert proc.stdout is not None
+    loop = asyncio.get_running_loop()
+    deadline = time.monotonic() + timeout
+    while True:
+        line = await asyncio.wait_for(
+            loop.run_in_executor(None, proc.stdout.readline), deadline - time.monotonic()
+        )
+        if not line:
+            raise AssertionError(f"worker process ended before printing {prefix!r}")
+        if line.startswith(prefix):
+            return line.strip()
+
+
+def spawn_worker(target: str, pool: str, mode: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen(
+        [sys.executable, str(WORKER_MAIN), target, pool, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+
+
+async def test_worker_killed_mid_attempt_is_retried_elsewhere(api_server: ServerProc, client: Client) -> None:
+    proc = spawn_worker(api_server.grpc, "work", "hang")
+    try:
+        await read_line(proc, "REGISTERED")
+        sub = await client.submit(
+            b"payload", pool="work", retry=RetryPolicy(max_attempts=3, initial_backoff=0.1)
+        )
+        line = await read_line(proc, "STARTED")
+        assert line == f"STARTED {sub.id} 1"
+        assert (await client.get(sub.id)).status == "running"
+        proc.kill()  # SIGKILL: no goodbye, the stream just breaks
+        proc.wait()
+        seen: list[int] = []
+
+        async def handle(lease):  # type: ignore[no-untyped-def]
+            seen.append(lease.attempt)
+            return b"second worker"
+
+        async with Worker(api_server.grpc, "work", handle):
+            res = await client.wait(sub.id, timeout=30)
+        assert res.status == "succeeded" and res.output == b"second worker"
+        assert seen == [2]
+        assert (await client.get(sub.id)).attempt == 2
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+async def test_lease_expiry_without_heartbeats(api_server: ServerProc, client: Client, raw: Raw) -> None:
+    out: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
+
+    async def requests() -> AsyncIterator[pb.WorkerMessage]:
+        while (m := await out.get()) is not None:
+            yield m
+
+    await out.put(pb.WorkerMessage(register=pb.Register(pool="leased", slots=1, protocol_version=3)))
+    call = raw.workers.Work(requests())
+    reg = await asyncio.wait_for(call.read(), 10)
+    assert reg.registered.lease_ttl_s == pytest.approx(1.0)
+    sub = await client.submit(b"x", pool="leased")
+    msg = await asyncio.wait_for(call.read(), 10)
+    assert msg.WhichOneof("msg") == "lease" and msg.lease.task_id == sub.id and msg.lease.attempt == 1
+    assert msg.lease.lease_ttl_s == pytest.approx(1.0)
+    # never heartbeat: after lease_ttl_s the server aborts the lease ...
+    t0 = time.monotonic()
+    abort = await asyncio.wait_for(call.read(), 10)
+    assert abort.WhichOneof("msg") == "abort" and abort.abort.lease == msg.lease.lease
+    assert time.monotonic() - t0 < 5
+    # ... a late report for it is ignored (stale) ...
+    await out.put(pb.WorkerMessage(complete=pb.Complete(lease=msg.lease.lease, output=b"late")))
+    # ... and the task is retried (here: on the same, still connected worker) as attempt 2
+    again = await asyncio.wait_for(call.read(), 10)
+    assert again.WhichOneof("msg") == "lease" and again.lease.task_id == sub.id and again.lease.attempt == 2
+    await out.put(pb.WorkerMessage(heartbeat=pb.Heartbeat(lease=again.lease.lease)))
+    await out.put(pb.WorkerMessage(complete=pb.Complete(lease=again.lease.lease, output=b"ok")))
+    res = await client.wait(sub.id, timeout=10)
+    assert res.status == "succeeded" and res.output == b"ok"
+    snap = await client.snapshot()
+    assert snap.totals["lease_expiries"] >= 1 and snap.totals["stale_completions"] >= 1
+    await out.put(None)
+    await asyncio.wait_for(call.code(), 10)
+
+
+async def test_nack_reoffers_to_another_worker_same_attempt(api_server: ServerProc, client: Client) -> None:
+    rejected: list[int] = []
+    accepted: list[int] = []
+
+    async def picky(lease):  # type: ignore[no-untyped-def]
+        rejected.append(lease.attempt)
+        raise Reject("not for me")
+
+    async def happy(lease):  # type: ignore[no-untyped-def]
+        accepted.append(lease.attempt)
+        return b"done"
+
+    # the picky worker has more free slots, so it is offered the lease first
+    async with (
+        Worker(api_server.grpc, "nack", picky, slots=4) as w1,
+        Worker(api_server.grpc, "nack", happy, slots=1) as w2,
+    ):
+        await w1.wait_registered(10)
+        await w2.wait_registered(10)
+        sub = await client.submit(pool="nack")
+        res = await client.wait(sub.id, timeout=20)
+    assert res.status == "succeeded" and res.output == b"done"
+    assert rejected == [1] and accepted == [1]
+    assert (await client.get(sub.id)).attempt == 1
+
+
+async def test_nack_without_another_worker_fails_the_attempt(api_server: ServerProc, client: Client) -> None:
+    async def picky(lease):  # type: ignore[no-untyped-def]
+        raise Reject("busy elsewhere")
+
+    async with Worker(api_server.grpc, "nack", picky, slots=1) as w:
+        await w.wait_registered(10)
+        async with client.watch(pools=["nack"], all_transitions=True) as events:
+            sub = await client.submit(pool="nack")
+            messages = []
+            while True:
+                ev = await asyncio.wait_for(events.__anext__(), 20)
+                if ev.id == sub.id:
+                    messages.append((ev.status, ev.message))
+                    if ev.status in ("dead_lettered", "failed"):
+                        break
+    assert ("retrying", "no worker accepted the lease: busy elsewhere") in messages
+    info = await client.get(sub.id)
+    assert info.status == "dead_lettered" and info.attempt == 2
+    assert info.message == "no worker accepted the lease: busy elsewhere"
+
+
+async def test_set_slots_zero_drains(api_server: ServerProc, client: Client) -> None:
+    ran: list[int] = []
+
+    async def handle(lease):  # type: ignore[no-untyped-def]
+        ran.append(lease.task_id)
+        return b""
+
+    async with Worker(api_server.grpc, "drain", handle, slots=2) as w:
+        wid = await w.wait_registered(10)
+        w.set_slots(0)
+        await _until(lambda: _slots(client, wid, 0))
+        snap = await client.snapshot()
+        assert {p.name: p for p in snap.pools}["drain"].capacity == 0
+        sub = await client.submit(pool="drain")
+        await asyncio.sleep(0.5)
+        assert (await client.get(sub.id)).status == "ready" and ran == []
+        w.set_slots(2)
+        res = await client.wait(sub.id, timeout=10)
+        assert res.status == "succeeded" and ran == [sub.id]
+        assert {p.name: p for p in (await client.snapshot()).pools}["drain"].capacity == 2
+
+
+async def _slots(client: Client, wid: int, n: int) -> bool:
+    return any(w.id == wid and w.slots == n for w in await client.list_workers())
+
+
+async def _until(pred, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not await pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
