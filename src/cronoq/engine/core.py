@@ -1687,6 +1687,7 @@ class Core:
             last_task_id=sched.last_id,
             pool=self.pools[spec.opts.pool_index].name,
             key=spec.key,
+            kind=spec.opts.kind,
         )
 
     def _materialize(self, sched: Schedule, now: int, after_unix: float) -> None:

@@ -133,7 +133,7 @@ class Schedule:
 class RecurringInfo:
     """A schedule as listed: ``next_unix_ns`` is the start of the occurrence materialized ahead."""
 
-    __slots__ = ("cron", "key", "last_task_id", "name", "next_unix_ns", "overlap", "pool", "tz")
+    __slots__ = ("cron", "key", "kind", "last_task_id", "name", "next_unix_ns", "overlap", "pool", "tz")
 
     def __init__(
         self,
@@ -145,7 +145,9 @@ class RecurringInfo:
         last_task_id: int,
         pool: str,
         key: str | None,
+        kind: str = "default",
     ) -> None:
+        self.kind = kind
         self.name = name
         self.cron = cron
         self.tz = tz

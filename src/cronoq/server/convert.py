@@ -275,5 +275,22 @@ def snapshot_msg(snap: Snapshot, workers_by_pool: dict[str, int]) -> pb.Snapshot
     )
 
 
+def recurring_msg(info: Any) -> pb.RecurringInfo:
+    """A schedule as listed (``RecurringInfo``): cron/tz echo what was given (SPEC §17.9)."""
+    msg = pb.RecurringInfo(
+        name=info.name,
+        cron=info.cron,
+        tz=info.tz or "",
+        pool=info.pool,
+        kind=info.kind,
+        overlap=_enum(OVERLAP_TO_WIRE.get(info.overlap, 1)),
+    )
+    if info.next_unix_ns is not None:
+        msg.next_unix_ns = info.next_unix_ns
+    if info.last_task_id:
+        msg.last_task_id = info.last_task_id
+    return msg
+
+
 def cond_name(cond: int) -> str:
     return COND_NAMES[cond]

@@ -279,25 +279,7 @@ class TasksServicer(pb_grpc.TasksServicer):
 
 
 def _recurring_info(app: ServerApp, info: Any) -> pb.RecurringInfo:
-    kind = ""
-    core = app.sched._core
-    if core is not None:
-        sched = core.schedules.get(info.name)
-        if sched is not None:
-            kind = sched.spec.opts.kind
-    msg = pb.RecurringInfo(
-        name=info.name,
-        cron=info.cron,
-        tz=info.tz or "",
-        pool=info.pool,
-        kind=kind,
-        overlap=convert.OVERLAP_TO_WIRE.get(info.overlap, 1),  # type: ignore[arg-type]
-    )
-    if info.next_unix_ns is not None:
-        msg.next_unix_ns = info.next_unix_ns
-    if info.last_task_id:
-        msg.last_task_id = info.last_task_id
-    return msg
+    return convert.recurring_msg(info)
 
 
 class AdminServicer(pb_grpc.AdminServicer):

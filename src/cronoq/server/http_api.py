@@ -308,25 +308,7 @@ def event_json(ev: Any) -> dict[str, Any]:
 
 
 def recurring_json(app: ServerApp, info: Any) -> dict[str, Any]:
-    kind = ""
-    core = app.sched._core
-    if core is not None:
-        s = core.schedules.get(info.name)
-        if s is not None:
-            kind = s.spec.opts.kind
-    msg = pb.RecurringInfo(
-        name=info.name,
-        cron=info.cron,
-        tz=info.tz or "",
-        pool=info.pool,
-        kind=kind,
-        overlap=convert.OVERLAP_TO_WIRE.get(info.overlap, 1),  # type: ignore[arg-type]
-    )
-    if info.next_unix_ns is not None:
-        msg.next_unix_ns = info.next_unix_ns
-    if info.last_task_id:
-        msg.last_task_id = info.last_task_id
-    return message_json(msg)
+    return message_json(convert.recurring_msg(info))
 
 
 def worker_json(s: Any) -> dict[str, Any]:
