@@ -22,9 +22,11 @@ A *session* is one bidirectional ``Work`` stream. The worker opens it with
 When a session ends, handlers still running are cancelled (the server fails their attempts
 retryably on disconnect). ``run()`` then reconnects with exponential backoff between
 ``backoff[0]`` and ``backoff[1]`` (reset after each successful registration), unless
-``reconnect=False``. Authentication, permission and protocol errors (``unauthenticated``,
-``permission_denied``, ``invalid_argument``, ``not_found``, ``unimplemented``) are raised,
-not retried.
+``reconnect=False``; a session that registered and then broke (the server died) resets the
+backoff and, with several addresses, moves to the next one at once; with several addresses the
+backoff sleep comes once per round of failed addresses. Authentication, permission and
+protocol errors (``unauthenticated``, ``permission_denied``, ``invalid_argument``,
+``not_found``, ``unimplemented``) are raised, not retried.
 
 ``stop(grace)`` drains: ``SetSlots{0}``, waits up to ``grace`` for running handlers, cancels the
 rest (reported as retryable ``Fail("worker stopped")``), half-closes the stream and waits for
@@ -237,6 +239,7 @@ class Worker:
         self._running = False
         self._bg: asyncio.Task[None] | None = None
         self._target_index = 0
+        self._session_registered = False
         self._limit: int | None = None
         self.worker_id: int | None = None
         self.granted_slots: int = 0
@@ -315,31 +318,40 @@ class Worker:
         self._stop_requested = False
         done.clear()
         delay = self._backoff[0]
+        failed = 0  # consecutive attempts that did not register
         try:
             while not self._stop_requested:
                 target = self.target
                 self.sessions += 1
+                self._session_registered = False
                 try:
                     outcome = await self._run_session(target, registered)
                 except ClientError as err:
                     if err.code in FATAL_CODES or not self._reconnect:
                         raise
-                    log.info("worker session with %s ended: %s; reconnecting in %.2fs", target, err, delay)
-                    outcome = "error"
+                    # a registered session that broke (e.g. the server died) still resets the backoff
+                    outcome = "lost" if self._session_registered else "error"
+                    log.info("worker session with %s ended: %s; reconnecting", target, err)
                 if self._stop_requested or not self._reconnect:
                     return
-                if outcome == "registered":
-                    delay = self._backoff[0]
-                    self._target_index += 1 if len(self._targets) > 1 else 0
-                    await self._sleep(wakeup, delay)
-                    delay = min(max(delay * 2, self._backoff[0]), self._backoff[1])
+                several = len(self._targets) > 1
+                if outcome in ("registered", "lost"):
+                    delay, failed = self._backoff[0], 0
+                    self._target_index += 1 if several else 0
+                    if not (several and outcome == "lost"):  # a dead server: try the next one at once
+                        await self._sleep(wakeup, delay)
+                        delay = min(max(delay * 2, self._backoff[0]), self._backoff[1])
                 elif outcome == "not_leader":
-                    delay = self._backoff[0]
+                    delay, failed = self._backoff[0], 0
                     self._target_index += 1
                 else:
+                    failed += 1
                     self._target_index += 1
-                    await self._sleep(wakeup, delay)
-                    delay = min(max(delay * 2, self._backoff[0]), self._backoff[1])
+                    # back off once per round over the addresses (a standby or a dead address
+                    # says nothing about the next one, which may be the new leader)
+                    if failed % len(self._targets) == 0:
+                        await self._sleep(wakeup, delay)
+                        delay = min(max(delay * 2, self._backoff[0]), self._backoff[1])
         finally:
             self._running = False
             registered.clear()
@@ -424,6 +436,7 @@ class Worker:
                     PROTOCOL_VERSION,
                 )
             outcome = "registered"
+            self._session_registered = True
             if self._limit == 0:
                 sess.send(pb.WorkerMessage(set_slots=pb.SetSlots(slots=0)))
             else:

@@ -212,7 +212,12 @@ class Scheduler:
         else:
             from cronoq.runtime.durable import Committer
 
-            self._committer = Committer(store, self._codec, epoch, on_fenced=self._on_fenced)
+            # a commit that failed for good leaves the engine ahead of the store: step down (and, on
+            # the server, lead again from what the store has), so nothing unacknowledged can later
+            # be answered as a duplicate
+            self._committer = Committer(
+                store, self._codec, epoch, on_fenced=self._on_fenced, on_error=self._on_fenced
+            )
             if hasattr(store, "on_lost"):
                 store.on_lost = self._on_lost
             core = Core(config, now=0, epoch=epoch)

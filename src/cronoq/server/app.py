@@ -163,8 +163,34 @@ class ServerApp:
                 continue
             self.leading = True
             self._leader_event.set()
+            self._watch_lost()
             log.info("leading (epoch %s)", self.sched._core.epoch if self.sched._core else "?")
             return
+
+    def _watch_lost(self) -> None:
+        """Stop serving at once when the store reports the lock/lease lost.
+
+        The scheduler's own step-down (then :meth:`_fenced`) may first spend a while flushing
+        to an unreachable store; meanwhile this instance must not look like the leader: it
+        answers ``unavailable`` and sends its workers ``Shutdown{not_leader}`` right away, so
+        they move to the new leader.
+        """
+        store = self.sched._store
+        inner = getattr(store, "on_lost", None)
+        if store is None or inner is None:
+            return
+        sched = self.sched
+
+        def lost() -> None:
+            inner()
+            if self.sched is sched and self.leading:
+                log.error("leadership of the store lost: standing by")
+                self.leading = False
+                if self._leader_event is not None:
+                    self._leader_event.clear()
+                self.registry.shutdown_all("not the leader any more", not_leader=True)
+
+        store.on_lost = lost
 
     async def _fenced(self, err: BaseException) -> None:
         """Another instance took over: tell workers, stand by, try to lead again."""

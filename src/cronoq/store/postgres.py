@@ -15,16 +15,18 @@ hashtext(<schema>))`` on a dedicated connection.  Taking it bumps ``cronoq_leade
 standby polls ``pg_try_advisory_lock`` every ``lock_poll`` seconds, so it takes over as soon as
 the leader's session ends (crash, network loss, :meth:`PostgresStore.release`).  A keep-alive
 pings the lock connection every ``keepalive`` seconds; if that connection died, it reconnects
-and re-takes the lock only if the epoch is still its own (nobody led in between), else it
-reports the loss (``on_lost``).  Every commit runs ``SELECT epoch … FOR SHARE`` first in the
-same transaction: a takeover's ``UPDATE`` waits for in-flight commits, and a commit after a
-takeover sees the new epoch and raises :class:`~cronoq.errors.Fenced`.
+and re-takes the lock only if the epoch is still its own (nobody led in between), else — or
+when it cannot reconnect at all (cut off from the database, which another instance may still
+reach) — it reports the loss (``on_lost``) and the scheduler stands by.  Every commit runs
+``SELECT epoch … FOR SHARE`` first in the same transaction: a takeover's ``UPDATE`` waits for
+in-flight commits, and a commit after a takeover sees the new epoch and raises :class:`~cronoq.errors.Fenced`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import os
 import re
@@ -41,6 +43,8 @@ from cronoq.store.base import TransientStoreError, check_retention
 from cronoq.store.codec import Codec
 
 __all__ = ["PostgresStore"]
+
+_log = logging.getLogger("cronoq.store.postgres")
 
 SCHEMA_VERSION = "1"
 MAX_EPOCH = (1 << 15) - 1
@@ -73,7 +77,7 @@ class PostgresStore:
         *,
         schema: str = "public",
         retention: float = 3600.0,
-        lock_poll: float = 0.5,
+        lock_poll: float = 0.2,  # one pg_try_advisory_lock per poll: cheap; bounds failover time
         keepalive: float = 2.0,
         connect_timeout: float = 10.0,
     ) -> None:
@@ -350,8 +354,19 @@ class PostgresStore:
                 return True  # nobody led in between: our term goes on
             await conn.execute(f"SELECT pg_advisory_unlock({self._lock_key_sql()})", self.schema)
             return False
-        except Exception:
-            return True  # the database is unreachable: nobody can take over either; retry
+        except Exception as e:
+            # The lock session is gone and cannot be re-established: this process may be cut off
+            # while another instance (which can still reach the database) takes the lock, so it
+            # no longer leads. It could not commit anything anyway; it stands by until it can.
+            _log.warning(
+                "PostgresStore: lost the leader lock session of schema %r and cannot reconnect "
+                "(%s: %s); stepping down",
+                self.schema,
+                type(e).__name__,
+                e,
+            )
+            await self._drop_lock_conn()
+            return False
 
     async def _keep_loop(self, epoch: int) -> None:
         last_prune = time.monotonic()
