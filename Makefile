@@ -1,11 +1,14 @@
-# Two commands on a fresh clone:  `make run`  (sets up, runs the bundled example)
+# Two commands on a fresh clone:  `make run`  (sets up, runs the demo: server + worker + submitter)
 #                                  `make test` (sets up, runs lint, types and the tests)
+# `make run RUN_ARGS="--duration 15"` stops the demo on its own; `make example` runs the
+# in-process library example (examples/quickstart.py).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUN_ARGS ?=
 
-.PHONY: run test lint typecheck unit bench sim clean
+.PHONY: run example test lint typecheck unit bench sim clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -14,6 +17,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
+	$(BIN)/python examples/demo.py $(RUN_ARGS)
+
+example: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
 lint: $(STAMP)

@@ -1,6 +1,6 @@
 """cronoq quick start: mixed-priority work with deadlines and retries on an in-process pool.
 
-Run with ``make run``.  It submits a burst of Low/Normal background jobs, a few High jobs,
+Run with ``make example``.  It submits a burst of Low/Normal background jobs, a few High jobs,
 an urgent deadline job, and a flaky job that succeeds on its third attempt; then it prints
 each result as it arrives and a snapshot of the pool.
 """

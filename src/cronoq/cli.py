@@ -1,15 +1,24 @@
 """The ``cronoq`` command line (SPEC §19).
 
 Structure: :data:`cli` is a click group; each subcommand is a function decorated with
-``@cli.command()``. Shared conventions for subcommands (to keep when adding ``worker``,
-``submit``, ``get``, ``wait``, ``cancel``, ``watch``, ``top``, ``bench``):
+``@cli.command()``:
+
+* ``serve`` — the server (SPEC §17);
+* ``worker`` — serve a pool with a Python function (``MODULE:FUNCTION``) as a remote worker;
+* ``submit``, ``get``, ``wait``, ``cancel`` — one task;
+* ``watch`` — live tail of status events; ``top`` — live per-pool table;
+* ``bench`` — a throughput benchmark (no-op tasks, an in-process remote worker).
+
+Shared conventions:
 
 * errors are reported with :func:`fail` (a clear one-line message on stderr, non-zero exit);
-  usage errors are click's (exit 2);
+  usage errors are click's (exit 2); the exit codes are :data:`EXIT_CODES` (``cronoq --help``);
 * human output goes through :data:`console` (rich); ``--json`` output is plain ``json.dumps``
-  on stdout;
-* client subcommands take ``--server`` (default ``127.0.0.1:7070``) and ``--token`` (env
-  ``CRONOQ_TOKEN``): see :func:`client_options`;
+  on stdout (task ids as integers; ``watch --json`` and ``top --json`` write one object a line);
+* client subcommands take ``--server`` (env ``CRONOQ_SERVER``, default ``127.0.0.1:7070``),
+  ``--token`` (env ``CRONOQ_TOKEN``) and ``--tls``: see :func:`client_options`;
+* machine-readable progress lines go to stderr, prefixed with the command
+  (``cronoq worker: registered id=...``, ``cronoq watch: live``);
 * heavy imports (grpc, uvicorn, the server) happen inside the command that needs them, so
   ``cronoq --help`` stays fast.
 
@@ -19,33 +28,106 @@ Structure: :data:`cli` is a click group; each subcommand is a function decorated
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
+import dataclasses
+import datetime as _dt
+import importlib
+import inspect
+import json
 import logging
+import math
+import mimetypes
+import os
+import re
+import signal
+import socket
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable, Coroutine
 from importlib import resources
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
-__all__ = ["cli", "client_options", "console", "err_console", "fail", "main"]
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.table import Table
+
+    from cronoq.client import Client, Event, Lease, Result, Snapshot, TaskInfo
+
+__all__ = ["EXIT_CODES", "cli", "client_options", "console", "err_console", "fail", "main"]
 
 console = Console()
 err_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 DEFAULT_SERVER = "127.0.0.1:7070"
 
+#: Exit codes of the client subcommands.
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_TIMEOUT = 4
+EXIT_TASK_FAILED = 5
+EXIT_INTERRUPTED = 130
 
-def fail(message: str, code: int = 1) -> NoReturn:
+EXIT_CODES = {
+    EXIT_OK: "success",
+    EXIT_ERROR: "error (server unreachable, rejected, unauthenticated, ...)",
+    EXIT_USAGE: "usage error (bad option or argument)",
+    EXIT_NOT_FOUND: "not found (unknown task, pool or dependency)",
+    EXIT_TIMEOUT: "timed out (wait --timeout, submit --wait-timeout, bench --timeout)",
+    EXIT_TASK_FAILED: "the task ended but did not succeed (wait, submit --wait)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C) while waiting",
+}
+
+#: Deadline of one unary call (not of waits), so an unreachable host never hangs a command.
+CALL_TIMEOUT = 30.0
+
+_STATUS_STYLE = {
+    "succeeded": "green",
+    "failed": "red",
+    "dead_lettered": "bold red",
+    "cancelled": "yellow",
+    "skipped": "yellow",
+    "missed": "yellow",
+    "shed": "magenta",
+    "retrying": "dark_orange",
+    "running": "cyan",
+    "ready": "blue",
+    "scheduled": "blue",
+    "blocked": "dim",
+}
+
+_PRIORITIES = ("critical", "high", "normal", "low")
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print ``error: <message>`` on stderr and exit with ``code``."""
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
 
 
+def _note(line: str) -> None:
+    """A progress line on stderr (flushed at once: tests and scripts read it)."""
+    click.echo(line, err=True)
+    sys.stderr.flush()
+
+
 def client_options(f: F) -> F:
-    """``--server`` and ``--token`` (env ``CRONOQ_TOKEN``) for subcommands that call a server."""
+    """``--server`` (env ``CRONOQ_SERVER``), ``--token`` (env ``CRONOQ_TOKEN``) and ``--tls``
+    for subcommands that call a server."""
+    f = click.option(
+        "--tls",
+        is_flag=True,
+        envvar="CRONOQ_TLS",
+        help="Connect with TLS (system root certificates; env CRONOQ_TLS).",
+    )(f)
     f = click.option(
         "--token",
         envvar="CRONOQ_TOKEN",
@@ -58,9 +140,14 @@ def client_options(f: F) -> F:
         default=DEFAULT_SERVER,
         show_default=True,
         envvar="CRONOQ_SERVER",
-        help="gRPC address of the server.",
+        help="gRPC address of the server (env CRONOQ_SERVER).",
     )(f)
     return f
+
+
+def json_option(f: F) -> F:
+    """``--json``: machine-readable output on stdout."""
+    return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")(f)
 
 
 def _setup_logging(level: str) -> None:
@@ -70,10 +157,192 @@ def _setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(message)s", datefmt="[%X]", handlers=[handler])
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# ---------------------------------------------------------------------------------------------
+# parameter types and parsing helpers
+
+
+_UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+class DurationType(click.ParamType):
+    """Seconds: ``1.5``, ``250ms``, ``30s``, ``5m``, ``2h``, ``1d``."""
+
+    name = "duration"
+    _RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            seconds = float(value)
+        else:
+            m = self._RE.match(str(value))
+            if m is None:
+                self.fail(f"{value!r} is not a duration (e.g. 1.5, 250ms, 30s, 5m, 2h)", param, ctx)
+            seconds = float(m.group(1)) * _UNITS[m.group(2)]
+        if not math.isfinite(seconds) or seconds < 0:
+            self.fail(f"{value!r} is not a non-negative duration", param, ctx)
+        return seconds
+
+
+DURATION = DurationType()
+
+
+def _key_values(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", ctx=ctx, param=param)
+        out[k] = v
+    return out
+
+
+def _ref(value: str) -> int | str:
+    """A task reference on the command line: decimal digits are an id, anything else a key."""
+    return int(value) if value.isdigit() else value
+
+
+def _ref_arg(ctx: click.Context, param: click.Parameter, value: str) -> int | str:
+    if not value:
+        raise click.BadParameter("a task id or key is required", ctx=ctx, param=param)
+    ref = _ref(value)
+    if isinstance(ref, int) and not 1 <= ref < 2**64:
+        raise click.BadParameter(f"task id out of range: {value}", ctx=ctx, param=param)
+    return ref
+
+
+def _fmt_time(unix_s: float | None, *, date: bool = True) -> str:
+    if unix_s is None:
+        return "-"
+    t = _dt.datetime.fromtimestamp(unix_s).astimezone()
+    return t.isoformat(timespec="milliseconds") if date else t.strftime("%H:%M:%S.%f")[:-3]
+
+
+def _fmt_seconds(s: float) -> str:
+    if s < 1:
+        return f"{s * 1000:.0f}ms"
+    if s < 120:
+        return f"{s:.1f}s"
+    return f"{s / 60:.1f}m"
+
+
+def _status_text(status: str, width: int = 0) -> str:
+    """``status`` with its colour as rich markup, padded to ``width`` visible characters."""
+    text = f"{status:<{width}}"
+    style = _STATUS_STYLE.get(status)
+    return f"[{style}]{text}[/{style}]" if style else text
+
+
+def _dump(obj: Any) -> None:
+    click.echo(json.dumps(obj, ensure_ascii=False, sort_keys=False))
+    sys.stdout.flush()
+
+
+def _result_json(r: Result) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": r.id,
+        "status": r.status,
+        "message": r.message,
+        "output_available": r.output_available,
+    }
+    value = r.value() if r.output_available else None
+    if isinstance(value, bytes):
+        out["output"] = None
+        out["output_base64"] = base64.b64encode(value).decode("ascii")
+    else:
+        out["output"] = value
+    return out
+
+
+def _print_result(r: Result) -> None:
+    line = f"task {r.id} {_status_text(r.status)}"
+    if r.message:
+        line += f": {escape(r.message)}"
+    console.print(line, highlight=False)
+    if not r.output_available:
+        return
+    value = r.value()
+    if value is None:
+        console.print("[dim]output: (empty)[/dim]")
+    elif isinstance(value, bytes):
+        console.print(f"[dim]output: {len(value)} bytes (binary)[/dim]")
+    elif isinstance(value, str):
+        console.print(value, markup=False, highlight=False)
+    else:
+        console.print_json(data=value)
+
+
+def _task_json(info: TaskInfo) -> dict[str, Any]:
+    return dataclasses.asdict(info)
+
+
+def _run(main: Coroutine[Any, Any, T], server: str = "", *, interrupt_ok: bool = False) -> T:
+    """Run a command's coroutine; client errors become a message and an exit code."""
+    from cronoq.client import ClientError, WaitTimeout
+
+    try:
+        return asyncio.run(main)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_OK if interrupt_ok else EXIT_INTERRUPTED)
+    except WaitTimeout as e:
+        fail(f"timed out: {e.message or 'wait timed out'}", EXIT_TIMEOUT)
+    except ClientError as e:
+        fail(*_describe(e, server))
+
+
+def _describe(e: Any, server: str) -> tuple[str, int]:
+    """(message, exit code) for a :class:`~cronoq.client.ClientError`."""
+    code, msg = e.code, e.message
+    if code == "not_found":
+        return (msg or "not found"), EXIT_NOT_FOUND
+    if code == "deadline_exceeded":
+        return f"timed out ({msg or 'deadline exceeded'})", EXIT_TIMEOUT
+    if code == "unavailable":
+        return f"cannot reach a leading server at {server}: {msg or 'unavailable'}", EXIT_ERROR
+    if code == "unauthenticated":
+        return f"not authenticated ({msg or 'missing or bad token'}); use --token or CRONOQ_TOKEN", EXIT_ERROR
+    if code == "permission_denied":
+        return f"permission denied: {msg or 'the token may not do this'}", EXIT_ERROR
+    return str(e), EXIT_ERROR
+
+
+def _need_client() -> None:
+    try:
+        import grpc  # noqa: F401
+    except ModuleNotFoundError:
+        fail("this command needs the client extra: pip install 'cronoq[client]'")
+
+
+def _client(server: str, token: str | None, tls: bool) -> Client:
+    from cronoq.client import Client
+
+    try:
+        return Client(server, token=token, tls=tls)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="'--server' / '--token'") from None
+
+
+def _check_spec(payload: object, fields: dict[str, Any]) -> None:
+    """Validate task fields up front: a bad value is a usage error (exit 2)."""
+    from cronoq.client import build_spec
+
+    try:
+        build_spec(payload, **fields)
+    except (ValueError, TypeError) as e:
+        raise click.UsageError(str(e)) from None
+
+
+EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {text}" for code, text in EXIT_CODES.items())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
 @click.version_option(package_name="cronoq", prog_name="cronoq")
 def cli() -> None:
-    """cronoq: an elastic, priority-aware task scheduler (server and tools)."""
+    """cronoq: an elastic, priority-aware task scheduler (server and tools).
+
+    Start a server with `cronoq serve`, serve a pool with `cronoq worker mymod:handle --pool
+    default`, then submit work with `cronoq submit '{"n": 1}' --wait`. Client commands talk to
+    --server (env CRONOQ_SERVER, default 127.0.0.1:7070) with --token (env CRONOQ_TOKEN).
+    """
 
 
 def _proto_text() -> str:
@@ -137,6 +406,832 @@ def serve(
         fail(str(e))
     except KeyboardInterrupt:  # pragma: no cover - SIGINT is handled inside serve()
         pass
+
+
+# ---------------------------------------------------------------------------------------------
+# worker
+
+Handler = Callable[["Lease"], Awaitable[object]]
+
+
+def load_handler(ref: str, app_dir: str | None = ".") -> Handler:
+    """``MODULE:FUNCTION`` (FUNCTION may be dotted) → an async handler taking the lease.
+
+    ``app_dir`` is put first on ``sys.path`` (default: the working directory, as for
+    ``python -m``). A sync function runs in a thread (``asyncio.to_thread``) so it never
+    blocks heartbeats; note that a thread cannot be interrupted when the lease is aborted.
+    Raises ``click.BadParameter`` for a malformed reference or a missing module/function.
+    """
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise click.BadParameter(f"expected MODULE:FUNCTION, got {ref!r}", param_hint="MODULE:FUNCTION")
+    if app_dir is not None:
+        path = os.path.abspath(app_dir)
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
+            raise click.BadParameter(
+                f"no module named {module_name!r} (looked in {app_dir or 'sys.path'}; see --app-dir)",
+                param_hint="MODULE:FUNCTION",
+            ) from None
+        raise
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise click.BadParameter(
+                f"module {module_name!r} has no attribute {attr!r}", param_hint="MODULE:FUNCTION"
+            ) from None
+    if not callable(obj):
+        raise click.BadParameter(f"{ref} is not callable", param_hint="MODULE:FUNCTION")
+    fn = obj
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):  # noqa: B004
+        handler: Handler = fn
+        return handler
+
+    async def run_sync(lease: Lease) -> object:
+        result = await asyncio.to_thread(fn, lease)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    run_sync.__name__ = getattr(fn, "__name__", "handler")
+    return run_sync
+
+
+async def _start_worker(w: Any, timeout: float | None) -> asyncio.Task[None]:
+    """Start ``w.run()`` and wait until it registered; a fatal session error is raised."""
+    run_task: asyncio.Task[None] = asyncio.create_task(w.run())
+    reg = asyncio.create_task(w.wait_registered())
+    try:
+        done, _ = await asyncio.wait({run_task, reg}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not reg.done():
+            reg.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reg
+    if run_task in done:
+        run_task.result()  # raises the session error
+        raise RuntimeError("the worker stopped before it registered")
+    if not done:
+        raise TimeoutError
+    return run_task
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("handler_ref", metavar="MODULE:FUNCTION")
+@click.option("--pool", "-p", required=True, help="Pool to serve.")
+@click.option(
+    "--slots",
+    "-n",
+    type=click.IntRange(1, 2**32 - 1),
+    default=1,
+    show_default=True,
+    help="Concurrent tasks requested (the server may grant fewer).",
+)
+@client_options
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    callback=_key_values,
+    metavar="KEY=VALUE",
+    help="Worker label (repeatable): joins a labelled worker group.",
+)
+@click.option("--name", default="", help="Worker name shown by the server (default: host:pid).")
+@click.option(
+    "--app-dir",
+    default=".",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Directory put first on sys.path before importing MODULE.",
+)
+@click.option(
+    "--grace",
+    type=DURATION,
+    default=10.0,
+    show_default=True,
+    help="On SIGTERM/SIGINT: how long running tasks may finish before they are cut short.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
+    show_default=True,
+    envvar="CRONOQ_LOG_LEVEL",
+)
+def worker(
+    handler_ref: str,
+    pool: str,
+    slots: int,
+    server: str,
+    token: str | None,
+    tls: bool,
+    labels: dict[str, str],
+    name: str,
+    app_dir: str,
+    grace: float,
+    log_level: str,
+) -> None:
+    """Serve POOL with a Python function: `cronoq worker mymodule:handle --pool default`.
+
+    The function takes the lease (`lease.json()`, `lease.payload`, `lease.attempt`,
+    `lease.tags`, ...) and returns the output (None, bytes, str or anything JSON). It may be
+    `async def` or a plain function (run in a thread). Raise `cronoq.Retryable` /
+    `cronoq.Permanent` to steer retries, `cronoq.client.Reject` to hand the task back. The
+    worker reconnects when the server goes away; SIGTERM/SIGINT drain it gracefully (no new
+    tasks, running ones get --grace) and it exits 0.
+
+    On stderr: `cronoq worker: registered id=ID pool=POOL slots=GRANTED server=ADDR` once
+    registered, `cronoq worker: stopped` at the end.
+    """
+    _need_client()
+    handler = load_handler(handler_ref, app_dir)
+    _setup_logging(log_level)
+    from cronoq.client import ClientError, Worker
+
+    worker_name = name or f"{socket.gethostname()}:{os.getpid()}"
+    try:
+        w = Worker(
+            server,
+            pool,
+            handler,
+            slots=slots,
+            token=token,
+            name=worker_name,
+            labels=labels,
+            grace=grace,
+            tls=tls,
+        )
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        stopping: list[asyncio.Task[None]] = []
+
+        def on_signal(sig: signal.Signals) -> None:
+            if not stopping:
+                _note(f"cronoq worker: {sig.name} received, draining (grace {grace:g}s)")
+                stopping.append(loop.create_task(w.stop(grace)))
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, on_signal, sig)
+        run_task: asyncio.Task[None] = loop.create_task(w.run())
+
+        async def announce() -> None:
+            wid = await w.wait_registered()
+            _note(f"cronoq worker: registered id={wid} pool={pool} slots={w.granted_slots} server={w.target}")
+
+        ann = loop.create_task(announce())
+        try:
+            await run_task
+        finally:
+            ann.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ann
+            for t in stopping:
+                await t
+        _note("cronoq worker: stopped")
+
+    try:
+        asyncio.run(main())
+    except ClientError as e:
+        fail(*_describe(e, server))
+    except KeyboardInterrupt:  # pragma: no cover - SIGINT is handled in main()
+        pass
+
+
+# ---------------------------------------------------------------------------------------------
+# submit, get, wait, cancel
+
+
+def _read_payload_file(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise click.BadParameter(
+            f"cannot read {path!r}: {e.strerror or e}", param_hint="'--payload-file'"
+        ) from None
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("payload", required=False)
+@client_options
+@click.option("--pool", "-p", default=None, help="Target pool (server default: 'default').")
+@click.option(
+    "--priority",
+    type=click.Choice(_PRIORITIES, case_sensitive=False),
+    default=None,
+    help="Priority class (default normal).",
+)
+@click.option("--key", default=None, help="Idempotency key: a second submit with it is a duplicate.")
+@click.option("--kind", default=None, help="Task kind (for metrics and duration estimates).")
+@click.option("--deadline-in", type=DURATION, default=None, help="Deadline from now (e.g. 30s).")
+@click.option("--start-in", type=DURATION, default=None, help="Fixed start from now (e.g. 5m).")
+@click.option("--timeout", type=DURATION, default=None, help="Per-attempt timeout.")
+@click.option("--max-attempts", type=click.IntRange(1), default=None, help="Attempts before giving up.")
+@click.option(
+    "--after",
+    "after",
+    multiple=True,
+    metavar="REF",
+    help="Run after this task (id or key) succeeded (repeatable).",
+)
+@click.option(
+    "--tag", "tags", multiple=True, callback=_key_values, metavar="KEY=VALUE", help="Tag (repeatable)."
+)
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    callback=_key_values,
+    metavar="KEY=VALUE",
+    help="Required worker label (repeatable).",
+)
+@click.option("--tenant", default=None, help="Tenant (fair share).")
+@click.option(
+    "--payload-file",
+    type=str,
+    default=None,
+    metavar="FILE",
+    help="Send this file's bytes as the payload ('-' = stdin).",
+)
+@click.option(
+    "--content-type",
+    default=None,
+    help="Content type of the payload (default: guessed; JSON for a PAYLOAD that parses).",
+)
+@click.option("--wait", is_flag=True, help="Wait for the outcome and print it.")
+@click.option(
+    "--wait-timeout", type=DURATION, default=None, help="With --wait: give up after this long (exit 4)."
+)
+@json_option
+def submit(
+    payload: str | None,
+    server: str,
+    token: str | None,
+    tls: bool,
+    pool: str | None,
+    priority: str | None,
+    key: str | None,
+    kind: str | None,
+    deadline_in: float | None,
+    start_in: float | None,
+    timeout: float | None,
+    max_attempts: int | None,
+    after: tuple[str, ...],
+    tags: dict[str, str],
+    labels: dict[str, str],
+    tenant: str | None,
+    payload_file: str | None,
+    content_type: str | None,
+    wait: bool,
+    wait_timeout: float | None,
+    as_json: bool,
+) -> None:
+    """Submit one task. PAYLOAD is sent as JSON when it parses as JSON, else as text.
+
+    \b
+    cronoq submit '{"image": 42}' --priority high --deadline-in 30s --wait
+    cronoq submit --payload-file report.csv --kind report --after ingest-1
+    """
+    _need_client()
+    from cronoq.client import RetryPolicy
+
+    if payload is not None and payload_file is not None:
+        raise click.UsageError("give PAYLOAD or --payload-file, not both")
+    value: object = None
+    if payload_file is not None:
+        value = _read_payload_file(payload_file)
+        if content_type is None:
+            content_type = mimetypes.guess_type(payload_file)[0] if payload_file != "-" else None
+    elif payload is not None:
+        try:
+            value = json.loads(payload)
+        except ValueError:
+            value = payload
+    if wait_timeout is not None and not wait:
+        raise click.UsageError("--wait-timeout needs --wait")
+    fields: dict[str, Any] = {
+        "pool": pool,
+        "priority": priority.lower() if priority else None,
+        "key": key,
+        "kind": kind,
+        "deadline_in": deadline_in,
+        "start_in": start_in,
+        "timeout": timeout,
+        "after": [_ref(a) for a in after] or None,
+        "tags": tags or None,
+        "labels": labels or None,
+        "tenant": tenant,
+        "content_type": content_type,
+    }
+    if max_attempts is not None:
+        fields["retry"] = RetryPolicy(max_attempts=max_attempts)
+    fields = {k: v for k, v in fields.items() if v is not None}
+    _check_spec(value, fields)
+
+    async def main() -> int:
+        async with _client(server, token, tls) as client:
+            sub = await client.submit(value, call_timeout=CALL_TIMEOUT, **fields)
+            if not wait:
+                if as_json:
+                    _dump({"id": sub.id, "duplicate": sub.duplicate})
+                else:
+                    dup = " (duplicate: a task with this key exists)" if sub.duplicate else ""
+                    console.print(f"submitted task {sub.id}{dup}", highlight=False)
+                return EXIT_OK
+            if not as_json:
+                dup = " (duplicate)" if sub.duplicate else ""
+                err_console.print(f"submitted task {sub.id}{dup}; waiting...", highlight=False)
+            result = await client.wait(sub.id, timeout=wait_timeout)
+            if as_json:
+                _dump({"id": sub.id, "duplicate": sub.duplicate, "result": _result_json(result)})
+            else:
+                _print_result(result)
+            return EXIT_OK if result.ok else EXIT_TASK_FAILED
+
+    sys.exit(_run(main(), server))
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("ref", metavar="REF", callback=_ref_arg)
+@client_options
+@json_option
+def get(ref: int | str, server: str, token: str | None, tls: bool, as_json: bool) -> None:
+    """Show a task: REF is its id (digits) or its key."""
+    _need_client()
+
+    async def main() -> None:
+        async with _client(server, token, tls) as client:
+            info = await client.get(ref, call_timeout=CALL_TIMEOUT)
+        if as_json:
+            _dump(_task_json(info))
+            return
+        from rich.table import Table
+
+        t = Table(show_header=False, box=None, pad_edge=False)
+        t.add_column(style="bold")
+        t.add_column()
+        rows = [
+            ("id", str(info.id)),
+            ("status", _status_text(info.status)),
+            ("pool", info.pool),
+            ("key", info.key or "-"),
+            ("kind", info.kind),
+            ("priority", info.priority),
+            ("attempt", f"{info.attempt} of {info.max_attempts}"),
+            ("tenant", info.tenant or "-"),
+            ("created", _fmt_time(info.created_at)),
+            ("started", _fmt_time(info.started_at)),
+            ("finished", _fmt_time(info.finished_at)),
+            ("message", info.message or "-"),
+            ("output", "available" if info.output_available else "-"),
+        ]
+        for k, v in rows:
+            t.add_row(k, v if k == "status" else escape(v))
+        console.print(t, highlight=False)
+
+    _run(main(), server)
+
+
+@cli.command("wait", epilog=EPILOG)
+@click.argument("ref", metavar="REF", callback=_ref_arg)
+@client_options
+@click.option(
+    "--timeout", type=DURATION, default=None, help="Give up after this long (exit 4). Default: no limit."
+)
+@json_option
+def wait_cmd(
+    ref: int | str, server: str, token: str | None, tls: bool, timeout: float | None, as_json: bool
+) -> None:
+    """Wait until a task has finished and print its outcome (exit 0 if it succeeded, 5 if not)."""
+    _need_client()
+
+    async def main() -> int:
+        async with _client(server, token, tls) as client:
+            result = await client.wait(ref, timeout=timeout)
+        if as_json:
+            _dump(_result_json(result))
+        else:
+            _print_result(result)
+        return EXIT_OK if result.ok else EXIT_TASK_FAILED
+
+    sys.exit(_run(main(), server))
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("ref", metavar="REF", callback=_ref_arg)
+@client_options
+@json_option
+def cancel(ref: int | str, server: str, token: str | None, tls: bool, as_json: bool) -> None:
+    """Cancel a task (id or key). Exit 0 also when it had already finished (then nothing changes)."""
+    _need_client()
+
+    async def main() -> None:
+        async with _client(server, token, tls) as client:
+            cancelled = await client.cancel(ref, call_timeout=CALL_TIMEOUT)
+        if as_json:
+            _dump({"ref": ref, "cancelled": cancelled})
+        elif cancelled:
+            console.print(f"cancelled task {ref}", highlight=False)
+        else:
+            console.print(f"task {ref} had already finished: not cancelled", highlight=False)
+
+    _run(main(), server)
+
+
+# ---------------------------------------------------------------------------------------------
+# watch
+
+
+def _event_json(ev: Event) -> dict[str, Any]:
+    return dataclasses.asdict(ev)
+
+
+def _print_event(ev: Event) -> None:
+    parts = [
+        f"[dim]{_fmt_time(ev.at, date=False)}[/dim]",
+        f"{ev.id:>6}",
+        escape(ev.pool),
+        _status_text(ev.status, 13),
+        f"attempt {ev.attempt}",
+    ]
+    if ev.key:
+        parts.insert(3, f"[bold]{escape(ev.key)}[/bold]")
+    line = "  ".join(parts)
+    if ev.message:
+        line += f"  [dim]{escape(ev.message)}[/dim]"
+    console.print(line, highlight=False, soft_wrap=True)
+
+
+@cli.command(epilog=EPILOG)
+@client_options
+@click.option("--pool", "-p", "pools", multiple=True, help="Only these pools (repeatable).")
+@click.option("--all-transitions", is_flag=True, help="Every status change, not only terminal ones.")
+@click.option(
+    "--id",
+    "ids",
+    multiple=True,
+    type=click.IntRange(1, 2**64 - 1),
+    help="Only this task id (repeatable; with --key: either matches).",
+)
+@click.option("--key", "keys", multiple=True, help="Only this task key (repeatable).")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Stop after this many events.")
+@click.option("--duration", type=DURATION, default=None, help="Stop after this long.")
+@json_option
+def watch(
+    server: str,
+    token: str | None,
+    tls: bool,
+    pools: tuple[str, ...],
+    all_transitions: bool,
+    ids: tuple[int, ...],
+    keys: tuple[str, ...],
+    limit: int | None,
+    duration: float | None,
+    as_json: bool,
+) -> None:
+    """Live tail of task status events (terminal ones unless --all-transitions).
+
+    Runs until Ctrl-C, --limit events or --duration. `--json` writes one event per line.
+    `cronoq watch: live` goes to stderr once the subscription is live.
+    """
+    _need_client()
+
+    async def main() -> None:
+        async with _client(server, token, tls) as client:
+            events = client.watch(
+                pools=list(pools), ids=list(ids), keys=list(keys), all_transitions=all_transitions
+            )
+            seen = 0
+
+            async def tail() -> None:
+                nonlocal seen
+                async with events:
+                    _note("cronoq watch: live")
+                    async for ev in events:
+                        if as_json:
+                            _dump(_event_json(ev))
+                        else:
+                            _print_event(ev)
+                            sys.stdout.flush()
+                        seen += 1
+                        if limit is not None and seen >= limit:
+                            return
+
+            if duration is None:
+                await tail()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(tail(), duration)
+
+    _run(main(), server, interrupt_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# top
+
+
+def _snapshot_json(snap: Snapshot) -> dict[str, Any]:
+    return dataclasses.asdict(snap)
+
+
+def snapshot_table(snap: Snapshot, *, title: str | None = None, caption: str | None = None) -> Table:
+    """The per-pool table of ``cronoq top`` (also used by examples/demo.py): workers
+    connected, capacity (granted slots), desired (autoscaler), busy (+held), pending in total
+    and by class (critical/high/normal/low), wait p50/p99, utilization, succeeded, failed."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(
+        title=title,
+        caption=caption,
+        title_justify="left",
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=0,
+        show_edge=False,
+    )
+    t.add_column("pool", style="bold", no_wrap=True)
+    for col in ("workers", "cap", "desired", "busy", "pending"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("c/h/n/l", justify="right", no_wrap=True)
+    for col in ("p50", "p99", "util"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("done", justify="right", style="green", no_wrap=True)
+    t.add_column("failed", justify="right", style="red", no_wrap=True)
+    for p in snap.pools:
+        t.add_row(
+            escape(p.name),
+            str(p.workers_connected),
+            str(p.capacity),
+            str(p.desired),
+            str(p.busy) + (f"+{p.held}h" if p.held else ""),
+            str(p.pending),
+            "/".join(str(n) for n in [*p.pending_by_class, 0, 0, 0, 0][:4]),
+            _fmt_seconds(p.wait_p50),
+            _fmt_seconds(p.wait_p99),
+            f"{p.utilization:.0%}",
+            str(p.succeeded),
+            str(p.failed),
+        )
+    return t
+
+
+def _totals_line(snap: Snapshot) -> str:
+    tot = ", ".join(f"{k} {v}" for k, v in snap.totals.items() if v)
+    return (
+        f"live {snap.live_tasks} · running {snap.running} · pending {snap.pending} · "
+        f"workers {snap.workers_connected}" + (f" · totals: {tot}" if tot else "")
+    )
+
+
+@cli.command(epilog=EPILOG)
+@client_options
+@click.option("--interval", type=DURATION, default=1.0, show_default=True, help="Refresh interval.")
+@click.option("--once", is_flag=True, help="Print one frame and exit.")
+@json_option
+def top(server: str, token: str | None, tls: bool, interval: float, once: bool, as_json: bool) -> None:
+    """Live per-pool table: workers, capacity, desired, busy, pending by class, wait p50/p99,
+    utilization (refreshed every --interval until Ctrl-C; --once prints one frame).
+    `--json` writes one snapshot per line."""
+    _need_client()
+    if interval <= 0:
+        raise click.BadParameter("must be > 0", param_hint="'--interval'")
+
+    async def main() -> None:
+        async with _client(server, token, tls) as client:
+            snap = await client.snapshot(call_timeout=CALL_TIMEOUT)
+            if as_json:
+                _dump(_snapshot_json(snap))
+                while not once:
+                    await asyncio.sleep(interval)
+                    _dump(_snapshot_json(await client.snapshot(call_timeout=CALL_TIMEOUT)))
+                return
+
+            def frame(s: Snapshot, note: str = "") -> Table:
+                stamp = _dt.datetime.now().strftime("%H:%M:%S")
+                caption = _totals_line(s) + (f"\n[red]{note}[/red]" if note else "")
+                return snapshot_table(s, title=f"cronoq top · {server} · {stamp}", caption=caption)
+
+            if once:
+                console.print(frame(snap), highlight=False)
+                return
+            from rich.live import Live
+
+            from cronoq.client import ClientError
+
+            with Live(frame(snap), console=console, refresh_per_second=4, auto_refresh=False) as live:
+                while True:
+                    await asyncio.sleep(interval)
+                    try:
+                        snap = await client.snapshot(call_timeout=max(interval, 5.0))
+                        live.update(frame(snap), refresh=True)
+                    except ClientError as e:
+                        live.update(frame(snap, f"stale: {e}"), refresh=True)
+
+    _run(main(), server, interrupt_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# bench
+
+
+@cli.command(epilog=EPILOG)
+@client_options
+@click.option("--count", "-n", type=click.IntRange(1), default=2000, show_default=True, help="Tasks to run.")
+@click.option("--pool", "-p", default="default", show_default=True, help="Pool to run them on.")
+@click.option(
+    "--slots",
+    type=click.IntRange(1),
+    default=64,
+    show_default=True,
+    help="Slots the benchmark's worker asks for (the pool's max caps the grant).",
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(1, 1000),
+    default=100,
+    show_default=True,
+    help="Tasks per SubmitBatch call.",
+)
+@click.option(
+    "--payload-size", type=click.IntRange(0), default=0, show_default=True, help="Payload bytes per task."
+)
+@click.option(
+    "--timeout", type=DURATION, default=300.0, show_default=True, help="Give up after this long (exit 4)."
+)
+@json_option
+def bench(
+    server: str,
+    token: str | None,
+    tls: bool,
+    count: int,
+    pool: str,
+    slots: int,
+    batch: int,
+    payload_size: int,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Throughput benchmark: submit --count no-op tasks in batches to a server and run them
+    with an in-process remote worker (this process); report tasks/s end to end.
+
+    Other workers of the pool may take some of the tasks; use an idle pool for clean figures.
+    """
+    _need_client()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from cronoq.client import Client, ClientError, Worker, task
+
+    async def noop(lease: Lease) -> None:
+        return None
+
+    payload = b"x" * payload_size if payload_size else None
+
+    async def main() -> int:
+        client = Client(server, token=token, tls=tls)
+        w = Worker(
+            server,
+            pool,
+            noop,
+            slots=slots,
+            token=token,
+            name=f"cronoq-bench:{os.getpid()}",
+            tls=tls,
+            reconnect=False,
+        )
+        async with client:
+            try:
+                run_task = await _start_worker(w, CALL_TIMEOUT)
+            except TimeoutError:
+                fail(f"the benchmark worker could not register with {server} within {CALL_TIMEOUT:g}s")
+            try:
+                return await measure(client, w.granted_slots)
+            finally:
+                await w.stop(grace=1.0)
+                with contextlib.suppress(Exception):
+                    await run_task
+
+    async def measure(client: Client, granted: int) -> int:
+        submitted: set[int] = set()
+        finished: dict[int, str] = {}  # terminal events, possibly before their submit returned
+        counted = 0
+        progress = Progress(
+            TextColumn("{task.description:<10}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            console=err_console,
+            disable=as_json,
+        )
+        all_done = asyncio.Event()
+        t0 = time.perf_counter()
+        submit_s = 0.0
+        with progress:
+            p_sub = progress.add_task("submitted", total=count, rate="")
+            p_done = progress.add_task("completed", total=count, rate="")
+            async with client.watch(pools=[pool]) as events:
+
+                async def collect() -> None:
+                    nonlocal counted
+                    async for ev in events:
+                        finished[ev.id] = ev.status
+                        if ev.id in submitted:
+                            counted += 1
+                        if counted >= count and len(submitted) == count:
+                            all_done.set()
+                            return
+
+                collector = asyncio.create_task(collect())
+                last = 0.0
+                try:
+                    left = count
+                    while left:
+                        n = min(batch, left)
+                        subs = await client.submit_batch(
+                            [task(payload, pool=pool, kind="bench") for _ in range(n)],
+                            call_timeout=CALL_TIMEOUT,
+                        )
+                        for s in subs:
+                            submitted.add(s.id)
+                            if s.id in finished:
+                                counted += 1
+                        left -= n
+                        progress.update(p_sub, completed=count - left)
+                        now = time.perf_counter()
+                        if now - last > 0.1:
+                            last = now
+                            progress.update(p_done, completed=counted, rate=f"{counted / (now - t0):,.0f}/s")
+                    submit_s = time.perf_counter() - t0
+                    progress.update(p_sub, rate=f"{count / submit_s:,.0f}/s")
+                    if counted >= count:
+                        all_done.set()
+                    deadline = t0 + timeout
+                    while not all_done.is_set():
+                        if collector.done():
+                            collector.result()
+                            raise ClientError("aborted", "the event stream ended before every task finished")
+                        if time.perf_counter() > deadline:
+                            fail(
+                                f"only {counted} of {count} tasks finished within {timeout:g}s", EXIT_TIMEOUT
+                            )
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(all_done.wait(), 0.1)
+                        now = time.perf_counter()
+                        progress.update(p_done, completed=counted, rate=f"{counted / (now - t0):,.0f}/s")
+                finally:
+                    collector.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await collector
+            total_s = time.perf_counter() - t0
+            progress.update(p_done, completed=counted, rate=f"{count / total_s:,.0f}/s")
+        statuses: dict[str, int] = {}
+        for i in submitted:
+            st = finished.get(i, "unknown")
+            statuses[st] = statuses.get(st, 0) + 1
+        report = {
+            "tasks": count,
+            "pool": pool,
+            "worker_slots": granted,
+            "batch": batch,
+            "payload_bytes": payload_size,
+            "submit_seconds": round(submit_s, 6),
+            "submit_per_s": round(count / submit_s, 1) if submit_s else None,
+            "seconds": round(total_s, 6),
+            "tasks_per_s": round(count / total_s, 1),
+            "statuses": statuses,
+        }
+        if as_json:
+            _dump(report)
+        else:
+            from rich.table import Table
+
+            t = Table(show_header=False, box=None, title="cronoq bench", title_justify="left")
+            t.add_column(style="bold")
+            t.add_column()
+            t.add_row("tasks", f"{count:,} on pool {pool!r} ({granted} worker slots, batches of {batch})")
+            t.add_row(
+                "submitted in", f"{submit_s:.2f}s ({count / submit_s:,.0f} tasks/s)" if submit_s else "-"
+            )
+            t.add_row("completed in", f"{total_s:.2f}s")
+            t.add_row("throughput", f"[bold green]{count / total_s:,.0f} tasks/s[/bold green] end to end")
+            t.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
+            console.print(t, highlight=False)
+        return EXIT_OK if statuses.get("succeeded", 0) == count else EXIT_ERROR
+
+    sys.exit(_run(main(), server))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -294,8 +294,8 @@ class FakeServer(pb_grpc.TasksServicer, pb_grpc.AdminServicer, pb_grpc.WorkersSe
         q: asyncio.Queue[Any] = asyncio.Queue()
         entry = (request, q)
         self.watchers.append(entry)
-        await context.send_initial_metadata(())
         self.watch_started.set()
+        await context.send_initial_metadata(())
         try:
             while True:
                 ev = await q.get()

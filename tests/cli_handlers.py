@@ -1,0 +1,25 @@
+"""Handlers for the ``cronoq worker`` tests (tests/test_cli.py): ``tests.cli_handlers:handle``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from cronoq.errors import Permanent
+
+
+async def handle(lease: Any) -> object:
+    """Echo: ``{"echo": <payload>, "attempt": n}``; a payload ``{"fail": true}`` fails permanently."""
+    value = lease.value()
+    if isinstance(value, dict) and value.get("fail"):
+        raise Permanent("asked to fail")
+    return {"echo": value, "attempt": lease.attempt}
+
+
+def handle_sync(lease: Any) -> str:
+    """A plain function (the CLI runs it in a thread)."""
+    time.sleep(0.01)
+    return f"sync:{lease.text()}"
+
+
+not_callable = 42
