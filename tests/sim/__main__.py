@@ -4,6 +4,9 @@
     python -m tests.sim --seeds 100 --steps 2000      # seeds 0..99 (or --seed S.. S+99)
     python -m tests.sim --soak [--minutes 10]         # random seeds until the time is up
 
+Each seed runs the base simulator (simulator.py) and then the feature simulator (featsim.py:
+dependencies, fixed starts, resources, labels, tenants, crash recovery); ``--only`` picks one.
+
 Exit status 1 on the first failure, after printing the seed, the step and the replay command.
 """
 
@@ -14,17 +17,24 @@ import random
 import sys
 import time
 
+from .featsim import FeatureSimulator
 from .simulator import SimFailure, SimStats, Simulator
 
 
-def _run(seed: int, steps: int, verbose: bool) -> SimStats:
-    return Simulator(seed, steps, verbose=verbose).run()
+def _run(seed: int, steps: int, verbose: bool, only: str | None = None) -> list[SimStats]:
+    out = []
+    if only in (None, "base"):
+        out.append(Simulator(seed, steps, verbose=verbose).run())
+    if only in (None, "features"):
+        out.append(FeatureSimulator(seed, steps, verbose=verbose).run())
+    return out
 
 
 def _line(st: SimStats) -> str:
     rate = st.total_steps / st.wall_seconds if st.wall_seconds else 0.0
+    kind = "features" if "crashes" in st.shadow else "base"
     return (
-        f"seed {st.seed:>10}: {st.steps} + {st.quiesce_steps} quiesce steps, {st.calls} calls, "
+        f"seed {st.seed:>10} {kind:>8}: {st.steps} + {st.quiesce_steps} quiesce steps, {st.calls} calls, "
         f"{st.submitted} tasks, {st.shadow.get('dispatches', 0)} dispatches, "
         f"{st.sim_seconds:.1f} sim-s, {st.wall_seconds:.2f} s ({rate:,.0f} steps/s)"
     )
@@ -38,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--soak", action="store_true", help="random seeds until --minutes have passed")
     ap.add_argument("--minutes", type=float, default=10.0, help="soak duration (default 10)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every engine call")
+    ap.add_argument("--only", choices=("base", "features"), default=None, help="run one simulator only")
     args = ap.parse_args(argv)
 
     if args.soak:
@@ -60,15 +71,16 @@ def main(argv: list[str] | None = None) -> int:
             if deadline is not None and time.monotonic() > deadline:
                 break
             try:
-                st = _run(seed, steps, args.verbose)
+                runs = _run(seed, steps, args.verbose, args.only)
             except SimFailure as e:
                 print(e, file=sys.stderr)
                 return 1
             n += 1
-            total_steps += st.total_steps
-            total_wall += st.wall_seconds
-            if args.verbose or not args.soak or n % 50 == 0:
-                print(_line(st), flush=True)
+            for st in runs:
+                total_steps += st.total_steps
+                total_wall += st.wall_seconds
+                if args.verbose or not args.soak or n % 50 == 0:
+                    print(_line(st), flush=True)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
     rate = total_steps / total_wall if total_wall else 0.0

@@ -10,6 +10,7 @@ import pytest
 from cronoq.engine import core as core_mod
 
 from .__main__ import main
+from .featsim import FeatureSimulator
 from .simulator import SimFailure, Simulator
 
 #: seeds x steps run by CI (see docs/testing.md); ~15-25 s on a laptop-class core
@@ -18,6 +19,11 @@ CI_STEPS = 3000
 #: a few longer runs: queues build up, retention and key reuse kick in
 LONG_SEEDS = (1001, 1002, 1003, 1004)
 LONG_STEPS = 25_000
+#: the feature simulator (deps, fixed starts, resources, labels, tenants, crash recovery)
+FEATURE_SEEDS = range(48)
+FEATURE_STEPS = 2000
+FEATURE_LONG_SEEDS = (2001, 2002)
+FEATURE_LONG_STEPS = 12_000
 
 
 @pytest.mark.parametrize("seed", CI_SEEDS)
@@ -29,6 +35,53 @@ def test_seed(seed: int) -> None:
 @pytest.mark.parametrize("seed", LONG_SEEDS)
 def test_long_seed(seed: int) -> None:
     Simulator(seed, LONG_STEPS, full_check_every=1000, snapshot_every=2500).run()
+
+
+@pytest.mark.parametrize("seed", FEATURE_SEEDS)
+def test_feature_seed(seed: int) -> None:
+    st = FeatureSimulator(seed, FEATURE_STEPS).run()
+    assert st.shadow["dispatches"] > 0
+
+
+@pytest.mark.parametrize("seed", FEATURE_LONG_SEEDS)
+def test_feature_long_seed(seed: int) -> None:
+    FeatureSimulator(seed, FEATURE_LONG_STEPS).run()
+
+
+def test_feature_sim_covers_its_features() -> None:
+    """The CI seeds exercise every feature: skips, misses, crashes with recovery."""
+    agg: dict[str, int] = {}
+    for seed in range(12):
+        st = FeatureSimulator(seed, 1500).run()
+        for k, v in st.shadow.items():
+            agg[k] = agg.get(k, 0) + v
+        for k in ("missed", "timeouts", "lease_expiries", "cancelled", "failed"):
+            agg["t_" + k] = agg.get("t_" + k, 0) + st.totals[k]
+    assert agg["skipped"] and agg["missed"] and agg["recoveries"] and agg["t_cancelled"], agg
+
+
+def test_feature_replay_is_deterministic() -> None:
+    a, b = FeatureSimulator(3, 1200), FeatureSimulator(3, 1200)
+    sa, sb = a.run(), b.run()
+    assert (sa.calls, sa.submitted, sa.totals, sa.shadow) == (sb.calls, sb.submitted, sb.totals, sb.shadow)
+    assert [a._fmt(x) for x in a.trace] == [b._fmt(x) for x in b.trace]
+
+
+def test_a_broken_recovery_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mutation check: recovery that forgets the interrupted attempt must fail with a replay line."""
+    orig = core_mod.Core.recover
+
+    def broken(self: core_mod.Core, now: int, rec) -> None:  # type: ignore[no-untyped-def]
+        for r in rec.tasks:
+            if r.status == "running":
+                r.attempt -= 1
+        orig(self, now, rec)
+
+    monkeypatch.setattr(core_mod.Core, "recover", broken)
+    with pytest.raises(SimFailure) as info:
+        for seed in range(20):
+            FeatureSimulator(seed, 2000).run()
+    assert "features/" in str(info.value) and f"--seed {info.value.seed} --steps 2000" in str(info.value)
 
 
 def test_replay_is_deterministic() -> None:

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cronoq.engine.config import CoreConfig, PoolConfig, PriorityConfig, UrgencyConfig
-from cronoq.engine.model import RetryPolicy, TaskOptions
+from cronoq.engine.model import ON_COMPLETE, ON_FAILURE, ON_SUCCESS, RetryPolicy, TaskOptions
+from cronoq.engine.resources import ResourceConfig
 from cronoq.engine.time import MS, NS
 
 UNKNOWN_POOL = "no-such-pool"
@@ -36,6 +37,14 @@ class TaskSpec:
     retry: RetryPolicy | None = None
     hint: int | None = None  # duration hint, ns
     kind: str = "default"
+    # later features (tests/sim/featsim.py); the defaults keep the base simulator unchanged
+    deps: list[tuple[int | str, int]] | None = None  # (target id or key, ON_* condition)
+    start_at: int | None = None  # absolute engine ns
+    tolerance: int = NS
+    on_miss: int = 0  # 0 run_late, 1 skip, 2 fail
+    resources: dict[str, int] | None = None
+    labels: dict[str, str] | None = None
+    tenant: str | None = None
 
     def options(self) -> TaskOptions:
         return TaskOptions(
@@ -45,11 +54,16 @@ class TaskSpec:
             timeout=self.timeout,
             retry=self.retry,
             duration_hint=self.hint,
+            tolerance=self.tolerance,
+            on_miss=self.on_miss,
+            labels=self.labels,
+            tenant=self.tenant,
+            resources=self.resources,
         )
 
     def batch_item(self) -> tuple[object, ...]:
-        """``Core.submit_batch`` item: (opts, payload, key, deadline, start_at, deps)."""
-        return (self.options(), None, self.key, self.deadline, None, None)
+        """``Core.submit_batch`` item: (opts, payload, key, deadline, start_at, deps, blob)."""
+        return (self.options(), None, self.key, self.deadline, self.start_at, self.deps, None)
 
     def short(self) -> str:
         parts = [f"p{self.priority}"]
@@ -65,6 +79,16 @@ class TaskSpec:
             parts.append(f"retry={self.retry.max_attempts}")
         if self.hint is not None:
             parts.append(f"hint={self.hint / NS:.3f}")
+        if self.deps:
+            parts.append("deps=" + "+".join(f"{t}/{'sfc'[c]}" for t, c in self.deps))
+        if self.start_at is not None:
+            parts.append(f"start={self.start_at / NS:.3f}~{self.tolerance / NS:.3f}/{self.on_miss}")
+        if self.resources:
+            parts.append(f"res={self.resources}")
+        if self.labels:
+            parts.append(f"labels={self.labels}")
+        if self.tenant is not None:
+            parts.append(f"tenant={self.tenant}")
         return "Task(" + ",".join(parts) + ")"
 
 
@@ -268,3 +292,199 @@ class Workload:
         if len(items) > 1 and rng.random() < self.sc.p_batch_dup_key:
             items[-1].key = items[0].key = f"k{rng.randrange(self.sc.key_space)}"
         return items
+
+
+# ------------------------------------------------------------------------ later features
+#
+# Used by the feature simulator (tests/sim/featsim.py): dependencies, fixed starts, shared
+# resources, worker labels, tenants, crash/recovery.  Their knobs live in ``Scenario.extra``.
+
+#: label sets of the labelled worker groups (task labels are subsets of these)
+LABEL_SETS: list[dict[str, str]] = [{"gpu": "1"}, {"zone": "a"}, {"gpu": "1", "zone": "a"}]
+TENANTS = ["t0", "t1", "t2"]
+TIME_BASE = 1_700_000_000 * NS  # a Unix time base: mutations carry Unix ns
+
+
+def make_feature_scenario(rng: random.Random) -> Scenario:
+    """A scenario for the feature simulator (consumes ``rng`` deterministically)."""
+    names = ["default", "b"][: rng.choice((1, 2, 2))]
+    max_capacity = rng.choice((2, 4, 6))
+    pools = []
+    for name in names:
+        fair = rng.random() < 0.5
+        pools.append(
+            PoolConfig(
+                name,
+                min=0,
+                max=max_capacity,
+                initial=rng.randint(0, max_capacity),
+                autoscale=False,
+                lease_ttl=rng.choice((None, None, 1.0)),
+                retry=random_retry(rng) if rng.random() < 0.7 else None,
+                default_duration=rng.choice((0.1, 1.0)),
+                unknown_dependency=rng.choice(("reject", "await", "await")),
+                await_timeout=rng.choice((None, 1.0, 5.0)),
+                reservable_fraction=rng.choice((0.0, 0.5, 1.0)),
+                fair_share=fair,
+                tenant_weights={"t0": 1.0, "t1": 2.0, "t2": 0.5} if fair and rng.random() < 0.5 else None,
+            )
+        )
+    resources = [
+        ResourceConfig.semaphore("sem", rng.choice((1, 2, 3))),
+        ResourceConfig.semaphore("sem2", rng.choice((1, 4))),
+        ResourceConfig.token_bucket("bucket", rng.choice((0.5, 2.0, 10.0)), rng.choice((1, 3))),
+    ]
+    crash = rng.random() < 0.7
+    config = CoreConfig(
+        pools,
+        emit_transitions=True,
+        retention=10.0**7,  # keys stay reserved: the base simulator covers retention
+        seed=rng.getrandbits(32),
+        window=60.0,
+        resources=resources,
+        persist=crash,
+        time_base=TIME_BASE,
+    )
+    faulty = rng.random() < 0.8
+    extra: dict[str, object] = {
+        "crash": crash,
+        "p_crash": rng.choice((1 / 300, 1 / 1000)) if crash else 0.0,
+        "p_commit": rng.choice((1.0, 0.7, 0.3)),
+        "p_deps": rng.choice((0.2, 0.5)),
+        "p_structure": rng.uniform(0.5, 2.0),  # op weight of chains/diamonds
+        "p_start": rng.choice((0.0, 0.15, 0.4)),
+        "p_resources": rng.choice((0.0, 0.2, 0.5)),
+        "p_labels": rng.choice((0.0, 0.2, 0.4)),
+        "p_tenant": 0.8 if any(p.fair_share for p in pools) else 0.0,
+        "recent_ids": [],  # maintained by the simulator: acknowledged ids, for id references
+        "next_struct": 0,
+    }
+    return Scenario(
+        config=config,
+        pool_names=names,
+        max_capacity=max_capacity,
+        op_weights={
+            "submit": rng.uniform(2, 5),
+            "structure": float(extra["p_structure"]),  # type: ignore[arg-type]
+            "cancel": rng.uniform(0, 0.6),
+            "capacity": rng.uniform(0.1, 0.6),
+            "advance": rng.uniform(3, 8),
+        },
+        class_weights=[rng.uniform(0.2, 1.0) for _ in range(4)],
+        p_key=rng.choice((0.3, 0.6)),
+        key_space=rng.choice((8, 30)),
+        p_deadline=0.0,
+        p_timeout=rng.choice((0.0, 0.3)),
+        p_hint=rng.choice((0.0, 0.5)),
+        p_task_retry=rng.choice((0.0, 0.3)),
+        p_unknown_pool=0.0,
+        batch_max=1,
+        p_batch_dup_key=0.0,
+        kinds=["a"],
+        mean_run=rng.choice((0.05, 0.3, 1.0)),
+        p_fail=rng.uniform(0, 0.3) if faulty else 0.0,
+        p_permanent=rng.uniform(0, 0.4),
+        p_retry_after=rng.uniform(0, 0.5),
+        p_hang=rng.uniform(0, 0.05) if faulty else 0.0,
+        p_slow=0.0,
+        p_lose_lease=rng.uniform(0, 0.05) if faulty else 0.0,
+        p_zombie=rng.uniform(0, 0.5),
+        p_dup_report=0.0,
+        p_wait=0.0,
+        extra=extra,
+    )
+
+
+def _cond(rng: random.Random) -> int:
+    return rng.choices((ON_SUCCESS, ON_FAILURE, ON_COMPLETE), weights=(6, 1, 3))[0]
+
+
+def f_deps(rng: random.Random, sc: Scenario, now: int, spec: TaskSpec) -> None:
+    """Edges to keys of the key space (existing, finished, or not yet submitted: awaited or
+    ``unknown_dependency``) and to recently acknowledged ids."""
+    if rng.random() >= float(sc.extra["p_deps"]):  # type: ignore[arg-type]
+        return
+    recent: list[int] = sc.extra["recent_ids"]  # type: ignore[assignment]
+    deps: list[tuple[int | str, int]] = []
+    for _ in range(rng.choice((1, 1, 2, 3))):
+        if recent and rng.random() < 0.3:
+            deps.append((rng.choice(recent[-50:]), _cond(rng)))
+        else:
+            deps.append((f"k{rng.randrange(sc.key_space)}", _cond(rng)))
+    spec.deps = deps
+
+
+def f_fixed_start(rng: random.Random, sc: Scenario, now: int, spec: TaskSpec) -> None:
+    if rng.random() >= float(sc.extra["p_start"]):  # type: ignore[arg-type]
+        return
+    spec.start_at = max(0, now + int(rng.uniform(-0.5, 8.0) * NS))
+    spec.tolerance = rng.choice((0, 10 * MS, 200 * MS, NS, 3 * NS))
+    spec.on_miss = rng.choice((0, 1, 2))
+    if spec.hint is None:  # a known expected duration: exact reservation windows
+        spec.hint = rng.choice((10 * MS, 300 * MS, NS))
+
+
+def f_resources(rng: random.Random, sc: Scenario, now: int, spec: TaskSpec) -> None:
+    if rng.random() >= float(sc.extra["p_resources"]):  # type: ignore[arg-type]
+        return
+    caps = {r.name: r.capacity for r in sc.config.resources}
+    res: dict[str, int] = {}
+    for name in rng.sample(sorted(caps), rng.choice((1, 1, 2))):
+        res[name] = rng.randint(1, caps[name])
+    spec.resources = res
+
+
+def f_labels(rng: random.Random, sc: Scenario, now: int, spec: TaskSpec) -> None:
+    if rng.random() < float(sc.extra["p_labels"]):  # type: ignore[arg-type]
+        spec.labels = dict(rng.choice(LABEL_SETS))
+
+
+def f_tenant(rng: random.Random, sc: Scenario, now: int, spec: TaskSpec) -> None:
+    if rng.random() < float(sc.extra["p_tenant"]):  # type: ignore[arg-type]
+        spec.tenant = rng.choice(TENANTS)
+
+
+FEATURE_TASK_FEATURES: list[Feature] = [
+    f_pool,
+    f_priority,
+    f_key,
+    f_timeout,
+    f_retry,
+    f_hint,
+    f_deps,
+    f_fixed_start,
+    f_resources,
+    f_labels,
+    f_tenant,
+]
+
+
+def structure(wl: Workload, now: int) -> tuple[list[TaskSpec], bool]:
+    """A chain or a diamond of fresh keys: ``(specs, as_batch)``.
+
+    As a batch the members come in a random order (forward references by key); as single
+    submissions, sometimes dependents first, so their edges wait for awaited keys.
+    """
+    rng, sc = wl.rng, wl.sc
+    n0 = int(sc.extra["next_struct"])  # type: ignore[call-overload]
+    shape = rng.choice(("chain", "diamond"))
+    size = rng.randint(2, 5) if shape == "chain" else 4
+    sc.extra["next_struct"] = n0 + 1
+    keys = [f"s{n0}.{i}" for i in range(size)]
+    specs = []
+    for i in range(size):
+        s = wl.task(now)
+        s.key = keys[i]
+        if shape == "chain":
+            parents = [i - 1] if i else []
+        else:
+            parents = [[], [0], [0], [1, 2]][i]
+        edges: list[tuple[int | str, int]] = [(keys[j], _cond(rng)) for j in parents]
+        s.deps = edges + (s.deps or []) if edges else s.deps
+        specs.append(s)
+    as_batch = rng.random() < 0.6
+    if as_batch:
+        rng.shuffle(specs)
+    elif rng.random() < 0.5:
+        specs.reverse()  # dependents first: awaited keys (or unknown_dependency)
+    return specs, as_batch

@@ -582,7 +582,9 @@ class Core:
                 continue
             pool = pools[i]
             t = new_task(now, pool, item[0], item[1], item[2], item[3])
-            t.unmet = indeg[i]  # its member edges, linked below
+            # its member edges, linked below; a broken edge never counts as met, so a cascade
+            # from another member cannot release it before it is skipped below
+            t.unmet = indeg[i] + broken[i]
             start_at = item[4]
             if start_at is not None:
                 win = windows[i]
@@ -1332,7 +1334,6 @@ class Core:
         heapq.heappush(self.timers, (when, self.timer_n, kind, t, token))
 
     @staticmethod
-    @staticmethod
     def _timer_valid(kind: int, t: TaskState, token: int) -> bool:
         st = t.status
         if kind == T_RETRY:
@@ -1782,7 +1783,9 @@ class Core:
             except SubmitError as e:
                 rec.quarantined.append((r.id, f"cannot recover task: {e.message}"))
                 continue
+            publish, self.publish = self.publish, False  # no event under the temporary id
             t = self._new_task(now - 0, pool, opts, r.payload, spec.key, None)
+            self.publish = publish
             self.seq -= 1  # _new_task consumed a sequence number: give it back, keep the old id
             del self.tasks[t.id]
             if spec.key is not None and self.keys.get(spec.key) == t.id:
@@ -1795,6 +1798,8 @@ class Core:
                 self.keys[spec.key] = t.id
             self._n_submitted -= 1  # counted when it was first submitted
             t.attempt = r.attempt
+            if publish and self.emit_transitions:
+                self._event(t, now, None)  # blocked, under its real id
             t.started_at = None if r.started is None else r.started - tb
             t.message = r.message
             if spec.deadline is not None:
@@ -1829,6 +1834,9 @@ class Core:
                         self.awaiting.setdefault(target, []).append((t, cond))
                         t.unmet += 1
                         t.awaiting += 1
+                        timeout = self.pools[t.opts.pool_index].cfg.await_timeout
+                        if timeout is not None and t.awaiting == 1:  # re-arm, from the submission
+                            self._push_timer(t.created_at + timeout, T_AWAIT, t, 0)
                     elif cond != ON_COMPLETE:
                         t.message = MSG_ALREADY_FINISHED
                         t.unmet = -1  # broken

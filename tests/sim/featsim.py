@@ -1,0 +1,457 @@
+"""The feature simulator: dependencies, fixed starts, resources, labels, tenants, crashes.
+
+``FeatureSimulator(seed, steps).run()`` works like :class:`~tests.sim.simulator.Simulator`
+(one ``random.Random``, a fault phase, then quiescence that must end every task) but drives an
+engine configured with the later features and checks them with
+:class:`~tests.sim.feature_invariants.FeatureShadow`.
+
+Crash recovery (SPEC §15): with ``CoreConfig(persist=True)`` every engine call's ``Persist``
+mutations are buffered; at the end of a step they are *committed* (group commit, with
+probability ``p_commit``, else they wait for a later step) into a row table folded exactly as
+the SQL stores fold them (:func:`cronoq.store._records.fold`), and only then are that step's
+submitters acknowledged.  A crash (random, during the fault phase) drops the engine, the
+uncommitted mutations and every in-flight worker; a new ``Core`` with the next epoch recovers
+from :func:`cronoq.store._records.build_recovered` over the committed rows - the same recovery
+path as ``SqliteStore``/``PostgresStore`` - and the shadow is rebuilt from the committed log.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import time
+from collections import deque
+from typing import Any
+
+from cronoq.engine.actions import Abort, Dispatch
+from cronoq.engine.core import Core
+from cronoq.engine.time import MS, NS
+from cronoq.errors import SubmitError
+from cronoq.store._records import TASK_COLUMNS, build_recovered, fold
+from cronoq.store.codec import JsonCodec
+
+from .feature_invariants import TERMINAL, FeatureShadow
+from .invariants import InvariantViolation
+from .simulator import SimFailure, SimStats
+from .workload import FEATURE_TASK_FEATURES, LABEL_SETS, TaskSpec, Workload, make_feature_scenario, structure
+
+_STARTED = TASK_COLUMNS.index("started")
+_UPDATE_COLS = ("status", "attempt", "message", "output", "has_output", "started", "finished")
+
+
+class RowStore:
+    """The committed state, as a SQL store keeps it (rows written by ``fold``)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, list[Any]] = {}
+        self.codec = JsonCodec()
+        self.log: list[Any] = []
+
+    def commit(self, mutations: list[Any]) -> None:
+        self.log.extend(mutations)
+        batch = fold(mutations, self.codec)
+        for row in batch.inserts:  # INSERT ... ON CONFLICT (id) DO UPDATE SET every column
+            self.rows[row[0]] = list(row)
+        idx = [TASK_COLUMNS.index(c) for c in _UPDATE_COLS]
+        for upd in batch.updates:  # UPDATE ... started = COALESCE(started, ?) ... WHERE id = ?
+            row = self.rows.get(upd[-1])
+            if row is None:
+                continue
+            for i, v in zip(idx, upd[:-1]):
+                if i == _STARTED and row[i] is not None:
+                    continue
+                row[i] = v
+
+    def recovered(self) -> Any:
+        return build_recovered([tuple(r) for _, r in sorted(self.rows.items())], [], self.codec, 0)
+
+
+class FeatureSimulator:
+    def __init__(self, seed: int, steps: int = 2000, *, verbose: bool = False, trace_len: int = 40) -> None:
+        self.seed = seed
+        self.steps = steps
+        self.verbose = verbose
+        self.rng = random.Random(seed ^ 0x5EED_F00D)
+        self.sc = make_feature_scenario(self.rng)
+        self.workload = Workload(self.sc, self.rng, FEATURE_TASK_FEATURES)
+        self.config = self.sc.config
+        self.epoch = 0
+        self.now = 0
+        self.core = Core(self.config, now=0, epoch=0)
+        self.core.publish = True
+        self.shadow = FeatureShadow(self.config, self.core)
+        self.store = RowStore()
+        self.uncommitted: list[Any] = []
+        self.pending_acks: list[int] = []
+        self.acked: set[int] = set()
+        self.trace: deque[tuple[Any, ...]] = deque(maxlen=trace_len)
+        self.step = 0
+        self.phase = "faults"
+        self.faults = True
+        self.calls = 0
+        self.crashes = 0
+        self.agenda: list[tuple[int, int, int, int, Any]] = []
+        self.agenda_n = 0
+        self.attempts: dict[int, int] = {}  # lease -> pool
+        self.recent: list[int] = self.sc.extra["recent_ids"]  # type: ignore[assignment]
+        ops = self.sc.op_weights
+        self.op_names = list(ops)
+        self.op_cum: list[float] = []
+        acc = 0.0
+        for k in self.op_names:
+            acc += ops[k]
+            self.op_cum.append(acc)
+
+    # ------------------------------------------------------------------ engine calls
+
+    def _log(self, call: str, args: tuple[Any, ...], result: object, actions: list[Any]) -> None:
+        self.trace.append((self.step, self.now, call, args, result, actions))
+        if self.verbose:
+            print(self._fmt(self.trace[-1]))
+
+    @staticmethod
+    def _fmt(entry: tuple[Any, ...]) -> str:
+        step, now, call, args, result, actions = entry
+        a = ", ".join(x.short() if isinstance(x, TaskSpec) else repr(x) for x in args)
+        acts = "; ".join(repr(x) for x in actions if type(x).__name__ != "Persist")
+        res = "" if result is None else f" -> {result!r}"
+        return f"{step:>6} {now / NS:>12.6f} {call}({a}){res}" + (f" | {acts}" if acts else "")
+
+    def _finish(self, call: str, args: tuple[Any, ...], result: object) -> list[Any]:
+        actions = self.core.drain_actions()
+        self._log(call, args, result, actions)
+        return actions
+
+    def _after(self, actions: list[Any]) -> None:
+        self.uncommitted.extend(self.shadow.mutations)
+        self._react(actions)
+
+    def submit(self, specs: list[TaskSpec], batch: bool) -> None:
+        self.calls += 1
+        sh = self.shadow
+        sh.begin(self.now, "submit_batch" if batch else "submit")
+        pred = sh.predict_submit(specs, batch)
+        result: list[tuple[int, bool]] | None = None
+        code = None
+        try:
+            if batch:
+                result = self.core.submit_batch(self.now, [s.batch_item() for s in specs])
+            else:
+                s = specs[0]
+                result = [
+                    self.core.submit(self.now, s.options(), None, s.key, s.deadline, s.start_at, s.deps)
+                ]
+        except SubmitError as e:
+            code = e.code
+        actions = self._finish(sh.call, tuple(specs), code or result)
+        sh.after_submit(specs, pred, result, code, actions)
+        if result is not None:
+            self.pending_acks.extend(tid for tid, _ in result)
+        self._after(actions)
+
+    def report(self, lease: int, outcome: tuple[Any, ...]) -> None:
+        self.calls += 1
+        sh = self.shadow
+        if outcome[0] == "ok":
+            sh.begin(self.now, "complete", ("complete", lease, lease))
+            ok = self.core.complete(self.now, lease, lease)
+        else:
+            perm = outcome[0] == "permanent"
+            sh.begin(self.now, "fail", ("fail", lease, perm, outcome[1]))
+            ok = self.core.fail(self.now, lease, outcome[1], permanent=perm, retry_after=outcome[2])
+        actions = self._finish(sh.call, (lease, outcome), ok)
+        if ok != (lease in sh.leases):
+            sh.fail("reports", f"report for lease {lease} returned {ok}")
+        sh.apply(actions)
+        self._after(actions)
+
+    def heartbeat(self, lease: int) -> None:
+        self.calls += 1
+        self.shadow.begin(self.now, "heartbeat")
+        ok = self.core.heartbeat(self.now, lease)
+        actions = self._finish("heartbeat", (lease,), ok)
+        if ok != (lease in self.shadow.leases) or actions:
+            self.shadow.fail("reports", f"heartbeat({lease}) -> {ok} {actions}")
+
+    def cancel(self, ref: int | str) -> None:
+        self.calls += 1
+        sh = self.shadow
+        tid = sh.keys.get(ref) if isinstance(ref, str) else ref
+        t = sh.tasks.get(tid) if tid is not None else None
+        live = t is not None and t.status not in TERMINAL
+        sh.begin(self.now, "cancel", ("cancel", tid))
+        ok = self.core.cancel(self.now, ref)
+        actions = self._finish("cancel", (ref,), ok)
+        if ok != live:
+            sh.fail("reports", f"cancel({ref!r}) returned {ok}, the task is {t}")
+        sh.apply(actions)
+        if live and t is not None and t.status != "cancelled":
+            sh.fail("cause", f"cancel({ref!r}) left {t}")
+        self._after(actions)
+
+    def set_group_capacity(self, pool: str, labels: dict[str, str] | None, n: int) -> None:
+        self.calls += 1
+        self.shadow.begin(self.now, "set_group_capacity")
+        self.core.set_group_capacity(self.now, pool, labels, n)
+        actions = self._finish("set_group_capacity", (pool, labels, n), None)
+        if actions:
+            self.shadow.fail("groups", f"set_group_capacity produced actions {actions}")
+        self.shadow.set_group_capacity(self.shadow.pool_by_name[pool], labels, n)
+
+    def tick(self) -> None:
+        self.calls += 1
+        sh = self.shadow
+        sh.begin(self.now, "tick")
+        self.core.tick(self.now)
+        actions = self._finish("tick", (), None)
+        sh.apply(actions)
+        sh.after_tick()
+        self._after(actions)
+
+    def advance_to(self, t: int) -> None:
+        assert t >= self.now
+        self.now = t
+
+    # ------------------------------------------------------------------ commits and crashes
+
+    def _commit(self) -> None:
+        if self.uncommitted:
+            self.shadow.on_commit(self.uncommitted)
+            self.store.commit(self.uncommitted)
+            self.uncommitted = []
+        for tid in self.pending_acks:
+            if tid not in self.acked:
+                self.acked.add(tid)
+                self.recent.append(tid)
+        self.pending_acks = []
+        if len(self.recent) > 200:
+            del self.recent[:100]
+
+    def _crash(self) -> None:
+        """Drop the engine, the uncommitted mutations and every worker; recover from the store."""
+        self.crashes += 1
+        self.uncommitted = []
+        self.pending_acks = []  # never acknowledged: the submitters got no answer
+        self.agenda = []
+        self.attempts = {}
+        self.epoch += 1
+        self._log("crash", (self.epoch,), None, [])
+        core = Core(self.config, now=self.now, epoch=self.epoch)
+        core.publish = True
+        self.core = core
+        sh = self.shadow
+        sh.now = self.now
+        sh.reset(core, self.epoch)
+        rec = self.store.recovered()
+        last = sh.rebuild(self.store.log)
+        self.calls += 1
+        sh.begin(self.now, "recover", ("recover",))
+        core.recover(self.now, rec)
+        actions = self._finish("recover", (len(rec.tasks), len(rec.terminal)), None)
+        sh.apply(actions)
+        for tid, t in sh.tasks.items():
+            if t.status == "new":
+                sh.fail("recovery", f"recovered live task {tid} published no events")
+        sh.check_recovered(last, self.acked)
+        self._after(actions)
+        self.recent[:] = [tid for tid in self.recent if tid in sh.tasks]
+
+    # ------------------------------------------------------------------ running
+
+    def run(self) -> SimStats:
+        t0 = time.perf_counter()
+        try:
+            for pool in self.sc.pool_names:  # labelled worker groups register
+                for labels in LABEL_SETS:
+                    if self.rng.random() < 0.6:
+                        self.set_group_capacity(pool, labels, self.rng.randint(1, 2))
+            for step in range(self.steps):
+                self.step = step
+                self._step()
+                if self.rng.random() < float(self.sc.extra["p_crash"]):  # type: ignore[arg-type]
+                    self._crash()
+                elif self.rng.random() < float(self.sc.extra["p_commit"]):  # type: ignore[arg-type]
+                    self._commit()
+                if step % 250 == 249:
+                    self.shadow.check_full()
+            self._commit()
+            self._quiesce()
+        except Exception as e:
+            if isinstance(e, SimFailure):
+                raise
+            raise SimFailure(
+                self.seed,
+                self.steps,
+                self.step,
+                f"features/{self.phase}",
+                e,
+                [self._fmt(x) for x in self.trace],
+            ) from e
+        st = SimStats(seed=self.seed)
+        st.steps = self.steps
+        st.quiesce_steps = self.step - self.steps
+        st.calls = self.calls
+        st.submitted = len(self.shadow.all_ids)
+        st.sim_seconds = self.now / NS
+        st.wall_seconds = time.perf_counter() - t0
+        st.shadow = dict(self.shadow.stats, crashes=self.crashes)
+        st.totals = dict(self.core.totals)
+        return st
+
+    def _step(self) -> None:
+        rng = self.rng
+        if self.agenda and self.agenda[0][0] <= self.now and rng.random() < 0.7:
+            self._worker_event()
+        else:
+            r = rng.random() * self.op_cum[-1]
+            op = self.op_names[next(i for i, c in enumerate(self.op_cum) if r < c)]
+            if op == "advance":
+                self._advance()
+                return
+            getattr(self, "_op_" + op)()
+        if rng.random() < 0.8:
+            self.tick()
+
+    def _quiesce(self) -> None:
+        """Faults off, no crashes, capacity and groups back, awaited keys provided: all must end."""
+        self.phase = "quiesce"
+        self.faults = False
+        sh = self.shadow
+        for name in self.sc.pool_names:
+            pi = sh.pool_by_name[name]
+            if sh.groups[pi][0].capacity == 0:
+                self.set_group_capacity(name, None, self.rng.randint(1, self.sc.max_capacity))
+            self.set_group_capacity(name, LABEL_SETS[-1], 2)  # accepts every task label set
+        for key in sorted(k for k, ws in sh.awaiting.items() if ws and k not in sh.keys):
+            self.submit([TaskSpec(key=key)], False)
+        self._commit()
+        self.tick()
+        last = (-1, -1)
+        progress_at = self.step
+        while self.core.live or self.agenda:  # (the shadow's view is checked at the end)
+            self.step += 1
+            prog = (sh.stats["dispatches"], sh.stats["ended"])
+            if prog != last:
+                last, progress_at = prog, self.step
+            if self.step - progress_at > 5000:
+                live = [t for t in sh.tasks.values() if t.status not in TERMINAL]
+                raise InvariantViolation("liveness", f"no progress for 5000 quiesce steps: {live[:5]}")
+            if self.agenda and self.agenda[0][0] <= self.now:
+                self._worker_event()
+            else:
+                cands = [
+                    x
+                    for x in (self.core.next_wakeup(), self.agenda[0][0] if self.agenda else None)
+                    if x is not None
+                ]
+                if not cands:
+                    live = [t for t in sh.tasks.values() if t.status not in TERMINAL]
+                    raise InvariantViolation(
+                        "liveness", f"stuck: no timers, no worker events; e.g. {live[:5]}"
+                    )
+                self.advance_to(max(self.now, min(cands)))
+            self.tick()
+            self._commit()
+        sh.check_full()
+        sh.check_terminal_all(self.acked)
+
+    # ------------------------------------------------------------------ client ops
+
+    def _op_submit(self) -> None:
+        self.submit([self.workload.task(self.now)], False)
+
+    def _op_structure(self) -> None:
+        specs, as_batch = structure(self.workload, self.now)
+        if as_batch:
+            self.submit(specs, True)
+        else:
+            for s in specs:
+                self.submit([s], False)
+
+    def _op_cancel(self) -> None:
+        rng = self.rng
+        if self.recent and rng.random() < 0.7:
+            ref: int | str = rng.choice(self.recent[-60:])
+        else:
+            ref = f"k{rng.randrange(self.sc.key_space)}"
+        self.cancel(ref)
+
+    def _op_capacity(self) -> None:
+        rng = self.rng
+        pool = rng.choice(self.sc.pool_names)
+        n = 0 if rng.random() < 0.2 else rng.randint(1, self.sc.max_capacity)
+        labels = None if rng.random() < 0.5 else rng.choice(LABEL_SETS)
+        self.set_group_capacity(pool, labels, n)
+
+    def _advance(self) -> None:
+        rng = self.rng
+        nw = self.core.next_wakeup()
+        na = self.agenda[0][0] if self.agenda else None
+        r = rng.random()
+        if r < 0.6:
+            target = self.now + int(rng.expovariate(5.0) * NS)
+            cands = [x for x in (nw, na) if x is not None]
+            if cands:
+                target = min(cands)
+        else:
+            target = self.now + int(rng.expovariate(2.0) * NS)
+        for bound in (nw, na):
+            if bound is not None and bound < target:
+                target = bound
+        self.advance_to(max(self.now, target))
+        self.tick()
+
+    # ------------------------------------------------------------------ workers
+
+    def _schedule(self, at: int, kind: int, lease: int, data: Any = None) -> None:
+        self.agenda_n += 1
+        heapq.heappush(self.agenda, (at, self.agenda_n, kind, lease, data))
+
+    def _react(self, actions: list[Any]) -> None:
+        for a in actions:
+            if type(a) is Dispatch:
+                self._start(a)
+            elif type(a) is Abort:
+                self.attempts.pop(a.lease, None)
+
+    def _start(self, d: Dispatch) -> None:
+        rng, sc = self.rng, self.sc
+        t = d.task
+        pool = t.opts.pool_index
+        ttl = self.config.pools[pool].lease_ttl
+        timeout = t.opts.timeout
+        self.attempts[d.lease] = pool
+        run = int(rng.expovariate(1.0 / sc.mean_run) * NS)
+        f = self.faults
+        if not f and timeout is not None:
+            run = min(run, timeout // 2)
+        if f and rng.random() < sc.p_hang and (timeout is not None or ttl is not None):
+            return
+        lost = f and ttl is not None and rng.random() < sc.p_lose_lease
+        if f and rng.random() < sc.p_fail:
+            if rng.random() < sc.p_permanent:
+                outcome: tuple[Any, ...] = ("permanent", "boom", None)
+            else:
+                ra = rng.choice((0, 10 * MS, 500 * MS)) if rng.random() < sc.p_retry_after else None
+                outcome = ("retry", f"flaky #{rng.randrange(10)}", ra)
+        else:
+            outcome = ("ok",)
+        self._schedule(self.now + run, 0, d.lease, outcome)
+        if ttl is not None and not lost:
+            self._schedule(self.now + int(ttl * NS * rng.uniform(0.2, 0.7) / NS), 1, d.lease)
+
+    def _worker_event(self) -> None:
+        while self.agenda and self.agenda[0][0] <= self.now:
+            _, _, kind, lease, data = heapq.heappop(self.agenda)
+            pool = self.attempts.get(lease)
+            if pool is None:
+                continue  # aborted or finished
+            if kind == 1:
+                self.heartbeat(lease)
+                ttl = self.config.pools[pool].lease_ttl
+                assert ttl is not None
+                self._schedule(self.now + int(ttl * self.rng.uniform(0.2, 0.7)), 1, lease)
+                return
+            del self.attempts[lease]
+            self.report(lease, data)
+            return
