@@ -208,7 +208,7 @@ async def test_watch_ids_filter(client: Client) -> None:
 
 
 async def test_watch_data_loss_when_consumer_lags(api_server: ServerProc, raw: Raw, client: Client) -> None:
-    # A watcher that never reads while far more events than the server buffers (4096) happen;
+    # A watcher that never reads while far more events than the server buffers (16384) happen;
     # tiny HTTP/2 windows on its channel, so the transport cannot absorb them either.
     opts = [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 1024)]
     channel = grpc.aio.insecure_channel(api_server.grpc, options=opts)
@@ -216,7 +216,7 @@ async def test_watch_data_loss_when_consumer_lags(api_server: ServerProc, raw: R
     await call.initial_metadata()
     payload = b"x" * 64
     ids: list[int] = []
-    for _ in range(5):
+    for _ in range(7):  # 7 x 1000 tasks x 3 events (blocked, ready, cancelled) > 16384
         subs = await client.submit_batch([task(payload, pool="idle") for _ in range(1000)])
         ids.extend(s.id for s in subs)
         await asyncio.gather(*(client.cancel(i) for i in ids[-1000:]))

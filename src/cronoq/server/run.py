@@ -277,9 +277,9 @@ async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> 
         lead_task = loop.create_task(lead())
         await stop.wait()
     finally:
-        # stop accepting new calls (running ones, e.g. worker streams, go on during the grace)
-        grace = config.server.shutdown_grace_s
-        grpc_stop = loop.create_task(server.stop(grace + 5.0))
+        # stop accepting new calls: they answer UNAVAILABLE (SPEC §17.4) while running ones, e.g.
+        # worker streams, go on during the grace; the listeners close after the scheduler stopped
+        app.stopping = True
         if lead_task is not None and not lead_task.done():
             lead_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -289,6 +289,7 @@ async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> 
             await app.stop()
         except Exception:
             log.exception("error while stopping the scheduler")
+        grpc_stop = loop.create_task(server.stop(2.0))
         for h_ in https:
             await h_.stop()
         with contextlib.suppress(asyncio.CancelledError):

@@ -1,0 +1,920 @@
+"""cronoq server benchmark: tasks/s and dispatch latency through ``cronoq serve``, beside
+Celery with a Redis broker measured in the same run.
+
+Run ``python bench/server.py`` (``--quick`` for a smoke-sized run, ``--only NAME`` for one
+group, ``--json PATH`` for the output file, default ``bench/results/server.json``;
+``--profile DIR`` runs every server under cProfile and prints its hottest functions;
+``--py-spy DIR`` samples every server with ``py-spy record`` (raw stacks) and prints self and
+inclusive shares per function, ``CRONOQ_BENCH_PYSPY_ARGS=--native`` adds py-spy options;
+``--no-celery`` skips the baseline).
+
+Everything runs in separate processes on this machine: the server (``python -m cronoq.cli
+serve``, loopback, free ports, a SQLite store in a temp dir — or the memory store), remote
+workers (``bench/_server_worker.py worker``: :class:`cronoq.client.Worker`, a no-op handler,
+``SLOTS`` slots each) and the load generators (``bench/_server_worker.py load``).  Completion is
+the server's ``succeeded`` total (``Admin.Snapshot``, polled every 5 ms by this driver), so a
+figure is submit of the first task → the server has recorded the last success.
+
+Groups (``--only``):
+
+``throughput``
+    For each store (sqlite, memory) and 1 and 4 worker processes: tasks/s with
+    ``submit_batch`` (one client process, batches of 1000) and with per-task ``submit`` from 8
+    concurrent clients — as 8 processes (one ``Client`` each) and as 8 coroutines in this
+    driver (one ``Client`` each, separate channels).  The server's CPU seconds per 1000 tasks
+    (``/proc/PID/stat``) are in each figure's ``extra``.
+``latency``
+    Dispatch latency, submit → the worker's handler start (``time.monotonic_ns`` in both
+    processes), p50/p99 over 2,000 tasks submitted one at a time, 2 ms apart, on an idle
+    server with one worker process (SQLite store).
+``sse``
+    ``submit_batch`` and 8-process per-task tasks/s with 20 concurrent Server-Sent-Events
+    subscribers on ``/v1/events?all_transitions=true`` (httpx streaming, in one separate
+    process, counting ``event: status`` frames) against the same run without subscribers,
+    interleaved.  Target: the fan-out costs at most 10 % of throughput.  A figure whose
+    subscribers got ``event: error`` (``data_loss``: a subscriber fell more than the server's
+    per-subscriber event buffer behind) is labelled ``[subscribers cut off: data_loss]``: its
+    subscribers were gone for part of the run, so its cost is understated; ``extra`` has the
+    events received per task and subscriber and the server CPU per 1000 tasks with and without.
+
+Baselines: Celery (``--pool threads``, the same number of threads as cronoq slots per worker,
+one ``celery worker`` process per cronoq worker process) with a Redis broker and a Redis
+result backend (a result per task, as cronoq records one) on the local Redis
+(``127.0.0.1:6379``, two databases that are empty at start; only this run's keys are deleted at
+the end).  Batch → ``group(...).apply_async()`` of 1000 signatures; per-task → ``apply_async``
+from 8 processes; latency → ``apply_async`` → task start.  Celery is not a project dependency:
+``pip install celery redis`` into the venv to get the baseline; without it (or without Redis)
+the baseline is reported as not measured and ratios are NaN.  Completion for Celery is the
+number of result keys in its result database.
+
+Note: the machine has few cores (the CI/developer machines have 2): the server, workers, load
+generators and (for ``sse``) the subscribers all share them, so every figure is a
+whole-system figure; the load average is printed before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))
+try:  # the installed (editable) cronoq, or whatever PYTHONPATH points at; else this checkout
+    import cronoq as _cronoq  # noqa: F401
+except ImportError:  # pragma: no cover - not installed
+    sys.path.insert(0, str(_HERE.parent / "src"))
+
+from _common import (  # noqa: E402
+    Result,
+    describe,
+    machine_info,
+    median,
+    percentile,
+    source_info,
+    table,
+    write_json,
+)
+
+from cronoq.client import Client  # noqa: E402
+
+DEFAULT_JSON = _HERE / "results" / "server.json"
+CHILD = _HERE / "_server_worker.py"
+GROUPS = ("throughput", "latency", "sse")
+POOL = "bench"
+
+# Targets (the server issue and the dashboard issue)
+T_BATCH = 5000.0  # tasks/s with submit_batch
+T_SUBMIT = 2000.0  # tasks/s with per-task submits from 8 concurrent clients
+T_LAT_P99 = 10.0  # ms, submit → handler start
+T_SSE_COST = 0.10  # at most 10 % fewer tasks/s with 20 SSE subscribers
+
+SIZES: dict[str, dict[str, int]] = {
+    "full": {
+        "batch_n": 10_000,
+        "submit_n": 4000,
+        "chunk": 1000,
+        "clients": 8,
+        "slots": 32,
+        "latency_n": 2000,
+        "sse_subs": 20,
+        "repeat": 3,
+    },
+    "quick": {
+        "batch_n": 2000,
+        "submit_n": 800,
+        "chunk": 500,
+        "clients": 8,
+        "slots": 32,
+        "latency_n": 200,
+        "sse_subs": 20,
+        "repeat": 1,
+    },
+}
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("CRONOQ_CONFIG", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    src = str(_HERE.parent / "src")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_HERE), src, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+async def _spawn(*args: str, stdin: bool = False, log: Path | None = None, **kw: Any) -> Any:
+    err: Any = asyncio.subprocess.DEVNULL
+    if log is not None:
+        err = open(log, "ab")  # noqa: SIM115 - handed to the child
+    try:
+        return await asyncio.create_subprocess_exec(
+            *args,
+            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=err,
+            env=kw.pop("env", None) or _child_env(),
+            **kw,
+        )
+    finally:
+        if log is not None:
+            err.close()
+
+
+async def _line(proc: Any, prefix: str, timeout: float = 60.0) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        raw = await asyncio.wait_for(proc.stdout.readline(), max(0.1, deadline - time.monotonic()))
+        if not raw:
+            raise RuntimeError(f"child {proc.pid} ended before printing {prefix!r}")
+        line = raw.decode().strip()
+        if line.startswith(prefix):
+            return line
+
+
+async def _end(proc: Any, timeout: float = 20.0) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), timeout)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+
+
+# --------------------------------------------------------------------------- the server
+
+
+@dataclass
+class Server:
+    proc: Any
+    directory: Path
+    store: str
+    grpc: str = ""
+    http: str = ""
+    profile: Path | None = None
+    client: Client | None = None
+    spy: Any = None
+
+    @property
+    def pid(self) -> int:
+        return int(self.proc.pid)
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.pid)
+
+    async def succeeded(self) -> int:
+        assert self.client is not None
+        return (await self.client.snapshot()).totals["succeeded"]
+
+
+def server_toml(directory: Path, store: str) -> str:
+    store_body = (
+        f'kind = "sqlite"\npath = "{directory / "bench.db"}"\n' if store == "sqlite" else 'kind = "memory"\n'
+    )
+    return (
+        "[server]\n"
+        'grpc_addr = "127.0.0.1:0"\n'
+        'http_addr = "127.0.0.1:0"\n'
+        "shutdown_grace_s = 2\n\n"
+        f"[store]\n{store_body}\n"
+        "[[pools]]\n"
+        f'name = "{POOL}"\n'
+        "min = 0\n"
+        "max = 1024\n"
+        "autoscale = false\n"
+    )
+
+
+async def start_server(store: str, profile_dir: Path | None = None, spy_dir: Path | None = None) -> Server:
+    directory = Path(tempfile.mkdtemp(prefix=f"cronoq-bench-{store}-"))
+    cfg = directory / "bench.toml"
+    cfg.write_text(server_toml(directory, store))
+    log = directory / "server.log"
+    cmd = [sys.executable]
+    profile = None
+    if profile_dir is not None:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        profile = profile_dir / f"server-{store}-{int(time.time())}.prof"
+        cmd += ["-m", "cProfile", "-o", str(profile)]
+    cmd += ["-m", "cronoq.cli", "serve", "--config", str(cfg)]
+    with open(log, "ab") as logf:
+        proc = await asyncio.create_subprocess_exec(
+            *cmd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=logf,
+            stderr=logf,
+            env=_child_env(),
+            cwd=directory,
+        )
+    sv = Server(proc, directory, store, profile=profile)
+    deadline = time.monotonic() + 60
+    while True:
+        text = log.read_text(errors="replace")
+        for ln in text.splitlines():
+            if ln.startswith("cronoq serve: grpc="):
+                parts = dict(p.split("=", 1) for p in ln.split()[2:])
+                sv.grpc, sv.http = parts["grpc"], parts["http"]
+        if sv.grpc and "cronoq serve: leading" in text:
+            break
+        if proc.returncode is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{text}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"server not ready within 60 s:\n{text}")
+        await asyncio.sleep(0.05)
+    sv.client = Client(sv.grpc)
+    if spy_dir is not None:
+        spy_dir.mkdir(parents=True, exist_ok=True)
+        out = spy_dir / f"server-{store}-{int(time.time())}.txt"
+        spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
+        extra = os.environ.get("CRONOQ_BENCH_PYSPY_ARGS", "").split()  # e.g. --native
+        sv.spy = await asyncio.create_subprocess_exec(
+            spy, "record", "--format", "raw", "--rate", "250",
+            *([] if "--native" in extra else ["--nonblocking"]), *extra,
+            "-p", str(sv.pid), "-o", str(out),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+    return sv
+
+
+async def stop_server(sv: Server) -> None:
+    if sv.client is not None:
+        await sv.client.close()
+    if sv.spy is not None:
+        with contextlib.suppress(ProcessLookupError):
+            sv.spy.send_signal(signal.SIGINT)
+        await asyncio.wait_for(sv.spy.wait(), 60)
+    await _end(sv.proc, 60)
+    if sv.profile is None:
+        shutil.rmtree(sv.directory, ignore_errors=True)
+
+
+@dataclass
+class Workers:
+    procs: list[Any] = field(default_factory=list)
+    outs: list[Path] = field(default_factory=list)
+
+
+async def start_workers(sv: Server, k: int, slots: int) -> Workers:
+    ws = Workers()
+    for i in range(k):
+        out = sv.directory / f"worker-{i}-{time.monotonic_ns()}.json"
+        p = await _spawn(
+            sys.executable,
+            str(CHILD),
+            "worker",
+            sv.grpc,
+            POOL,
+            str(slots),
+            str(out),
+            log=sv.directory / "w.log",
+        )
+        ws.procs.append(p)
+        ws.outs.append(out)
+    for p in ws.procs:
+        await _line(p, "REGISTERED")
+    # the server has pushed the capacity once every worker shows up
+    assert sv.client is not None
+    deadline = time.monotonic() + 30
+    while len(await sv.client.list_workers()) < k:
+        if time.monotonic() > deadline:
+            raise RuntimeError("workers did not show up")
+        await asyncio.sleep(0.02)
+    return ws
+
+
+async def stop_workers(ws: Workers) -> list[dict[str, Any]]:
+    await asyncio.gather(*(_end(p) for p in ws.procs))
+    out = []
+    for path in ws.outs:
+        try:
+            out.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            out.append({"handled": 0, "starts": {}})
+    return out
+
+
+async def _until(count: Callable[[], Awaitable[int]], target: int, timeout: float) -> float:
+    """Poll ``count()`` every 5 ms until it reaches ``target``; the perf_counter then."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if await count() >= target:
+            return time.perf_counter()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {await count()} of {target} done after {timeout:.0f} s")
+        await asyncio.sleep(0.005)
+
+
+@dataclass
+class Run:
+    rate: float  # tasks/s
+    seconds: float
+    submit_seconds: float  # when the last client finished submitting
+    server_cpu_per_1k: float  # server CPU seconds per 1000 tasks
+    n: int
+
+
+async def _load_procs(
+    args: list[list[str]], count: Callable[[], Awaitable[int]], n: int, cpu: Callable[[], float]
+) -> Run:
+    """Start load generators, wait READY, send GO to all, wait for ``count`` to grow by ``n``."""
+    procs = [await _spawn(*a, stdin=True) for a in args]
+    try:
+        for p in procs:
+            await _line(p, "READY")
+        base = await count()
+        c0 = cpu()
+        t0 = time.perf_counter()
+        for p in procs:
+            p.stdin.write(b"GO\n")
+        await asyncio.gather(*(p.stdin.drain() for p in procs))
+        done = asyncio.gather(*(_line(p, "DONE", 600) for p in procs))
+        t1 = await _until(count, base + n, 600)
+        sub = max(float(line.split()[1]) for line in await done)
+        c1 = cpu()
+    finally:
+        for p in procs:
+            await _end(p)
+    return Run(n / (t1 - t0), t1 - t0, sub, (c1 - c0) / n * 1000, n)
+
+
+async def cronoq_procs(sv: Server, mode: str, clients: int, n: int, chunk: int) -> Run:
+    per = [n // clients + (1 if i < n % clients else 0) for i in range(clients)]
+    args = [[sys.executable, str(CHILD), "load", sv.grpc, mode, str(k), str(chunk)] for k in per]
+    return await _load_procs(args, sv.succeeded, n, sv.cpu)
+
+
+async def cronoq_coros(sv: Server, clients: int, n: int) -> Run:
+    """Per-task submits from ``clients`` coroutines of this process, one Client each."""
+    per = [n // clients + (1 if i < n % clients else 0) for i in range(clients)]
+    cs = [Client(sv.grpc, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(clients)]
+    try:
+        await asyncio.gather(*(c.snapshot() for c in cs))
+        base = await sv.succeeded()
+        c0 = sv.cpu()
+        t0 = time.perf_counter()
+        sub_end = [0.0]
+
+        async def one(c: Client, k: int) -> None:
+            submit = c.submit
+            for _ in range(k):
+                await submit(pool=POOL)
+            sub_end[0] = max(sub_end[0], time.perf_counter() - t0)
+
+        loads = asyncio.gather(*(one(c, k) for c, k in zip(cs, per)))
+        t1 = await _until(sv.succeeded, base + n, 600)
+        await loads
+        c1 = sv.cpu()
+    finally:
+        for c in cs:
+            await c.close()
+    return Run(n / (t1 - t0), t1 - t0, sub_end[0], (c1 - c0) / n * 1000, n)
+
+
+async def _warm(sv: Server) -> None:
+    """A few tasks end to end so every connection and code path is warm."""
+    assert sv.client is not None
+    base = await sv.succeeded()
+    await sv.client.submit_batch([{"pool": POOL}] * 200)
+    await _until(sv.succeeded, base + 200, 60)
+
+
+# --------------------------------------------------------------------------- Celery baseline
+
+
+class Celery:
+    """Celery + Redis: workers as ``celery worker`` processes, load as child processes."""
+
+    def __init__(self) -> None:
+        self.available = False
+        self.reason = ""
+        self.procs: list[Any] = []
+        self.used = False  # keys are deleted at the end only by a run that made some
+        self.directory = Path(tempfile.mkdtemp(prefix="cronoq-bench-celery-"))
+        self.queue = f"cronoq-bench-{os.getpid()}"
+        try:
+            import celery  # noqa: F401
+            import redis
+        except ImportError as e:
+            self.reason = f"{e.name} is not installed (pip install celery redis)"
+            return
+        try:
+            probe = redis.Redis(host="127.0.0.1", port=6379, socket_timeout=2)
+            probe.ping()
+            keyspace = probe.info("keyspace")
+            ndb = int(probe.config_get("databases").get("databases", 16))
+        except Exception as e:
+            self.reason = f"no Redis on 127.0.0.1:6379 ({type(e).__name__}: {e})"
+            return
+        free = [d for d in range(ndb - 1, 0, -1) if f"db{d}" not in keyspace]
+        if len(free) < 2:
+            self.reason = "no two empty Redis databases"
+            return
+        self.broker_db, self.result_db = free[0], free[1]
+        self.results = redis.Redis(host="127.0.0.1", port=6379, db=self.result_db)
+        self.broker = redis.Redis(host="127.0.0.1", port=6379, db=self.broker_db)
+        import celery as _c
+
+        self.version = _c.__version__
+        self.available = True
+
+    def env(self) -> dict[str, str]:
+        env = _child_env()
+        env["CRONOQ_BENCH_BROKER"] = f"redis://127.0.0.1:6379/{self.broker_db}"
+        env["CRONOQ_BENCH_BACKEND"] = f"redis://127.0.0.1:6379/{self.result_db}"
+        env["CRONOQ_BENCH_QUEUE"] = self.queue
+        return env
+
+    async def count(self) -> int:
+        return int(await asyncio.to_thread(self.results.dbsize))
+
+    async def start_workers(self, k: int, slots: int) -> None:
+        self.used = True
+        for i in range(k):
+            p = await _spawn(
+                sys.executable, "-m", "celery", "-A", "_server_worker", "worker",
+                "--pool", "threads", "--concurrency", str(slots), "-Q", self.queue,
+                "-n", f"bench{i}-{os.getpid()}@%h", "--without-gossip", "--without-mingle",
+                "--without-heartbeat", "-l", "warning",
+                env=self.env(), cwd=str(_HERE), log=self.directory / "celery.log",
+            )  # fmt: skip
+            self.procs.append(p)
+        await asyncio.to_thread(self._wait_ready, k)
+
+    def _wait_ready(self, k: int) -> None:
+        os.environ.update({k_: v for k_, v in self.env().items() if k_.startswith("CRONOQ_BENCH_")})
+        import importlib
+
+        mod = importlib.import_module("_server_worker")
+        if mod.app is None:  # imported before the env was set
+            mod = importlib.reload(mod)
+        self.app = mod.app
+        deadline = time.monotonic() + 60
+        while True:
+            names = {next(iter(r)) for r in self.app.control.ping(timeout=0.5) or []}
+            mine = [nm for nm in names if nm.endswith(f"-{os.getpid()}@{nm.split('@', 1)[1]}")]
+            if len(mine) >= k:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"celery workers not ready: {names}\n"
+                    + (self.directory / "celery.log").read_text()[-3000:]
+                )
+
+    async def stop_workers(self) -> None:
+        await asyncio.gather(*(_end(p, 30) for p in self.procs))
+        self.procs = []
+
+    async def run(self, mode: str, clients: int, n: int, chunk: int) -> Run:
+        per = [n // clients + (1 if i < n % clients else 0) for i in range(clients)]
+        args = [[sys.executable, str(CHILD), "celery-load", mode, str(k), str(chunk)] for k in per]
+        procs = [await _spawn(*a, stdin=True, env=self.env()) for a in args]
+        try:
+            for p in procs:
+                await _line(p, "READY")
+            base = await self.count()
+            t0 = time.perf_counter()
+            for p in procs:
+                p.stdin.write(b"GO\n")
+            await asyncio.gather(*(p.stdin.drain() for p in procs))
+            done = asyncio.gather(*(_line(p, "DONE", 600) for p in procs))
+            t1 = await _until(self.count, base + n, 600)
+            sub = max(float(line.split()[1]) for line in await done)
+        finally:
+            for p in procs:
+                await _end(p)
+        return Run(n / (t1 - t0), t1 - t0, sub, 0.0, n)
+
+    async def latency(self, n: int, interval: float) -> list[float]:
+        task = self.app.tasks["cronoq_bench.noop"]
+        key = self.queue + ":starts"
+        submitted = [0] * n
+        base = await self.count()
+
+        def go() -> None:
+            with self.app.connection_for_write() as conn:
+                task.apply_async(args=("warm",), connection=conn)
+                time.sleep(0.2)
+                for i in range(n):
+                    submitted[i] = time.monotonic_ns()
+                    task.apply_async(args=(str(i),), connection=conn)
+                    time.sleep(interval)
+
+        await asyncio.to_thread(go)
+        await _until(self.count, base + n + 2, 120)  # + the warm-up result + the starts hash
+        starts = await asyncio.to_thread(self.results.hgetall, key)
+        got = {k.decode(): int(v) for k, v in starts.items()}
+        return [(got[str(i)] - submitted[i]) / 1e6 for i in range(n) if str(i) in got]
+
+    def cleanup(self) -> None:
+        if not self.available or not self.used:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            return
+        with contextlib.suppress(Exception):
+            for db in (self.results, self.broker):
+                for pattern in ("celery-task-meta-*", f"{self.queue}*", "_kombu.binding*", "unacked*"):
+                    keys = list(db.scan_iter(match=pattern, count=1000))
+                    for i in range(0, len(keys), 1000):
+                        db.delete(*keys[i : i + 1000])
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- groups
+
+
+def _baseline(cel: dict[str, Run] | None, key: str) -> tuple[float, list[float]]:
+    if not cel or key not in cel:
+        return 0.0, []
+    return cel[key].rate, [cel[key].rate]
+
+
+async def bench_throughput(
+    sz: dict[str, int], opts: argparse.Namespace, celery: Celery | None
+) -> list[Result]:
+    rep, slots, clients = sz["repeat"], sz["slots"], sz["clients"]
+    bn, sn, chunk = sz["batch_n"], sz["submit_n"], sz["chunk"]
+    cel: dict[str, dict[str, list[Run]]] = {}
+    if celery is not None and celery.available:
+        for k in (1, 4):
+            await celery.start_workers(k, slots)
+            try:
+                runs: dict[str, list[Run]] = {"batch": [], "submit": []}
+                await celery.run("submit", 1, 200, chunk)  # warm
+                for _ in range(rep):
+                    runs["batch"].append(await celery.run("batch", 1, bn, chunk))
+                    runs["submit"].append(await celery.run("submit", clients, sn, chunk))
+                cel[str(k)] = runs
+                print(
+                    f"  celery {k} worker(s): batch {median([r.rate for r in runs['batch']]):,.0f}/s, "
+                    f"per-task {median([r.rate for r in runs['submit']]):,.0f}/s",
+                    flush=True,
+                )
+            finally:
+                await celery.stop_workers()
+    bname = (
+        f"Celery {celery.version} + Redis, same shape" if celery is not None and celery.available
+        else f"Celery + Redis: not measured ({celery.reason if celery else '--no-celery'})"
+    )  # fmt: skip
+
+    out: list[Result] = []
+    for store in ("sqlite", "memory"):
+        sv = await start_server(store, opts.profile, getattr(opts, "py_spy", None))
+        try:
+            for k in (1, 4):
+                ws = await start_workers(sv, k, slots)
+                try:
+                    await _warm(sv)
+                    runs = {"batch": [], "submit_procs": [], "submit_coros": []}
+                    for _ in range(rep):
+                        runs["batch"].append(await cronoq_procs(sv, "batch", 1, bn, chunk))
+                        runs["submit_procs"].append(await cronoq_procs(sv, "submit", clients, sn, chunk))
+                        runs["submit_coros"].append(await cronoq_coros(sv, clients, sn))
+                finally:
+                    await stop_workers(ws)
+                crun = cel.get(str(k), {})
+                for key, label, target, ckey in (
+                    ("batch", f"submit_batch of {chunk}, 1 client process", T_BATCH, "batch"),
+                    ("submit_procs", f"per-task submit, {clients} client processes", T_SUBMIT, "submit"),
+                    ("submit_coros", f"per-task submit, {clients} client coroutines", T_SUBMIT, "submit"),
+                ):
+                    rs = runs[key]
+                    crs = crun.get(ckey, [])
+                    out.append(
+                        Result(
+                            "throughput",
+                            f"tasks/s {label} ({store}, {k} worker{'s' if k > 1 else ''})",
+                            median([r.rate for r in rs]),
+                            "tasks/s",
+                            median([r.rate for r in crs]) if crs else 0.0,
+                            bname,
+                            True,
+                            target,
+                            [r.rate for r in rs],
+                            [r.rate for r in crs],
+                            {
+                                "store": store,
+                                "workers": k,
+                                "slots_per_worker": slots,
+                                "n": rs[0].n,
+                                "server_cpu_s_per_1k": median([r.server_cpu_per_1k for r in rs]),
+                                "submit_seconds": median([r.submit_seconds for r in rs]),
+                                "seconds": median([r.seconds for r in rs]),
+                                "celery_submit_seconds": (
+                                    median([r.submit_seconds for r in crs]) if crs else None
+                                ),
+                            },
+                        )
+                    )
+                    print(describe(out[-1]), flush=True)
+        finally:
+            await stop_server(sv)
+    return out
+
+
+async def cronoq_latency(sv: Server, n: int, interval: float) -> list[float]:
+    ws = await start_workers(sv, 1, 4)
+    submitted = [0] * n
+    try:
+        await _warm(sv)
+        assert sv.client is not None
+        base = await sv.succeeded()
+        submit = sv.client.submit
+        mono = time.monotonic_ns
+        for i in range(n):
+            payload = str(i).encode()
+            submitted[i] = mono()
+            await submit(payload, pool=POOL)
+            await asyncio.sleep(interval)
+        await _until(sv.succeeded, base + n, 60)
+    finally:
+        (res,) = await stop_workers(ws)
+    starts = res["starts"]
+    return [(starts[str(i)] - submitted[i]) / 1e6 for i in range(n) if str(i) in starts]
+
+
+async def grpc_floor(sv: Server, n: int) -> list[float]:
+    """Round trip of a trivial unary call (ListWorkers, no workers): the transport floor."""
+    assert sv.client is not None
+    out = []
+    for _ in range(n):
+        t0 = time.monotonic_ns()
+        await sv.client.list_workers()
+        out.append((time.monotonic_ns() - t0) / 1e6)
+        await asyncio.sleep(0.001)
+    return out
+
+
+async def bench_latency(sz: dict[str, int], opts: argparse.Namespace, celery: Celery | None) -> list[Result]:
+    n, interval = sz["latency_n"], 0.002
+    base: list[float] = []
+    bname = f"Celery + Redis: not measured ({celery.reason if celery else '--no-celery'})"
+    if celery is not None and celery.available:
+        await celery.start_workers(1, 4)
+        try:
+            base = await celery.latency(n, interval)
+            bname = f"Celery {celery.version} + Redis apply_async → task start"
+        finally:
+            await celery.stop_workers()
+    sv = await start_server("sqlite", opts.profile, getattr(opts, "py_spy", None))
+    try:
+        lat = await cronoq_latency(sv, n, interval)
+        floor = await grpc_floor(sv, min(n, 500))
+    finally:
+        await stop_server(sv)
+    extra = {
+        "n": n,
+        "measured": len(lat),
+        "interval_ms": interval * 1000,
+        "store": "sqlite",
+        "max_ms": max(lat),
+        "grpc_unary_roundtrip_p50_ms": percentile(floor, 50),
+        "grpc_unary_roundtrip_p99_ms": percentile(floor, 99),
+        "celery_measured": len(base),
+        "celery_max_ms": max(base) if base else None,
+    }
+    return [
+        Result("latency", "dispatch latency p50 (submit → handler start)", percentile(lat, 50), "ms",
+               percentile(base, 50), bname, False, None, extra=extra),
+        Result("latency", "dispatch latency p99 (submit → handler start)", percentile(lat, 99), "ms",
+               percentile(base, 99), bname, False, T_LAT_P99, extra=extra),
+    ]  # fmt: skip
+
+
+async def bench_sse(sz: dict[str, int], opts: argparse.Namespace, celery: Celery | None) -> list[Result]:
+    rep, slots, clients, subs = sz["repeat"], sz["slots"], sz["clients"], sz["sse_subs"]
+    bn, sn, chunk = sz["batch_n"], sz["submit_n"], sz["chunk"]
+    sv = await start_server("sqlite", opts.profile, getattr(opts, "py_spy", None))
+    url = f"http://{sv.http}/v1/events?all_transitions=true"
+    runs: dict[tuple[str, bool], list[Run]] = {}
+    events: dict[str, list[float]] = {"batch": [], "submit": []}
+    sse_errors: dict[str, list[str]] = {"batch": [], "submit": []}
+    try:
+        ws = await start_workers(sv, 4, slots)
+        try:
+            await _warm(sv)
+            for _ in range(rep):
+                for mode, n, ncl in (("batch", bn, 1), ("submit", sn, clients)):
+                    for with_sse in (False, True):
+                        sse = None
+                        if with_sse:
+                            sse = await _spawn(sys.executable, str(CHILD), "sse", url, str(subs))
+                            await _line(sse, "LIVE")
+                        try:
+                            r = await cronoq_procs(sv, mode, ncl, n, chunk)
+                        finally:
+                            if sse is not None:
+                                await asyncio.sleep(0.2)  # the last events reach the subscribers
+                                sse.send_signal(signal.SIGTERM)
+                                line = await _line(sse, "EVENTS")
+                                await _end(sse)
+                                _, got, nerr, first = line.split(" ", 3)
+                                events[mode].append(int(got) / (subs * n))
+                                if int(nerr):
+                                    sse_errors[mode].append(f"{nerr} of {subs} streams ended: {first}")
+                        runs.setdefault((mode, with_sse), []).append(r)
+        finally:
+            await stop_workers(ws)
+    finally:
+        await stop_server(sv)
+    out = []
+    for mode, label in (
+        ("batch", f"submit_batch of {chunk}"),
+        ("submit", f"per-task submit, {clients} procs"),
+    ):
+        with_, without = runs[(mode, True)], runs[(mode, False)]
+        b = median([r.rate for r in without])
+        v = median([r.rate for r in with_])
+        cut = " [subscribers cut off: data_loss]" if sse_errors[mode] else ""
+        out.append(
+            Result(
+                "sse",
+                f"tasks/s {label}, {subs} SSE subscribers (sqlite, 4 workers){cut}",
+                v,
+                "tasks/s",
+                b,
+                "same run without subscribers",
+                True,
+                (1 - T_SSE_COST) * b,
+                [r.rate for r in with_],
+                [r.rate for r in without],
+                {
+                    "subscribers": subs,
+                    "url": "/v1/events?all_transitions=true",
+                    "cost": 1 - v / b if b else None,
+                    "max_cost": T_SSE_COST,
+                    "events_per_task_per_subscriber": median(events[mode]),
+                    "stream_errors": sse_errors[mode],
+                    "server_cpu_s_per_1k": median([r.server_cpu_per_1k for r in with_]),
+                    "server_cpu_s_per_1k_without": median([r.server_cpu_per_1k for r in without]),
+                },
+            )
+        )
+        print(describe(out[-1]), flush=True)
+    return out
+
+
+BENCHES: dict[str, Callable[..., Awaitable[list[Result]]]] = {
+    "throughput": bench_throughput,
+    "latency": bench_latency,
+    "sse": bench_sse,
+}
+
+
+def print_profiles(profile_dir: Path, top: int = 30) -> None:
+    import pstats
+
+    for prof in sorted(profile_dir.glob("server-*.prof")):
+        print(f"\nprofile {prof}:")
+        try:
+            st = pstats.Stats(str(prof))
+        except Exception as e:  # pragma: no cover - a server killed before writing it
+            print(f"  unreadable: {e}")
+            continue
+        st.sort_stats("tottime").print_stats(top)
+
+
+def print_py_spy(spy_dir: Path, top: int = 25) -> None:
+    """Self and inclusive sample shares per function of py-spy's raw (collapsed) stacks."""
+    for path in sorted(spy_dir.glob("server-*.txt")):
+        own: dict[str, int] = {}
+        incl: dict[str, int] = {}
+        total = 0
+        for line in path.read_text(errors="replace").splitlines():
+            stack, _, count = line.rpartition(" ")
+            if not stack or not count.isdigit():
+                continue
+            k = int(count)
+            total += k
+            frames = [f.rsplit(":", 1)[0] + ")" if ":" in f else f for f in stack.split(";")]
+            own[frames[-1]] = own.get(frames[-1], 0) + k
+            for f in set(frames):
+                incl[f] = incl.get(f, 0) + k
+        print(f"\npy-spy {path} ({total} samples; self %, inclusive %):")
+        for f, k in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"  {100 * k / total:5.1f}  {100 * incl[f] / total:5.1f}  {f}")
+
+
+async def amain(args: argparse.Namespace, sz: dict[str, int]) -> list[Result]:
+    celery = None if args.no_celery else Celery()
+    if celery is not None and not celery.available:
+        print(f"Celery baseline skipped: {celery.reason}")
+    elif celery is not None:
+        print(f"Celery baseline: celery {celery.version}, Redis dbs {celery.broker_db}/{celery.result_db}")
+    results: list[Result] = []
+    try:
+        for name in args.only or GROUPS:
+            t0 = time.perf_counter()
+            print(f"\n[{name}]", flush=True)
+            got = await BENCHES[name](sz, args, celery)
+            if name != "throughput" and name != "sse":
+                for r in got:
+                    print(describe(r), flush=True)
+            print(f"  ({time.perf_counter() - t0:.1f} s)   load average {_load()}", flush=True)
+            results.extend(got)
+    finally:
+        if celery is not None:
+            if celery.procs:
+                await celery.stop_workers()
+            celery.cleanup()
+    return results
+
+
+def _load() -> str:
+    try:
+        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:  # pragma: no cover
+        return "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--quick", action="store_true", help="small sizes, one repeat (smoke run)")
+    p.add_argument("--only", choices=GROUPS, action="append", help="run only this group (repeatable)")
+    p.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"output file (default {DEFAULT_JSON})")
+    p.add_argument("--repeat", type=int, default=None, help="repeats of each figure (median)")
+    p.add_argument("--no-celery", action="store_true", help="skip the Celery + Redis baseline")
+    p.add_argument("--profile", type=Path, default=None, metavar="DIR", help="cProfile every server into DIR")
+    p.add_argument(
+        "--py-spy", type=Path, default=None, metavar="DIR", help="py-spy record every server (raw) into DIR"
+    )
+    args = p.parse_args(argv)
+
+    sz = dict(SIZES["quick" if args.quick else "full"])
+    if args.repeat is not None:
+        sz["repeat"] = max(1, args.repeat)
+    machine = machine_info()
+    machine["cronoq"] = source_info()
+    print(f"cronoq server benchmark ({'quick' if args.quick else 'full'})")
+    print(
+        f"load average: {_load()}   cpus: {machine['cpu_count']} (usable {machine['affinity']})   "
+        f"python {machine['python']}"
+    )
+    src = machine["cronoq"]
+    print(f"cronoq from {src['path']} (commit {src['commit']}, uncommitted src changes: {src['dirty']})")
+    print(f"sizes: {sz}")
+    t_start = time.perf_counter()
+    results = asyncio.run(amain(args, sz))
+    with contextlib.suppress(OSError):
+        machine["loadavg_end"] = list(os.getloadavg())
+    print("\nsummary (ratio = value / baseline; throughput: higher is better, latency: lower)")
+    print(table(results))
+    print(f"\nload average at end: {_load()}")
+    print(f"total {time.perf_counter() - t_start:.1f} s")
+    if args.profile is not None:
+        print_profiles(args.profile)
+    if args.py_spy is not None:
+        print_py_spy(args.py_spy)
+    write_json(args.json, machine, {"sizes": sz, "quick": args.quick, "only": args.only}, results)
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Keeps bench/server.py from rotting: every group runs with tiny sizes against a real
+``cronoq serve`` subprocess, real worker and load-generator processes.
+
+No timing assertions (SPEC §21: targets are measured by ``bench/``, never by timed tests);
+only that each figure comes out as a positive number and the JSON report is written.  The
+Celery + Redis baseline is left out here (``celery=None``: baselines 0, ratios NaN) except for
+a check that its setup either works or says why not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import server  # noqa: E402
+
+TINY = {
+    "batch_n": 300,
+    "submit_n": 80,
+    "chunk": 100,
+    "clients": 2,
+    "slots": 8,
+    "latency_n": 20,
+    "sse_subs": 2,
+    "repeat": 1,
+}
+OPTS = argparse.Namespace(profile=None)
+
+
+def _check(results: list[server.Result], n: int, baseline: bool) -> None:
+    assert len(results) == n
+    for r in results:
+        assert math.isfinite(r.value) and r.value > 0, r
+        if baseline:
+            assert math.isfinite(r.baseline) and r.baseline > 0, r
+        json.dumps(r.to_json())
+
+
+def test_latency() -> None:
+    got = asyncio.run(server.bench_latency(TINY, OPTS, None))
+    _check(got, 2, baseline=False)
+    assert got[0].extra["measured"] == TINY["latency_n"]
+
+
+def test_throughput() -> None:
+    _check(asyncio.run(server.bench_throughput(TINY, OPTS, None)), 12, baseline=False)
+
+
+def test_sse() -> None:
+    got = asyncio.run(server.bench_sse(TINY, OPTS, None))
+    _check(got, 2, baseline=True)
+    assert all(r.extra["events_per_task_per_subscriber"] > 0 for r in got)
+
+
+def test_celery_setup_works_or_says_why() -> None:
+    # only probes Redis and picks databases: nothing is started, so cleanup deletes no keys
+    cel = server.Celery()
+    try:
+        assert cel.available or cel.reason
+    finally:
+        cel.cleanup()
+
+
+def test_cli_quick_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    assert server.main(["--quick", "--only", "latency", "--no-celery", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["machine"]["cpu_count"] >= 1
+    assert doc["results"] and all(r["value"] > 0 for r in doc["results"])
