@@ -39,7 +39,7 @@ from typing import Any
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
-    sys.path.insert(0, str(_HERE))
+    sys.path.append(str(_HERE))  # (as a script it is sys.path[0] already)
 try:  # the installed (editable) cronoq, or whatever PYTHONPATH points at; else this checkout
     import cronoq as _cronoq  # noqa: F401
 except ImportError:  # pragma: no cover - not installed

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
+sys.path.append(str(BENCH))  # appended: bench/server.py must not shadow tests/server
 
 import durable  # noqa: E402
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
+sys.path.append(str(BENCH))  # appended: bench/server.py must not shadow tests/server
 
 import punctuality  # noqa: E402
 

@@ -11,15 +11,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import math
 import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
+if str(BENCH) not in sys.path:
+    sys.path.append(str(BENCH))  # appended: bench/server.py must not shadow the tests' `server` package
 
-import server  # noqa: E402
+# bench/server.py under a name of its own (a plain `import server` would clash with tests/server)
+_spec = importlib.util.spec_from_file_location("cronoq_bench_server", BENCH / "server.py")
+assert _spec is not None and _spec.loader is not None
+server = importlib.util.module_from_spec(_spec)
+sys.modules["cronoq_bench_server"] = server
+_spec.loader.exec_module(server)
 
 TINY = {
     "batch_n": 300,
