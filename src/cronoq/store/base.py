@@ -63,8 +63,11 @@ connection); :class:`cronoq.errors.Fenced` is never retried.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, runtime_checkable
 
 from cronoq.engine.mutations import Mutation, Recovered
 from cronoq.errors import SchedulerError
@@ -139,6 +142,43 @@ class Store(Protocol):
     async def close(self) -> None:
         """Release (if leading) and free connections/threads.  Idempotent."""
         ...
+
+
+PRUNE_EVERY = 60.0  # seconds between automatic retention prunes by the leader
+
+
+async def keep_leading(
+    store: Any,
+    interval: float,
+    still_leading: Callable[[], Awaitable[bool | None]],
+) -> None:
+    """A leader's background task, shared by the SQL stores: every ``interval`` s ask
+    ``still_leading()`` (True: go on; None: transient, ask again; False: lost).  On loss mark the
+    store as not leading and call ``store.on_lost``; while leading, prune about once a minute."""
+    last_prune = time.monotonic()
+    while True:
+        await asyncio.sleep(interval)
+        ok = await still_leading()
+        if ok is None:
+            continue
+        if not ok:
+            store._leading = False
+            cb = store.on_lost
+            if cb is not None:
+                cb()
+            return
+        if time.monotonic() - last_prune >= PRUNE_EVERY:
+            last_prune = time.monotonic()
+            with contextlib.suppress(SchedulerError):
+                await store.prune(time.time_ns())
+
+
+async def stop_task(task: asyncio.Task[Any] | None) -> None:
+    """Cancel a background task and wait until it is gone."""
+    if task is not None and not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def check_retention(retention: float) -> float:

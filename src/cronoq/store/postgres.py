@@ -39,7 +39,7 @@ from typing import Any
 from cronoq.engine.mutations import Mutation, Recovered
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store._records import TASK_COLUMNS, build_recovered, fold
-from cronoq.store.base import TransientStoreError, check_retention
+from cronoq.store.base import TransientStoreError, check_retention, keep_leading, stop_task
 from cronoq.store.codec import Codec
 
 __all__ = ["PostgresStore"]
@@ -48,7 +48,6 @@ _log = logging.getLogger("cronoq.store.postgres")
 
 SCHEMA_VERSION = "1"
 MAX_EPOCH = (1 << 15) - 1
-_PRUNE_EVERY = 60.0
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
@@ -369,27 +368,17 @@ class PostgresStore:
             return False
 
     async def _keep_loop(self, epoch: int) -> None:
-        last_prune = time.monotonic()
-        while True:
-            await asyncio.sleep(self.keepalive)
-            if not await self._lock_alive(epoch):
-                self._leading = False
+        async def alive() -> bool:
+            ok = await self._lock_alive(epoch)
+            if not ok:
                 await self._drop_lock_conn()
-                cb = self.on_lost
-                if cb is not None:
-                    cb()
-                return
-            if time.monotonic() - last_prune >= _PRUNE_EVERY:
-                last_prune = time.monotonic()
-                with contextlib.suppress(SchedulerError):
-                    await self.prune(time.time_ns())
+            return ok
+
+        await keep_leading(self, self.keepalive, alive)
 
     async def _stop_keeper(self) -> None:
         task, self._keeper = self._keeper, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
 
     async def is_leader(self) -> bool:
         if not self._leading:

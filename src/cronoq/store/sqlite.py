@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from cronoq.engine.mutations import Mutation, Recovered
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store._records import TASK_COLUMNS, build_recovered, fold
-from cronoq.store.base import TransientStoreError, check_retention
+from cronoq.store.base import TransientStoreError, check_retention, keep_leading, stop_task
 from cronoq.store.codec import Codec
 
 __all__ = ["SqliteStore"]
@@ -45,7 +45,6 @@ T = TypeVar("T")
 SCHEMA_VERSION = "1"
 #: Ids are ``(epoch << 48) | seq`` in a signed 64-bit integer column.
 MAX_EPOCH = (1 << 15) - 1
-_PRUNE_EVERY = 60.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS cronoq_meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
@@ -320,32 +319,19 @@ class SqliteStore:
         return cur.rowcount == 1
 
     async def _renew_loop(self, epoch: int) -> None:
-        last_prune = time.monotonic()
-        while True:
-            await asyncio.sleep(self.lease_renew)
+        async def renewed() -> bool | None:
             try:
-                ok = await self._call(self._renew_sync, epoch)
+                return bool(await self._call(self._renew_sync, epoch))
             except TransientStoreError:
-                continue  # busy: try again next round (commits renew too)
+                return None  # busy: try again next round (commits renew too)
             except SchedulerError:
-                ok = False
-            if not ok:
-                self._leading = False
-                cb = self.on_lost
-                if cb is not None:
-                    cb()
-                return
-            if time.monotonic() - last_prune >= _PRUNE_EVERY:
-                last_prune = time.monotonic()
-                with contextlib.suppress(SchedulerError):
-                    await self.prune(time.time_ns())
+                return False
+
+        await keep_leading(self, self.lease_renew, renewed)
 
     async def _stop_renewer(self) -> None:
         task, self._renewer = self._renewer, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
 
     def _is_leader_sync(self, epoch: int) -> bool:
         row = self._db().execute("SELECT epoch, owner, expires_at FROM cronoq_leader WHERE id = 1").fetchone()
