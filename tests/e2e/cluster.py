@@ -35,7 +35,12 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "ha_worker.py"
-DSN = os.environ.get("CRONOQ_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+try:  # as part of the tests' `e2e` package, or as a plain module (bench/failover.py)
+    from .harness import DSN, pg_run, pg_unreachable
+except ImportError:  # pragma: no cover - bench/failover.py puts tests/e2e on sys.path
+    from harness import DSN, pg_run, pg_unreachable  # type: ignore[no-redef]
+
+__all__ = ["DSN", "pg_run", "pg_unreachable"]
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 TERMINAL = {"succeeded", "failed", "dead_lettered", "cancelled", "skipped", "missed", "shed"}
 EPOCH_SHIFT = 48
@@ -72,36 +77,6 @@ def with_port(dsn: str, port: int, app: str | None = None) -> str:
 
 
 # --------------------------------------------------------------------------- PostgreSQL
-
-
-def pg_run(fn: Callable[[Any], Any]) -> Any:
-    import asyncpg  # type: ignore[import-untyped]
-
-    async def go() -> Any:
-        conn = await asyncpg.connect(DSN, timeout=5)
-        try:
-            return await fn(conn)
-        finally:
-            await conn.close()
-
-    return asyncio.run(go())
-
-
-def pg_unreachable() -> str:
-    """'' if PostgreSQL answers at DSN, else why not."""
-    try:
-        import asyncpg  # noqa: F401
-    except ImportError:
-        return "asyncpg is not installed"
-    try:
-
-        async def ping(conn: Any) -> Any:
-            return await conn.fetchval("SELECT 1")
-
-        pg_run(ping)
-        return ""
-    except Exception as e:
-        return f"PostgreSQL unreachable at {DSN}: {type(e).__name__}: {e}"
 
 
 class PgSchema:
