@@ -488,6 +488,9 @@ class Submitter:
         self.pace = pace
         self.acked: dict[str, int] = {}
         self.ack_log: list[tuple[float, str, int]] = []  # (wall time, key, id)
+        # acknowledgements that created the task (not duplicates of an earlier submission: a
+        # retry after an error may be answered by the new leader with the old leader's id)
+        self.fresh_log: list[tuple[float, str, int]] = []
         self.errors: dict[str, int] = {}
         self.unacked: set[str] = set()
         self._stop = threading.Event()
@@ -533,6 +536,8 @@ class Submitter:
                             assert self.acked[key] == r.id, (key, self.acked[key], r.id)
                         self.acked[key] = r.id
                         self.ack_log.append((time.time(), key, r.id))
+                        if not r.duplicate:
+                            self.fresh_log.append(self.ack_log[-1])
                         self.unacked.discard(key)
                         break
                     await asyncio.sleep(self.pace)
