@@ -191,7 +191,6 @@ class PoolState:
         "ready",
         "ready_by_class",
         "res",
-        "reservations",
         "waiting_space",
         "window",
         "groups",
@@ -238,7 +237,6 @@ class PoolState:
         self.window = PoolWindow(window_ns)
         self.capacity_integral = CapacityIntegral(now, self.capacity)
         self.waiting_space = False
-        self.reservations = 0  # unused; see res
 
 
 class Core:
@@ -671,6 +669,7 @@ class Core:
         return out
 
     def _expected(self, opts: TaskOptions) -> int:
+        """SPEC §5.3: hint, else learned EWMA for (pool, kind), else the pool default."""
         if opts.duration_hint is not None:
             return opts.duration_hint
         learned = self.durations.values.get(opts.stats_key)
@@ -863,14 +862,8 @@ class Core:
         self.actions.append(Publish(ev))
 
     def expected_duration(self, t: TaskState) -> int:
-        """SPEC §5.3: hint, else learned EWMA for (pool, kind), else the pool default."""
-        opts = t.opts
-        if opts.duration_hint is not None:
-            return opts.duration_hint
-        learned = self.durations.values.get(opts.stats_key)
-        if learned is not None:
-            return int(learned)
-        return self.pools[opts.pool_index].cfg.default_duration
+        """The expected run time of ``t`` (SPEC §5.3)."""
+        return self._expected(t.opts)
 
     def _make_ready(self, t: TaskState, pool: PoolState, now: int, ev: int) -> None:
         """Move ``t`` to ready and queue it in its class lane."""

@@ -8,32 +8,9 @@ rejected submission leaves no trace.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from cronoq.engine.model import TaskState
-
-
-def batch_has_cycle(n: int, edges: Sequence[Iterable[int]]) -> bool:
-    """Whether the intra-batch graph (``edges[i]`` = members that member i depends on) has a cycle."""
-    WHITE, GREY, BLACK = 0, 1, 2
-    color = [WHITE] * n
-    for root in range(n):
-        if color[root] != WHITE:
-            continue
-        stack: list[tuple[int, Iterable[int]]] = [(root, iter(edges[root]))]
-        color[root] = GREY
-        while stack:
-            node, it = stack[-1]
-            nxt = next(it, None)  # type: ignore[call-overload]
-            if nxt is None:
-                color[node] = BLACK
-                stack.pop()
-            elif color[nxt] == GREY:
-                return True
-            elif color[nxt] == WHITE:
-                color[nxt] = GREY
-                stack.append((nxt, iter(edges[nxt])))
-    return False
 
 
 def reaches(start: TaskState, targets: set[int], limit: int = 1_000_000) -> bool:
