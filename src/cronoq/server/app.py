@@ -112,28 +112,25 @@ class ServerApp:
         self.stopping = False
         self._leader_event: asyncio.Event | None = None
         self._stop_event: asyncio.Event | None = None
-        self.sched = self._make_scheduler()
+        # the registry outlives schedulers (a new one per leadership term): it is created first and
+        # pointed at each new scheduler; the pools' remote executors send attempts through it
         self.registry = WorkerRegistry(
-            self.sched,
+            None,  # type: ignore[arg-type]  # set just below
             max_slots_per_worker=config.limits.max_slots_per_worker,
             pool_max_slots={p.name: p.max_slots_per_worker for p in config.pools},
             pool_max={p.name: p.max for p in config.pools},
             lease_ttl_s={p.name: p.lease_ttl_s for p in config.pools},
             max_message_bytes=config.limits.max_message_bytes,
         )
-        self._executors: dict[str, RemoteExecutor] = {}
-        for name, ex in self._pending_executors.items():
-            ex.registry = self.registry
-            self._executors[name] = ex
+        self.sched = self._make_scheduler()
 
     def _make_scheduler(self) -> Scheduler:
+        """A scheduler for one leadership term, its pools run by remote workers via the registry."""
         cfg = self.config
-        self._pending_executors: dict[str, RemoteExecutor] = {}
-        pools = []
-        for p in cfg.pools:
-            ex = RemoteExecutor(None, p.name)  # type: ignore[arg-type]  # registry set below
-            self._pending_executors[p.name] = ex
-            pools.append(Pool.from_config(pool_config(p), ex, scaler=ExternalScaler()))
+        pools = [
+            Pool.from_config(pool_config(p), RemoteExecutor(self.registry, p.name), scaler=ExternalScaler())
+            for p in cfg.pools
+        ]
         sched = Scheduler(
             pools,
             resources=resource_configs(cfg),
@@ -147,6 +144,7 @@ class ServerApp:
         sched._key_retention_max = cfg.limits.key_retention_max
         sched._nowait = True
         sched.on_fenced = self._fenced
+        self.registry.sched = sched
         return sched
 
     # ------------------------------------------------------------------ lifecycle
@@ -201,16 +199,8 @@ class ServerApp:
         for s in list(self.registry.sessions.values()):
             self.registry.disconnect(s, "not the leader any more")
         if not self.stopping:
-            self.sched = self._rebuild()
+            self.sched = self._make_scheduler()
             asyncio.get_running_loop().create_task(self.lead())
-
-    def _rebuild(self) -> Scheduler:
-        sched = self._make_scheduler()
-        self.registry.sched = sched
-        for name, ex in self._pending_executors.items():
-            ex.registry = self.registry
-            self._executors[name] = ex
-        return sched
 
     async def stop(self) -> None:
         """Graceful stop: Shutdown to workers, grace for running attempts, release leadership."""
