@@ -134,7 +134,7 @@ def test_existing_key_is_returned_as_duplicate_while_others_are_created(drv):
     assert out == [(2, False), (old, True), (3, False)]
     assert d.totals()["submitted"] == 3  # the duplicate consumes no id and no count
     assert d.core.next_seq == 4
-    assert d.task(old).dependents == [(d.task(3), S)]  # "old" resolves to the existing task
+    assert d.task(old).edges() == [(d.task(3), S)]  # "old" resolves to the existing task
 
 
 def test_duplicate_member_ignores_its_own_deps(drv):
@@ -200,3 +200,27 @@ def test_batch_respects_max_pending_as_a_whole(make, mkpool):
     e = reject(d, item(), item(), item())
     assert e.code == "overloaded"
     assert len(batch(d, item(), item())) == 2
+
+
+def test_shuffled_batch_with_mixed_conditions_links_every_edge_in_member_order(drv):
+    """A batch that leaves the all-ON_SUCCESS fast path keeps every edge and its condition."""
+    d = drv
+    out = batch(
+        d,
+        item("c", [("a", C), ("b", S)]),
+        item("a"),
+        item("d", [("a", S)]),
+        item("b", [("a", F)]),
+    )
+    c, a, dd, b = (d.task(tid) for tid, _ in out)
+    assert a.edges() == [(c, C), (dd, S), (b, F)]
+    assert b.edges() == [(c, S)]
+    assert (c.unmet, dd.unmet, b.unmet) == (2, 1, 1)
+
+
+def test_all_success_batch_in_any_order_releases_by_layers(drv):
+    d = drv
+    out = batch(d, item("z", [("x", S), ("y", S)]), item("y", [("x", S)]), item("x"))
+    z, y, x = (d.task(tid) for tid, _ in out)
+    assert x.edges() == [(z, S), (y, S)] and y.edges() == [(z, S)]
+    assert [d.status(t.id) for t in (z, y, x)] == ["blocked", "blocked", "ready"]

@@ -113,7 +113,7 @@ def test_edge_by_key_is_the_same_as_by_id(one, cond):
     d = one
     p = sub(d, key="parent")
     child = sub(d, deps=[("parent", cond)])
-    assert d.task(p).dependents == [(d.task(child), cond)]
+    assert d.task(p).edges() == [(d.task(child), cond)]
     end(d, p, "failed")
     assert d.status(child) == ("skipped" if cond == S else "ready")
 
@@ -199,7 +199,7 @@ def test_already_finished_mixed_with_live_parent(one):
     child = sub(d, deps=[(live, S), (done, S)])
     assert d.status(child) == "skipped"
     assert d.task(child).message == "task already finished"
-    assert d.task(live).dependents == [(d.task(child), S)]  # linked, but ignored when it ends
+    assert d.task(live).edges() == [(d.task(child), S)]  # linked, but ignored when it ends
     end(d, live, "succeeded")
     assert d.status(child) == "skipped"
 
@@ -355,7 +355,7 @@ def test_awaited_key_binds_when_submitted(awaiting):
     assert d.status(child) == "blocked"
     p = sub(d, key="later")  # the plain fast path must bind too
     assert d.core.awaiting == {}
-    assert d.task(p).dependents == [(d.task(child), S)]
+    assert d.task(p).edges() == [(d.task(child), S)]
     assert d.task(child).awaiting == 0
     run(d, p)
     assert d.status(child) == "blocked"
@@ -380,7 +380,7 @@ def test_awaited_key_binds_every_waiter_and_a_provider_with_deps(awaiting):
     w2 = sub(d, deps=[("p", C)])
     gate = sub(d)
     p = sub(d, key="p", deps=[(gate, S)])
-    assert {c.id for c, _ in d.task(p).dependents} == {w1, w2}
+    assert {c.id for c, _ in d.task(p).edges()} == {w1, w2}
     end(d, gate, "succeeded")
     end(d, p, "succeeded")
     assert d.status(w1) == d.status(w2) == "ready"
@@ -393,7 +393,7 @@ def test_awaited_key_provided_by_a_batch(awaiting):
     d.core.submit_batch(d.now, [(o, None, "a", None, None, None), (o, None, "b", None, None, [("a", S)])])
     d.collect()
     b = d.core.keys["b"]
-    assert d.task(b).dependents == [(d.task(w), S)]
+    assert d.task(b).edges() == [(d.task(w), S)]
 
 
 def test_await_timeout_skips(awaiting_t):
@@ -523,7 +523,7 @@ def test_longer_cycle_through_an_awaited_key(awaiting):
     assert e.value.code == "cycle"
     # a provider without the back edge is fine
     z = sub(d, key="z")
-    assert d.task(z).dependents == [(d.task(x), S)]
+    assert d.task(z).edges() == [(d.task(x), S)]
 
 
 def test_cycle_through_an_awaited_key_via_batch_members(awaiting):
@@ -578,3 +578,31 @@ def test_rejected_submission_leaves_no_trace(make, mkpool):
     assert d.core.lookup(d.now, "later") is None
     nxt = sub(d)
     assert nxt == before[0]
+
+
+# ---------------------------------------------------------------- batch planning fast path
+
+
+def test_plan_member_edges_groups_kids_by_parent_in_member_order():
+    from cronoq.engine.deps import plan_member_edges
+
+    members = {"a": 0, "b": 1, "c": 2}
+    got = plan_member_edges([None, [("a", S)], [("a", S), ("b", S)]], members)
+    assert got == ([[1, 2], [2], []], [0, 1, 2], False)
+    # a forward reference (member 0 depends on member 2) is flagged for the cycle check
+    assert plan_member_edges([[("c", S)], None, None], members) == ([[], [], [0]], [1, 0, 0], True)
+
+
+@pytest.mark.parametrize(
+    "deps",
+    [
+        [[("a", ON_FAILURE)], None],  # another condition
+        [[("zz", S)], None],  # a key outside the batch
+        [[(7, S)], None],  # an id
+        [None, [("b", S)]],  # a self-reference
+    ],
+)
+def test_plan_member_edges_leaves_other_edges_to_the_general_path(deps):
+    from cronoq.engine.deps import plan_member_edges
+
+    assert plan_member_edges(deps, {"a": 0, "b": 1}) is None

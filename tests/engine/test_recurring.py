@@ -585,12 +585,12 @@ def test_overlap_queue_waits_for_the_previous_to_complete(eng):
     first = start_first(d, "m")
     second = ahead(d, "m").id
     assert d.status(second) == "blocked"
-    assert d.task(first).dependents == [(d.task(second), 2)]
+    assert d.task(first).edges() == [(d.task(second), 2)]
     assert d.snapshot().reservations == 1  # reserved while blocked
     assert at_min(d, 2) == []
     assert d.status(second) == "blocked"
     third = ahead(d, "m").id
-    assert d.task(second).dependents == [(d.task(third), 2)]
+    assert d.task(second).edges() == [(d.task(third), 2)]
     at_min(d, 2, 20)
     d.fail(first, "x", permanent=True)  # complete edge: any terminal status releases it
     assert d.tick() == [second]  # past start + tolerance: runs late (run_late)

@@ -34,7 +34,7 @@ from typing import Any
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
 from cronoq.engine.autoscale import Autoscaler
 from cronoq.engine.config import CoreConfig, PoolConfig
-from cronoq.engine.deps import kids_have_cycle, reaches
+from cronoq.engine.deps import kids_have_cycle, plan_member_edges, reaches
 from cronoq.engine.fairness import FairLane
 from cronoq.engine.lanes import Lane
 from cronoq.engine.model import (
@@ -455,14 +455,22 @@ class Core:
         # resolve every edge: to a member, to a live task, to an awaited key; or at once.
         # Member edges are kept per parent: the dependent members and their conditions (no
         # per-edge tuple), in (child, dep) order, which is the order they are linked in.
-        kids: list[list[int] | None] = [None] * n
+        kids: list[list[int]] = []
         kconds: list[list[int] | None] = [None] * n  # None: every edge so far is ON_SUCCESS
         indeg = [0] * n  # member edges of each member
         other: list[list[tuple[int, Any, int]] | None] = [None] * n  # E_TASK / E_AWAIT edges
         broken = [False] * n
         forward = False  # some member depends on a later one (else the order is topological)
-        if any_deps:
+        planned = None
+        if any_deps and not dup_keys:  # the common case: only ON_SUCCESS edges between members
+            planned = plan_member_edges([item[5] for item in items], batch_keys)
+        if planned is not None:
+            kids, indeg, forward = planned
+            if forward and kids_have_cycle(indeg, kids):
+                raise SubmitError("cycle", "dependency cycle in batch")
+        elif any_deps:
             tasks = self.tasks
+            kids = [[] for _ in range(n)]
             for i, item in enumerate(items):
                 deps = item[5]
                 if not deps or dup[i] is not None:
@@ -477,10 +485,7 @@ class Core:
                         j = batch_keys.get(target)
                         if j is not None:
                             kl = kids[j]
-                            if kl is None:
-                                kl = kids[j] = [i]
-                            else:
-                                kl.append(i)
+                            kl.append(i)
                             kc = kconds[j]
                             if kc is not None:
                                 kc.append(cond)
@@ -598,12 +603,16 @@ class Core:
         if any_deps:
             made: list[Any] = created  # every member with edges was created (none is a duplicate)
             pick = made.__getitem__
-            for j, kl in enumerate(kids):
-                if kl is not None:
-                    kc = kconds[j]
-                    made[j].dependents = list(
-                        zip(map(pick, kl), [ON_SUCCESS] * len(kl) if kc is None else kc)
-                    )
+            if planned is not None:  # every edge ON_SUCCESS: no conditions to keep
+                for parent, kl in zip(made, kids):
+                    if kl:
+                        parent.dependents = list(map(pick, kl))
+            else:
+                for j, kl in enumerate(kids):
+                    if kl:
+                        parent = made[j]
+                        parent.dependents = list(map(pick, kl))
+                        parent.dep_conds = kconds[j]
             for i, ol in enumerate(other):
                 if ol is None:
                     continue
@@ -640,9 +649,19 @@ class Core:
 
     @staticmethod
     def _link(parent: TaskState, child: TaskState, cond: int) -> None:
-        if parent.dependents is None:
-            parent.dependents = []
-        parent.dependents.append((child, cond))
+        kids = parent.dependents
+        if kids is None:
+            parent.dependents = [child]
+            if cond != ON_SUCCESS:
+                parent.dep_conds = [cond]
+        else:
+            kids.append(child)
+            conds = parent.dep_conds
+            if conds is not None:
+                conds.append(cond)
+            elif cond != ON_SUCCESS:
+                conds = parent.dep_conds = [ON_SUCCESS] * len(kids)
+                conds[-1] = cond
         child.unmet += 1
 
     @staticmethod
@@ -995,16 +1014,29 @@ class Core:
 
     def _propagate(self, parent: TaskState, now: int) -> None:
         """A parent ended: satisfy or break its edges; skips cascade along broken edges."""
-        work = [parent]
         release = self._release
+        if parent.dep_conds is None and parent.status == SUCCEEDED:  # the hot path: all met
+            kids = parent.dependents
+            parent.dependents = None
+            for child in kids or ():
+                if child.status == BLOCKED:
+                    u = child.unmet - 1
+                    child.unmet = u
+                    if not u:
+                        release(child, now)
+            return
+        work = [parent]
         while work:
             p = work.pop()
             deps = p.dependents
-            p.dependents = None
+            conds = p.dep_conds
+            p.dependents = p.dep_conds = None
             if not deps:
                 continue
             succeeded = p.status == SUCCEEDED
-            for child, cond in deps:
+            if conds is None:
+                conds = [ON_SUCCESS] * len(deps)
+            for child, cond in zip(deps, conds):
                 if child.status != BLOCKED:
                     continue
                 # edge_satisfied(cond, p.status), inlined

@@ -8,9 +8,15 @@ rejected submission leaves no trace.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from itertools import chain, repeat
+from operator import eq, gt, itemgetter
+from typing import cast
 
 from cronoq.engine.model import TaskState
+
+_target = itemgetter(0)
+_cond = itemgetter(1)
 
 
 def reaches(start: TaskState, targets: set[int], limit: int = 1_000_000) -> bool:
@@ -22,7 +28,7 @@ def reaches(start: TaskState, targets: set[int], limit: int = 1_000_000) -> bool
     steps = 0
     while stack:
         t = stack.pop()
-        for child, _ in t.dependents or ():
+        for child in t.dependents or ():
             if child.id in targets:
                 return True
             if child.id not in seen:
@@ -54,3 +60,32 @@ def kids_have_cycle(indeg: Sequence[int], kids: Sequence[list[int] | None]) -> b
                 if not d:
                     stack.append(c)
     return done < len(deg)
+
+
+def plan_member_edges(
+    deps: Sequence[Sequence[tuple[object, int]] | None], members: Mapping[str, int]
+) -> tuple[list[list[int]], list[int], bool] | None:
+    """Resolve a batch whose every edge is an ON_SUCCESS edge to another member by key.
+
+    ``deps[i]``: member i's edges ``(target, condition)``; ``members``: key → member index.
+    Returns ``(kids, indeg, forward)`` - the members depending on each member (one entry per
+    edge, in member order), each member's edge count, and whether some member depends on a
+    later one - or None when some edge is of another kind (an id, a key outside the batch,
+    another condition, a self-reference): the caller then resolves edge by edge.  The checks
+    run in C (``map`` over flat arrays); only grouping by parent is a Python loop.
+    """
+    lens = [len(d) if d else 0 for d in deps]
+    flat = list(chain.from_iterable(d for d in deps if d))
+    if any(map(_cond, flat)):  # ON_SUCCESS is 0
+        return None
+    found = list(map(members.get, map(_target, flat)))
+    if None in found:
+        return None
+    js = cast("list[int]", found)
+    owners = list(chain.from_iterable(map(repeat, range(len(deps)), lens)))
+    if any(map(eq, js, owners)):
+        return None
+    kids: list[list[int]] = [[] for _ in lens]
+    for j, i in zip(js, owners):
+        kids[j].append(i)
+    return kids, lens, any(map(gt, js, owners))

@@ -400,6 +400,7 @@ class TaskState:
         "awaiting",
         "created_at",
         "deadline",
+        "dep_conds",
         "dependents",
         "finished_at",
         "fixed",
@@ -445,7 +446,10 @@ class TaskState:
         self.output: object = None
         self.lane_token = 0
         self.unmet = 0
-        self.dependents: list[tuple[TaskState, int]] | None = None
+        # outgoing edges: the dependent tasks, and their conditions in parallel - or None when
+        # every edge is ON_SUCCESS, the common case (no per-edge tuple, a cheaper propagation)
+        self.dependents: list[TaskState] | None = None
+        self.dep_conds: list[int] | None = None
         self.fixed: Any = None  # reservations.FixedStart for fixed-start tasks
         self.awaiting = 0  # edges waiting for a key that does not exist yet
         self.group: Any = None  # the worker group of the running attempt
@@ -454,6 +458,12 @@ class TaskState:
     @property
     def status_name(self) -> str:
         return STATUS_NAMES[self.status]
+
+    def edges(self) -> list[tuple[TaskState, int]]:
+        """The outgoing dependency edges as ``(dependent, condition)`` pairs."""
+        kids = self.dependents or []
+        conds = self.dep_conds
+        return list(zip(kids, conds)) if conds is not None else [(k, ON_SUCCESS) for k in kids]
 
     def __repr__(self) -> str:
         return f"<TaskState id={self.id} {STATUS_NAMES[self.status]} attempt={self.attempt}>"
