@@ -5,8 +5,16 @@ from __future__ import annotations
 from cronoq.engine.actions import Persist, Publish
 from cronoq.engine.config import CoreConfig, PoolConfig
 from cronoq.engine.core import Core
-from cronoq.engine.model import ON_COMPLETE, ON_FAILURE, ON_SUCCESS, TaskOptions
-from cronoq.engine.mutations import Recovered, RecoveredTask, Submitted
+from cronoq.engine.model import ON_COMPLETE, ON_FAILURE, ON_SUCCESS, RetryPolicy, TaskOptions
+from cronoq.engine.mutations import (
+    Recovered,
+    RecoveredSchedule,
+    RecoveredTask,
+    RecurringNext,
+    RecurringUpsert,
+    Submitted,
+)
+from cronoq.engine.recurring import OVERLAP_SKIP, CronSchedule, RecurringSpec
 from cronoq.engine.time import NS
 
 
@@ -82,3 +90,89 @@ def test_recovered_awaiting_task_still_times_out() -> None:
     new.tick(NS)
     assert new.tasks[tid].status_name == "skipped"
     assert new.tasks[tid].message == "timed out awaiting unknown dependency"
+
+
+def _skip_schedule(core: Core, now: int) -> int:
+    """An every-10-seconds overlap=skip schedule; returns the first occurrence's id."""
+    spec = RecurringSpec("job", CronSchedule("*/10 * * * * *"), OVERLAP_SKIP, TaskOptions(), None)
+    info = core.add_recurring(now, spec)
+    return info.last_task_id
+
+
+def _run_until(core: Core, when: int) -> None:
+    while (w := core.next_wakeup()) is not None and w <= when:
+        core.tick(w)
+    core.tick(when)
+
+
+def test_skip_overlap_survives_a_cancelled_occurrence_ahead() -> None:
+    """featsim seed 49: with overlap=skip, cancelling the scheduled occurrence ahead while the
+    previous one still runs broke the chain: the next occurrence checked only the cancelled
+    one (terminal) and ran alongside the long-running one."""
+    core = Core(CoreConfig([PoolConfig("default", min=0, max=4, initial=4, autoscale=False)]))
+    first = _skip_schedule(core, 0)  # starts at 10 s
+    _run_until(core, 10 * NS)
+    assert core.tasks[first].status_name == "running"  # and keeps running
+    second = core.list_recurring()[0].last_task_id  # scheduled for 20 s
+    assert core.cancel(15 * NS, second)
+    _run_until(core, 20 * NS)  # second's start: the third is materialized
+    third = core.list_recurring()[0].last_task_id
+    _run_until(core, 30 * NS)  # third's start: first is still running
+    t = core.tasks[third]
+    assert (t.status_name, t.message) == ("skipped", "previous occurrence still running")
+    assert core.running == 1
+
+
+def _crashed_while_first_runs() -> tuple[CoreConfig, int, int, Recovered]:
+    """A skip schedule whose first occurrence runs (10 s) and second is scheduled (20 s);
+    the state a store hands back after a crash then."""
+    config = CoreConfig(
+        [PoolConfig("default", min=0, max=4, initial=4, autoscale=False, retry=RetryPolicy(jitter=False))],
+        persist=True,
+    )
+    core = Core(config)
+    first = _skip_schedule(core, 0)
+    _run_until(core, 10 * NS)
+    second = core.list_recurring()[0].last_task_id
+    muts = [a.mutation for a in core.drain_actions() if type(a) is Persist]
+    subs = {m.id: m for m in muts if type(m) is Submitted}
+    sched = next(m.spec for m in muts if type(m) is RecurringUpsert)
+    nxt = [m for m in muts if type(m) is RecurringNext][-1]
+
+    def task(tid: int, status: str, attempt: int) -> RecoveredTask:
+        return RecoveredTask(tid, subs[tid].seq, subs[tid].arrival, subs[tid].spec, None, status, attempt)
+
+    rec = Recovered(
+        [task(first, "running", 1), task(second, "submitted", 0)],
+        [],
+        [RecoveredSchedule(sched, nxt.next, nxt.last)],
+    )
+    return config, first, second, rec
+
+
+def test_skip_overlap_survives_recovery() -> None:
+    """featsim seed 49: recover() did not restore the overlap=skip chain (``FixedStart.prev``
+    is not persisted): the scheduled occurrence ahead came due and ran alongside the
+    occurrence the crash had interrupted (recovered as retrying, then running again)."""
+    config, first, second, rec = _crashed_while_first_runs()
+    new = Core(config, now=12 * NS, epoch=1)
+    new.recover(12 * NS, rec)
+    _run_until(new, 20 * NS)  # first retried at 13 s and runs; second comes due at 20 s
+    assert new.tasks[first].status_name == "running"
+    t = new.tasks[second]
+    assert (t.status_name, t.message) == ("skipped", "previous occurrence still running")
+    assert new.running == 1
+
+
+def test_recovered_occurrence_due_while_the_previous_is_live_is_skipped() -> None:
+    """The same after a longer outage: the occurrence ahead came due while the engine was
+    down; recovery must skip it, not start it next to the interrupted one."""
+    config, first, second, rec = _crashed_while_first_runs()
+    now = 20 * NS + NS // 2  # back 0.5 s after second's start
+    new = Core(config, now=now, epoch=1)
+    new.recover(now, rec)
+    assert new.tasks[first].status_name == "retrying"
+    t = new.tasks[second]
+    assert (t.status_name, t.message) == ("skipped", "previous occurrence still running")
+    _run_until(new, now + 2 * NS)
+    assert new.running == 1 and new.tasks[first].status_name == "running"

@@ -980,3 +980,28 @@ async def test_recurring_conflicts_are_dropped_and_counted() -> None:
         assert info.next_run > time.time() + 30
         assert await s.status(blocker.id) == "scheduled"
         await s.remove_recurring("r")
+
+
+async def test_a_task_submitted_to_two_schedulers_runs_in_its_pool_in_each():
+    """Task objects carry resolved options: a second scheduler (other pool order) re-resolves."""
+    from cronoq import Pool, Scheduler, Task
+
+    seen: list[tuple[str, str]] = []
+
+    def executor(tag: str):
+        async def run(ctx, payload):
+            seen.append((tag, ctx.pool))
+            return payload
+
+        return run
+
+    task = Task("x", pool="b")
+    one = Scheduler([Pool("a", executor("A")), Pool("b", executor("A"))])
+    two = Scheduler([Pool("b", executor("B"))])
+    async with one, two:
+        (h1,) = await one.submit_batch([task])
+        (h2,) = await two.submit_batch([task])
+        assert await h1 == "x" and await h2 == "x"
+        (h3,) = await one.submit_batch([task])
+        assert await h3 == "x"
+    assert sorted(seen) == [("A", "b"), ("A", "b"), ("B", "b")]

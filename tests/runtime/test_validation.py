@@ -57,6 +57,29 @@ async def test_zero_durations_are_accepted(field):
             assert await wait(await s.submit("p", **kw)) == "p"
 
 
+TIMEOUT_TRUE = "timeout must be a finite, non-negative number of seconds (got True)"
+AMOUNT_TRUE = "resource amount must be an int >= 1 (got True for 'db')"
+
+
+@pytest.mark.parametrize(
+    ("good", "bad", "msg"),
+    [
+        ({"timeout": 1}, {"timeout": True}, TIMEOUT_TRUE),
+        ({"resources": {"db": 1}}, {"resources": {"db": True}}, AMOUNT_TRUE),
+    ],
+)
+async def test_a_cached_valid_option_does_not_admit_an_equal_invalid_one(good, bad, msg):
+    """1 == True: the options cache must not hand the options of the first to the second."""
+    from cronoq import Resource
+
+    async with Scheduler([pool()], resources=[Resource.semaphore("db", 2)]) as s:
+        for _ in range(2):
+            await s.enqueue("p", **good)
+        with pytest.raises(ValueError) as ei:
+            await s.enqueue("p", **bad)
+        assert str(ei.value) == msg
+
+
 def test_non_numeric_duration_rejected():
     with pytest.raises(ValueError, match=r"^timeout must be a finite, non-negative number of seconds"):
         Task("p", timeout="5")

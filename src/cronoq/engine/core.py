@@ -332,18 +332,24 @@ class Core:
     # ------------------------------------------------------------------ submission
 
     def resolve_pool(self, opts: TaskOptions) -> int:
-        """The pool index of ``opts`` (cached on it); SubmitError ``unknown_pool`` if none."""
-        idx = opts.pool_index
-        if idx < 0:
-            if opts.pool is None:
-                idx = self.default_pool
-            else:
-                found = self.pool_index.get(opts.pool)
-                if found is None:
-                    raise SubmitError("unknown_pool", f"unknown pool '{opts.pool}'")
-                idx = found
-            opts.pool_index = idx
-            opts.stats_key = (idx, opts.kind)
+        """The pool index of ``opts``, its resources checked; both cached on it for this core.
+
+        SubmitError ``unknown_pool`` or one of :meth:`check_resources`.
+        """
+        if opts.resolver is self:
+            return opts.pool_index
+        if opts.pool is None:
+            idx = self.default_pool
+        else:
+            found = self.pool_index.get(opts.pool)
+            if found is None:
+                raise SubmitError("unknown_pool", f"unknown pool '{opts.pool}'")
+            idx = found
+        if opts.resources is not None:
+            self.check_resources(opts)
+        opts.pool_index = idx
+        opts.stats_key = (idx, opts.kind)
+        opts.resolver = self
         return idx
 
     def submit(
@@ -369,14 +375,13 @@ class Core:
             existing = self.keys.get(key)
             if existing is not None:
                 return existing, True
-        if opts.resources is not None:
-            self.check_resources(opts)
+        pi = opts.pool_index if opts.resolver is self else self.resolve_pool(opts)
         if start_at is not None or deps or (key is not None and key in self.awaiting):
             # (an awaited key must bind its waiters, which only _submit_items does)
             return self._submit_items(
                 now, [(opts, payload, key, deadline, start_at, deps, blob)], single=True
             )[0]
-        pool = self.pools[opts.pool_index if opts.pool_index >= 0 else self.resolve_pool(opts)]
+        pool = self.pools[pi]
         mp = pool.cfg.max_pending
         if mp is not None and pool.pending >= mp:
             self._overflow(pool, opts.priority, now)
@@ -425,12 +430,8 @@ class Core:
         any_deps = any_start = False
         for i, item in enumerate(items):
             opts = item[0]
-            pi = opts.pool_index
-            if pi < 0:
-                pi = self.resolve_pool(opts)
+            pi = opts.pool_index if opts.resolver is self else self.resolve_pool(opts)
             pools.append(all_pools[pi])
-            if opts.resources is not None:
-                self.check_resources(opts)
             key = item[2]
             if key is not None:
                 # (self.keys does not change while planning: a key is either existing or new)
@@ -1745,10 +1746,16 @@ class Core:
             if not dup and t.fixed is not None:
                 t.fixed.recurring = spec.name
                 if spec.overlap == OVERLAP_SKIP:
-                    # an occurrence skipped for overlap did not run: check the live one it
-                    # deferred to, so a long run is never overlapped by a later occurrence
+                    # an occurrence that ended before coming due (skipped for overlap, or
+                    # cancelled while scheduled) still has its start check's ``prev``: check
+                    # the one it deferred to, so a long run is never overlapped by a later one
                     live = prev
-                    if live is not None and live.fixed is not None and live.message == MSG_PREVIOUS_RUNNING:
+                    while (
+                        live is not None
+                        and live.status >= FIRST_TERMINAL
+                        and live.fixed is not None
+                        and live.fixed.prev is not None
+                    ):
                         live = live.fixed.prev
                     t.fixed.prev = live
             sched.prev = prev
@@ -1786,6 +1793,7 @@ class Core:
             opts = TaskOptions(pool=self.pools[pidx].name, kind=r0.kind, priority=r0.priority)
             opts.pool_index = pidx
             opts.stats_key = (pidx, r0.kind)
+            opts.resolver = self
             t = TaskState(r0.id, r0.seq, opts, None, r0.key, r0.arrival - tb)
             t.status = by_name.get(r0.status, FAILED)
             t.attempt = r0.attempt
@@ -1803,8 +1811,6 @@ class Core:
             opts = spec.options()
             try:
                 pool = self.pools[self.resolve_pool(opts)]
-                if opts.resources is not None:
-                    self.check_resources(opts)
             except SubmitError as e:
                 rec.quarantined.append((r.id, f"cannot recover task: {e.message}"))
                 continue
@@ -1872,9 +1878,14 @@ class Core:
                         break
                 else:
                     self._link(parent, t, cond)
+        # overlap=skip: FixedStart.prev is not persisted; link each occurrence to the latest
+        # live one before it (id order), so the start check still sees an interrupted run
+        skip = {rs.spec.name for rs in rec.schedules if rs.spec.overlap == OVERLAP_SKIP}
+        last_occ: dict[str, TaskState] = {}
         for t, r in live:
             if t.status != BLOCKED:
                 continue
+            name = r.spec.recurring if r.spec.recurring in skip else None
             if r.status in ("running", "retrying") or r.attempt > 0:
                 self._recover_attempt(t, now)
             elif t.unmet < 0:
@@ -1882,9 +1893,18 @@ class Core:
                 self._tot["skipped"] += 1
                 self._terminate(t, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
             elif t.unmet == 0:
+                prev = last_occ.get(name) if name is not None else None
+                if prev is not None and prev.status < FIRST_TERMINAL and t.fixed is not None:
+                    if t.fixed.start <= now:  # came due while the previous one is live
+                        self._tot["skipped"] += 1
+                        self._terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
+                        continue
+                    t.fixed.prev = prev
                 self._release(t, now)
+            if name is not None and t.status < FIRST_TERMINAL:
+                last_occ[name] = t
         for rs in rec.schedules:
-            self._recover_schedule(rs, now)
+            self._recover_schedule(rs, now, last_occ.get(rs.spec.name))
 
     def _recover_attempt(self, t: TaskState, now: int) -> None:
         """A task interrupted by the restart: its attempt counts; retry after its backoff."""
@@ -1894,7 +1914,7 @@ class Core:
         self._move(t, EV_DISPATCH, now)
         self._after_failure(t, now, MSG_INTERRUPTED, None)
 
-    def _recover_schedule(self, rs: RecoveredSchedule, now: int) -> None:
+    def _recover_schedule(self, rs: RecoveredSchedule, now: int, live_occ: TaskState | None = None) -> None:
         rec = rs.spec
         try:
             cron = CronSchedule(rec.cron, rec.tz)
@@ -1926,7 +1946,8 @@ class Core:
             self._recur_by_gen[sched.gen] = sched
             self._push_timer(sched.next_start, T_RECUR, ahead, sched.gen)
         else:
-            sched.ahead = ahead
+            # (overlap=skip: the next occurrence defers to the latest live one, see recover)
+            sched.ahead = ahead if live_occ is None or live_occ.status >= FIRST_TERMINAL else live_occ
             sched.last_id = rs.last
             after = self._unix_s(now) if rs.next is None else max(self._unix_s(now), rs.next / NS)
             self._materialize(sched, now, after)

@@ -337,7 +337,9 @@ def edge_satisfied(cond: int, parent_status: int) -> bool:
 class TaskOptions:
     """Validated scheduling options that many tasks may share (immutable once built).
 
-    Durations are ns.  ``pool_index`` is resolved by the core on first use.
+    Durations are ns.  ``pool_index`` (and ``stats_key``) are resolved by the core on first use
+    and hold for that core only (``resolver``): options shared by several schedulers are
+    resolved again by each; the core also checks the resources there, once.
     """
 
     __slots__ = (
@@ -348,6 +350,7 @@ class TaskOptions:
         "pool",
         "pool_index",
         "priority",
+        "resolver",
         "resources",
         "retry",
         "stats_key",
@@ -386,6 +389,17 @@ class TaskOptions:
         self.resources = resources
         self.pool_index = -1
         self.stats_key: object = None
+        self.resolver: object = None  # the core pool_index and stats_key belong to
+
+    def unresolved(self) -> TaskOptions:
+        """A copy that no core has resolved yet."""
+        out = TaskOptions.__new__(TaskOptions)
+        for name in TaskOptions.__slots__:
+            setattr(out, name, getattr(self, name))
+        out.pool_index = -1
+        out.stats_key = None
+        out.resolver = None
+        return out
 
 
 class TaskState:

@@ -560,7 +560,7 @@ class Scheduler:
     async def _submit(self, payload: object, fields: dict[str, Any]) -> tuple[int, bool]:
         core = self._require()
         opts, key, dl, st, deps = self._prepare(fields)
-        if opts.pool_index < 0:
+        if opts.resolver is not core:
             core.resolve_pool(opts)
         blob = self._encode(payload) if self._committer is not None else None
         while True:
@@ -636,7 +636,7 @@ class Scheduler:
         probe = self._otel_probe
         if probe is not None and probe():  # something in the OTel context: carry a span's context
             opts = _otel.traced_options(opts)
-        if opts.pool_index < 0:
+        if opts.resolver is not core:
             core.resolve_pool(opts)
         try:
             tid, _ = core.submit(self._now(), opts, payload)  # no key: never a duplicate
@@ -674,6 +674,11 @@ class Scheduler:
         core = self._require()
         if not batch:
             return []
+        for t in batch:
+            if t._opts.resolver not in (None, core):
+                # resolved by another scheduler, whose tasks keep using those options:
+                # resolve a copy here (a pool's index differs between schedulers)
+                t._opts = t._opts.unresolved()
         blobs = [self._encode(t._payload) for t in batch] if self._committer is not None else None
         probe = self._otel_probe
         trace = _otel.trace_tags() if probe is not None and probe() else None

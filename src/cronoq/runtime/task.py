@@ -170,20 +170,19 @@ class OptionsCache:
     def get(self, fields: dict[str, Any]) -> TaskOptions:
         if not fields:
             return self.default
+        # the key holds each value's type (1, 1.0 and True are equal but do not validate
+        # alike) and dict values (resources, tags, labels) as their items and item types
+        parts: list[Any] = []
+        for k, v in fields.items():
+            c = v.__class__
+            if c is dict:
+                v = (*v.items(), *map(type, v.values()))
+            parts += (k, c, v)
+        ck = tuple(parts)
         try:
-            ck = tuple(fields.items())
-            hash(ck)
-        except TypeError:
-            # dict-valued fields (resources, tags, labels): key on their items instead
-            try:
-                ck = tuple(
-                    (k, ("__map__", tuple(v.items())) if isinstance(v, dict) else v)
-                    for k, v in fields.items()
-                )
-                hash(ck)
-            except TypeError:
-                return make_options(**fields)
-        opts = self._cache.get(ck)
+            opts = self._cache.get(ck)
+        except TypeError:  # an unhashable value (make_options rejects or copies it)
+            return make_options(**fields)
         if opts is None:
             opts = make_options(**fields)
             if len(self._cache) >= self._limit:
