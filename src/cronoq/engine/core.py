@@ -221,7 +221,7 @@ class PoolState:
         self.ready_by_class = [0] * NUM_CLASSES
         self.lane_ready = [0] * NUM_CLASSES  # ready tasks queued in each class lane
         self.queued = 0  # sum of lane_ready
-        # ready fixed-start tasks before their miss deadline: (start, seq, task), dispatched first
+        # ready fixed-start tasks before their miss deadline: (start, id, task), dispatched first
         self.due: list[tuple[int, int, TaskState]] = []
         self.res: dict[int, tuple[int, int]] = {}  # reservation windows of not-yet-started tasks
         self.fair = cfg.fair_share
@@ -953,7 +953,8 @@ class Core:
         f = t.fixed
         t.ready_at = now
         f.in_due = True
-        heapq.heappush(pool.due, (f.start, t.seq, t))
+        # (by id, not seq: sequences restart in each epoch, ids are unique and ordered by them)
+        heapq.heappush(pool.due, (f.start, t.id, t))
         self._hold(t, pool)
 
     @staticmethod
@@ -1163,8 +1164,15 @@ class Core:
             return None
         res = opts.resources
         if res is not None:
+            resources = self.resources
+            if len(res) == 1:  # the common case: one resource, taken in one pass
+                ((name, k),) = res.items()
+                r = resources[name]
+                if r.can_take(k, now):
+                    r.take(k, now)
+                    return group
             for name, k in res.items():
-                r = self.resources[name]
+                r = resources[name]
                 if not r.can_take(k, now):
                     if parkable:
                         self._park(t, pool, name)
@@ -1178,7 +1186,7 @@ class Core:
                             heapq.heappush(self.timers, (at, self.timer_n, T_REFILL, name, 0))
                     return None
             for name, k in res.items():
-                self.resources[name].take(k, now)
+                resources[name].take(k, now)
         return group
 
     def _park(self, t: TaskState, pool: PoolState, resource: str | None) -> None:
@@ -1420,9 +1428,10 @@ class Core:
                 self._unpark_labels(pool)
         res = t.opts.resources
         if res is not None:
+            resources, waiters = self.resources, self.res_waiters
             for name, k in res.items():
-                self.resources[name].give_back(k)
-                if name in self.res_waiters:
+                resources[name].give_back(k)
+                if name in waiters:
                     self._unpark_resource(name, now)
 
     def _end_attempt(self, t: TaskState, now: int, succeeded: bool) -> int:
@@ -1745,6 +1754,12 @@ class Core:
             t = self.tasks[tid]
             if not dup and t.fixed is not None:
                 t.fixed.recurring = spec.name
+                if self.persist:  # the Submitted record was built before the name was set
+                    for a in reversed(self.actions):
+                        m = a.mutation if type(a) is Persist else None
+                        if type(m) is Submitted and m.id == tid:
+                            m.spec.recurring = spec.name
+                            break
                 if spec.overlap == OVERLAP_SKIP:
                     # an occurrence that ended before coming due (skipped for overlap, or
                     # cancelled while scheduled) still has its start check's ``prev``: check

@@ -82,6 +82,10 @@ def _error_message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+# submission fields that are not task options: a submission without them takes the fast path
+_SPECIAL_FIELDS = frozenset(("key", "deadline_in", "deadline_at", "start_in", "start_at", "after", "deps"))
+
+
 class Scheduler:
     """An elastic, priority-aware asyncio task scheduler (see the module docstring)."""
 
@@ -624,15 +628,16 @@ class Scheduler:
                 if inspect.isawaitable(res):
                     await res
 
-    def _submit_plain(self, payload: object) -> int | None:
-        """Fast path for a submission without fields: its id, or None if the pool is full.
+    def _submit_plain(self, payload: object, fields: dict[str, Any] | None = None) -> int | None:
+        """Fast path for a submission with option fields only (no key, times or edges): its id,
+        or None if the pool is full or the store is durable (the slow path then does it).
 
-        Must stay equivalent to ``_submit`` with empty ``fields`` (keep the two in step).
+        Must stay equivalent to ``_submit`` with such ``fields`` (keep the two in step).
         """
         core = self._require()
         if self._committer is not None:
             return None  # durable: the slow path encodes and awaits the commit
-        opts = self._opts.default
+        opts = self._opts.get(fields) if fields else self._opts.default
         probe = self._otel_probe
         if probe is not None and probe():  # something in the OTel context: carry a span's context
             opts = _otel.traced_options(opts)
@@ -649,8 +654,8 @@ class Scheduler:
 
     async def submit(self, payload: object, **fields: Any) -> TaskHandle:
         """Submit one task (SPEC §2 fields) and return a handle to its outcome."""
-        if not fields:
-            tid = self._submit_plain(payload)
+        if not fields or _SPECIAL_FIELDS.isdisjoint(fields):
+            tid = self._submit_plain(payload, fields)
             if tid is not None:
                 return self._handle_for(tid, False)
         tid, dup = await self._submit(payload, fields)
@@ -658,8 +663,8 @@ class Scheduler:
 
     async def enqueue(self, payload: object, **fields: Any) -> int:
         """Submit one task without a handle (cheaper); returns its id."""
-        if not fields:
-            tid = self._submit_plain(payload)
+        if not fields or _SPECIAL_FIELDS.isdisjoint(fields):
+            tid = self._submit_plain(payload, fields)
             if tid is not None:
                 return tid
         tid, _ = await self._submit(payload, fields)
