@@ -453,14 +453,19 @@ def test_learned_service_time_feeds_the_backlog_term(make):
     assert r2.desired[1.0] == 51
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: the autoscaler's service time s is the pool's run-time EWMA or default_duration; "
-    "SPEC §10/§5.3 say s is the mean expected duration of the pool's work, where duration_hint counts",
-)
 def test_service_time_uses_duration_hints(make):
+    """SPEC §10: s is the mean expected duration (§5.3) of the pool's work: hints count."""
     d = make([scaled_pool(min=0, max=100, initial=0, drain_time=40.0, max_step_up_abs=100)])
     backlog(d, 30, duration_hint=sec(10))
-    Run(d).until(40)
+    Run(d, apply=False).until(40)  # capacity stays 0: the backlog stays queued
     # λ has decayed (< 0.01 slot): B·s/drain = 30·10/40 = 7.5 -> 8 slots (with s = 1: 0.75 -> 1)
     assert d.snapshot().desired == 8
+
+
+def test_service_time_is_the_backlog_mean_weighted_by_class(make):
+    d = make([scaled_pool(min=0, max=100, initial=0, drain_time=40.0, max_step_up_abs=100)])
+    backlog(d, 10, duration_hint=sec(10))  # normal: s = 10
+    backlog(d, 30, priority=HIGH)  # high, unhinted, nothing learned: the pool default (1 s)
+    Run(d, apply=False).until(40)
+    # s = (10·10 + 30·1) / 40 = 3.25; B·s/drain = 40·3.25/40 = 3.25 -> 4
+    assert d.snapshot().desired == 4

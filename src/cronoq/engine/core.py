@@ -29,6 +29,7 @@ import heapq
 import random
 from collections import deque
 from collections.abc import Iterable, Sequence
+from itertools import chain, islice
 from typing import Any
 
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
@@ -116,6 +117,8 @@ from cronoq.errors import SubmitError
 
 #: A batch member: (opts, payload, key, deadline, start_at, deps[, blob])
 BatchItem = tuple[Any, ...]
+
+SERVICE_SAMPLE = 64  # queued tasks per class and lane structure the autoscaler's s is estimated from
 
 # edge kinds while planning a submission
 E_TASK = 0  # an existing live task
@@ -1639,8 +1642,8 @@ class Core:
         pool.scale_armed = False
         if sc is None:
             return
-        service = pool.run_ewma if pool.run_ewma > 0 else float(pool.cfg.default_duration)
         by_class = [pool.ready_by_class[c] + pool.retrying_by_class[c] for c in range(NUM_CLASSES)]
+        service = self._service_time(pool, by_class)
         horizon = now + to_ns(sc.cfg.reservation_horizon)
         upcoming = [w for w in pool.res.values() if w[0] <= horizon and w[1] >= now]
         peak = max_overlap(upcoming, -(1 << 62), 1 << 62) if upcoming else 0
@@ -1660,6 +1663,33 @@ class Core:
         idle = pool.pending == 0 and pool.busy == 0 and g0.capacity <= sc.lo and sc.rate < 0.01
         if not idle:
             self._arm_scale(pool, now)
+
+    def _service_time(self, pool: PoolState, by_class: list[int]) -> float:
+        """s of SPEC §10: the mean expected duration (§5.3: hint, learned, default) of the pool's
+        backlog, estimated from up to SERVICE_SAMPLE queued tasks per class and weighted by
+        each class's backlog; with no backlog, the pool's learned run time or its default."""
+        total = weight = 0.0
+        expected = self._expected
+        for c, lane in enumerate(pool.lanes):
+            if not by_class[c]:
+                continue
+            n = 0
+            acc = 0
+            for entry in chain(
+                islice(lane.fifo, SERVICE_SAMPLE),
+                islice(lane.late, SERVICE_SAMPLE),
+                islice(lane.dl, SERVICE_SAMPLE),
+            ):
+                t = entry[-1]
+                if t.status == READY and t.lane_token == entry[-2]:
+                    acc += expected(t.opts)
+                    n += 1
+            if n:
+                total += by_class[c] * acc / n
+                weight += by_class[c]
+        if weight:
+            return total / weight
+        return pool.run_ewma if pool.run_ewma > 0 else float(pool.cfg.default_duration)
 
     # ------------------------------------------------------------------ recurring schedules
 
