@@ -13,9 +13,12 @@
     ``batch``: ``Client.submit_batch`` of ``CHUNK`` tasks) and prints ``DONE <seconds>``.
 
 ``python bench/_server_worker.py sse URL N``
-    ``N`` concurrent httpx streams of ``URL`` (Server-Sent Events); prints ``LIVE`` once every
+    ``N`` concurrent streams of ``URL`` (Server-Sent Events); prints ``LIVE`` once every
     stream sent its ``: live`` comment, counts ``event: status`` frames, and on SIGTERM prints
-    ``EVENTS <count> <streams that got an event: error> <the first error as JSON>``.
+    ``EVENTS <count> <streams that got an event: error> <the first error as JSON>``.  Each
+    stream is a plain asyncio protocol on its own connection (an HTTP/1.1 GET, then a scan of
+    the raw bytes: no HTTP client, no parsing, no copies; see :class:`_SseCounter`), so the
+    subscribers take as little as possible of the CPU they share with the server.
 
 ``python bench/_server_worker.py celery-load MODE N CHUNK`` and the Celery app (``celery -A
 _server_worker worker``): the Celery + Redis baseline; configured by ``CRONOQ_BENCH_BROKER``,
@@ -97,51 +100,108 @@ async def run_load(target: str, mode: str, n: int, chunk: int) -> None:
 # --------------------------------------------------------------------------- SSE subscribers
 
 
-async def run_sse(url: str, n: int) -> None:
-    import httpx
+class _SseCounter(asyncio.Protocol):
+    """One SSE subscriber on a plain socket: an HTTP/1.1 GET, then the raw response bytes are
+    scanned without parsing them (no HTTP client, no chunk decoding, no copies).
 
-    count = [0]
-    errors: list[str] = []
+    Every frame is counted: a frame is ``event: status\\ndata: <JSON>\\n\\n`` and a JSON line
+    cannot hold a newline, so each occurrence of ``event: status\\n`` is exactly one frame; the
+    chunked transfer framing between the server's sends never splits a frame (the server sends
+    whole frames), and a marker split between two socket reads is found at the seam.
+    """
+
+    MARKER = b"event: status\n"
+    ERROR = b"event: error\n"
+
+    def __init__(self, request: bytes, on_live: Any, on_end: Any) -> None:
+        self.request = request
+        self.on_live = on_live
+        self.on_end = on_end
+        self.head: bytes | None = b""  # the response head until it is complete, then None
+        self.live = False
+        self.tail = b""  # the last bytes of the previous read (a marker may span two reads)
+        self.count = 0
+        self.error: bytes | None = None  # what follows the first ``event: error``
+        self.transport: asyncio.Transport | None = None
+
+    def itself(self) -> _SseCounter:  # the protocol factory
+        return self
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        if self.head is not None:
+            head = self.head + data
+            end = head.find(b"\r\n\r\n")
+            if end < 0:
+                self.head = head
+                return
+            status = head.split(b"\r\n", 1)[0]
+            if b" 200 " not in status + b" ":
+                self.on_end(RuntimeError(f"SSE response: {status.decode(errors='replace')}"))
+                return
+            self.head = None
+            data = head[end + 4 :]
+        k = len(self.MARKER) - 1
+        seam = self.tail + data[:k]
+        self.count += data.count(self.MARKER) + seam.count(self.MARKER)
+        if not self.live and b": live" in data:
+            self.live = True
+            self.on_live()
+        if self.error is None and (self.ERROR in data or self.ERROR in seam):
+            where = self.tail + data
+            self.error = where[where.index(self.ERROR) + len(self.ERROR) :][:200]
+        self.tail = data[-k:] if len(data) >= k else (self.tail + data)[-k:]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.on_end(exc)
+
+
+async def run_sse(url: str, n: int) -> None:
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    host, port = u.hostname or "127.0.0.1", u.port or 80
+    target = u.path + (f"?{u.query}" if u.query else "")
+    request = (f"GET {target} HTTP/1.1\r\nHost: {u.netloc}\r\nAccept: text/event-stream\r\n\r\n").encode(
+        "ascii"
+    )
     live = [0]
     all_live = asyncio.Event()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    marker = b"event: status"
+    failed: list[BaseException] = []
 
-    async def one(client: httpx.AsyncClient) -> None:
-        async with client.stream("GET", url, headers={"accept": "text/event-stream"}) as resp:
-            resp.raise_for_status()
-            tail = b""
-            first = True
-            async for chunk in resp.aiter_raw():
-                if first and b": live" in chunk:
-                    first = False
-                    live[0] += 1
-                    if live[0] == n:
-                        all_live.set()
-                data = tail + chunk
-                count[0] += data.count(marker)
-                if b"event: error" in data:
-                    errors.append(data.split(b"event: error", 1)[1][:200].decode(errors="replace"))
-                tail = data[-(len(marker) - 1) :]
+    def on_live() -> None:
+        live[0] += 1
+        if live[0] == n:
+            all_live.set()
 
-    limits = httpx.Limits(max_connections=n + 4, max_keepalive_connections=n + 4)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0), limits=limits) as client:
-        tasks = [asyncio.create_task(one(client)) for _ in range(n)]
-        waiter = asyncio.create_task(all_live.wait())
-        await asyncio.wait({waiter, *tasks}, return_when=asyncio.FIRST_COMPLETED, timeout=30)
-        if not all_live.is_set():
-            for t in tasks:
-                if t.done() and t.exception() is not None:
-                    raise t.exception()  # type: ignore[misc]
-            raise SystemExit(f"only {live[0]} of {n} SSE streams went live")
-        print("LIVE", flush=True)
-        await stop.wait()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    print(f"EVENTS {count[0]} {len(errors)} {json.dumps(errors[:1])}", flush=True)
+    def on_end(exc: BaseException | None) -> None:
+        if exc is not None and not all_live.is_set():
+            failed.append(exc)
+            all_live.set()
+
+    subs = [_SseCounter(request, on_live, on_end) for _ in range(n)]
+    for sub in subs:
+        await loop.create_connection(sub.itself, host, port)
+    try:
+        await asyncio.wait_for(all_live.wait(), 30)
+    except TimeoutError:
+        raise SystemExit(f"only {live[0]} of {n} SSE streams went live") from None
+    if failed:
+        raise failed[0]
+    print("LIVE", flush=True)
+    await stop.wait()
+    for sub in subs:
+        if sub.transport is not None:
+            sub.transport.close()
+    errors = [s.error.decode(errors="replace") for s in subs if s.error is not None]
+    print(f"EVENTS {sum(s.count for s in subs)} {len(errors)} {json.dumps(errors[:1])}", flush=True)
 
 
 # --------------------------------------------------------------------------- Celery baseline

@@ -347,3 +347,75 @@ async def test_resubscribing_after_close_sees_new_events():
         h = await s.submit(1)
         await wait(h)
         assert (await nxt(stream)).status == "succeeded"
+
+
+# -- next_batch (one wake-up for everything buffered; the server's SSE fan-out) ------------------
+
+
+async def test_next_batch_takes_everything_buffered_in_order():
+    async with Scheduler([pool()]) as s:
+        stream = s.events()
+        hs = [await s.submit(i) for i in range(5)]
+        await wait(asyncio.gather(*hs))
+        batch = await wait(stream.next_batch(5.0))
+        assert [e.id for e in batch] == [h.id for h in hs]
+        # a later event is the next batch, alone
+        h = await s.submit("more")
+        await wait(h)
+        assert [e.id for e in await wait(stream.next_batch())] == [h.id]
+
+
+async def test_next_batch_waits_for_an_event():
+    async with Scheduler([pool()]) as s:
+        stream = s.events()
+        reader = asyncio.ensure_future(stream.next_batch())
+        await asyncio.sleep(0)
+        assert not reader.done()
+        h = await s.submit(1)
+        await wait(h)
+        assert [e.id for e in await wait(reader)] == [h.id]
+
+
+async def test_next_batch_timeout_is_empty_and_stream_stays_open():
+    async with Scheduler([pool()]) as s:
+        stream = s.events()
+        assert list(await wait(stream.next_batch(0.01))) == []
+        assert not stream.closed
+        h = await s.submit(1)
+        await wait(h)
+        assert [e.id for e in await wait(stream.next_batch(0.01))] == [h.id]
+
+
+async def test_next_batch_lag_skip_and_raise():
+    async with Scheduler([pool()], event_capacity=2) as s:
+        skip = s.events()
+        rais = s.events(on_lag="raise")
+        hs = [await s.submit(i) for i in range(5)]
+        await wait(asyncio.gather(*hs))
+        assert [e.id for e in await wait(skip.next_batch())] == [hs[3].id, hs[4].id]
+        assert skip.lagged == 3
+        with pytest.raises(EventsLagged) as ei:
+            await wait(rais.next_batch())
+        assert ei.value.skipped == 3
+        assert [e.id for e in await wait(rais.next_batch())] == [hs[3].id, hs[4].id]
+
+
+async def test_next_batch_after_close_and_at_shutdown():
+    s = Scheduler([pool()])
+    await s.start()
+    closed = s.events()
+    ended = s.events()
+    waiting = s.events()
+    reader = asyncio.ensure_future(waiting.next_batch())
+    h = await s.submit(1)
+    await wait(h)
+    assert [e.id for e in await wait(reader)] == [h.id]
+    reader = asyncio.ensure_future(waiting.next_batch())
+    await asyncio.sleep(0)
+    closed.close()
+    assert list(await wait(closed.next_batch())) == []
+    await s.shutdown()
+    # what was buffered is still read after shutdown, then empty batches on a closed stream
+    assert list(await wait(reader)) == [] and waiting.closed
+    assert [e.id for e in await wait(ended.next_batch())] == [h.id]
+    assert list(await wait(ended.next_batch())) == [] and ended.closed

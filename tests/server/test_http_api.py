@@ -21,8 +21,11 @@ pytest.importorskip("prometheus_client")
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from cronoq.server.http_api import create_http_app, create_metrics_app  # noqa: E402
+from cronoq.engine.model import STATUS_NAMES, StatusEvent  # noqa: E402
+from cronoq.server import http_api  # noqa: E402
+from cronoq.server.http_api import create_http_app, create_metrics_app, event_json  # noqa: E402
 from cronoq.server.openapi import openapi_document  # noqa: E402
+from cronoq.server.sse import event_frame  # noqa: E402
 
 from .test_http_support import (  # noqa: E402
     ADMIN,
@@ -494,6 +497,125 @@ async def test_events_end_on_shutdown() -> None:
             await app.stop()
             await s.read_until(b"event: error", timeout=15)
             assert s.events()[-1] == ("error", {"error": s.events()[-1][1]["error"], "code": "unavailable"})
+
+
+def test_event_frame_is_event_json() -> None:
+    cases = [
+        StatusEvent(1, "default", None, "blocked", 0, 1_700_000_000.123456, None),
+        StatusEvent((1 << 64) - 1, "p\u00f6ol", 'k"ey\n', "retrying", 3, 0.5, 'Boom: "\u00fcber"\n\t'),
+        StatusEvent(2, "default", "", "running", 1, 0.1 + 0.2, ""),
+        StatusEvent(3, "default", "k", "succeeded", 1, 1.0, None),
+        *(StatusEvent(7, "x", "k", name, 1, 1e9 + 0.1, "m") for name in STATUS_NAMES),
+    ]
+    for ev in cases:
+        frame = event_frame(ev)
+        assert frame == b"event: status\ndata: " + http_api._dumps(event_json(ev)) + b"\n\n", ev
+        assert frame.count(b"\n") == 3  # one data line
+
+
+async def test_events_frames_shared_and_batched() -> None:
+    async with serve() as (app, c):
+        web = create_http_app(app)
+        async with (
+            SSE(web, "/v1/events", "all_transitions=true") as a,
+            SSE(web, "/v1/events", "all_transitions=true") as b,
+        ):
+            await a.read_until(b": live")
+            await b.read_until(b": live")
+            r = await c.post("/v1/tasks:batch", json={"tasks": [{"key": f"b{i}"} for i in range(50)]})
+            assert r.status_code == 200
+            await a.read_until(b'"key":"b49","status":"ready"')
+            await b.read_until(b'"key":"b49","status":"ready"')
+            assert a.buffer == b.buffer
+            # a batch's events in publication order: every task blocked, then every task ready
+            assert [(d["key"], d["status"]) for _, d in a.events()] == [
+                (f"b{i}", st) for st in ("blocked", "ready") for i in range(50)
+            ]
+        assert not app.sched._streams  # both subscriptions closed at disconnect
+
+
+def assert_data_loss(s: SSE) -> None:
+    assert s.buffer.startswith(b": live\n\n")
+    kind, err = s.events()[-1]
+    assert kind == "error" and err["code"] == "data_loss" and "too far behind" in err["error"], err
+    assert s.done  # the error is the end of the response
+
+
+async def test_events_data_loss_when_a_subscriber_falls_behind() -> None:
+    async with serve() as (app, c):
+        app.sched._event_capacity = 64  # events per subscriber (the server's is 16384)
+        web = create_http_app(app)
+        slow = SSE(web, "/v1/events", "all_transitions=true")
+        slow.messages = asyncio.Queue(maxsize=1)  # its sends block while it does not read
+        async with slow, SSE(web, "/v1/events", "all_transitions=true") as fast:
+            await fast.read_until(b": live")
+            for b in range(5):  # 20 events a batch: the slow one has more than 64 pending at the 4th
+                tasks = [{"key": f"t{b}-{i}"} for i in range(10)]
+                assert (await c.post("/v1/tasks:batch", json={"tasks": tasks})).status_code == 200
+                await fast.read_until(f'"key":"t{b}-9","status":"ready"'.encode())
+            await slow.read_until(b"event: error")
+            assert_data_loss(slow)
+            # the other stream goes on
+            assert len(fast.events()) == 100 and not fast.done
+        assert not app.sched._streams
+
+
+async def test_events_data_loss_for_everyone_after_a_burst_beyond_capacity() -> None:
+    async with serve() as (app, c):
+        app.sched._event_capacity = 8
+        web = create_http_app(app)
+        async with (
+            SSE(web, "/v1/events", "all_transitions=true") as a,
+            SSE(web, "/v1/events", "pool=default") as b,
+        ):
+            await a.read_until(b": live")
+            await c.post("/v1/tasks:batch", json={"tasks": [{} for _ in range(20)]})  # 40 events at once
+            await a.read_until(b"event: error")
+            await b.read_until(b"event: error")
+            assert_data_loss(a)
+            assert_data_loss(b)
+            # a new stream after that is fine
+            async with SSE(web, "/v1/events", "all_transitions=true") as later:
+                await later.read_until(b": live")
+                await c.post("/v1/tasks", json={"key": "after"})
+                await later.read_until(b'"key":"after","status":"ready"')
+        assert not app.sched._streams
+
+
+async def test_events_stream_sees_only_events_after_it_joined(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the fan-out holds events back for a long while after each delivery, so events published
+    # before a stream joins are still buffered when it does
+    monkeypatch.setattr(http_api, "SSE_FLUSH_S", 60.0)
+    async with serve() as (app, c):
+        web = create_http_app(app)
+        q = "all_transitions=true"
+        async with SSE(web, "/v1/events", q) as a:
+            await a.read_until(b": live")
+            await c.post("/v1/tasks", json={"key": "t1"})
+            await a.read_until(b'"key":"t1","status":"ready"')  # delivered; the fan-out waits now
+            await c.post("/v1/tasks", json={"key": "t2"})
+            async with SSE(web, "/v1/events", q) as b:  # joining hands t2 to `a` only
+                await a.read_until(b'"key":"t2","status":"ready"')
+                await c.post("/v1/tasks", json={"key": "t3"})
+                async with SSE(web, "/v1/events", q) as third:  # and t3 to `a` and `b`
+                    await b.read_until(b'"key":"t3","status":"ready"')
+                    await a.read_until(b'"key":"t3","status":"ready"')
+                    assert [d["key"] for _, d in a.events()] == ["t1", "t1", "t2", "t2", "t3", "t3"]
+                    assert [d["key"] for _, d in b.events()] == ["t3", "t3"]
+                    assert await third.read_until(b": live") == b": live\n\n"
+                    assert len(app.sched._streams) == 1  # one scheduler subscription for all
+        assert not app.sched._streams
+
+
+async def test_events_keepalive_while_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http_api, "SSE_KEEPALIVE_S", 0.01)
+    async with serve() as (app, _c):
+        web = create_http_app(app)
+        async with SSE(web, "/v1/events") as s:
+            await s.read_until(b": keepalive\n\n")
+            assert s.buffer.startswith(b": live\n\n") and not s.events()
+            assert len(app.sched._streams) == 1
+        assert not app.sched._streams
 
 
 async def test_events_standby_503() -> None:

@@ -104,6 +104,42 @@ async def test_real_http_sse_and_chunked_limit() -> None:
         assert (await c.get("/healthz")).status_code == 200
 
 
+async def test_real_http_sse_streams_share_one_subscription_until_they_disconnect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cronoq.server import sse
+
+    unsubscribed = asyncio.Event()
+    close = sse.EventHub.close
+
+    def close_and_tell(hub: Any) -> None:
+        close(hub)
+        unsubscribed.set()
+
+    monkeypatch.setattr(sse.EventHub, "close", close_and_tell)
+    params = {"all_transitions": "true"}
+    async with uvicorn_server() as (app, url), httpx.AsyncClient(base_url=url, timeout=10) as c:
+        async with c.stream("GET", "/v1/events", params=params) as a:
+            ra = SSEReader(a)
+            await ra.events(0)
+            async with c.stream("GET", "/v1/events", params=params) as b:
+                rb = SSEReader(b)
+                await rb.events(0)
+                assert len(app.sched._streams) == 1  # one scheduler subscription for both
+                await c.post("/v1/tasks", json={"key": "one"})
+                assert [(d["key"], d["status"]) for _, d in await rb.events(2)] == [
+                    ("one", "blocked"),
+                    ("one", "ready"),
+                ]
+            # `b` went away; `a` goes on
+            await c.post("/v1/tasks", json={"key": "two"})
+            got = [(d["key"], d["status"]) for _, d in await ra.events(4)]
+            assert got == [("one", "blocked"), ("one", "ready"), ("two", "blocked"), ("two", "ready")]
+            assert not unsubscribed.is_set()
+        await asyncio.wait_for(unsubscribed.wait(), 10)  # the last stream left
+        assert not app.sched._streams
+
+
 async def test_real_process_smoke(tmp_path: Path) -> None:
     try:
         from .procs import start_server

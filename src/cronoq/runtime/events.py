@@ -4,6 +4,10 @@ Each stream has a ring buffer of ``capacity`` events.  The scheduler pushes with
 waiting; when the buffer is full the oldest event is dropped and counted in ``lagged``.  With
 ``on_lag="raise"`` the next read raises ``EventsLagged(skipped)`` once, then continues with
 what is buffered.
+
+Besides one event per ``__anext__``, a reader can take everything buffered at once
+(:meth:`EventStream.take`, or :meth:`EventStream.next_batch`, which waits for the first): one
+wake-up per batch, however many events arrived (the server's SSE fan-out reads this way).
 """
 
 from __future__ import annotations
@@ -100,6 +104,46 @@ class EventStream:
             finally:
                 self._waiter = None
 
+    def take(self) -> deque[StatusEvent]:
+        """Everything buffered now, in order, without waiting (empty when nothing is, or closed).
+
+        Raises ``EventsLagged`` like iteration does (``on_lag="raise"``).
+        """
+        if self._closed:
+            return deque()
+        if self._unreported and self._raise:
+            n = self._unreported
+            self._unreported = 0
+            raise EventsLagged(n)
+        buf = self._buf
+        if not buf:
+            return deque()
+        self._buf = deque()
+        return buf
+
+    async def next_batch(self, timeout: float | None = None) -> deque[StatusEvent]:
+        """Everything buffered, in order, waiting up to ``timeout`` s (None: no limit) for one event.
+
+        One wake-up per call however many events arrived meanwhile (the server's SSE fan-out
+        reads this way).  Empty when the wait timed out or the stream is closed or ended (see
+        :attr:`closed`).  Raises ``EventsLagged`` like iteration does (``on_lag="raise"``).
+        """
+        waited = False
+        while True:
+            batch = self.take()
+            if batch or self._closed or self._ended or waited:
+                return batch
+            loop = asyncio.get_running_loop()
+            w = self._waiter = loop.create_future()
+            timer = loop.call_later(timeout, _wake, w) if timeout is not None else None
+            try:
+                await w
+            finally:
+                self._waiter = None
+                if timer is not None:
+                    timer.cancel()
+            waited = True
+
     async def __aenter__(self) -> EventStream:
         return self
 
@@ -108,3 +152,8 @@ class EventStream:
 
     def __repr__(self) -> str:
         return f"<EventStream buffered={len(self._buf)} lagged={self._lagged} closed={self.closed}>"
+
+
+def _wake(w: asyncio.Future[None]) -> None:
+    if not w.done():
+        w.set_result(None)

@@ -406,21 +406,12 @@ class ServerApp:
             except BaseException:
                 stream.close()
                 raise
-        allowed = set(pools) if pools else None
-        if principal is not None and principal.pools is not None:
-            allowed = (allowed & principal.pools) if allowed is not None else set(principal.pools)
-        idset, keyset = set(ids), set(keys)
+        keep = event_filter(principal, pools, ids, keys, all_transitions)
         try:
             async for ev in stream:
                 if stream.lagged:
-                    raise ApiError(
-                        "data_loss", f"watch consumer too far behind ({stream.lagged} events lost)"
-                    )
-                if not all_transitions and STATUS_BY_NAME[ev.status] < FIRST_TERMINAL:
-                    continue
-                if allowed is not None and ev.pool not in allowed:
-                    continue
-                if (idset or keyset) and ev.id not in idset and (ev.key is None or ev.key not in keyset):
+                    raise data_loss(stream)
+                if keep is not None and not keep(ev):
                     continue
                 yield ev
         finally:
@@ -481,6 +472,37 @@ class ServerApp:
     def check_task_tenant(self, principal: Principal | None, t: TaskState) -> None:
         if principal is not None:
             check_tenant(principal, t.opts.tenant)
+
+
+def event_filter(
+    principal: Principal | None, pools: list[str], ids: list[int], keys: list[str], all_transitions: bool
+) -> Callable[[Any], bool] | None:
+    """Which StatusEvents a watch passes on (SPEC §17.9 ``Watch``); None when every event does.
+
+    ``pools`` restricts (and the principal's pools, when it has a restriction); when ``ids`` or
+    ``keys`` are given an event passes if its id is in ``ids`` or its key is in ``keys``;
+    without ``all_transitions`` only terminal transitions pass.
+    """
+    allowed = set(pools) if pools else None
+    if principal is not None and principal.pools is not None:
+        allowed = (allowed & principal.pools) if allowed is not None else set(principal.pools)
+    idset, keyset = set(ids), set(keys)
+    if all_transitions and allowed is None and not idset and not keyset:
+        return None
+
+    def keep(ev: Any) -> bool:
+        if not all_transitions and STATUS_BY_NAME[ev.status] < FIRST_TERMINAL:
+            return False
+        if allowed is not None and ev.pool not in allowed:
+            return False
+        return not (idset or keyset) or ev.id in idset or (ev.key is not None and ev.key in keyset)
+
+    return keep
+
+
+def data_loss(stream: EventStream) -> ApiError:
+    """The error that ends a watch whose consumer fell more than the event buffer behind."""
+    return ApiError("data_loss", f"watch consumer too far behind ({stream.lagged} events lost)")
 
 
 async def wait_forever(event: asyncio.Event) -> None:

@@ -38,6 +38,11 @@ the segment is (for digits-only keys: ``/v1/tasks/-?key=0042``).
 per transition, ``: keepalive`` comments every 15 s while idle, and a final ``event: error``
 (``data_loss`` when the consumer fell too far behind, ``unavailable`` when the scheduler stops
 or loses the leadership).
+
+Fan-out (many open dashboards): the streams of one :class:`HttpApi` share one scheduler
+subscription through an :class:`~cronoq.server.sse.EventHub`, which encodes each event once and
+hands every stream of a filter the same chunk of frames, at most every :data:`SSE_FLUSH_S` while
+events keep coming; each stream sends what is pending as one body chunk (see ``sse.py``).
 """
 
 from __future__ import annotations
@@ -50,14 +55,14 @@ import json
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any, Final
 from urllib.parse import unquote
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -65,9 +70,10 @@ from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES, SUCCEEDED, TaskSta
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server import convert
 from cronoq.server import metrics as metrics_mod
-from cronoq.server.app import ApiError, ServerApp
+from cronoq.server.app import ApiError, ServerApp, event_filter
 from cronoq.server.auth import Action, AuthError, Principal, restrict_pools
 from cronoq.server.dashboard import dashboard_routes
+from cronoq.server.sse import EventHub, Subscriber
 from cronoq.server.workers import Blob
 
 __all__ = [
@@ -86,6 +92,9 @@ INT64_MIN: Final = -(1 << 63)
 INT64_MAX: Final = (1 << 63) - 1
 UINT32_MAX: Final = (1 << 32) - 1
 SSE_KEEPALIVE_S: Final = 15.0
+#: after handing events to the event streams, the fan-out lets the next ones gather this long,
+#: so they go out together (one wake-up and one send per stream instead of one per event)
+SSE_FLUSH_S: Final = 0.05
 
 #: 64-bit integer fields rendered as JSON strings (ids; SPEC §17.6).
 ID_FIELDS: Final = frozenset({"id", "next_after", "last_task_id", "task_id", "worker_id"})
@@ -657,6 +666,68 @@ class _Guard:
 
 
 # ---------------------------------------------------------------------------------------------
+# the event stream (SSE) response
+
+
+class _EventsResponse(Response):
+    """``/v1/events``: one stream of the shared subscription (see the module docstring).
+
+    The stream joins the subscription before ``: live`` is sent, so everything after that
+    comment is seen.  A task waits on ``receive`` for the disconnect; the stream leaves the
+    subscription however the response ends.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(self, api: HttpApi, group: Hashable, keep: Callable[[Any], bool] | None) -> None:
+        self.status_code = 200
+        self.background = None
+        self.init_headers({"cache-control": "no-cache", "x-accel-buffering": "no"})
+        self.api = api
+        self.group = group
+        self.keep = keep
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            hub, sub = self.api.subscribe(self.group, self.keep)
+        except ApiError as e:  # the leadership went since the handler checked it
+            he = _from_exception(e)
+            await error_response(he.status, he.message, he.code)(scope, receive, send)
+            return
+
+        async def until_disconnect() -> None:
+            try:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+            finally:
+                sub.disconnect()
+
+        watcher = asyncio.get_running_loop().create_task(until_disconnect())
+        try:
+            await send(
+                {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+            )
+            await send({"type": "http.response.body", "body": b": live\n\n", "more_body": True})
+            while True:
+                await sub.wait(SSE_KEEPALIVE_S)
+                if sub.gone:
+                    return
+                if sub.chunks:  # what was published before an end is still sent
+                    await send({"type": "http.response.body", "body": sub.take(), "more_body": True})
+                elif sub.end is not None:
+                    break
+                else:
+                    await send({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
+            err = sub.end
+            tail = b"event: error\ndata: " + _dumps({"error": err.message, "code": err.code}) + b"\n\n"
+            await send({"type": "http.response.body", "body": tail, "more_body": False})
+        finally:
+            hub.leave(sub)
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+
+
+# ---------------------------------------------------------------------------------------------
 # handlers
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -688,8 +759,17 @@ class HttpApi:
 
     def __init__(self, app: ServerApp) -> None:
         self.app = app
+        self.hub: EventHub | None = None  # the event streams' shared subscription, while any
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def subscribe(self, group: Hashable, keep: Callable[[Any], bool] | None) -> tuple[EventHub, Subscriber]:
+        """A new event stream on the shared subscription (created with the first stream)."""
+        sched = self.app.require_leader()
+        hub = self.hub
+        if hub is None or hub.closed or hub.stream.closed:
+            hub = self.hub = EventHub(self.app.events(), sched._event_capacity, SSE_FLUSH_S)
+        return hub, hub.join(group, keep)
 
     def auth(self, request: Request, action: Action) -> Principal | None:
         """Authenticate and check the role of the route; never reads the body."""
@@ -876,70 +956,13 @@ class HttpApi:
             ids.append(int(v))
         keys = _q_list(request, "key")
 
-        live = asyncio.Event()
-
-        async def on_live() -> None:
-            live.set()
-
-        app = self.app
-        gen = app.watch(principal, pools, ids, keys, all_transitions, on_live=on_live)
-        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(maxsize=1)
-
-        async def pump() -> None:
-            try:
-                async for ev in gen:
-                    await queue.put(("event", ev))
-            except (ApiError, AuthError) as e:
-                await queue.put(("error", _from_exception(e)))
-                return
-            await queue.put(("end", None))
-
-        pump_task = asyncio.get_running_loop().create_task(pump())
-        live_task = asyncio.get_running_loop().create_task(live.wait())
-        await asyncio.wait({pump_task, live_task}, return_when=asyncio.FIRST_COMPLETED)
-        if not live.is_set():
-            live_task.cancel()
-            pump_task.cancel()
-            kind, err = queue.get_nowait() if not queue.empty() else ("error", None)
-            if kind == "error" and isinstance(err, HttpError):
-                raise err
-            pump_task.result()  # re-raise anything unexpected
-            raise HttpError(503, "event stream ended", "unavailable")
-
-        async def body() -> AsyncIterator[bytes]:
-            try:
-                yield b": live\n\n"
-                while True:
-                    try:
-                        kind, item = await asyncio.wait_for(queue.get(), SSE_KEEPALIVE_S)
-                    except TimeoutError:
-                        yield b": keepalive\n\n"
-                        continue
-                    if kind == "event":
-                        yield b"event: status\ndata: " + _dumps(event_json(item)) + b"\n\n"
-                    elif kind == "error":
-                        yield (
-                            b"event: error\ndata: "
-                            + _dumps({"error": item.message, "code": item.code})
-                            + b"\n\n"
-                        )
-                        return
-                    else:
-                        msg = {
-                            "error": "the server is shutting down or not the leader",
-                            "code": "unavailable",
-                        }
-                        yield b"event: error\ndata: " + _dumps(msg) + b"\n\n"
-                        return
-            finally:
-                pump_task.cancel()
-                await asyncio.gather(pump_task, return_exceptions=True)
-
-        return StreamingResponse(
-            body(),
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
-        )
+        keep = event_filter(principal, pools, ids, keys, all_transitions)
+        group = None
+        if keep is not None:  # streams with the same filter share their chunks
+            restricted = None if principal is None or principal.pools is None else frozenset(principal.pools)
+            group = (all_transitions, frozenset(pools), restricted, frozenset(ids), frozenset(keys))
+        self.app.require_leader()  # standby → 503 before the stream starts
+        return _EventsResponse(self, group, keep)
 
     # -- admin --------------------------------------------------------------------------------
 
