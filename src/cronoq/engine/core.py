@@ -1158,7 +1158,7 @@ class Core:
         need = opts.labels
         group = None
         for g in pool.groups:
-            if g.busy < g.capacity and g.accepts(need):
+            if g.busy < g.capacity and (need is None or g.accepts(need)):
                 group = g
                 break
         if group is None:
@@ -1675,10 +1675,14 @@ class Core:
                 continue
             n = 0
             acc = 0
-            for entry in chain(
-                islice(lane.fifo, SERVICE_SAMPLE),
-                islice(lane.late, SERVICE_SAMPLE),
-                islice(lane.dl, SERVICE_SAMPLE),
+            parts = lane.lanes.values() if pool.fair else (lane,)  # a FairLane: one Lane per tenant
+            for entry in chain.from_iterable(
+                chain(
+                    islice(ln.fifo, SERVICE_SAMPLE),
+                    islice(ln.late, SERVICE_SAMPLE),
+                    islice(ln.dl, SERVICE_SAMPLE),
+                )
+                for ln in parts
             ):
                 t = entry[-1]
                 if t.status == READY and t.lane_token == entry[-2]:

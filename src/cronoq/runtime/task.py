@@ -172,13 +172,19 @@ class OptionsCache:
             return self.default
         # the key holds each value's type (1, 1.0 and True are equal but do not validate
         # alike) and dict values (resources, tags, labels) as their items and item types
-        parts: list[Any] = []
-        for k, v in fields.items():
+        ck: tuple[Any, ...]
+        if len(fields) == 1:  # the common case, keyed without a loop
+            ((k, v),) = fields.items()
             c = v.__class__
-            if c is dict:
-                v = (*v.items(), *map(type, v.values()))
-            parts += (k, c, v)
-        ck = tuple(parts)
+            ck = (k, c, (*v.items(), *map(type, v.values()))) if c is dict else (k, c, v)
+        else:
+            parts: list[Any] = []
+            for k, v in fields.items():
+                c = v.__class__
+                if c is dict:
+                    v = (*v.items(), *map(type, v.values()))
+                parts += (k, c, v)
+            ck = tuple(parts)
         try:
             opts = self._cache.get(ck)
         except TypeError:  # an unhashable value (make_options rejects or copies it)
