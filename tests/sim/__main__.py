@@ -4,8 +4,10 @@
     python -m tests.sim --seeds 100 --steps 2000      # seeds 0..99 (or --seed S.. S+99)
     python -m tests.sim --soak [--minutes 10]         # random seeds until the time is up
 
-Each seed runs the base simulator (simulator.py) and then the feature simulator (featsim.py:
-dependencies, fixed starts, resources, labels, tenants, crash recovery); ``--only`` picks one.
+Each seed runs the base simulator (simulator.py), the feature simulator (featsim.py:
+dependencies, fixed starts, cron schedules, autoscaling, resources, labels, tenants, crash
+recovery) and the remote-worker simulator (remotesim.py: the same behind the server's worker
+registry, with Nacks and disconnects); ``--only`` picks one.
 
 Exit status 1 on the first failure, after printing the seed, the step and the replay command.
 """
@@ -18,6 +20,7 @@ import sys
 import time
 
 from .featsim import FeatureSimulator
+from .remotesim import RemoteSimulator
 from .simulator import SimFailure, SimStats, Simulator
 
 
@@ -27,12 +30,14 @@ def _run(seed: int, steps: int, verbose: bool, only: str | None = None) -> list[
         out.append(Simulator(seed, steps, verbose=verbose).run())
     if only in (None, "features"):
         out.append(FeatureSimulator(seed, steps, verbose=verbose).run())
+    if only in (None, "remote"):
+        out.append(RemoteSimulator(seed, steps, verbose=verbose).run())
     return out
 
 
 def _line(st: SimStats) -> str:
     rate = st.total_steps / st.wall_seconds if st.wall_seconds else 0.0
-    kind = "features" if "crashes" in st.shadow else "base"
+    kind = st.kind
     return (
         f"seed {st.seed:>10} {kind:>8}: {st.steps} + {st.quiesce_steps} quiesce steps, {st.calls} calls, "
         f"{st.submitted} tasks, {st.shadow.get('dispatches', 0)} dispatches, "
@@ -48,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--soak", action="store_true", help="random seeds until --minutes have passed")
     ap.add_argument("--minutes", type=float, default=10.0, help="soak duration (default 10)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every engine call")
-    ap.add_argument("--only", choices=("base", "features"), default=None, help="run one simulator only")
+    ap.add_argument(
+        "--only", choices=("base", "features", "remote"), default=None, help="run one simulator only"
+    )
     args = ap.parse_args(argv)
 
     if args.soak:

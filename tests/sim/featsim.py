@@ -1,4 +1,5 @@
-"""The feature simulator: dependencies, fixed starts, resources, labels, tenants, crashes.
+"""The feature simulator: dependencies, fixed starts, cron schedules, autoscaling, resources,
+labels, tenants, crashes.
 
 ``FeatureSimulator(seed, steps).run()`` works like :class:`~tests.sim.simulator.Simulator`
 (one ``random.Random``, a fault phase, then quiescence that must end every task) but drives an
@@ -13,6 +14,11 @@ submitters acknowledged.  A crash (random, during the fault phase) drops the eng
 uncommitted mutations and every in-flight worker; a new ``Core`` with the next epoch recovers
 from :func:`cronoq.store._records.build_recovered` over the committed rows - the same recovery
 path as ``SqliteStore``/``PostgresStore`` - and the shadow is rebuilt from the committed log.
+
+Cron schedules (their own pool ``cron``, a clock starting near a DST transition) are checked by
+:mod:`tests.sim.recurring_invariants`, autoscaling (the simulator plays the pools' scaler) by
+:mod:`tests.sim.autoscale_invariants`; :mod:`tests.sim.remotesim` reuses all of this with the
+server's worker registry in place of the local workers.
 """
 
 from __future__ import annotations
@@ -23,17 +29,28 @@ import time
 from collections import deque
 from typing import Any
 
-from cronoq.engine.actions import Abort, Dispatch
+from cronoq.engine.actions import Abort, Dispatch, Scale
 from cronoq.engine.core import Core
+from cronoq.engine.recurring import CronSchedule, RecurringSpec
 from cronoq.engine.time import MS, NS
 from cronoq.errors import SubmitError
 from cronoq.store._records import TASK_COLUMNS, build_recovered, fold
 from cronoq.store.codec import JsonCodec
 
+from .cronmodel import CronModel, random_cron
 from .feature_invariants import TERMINAL, FeatureShadow
 from .invariants import InvariantViolation
 from .simulator import SimFailure, SimStats
-from .workload import FEATURE_TASK_FEATURES, LABEL_SETS, TaskSpec, Workload, make_feature_scenario, structure
+from .workload import (
+    CRON_POOL,
+    FEATURE_TASK_FEATURES,
+    LABEL_SETS,
+    TaskSpec,
+    Workload,
+    make_feature_scenario,
+    recurring_template,
+    structure,
+)
 
 _STARTED = TASK_COLUMNS.index("started")
 _UPDATE_COLS = ("status", "attempt", "message", "output", "has_output", "started", "finished")
@@ -44,6 +61,7 @@ class RowStore:
 
     def __init__(self) -> None:
         self.rows: dict[int, list[Any]] = {}
+        self.schedules: dict[str, list[Any]] = {}  # name -> [spec json, payload, next, last]
         self.codec = JsonCodec()
         self.log: list[Any] = []
 
@@ -61,18 +79,36 @@ class RowStore:
                 if i == _STARTED and row[i] is not None:
                     continue
                 row[i] = v
+        for op in batch.schedule_ops:
+            if op[0] == "upsert":  # INSERT ... ON CONFLICT (name) DO UPDATE SET spec, payload
+                srow = self.schedules.get(op[1])
+                if srow is None:
+                    self.schedules[op[1]] = [op[2], op[3], None, 0]
+                else:
+                    srow[0], srow[1] = op[2], op[3]
+            elif op[0] == "remove":
+                self.schedules.pop(op[1], None)
+            else:  # UPDATE ... SET next, last WHERE name
+                srow = self.schedules.get(op[1])
+                if srow is not None:
+                    srow[2], srow[3] = op[2], op[3]
 
     def recovered(self) -> Any:
-        return build_recovered([tuple(r) for _, r in sorted(self.rows.items())], [], self.codec, 0)
+        scheds = [(name, *r) for name, r in sorted(self.schedules.items())]  # ORDER BY name
+        return build_recovered([tuple(r) for _, r in sorted(self.rows.items())], scheds, self.codec, 0)
 
 
 class FeatureSimulator:
+    SEED_SALT = 0x5EED_F00D  # this simulator's RNG stream: random.Random(seed ^ SEED_SALT)
+    KIND = "features"
+
     def __init__(self, seed: int, steps: int = 2000, *, verbose: bool = False, trace_len: int = 40) -> None:
         self.seed = seed
         self.steps = steps
         self.verbose = verbose
-        self.rng = random.Random(seed ^ 0x5EED_F00D)
+        self.rng = random.Random(seed ^ self.SEED_SALT)
         self.sc = make_feature_scenario(self.rng)
+        self._configure()
         self.workload = Workload(self.sc, self.rng, FEATURE_TASK_FEATURES)
         self.config = self.sc.config
         self.epoch = 0
@@ -94,6 +130,11 @@ class FeatureSimulator:
         self.agenda_n = 0
         self.attempts: dict[int, int] = {}  # lease -> pool
         self.recent: list[int] = self.sc.extra["recent_ids"]  # type: ignore[assignment]
+        self.recurring = bool(self.sc.extra.get("recurring"))
+        self.scaler: str | None = self.sc.extra.get("scaler")  # type: ignore[assignment]
+        self.quota: dict[str, int] = self.sc.extra.get("quota", {})  # type: ignore[assignment]
+        self.scale_agenda: list[tuple[int, int, str, int]] = []  # lagging scaler: (at, n, pool, n)
+        self.pools_all = self.sc.pool_names + ([CRON_POOL] if self.recurring else [])
         ops = self.sc.op_weights
         self.op_names = list(ops)
         self.op_cum: list[float] = []
@@ -198,6 +239,48 @@ class FeatureSimulator:
             self.shadow.fail("groups", f"set_group_capacity produced actions {actions}")
         self.shadow.set_group_capacity(self.shadow.pool_by_name[pool], labels, n)
 
+    def add_recurring(
+        self, name: str, cron: CronModel, overlap: int, template: TaskSpec, deadline_rel: int | None
+    ) -> None:
+        self.calls += 1
+        sh = self.shadow
+        sh.begin(self.now, "add_recurring", ("add_recurring", name))
+        spec = RecurringSpec(
+            name,
+            CronSchedule(cron.expr, cron.tz),
+            overlap,
+            template.options(),
+            None,
+            template.key,
+            deadline_rel,
+        )
+        args = (name, cron.expr, cron.tz, overlap, template, deadline_rel)
+        try:
+            info = self.core.add_recurring(self.now, spec)
+        except SubmitError as e:
+            actions = self._finish("add_recurring", args, e.code)
+            if actions or template.pool in sh.pool_by_name or e.code != "unknown_pool":
+                sh.fail("recurring", f"add_recurring raised {e.code} for pool {template.pool} ({actions})")
+            return
+        sched = sh.recur.add(name, cron, overlap, template, deadline_rel)
+        actions = self._finish("add_recurring", args, info.next_unix_ns)
+        sh.apply(actions)
+        sh.recur.after_add(sched, info)
+        self._after(actions)
+
+    def remove_recurring(self, name: str) -> None:
+        self.calls += 1
+        sh = self.shadow
+        sh.begin(self.now, "remove_recurring", ("remove_recurring", name))
+        ok = self.core.remove_recurring(self.now, name)
+        actions = self._finish("remove_recurring", (name,), ok)
+        sh.apply(actions)
+        sh.recur.remove(name, ok)
+        self._after(actions)
+
+    def check_recurring(self) -> None:
+        self.shadow.recur.check_list(self.core.list_recurring())
+
     def tick(self) -> None:
         self.calls += 1
         sh = self.shadow
@@ -206,6 +289,7 @@ class FeatureSimulator:
         actions = self._finish("tick", (), None)
         sh.apply(actions)
         sh.after_tick()
+        sh.scale.after_tick(actions)
         self._after(actions)
 
     def advance_to(self, t: int) -> None:
@@ -230,9 +314,11 @@ class FeatureSimulator:
     def _crash(self) -> None:
         """Drop the engine, the uncommitted mutations and every worker; recover from the store."""
         self.crashes += 1
+        self._drop_workers()
         self.uncommitted = []
         self.pending_acks = []  # never acknowledged: the submitters got no answer
         self.agenda = []
+        self.scale_agenda = []  # (the scaler's pending requests die with the shell)
         self.attempts = {}
         self.epoch += 1
         self._log("crash", (self.epoch,), None, [])
@@ -255,16 +341,41 @@ class FeatureSimulator:
         sh.check_recovered(last, self.acked)
         self._after(actions)
         self.recent[:] = [tid for tid in self.recent if tid in sh.tasks]
+        self._workers_return()
+
+    # ------------------------------------------------------------------ hooks (remotesim.py)
+
+    def _configure(self) -> None:
+        """Adjust the scenario before the engine is built."""
+
+    def _setup_capacity(self) -> None:
+        for pool in self.pools_all:  # labelled worker groups register
+            for labels in LABEL_SETS:
+                if self.rng.random() < 0.6:
+                    self.set_group_capacity(pool, labels, self.rng.randint(1, 2))
+
+    def _quiesce_capacity(self) -> None:
+        sh = self.shadow
+        for name in self.pools_all:
+            pi = sh.pool_by_name[name]
+            # an autoscaled pool whose scaler follows gets its capacity from the autoscaler
+            scaled = pi in sh.scale.pools and self.scaler != "ignore"
+            if sh.groups[pi][0].capacity == 0 and not scaled:
+                self.set_group_capacity(name, None, self.rng.randint(1, self.sc.max_capacity))
+            self.set_group_capacity(name, LABEL_SETS[-1], 2)  # accepts every task label set
+
+    def _drop_workers(self) -> None:
+        """A crash: in-flight attempts die with the shell."""
+
+    def _workers_return(self) -> None:
+        """After a recovery."""
 
     # ------------------------------------------------------------------ running
 
     def run(self) -> SimStats:
         t0 = time.perf_counter()
         try:
-            for pool in self.sc.pool_names:  # labelled worker groups register
-                for labels in LABEL_SETS:
-                    if self.rng.random() < 0.6:
-                        self.set_group_capacity(pool, labels, self.rng.randint(1, 2))
+            self._setup_capacity()
             for step in range(self.steps):
                 self.step = step
                 self._step()
@@ -274,6 +385,8 @@ class FeatureSimulator:
                     self._commit()
                 if step % 250 == 249:
                     self.shadow.check_full()
+                    if self.recurring:
+                        self.check_recurring()
             self._commit()
             self._quiesce()
         except Exception as e:
@@ -283,11 +396,11 @@ class FeatureSimulator:
                 self.seed,
                 self.steps,
                 self.step,
-                f"features/{self.phase}",
+                f"{self.KIND}/{self.phase}",
                 e,
                 [self._fmt(x) for x in self.trace],
             ) from e
-        st = SimStats(seed=self.seed)
+        st = SimStats(seed=self.seed, kind=self.KIND)
         st.steps = self.steps
         st.quiesce_steps = self.step - self.steps
         st.calls = self.calls
@@ -295,12 +408,23 @@ class FeatureSimulator:
         st.sim_seconds = self.now / NS
         st.wall_seconds = time.perf_counter() - t0
         st.shadow = dict(self.shadow.stats, crashes=self.crashes)
+        if self.recurring:
+            st.shadow.update({"recur_" + k: v for k, v in self.shadow.recur.stats.items()})
+        if self.shadow.scale.pools:
+            st.shadow.update({"scale_" + k: v for k, v in self.shadow.scale.stats.items()})
         st.totals = dict(self.core.totals)
         return st
 
+    def _next_event(self) -> int | None:
+        """The next worker or scaler event (the clock never passes it)."""
+        cands = [q[0][0] for q in (self.agenda, self.scale_agenda) if q]
+        return min(cands) if cands else None
+
     def _step(self) -> None:
         rng = self.rng
-        if self.agenda and self.agenda[0][0] <= self.now and rng.random() < 0.7:
+        if self.scale_agenda and self.scale_agenda[0][0] <= self.now and rng.random() < 0.7:
+            self._scale_event()
+        elif self.agenda and self.agenda[0][0] <= self.now and rng.random() < 0.7:
             self._worker_event()
         else:
             r = rng.random() * self.op_cum[-1]
@@ -317,11 +441,19 @@ class FeatureSimulator:
         self.phase = "quiesce"
         self.faults = False
         sh = self.shadow
-        for name in self.sc.pool_names:
-            pi = sh.pool_by_name[name]
-            if sh.groups[pi][0].capacity == 0:
-                self.set_group_capacity(name, None, self.rng.randint(1, self.sc.max_capacity))
-            self.set_group_capacity(name, LABEL_SETS[-1], 2)  # accepts every task label set
+        if self.recurring:  # schedules end; their materialized occurrences still run
+            self.check_recurring()
+            for name in sorted(sh.recur.scheds):
+                self.remove_recurring(name)
+            self.check_recurring()
+            # an occurrence far ahead (an hour-restricted cron's next day) would make quiescence
+            # tick through hours of autoscaler evaluations: cancel those (nearer ones still run)
+            for t in list(sh.tasks.values()):
+                start = t.spec.start_at
+                ahead = start is not None and start > self.now + 120 * NS
+                if t.occ is not None and t.status not in TERMINAL and ahead:
+                    self.cancel(t.id)
+        self._quiesce_capacity()
         for key in sorted(k for k, ws in sh.awaiting.items() if ws and k not in sh.keys):
             self.submit([TaskSpec(key=key)], False)
         self._commit()
@@ -336,14 +468,12 @@ class FeatureSimulator:
             if self.step - progress_at > 5000:
                 live = [t for t in sh.tasks.values() if t.status not in TERMINAL]
                 raise InvariantViolation("liveness", f"no progress for 5000 quiesce steps: {live[:5]}")
-            if self.agenda and self.agenda[0][0] <= self.now:
+            if self.scale_agenda and self.scale_agenda[0][0] <= self.now:
+                self._scale_event()
+            elif self.agenda and self.agenda[0][0] <= self.now:
                 self._worker_event()
             else:
-                cands = [
-                    x
-                    for x in (self.core.next_wakeup(), self.agenda[0][0] if self.agenda else None)
-                    if x is not None
-                ]
+                cands = [x for x in (self.core.next_wakeup(), self._next_event()) if x is not None]
                 if not cands:
                     live = [t for t in sh.tasks.values() if t.status not in TERMINAL]
                     raise InvariantViolation(
@@ -378,15 +508,47 @@ class FeatureSimulator:
 
     def _op_capacity(self) -> None:
         rng = self.rng
-        pool = rng.choice(self.sc.pool_names)
+        pool = rng.choice(self.pools_all)
         n = 0 if rng.random() < 0.2 else rng.randint(1, self.sc.max_capacity)
         labels = None if rng.random() < 0.5 else rng.choice(LABEL_SETS)
         self.set_group_capacity(pool, labels, n)
 
+    def _op_recur_add(self) -> None:
+        rng, sc = self.rng, self.sc
+        name = f"r{rng.randrange(int(sc.extra['recur_names']))}"  # type: ignore[call-overload]
+        tz = rng.choice((sc.extra["tz"], sc.extra["tz"], None, "Asia/Kolkata"))
+        cron = random_cron(rng, tz, (self.config.time_base + self.now) // NS)  # type: ignore[arg-type]
+        overlap = rng.choices(range(4), weights=sc.extra["overlap_weights"])[0]  # type: ignore[arg-type]
+        template = recurring_template(rng, sc, name)
+        if rng.random() < 0.02:
+            template.pool = "no-such-pool"
+        deadline_rel = rng.choice((None, None, 2 * NS))
+        self.add_recurring(name, cron, overlap, template, deadline_rel)
+
+    def _op_recur_remove(self) -> None:
+        names = sorted(self.shadow.recur.scheds)
+        if names and self.rng.random() < 0.9:
+            self.remove_recurring(self.rng.choice(names))
+        else:
+            self.remove_recurring(f"r{self.rng.randrange(20)}")
+
+    def _op_recur_cancel(self) -> None:
+        """Cancel a live occurrence (by id or occurrence key)."""
+        sh = self.shadow
+        live = [t for s in sh.recur.scheds.values() for t in (sh.tasks.get(i) for i in s.occ[-3:]) if t]
+        live = [t for t in live if t.status not in TERMINAL]
+        if not live:
+            return
+        t = self.rng.choice(live)
+        self.cancel(t.key if t.key is not None and self.rng.random() < 0.5 else t.id)
+
+    def _op_recur_list(self) -> None:
+        self.check_recurring()
+
     def _advance(self) -> None:
         rng = self.rng
         nw = self.core.next_wakeup()
-        na = self.agenda[0][0] if self.agenda else None
+        na = self._next_event()
         r = rng.random()
         if r < 0.6:
             target = self.now + int(rng.expovariate(5.0) * NS)
@@ -413,6 +575,34 @@ class FeatureSimulator:
                 self._start(a)
             elif type(a) is Abort:
                 self.attempts.pop(a.lease, None)
+            elif type(a) is Scale:
+                self._scale(a)
+
+    # ------------------------------------------------------------------ the pools' scaler
+
+    def _scale(self, a: Scale) -> None:
+        """Play the pool's Scaler (SPEC §10): follow at once (SlotScaler), later and in request
+        order (a slow external scaler), up to a quota, or never (capacity managed elsewhere)."""
+        mode = self.scaler
+        n = a.desired
+        if mode == "ignore":
+            return
+        if mode == "quota":
+            n = min(n, self.quota[a.pool])
+        if self.phase == "quiesce":
+            n = max(n, 1)  # SPEC §10 may ask for 0 slots with a small backlog: the scaler floors it
+        if mode == "lag":
+            at = self.now + int(self.rng.uniform(0.0, 1.5) * NS)
+            if self.scale_agenda:
+                at = max(at, max(e[0] for e in self.scale_agenda))  # applied in request order
+            self.agenda_n += 1
+            heapq.heappush(self.scale_agenda, (at, self.agenda_n, a.pool, n))
+            return
+        self.set_group_capacity(a.pool, None, n)
+
+    def _scale_event(self) -> None:
+        _, _, pool, n = heapq.heappop(self.scale_agenda)
+        self.set_group_capacity(pool, None, n)
 
     def _start(self, d: Dispatch) -> None:
         rng, sc = self.rng, self.sc

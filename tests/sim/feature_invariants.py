@@ -41,6 +41,8 @@ Invariants (each violation names one of these):
                   ``retrying`` (or ``dead_lettered`` when that was its last attempt) with the
                   attempt counted.
 ``liveness``      checked by the simulator: after faults stop every acknowledged task ends.
+``recurring``     cron schedules: :mod:`tests.sim.recurring_invariants`.
+``autoscale``     the autoscaler: :mod:`tests.sim.autoscale_invariants`.
 """
 
 from __future__ import annotations
@@ -49,13 +51,15 @@ import heapq
 from collections.abc import Sequence
 from typing import Any
 
-from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve
+from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
 from cronoq.engine.mutations import StatusChange, Submitted
 from cronoq.engine.time import NS
 
+from .autoscale_invariants import AutoscaleShadow
 from .invariants import LEGAL, TERMINAL, InvariantViolation
+from .recurring_invariants import MSG_PREVIOUS_RUNNING, Occ, RecurringShadow
 from .workload import TaskSpec
 
 ON_SUCCESS, ON_FAILURE, ON_COMPLETE = 0, 1, 2
@@ -103,11 +107,13 @@ class FTask:
         "key",
         "lease",
         "max_attempts",
+        "occ",
         "output",
         "pool",
         "pre_broken",
         "recovered",
         "resolved",
+        "run_start",
         "spec",
         "status",
         "submitted_at",
@@ -133,6 +139,8 @@ class FTask:
         self.await_resolve = False
         self.recovered: str | None = None  # last committed status when rebuilt after a crash
         self.submitted_at = now
+        self.occ: Occ | None = None  # a recurring occurrence (recurring_invariants.py)
+        self.run_start = 0  # when the current attempt was dispatched
 
     def __repr__(self) -> str:
         return f"<task {self.id} {self.status} attempt={self.attempt} key={self.key}>"
@@ -167,6 +175,9 @@ class FeatureShadow:
         self.call = ""
         self.cause: tuple[Any, ...] = ()
         self.stats = {"events": 0, "dispatches": 0, "skipped": 0, "missed": 0, "recoveries": 0, "ended": 0}
+        self.persist = config.persist
+        self.recur = RecurringShadow(self)
+        self.scale = AutoscaleShadow(self)
         self.reset(core, epoch)
 
     def reset(self, core: Core, epoch: int) -> None:
@@ -174,6 +185,7 @@ class FeatureShadow:
         self.core = core
         self.epoch = epoch
         self.next_seq = 1
+        self.scale.reset(self.now)
         self.leases: dict[int, FTask] = {}
         self.groups: list[list[Group]] = [[Group({}, p.initial_capacity, -1)] for p in self.config.pools]
         self.group_order = 0
@@ -200,6 +212,9 @@ class FeatureShadow:
         self.aborted: dict[int, str] = {}
         self.new: dict[int, tuple[TaskSpec, int]] = {}
         self.mutations: list[Any] = []
+        self.filling = False  # a tick's dispatch phase began (every timer has fired)
+        self.recur.begin()
+        self.scale.begin_tick()
 
     def pool_of(self, spec: TaskSpec) -> int:
         return self.default_pool if spec.pool is None else self.pool_by_name[spec.pool]
@@ -379,16 +394,7 @@ class FeatureShadow:
                 created[spec.key] = tid
         # register the new tasks (before their events): edges bound as the engine binds them
         for tid, (spec, pi) in self.new.items():
-            cfg = self.config.pools[pi]
-            retry = spec.retry or cfg.retry
-            t = FTask(tid, pi, spec, retry.max_attempts, self.now)
-            t.status = "new"
-            self.tasks[tid] = t
-            self.all_ids.add(tid)
-            if spec.key is not None:
-                self.keys[spec.key] = tid
-            if spec.start_at is not None:
-                self.res[pi][tid] = self.window(spec)
+            self._add_task(tid, pi, spec)
         for tid, (spec, _pi) in self.new.items():
             t = self.tasks[tid]
             self._bind_edges(t, spec.deps or (), created)
@@ -407,6 +413,30 @@ class FeatureShadow:
         for tid in self.new:
             if self.tasks[tid].status == "new":
                 self.fail("lifecycle", f"new task {tid} published no events")
+
+    def _add_task(self, tid: int, pi: int, spec: TaskSpec) -> FTask:
+        cfg = self.config.pools[pi]
+        retry = spec.retry or cfg.retry
+        t = FTask(tid, pi, spec, retry.max_attempts, self.now)
+        t.status = "new"
+        self.tasks[tid] = t
+        self.all_ids.add(tid)
+        if spec.key is not None:
+            self.keys[spec.key] = tid
+        if spec.start_at is not None:
+            self.res[pi][tid] = self.window(spec)
+        return t
+
+    def register_task(self, tid: int, spec: TaskSpec) -> FTask:
+        """A task the engine created on its own (a recurring occurrence), seen at its first event."""
+        if tid in self.all_ids:
+            self.fail("ids", f"id {tid} issued twice")
+        t = self._add_task(tid, self.pool_of(spec), spec)
+        self._bind_edges(t, spec.deps or (), {})
+        self.touched.append(tid)
+        self._watch(t)
+        self.next_seq += 1
+        return t
 
     def _bind_edges(self, t: FTask, deps: Sequence[tuple[int | str, int]], created: dict[str, int]) -> None:
         for target, cond in deps:
@@ -431,8 +461,11 @@ class FeatureShadow:
         groups = self.groups[pool]
         if not labels:
             groups[0].capacity = n
+            self.scale.capacity_changed(pool)
         else:
             found = next((g for g in groups[1:] if g.labels == labels), None)
+            if found is not None or n:
+                self.scale.capacity_changed(pool)  # (removing an unknown group changes nothing)
             if found is None:
                 if n:
                     groups.append(Group(dict(labels), n, self.group_order))
@@ -466,8 +499,11 @@ class FeatureShadow:
                 t.resolved += 1
             elif tp is Persist:
                 self.mutations.append(a.mutation)
+            elif tp is Scale:
+                pass  # checked by AutoscaleShadow.after_tick
             else:
                 self.fail("lifecycle", f"unexpected action {a!r}")
+        self.recur.end_call()
         self._settle()
 
     def _settle(self) -> None:
@@ -495,7 +531,10 @@ class FeatureShadow:
         self.stats["events"] += 1
         t = self.tasks.get(ev.id)
         if t is None:
-            self.fail("lifecycle", f"event for unknown task: {ev}")
+            if self.call in ("tick", "recover", "add_recurring") and ev.status == "blocked":
+                t = self.recur.on_new(ev)  # a recurring occurrence
+            else:
+                self.fail("lifecycle", f"event for unknown task: {ev}")
         assert t is not None
         if abs(ev.at - (self.tb + now) / NS) > 1e-6:
             self.fail("lifecycle", f"event time {ev.at} at now={now}")
@@ -506,18 +545,39 @@ class FeatureShadow:
             if new != "blocked":
                 self.fail("lifecycle", f"a new task must first publish blocked: {ev}")
             t.status = "blocked"
+            self.scale.arrival(t.pool)
             self.touched.append(t.id)
             return
         if old in TERMINAL:
             self.fail("one-terminal", f"{t} published {new} after its terminal status {old}")
-        if new not in LEGAL.get(old, ()):
+        occ = t.occ
+        if occ is not None and self.call == "tick" and not self.filling:
+            # timers of the cron pool fire in (instant, push order): materializations first
+            if old == "scheduled" and new in ("ready", "skipped"):
+                self.recur.flush_before(self.recur.start_key(t))
+            elif ev.message == MSG_MISSED and new in ("missed", "failed"):
+                self.recur.flush_before(self.recur.miss_key(t))
+        if new == "running" and self.call == "tick" and not self.filling:
+            self.filling = True
+            self.recur.flush_all()
+            self.scale.evaluate_due()
+        overlap_skip = occ is not None and new == "skipped" and ev.message == MSG_PREVIOUS_RUNNING
+        if overlap_skip:
+            # SPEC §7 (scheduled -> skipped is not in the §4 table): an occurrence due while
+            # the previous one is live; at recovery also blocked -> skipped (it came due)
+            if old not in ("scheduled", "blocked") or (old == "blocked") != (self.call == "recover"):
+                self.fail("lifecycle", f"{t}: {old} -> skipped for overlap in {self.call}")
+            self.recur.check_skip(t, ev)
+        elif new not in LEGAL.get(old, ()):
             self.fail("lifecycle", f"illegal transition {old} -> {new} for {t}")
+        if occ is not None and new in ("ready", "running") and self.call != "recover":
+            self.recur.check_due(t, new)
         spec = t.spec
         if old == "blocked":
             st = self.edge_state(t)
             if new in ("ready", "scheduled") and st != "ok":
                 self.fail("deps", f"{t} released to {new} with edges {st}: {t.edges}")
-            if new == "skipped":
+            if new == "skipped" and not overlap_skip:
                 self._check_skip(t, ev, st)
             start = spec.start_at
             if new == "scheduled" and (start is None or start <= now):
@@ -627,6 +687,7 @@ class FeatureShadow:
         if new == "succeeded":
             ok = kind == "complete" and cause[1] == lease and ev.message is None
             t.output = cause[2] if ok else None
+            self.scale.succeeded(t.pool, t.spec.kind, self.now - t.run_start)
         elif new == "failed":
             ok = kind == "fail" and cause[1] == lease and cause[2] and ev.message == cause[3]
         elif new in ("retrying", "dead_lettered"):
@@ -697,6 +758,7 @@ class FeatureShadow:
                     )
                 b[0] -= k
         t.lease = d.lease
+        t.run_start = now
         self.leases[d.lease] = t
 
     # ------------------------------------------------------------------ after a tick
@@ -755,6 +817,7 @@ class FeatureShadow:
             t = FTask(tid, o.pool, o.spec, o.max_attempts, o.submitted_at)
             t.attempt = attempt
             t.recovered = st
+            t.occ = o.occ
             if st in TERMINAL:
                 t.status = st
                 t.output = output
@@ -785,6 +848,7 @@ class FeatureShadow:
         for t in self.tasks.values():
             if t.status not in TERMINAL:
                 t.status = "new"
+        self.recur.rebuild(committed)
         self.stats["recoveries"] += 1
         return last
 
@@ -813,6 +877,7 @@ class FeatureShadow:
         self.check_full()
 
     def on_commit(self, muts: list[Any]) -> None:
+        self.recur.on_commit(muts)
         for m in muts:
             if type(m) is StatusChange and m.status in TERMINAL:
                 prev = self.committed_terminal.get(m.id)

@@ -67,6 +67,7 @@ class SimFailure(AssertionError):
 @dataclass
 class SimStats:
     seed: int
+    kind: str = "base"
     steps: int = 0
     quiesce_steps: int = 0
     calls: int = 0

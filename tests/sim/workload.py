@@ -17,10 +17,12 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cronoq.engine.config import CoreConfig, PoolConfig, PriorityConfig, UrgencyConfig
+from cronoq.engine.config import AutoscaleConfig, CoreConfig, PoolConfig, PriorityConfig, UrgencyConfig
 from cronoq.engine.model import ON_COMPLETE, ON_FAILURE, ON_SUCCESS, RetryPolicy, TaskOptions
 from cronoq.engine.resources import ResourceConfig
 from cronoq.engine.time import MS, NS
+
+from .cronmodel import OTHER_ZONES, TRANSITIONS
 
 UNKNOWN_POOL = "no-such-pool"
 
@@ -335,16 +337,7 @@ def make_feature_scenario(rng: random.Random) -> Scenario:
         ResourceConfig.token_bucket("bucket", rng.choice((0.5, 2.0, 10.0)), rng.choice((1, 3))),
     ]
     crash = rng.random() < 0.7
-    config = CoreConfig(
-        pools,
-        emit_transitions=True,
-        retention=10.0**7,  # keys stay reserved: the base simulator covers retention
-        seed=rng.getrandbits(32),
-        window=60.0,
-        resources=resources,
-        persist=crash,
-        time_base=TIME_BASE,
-    )
+    engine_seed = rng.getrandbits(32)
     faulty = rng.random() < 0.8
     extra: dict[str, object] = {
         "crash": crash,
@@ -359,17 +352,18 @@ def make_feature_scenario(rng: random.Random) -> Scenario:
         "recent_ids": [],  # maintained by the simulator: acknowledged ids, for id references
         "next_struct": 0,
     }
-    return Scenario(
-        config=config,
+    op_weights = {
+        "submit": rng.uniform(2, 5),
+        "structure": float(extra["p_structure"]),  # type: ignore[arg-type]
+        "cancel": rng.uniform(0, 0.6),
+        "capacity": rng.uniform(0.1, 0.6),
+        "advance": rng.uniform(3, 8),
+    }
+    sc = Scenario(
+        config=None,  # type: ignore[arg-type]  # built below
         pool_names=names,
         max_capacity=max_capacity,
-        op_weights={
-            "submit": rng.uniform(2, 5),
-            "structure": float(extra["p_structure"]),  # type: ignore[arg-type]
-            "cancel": rng.uniform(0, 0.6),
-            "capacity": rng.uniform(0.1, 0.6),
-            "advance": rng.uniform(3, 8),
-        },
+        op_weights=op_weights,
         class_weights=[rng.uniform(0.2, 1.0) for _ in range(4)],
         p_key=rng.choice((0.3, 0.6)),
         key_space=rng.choice((8, 30)),
@@ -392,6 +386,98 @@ def make_feature_scenario(rng: random.Random) -> Scenario:
         p_dup_report=0.0,
         p_wait=0.0,
         extra=extra,
+    )
+    # later knobs are drawn last, so the ones above keep their draws
+    time_base = TIME_BASE
+    if rng.random() < 0.6:  # recurring schedules, in their own pool "cron"
+        extra["recurring"] = True
+        if rng.random() < 0.8:  # start shortly before a DST transition of the zone
+            tz, trans = rng.choice(TRANSITIONS)
+            time_base = (trans - rng.randint(3, 90)) * NS + rng.randrange(NS)
+        else:
+            tz = rng.choice(OTHER_ZONES)
+            time_base = TIME_BASE + rng.randrange(10**6) * NS + rng.randrange(NS)
+        extra["tz"] = tz
+        pools.append(
+            PoolConfig(
+                CRON_POOL,
+                min=0,
+                max=max_capacity,
+                initial=rng.randint(0, max_capacity),
+                autoscale=False,
+                # (no lease ttl or timeout that is a whole second: they would fire at cron
+                # instants, where the shadow's ordering of same-instant timers stops being exact)
+                lease_ttl=rng.choice((None, 0.75)),
+                retry=random_retry(rng) if rng.random() < 0.5 else None,
+                default_duration=0.1,
+                reservable_fraction=rng.choice((0.5, 1.0)),
+                fair_share=False,
+            )
+        )
+        op_weights["recur_add"] = rng.uniform(0.1, 0.4)
+        op_weights["recur_remove"] = rng.uniform(0.0, 0.08)
+        op_weights["recur_cancel"] = rng.uniform(0.0, 0.3)
+        op_weights["recur_list"] = 0.05
+        extra["overlap_weights"] = [rng.uniform(0.2, 1.0) for _ in range(4)]
+        extra["recur_names"] = rng.choice((2, 4, 8))
+    if rng.random() < 0.5:  # autoscaling, with a simulated scaler (featsim.FeatureSimulator._scale)
+        extra["scaler"] = rng.choice(("slot", "slot", "lag", "quota", "ignore"))
+        quota: dict[str, int] = {}
+        for p in pools:
+            if rng.random() < 0.3:
+                continue
+            p.autoscale = AutoscaleConfig(
+                # (intervals that are no round number: evaluations never coincide with cron
+                # instants or other timers, whose order within one tick the shadow would need)
+                interval=rng.choice((0.2500003, 0.7000001, 1.0000003)),
+                target_utilization=rng.choice((0.5, 0.75, 1.0)),
+                drain_time=rng.choice((2.0, 10.0, 30.0)),
+                slo=rng.choice((None, {0: 1.0}, {1: 2.0, 3: 20.0})),
+                reservation_horizon=rng.choice((5.0, 60.0)),
+                stabilization_window=rng.choice((0.0, 2.0, 10.0)),
+                cooldown=rng.choice((0.0, 1.0, 5.0)),
+                max_step_up_abs=rng.choice((1, 4)),
+                max_step_down=rng.choice((0, 1, 2)),
+            )
+            p.min = min(p.max, rng.choice((0, 1, 2)))
+            quota[p.name] = rng.randint(1, p.max)
+        extra["quota"] = quota
+    sc.config = CoreConfig(
+        pools,
+        emit_transitions=True,
+        retention=10.0**7,  # keys stay reserved: the base simulator covers retention
+        seed=engine_seed,
+        window=60.0,
+        resources=resources,
+        persist=crash,
+        time_base=time_base,
+    )
+    return sc
+
+
+CRON_POOL = "cron"
+
+
+def recurring_template(rng: random.Random, sc: Scenario, name: str) -> TaskSpec:
+    """The occurrence template of schedule ``name`` (pool ``cron``).
+
+    The template key is one of two per name: a replacement of the schedule may keep it (its
+    first occurrence is then often the replaced one's, a duplicate).  Two schedules of
+    different names never share one: SPEC §7 does not say how their overlap rules would
+    combine (the engine chains ``skip`` through the shared occurrence, so a schedule's own
+    earlier run can be overlapped)."""
+    return TaskSpec(
+        pool=CRON_POOL,
+        priority=rng.choices(range(4), weights=sc.class_weights)[0],
+        key=rng.choice((None, f"{name}.a", f"{name}.b", f"{name}.a")),
+        kind="a",
+        timeout=rng.choice((None, None, 350 * MS, 1250 * MS)),
+        retry=random_retry(rng) if rng.random() < 0.3 else None,
+        hint=rng.choice((10 * MS, 300 * MS, 1500 * MS)),
+        tolerance=rng.choice((0, 50 * MS, 300 * MS, NS, 2500 * MS)),
+        on_miss=rng.choice((0, 1, 2)),
+        resources={"sem2": 1} if rng.random() < 0.1 else None,
+        labels=dict(rng.choice(LABEL_SETS)) if rng.random() < 0.1 else None,
     )
 
 
