@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from cronoq.engine.actions import Dispatch, Persist, Publish
 from cronoq.engine.config import AutoscaleConfig, CoreConfig, PoolConfig
 from cronoq.engine.core import Core
@@ -219,13 +217,8 @@ def test_autoscaled_fair_share_pool_evaluates() -> None:
     assert core.pools[0].desired >= 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug (not fixed): sequence numbers restart in each epoch and class lanes order by "
-    "seq, so after a recovery a new submission is dispatched before older recovered tasks of its "
-    "class (SPEC §5.1: FIFO by submission sequence); ordering by id would keep it",
-)
 def test_fifo_holds_across_a_recovery() -> None:
+    """Sequence numbers restart per epoch: lanes order by id, so older recovered tasks go first."""
     config = _config()
     core = Core(config)
     for _ in range(5):

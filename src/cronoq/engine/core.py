@@ -1201,7 +1201,7 @@ class Core:
         if resource is None:
             pool.label_waiters.append((token, t))
         else:
-            heapq.heappush(self.res_waiters.setdefault(resource, []), (t.opts.priority, t.seq, token, t))
+            heapq.heappush(self.res_waiters.setdefault(resource, []), (t.opts.priority, t.id, token, t))
 
     def _arm_refill(self, name: str, now: int) -> None:
         """Wake up when a token bucket holds enough tokens for its first waiter (no polling)."""
@@ -1277,7 +1277,7 @@ class Core:
                 score = base[c] + (age if age < cap[c] else cap[c])
                 if t.deadline is not None:
                     score += self._urgency(t, now)
-                if score > best_score or (score == best_score and best is not None and t.seq < best.seq):
+                if score > best_score or (score == best_score and best is not None and t.id < best.id):
                     best, best_score, best_class = t, score, c
         if best is None:  # pragma: no cover - callers check pool.ready
             raise AssertionError("no ready task although pool.ready > 0")

@@ -68,7 +68,7 @@ class FairLane:
             lane = self.lanes[tenant]
             h = lane.fifo_head()
             d = lane.dl_head()
-            seq = min(x.seq for x in (h, d) if x is not None) if (h or d) else None
+            seq = min(x.id for x in (h, d) if x is not None) if (h or d) else None
             if seq is None:
                 continue
             key = (self.vt[tenant], seq)
@@ -92,7 +92,7 @@ class FairLane:
         best: TaskState | None = None
         for lane in self.lanes.values():
             t = lane.newest()
-            if t is not None and (best is None or t.seq > best.seq):
+            if t is not None and (best is None or t.id > best.id):
                 best = t
         return best
 
@@ -100,7 +100,7 @@ class FairLane:
         best: TaskState | None = None
         for lane in self.lanes.values():
             t = lane.oldest()
-            if t is not None and (best is None or t.seq < best.seq):
+            if t is not None and (best is None or t.id < best.id):
                 best = t
         return best
 

@@ -12,6 +12,9 @@ Each class has three structures; a ready task is in exactly one of them:
 * ``dl`` — a heap by latest start (``deadline - expected duration``) for deadline tasks; its
   head is the most urgent deadline task of the class.
 
+"Sequence" here is submission order, compared by task id: ``(epoch << 48) | seq`` keeps tasks
+recovered from an earlier epoch ahead of newer ones (sequence numbers restart per epoch).
+
 Entries carry the ``lane_token`` the task had when pushed; a task that left the ready state
 (dispatched, cancelled, shed, missed) is dropped lazily when it reaches a head.  Dispatch
 therefore inspects at most 2 heads per class: O(classes + log n).
@@ -38,13 +41,13 @@ class Lane:
     def push(self, t: TaskState, token: int) -> None:
         t.lane_token = token
         if t.deadline is not None:
-            heapq.heappush(self.dl, (t.latest_start, t.seq, token, t))
+            heapq.heappush(self.dl, (t.latest_start, t.id, token, t))
             return
         fifo = self.fifo
-        if not fifo or fifo[-1][1].seq < t.seq:
+        if not fifo or fifo[-1][1].id < t.id:
             fifo.append((token, t))
         else:
-            heapq.heappush(self.late, (t.seq, token, t))
+            heapq.heappush(self.late, (t.id, token, t))
 
     def fifo_head(self) -> TaskState | None:
         """The valid ready task with the lowest sequence among fifo and late (not removed)."""
@@ -61,7 +64,7 @@ class Lane:
                 break
             heapq.heappop(late)
         if fifo:
-            if late and late[0][0] < fifo[0][1].seq:
+            if late and late[0][0] < fifo[0][1].id:
                 return late[0][2]
             return fifo[0][1]
         if late:
@@ -88,10 +91,10 @@ class Lane:
                 break
             fifo.pop()
         for _, tok, t in self.late:
-            if t.status == READY and t.lane_token == tok and (best is None or t.seq > best.seq):
+            if t.status == READY and t.lane_token == tok and (best is None or t.id > best.id):
                 best = t
         for _, _, tok, t in self.dl:
-            if t.status == READY and t.lane_token == tok and (best is None or t.seq > best.seq):
+            if t.status == READY and t.lane_token == tok and (best is None or t.id > best.id):
                 best = t
         return best
 
@@ -99,7 +102,7 @@ class Lane:
         """The valid ready task with the lowest sequence, deadline tasks included."""
         best = self.fifo_head()
         for _, _, tok, t in self.dl:
-            if t.status == READY and t.lane_token == tok and (best is None or t.seq < best.seq):
+            if t.status == READY and t.lane_token == tok and (best is None or t.id < best.id):
                 best = t
         return best
 
