@@ -152,11 +152,17 @@ async def test_lease_fields(fake: Any) -> None:
         (CancelTask("stop it"), "cancelled", {}),
     ],
 )
-async def test_handler_outcomes(fake: Any, exc: BaseException, kind: str, expect: dict[str, Any]) -> None:
+@pytest.mark.parametrize("plain", [False, True], ids=["async", "plain"])
+async def test_handler_outcomes(
+    fake: Any, exc: BaseException, kind: str, expect: dict[str, Any], plain: bool
+) -> None:
     async def handle(lease: Lease) -> None:
         raise exc
 
-    async with running(Worker(fake.target, "p", handle)):
+    def handle_plain(lease: Lease) -> None:  # runs inline as the lease is read: same reports
+        raise exc
+
+    async with running(Worker(fake.target, "p", handle_plain if plain else handle)):
         conn, _ = await _connect(fake)
         conn.lease(5)
         msg = await conn.recv_kind(kind)
@@ -168,15 +174,49 @@ async def test_handler_outcomes(fake: Any, exc: BaseException, kind: str, expect
                 assert getattr(msg, name) == value
 
 
-async def test_unencodable_output_fails(fake: Any) -> None:
+@pytest.mark.parametrize("plain", [False, True], ids=["async", "plain"])
+async def test_unencodable_output_fails(fake: Any, plain: bool) -> None:
     async def handle(lease: Lease) -> object:
         return object()
 
-    async with running(Worker(fake.target, "p", handle)):
+    def handle_plain(lease: Lease) -> object:
+        return object()
+
+    async with running(Worker(fake.target, "p", handle_plain if plain else handle)):
         conn, _ = await _connect(fake)
         conn.lease(1)
         fail = await conn.recv_kind("fail")
         assert fail.message.startswith("ValueError: payload of type object cannot be encoded as JSON")
+
+
+async def test_plain_handler_returning_an_awaitable_is_awaited(fake: Any) -> None:
+    release, both = asyncio.Event(), asyncio.Event()
+    seen: list[int] = []
+
+    async def later(lease: Lease) -> str:
+        await release.wait()
+        return f"done {lease.id}"
+
+    def handle(lease: Lease) -> object:  # a plain function handing back a coroutine
+        seen.append(lease.id)
+        if len(seen) == 2:
+            both.set()
+        return later(lease)
+
+    w = Worker(fake.target, "p", handle, slots=2)
+    async with running(w):
+        conn, _ = await _connect(fake, slots=2)
+        conn.lease(1)
+        conn.lease(2)
+        await asyncio.wait_for(both.wait(), 10)
+        assert w.active == 2  # both are awaited in their own tasks, holding their slots
+        conn.lease(3)
+        nack = await conn.recv_kind("nack")
+        assert (nack.lease, nack.reason) == (3, "no free slot")
+        release.set()
+        outputs = {(await conn.recv_kind("complete")).output for _ in range(2)}
+        assert outputs == {b"done 1", b"done 2"}
+        assert w.active == 0
 
 
 async def test_heartbeats_every_third_of_the_ttl(fake: Any) -> None:

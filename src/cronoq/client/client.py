@@ -84,6 +84,9 @@ class Client:
         self._credentials = credentials
         self._options = list(options or ())
         self._channels: dict[int, grpc.aio.Channel] = {}
+        # stubs per (service, address index): a stub builds a callable per method, so build it
+        # once per channel rather than once per call
+        self._stubs: dict[tuple[str, int], Any] = {}
         self._preferred = 0
         self._closed = False
 
@@ -109,6 +112,7 @@ class Client:
         """Close every channel; in-flight calls are cancelled. Idempotent."""
         self._closed = True
         channels, self._channels = list(self._channels.values()), {}
+        self._stubs = {}
         for ch in channels:
             await ch.close()
 
@@ -122,6 +126,14 @@ class Client:
             )
             self._channels[index] = ch
         return ch
+
+    def _stub(self, service: str, index: int) -> Any:
+        stub = self._stubs.get((service, index))
+        if stub is None:
+            ch = self._channel(index)
+            stub = pb_grpc.TasksStub(ch) if service == "tasks" else pb_grpc.AdminStub(ch)
+            self._stubs[(service, index)] = stub
+        return stub
 
     def _order(self) -> list[int]:
         n = len(self._targets)
@@ -139,8 +151,7 @@ class Client:
         """One unary call with failover over the addresses on retryable errors."""
         order = self._order()
         for n, index in enumerate(order):
-            ch = self._channel(index)
-            stub: Any = pb_grpc.TasksStub(ch) if service == "tasks" else pb_grpc.AdminStub(ch)
+            stub = self._stub(service, index)
             try:
                 response = await getattr(stub, method)(request, timeout=timeout, metadata=self._metadata)
             except grpc.RpcError as exc:
@@ -381,7 +392,7 @@ class Watch:
         order = self._client._order()
         index = order[self._tried % len(order)]
         self._tried += 1
-        stub = pb_grpc.TasksStub(self._client._channel(index))
+        stub = self._client._stub("tasks", index)
         self._call = stub.Watch(self._request, metadata=self._client._metadata)
         self._index = index
         return self._call

@@ -190,7 +190,8 @@ def priority_from_wire(value: int) -> str:
     """Lower-case class name; ``"normal"`` for UNSPECIFIED (the server default)."""
     if value == pb.PRIORITY_UNSPECIFIED:
         return "normal"
-    return _PRIORITY_TO_NAME.get(value, f"unknown({value})")
+    name = _PRIORITY_TO_NAME.get(value)
+    return f"unknown({value})" if name is None else name
 
 
 def overlap_to_wire(value: object) -> int:

@@ -9,7 +9,10 @@ A *session* is one bidirectional ``Work`` stream. The worker opens it with
 * ``Lease`` — one attempt; the worker runs ``handler(lease)`` in its own asyncio task (at most
   the granted number at once; a lease beyond that, or while draining, is handed back with
   ``Nack``). While it runs, a ``Heartbeat`` goes out every ``lease_ttl / 3`` (when the pool has
-  a ttl). Its end is reported once: return value → ``Complete{output, content_type}`` (encoded
+  a ttl). A plain (non-``async``) handler is called right away instead, as the lease is read:
+  it holds the loop until it returns either way, so a task would only add a loop turn (if it
+  returns an awaitable, that is awaited in a task as above). Its end is reported once: return
+  value → ``Complete{output, content_type}`` (encoded
   like payloads; None → empty output and content type); :class:`~cronoq.Permanent` →
   ``Fail{permanent}``; :class:`~cronoq.Retryable` → ``Fail{retry_after_s}``; any other exception
   → ``Fail{"<Type>: <message>"}`` (retryable); :class:`Reject` → ``Nack``;
@@ -44,6 +47,7 @@ import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import grpc
@@ -111,7 +115,8 @@ class Lease:
         self.content_type: str = msg.content_type
         self.kind: str = msg.kind or "default"
         self.key: str | None = msg.key or None
-        self.tags: dict[str, str] = dict(msg.tags)
+        tags = msg.tags
+        self.tags: dict[str, str] = dict(tags) if tags else {}
         self.timeout: float | None = msg.timeout_s if msg.HasField("timeout_s") else None
         self.deadline: float | None = msg.deadline_unix_ns / 1e9 if msg.HasField("deadline_unix_ns") else None
         self.pool: str = msg.pool
@@ -220,6 +225,11 @@ class Worker:
         self._targets = normalize_targets(target)
         self._pool = pool
         self._handler = handler
+        # a plain function runs inline as its lease is read (see the module docstring)
+        self._plain = not (
+            inspect.iscoroutinefunction(handler)
+            or inspect.iscoroutinefunction(getattr(handler, "__call__", None))  # noqa: B004
+        )
         self._slots = slots
         self._metadata = auth_metadata(token)
         self._name = name
@@ -505,6 +515,24 @@ class Worker:
             sess.send(pb.WorkerMessage(nack=pb.Nack(lease=msg.lease, reason="no free slot")))
             return
         lease = Lease(msg, self.lease_ttl, sess)
+        if self._plain:
+            try:
+                result = self._handler(lease)
+            except (asyncio.CancelledError, Exception) as exc:
+                report = _failure(lease, exc)
+            else:
+                if inspect.isawaitable(result):  # a plain function that returned an awaitable
+                    task = asyncio.create_task(
+                        self._run_lease(sess, lease, result), name=f"cronoq-lease-{lease.id}"
+                    )
+                    if inspect.iscoroutine(result):  # (never awaited if cancelled before it starts)
+                        task.add_done_callback(partial(_close, result))
+                    sess.running[lease.id] = (lease, task)
+                    return
+                report = _success(lease, result)
+            if report is not None:
+                sess.send(report)
+            return
         task = asyncio.create_task(self._run_lease(sess, lease), name=f"cronoq-lease-{lease.id}")
         sess.running[lease.id] = (lease, task)
 
@@ -524,40 +552,22 @@ class Worker:
             await asyncio.sleep(interval)
             lease.heartbeat()
 
-    async def _run_lease(self, sess: _Session, lease: Lease) -> None:
+    async def _run_lease(self, sess: _Session, lease: Lease, pending: object = None) -> None:
+        """Run the handler on ``lease`` (or await ``pending``, what a plain handler returned)
+        and report the outcome."""
         hb = None
         if lease.lease_ttl is not None and lease.lease_ttl > 0:
             hb = asyncio.create_task(self._heartbeats(sess, lease))
         report: pb.WorkerMessage | None = None
         try:
             try:
-                result = self._handler(lease)
+                result = self._handler(lease) if pending is None else pending
                 if inspect.isawaitable(result):
                     result = await result
-                data, ctype = encode_payload(result)
-                report = pb.WorkerMessage(
-                    complete=pb.Complete(lease=lease.id, output=data, content_type=ctype)
-                )
-            except asyncio.CancelledError:
-                if lease._abort:
-                    report = None  # aborted or disconnected: the server no longer wants a report
-                elif lease._stopped:
-                    report = _fail(lease.id, "worker stopped")
-                else:  # the handler raised CancelledError on its own: retryable
-                    report = _fail(lease.id, "CancelledError: ")
-            except Reject as exc:
-                report = pb.WorkerMessage(nack=pb.Nack(lease=lease.id, reason=exc.reason))
-            except CancelTask:
-                report = pb.WorkerMessage(cancelled=pb.Cancelled(lease=lease.id))
-            except Permanent as exc:
-                report = _fail(lease.id, exc.message, permanent=True)
-            except Retryable as exc:
-                report = _fail(lease.id, exc.message, retry_after=exc.retry_after)
-            except Exception as exc:
-                log.warning(
-                    "handler failed on task %d (attempt %d)", lease.task_id, lease.attempt, exc_info=True
-                )
-                report = _fail(lease.id, f"{type(exc).__name__}: {exc}")
+            except (asyncio.CancelledError, Exception) as exc:
+                report = _failure(lease, exc)
+            else:
+                report = _success(lease, result)
         finally:
             if hb is not None:
                 hb.cancel()
@@ -566,10 +576,70 @@ class Worker:
             sess.send(report)
 
 
+# Reports are built in place: ``WorkerMessage(complete=Complete(...))`` (a message built with
+# keywords, then copied into another) costs about twice as much, once per task.
+
+
+def _close(coro: Any, _task: object) -> None:
+    coro.close()  # (a no-op once it ran to its end)
+
+
+def _success(lease: Lease, result: object) -> pb.WorkerMessage:
+    """``Complete`` with the encoded result (an unencodable result fails the attempt)."""
+    try:
+        data, ctype = encode_payload(result)
+    except Exception as exc:
+        failed = _failure(lease, exc)
+        assert failed is not None  # (None only for a CancelledError)
+        return failed
+    m = pb.WorkerMessage()
+    c = m.complete
+    c.SetInParent()
+    c.lease = lease.id
+    if data:
+        c.output = data
+    if ctype:
+        c.content_type = ctype
+    return m
+
+
+def _failure(lease: Lease, exc: BaseException) -> pb.WorkerMessage | None:
+    """The report for a handler that raised ``exc`` (None: the lease was aborted)."""
+    if isinstance(exc, asyncio.CancelledError):
+        if lease._abort:
+            return None  # aborted or disconnected: the server no longer wants a report
+        if lease._stopped:
+            return _fail(lease.id, "worker stopped")
+        return _fail(lease.id, "CancelledError: ")  # raised by the handler on its own: retryable
+    if isinstance(exc, Reject):
+        m = pb.WorkerMessage()
+        m.nack.lease = lease.id
+        m.nack.reason = exc.reason
+        m.nack.SetInParent()
+        return m
+    if isinstance(exc, CancelTask):
+        m = pb.WorkerMessage()
+        m.cancelled.lease = lease.id
+        m.cancelled.SetInParent()
+        return m
+    if isinstance(exc, Permanent):
+        return _fail(lease.id, exc.message, permanent=True)
+    if isinstance(exc, Retryable):
+        return _fail(lease.id, exc.message, retry_after=exc.retry_after)
+    log.warning("handler failed on task %d (attempt %d)", lease.task_id, lease.attempt, exc_info=exc)
+    return _fail(lease.id, f"{type(exc).__name__}: {exc}")
+
+
 def _fail(
     lease: int, message: str, *, permanent: bool = False, retry_after: float | None = None
 ) -> pb.WorkerMessage:
-    fail = pb.Fail(lease=lease, message=message, permanent=permanent)
+    m = pb.WorkerMessage()
+    fail = m.fail
+    fail.SetInParent()
+    fail.lease = lease
+    fail.message = message
+    if permanent:
+        fail.permanent = True
     if retry_after is not None:
         fail.retry_after_s = retry_after
-    return pb.WorkerMessage(fail=fail)
+    return m

@@ -23,6 +23,7 @@ from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
 from cronoq.server.app import ApiError, ServerApp
 from cronoq.server.auth import PermissionDenied, Unauthenticated, stamp_labels
+from cronoq.server.grpc_api import add_generic_only
 from cronoq.server.workers import (
     AbortMsg,
     LeaseMsg,
@@ -36,25 +37,33 @@ log = logging.getLogger("cronoq.server.workers")
 
 def to_proto(msg: ServerMsg) -> pb.ServerMessage:
     if isinstance(msg, LeaseMsg):
-        lease = pb.Lease(
-            lease=msg.lease,
-            task_id=msg.task_id,
-            attempt=msg.attempt,
-            payload=msg.payload,
-            content_type=msg.content_type,
-            kind=msg.kind,
-            key=msg.key,
-            tags=msg.tags,
-            pool=msg.pool,
-            priority=msg.priority + 1,  # type: ignore[arg-type]
-        )
+        # Built in place: a ``Lease`` built with keywords and copied into a ``ServerMessage``
+        # costs about three times as much (1.9 against 0.6 µs), once per task.
+        out = pb.ServerMessage()
+        lease = out.lease
+        lease.lease = msg.lease
+        lease.task_id = msg.task_id
+        lease.attempt = msg.attempt
+        if msg.payload:
+            lease.payload = msg.payload
+        if msg.content_type:
+            lease.content_type = msg.content_type
+        if msg.kind:
+            lease.kind = msg.kind
+        if msg.key:
+            lease.key = msg.key
+        if msg.tags:
+            lease.tags.update(msg.tags)
+        if msg.pool:
+            lease.pool = msg.pool
+        lease.priority = msg.priority + 1  # type: ignore[assignment]
         if msg.timeout_s is not None:
             lease.timeout_s = msg.timeout_s
         if msg.deadline_unix_ns is not None:
             lease.deadline_unix_ns = msg.deadline_unix_ns
         if msg.lease_ttl_s is not None:
             lease.lease_ttl_s = msg.lease_ttl_s
-        return pb.ServerMessage(lease=lease)
+        return out
     if isinstance(msg, AbortMsg):
         return pb.ServerMessage(abort=pb.Abort(lease=msg.lease, reason=msg.reason))
     if isinstance(msg, ShutdownMsg):
@@ -188,4 +197,4 @@ class WorkersServicer(pb_grpc.WorkersServicer):
 
 
 def register(server: Any, app: ServerApp) -> None:
-    pb_grpc.add_WorkersServicer_to_server(WorkersServicer(app), server)
+    add_generic_only(pb_grpc.add_WorkersServicer_to_server, WorkersServicer(app), server)

@@ -349,14 +349,15 @@ class RemoteExecutor:
             lease_ttl_s=self.registry.lease_ttl_s.get(self.pool),
         )
         group = ctx.group
-        loop = asyncio.get_running_loop()
+        loop = sched._loop or asyncio.get_running_loop()  # (the scheduler's loop runs this)
         att = Attempt(ctx.lease, ctx, msg, loop.create_future())
         reason = "no worker available"
         while True:
             session = self.registry.pick(self.pool, group, att.refused_by)
             if session is None:
                 raise Retryable(f"no worker accepted the lease: {reason}")
-            att.future = loop.create_future()
+            if att.future.done():  # a re-offer after a Nack: a fresh future
+                att.future = loop.create_future()
             att.session = session
             session.attempts[att.lease] = att
             if not session.send(msg):
