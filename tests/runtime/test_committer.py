@@ -205,3 +205,48 @@ async def test_group_commit_into_a_real_sqlite_store(tmp_path: pathlib.Path) -> 
         await c.stop()
     finally:
         await store.close()
+
+
+async def test_a_small_commit_right_after_another_gathers_more_first() -> None:
+    """Steady load: a few mutations pending right after a commit wait ``gather`` for company."""
+    store = FakeStore()
+    store.gate = asyncio.Event()
+    c = Committer(store, codec, 1, gather=0.2)
+    c.add([sub(1)])
+    first = asyncio.ensure_future(c.barrier())
+    await wait(store.entered.wait())  # commit 1 in flight
+    c.add([sub(2)])
+    store.gate.set()
+    await wait(first)  # commit 1 done: [2] is pending and waits for more
+    c.add([sub(3)])
+    await wait(c.barrier())
+    assert [[m.id for m in call] for call in store.calls] == [[1], [2, 3]]
+    await c.stop()
+
+
+async def test_without_gather_each_commit_goes_at_once() -> None:
+    store = FakeStore()
+    store.gate = asyncio.Event()
+    c = Committer(store, codec, 1, gather=0)
+    c.add([sub(1)])
+    first = asyncio.ensure_future(c.barrier())
+    await wait(store.entered.wait())
+    c.add([sub(2)])
+    store.gate.set()
+    await wait(first)
+    c.add([sub(3)])
+    await wait(c.barrier())
+    assert [[m.id for m in call] for call in store.calls] == [[1], [2], [3]]
+    await c.stop()
+
+
+async def test_after_an_idle_spell_the_first_commit_does_not_wait() -> None:
+    c = Committer(FakeStore(), codec, 1, gather=5.0)
+    c.add([sub(1)])
+    await asyncio.wait_for(c.barrier(), 2.5)  # far less than gather: it did not wait
+    await c.stop()
+
+
+def test_gather_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="gather must be >= 0"):
+        Committer(FakeStore(), codec, 1, gather=-1)
