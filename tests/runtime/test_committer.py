@@ -207,36 +207,24 @@ async def test_group_commit_into_a_real_sqlite_store(tmp_path: pathlib.Path) -> 
         await store.close()
 
 
-async def test_a_small_commit_right_after_another_gathers_more_first() -> None:
-    """Steady load: a few mutations pending right after a commit wait ``gather`` for company."""
+@pytest.mark.parametrize(("gather", "groups"), [(0.2, [[1], [2, 3]]), (0.0, [[1], [2], [3]])])
+async def test_a_small_commit_right_after_another_gathers_more_first(
+    gather: float, groups: list[list[int]]
+) -> None:
+    """Steady load: a few mutations pending right after a commit wait ``gather`` for company
+    (without it each commit goes at once)."""
     store = FakeStore()
     store.gate = asyncio.Event()
-    c = Committer(store, codec, 1, gather=0.2)
+    c = Committer(store, codec, 1, gather=gather)
     c.add([sub(1)])
     first = asyncio.ensure_future(c.barrier())
     await wait(store.entered.wait())  # commit 1 in flight
     c.add([sub(2)])
     store.gate.set()
-    await wait(first)  # commit 1 done: [2] is pending and waits for more
+    await wait(first)  # commit 1 done: [2] is pending (and, with gather, waits for more)
     c.add([sub(3)])
     await wait(c.barrier())
-    assert [[m.id for m in call] for call in store.calls] == [[1], [2, 3]]
-    await c.stop()
-
-
-async def test_without_gather_each_commit_goes_at_once() -> None:
-    store = FakeStore()
-    store.gate = asyncio.Event()
-    c = Committer(store, codec, 1, gather=0)
-    c.add([sub(1)])
-    first = asyncio.ensure_future(c.barrier())
-    await wait(store.entered.wait())
-    c.add([sub(2)])
-    store.gate.set()
-    await wait(first)
-    c.add([sub(3)])
-    await wait(c.barrier())
-    assert [[m.id for m in call] for call in store.calls] == [[1], [2], [3]]
+    assert [[m.id for m in call] for call in store.calls] == groups
     await c.stop()
 
 
