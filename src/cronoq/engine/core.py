@@ -470,8 +470,6 @@ class Core:
             planned = plan_member_edges([item[5] for item in items], batch_keys)
         if planned is not None:
             kids, indeg, forward = planned
-            if forward and kids_have_cycle(indeg, kids):
-                raise SubmitError("cycle", "dependency cycle in batch")
         elif any_deps:
             tasks = self.tasks
             kids = [[] for _ in range(n)]
@@ -518,8 +516,8 @@ class Core:
                         continue
                     ol.append((E_TASK, parent, cond))
                 indeg[i] = m
-            if forward and kids_have_cycle(indeg, kids):
-                raise SubmitError("cycle", "dependency cycle in batch")
+        if forward and kids_have_cycle(indeg, kids):
+            raise SubmitError("cycle", "dependency cycle in batch")
         awaiting = self.awaiting
         provided: list[tuple[int, str]] = []  # (member, key) of awaited keys this batch provides
         if awaiting and batch_keys:
