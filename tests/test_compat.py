@@ -276,14 +276,16 @@ def test_completed_tasks_in_completion_order_with_workers_and_times(eps: Elastic
 def test_priority_order_on_one_worker() -> None:
     s = ElasticPriorityScheduler(initial_workers=1, max_workers=1)
     try:
-        s.submit(Task("block", 0.1))
-        s.start()
-        until(lambda: "block" not in ids(s.pending_tasks) or s.get_metrics().utilization >= 0)
+        # Everything is queued before start, so the order depends on the scheduler alone, not on
+        # how fast this thread submits while the first task runs. "block" is CRITICAL and was
+        # submitted first: FIFO within the class puts it ahead of "crit".
+        s.submit(Task("block", 0.01, priority=Priority.CRITICAL))
         for name, prio in (("low", Priority.LOW), ("normal", Priority.NORMAL), ("crit", Priority.CRITICAL)):
             s.submit(Task(name, 0.01, priority=prio))
+        s.start()
         until(lambda: s.completed_count == 4)
         order = [c.task.id for c in s.completed_tasks]
-        assert order.index("crit") < order.index("normal") < order.index("low")
+        assert order == ["block", "crit", "normal", "low"]
         assert len({c.worker_id for c in s.completed_tasks}) == 1
     finally:
         s.stop()
