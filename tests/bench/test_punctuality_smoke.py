@@ -16,6 +16,8 @@ sys.path.append(str(BENCH))  # appended: bench/server.py must not shadow tests/s
 
 import punctuality  # noqa: E402
 
+from cronoq import Task  # noqa: E402
+
 TINY = {
     "fixed_n": 20,
     "fixed_span": 0.5,
@@ -51,9 +53,20 @@ def test_dag_shape() -> None:
     assert len({t.key for t in tasks}) == TINY["dag_n"]
 
 
+def test_dag_scatter_is_the_same_batch_in_another_layout() -> None:
+    def edges(tasks: list[Task]) -> set[tuple[object, tuple[tuple[int | str, int], ...]]]:
+        return {(t.key, tuple(t._deps or ())) for t in tasks}
+
+    args = (TINY["dag_n"], TINY["dag_width"], TINY["dag_fan_in"])
+    built = punctuality.dag_tasks(*args)
+    scattered = punctuality.dag_tasks(*args, scatter=True)
+    assert edges(built) == edges(scattered)
+    assert [t.key for t in built] != sorted((t.key for t in built), key=lambda k: int(str(k)[1:]))
+
+
 def test_dag() -> None:
     results = punctuality.bench_dag(TINY)
-    _check(results, 3)
+    _check(results, 4)
     assert results[1].value > 0 and results[1].baseline > 0
 
 
@@ -62,4 +75,4 @@ def test_cli_writes_json(tmp_path: Path) -> None:
     assert punctuality.run(dict(TINY), ["dag"], out) == 0
     doc = json.loads(out.read_text())
     assert doc["machine"]["cpu_count"] >= 1
-    assert [r["bench"] for r in doc["results"]] == ["dag"] * 3
+    assert [r["bench"] for r in doc["results"]] == ["dag"] * 4

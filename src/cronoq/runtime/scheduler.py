@@ -52,6 +52,7 @@ from cronoq.engine.time import NS, check_seconds, to_ns
 from cronoq.errors import NotStartedError, Permanent, Retryable, SchedulerError, SubmitError, TaskFailed
 from cronoq.runtime.context import TaskContext
 from cronoq.runtime.events import EventStream
+from cronoq.runtime.gcpause import gc_paused
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.pool import Pool
 from cronoq.runtime.scalers import SlotScaler
@@ -689,33 +690,35 @@ class Scheduler:
         trace = _otel.trace_tags() if probe is not None and probe() else None
         while True:
             now = self._now()
-            items = [
-                (
-                    t._opts if trace is None else _otel.traced_options(t._opts, trace),
-                    t._payload,
-                    t._key,
-                    None if t._deadline is None else t._deadline.resolve(now, self._time_base),
-                    None if t._start is None else t._start.resolve(now, self._time_base),
-                    t._deps,
-                    blobs[i] if blobs is not None else None,
-                )
-                for i, t in enumerate(batch)
-            ]
-            try:
-                results = core.submit_batch(now, items)
-                break
-            except SubmitError as e:
-                if e.code != "full" or self._nowait:
-                    raise
-                full_pool = next(
-                    (o for o, *_ in items if core.pools[o.pool_index].waiting_space), items[0][0]
-                )
+            with gc_paused():  # many long-lived objects at once, no cycles: see gcpause
+                items = [
+                    (
+                        t._opts if trace is None else _otel.traced_options(t._opts, trace),
+                        t._payload,
+                        t._key,
+                        None if t._deadline is None else t._deadline.resolve(now, self._time_base),
+                        None if t._start is None else t._start.resolve(now, self._time_base),
+                        t._deps,
+                        blobs[i] if blobs is not None else None,
+                    )
+                    for i, t in enumerate(batch)
+                ]
+                try:
+                    results = core.submit_batch(now, items)
+                    break
+                except SubmitError as e:
+                    if e.code != "full" or self._nowait:
+                        raise
+                    full_pool = next(
+                        (o for o, *_ in items if core.pools[o.pool_index].waiting_space), items[0][0]
+                    )
             await self._wait_space(full_pool)
             core = self._require()
         self._kick()
         if self._committer is not None:
             await self._durable()
-        return [self._handle_for(tid, dup) for tid, dup in results]
+        with gc_paused():
+            return [self._handle_for(tid, dup) for tid, dup in results]
 
     def _handle_for(self, tid: int, dup: bool) -> TaskHandle:
         fut = self._waiters.get(tid)
