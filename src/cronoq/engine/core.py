@@ -111,7 +111,7 @@ from cronoq.engine.recurring import (
 from cronoq.engine.reservations import MAX_HOLD_NS, FixedStart, max_overlap, reservation_limit
 from cronoq.engine.resources import SEMAPHORE, Semaphore, TokenBucket
 from cronoq.engine.snapshot import TOTAL_NAMES, GroupSnapshot, PoolSnapshot, Snapshot
-from cronoq.engine.stats import CapacityIntegral, DurationModel, LogHistogram, PoolWindow
+from cronoq.engine.stats import CapacityIntegral, DurationModel, PoolWindow
 from cronoq.engine.time import NS, to_ns
 from cronoq.errors import SubmitError
 
@@ -2019,23 +2019,16 @@ class Core:
         total_pending = 0
         for pool in self.pools:
             total_pending += pool.pending
-            wait = LogHistogram()
-            run = LogHistogram()
-            dispatched = succeeded = failed = retried = jumped = fs_total = fs_hits = 0
-            busy_ns = useful_ns = 0
-            for s in pool.window.live(now):
-                dispatched += s.dispatched
-                succeeded += s.succeeded
-                failed += s.failed
-                retried += s.retried
-                jumped += s.jumped
-                fs_total += s.fs_total
-                fs_hits += s.fs_hits
-                busy_ns += s.busy_ns
-                useful_ns += s.useful_ns
-                wait.merge(s.wait)
-                run.merge(s.run)
-            busy_ns += running_by_pool.get(pool.index, 0)
+            tot = pool.window.totals(now)
+            wait = tot.wait
+            run = tot.run
+            dispatched = tot.dispatched
+            jumped = tot.jumped
+            fs_total = tot.fs_total
+            useful_ns = tot.useful_ns
+            busy_ns = tot.busy_ns + running_by_pool.get(pool.index, 0)
+            w50, w90, w99 = wait.quantiles((0.5, 0.9, 0.99))
+            r50, r99 = run.quantiles((0.5, 0.99))
             provisioned = pool.capacity_integral.provisioned_ns(now, window)
             util = min(1.0, busy_ns / provisioned) if provisioned > 0 else 0.0
             eff = min(1.0, useful_ns / provisioned) if provisioned > 0 else 0.0
@@ -2054,19 +2047,19 @@ class Core:
                     reservations=len(pool.res),
                     window=window / NS,
                     dispatched=dispatched,
-                    succeeded=succeeded,
-                    failed=failed,
-                    retried=retried,
+                    succeeded=tot.succeeded,
+                    failed=tot.failed,
+                    retried=tot.retried,
                     priority_adherence=1.0 - jumped / dispatched if dispatched else 1.0,
-                    fixed_start_hit_rate=fs_hits / fs_total if fs_total else 1.0,
+                    fixed_start_hit_rate=tot.fs_hits / fs_total if fs_total else 1.0,
                     utilization=util,
                     schedule_efficiency=eff,
                     wait_mean=wait.mean() / NS,
-                    wait_p50=wait.quantile(0.5) / NS,
-                    wait_p90=wait.quantile(0.9) / NS,
-                    wait_p99=wait.quantile(0.99) / NS,
-                    run_p50=run.quantile(0.5) / NS,
-                    run_p99=run.quantile(0.99) / NS,
+                    wait_p50=w50 / NS,
+                    wait_p90=w90 / NS,
+                    wait_p99=w99 / NS,
+                    run_p50=r50 / NS,
+                    run_p99=r99 / NS,
                     worker_seconds=ws,
                     cost=ws * pool.cfg.cost_per_worker_second,
                     groups=[

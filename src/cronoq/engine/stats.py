@@ -4,15 +4,18 @@
 * :class:`LogHistogram` — a sparse log-linear histogram of ns values (8 sub-buckets per
   power of two, so quantiles are within ~6%); bounded memory whatever the sample count.
 * :class:`PoolWindow` — a ring of one-second slots covering the quality window (SPEC §14):
-  counters and histograms per slot; a snapshot merges the live slots.  Recording a sample is
-  O(1); nothing keeps a list of samples.
+  counters and histograms per slot.  Recording a sample is O(1); nothing keeps a list of
+  samples.  A snapshot adds the current slot to the sum of the earlier live slots, which is
+  computed once per second (earlier slots never change), not per snapshot.
 * :class:`CapacityIntegral` — capacity as a step function over time: worker-seconds since
   start and provisioned slot-time inside the window.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from bisect import bisect_left
+from collections.abc import Sequence
+from itertools import accumulate
 
 from cronoq.engine.time import NS
 
@@ -60,23 +63,25 @@ class LogHistogram:
 
     def merge(self, other: LogHistogram) -> None:
         c = self.counts
-        for b, k in other.counts.items():
-            c[b] = c.get(b, 0) + k
+        if not c:
+            self.counts = dict(other.counts)
+        else:
+            for b, k in other.counts.items():
+                c[b] = c.get(b, 0) + k
         self.n += other.n
         self.total += other.total
 
     def quantile(self, q: float) -> int:
+        return self.quantiles((q,))[0]
+
+    def quantiles(self, qs: Sequence[float]) -> list[int]:
+        """For each q, the value of the first bucket whose cumulative count reaches q * n."""
         if self.n == 0:
-            return 0
-        rank = q * self.n
-        seen = 0
-        last = 0
-        for b in sorted(self.counts):
-            seen += self.counts[b]
-            last = b
-            if seen >= rank:
-                break
-        return _bucket_value(last)
+            return [0] * len(qs)
+        keys = sorted(self.counts)
+        cum = list(accumulate(map(self.counts.__getitem__, keys)))
+        last = len(keys) - 1
+        return [_bucket_value(keys[min(bisect_left(cum, q * self.n), last)]) for q in qs]
 
     def mean(self) -> float:
         return self.total / self.n if self.n else 0.0
@@ -134,15 +139,59 @@ class Slot:
         self.run = LogHistogram()
 
 
-class PoolWindow:
-    """Sliding window of one-second slots (``window_ns`` long)."""
+class WindowTotals:
+    """The sum of some slots: counters and merged histograms."""
 
-    __slots__ = ("cur", "nslots", "slots")
+    __slots__ = (
+        "busy_ns",
+        "dispatched",
+        "failed",
+        "fs_hits",
+        "fs_total",
+        "jumped",
+        "retried",
+        "run",
+        "succeeded",
+        "useful_ns",
+        "wait",
+    )
+
+    def __init__(self) -> None:
+        self.dispatched = self.succeeded = self.failed = self.retried = self.jumped = 0
+        self.fs_total = self.fs_hits = self.busy_ns = self.useful_ns = 0
+        self.wait = LogHistogram()
+        self.run = LogHistogram()
+
+    def add(self, s: Slot | WindowTotals) -> None:
+        self.dispatched += s.dispatched
+        self.succeeded += s.succeeded
+        self.failed += s.failed
+        self.retried += s.retried
+        self.jumped += s.jumped
+        self.fs_total += s.fs_total
+        self.fs_hits += s.fs_hits
+        self.busy_ns += s.busy_ns
+        self.useful_ns += s.useful_ns
+        self.wait.merge(s.wait)
+        self.run.merge(s.run)
+
+
+class PoolWindow:
+    """Sliding window of one-second slots (``window_ns`` long).
+
+    Samples only ever go to the slot of ``now``'s second, so the slots of earlier seconds are
+    final: :meth:`totals` sums them once per second (``_done``) and adds only the current slot
+    on each call, instead of merging every slot's histograms on every snapshot.
+    """
+
+    __slots__ = ("_done", "_done_sec", "cur", "nslots", "slots")
 
     def __init__(self, window_ns: int) -> None:
         self.nslots = max(1, -(-window_ns // NS))
         self.slots: list[Slot | None] = [None] * self.nslots
         self.cur = Slot(-(1 << 40))  # the slot of the latest sample (hot-path cache)
+        self._done = WindowTotals()  # the live slots before second _done_sec
+        self._done_sec: int | None = None
 
     def slot(self, now: int) -> Slot:
         cur = self.cur
@@ -155,14 +204,28 @@ class PoolWindow:
             s = Slot(sec)
             self.slots[i] = s
         self.cur = s
+        done = self._done_sec
+        if done is not None and sec < done:  # (time never goes back in the engine; be safe)
+            self._done_sec = None
         return s
 
-    def live(self, now: int) -> Iterable[Slot]:
+    def totals(self, now: int) -> WindowTotals:
+        """The sum of the live slots (those of the last ``nslots`` seconds up to ``now``)."""
         sec = now // NS
-        lo = sec - self.nslots
-        for s in self.slots:
-            if s is not None and lo < s.second <= sec:
-                yield s
+        if self._done_sec != sec:
+            lo = sec - self.nslots
+            done = WindowTotals()
+            for s in self.slots:
+                if s is not None and lo < s.second < sec:
+                    done.add(s)
+            self._done = done
+            self._done_sec = sec
+        out = WindowTotals()
+        out.add(self._done)
+        s = self.slots[sec % self.nslots]
+        if s is not None and s.second == sec:
+            out.add(s)
+        return out
 
 
 class CapacityIntegral:
