@@ -37,6 +37,7 @@ TINY = {
     "latency_n": 20,
     "sse_subs": 2,
     "repeat": 1,
+    "sse_repeat": 1,
 }
 OPTS = argparse.Namespace(profile=None)
 
