@@ -16,7 +16,8 @@ Shared conventions:
 * human output goes through :data:`console` (rich); ``--json`` output is plain ``json.dumps``
   on stdout (task ids as integers; ``watch --json`` and ``top --json`` write one object a line);
 * client subcommands take ``--server`` (env ``CRONOQ_SERVER``, default ``127.0.0.1:7070``),
-  ``--token`` (env ``CRONOQ_TOKEN``) and ``--tls``: see :func:`client_options`;
+  ``--token`` (env ``CRONOQ_TOKEN``) and ``--tls``: see :func:`client_options`; they are also
+  accepted before the subcommand (``cronoq --token T get 1``; :class:`GroupOptions`);
 * machine-readable progress lines go to stderr, prefixed with the command
   (``cronoq worker: registered id=...``, ``cronoq watch: live``);
 * heavy imports (grpc, uvicorn, the server) happen inside the command that needs them, so
@@ -119,19 +120,44 @@ def _note(line: str) -> None:
     sys.stderr.flush()
 
 
+@dataclasses.dataclass
+class GroupOptions:
+    """The client options given on the group (``cronoq --token T get 1``): ``ctx.obj``.
+
+    Only what was given on the command line is kept; a subcommand's own ``--server`` /
+    ``--token`` / ``--tls`` wins over these, and these win over the environment.
+    """
+
+    given: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _group_default(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A subcommand's client option: its own command-line value, else the group's, else
+    the environment variable or the default (see :class:`GroupOptions`)."""
+    name = param.name
+    if name is None or ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+        return value
+    group = ctx.find_object(GroupOptions)
+    if group is not None and name in group.given:
+        return group.given[name]
+    return value
+
+
 def client_options(f: F) -> F:
     """``--server`` (env ``CRONOQ_SERVER``), ``--token`` (env ``CRONOQ_TOKEN``) and ``--tls``
-    for subcommands that call a server."""
+    for subcommands that call a server (also accepted before the subcommand: :func:`cli`)."""
     f = click.option(
         "--tls",
         is_flag=True,
         envvar="CRONOQ_TLS",
+        callback=_group_default,
         help="Connect with TLS (system root certificates; env CRONOQ_TLS).",
     )(f)
     f = click.option(
         "--token",
         envvar="CRONOQ_TOKEN",
         default=None,
+        callback=_group_default,
         help="Bearer token (env CRONOQ_TOKEN).",
     )(f)
     f = click.option(
@@ -140,6 +166,7 @@ def client_options(f: F) -> F:
         default=DEFAULT_SERVER,
         show_default=True,
         envvar="CRONOQ_SERVER",
+        callback=_group_default,
         help="gRPC address of the server (env CRONOQ_SERVER).",
     )(f)
     return f
@@ -336,13 +363,31 @@ EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {text}" for code, text in
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
 @click.version_option(package_name="cronoq", prog_name="cronoq")
-def cli() -> None:
+@click.option(
+    "--server",
+    "server",
+    default=None,
+    metavar="ADDR",
+    help="gRPC address of the server, for the client commands (a subcommand's --server wins).",
+)
+@click.option(
+    "--token", default=None, help="Bearer token for the client commands (a subcommand's --token wins)."
+)
+@click.option("--tls", is_flag=True, help="Connect with TLS, for the client commands.")
+@click.pass_context
+def cli(ctx: click.Context, server: str | None, token: str | None, tls: bool) -> None:
     """cronoq: an elastic, priority-aware task scheduler (server and tools).
 
     Start a server with `cronoq serve`, serve a pool with `cronoq worker mymod:handle --pool
     default`, then submit work with `cronoq submit '{"n": 1}' --wait`. Client commands talk to
-    --server (env CRONOQ_SERVER, default 127.0.0.1:7070) with --token (env CRONOQ_TOKEN).
+    --server (env CRONOQ_SERVER, default 127.0.0.1:7070) with --token (env CRONOQ_TOKEN),
+    given before or after the subcommand.
     """
+    given: dict[str, Any] = {}
+    for name, value in (("server", server), ("token", token), ("tls", tls)):
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+            given[name] = value
+    ctx.obj = GroupOptions(given)
 
 
 def _proto_text() -> str:

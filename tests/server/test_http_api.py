@@ -227,7 +227,10 @@ async def test_payload_base64_and_all_task_fields() -> None:
     [
         ({"bogus": 1}, "bogus"),
         ({"priority": "urgent"}, "priority"),
-        ({"priority": 1}, "priority"),
+        ({"priority": 4}, "priority"),  # (integers 0..3 are accepted, as in-process)
+        ({"priority": -1}, "priority"),
+        ({"priority": True}, "priority"),
+        ({"priority": 1.0}, "priority"),
         ({"timeout_s": -1}, "timeout_s"),
         ({"timeout_s": "5"}, "timeout_s"),
         ({"deadline_in_s": True}, "deadline_in_s"),
@@ -695,11 +698,15 @@ async def test_recurring_crud() -> None:
         r = await c.put("/v1/recurring/nightly", json={"cron": "@hourly"})
         assert r.json()["cron"] == "@hourly" and r.json()["overlap"] == "skip" and r.json()["tz"] == ""
         # errors
-        assert err(await c.put("/v1/recurring/x", json={"cron": "not a cron"})) == (400, "invalid")
+        # a bad cron or time zone is no SubmitError: the code is the status name (SPEC §17.9)
+        assert err(await c.put("/v1/recurring/x", json={"cron": "not a cron"})) == (400, "invalid_argument")
         assert err(await c.put("/v1/recurring/x", json={"cron": "@hourly", "tz": "Mars/Base"})) == (
             400,
-            "invalid",
+            "invalid_argument",
         )
+        # bad task fields in the template stay `invalid`
+        r = await c.put("/v1/recurring/x", json={"cron": "@hourly", "task": {"priority": "urgent"}})
+        assert err(r) == (400, "invalid")
         assert err(await c.put("/v1/recurring/x", json={"cron": "@hourly", "task": {"pool": "zz"}})) == (
             404,
             "unknown_pool",

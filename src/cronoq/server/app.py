@@ -406,7 +406,7 @@ class ServerApp:
             except BaseException:
                 stream.close()
                 raise
-        keep = event_filter(principal, pools, ids, keys, all_transitions)
+        keep = event_filter(principal, pools, ids, keys, all_transitions, self.task_of_tenant)
         try:
             async for ev in stream:
                 if stream.lagged:
@@ -446,9 +446,12 @@ class ServerApp:
                 **kw,
             )
         except SchedulerError as e:
+            # a bad cron or time zone (or an unknown pool, the only SubmitError code here)
             msg = str(e)
-            status = "not_found" if "unknown pool" in msg else "invalid_argument"
-            raise ApiError(status, msg, "unknown_pool" if status == "not_found" else "invalid") from None
+            if "unknown pool" in msg:
+                raise ApiError("not_found", msg, "unknown_pool") from None
+            # not a SubmitError: the body's code is the status name (SPEC §17.9)
+            raise ApiError("invalid_argument", msg) from None
         except ValueError as e:
             raise ApiError("invalid_argument", str(e), "invalid") from None
 
@@ -473,21 +476,39 @@ class ServerApp:
         if principal is not None:
             check_tenant(principal, t.opts.tenant)
 
+    def task_of_tenant(self, tid: int, tenant: str) -> bool:
+        """Whether task ``tid`` belongs to ``tenant`` (a watch's tenant check, SPEC §17.2).
+
+        A task this server no longer knows (pruned, or another leadership term) does not:
+        its event is withheld from tenant-scoped watchers (fail closed).
+        """
+        core = self.sched._core
+        t = core.tasks.get(tid) if core is not None else None
+        return t is not None and t.opts.tenant == tenant
+
 
 def event_filter(
-    principal: Principal | None, pools: list[str], ids: list[int], keys: list[str], all_transitions: bool
+    principal: Principal | None,
+    pools: list[str],
+    ids: list[int],
+    keys: list[str],
+    all_transitions: bool,
+    task_of_tenant: Callable[[int, str], bool] | None = None,
 ) -> Callable[[Any], bool] | None:
     """Which StatusEvents a watch passes on (SPEC §17.9 ``Watch``); None when every event does.
 
     ``pools`` restricts (and the principal's pools, when it has a restriction); when ``ids`` or
     ``keys`` are given an event passes if its id is in ``ids`` or its key is in ``keys``;
-    without ``all_transitions`` only terminal transitions pass.
+    without ``all_transitions`` only terminal transitions pass.  A principal with a tenant
+    sees only events of that tenant's tasks (SPEC §17.2), as ``task_of_tenant(id, tenant)``
+    tells (:meth:`ServerApp.task_of_tenant`; without it such a principal sees no event).
     """
     allowed = set(pools) if pools else None
     if principal is not None and principal.pools is not None:
         allowed = (allowed & principal.pools) if allowed is not None else set(principal.pools)
     idset, keyset = set(ids), set(keys)
-    if all_transitions and allowed is None and not idset and not keyset:
+    tenant = principal.tenant if principal is not None else None
+    if all_transitions and allowed is None and not idset and not keyset and tenant is None:
         return None
 
     def keep(ev: Any) -> bool:
@@ -495,7 +516,10 @@ def event_filter(
             return False
         if allowed is not None and ev.pool not in allowed:
             return False
-        return not (idset or keyset) or ev.id in idset or (ev.key is not None and ev.key in keyset)
+        if (idset or keyset) and ev.id not in idset and (ev.key is None or ev.key not in keyset):
+            return False
+        # last: the only check that looks the task up
+        return tenant is None or (task_of_tenant is not None and task_of_tenant(ev.id, tenant))
 
     return keep
 

@@ -427,6 +427,16 @@ def _choice(v: Any, where: str, options: dict[str, int]) -> int:
     return options[v.strip().lower()]
 
 
+def _priority(v: Any, where: str) -> int:
+    """A priority as its wire value: a name (case-insensitive) or, as in-process (SPEC §2), an
+    integer 0..3 (0 = critical ... 3 = low)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        if not 0 <= v <= 3:
+            raise _invalid(f"{where} must be 0..=3 (0 = critical) or a name (got {v})")
+        return v + 1  # (the wire enum counts from 1: 0 is UNSPECIFIED)
+    return _choice(v, where, PRIORITY_FROM_JSON)
+
+
 def _unknown(obj: dict[str, Any], allowed: frozenset[str], where: str) -> None:
     extra = sorted(k for k in obj if k not in allowed)
     if extra:
@@ -489,7 +499,7 @@ def task_spec_from_json(obj: Any, where: str = "") -> pb.TaskSpec:
             if name in obj and obj[name] is not None:
                 setattr(spec, name, _str(obj[name], w(name)))
         if obj.get("priority") is not None:
-            spec.priority = _choice(obj["priority"], w("priority"), PRIORITY_FROM_JSON)  # type: ignore[assignment]
+            spec.priority = _priority(obj["priority"], w("priority"))  # type: ignore[assignment]
         if obj.get("on_miss") is not None:
             spec.on_miss = _choice(obj["on_miss"], w("on_miss"), MISS_FROM_JSON)  # type: ignore[assignment]
         for name in ("deadline_in_s", "start_in_s", "tolerance_s", "timeout_s", "duration_hint_s"):
@@ -872,7 +882,7 @@ class HttpApi:
     async def list_tasks(self, request: Request) -> Response:
         principal = self.auth(request, Action.LIST_TASKS)
         pools = self._pools_filter(principal, _q_list(request, "pool"))
-        statuses = _q_list(request, "status")
+        statuses = list(dict.fromkeys(s.lower() for s in _q_list(request, "status")))  # case-insensitive
         for s in statuses:
             if s not in STATUS_BY_NAME:
                 raise _bad(f"unknown status {s!r} (one of {', '.join(STATUS_NAMES)})")
@@ -956,11 +966,12 @@ class HttpApi:
             ids.append(int(v))
         keys = _q_list(request, "key")
 
-        keep = event_filter(principal, pools, ids, keys, all_transitions)
+        keep = event_filter(principal, pools, ids, keys, all_transitions, self.app.task_of_tenant)
         group = None
         if keep is not None:  # streams with the same filter share their chunks
             restricted = None if principal is None or principal.pools is None else frozenset(principal.pools)
-            group = (all_transitions, frozenset(pools), restricted, frozenset(ids), frozenset(keys))
+            tenant = None if principal is None else principal.tenant  # (SPEC §17.2: part of the filter)
+            group = (all_transitions, frozenset(pools), restricted, frozenset(ids), frozenset(keys), tenant)
         self.app.require_leader()  # standby → 503 before the stream starts
         return _EventsResponse(self, group, keep)
 

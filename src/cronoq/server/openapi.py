@@ -159,7 +159,13 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
             "properties": {
                 "pool": {"type": "string"},
                 "kind": {"type": "string"},
-                "priority": {"type": "string", "enum": ["critical", "high", "normal", "low"]},
+                "priority": {
+                    "description": "a name (case-insensitive) or an integer 0..3 (0 = critical, 3 = low)",
+                    "oneOf": [
+                        {"type": "string", "enum": ["critical", "high", "normal", "low"]},
+                        {"type": "integer", "minimum": 0, "maximum": 3},
+                    ],
+                },
                 "key": {"type": "string"},
                 "deadline_in_s": seconds,
                 "deadline_unix_ns": unix_ns,
@@ -383,7 +389,12 @@ def openapi_document(app: ServerApp | None = None) -> dict[str, Any]:
                 (400, 404, *_COMMON),
                 params=[
                     pool_q,
-                    _q("status", {"type": "string", "enum": list(STATUS_NAMES)}, "statuses", array=True),
+                    _q(
+                        "status",
+                        {"type": "string", "enum": list(STATUS_NAMES)},
+                        "statuses (names are case-insensitive)",
+                        array=True,
+                    ),
                     _q("after", {"type": "string", "pattern": "^[0-9]+$"}, "only ids greater than this"),
                     _q("limit", {"type": "integer", "minimum": 0}, "at most this many (0 = 100; max_list)"),
                 ],
