@@ -122,16 +122,60 @@ def test_submitted_before_start_are_pending_and_run_on_start(eps: ElasticPriorit
 
 
 def test_pending_id_resubmitted_is_a_true_noop(eps: ElasticPriorityScheduler) -> None:
-    original = Task("a", 0.01)
+    # "a" awaits "go", submitted last: it is still pending when submitted again after start
+    # (a 10 ms task alone could already have finished, making the resubmission a new task)
+    original = Task("a", 0.01, dependencies=["go"])
     assert eps.submit(original)
     assert eps.submit(Task("a", 5.0)) is True
     assert eps.pending_tasks == [original]
     eps.start()
-    assert eps.submit(Task("a", 5.0)) is True or eps.completed_count == 1
-    until(lambda: eps.completed_count == 1)
-    assert eps.completed_tasks[0].task is original
+    assert eps.submit(Task("a", 5.0)) is True
+    assert eps.pending_tasks == [original]
+    assert eps.submit(Task("go", 0.01))
+    until(lambda: eps.completed_count == 2)
+    assert [c.task.id for c in eps.completed_tasks] == ["go", "a"]
+    assert eps.completed_tasks[1].task is original
     time.sleep(0.05)
-    assert eps.completed_count == 1
+    assert eps.completed_count == 2
+
+
+def test_completed_id_submitted_again_runs_again(eps: ElasticPriorityScheduler) -> None:
+    """Only a *pending* id is a no-op (SPEC §16.4): a completed one is a new submission that
+    runs (never a True that leaves it pending forever)."""
+    eps.start()
+    first = Task("a", 0.01)
+    assert eps.submit(first)
+    until(lambda: eps.completed_count == 1)
+    again = Task("a", 0.01)
+    assert eps.submit(again) is True
+    until(lambda: eps.completed_count == 2)
+    assert [c.task for c in eps.completed_tasks] == [first, again]
+    assert eps.completed_tasks[0].task is first and eps.completed_tasks[1].task is again
+    assert eps.pending_tasks == [] and eps.get_metrics().pending_count == 0
+    # a dependency on the completed id stays satisfied while it runs again
+    assert eps.submit(Task("a", 5.0))
+    assert eps.submit(Task("b", 0.01, dependencies=["a"]))
+    until(lambda: eps.completed_count == 3)
+    assert eps.completed_tasks[2].task.id == "b"
+    assert ids(eps.pending_tasks) == ["a"]
+
+
+def test_completed_id_submitted_again_before_a_restart_runs_after_it() -> None:
+    s = ElasticPriorityScheduler(initial_workers=1, max_workers=2)
+    try:
+        s.start()
+        assert s.submit(Task("a", 0.01))
+        until(lambda: s.completed_count == 1)
+        s.stop()
+        # before start: no cycle through the completed id ("b" needs "a", which is satisfied)
+        assert s.submit(Task("a", 0.01, dependencies=["b"]))
+        assert s.submit(Task("b", 0.01, dependencies=["a"]))
+        s.start()
+        until(lambda: s.completed_count == 3)
+        assert sorted(ids([c.task for c in s.completed_tasks][1:])) == ["a", "b"]
+        assert s.pending_tasks == []
+    finally:
+        s.stop()
 
 
 def test_self_dependency_rejected(eps: ElasticPriorityScheduler) -> None:
@@ -216,7 +260,8 @@ def test_stop_keeps_unfinished_tasks_pending_and_restart_runs_them() -> None:
         until(lambda: s.completed_count == 1)
         assert s.submit(Task("long", 30.0))
         assert s.submit(Task("after", 0.01, dependencies=["long"]))
-        time.sleep(0.05)  # "long" is running
+        # stop while "long" is running (the facade has no public running state: ask its scheduler)
+        until(lambda: s._bs is not None and s._bs.status("long") == "running")
         s.stop()
         assert ids(s.pending_tasks) == ["long", "after"]
         assert s.completed_count == 1
@@ -259,11 +304,15 @@ def test_context_manager() -> None:
 def test_completed_tasks_in_completion_order_with_workers_and_times(eps: ElasticPriorityScheduler) -> None:
     eps.start()
     t0 = time.time()
-    assert eps.submit(Task("slow", 0.3))
-    assert eps.submit(Task("fast", 0.05))
-    until(lambda: eps.completed_count == 2)
-    done = eps.completed_tasks
-    assert [c.task.id for c in done] == ["fast", "slow"]
+    # Both await "go": when it ends they start together on the two workers (in one loop turn),
+    # not one submission round trip of this thread apart. "fast" then ends first unless the loop
+    # thread stalls for more than 0.5 s between the two starts: a margin no CI hiccup reaches.
+    assert eps.submit(Task("slow", 0.6, dependencies=["go"]))
+    assert eps.submit(Task("fast", 0.05, dependencies=["go"]))
+    assert eps.submit(Task("go", 0.0))
+    until(lambda: eps.completed_count == 3)
+    done = eps.completed_tasks[1:]
+    assert [c.task.id for c in eps.completed_tasks] == ["go", "fast", "slow"]
     for c in done:
         assert isinstance(c, ScheduledTask)
         assert t0 <= c.start_time <= c.end_time <= time.time()
@@ -276,16 +325,23 @@ def test_completed_tasks_in_completion_order_with_workers_and_times(eps: Elastic
 def test_priority_order_on_one_worker() -> None:
     s = ElasticPriorityScheduler(initial_workers=1, max_workers=1)
     try:
-        # Everything is queued before start, so the order depends on the scheduler alone, not on
-        # how fast this thread submits while the first task runs. "block" is CRITICAL and was
-        # submitted first: FIFO within the class puts it ahead of "crit".
-        s.submit(Task("block", 0.01, priority=Priority.CRITICAL))
-        for name, prio in (("low", Priority.LOW), ("normal", Priority.NORMAL), ("crit", Priority.CRITICAL)):
-            s.submit(Task(name, 0.01, priority=prio))
+        # The order must depend on the scheduler alone, not on how fast this thread submits.
+        # Queuing before start() is not enough: start() hands the tasks over one by one from
+        # this thread, and the first one runs (and may end) before the next arrives. So all four
+        # await "go", submitted last: when it ends they are ready together and the one worker
+        # takes them by priority, FIFO within a class ("crit1" before "crit2").
+        for name, prio in (
+            ("crit1", Priority.CRITICAL),
+            ("low", Priority.LOW),
+            ("normal", Priority.NORMAL),
+            ("crit2", Priority.CRITICAL),
+        ):
+            assert s.submit(Task(name, 0.01, priority=prio, dependencies=["go"]))
         s.start()
-        until(lambda: s.completed_count == 4)
+        assert s.submit(Task("go", 0.01, priority=Priority.LOW))
+        until(lambda: s.completed_count == 5)
         order = [c.task.id for c in s.completed_tasks]
-        assert order == ["block", "crit", "normal", "low"]
+        assert order == ["go", "crit1", "crit2", "normal", "low"]
         assert len({c.worker_id for c in s.completed_tasks}) == 1
     finally:
         s.stop()

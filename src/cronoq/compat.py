@@ -4,7 +4,10 @@
 :class:`~cronoq.runtime.blocking.BlockingScheduler`.  A task "runs" by sleeping its
 ``duration`` on a worker slot; task ids are strings (they become cronoq keys, so a pending id
 submitted again is a no-op) and ``dependencies`` are success edges on ids, awaited when not
-submitted yet.  Unfinished tasks survive ``stop()`` and run after the next ``start()``.
+submitted yet.  An id that already completed may be submitted again: it is a new submission
+and runs again (without a key: the first run's key stays retained; a completed id satisfies
+dependencies on it for good).  Unfinished tasks survive ``stop()`` and run after the next
+``start()``.
 """
 
 from __future__ import annotations
@@ -200,12 +203,16 @@ class ElasticPriorityScheduler:
         bs = self._bs
         assert bs is not None
         fields: dict[str, Any] = {
-            "key": task.id,
             "priority": int(task.priority),
             "duration_hint": task.duration,
         }
         with self._state:  # a restarted scheduler no longer knows tasks completed before
+            rerun = task.id in self._done
             deps = [d for d in task.dependencies if d not in self._done]
+        if not rerun:
+            # (a completed id runs again without its key, which the engine keeps retained and
+            # would answer as a duplicate: nothing refers to it, its dependents are satisfied)
+            fields["key"] = task.id
         if deps:
             fields["after"] = deps
         if task.fixed_start is not None:
@@ -222,7 +229,10 @@ class ElasticPriorityScheduler:
         return True
 
     def submit(self, task: Task) -> bool:
-        """Submit a task; False when rejected (dependency cycle or reservation conflict)."""
+        """Submit a task; False when rejected (dependency cycle or reservation conflict).
+
+        True as a no-op for an id that is still pending; an id that completed runs again.
+        """
         if not isinstance(task, Task):
             raise ValueError("submit takes a compat.Task")
         with self._lock:
@@ -248,6 +258,8 @@ class ElasticPriorityScheduler:
         seen: set[str] = set()
         while stack:
             dep = stack.pop()
+            if dep in self._done:
+                continue  # a satisfied edge: no cycle through it
             if dep == task.id:
                 return False
             if dep in seen:

@@ -13,6 +13,7 @@ from typing import Any
 __all__ = [
     "CronoqError",
     "SubmitError",
+    "InvalidSubmission",
     "SchedulerError",
     "NotStartedError",
     "Fenced",
@@ -60,6 +61,19 @@ class SubmitError(CronoqError):
 
     def __repr__(self) -> str:
         return f"SubmitError({self.code!r}, {self.message!r})"
+
+
+class InvalidSubmission(SubmitError, ValueError):
+    """A task field is invalid: a SubmitError with code ``invalid`` that is also a ValueError."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("invalid", message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message,))
+
+    def __repr__(self) -> str:
+        return f"InvalidSubmission({self.message!r})"
 
 
 class SchedulerError(CronoqError):

@@ -163,6 +163,32 @@ def test_cron_occurrences(expr, after, expected):
     assert occurrences(expr, after, n=len(expected)) == expected
 
 
+LAST_FRIDAYS_2025 = [u(2025, m, d) for m, d in ((1, 31), (2, 28), (3, 28), (4, 25), (5, 30), (6, 27))]
+
+
+@pytest.mark.parametrize(
+    "expr",
+    ["0 0 * * 5L", "0 0 * * FRIL", "0 0 * * fril", "0 0 * * L5", "0 0 0 * * 5L", "0 0 0 * * FRIL 2025"],
+)
+def test_last_weekday_of_the_month_quartz_spelling(expr):
+    """SPEC §7 ``L``: ``5L`` / ``FRIL`` (day-of-week field) is the last Friday of each month."""
+    assert occurrences(expr, (2025, 1, 1), n=6) == LAST_FRIDAYS_2025
+    assert CronSchedule(expr).expr == expr  # echoed as given
+
+
+def test_last_weekday_items_in_a_list_and_only_in_the_day_of_week_field():
+    # last Monday and last Friday of each month
+    assert occurrences("0 0 * * 1L,FRIL", (2025, 1, 1), n=4) == [
+        u(2025, 1, 27),
+        u(2025, 1, 31),
+        u(2025, 2, 24),
+        u(2025, 2, 28),
+    ]
+    assert occurrences("0 0 L * *", (2025, 1, 1), n=2) == [u(2025, 1, 31), u(2025, 2, 28)]  # day of month
+    with pytest.raises(ValueError, match="invalid cron expression"):
+        CronSchedule("0 0 * * XYZL")
+
+
 def test_next_after_is_strictly_after():
     c = CronSchedule("0 * * * *")
     t = u(2025, 1, 3, 5).timestamp()
@@ -698,3 +724,49 @@ def test_two_schedules_at_the_same_instants_take_turns(eng):
         d.complete(ids[0])
     assert ran == ["a", "b", "a", "b"]
     assert d.totals()["recurring_conflicts"] == 5
+
+
+def test_every_second_on_a_one_slot_pool_fires_every_second(eng, mkpool):
+    """Reservation limit 1: the occurrence that comes due starts on its held slot (releasing its
+    reservation) before its successor is created, so it never conflicts with its own successor."""
+    d = eng(pools=[mkpool(cap=1)])
+    add(d, "s", "* * * * * *")
+    starts = []
+    for _ in range(10):
+        t = step(d, "s", run_s=0.5)
+        starts.append(t.fixed.start)
+        nxt = ahead(d, "s")
+        assert nxt.status_name == "scheduled" and nxt.fixed.start == t.fixed.start + NS
+        assert d.snapshot().reservations == 1
+    assert [b - a for a, b in itertools.pairwise(starts)] == [NS] * 9
+    assert d.totals()["recurring_conflicts"] == 0
+    assert d.snapshot().fixed_start_hit_rate == 1.0
+
+
+def test_every_second_with_the_default_expected_duration_does_not_skip(eng, mkpool):
+    """The same with pool max 3 (limit 1) and runs shorter than the window: one per second."""
+    d = eng(pools=[mkpool(cap=3)])
+    add(d, "s", "* * * * * *")
+    first = ahead(d, "s").fixed.start
+    for n in range(1, 6):
+        d.at_ns(first + (n - 1) * NS)
+        ran = d.tick()
+        assert len(ran) == 1 and d.task(ran[0]).fixed.start == first + (n - 1) * NS
+        d.advance(0.25)
+        d.complete(ran[0])
+    assert d.totals()["recurring_conflicts"] == 0
+
+
+def test_a_due_occurrence_that_cannot_start_keeps_its_reservation(eng, mkpool):
+    """Only a started occurrence releases its reservation (SPEC §6): one still waiting for a slot
+    at its start blocks its overlapping successors, which are dropped and counted."""
+    d = eng(pools=[mkpool(cap=1)])
+    add(d, "s", "* * * * * *")
+    first = ahead(d, "s")
+    s0 = first.fixed.start
+    d.set_capacity(0)
+    d.at_ns(s0)
+    assert d.tick() == []
+    assert d.status(first.id) == "ready" and first.fixed.reserved  # window [s0-1, s0+2] still counts
+    assert d.totals()["recurring_conflicts"] == 2  # s0+1 and s0+2 overlap it
+    assert ahead(d, "s").fixed.start == s0 + 3 * NS  # its window only touches: accepted

@@ -62,6 +62,14 @@ async def aecho(ctx: Any, payload: Any) -> Any:
     return payload
 
 
+def until(cond: Any) -> None:
+    """Poll ``cond`` from this thread; the timeout is only a safety net."""
+    deadline = time.monotonic() + SAFETY
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached before the safety timeout"
+        time.sleep(0.005)
+
+
 def bpool(executor: Any = aecho, **kw: Any) -> Pool:
     kw.setdefault("autoscale", False)
     kw.setdefault("min", 2)
@@ -219,6 +227,58 @@ def test_snapshot_and_set_capacity(bs: BlockingScheduler) -> None:
         bs.set_capacity("nope", 1)
 
 
+def test_set_group_capacity(bs: BlockingScheduler) -> None:
+    bs.set_group_capacity("default", {"gpu": "a100"}, 2)
+    p = bs.snapshot().pool("default")
+    assert p is not None and p.capacity == 4  # the unlabelled group's 2 + the labelled 2
+    assert [(g.labels, g.capacity) for g in p.groups] == [({}, 2), ({"gpu": "a100"}, 2)]
+    assert bs.submit("on gpu", labels={"gpu": "a100"}).result(SAFETY) == "on gpu"
+    bs.set_group_capacity("default", {"gpu": "a100"}, 0)  # removes the group
+    assert [g.labels for g in bs.snapshot().pool("default").groups] == [{}]  # type: ignore[union-attr]
+    with pytest.raises(SubmitError) as ei:
+        bs.set_group_capacity("nope", {"gpu": "a100"}, 1)
+    assert ei.value.code == "unknown_pool"
+
+
+def test_same_api_as_scheduler() -> None:
+    """SPEC §16.4: every public method and property of Scheduler, same parameters, synchronous."""
+    import inspect
+
+    from cronoq import Scheduler
+
+    def public(cls: type) -> set[str]:
+        return {n for n in dir(cls) if not n.startswith("_")}
+
+    assert public(Scheduler) <= public(BlockingScheduler)
+    for name in public(Scheduler):
+        a, b = getattr(Scheduler, name), getattr(BlockingScheduler, name)
+        if isinstance(a, property):
+            assert isinstance(b, property), name
+            continue
+        assert not inspect.iscoroutinefunction(b), name
+        pa, pb = inspect.signature(a).parameters, inspect.signature(b).parameters
+        assert [(p.name, p.kind, p.default) for p in pa.values()] == [
+            (p.name, p.kind, p.default) for p in pb.values()
+        ], name
+
+
+def test_shutdown_grace_defaults() -> None:
+    """``shutdown()`` defaults to 5.0 s (SPEC §16.1); ``with`` uses the scheduler's shutdown_grace."""
+    import inspect
+
+    assert inspect.signature(BlockingScheduler.shutdown).parameters["grace"].default == 5.0
+    gate = ThreadGate()
+    t0 = time.monotonic()
+    with BlockingScheduler([bpool(gate)], shutdown_grace=0.0) as s:
+        h = s.submit("held")
+        assert gate.started("held")
+    assert time.monotonic() - t0 < 4.0  # not the 5 s default: the thread is still held
+    gate.release("held")
+    with pytest.raises(TaskFailed) as ei:
+        h.result(SAFETY)
+    assert ei.value.status == "shutdown"
+
+
 def test_events_iterator() -> None:
     with BlockingScheduler([bpool()], emit_transitions=True) as s:
         stream = s.events()
@@ -259,7 +319,9 @@ def test_events_end_at_shutdown() -> None:
 
     t = threading.Thread(target=reader)
     t.start()
-    time.sleep(0.05)
+    # shut down while the reader waits in next() (its read pending on the loop), as a fixed
+    # sleep only made likely; a read that starts while the loop stops could hang
+    until(lambda: stream._s._waiter is not None)
     s.shutdown()
     t.join(SAFETY)
     assert done.is_set()
@@ -333,9 +395,12 @@ def test_shutdown_fails_waiting_threads() -> None:
         except BaseException as e:
             out.append(e)
 
+    callbacks = len(h._h._fut._callbacks or ())
     t = threading.Thread(target=waiter)
     t.start()
-    time.sleep(0.05)
+    # shut down while the thread waits in result(): its wait (a shield of the task's future,
+    # one more done callback) is pending on the loop; a fixed sleep only made that likely
+    until(lambda: len(h._h._fut._callbacks or ()) > callbacks)
     s.shutdown(0.0)
     t.join(SAFETY)
     assert len(out) == 1 and isinstance(out[0], TaskFailed)

@@ -11,6 +11,7 @@ from cronoq import Scheduler
 from cronoq.errors import (
     CronoqError,
     EventsLagged,
+    InvalidSubmission,
     Permanent,
     Retryable,
     SchedulerError,
@@ -33,6 +34,15 @@ def test_submit_error():
     r = roundtrip(e)
     assert type(r) is SubmitError
     assert (r.code, r.message, str(r)) == ("unknown_pool", "unknown pool 'x'", "unknown pool 'x'")
+
+
+def test_invalid_submission_is_a_submit_error_and_a_value_error():
+    e = InvalidSubmission("resource amount must be an int >= 1 (got 0 for 'db')")
+    for r in (e, roundtrip(e)):
+        assert type(r) is InvalidSubmission
+        assert isinstance(r, SubmitError) and isinstance(r, ValueError) and isinstance(r, CronoqError)
+        assert (r.code, r.message) == ("invalid", "resource amount must be an int >= 1 (got 0 for 'db')")
+        assert str(r) == r.message and r.args == e.args
 
 
 @pytest.mark.parametrize(

@@ -249,6 +249,20 @@ async def test_async_with_uses_shutdown_grace(gate: Gate):
     assert ei.value.status == "shutdown"
 
 
+async def test_shutdown_default_grace_is_five_seconds_not_shutdown_grace(gate: Gate):
+    """SPEC §16.1 ``shutdown(grace=5.0)``: only ``async with`` uses the scheduler's shutdown_grace."""
+    s = Scheduler([pool(executor=gate)], shutdown_grace=0.0)
+    await s.start()
+    h = await s.submit("x")
+    await wait(gate.started("x").wait())
+    stopping = asyncio.create_task(s.shutdown())
+    while s._accepting:  # until shutdown has stopped accepting and waits for the attempt
+        await asyncio.sleep(0)
+    gate.release("x")  # with a grace of 0 the attempt would already be cancelled
+    await wait(stopping)
+    assert await h == "x"
+
+
 async def test_shutdown_sync_executor_marks_context_cancelled():
     import threading
 
@@ -291,6 +305,7 @@ async def test_shutdown_grace_covers_awaitable_returned_by_plain_function():
     import threading
 
     started = threading.Event()
+    proceed = threading.Event()
 
     async def inner():
         await asyncio.sleep(0.1)
@@ -298,12 +313,16 @@ async def test_shutdown_grace_covers_awaitable_returned_by_plain_function():
 
     def run(ctx, p):
         started.set()
-        time.sleep(0.05)  # still in the thread when shutdown begins
+        assert proceed.wait(5)  # still in the thread when shutdown begins (not a fixed sleep)
         return inner()
 
     s = Scheduler([pool(executor=run)])
     await s.start()
     h = await s.submit(1)
     await wait(asyncio.to_thread(started.wait, 5))
-    await s.shutdown(5.0)
+    stopping = asyncio.create_task(s.shutdown(5.0))
+    await settle()  # the shutdown has begun: it waits for the running attempt
+    assert not stopping.done()
+    proceed.set()
+    await wait(stopping)
     assert await h == "inner done"

@@ -118,7 +118,7 @@ def test_pool_signature_defaults():
 
 
 def test_shutdown_default_grace():
-    assert inspect.signature(cronoq.Scheduler.shutdown).parameters["grace"].default in (5.0, None)
+    assert inspect.signature(cronoq.Scheduler.shutdown).parameters["grace"].default == 5.0
 
 
 def test_events_default_on_lag():

@@ -80,6 +80,37 @@ async def test_a_cached_valid_option_does_not_admit_an_equal_invalid_one(good, b
         assert str(ei.value) == msg
 
 
+@pytest.mark.parametrize("amount", [0, -1, True, 1.5, "1", None])
+async def test_bad_resource_amount_is_an_invalid_submit_error_and_a_value_error(amount):
+    """SPEC §11: amounts are ints >= 1, else SubmitError ``invalid`` (still a ValueError)."""
+    from cronoq import Resource, SubmitError
+
+    msg = f"resource amount must be an int >= 1 (got {amount!r} for 'db')"
+    with pytest.raises(SubmitError) as ei:
+        Task("p", resources={"db": amount})
+    assert isinstance(ei.value, ValueError)
+    assert (ei.value.code, str(ei.value)) == ("invalid", msg)
+    async with Scheduler([pool()], resources=[Resource.semaphore("db", 2)]) as s:
+        for call in (s.submit, s.enqueue):
+            with pytest.raises(SubmitError) as ei:
+                await call("p", resources={"db": amount})
+            assert isinstance(ei.value, ValueError)
+            assert (ei.value.code, str(ei.value)) == ("invalid", msg)
+        with pytest.raises(SubmitError) as ei:
+            await s.add_recurring("r", "* * * * *", "p", resources={"db": amount})
+        assert isinstance(ei.value, ValueError) and ei.value.code == "invalid"
+
+
+async def test_other_field_errors_stay_plain_value_errors():
+    """The SPEC gives these as ValueError, not as SubmitError ``invalid`` (§2)."""
+    from cronoq import SubmitError
+
+    for kw in ({"timeout": -1}, {"priority": "x"}, {"on_miss": "never"}, {"key": ""}):
+        with pytest.raises(ValueError) as ei:
+            Task("p", **kw)
+        assert not isinstance(ei.value, SubmitError), kw
+
+
 def test_non_numeric_duration_rejected():
     with pytest.raises(ValueError, match=r"^timeout must be a finite, non-negative number of seconds"):
         Task("p", timeout="5")

@@ -551,15 +551,10 @@ class FeatureShadow:
         if old in TERMINAL:
             self.fail("one-terminal", f"{t} published {new} after its terminal status {old}")
         occ = t.occ
-        if occ is not None and self.call == "tick" and not self.filling:
-            # timers of the cron pool fire in (instant, push order): materializations first
-            if old == "scheduled" and new in ("ready", "skipped"):
-                self.recur.flush_before(self.recur.start_key(t))
-            elif ev.message == MSG_MISSED and new in ("missed", "failed"):
-                self.recur.flush_before(self.recur.miss_key(t))
+        # (a tick materializes recurring occurrences after its timers and its fill pass: they are
+        # replayed when the engine's first new occurrence shows up, or at the end of the call)
         if new == "running" and self.call == "tick" and not self.filling:
             self.filling = True
-            self.recur.flush_all()
             self.scale.evaluate_due()
         overlap_skip = occ is not None and new == "skipped" and ev.message == MSG_PREVIOUS_RUNNING
         if overlap_skip:

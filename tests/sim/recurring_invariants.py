@@ -9,11 +9,12 @@ occurrence key, ``reservation_conflict`` → the next instant is tried, up to 10
 thing is taken from the engine: the instant a spring-forward gap fires at, which SPEC leaves
 open (see :mod:`tests.sim.cronmodel`); it is checked to lie in the allowed range.
 
-When several things fire in one tick, their order matters (an occurrence skipped for overlap
-frees its reservation before or after another schedule materializes).  The engine fires due
-timers by (instant, push order); the shadow knows the push order of the timers that matter in
-the dedicated ``cron`` pool (occurrence starts, misses, schedule wake-ups) and replays
-materializations in that order, interleaved with the events it sees.
+When several things happen in one tick, their order matters (an occurrence that starts, is
+skipped for overlap or missed frees its reservation before its successor is created).  The
+engine fires all due timers, fills free slots and only then materializes the schedules that
+came due, in timer order (instant, push order): the shadow replays those materializations in
+that order when the engine's first new occurrence shows up (or at the end of the call), after
+the events of the timers and the fill pass.
 
 Invariants (each violation names ``recurring`` unless noted):
 
@@ -442,14 +443,6 @@ class RecurringShadow:
                 if live and self.gens[o.occ.gen].name == s.name:  # type: ignore[union-attr]
                     return
         self.fail(f"{t} skipped for overlap, but no earlier occurrence of {s} is live")
-
-    def start_key(self, t: FTask) -> tuple[int, int, int]:
-        assert t.occ is not None and t.spec.start_at is not None
-        return (t.spec.start_at, t.occ.seq, 0)
-
-    def miss_key(self, t: FTask) -> tuple[int, int, int]:
-        assert t.occ is not None and t.spec.start_at is not None
-        return (t.spec.start_at + t.spec.tolerance + 1, t.occ.seq, 0)
 
     # ------------------------------------------------------------------ crashes
 

@@ -113,7 +113,7 @@ from cronoq.engine.resources import SEMAPHORE, Semaphore, TokenBucket
 from cronoq.engine.snapshot import TOTAL_NAMES, GroupSnapshot, PoolSnapshot, Snapshot
 from cronoq.engine.stats import CapacityIntegral, DurationModel, PoolWindow
 from cronoq.engine.time import NS, to_ns
-from cronoq.errors import SubmitError
+from cronoq.errors import InvalidSubmission, SubmitError
 
 #: A batch member: (opts, payload, key, deadline, start_at, deps[, blob])
 BatchItem = tuple[Any, ...]
@@ -400,9 +400,7 @@ class Core:
             if r is None:
                 raise SubmitError("unknown_resource", f"unknown resource '{name}'")
             if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
-                raise SubmitError(
-                    "invalid", f"resource amount must be an int >= 1 (got {amount!r} for '{name}')"
-                )
+                raise InvalidSubmission(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
             if amount > r.capacity:
                 raise SubmitError(
                     "resource_exceeds_capacity",
@@ -607,8 +605,9 @@ class Core:
             pick = made.__getitem__
             if planned is not None:  # every edge ON_SUCCESS: no conditions to keep
                 for parent, kl in zip(made, kids):
-                    if kl:
-                        parent.dependents = list(map(pick, kl))
+                    if kl:  # (the planning lists are this batch's own: reused in place)
+                        kl[:] = map(pick, kl)
+                        parent.dependents = kl
             else:
                 for j, kl in enumerate(kids):
                     if kl:
@@ -1075,32 +1074,52 @@ class Core:
     # ------------------------------------------------------------------ dispatch
 
     def tick(self, now: int) -> None:
-        """Fire due timers, then fill free slots of every pool."""
+        """Fire due timers, then fill free slots of every pool.
+
+        A recurring schedule's next occurrence is created *after* the fill pass (SPEC §6/§7):
+        the occurrence that just came due has then started on its held slot and released its
+        reservation, so it never conflicts with its own successor.  (One that could not start
+        keeps its reservation, as any fixed-start task that has not started.)  Timers the new
+        occurrences need at once (a hold) fire in the same tick, followed by another fill pass.
+        """
         timers = self.timers
-        while timers and timers[0][0] <= now:
-            _when, _, kind, t, token = heapq.heappop(timers)
-            if kind == T_RECUR:
-                sched = self._recur_by_gen.pop(token, None)
-                if sched is not None and sched.gen == token and self.schedules.get(sched.spec.name) is sched:
-                    # a late wake-up (loaded host, long pause) does not create a burst of
-                    # past occurrences: resume from now - tolerance (missed ones are dropped)
-                    late = self._unix_s(now) - sched.spec.opts.tolerance / NS
-                    self._materialize(sched, now, max(self._unix_s(sched.next_start or now), late))
-            elif kind == T_SCALE:
-                self._autoscale(self.pools[token], now)
-            elif kind == T_REFILL:
-                if self._refill_at.get(t) == _when:
-                    del self._refill_at[t]
-                self._unpark_resource(t, now)
-            elif self._timer_valid(kind, t, token):
-                self._fire(kind, t, token, now)
-        if self.paused:
-            return
-        for pool in self.pools:
-            if pool.busy < pool.capacity and (
-                pool.due or (pool.queued and pool.busy + pool.held < pool.capacity)
-            ):
-                self._fill(pool, now)
+        recur: list[Schedule] | None = None
+        while True:
+            while timers and timers[0][0] <= now:
+                _when, _, kind, t, token = heapq.heappop(timers)
+                if kind == T_RECUR:
+                    sched = self._recur_by_gen.pop(token, None)
+                    if (
+                        sched is not None
+                        and sched.gen == token
+                        and self.schedules.get(sched.spec.name) is sched
+                    ):
+                        if recur is None:
+                            recur = [sched]
+                        else:
+                            recur.append(sched)
+                elif kind == T_SCALE:
+                    self._autoscale(self.pools[token], now)
+                elif kind == T_REFILL:
+                    if self._refill_at.get(t) == _when:
+                        del self._refill_at[t]
+                    self._unpark_resource(t, now)
+                elif self._timer_valid(kind, t, token):
+                    self._fire(kind, t, token, now)
+            if not self.paused:
+                for pool in self.pools:
+                    if pool.busy < pool.capacity and (
+                        pool.due or (pool.queued and pool.busy + pool.held < pool.capacity)
+                    ):
+                        self._fill(pool, now)
+            if recur is None:
+                return
+            for sched in recur:
+                # a late wake-up (loaded host, long pause) does not create a burst of past
+                # occurrences: resume from now - tolerance (missed ones are dropped)
+                late = self._unix_s(now) - sched.spec.opts.tolerance / NS
+                self._materialize(sched, now, max(self._unix_s(sched.next_start or now), late))
+            recur = None
 
     def _fill(self, pool: PoolState, now: int) -> None:
         # fixed-start tasks that are due go first, each on the slot held for it

@@ -8,11 +8,14 @@ here is pure computation over Unix seconds: the core converts to engine time wit
 Accepted syntax: 5 fields (min hour dom mon dow), 6 (seconds first), 7 (seconds first,
 trailing year); ranges, lists, steps, names, ``?``, ``L``, ``W``, ``#``; and the macros
 ``@hourly``, ``@daily``, ``@weekly``, ``@monthly``, ``@yearly``, ``@annually``, ``@midnight``.
+"The last <weekday> of the month" in the day-of-week field may be written ``5L`` / ``FRIL``
+(the common Quartz spelling, Unix day numbers: 0 or 7 = Sunday) as well as croniter's ``L5``.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from typing import Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -34,6 +37,24 @@ _MACROS: Final = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
+
+
+_DOW_NAMES: Final = {"SUN": 0, "MON": 1, "TUE": 2, "WED": 3, "THU": 4, "FRI": 5, "SAT": 6}
+_LAST_DOW: Final = re.compile(r"([0-7]|[A-Z]{3})L", re.IGNORECASE)
+
+
+def _last_weekday_items(field: str) -> str:
+    """Day-of-week ``<n>L`` / ``<NAME>L`` list items (last such weekday of the month) → ``L<n>``."""
+    out = []
+    for item in field.split(","):
+        m = _LAST_DOW.fullmatch(item)
+        if m is not None:
+            day = m.group(1)
+            n = int(day) if day.isdigit() else _DOW_NAMES.get(day.upper())
+            if n is not None:  # (an unknown name is left for croniter to reject)
+                item = f"L{n}"
+        out.append(item)
+    return ",".join(out)
 
 
 def parse_overlap(value: object) -> int:
@@ -64,6 +85,10 @@ class CronSchedule:
             raise ValueError(
                 f"invalid cron expression '{expr}': expected 5, 6 or 7 fields, got {len(fields)}"
             )
+        dow = 4 if len(fields) == 5 else 5  # seconds come first in the 6- and 7-field forms
+        if "l" in fields[dow] or "L" in fields[dow]:
+            fields[dow] = _last_weekday_items(fields[dow])
+            text = " ".join(fields)
         self.expr = expr
         self.tz_name = tz
         self._expr = text

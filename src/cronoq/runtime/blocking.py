@@ -201,7 +201,12 @@ class BlockingScheduler:
             self._thread = thread
             self._call(self._sched.start())
 
-    def shutdown(self, grace: float | None = None) -> None:
+    def shutdown(self, grace: float | None = 5.0) -> None:
+        """Stop the scheduler (see :meth:`Scheduler.shutdown`) and its loop thread.
+
+        ``grace`` defaults to 5.0 s; ``None`` means the scheduler's ``shutdown_grace`` (what
+        ``with`` uses).  Idempotent.
+        """
         with self._lock:
             loop = self._loop
             if loop is None:
@@ -222,7 +227,7 @@ class BlockingScheduler:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.shutdown()
+        self.shutdown(None)  # the scheduler's shutdown_grace, like ``async with``
 
     # -------------------------------------------------------------- API
 
@@ -251,8 +256,26 @@ class BlockingScheduler:
     def set_capacity(self, pool: str, n: int) -> None:
         self._call(self._sched.set_capacity(pool, n))
 
-    def add_recurring(self, name: str, cron: str, payload: object, **kwargs: Any) -> RecurringInfo:
-        return self._call(self._sched.add_recurring(name, cron, payload, **kwargs))
+    def set_group_capacity(self, pool: str, labels: dict[str, str] | None, n: int) -> None:
+        self._call(self._sched.set_group_capacity(pool, labels, n))
+
+    def add_recurring(
+        self,
+        name: str,
+        cron: str,
+        payload: object,
+        *,
+        tz: str | None = None,
+        overlap: str = "skip",
+        tolerance: float = 1.0,
+        on_miss: str = "run_late",
+        **fields: Any,
+    ) -> RecurringInfo:
+        return self._call(
+            self._sched.add_recurring(
+                name, cron, payload, tz=tz, overlap=overlap, tolerance=tolerance, on_miss=on_miss, **fields
+            )
+        )
 
     def remove_recurring(self, name: str) -> bool:
         return self._call(self._sched.remove_recurring(name))

@@ -17,7 +17,18 @@ _EMPTY: dict[str, str] = {}
 class TaskContext:
     """Information and controls for one running attempt.  Cheap: fields are read lazily."""
 
-    __slots__ = ("_cancelled", "_ended", "_group", "_sched", "_task", "abort_reason", "attempt", "lease")
+    __slots__ = (
+        "_aborted_by",
+        "_cancelled",
+        "_ended",
+        "_group",
+        "_in_thread",
+        "_sched",
+        "_task",
+        "abort_reason",
+        "attempt",
+        "lease",
+    )
 
     def __init__(self, sched: Scheduler, task: TaskState, lease: int) -> None:
         self._sched = sched
@@ -28,6 +39,8 @@ class TaskContext:
         self._ended = False
         self._group = task.group  # the worker group this attempt was placed on
         self.abort_reason: str | None = None  # why the engine aborted the attempt, if it did
+        self._aborted_by: object = None  # the engine (Core) that aborted it, if one did
+        self._in_thread = False  # a plain function running in a pool thread (not interruptible)
 
     @property
     def id(self) -> int:

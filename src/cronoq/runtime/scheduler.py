@@ -19,7 +19,13 @@ everything submitted this turn), carries out the resulting actions and arms a si
   retryable failure;
 * a plain function runs in the loop's default thread pool; its future has one
   ``add_done_callback`` (``_on_done``) that reports the outcome, or, if the function returned
-  an awaitable, awaits that under the same lease;
+  an awaitable, awaits that under the same lease.  A thread cannot be interrupted: an engine
+  abort marks ``ctx`` and leaves the future alone (a function not yet picked up by a pool
+  thread is then skipped), so its late outcome still reaches ``_on_done``;
+* an executor that returns or raises after the engine aborted its attempt (a thread still
+  running at a timeout or lease loss, a coroutine that swallowed the cancellation) made a
+  report for a lease that is no longer current: it is ignored and counted
+  (``stale_completions``, SPEC §9), unless the scheduler shut down (or restarted) since;
 * ``submit``/``enqueue`` without task fields go straight to ``core.submit`` (no nested
   coroutine); with fields, or when the pool is full, through ``_submit``;
 * handles are plain futures resolved by the driver; ``enqueue`` creates none;
@@ -49,7 +55,15 @@ from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, 
 from cronoq.engine.resources import ResourceConfig
 from cronoq.engine.snapshot import Snapshot
 from cronoq.engine.time import NS, check_seconds, to_ns
-from cronoq.errors import NotStartedError, Permanent, Retryable, SchedulerError, SubmitError, TaskFailed
+from cronoq.errors import (
+    InvalidSubmission,
+    NotStartedError,
+    Permanent,
+    Retryable,
+    SchedulerError,
+    SubmitError,
+    TaskFailed,
+)
 from cronoq.runtime.context import TaskContext
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.gcpause import gc_paused
@@ -77,6 +91,17 @@ def _check_ref(ref: object) -> int | str:
     if isinstance(ref, bool) or not isinstance(ref, (int, str)):
         raise ValueError(f"a task reference is an id (int) or a key (str), got {ref!r}")
     return ref
+
+
+#: what a plain function's thread returns when its attempt was aborted before the thread began
+_SKIPPED = object()
+
+
+def _run_in_thread(executor: Any, ctx: TaskContext, payload: object) -> Any:
+    """Run a plain executor in a pool thread, unless its attempt was aborted meanwhile."""
+    if ctx._cancelled:
+        return _SKIPPED
+    return executor(ctx, payload)
 
 
 def _error_message(exc: BaseException) -> str:
@@ -240,10 +265,12 @@ class Scheduler:
     async def __aexit__(self, *exc: Any) -> None:
         await self.shutdown(self._shutdown_grace)
 
-    async def shutdown(self, grace: float | None = None) -> None:
+    async def shutdown(self, grace: float | None = 5.0) -> None:
         """Stop accepting, wait up to ``grace`` s for running attempts, cancel the rest.
 
-        Every unfinished handle fails with ``TaskFailed(status="shutdown")``.  Idempotent.
+        ``grace`` defaults to 5.0 s (SPEC §16.1); ``None`` means the scheduler's
+        ``shutdown_grace`` (what ``async with`` uses).  Every unfinished handle fails with
+        ``TaskFailed(status="shutdown")``.  Idempotent.
         """
         core = self._core
         if core is None:
@@ -377,7 +404,11 @@ class Scheduler:
                         ctx._cancelled = True
                         ctx._ended = True
                         ctx.abort_reason = a.reason
-                        fut.cancel()
+                        ctx._aborted_by = core  # a later report from it is stale (SPEC §9)
+                        if not ctx._in_thread:
+                            fut.cancel()
+                        # else: a thread cannot be interrupted; its outcome, when it comes, is a
+                        # stale report (_on_done), and one not yet started is skipped
                 elif tp is SpaceAvailable:
                     sf = self._space.pop(a.pool, None)
                     if sf is not None and not sf.done():
@@ -415,21 +446,23 @@ class Scheduler:
                 self._running[lease] = (task, ctx)
             return
         try:
-            fut = loop.run_in_executor(None, executor, ctx, t.payload)
+            fut = loop.run_in_executor(None, _run_in_thread, executor, ctx, t.payload)
         except Exception as exc:  # the executor could not even be started
             ctx._ended = True
             self._core.fail(self._now(), lease, _error_message(exc))  # type: ignore[union-attr]
             return
+        ctx._in_thread = True
         self._running[lease] = (fut, ctx)
-        fut.add_done_callback(partial(self._on_done, lease))
+        fut.add_done_callback(partial(self._on_done, lease, ctx))
 
     async def _attempt(self, lease: int, ctx: TaskContext, executor: Any, payload: object) -> None:
         """Run one attempt of an async executor and report its outcome (SPEC §9).
 
         An abort by the engine (timeout, cancel, lease loss) or by shutdown sets
-        ``ctx._cancelled`` *before* cancelling this task, and such an attempt reports nothing;
-        a ``CancelledError`` the executor raises on its own (``ctx._cancelled`` still False)
-        is a retryable failure.
+        ``ctx._cancelled`` *before* cancelling this task, and such an attempt reports nothing
+        (an executor that swallows the cancellation and returns or raises anyway made a stale
+        report: counted after an engine abort); a ``CancelledError`` the executor raises on
+        its own (``ctx._cancelled`` still False) is a retryable failure.
         """
         try:
             result = await executor(ctx, payload)
@@ -438,10 +471,14 @@ class Scheduler:
                 raise  # our abort: the lease is gone, report nothing; end as cancelled
             self._report_error(lease, ctx, exc)
         except Exception as exc:
-            if not ctx._cancelled:
+            if ctx._cancelled:
+                self._late_report(ctx)
+            else:
                 self._report_error(lease, ctx, exc)
         else:
-            if not ctx._cancelled:
+            if ctx._cancelled:
+                self._late_report(ctx)
+            else:
                 self._running.pop(lease, None)
                 ctx._ended = True
                 core = self._core
@@ -465,10 +502,20 @@ class Scheduler:
             core.fail(self._now(), lease, _error_message(exc))
         self._kick()
 
-    def _on_done(self, lease: int, fut: asyncio.Future[Any]) -> None:
+    def _on_done(self, lease: int, ctx: TaskContext, fut: asyncio.Future[Any]) -> None:
         entry = self._running.get(lease)
         if entry is None or entry[0] is not fut:
-            return  # aborted by the engine (timeout, cancel, lease loss) or shut down
+            # aborted by the engine (timeout, cancel, lease loss) or shut down; an outcome that
+            # arrives anyway (a thread that ran on, an awaitable that ignored its cancellation)
+            # is a stale report
+            if not fut.cancelled():
+                exc = fut.exception()  # (retrieved: never logged as unhandled)
+                result = fut.result() if exc is None else None
+                if result is not _SKIPPED:
+                    if inspect.iscoroutine(result):
+                        result.close()  # a late plain function's coroutine is never run
+                    self._late_report(ctx)
+            return
         core = self._core
         if core is None:
             return
@@ -502,8 +549,9 @@ class Scheduler:
                     core.fail(self._now(), lease, _error_message(exc))
                     self._kick()
                     return
+                entry[1]._in_thread = False  # the rest runs on the loop: abort cancels it
                 self._running[lease] = (inner, entry[1])
-                inner.add_done_callback(partial(self._on_done, lease))
+                inner.add_done_callback(partial(self._on_done, lease, entry[1]))
                 return
             del self._running[lease]
             entry[1]._ended = True
@@ -515,6 +563,15 @@ class Scheduler:
         core = self._core
         if core is not None:
             core._tot["stale_completions"] += 1
+
+    def _late_report(self, ctx: TaskContext) -> None:
+        """An in-process attempt ended after the engine aborted it: a stale report (SPEC §9).
+
+        Not counted when shutdown aborted it or the scheduler shut down (or restarted) since.
+        """
+        core = ctx._aborted_by
+        if core is not None and core is self._core:
+            self._count_stale()
 
     def _heartbeat(self, lease: int) -> None:
         core = self._core
@@ -591,9 +648,9 @@ class Scheduler:
         try:
             data = self._codec.encode(payload)
         except Exception as e:
-            raise SubmitError("invalid", f"payload cannot be encoded: {e}") from None
+            raise InvalidSubmission(f"payload cannot be encoded: {e}") from None
         if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise SubmitError("invalid", "the codec did not return bytes")
+            raise InvalidSubmission("the codec did not return bytes")
         return bytes(data)
 
     async def _durable(self) -> None:

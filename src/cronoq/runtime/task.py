@@ -15,6 +15,7 @@ from typing import Any
 
 from cronoq.engine.model import ON_SUCCESS, Dep, Priority, RetryPolicy, TaskOptions, parse_on_miss
 from cronoq.engine.time import NS, check_seconds, to_ns
+from cronoq.errors import InvalidSubmission
 
 PER_TASK_FIELDS = frozenset({"key", "deadline_in", "deadline_at", "start_in", "start_at", "after", "deps"})
 
@@ -67,7 +68,8 @@ def make_options(
             if not isinstance(name, str):
                 raise ValueError(f"resource names must be strings (got {name!r})")
             if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
-                raise ValueError(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
+                # SPEC §11: a SubmitError ``invalid`` that is also a ValueError
+                raise InvalidSubmission(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
             res[name] = amount
         res = res or None
     if tenant is not None and not isinstance(tenant, str):
