@@ -341,24 +341,27 @@ def test_watch_filters_and_limit(srv: ServerProc, worker: Path, tmp_path: Path) 
 def test_watch_all_transitions_human_and_duration(srv: ServerProc, worker: Path, tmp_path: Path) -> None:
     key = f"wt-{time.time_ns()}"
     err = tmp_path / "watch.err"
-    with open(err, "w") as ef:
+    out_path = tmp_path / "watch.out"
+    with open(err, "w") as ef, open(out_path, "w") as of:
         proc = _popen(
             ["watch", "--all-transitions", "--key", key, "--duration", "20"],
             srv,
-            stdout=subprocess.PIPE,
+            stdout=of,
             stderr=ef,
         )
     try:
         _wait_line(err, "cronoq watch: live", proc)
         ok_json(srv, "submit", "x", "--key", key, "--wait")
-        time.sleep(0.5)
+        # the watch prints the last event in its own time: wait for it (not a fixed 0.5 s)
+        _wait_line(out_path, "succeeded", proc)
         proc.send_signal(signal.SIGINT)  # Ctrl-C ends a watch normally
-        out, _ = proc.communicate(timeout=30)
+        proc.wait(30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, err.read_text()
+    out = out_path.read_text()
     assert "running" in out and "succeeded" in out and key in out
     # --duration ends a quiet watch
     t0 = time.monotonic()

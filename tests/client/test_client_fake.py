@@ -152,11 +152,21 @@ async def test_list_and_iter_tasks(fake: Any) -> None:
             await client.list_tasks(limit=-1)
 
 
+async def waits_asked(fake: Any, n: int, timeout: float = 10.0) -> None:
+    """Until the fake has received ``n`` Wait calls (a safety timeout, not a sequencing delay)."""
+
+    async def poll() -> None:
+        while sum(1 for m, _, _ in fake.requests if m == "Wait") < n:
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
 async def test_wait(fake: Any) -> None:
     async with Client(fake.target) as client:
         sub = await client.submit("x")
         waiter = asyncio.create_task(client.wait(sub.id, timeout=5))
-        await asyncio.sleep(0.05)
+        await waits_asked(fake, 1)  # the task ends while the Wait call is in progress
         fake.finish(sub.id, pb.TASK_STATUS_DEAD_LETTERED, message="boom")
         res = await waiter
         assert res.status == "dead_lettered" and res.message == "boom" and not res.output_available
@@ -178,12 +188,13 @@ async def test_wait_without_timeout_outlasts_the_server_cap(fake: Any) -> None:
     async with Client(fake.target) as client:
         sub = await client.submit("x")
         waiter = asyncio.create_task(client.wait(sub.id))
-        await asyncio.sleep(0.35)
+        # the client asks again each time the cap ends a call: wait for its third call (a fixed
+        # 0.35 s assumed three 0.1 s round trips fit in it, which a loaded machine can miss)
+        await waits_asked(fake, 3)
         assert not waiter.done()
         fake.finish(sub.id, output=b"42")
         res = await asyncio.wait_for(waiter, 5)
         assert res.json() == 42
-        assert sum(1 for m, _, _ in fake.requests if m == "Wait") >= 3
         # with a timeout longer than the cap the client also asks again
         sub2 = await client.submit("y")
         with pytest.raises(WaitTimeout):

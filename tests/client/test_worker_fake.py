@@ -220,31 +220,41 @@ async def test_plain_handler_returning_an_awaitable_is_awaited(fake: Any) -> Non
 
 
 async def test_heartbeats_every_third_of_the_ttl(fake: Any) -> None:
+    # Each lease is held until the test has seen enough heartbeats, instead of for a fixed time
+    # (on a loaded machine fewer heartbeats fit in one). Each heartbeat follows a sleep of ttl/3,
+    # so "not sooner than n * ttl/3" is exact; each upper bound is the least time a too long
+    # interval would need, which leaves a slow loop hundreds of milliseconds per heartbeat.
+    release = {1: asyncio.Event(), 2: asyncio.Event()}
+
     async def handle(lease: Lease) -> str:
-        await asyncio.sleep(0.5)
+        await release[lease.id].wait()
         return "done"
 
+    async def heartbeats(conn: Any, lease: int, n: int) -> None:
+        for _ in range(n):
+            msg = await conn.recv()
+            assert msg.WhichOneof("msg") == "heartbeat" and msg.heartbeat.lease == lease, msg
+
     async with running(Worker(fake.target, "p", handle)):
-        conn, _ = await _connect(fake, lease_ttl=0.3)
+        conn, _ = await _connect(fake, lease_ttl=0.9)
+        t0 = time.monotonic()
         conn.lease(1)
-        kinds = []
-        while True:
-            msg = await conn.recv()
-            kinds.append(msg.WhichOneof("msg"))
-            if kinds[-1] != "heartbeat":
-                break
-            assert msg.heartbeat.lease == 1
-        assert kinds[-1] == "complete"
-        assert 3 <= kinds.count("heartbeat") <= 6
-        # a lease's own ttl wins over the registration's; heartbeats stop after the report
-        conn.lease(2, lease_ttl_s=0.15)
-        msgs = []
-        while True:
-            msg = await conn.recv()
-            msgs.append(msg.WhichOneof("msg"))
-            if msgs[-1] == "complete":
-                break
-        assert msgs.count("heartbeat") >= 7
+        await heartbeats(conn, 1, 3)
+        took = time.monotonic() - t0
+        # every 0.3 s: three take 0.9 s; every 2/3 ttl would take >= 1.8 s
+        assert 0.9 - 0.01 <= took < 1.8
+        release[1].set()
+        assert (await conn.recv_kind("complete")).lease == 1
+        # a lease's own ttl wins over the registration's (every 0.02 s instead of 0.3 s) ...
+        t0 = time.monotonic()
+        conn.lease(2, lease_ttl_s=0.06)
+        await heartbeats(conn, 2, 7)
+        took = time.monotonic() - t0
+        # seven take 0.14 s; at the registration's interval they would take >= 2.1 s
+        assert 0.14 - 0.01 <= took < 2.1
+        release[2].set()
+        assert (await conn.recv_kind("complete")).lease == 2
+        # ... and heartbeats stop after the report (15 of its intervals)
         with pytest.raises(TimeoutError):
             await conn.recv(timeout=0.3)
 
@@ -344,7 +354,8 @@ async def test_reconnects_at_once_after_not_leader(fake: Any) -> None:
         started.set()
         await asyncio.sleep(30)
 
-    w = Worker(fake.target, "p", handle, backoff=(3.0, 3.0))
+    # a 30 s backoff, far above the bound below (which then leaves a slow machine seconds)
+    w = Worker(fake.target, "p", handle, backoff=(30.0, 30.0))
     async with running(w):
         conn, _ = await _connect(fake, worker_id=1)
         await w.wait_registered(5)
@@ -352,9 +363,9 @@ async def test_reconnects_at_once_after_not_leader(fake: Any) -> None:
         await asyncio.wait_for(started.wait(), 5)
         t0 = time.monotonic()
         conn.send(shutdown=pb.Shutdown(reason="lost leadership", not_leader=True))
-        conn2 = await fake.next_conn()
+        conn2 = await fake.next_conn(10)
         reg = await conn2.recv_kind("register")
-        assert time.monotonic() - t0 < 2.0  # not the 3 s backoff
+        assert time.monotonic() - t0 < 10.0  # not the 30 s backoff
         assert reg.pool == "p"
         assert leases[0].cancelled  # the old leader's lease is gone
         conn2.register_ok(worker_id=2)
@@ -406,7 +417,13 @@ async def test_reconnects_while_the_server_is_down(fake: Any) -> None:
     s.close()
     w = Worker(f"127.0.0.1:{port}", "p", echo, backoff=(0.05, 0.1))
     task = asyncio.create_task(w.run())
-    await asyncio.sleep(0.5)
+
+    async def reconnected() -> None:  # polled: how long a refused connection takes varies
+        while w.sessions < 3:
+            assert not task.done()
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(reconnected(), 10)
     assert not task.done() and w.sessions >= 3 and not w.registered
     await asyncio.wait_for(w.stop(), 5)
     await asyncio.wait_for(task, 5)
@@ -449,10 +466,11 @@ async def test_without_reconnect_run_returns_when_the_stream_ends(fake: Any) -> 
 
 async def test_stop_drains_running_handlers(fake: Any) -> None:
     started = asyncio.Event()
+    release = asyncio.Event()
 
     async def handle(lease: Lease) -> str:
         started.set()
-        await asyncio.sleep(0.3)
+        await release.wait()  # set once the drain has answered lease 2 (not after a fixed time)
         return "finished"
 
     w = Worker(fake.target, "p", handle)
@@ -472,6 +490,8 @@ async def test_stop_drains_running_handlers(fake: Any) -> None:
             if seen[-1] == "set_slots":
                 assert msg.set_slots.slots == 0
                 conn.lease(2)  # raced with the drain: handed back
+            elif seen[-1] == "nack":
+                release.set()
 
     server = asyncio.create_task(server_side())
     await asyncio.wait_for(w.stop(grace=5), 10)

@@ -23,6 +23,7 @@ from cronoq import (
     Scheduler,
     SlotScaler,
     SubmitError,
+    TaskFailed,
 )
 
 from .conftest import SAFETY, Gate, pool, settle, wait
@@ -96,11 +97,31 @@ async def test_token_bucket_paces_dispatch_without_polling():
         await wait(asyncio.gather(*handles))
     starts = sorted(t - t0 for _, t in ex.started)
     assert len(starts) == 5
-    assert starts[1] < 0.04, "the bucket starts full (burst 2)"
-    # afterwards one task per refill: never more than burst + rate·t by any instant
+    # one task per refill after the burst: never more than burst + rate·t by any instant (the
+    # bucket starting full is test_token_bucket_starts_full: no upper bound on time here)
     for i, s in enumerate(starts):
         assert i + 1 <= 2 + rate * s + 1e-6, starts
     assert starts[4] >= 0.14, starts  # 3 refills of 50 ms
+
+
+async def test_token_bucket_starts_full(gate: Gate):
+    # burst 2: two tasks start at once; the next token is 20 s away (0.05/s), beyond any wait
+    # here, so "at once" needs no wall-clock bound (it was "within 40 ms", which CI can miss)
+    sched = Scheduler(
+        [pool("default", gate, min=4, max=4)], resources=[Resource.token_bucket("api", 0.05, 2)]
+    )
+    async with sched:
+        handles = [await sched.submit(i, resources={"api": 1}) for i in range(3)]
+        await wait(gate.started(0).wait())
+        await wait(gate.started(1).wait())
+        await settle()
+        assert gate.order == [0, 1]
+        assert await sched.status(handles[2].id) == "ready"
+        assert handles[2].cancel() is True
+        gate.release_all()
+        assert await wait(asyncio.gather(*handles[:2])) == [0, 1]
+        with pytest.raises(TaskFailed):
+            await wait(handles[2])
 
 
 async def test_unknown_resource_and_capacity_errors():
@@ -259,9 +280,12 @@ async def test_failing_scaler_is_logged_and_never_fatal(caplog):
     class Boom:
         def __init__(self) -> None:
             self.n = 0
+            self.twice = asyncio.Event()
 
         async def scale_to(self, pool: str, desired: int) -> int:
             self.n += 1
+            if self.n >= 2:
+                self.twice.set()
             raise RuntimeError("cloud API down")
 
     boom = Boom()
@@ -269,6 +293,9 @@ async def test_failing_scaler_is_logged_and_never_fatal(caplog):
     left = [30]
 
     async def work(ctx, payload):
+        # the backlog lasts until the scaler was asked twice (not a race of 0.3 s of work
+        # against two evaluations)
+        await boom.twice.wait()
         await asyncio.sleep(0.01)
         left[0] -= 1
         if not left[0]:

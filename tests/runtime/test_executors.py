@@ -543,15 +543,23 @@ async def test_heartbeat_after_attempt_ended_is_noop():
 # ----------------------------------------------------------------------------- leases
 
 
+# The heartbeat tests run an attempt for 1.25 s, longer than its lease ttl (1 s), heartbeating
+# every 20 ms: a lease that was not renewed expires before the attempt ends, and a renewed one
+# survives any stall of the loop (or the executor thread) shorter than 0.98 s. (With a 0.15 s
+# ttl a 130 ms stall, e.g. a GC pause on a loaded machine, would expire it and fail them.)
+HEARTBEAT_TTL = 1.0
+HEARTBEAT_RUN = 1.25
+
+
 async def test_heartbeat_keeps_lease_alive():
     async def run(ctx, p):
-        end = time.monotonic() + 0.5
+        end = time.monotonic() + HEARTBEAT_RUN
         while time.monotonic() < end:
             ctx.heartbeat()
             await asyncio.sleep(0.02)
         return "kept"
 
-    async with Scheduler([pool(executor=run, lease_ttl=0.15, retry=RetryPolicy.none())]) as s:
+    async with Scheduler([pool(executor=run, lease_ttl=HEARTBEAT_TTL, retry=RetryPolicy.none())]) as s:
         assert await wait(await s.submit(1)) == "kept"
         assert (await s.snapshot()).totals["lease_expiries"] == 0
 
@@ -591,13 +599,13 @@ async def test_lost_lease_is_retried():
 
 async def test_heartbeat_from_sync_executor_thread():
     def run(ctx, p):
-        end = time.monotonic() + 0.5
+        end = time.monotonic() + HEARTBEAT_RUN
         while time.monotonic() < end:
             ctx.heartbeat()
             time.sleep(0.02)
         return "kept"
 
-    async with Scheduler([pool(executor=run, lease_ttl=0.15, retry=RetryPolicy.none())]) as s:
+    async with Scheduler([pool(executor=run, lease_ttl=HEARTBEAT_TTL, retry=RetryPolicy.none())]) as s:
         assert await wait(await s.submit(1)) == "kept"
         assert (await s.snapshot()).totals["lease_expiries"] == 0
 

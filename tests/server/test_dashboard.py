@@ -231,7 +231,7 @@ async def test_page_loads_without_console_errors(tmp_path: Path) -> None:
             # a narrow (phone) screen: no horizontal page scroll
             await page.set_viewport_size({"width": 375, "height": 800})
             await page.get_by_role("link", name="Pools").click()
-            await page.wait_for_timeout(400)
+            await expect(page.locator("#view-pools")).to_be_visible()  # routed (not a fixed 400 ms)
             overflow = await page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 1
             await page.screenshot(path=str(tmp_path / "dashboard-narrow.png"), full_page=True)
@@ -302,9 +302,13 @@ async def test_pool_chart_updates(tmp_path: Path) -> None:
         for i in range(2):
             await c.post("/v1/tasks", json={"key": f"busy-{i}"})
         await expect(canvas).to_have_attribute("aria-label", re.compile(r"capacity 4\b.*busy 2\b"))
-        await page.wait_for_timeout(1500)
+        # a new sample and a redraw, awaited rather than expected within a fixed 1.5 s (samples
+        # come from a 1 s poll, redraws from animation frames: both slow down on a loaded host)
+        await expect(canvas).not_to_have_attribute("data-samples", str(samples0))
         samples1 = int(await canvas.get_attribute("data-samples") or 0)
         assert samples1 > samples0
+        handle = await canvas.element_handle()
+        await page.wait_for_function("([c, before]) => c.toDataURL() !== before", arg=[handle, image0])
         image1 = await canvas.evaluate("c => c.toDataURL()")
         assert image1 != image0
         card = page.locator('article.pool[data-pool="default"]')

@@ -66,8 +66,18 @@ async def _watch(raw: Raw, m: tuple[tuple[str, str], ...]) -> grpc.StatusCode:
     call = raw.tasks.Watch(pb.WatchRequest(), metadata=m)
     try:
         await asyncio.wait_for(call.initial_metadata(), 10)
-        await asyncio.sleep(0.05)
-        if call.done():
+        if not call.done():
+            # A live watch must deliver the next event; a refused one ends with its code. (Not
+            # "still open 50 ms later": a refusal can take longer than that to arrive.)
+            admin = md(TOKENS["admin"])
+            spec = pb.TaskSpec(pool="default")
+            sub = await raw.tasks.Submit(pb.SubmitRequest(task=spec), metadata=admin)
+            await raw.tasks.Cancel(pb.CancelRequest(task=pb.TaskRef(id=sub.id)), metadata=admin)
+        try:
+            msg = await asyncio.wait_for(call.read(), 10)
+        except grpc.aio.AioRpcError as e:
+            return e.code()
+        if msg is grpc.aio.EOF:
             return await call.code()
         return grpc.StatusCode.OK
     finally:
