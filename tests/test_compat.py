@@ -325,11 +325,10 @@ def test_completed_tasks_in_completion_order_with_workers_and_times(eps: Elastic
 def test_priority_order_on_one_worker() -> None:
     s = ElasticPriorityScheduler(initial_workers=1, max_workers=1)
     try:
-        # The order must depend on the scheduler alone, not on how fast this thread submits.
-        # Queuing before start() is not enough: start() hands the tasks over one by one from
-        # this thread, and the first one runs (and may end) before the next arrives. So all four
-        # await "go", submitted last: when it ends they are ready together and the one worker
-        # takes them by priority, FIFO within a class ("crit1" before "crit2").
+        # The order must depend on the scheduler alone, not on how fast this thread submits:
+        # all four await "go", submitted after start(); when it ends they are ready together
+        # and the one worker takes them by priority, FIFO within a class ("crit1" before
+        # "crit2").  (Tasks queued before start() are handed over together: the next test.)
         for name, prio in (
             ("crit1", Priority.CRITICAL),
             ("low", Priority.LOW),
@@ -343,6 +342,25 @@ def test_priority_order_on_one_worker() -> None:
         order = [c.task.id for c in s.completed_tasks]
         assert order == ["go", "crit1", "crit2", "normal", "low"]
         assert len({c.worker_id for c in s.completed_tasks}) == 1
+    finally:
+        s.stop()
+
+
+def test_tasks_queued_before_start_are_handed_over_together() -> None:
+    """start() queues every pending task before the first dispatch decision: on one worker
+    they then run by priority (FIFO within a class), not in submission order."""
+    s = ElasticPriorityScheduler(initial_workers=1, max_workers=1)
+    try:
+        for name, prio in (
+            ("low", Priority.LOW),
+            ("crit1", Priority.CRITICAL),
+            ("normal", Priority.NORMAL),
+            ("crit2", Priority.CRITICAL),
+        ):
+            assert s.submit(Task(name, 0.01, priority=prio))
+        s.start()
+        until(lambda: s.completed_count == 4)
+        assert [c.task.id for c in s.completed_tasks] == ["crit1", "crit2", "normal", "low"]
     finally:
         s.stop()
 

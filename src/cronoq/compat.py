@@ -88,6 +88,8 @@ class ScalingConfig:
 
 POOL = "default"
 FIXED_TOLERANCE = 1.0
+#: submit errors that make ``submit`` answer False (rejected), not raise
+_REJECTED = frozenset({"cycle", "reservation_conflict", "unknown_dependency", "overloaded"})
 
 
 class ElasticPriorityScheduler:
@@ -146,10 +148,13 @@ class ElasticPriorityScheduler:
         with self._lock:
             if self._bs is not None:
                 return
-            self._bs = self._make_scheduler()
-            self._bs.start()
-            for task in list(self._pending.values()):
-                self._submit_now(task)
+            bs = self._bs = self._make_scheduler()
+            bs.start()
+            pending = list(self._pending.values())
+            if pending:
+                # handed over in one call on the scheduler's loop, so all are queued before
+                # the first dispatch decision (one call each would let the first start alone)
+                bs._call(self._enqueue_all(bs, pending))
 
     def stop(self) -> None:
         """Stop running; unfinished tasks stay pending and run after the next ``start()``."""
@@ -199,9 +204,28 @@ class ElasticPriorityScheduler:
                     if start <= task.fixed_start + FIXED_TOLERANCE:
                         self._fixed_hits += 1
 
+    async def _enqueue_all(self, bs: BlockingScheduler, tasks: list[Task]) -> None:
+        """Enqueue pending tasks without yielding to the loop in between (see ``start``)."""
+        sched = bs.scheduler
+        for task in tasks:
+            try:
+                await sched.enqueue(task, **self._fields(task))
+            except SubmitError as e:
+                if e.code not in _REJECTED:
+                    raise
+
     def _submit_now(self, task: Task) -> bool:
         bs = self._bs
         assert bs is not None
+        try:
+            bs.enqueue(task, **self._fields(task))
+        except SubmitError as e:
+            if e.code in _REJECTED:
+                return False
+            raise
+        return True
+
+    def _fields(self, task: Task) -> dict[str, Any]:
         fields: dict[str, Any] = {
             "priority": int(task.priority),
             "duration_hint": task.duration,
@@ -220,13 +244,7 @@ class ElasticPriorityScheduler:
             fields["tolerance"] = FIXED_TOLERANCE
         if task.deadline is not None:
             fields["deadline_at"] = task.deadline
-        try:
-            bs.enqueue(task, **fields)
-        except SubmitError as e:
-            if e.code in ("cycle", "reservation_conflict", "unknown_dependency", "overloaded"):
-                return False
-            raise
-        return True
+        return fields
 
     def submit(self, task: Task) -> bool:
         """Submit a task; False when rejected (dependency cycle or reservation conflict).

@@ -407,6 +407,38 @@ def test_shutdown_fails_waiting_threads() -> None:
     assert out[0].status == "shutdown"
 
 
+def test_a_call_the_loop_stops_under_fails_instead_of_hanging() -> None:
+    """A call that reached the loop but cannot finish before the loop stops (here: a wait
+    that nothing will ever end) gets NotStartedError when shutdown stops the loop."""
+    import asyncio
+
+    from cronoq.errors import NotStartedError
+
+    s = BlockingScheduler([bpool()])
+    s.start()
+    entered = threading.Event()
+    out: list[BaseException] = []
+
+    async def forever() -> None:
+        entered.set()
+        await asyncio.Event().wait()
+
+    def caller() -> None:
+        try:
+            s._call(forever())
+        except BaseException as e:
+            out.append(e)
+
+    t = threading.Thread(target=caller)
+    t.start()
+    assert entered.wait(SAFETY)
+    s.shutdown(0.0)
+    t.join(SAFETY)
+    assert not t.is_alive(), "the caller still waits on a loop that has stopped"
+    assert len(out) == 1 and isinstance(out[0], NotStartedError)
+    assert not s._calls
+
+
 def test_plain_executor_runs_off_the_loop_thread() -> None:
     gate = ThreadGate()
     with BlockingScheduler([bpool(gate)]) as s:

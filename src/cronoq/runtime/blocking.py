@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Coroutine, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -145,6 +146,8 @@ class BlockingScheduler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        #: calls other threads are waiting on: failed when the loop stops under them
+        self._calls: set[concurrent.futures.Future[Any]] = set()
 
     # -------------------------------------------------------------- plumbing
 
@@ -156,12 +159,20 @@ class BlockingScheduler:
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("BlockingScheduler methods cannot be called from its own loop thread")
-        fut = asyncio.run_coroutine_threadsafe(coro, loop)
+        try:
+            fut = asyncio.run_coroutine_threadsafe(coro, loop)
+        except RuntimeError:  # the loop closed since the check above (a concurrent shutdown)
+            coro.close()
+            raise NotStartedError() from None
+        calls = self._calls
+        calls.add(fut)
         try:
             return fut.result(timeout)
         except concurrent.futures.TimeoutError:
             fut.cancel()
             raise TimeoutError("timed out waiting for the scheduler") from None
+        finally:
+            calls.discard(fut)
 
     # -------------------------------------------------------------- lifecycle
 
@@ -218,9 +229,14 @@ class BlockingScheduler:
                 loop.call_soon_threadsafe(loop.stop)
                 if self._thread is not None:
                     self._thread.join()
-                loop.close()
                 self._loop = None
                 self._thread = None
+                # a call that reached the loop too late to finish (another thread's result(),
+                # next(), submit() racing this shutdown) would otherwise wait forever
+                for fut in list(self._calls):
+                    with contextlib.suppress(concurrent.futures.InvalidStateError):
+                        fut.set_exception(NotStartedError())
+                loop.close()
 
     def __enter__(self) -> BlockingScheduler:
         self.start()
