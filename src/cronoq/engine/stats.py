@@ -104,41 +104,6 @@ class DurationModel:
         return self.values.get(key)
 
 
-class Slot:
-    __slots__ = (
-        "busy_ns",
-        "dispatched",
-        "end",
-        "failed",
-        "fs_hits",
-        "fs_total",
-        "jumped",
-        "retried",
-        "run",
-        "second",
-        "start",
-        "succeeded",
-        "useful_ns",
-        "wait",
-    )
-
-    def __init__(self, second: int) -> None:
-        self.second = second
-        self.start = second * NS
-        self.end = self.start + NS
-        self.dispatched = 0
-        self.succeeded = 0
-        self.failed = 0
-        self.retried = 0
-        self.jumped = 0
-        self.fs_total = 0
-        self.fs_hits = 0
-        self.busy_ns = 0
-        self.useful_ns = 0
-        self.wait = LogHistogram()
-        self.run = LogHistogram()
-
-
 class WindowTotals:
     """The sum of some slots: counters and merged histograms."""
 
@@ -162,7 +127,7 @@ class WindowTotals:
         self.wait = LogHistogram()
         self.run = LogHistogram()
 
-    def add(self, s: Slot | WindowTotals) -> None:
+    def add(self, s: WindowTotals) -> None:
         self.dispatched += s.dispatched
         self.succeeded += s.succeeded
         self.failed += s.failed
@@ -174,6 +139,18 @@ class WindowTotals:
         self.useful_ns += s.useful_ns
         self.wait.merge(s.wait)
         self.run.merge(s.run)
+
+
+class Slot(WindowTotals):
+    """The samples of one second of the window."""
+
+    __slots__ = ("end", "second", "start")
+
+    def __init__(self, second: int) -> None:
+        super().__init__()
+        self.second = second
+        self.start = second * NS
+        self.end = self.start + NS
 
 
 class PoolWindow:
