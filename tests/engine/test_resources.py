@@ -528,3 +528,28 @@ def test_resource_repr_and_capacity():
     assert s.capacity == 3 and b.capacity == 5
     assert b.rate == 2.0 and isinstance(b.rate, float)
     assert "semaphore" in repr(s) and "token_bucket" in repr(b)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from(["semaphore", "bucket"]),
+    st.lists(st.tuples(st.integers(1, 4), st.integers(0, NS // 2)), min_size=1, max_size=40),
+)
+def test_try_take_is_can_take_then_take(kind: str, steps: list[tuple[int, int]]) -> None:
+    """The one-call dispatch path takes exactly when can_take says so, and takes the same."""
+    from cronoq.engine.resources import Semaphore, TokenBucket
+
+    def make() -> Semaphore | TokenBucket:
+        if kind == "semaphore":
+            return Semaphore(Resource.semaphore("r", 5))
+        return TokenBucket(Resource.token_bucket("r", rate=3.0, burst=5), 0)
+
+    a, b = make(), make()
+    now = 0
+    for k, dt in steps:
+        now += dt
+        ok = a.can_take(k, now)
+        if ok:
+            a.take(k, now)
+        assert b.try_take(k, now) == ok
+        assert a.in_use(now) == b.in_use(now)

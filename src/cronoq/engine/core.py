@@ -1185,11 +1185,9 @@ class Core:
         res = opts.resources
         if res is not None:
             resources = self.resources
-            if len(res) == 1:  # the common case: one resource, taken in one pass
+            if len(res) == 1:  # the common case: one resource, taken in one call
                 ((name, k),) = res.items()
-                r = resources[name]
-                if r.can_take(k, now):
-                    r.take(k, now)
+                if resources[name].try_take(k, now):
                     return group
             for name, k in res.items():
                 r = resources[name]
@@ -1451,7 +1449,7 @@ class Core:
             resources, waiters = self.resources, self.res_waiters
             for name, k in res.items():
                 resources[name].give_back(k)
-                if name in waiters:
+                if waiters and name in waiters:
                     self._unpark_resource(name, now)
 
     def _end_attempt(self, t: TaskState, now: int, succeeded: bool) -> int:

@@ -77,6 +77,14 @@ class Semaphore:
     def take(self, k: int, now: int) -> None:
         self.available -= k
 
+    def try_take(self, k: int, now: int) -> bool:
+        """``take`` if ``can_take``: one call on the dispatch hot path."""
+        a = self.available
+        if a >= k:
+            self.available = a - k
+            return True
+        return False
+
     def give_back(self, k: int) -> None:
         self.available += k
 
@@ -111,6 +119,14 @@ class TokenBucket:
     def take(self, k: int, now: int) -> None:
         self._refill(now)
         self.nano -= k * NS
+
+    def try_take(self, k: int, now: int) -> bool:
+        """``take`` if ``can_take``: one call on the dispatch hot path."""
+        self._refill(now)
+        if self.nano >= k * NS:
+            self.nano -= k * NS
+            return True
+        return False
 
     def give_back(self, k: int) -> None:
         """Tokens are consumed, never returned."""
