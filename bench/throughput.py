@@ -26,7 +26,8 @@ Groups (``--only``):
 ``resources``
     End-to-end ``enqueue`` throughput when every task takes one permit of a semaphore with
     plenty of permits (``Resource.semaphore("db", 1_000_000)``), against the same run without
-    resources (the ``e2e enqueue`` setup), interleaved in each repeat: the cost of resources.
+    resources (the ``e2e enqueue`` setup): 2 × ``repeat`` pairs in ABBA order (``extra``
+    also has the median cost over the pairs): the cost of resources.
 
 Baselines are plain asyncio: one ``loop.create_task`` per no-op coroutine (awaited with a
 counter + event, or with ``gather``); create_task → coroutine-start latency; memory of pending
@@ -715,17 +716,24 @@ async def _cronoq_enqueue_resources(n: int, slots: int = 64) -> float:
 
 
 def bench_resources(sz: dict[str, int]) -> list[Result]:
-    n, rep = sz["e2e_n"], sz["repeat"]
-    plain, res = [], []
-    for _ in range(rep):
-        plain.append(enqueue_rate(n))
-        res.append(n / run_async(lambda: _cronoq_enqueue_resources(n)))
+    # twice the usual repeats, in ABBA order: the figure is a ratio of two close rates, and the
+    # host's drift within a run is of the same size as the cost measured
+    n, rep = sz["e2e_n"], 2 * sz["repeat"]
+    plain: list[float] = []
+    res: list[float] = []
+    for i in range(rep):
+        for with_res in (False, True) if i % 2 == 0 else (True, False):
+            if with_res:
+                res.append(n / run_async(lambda: _cronoq_enqueue_resources(n)))
+            else:
+                plain.append(enqueue_rate(n))
     base = median(plain)
     return [
         Result("resources", "e2e enqueue tasks/s, 1 semaphore permit each", median(res), "tasks/s", base,
                "same e2e enqueue without resources", True, (1 - T_RESOURCES_COST) * base, res, plain,
                {"n": n, "slots": 64, "permits": 1_000_000, "max_cost": T_RESOURCES_COST,
-                "cost": 1 - median(res) / base if base else None}),
+                "cost": 1 - median(res) / base if base else None,
+                "paired_cost": 1 - median([r / p for r, p in zip(res, plain, strict=True)])}),
     ]  # fmt: skip
 
 
