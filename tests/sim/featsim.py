@@ -604,31 +604,45 @@ class FeatureSimulator:
         _, _, pool, n = heapq.heappop(self.scale_agenda)
         self.set_group_capacity(pool, None, n)
 
-    def _start(self, d: Dispatch) -> None:
+    def _draw_attempt(
+        self, ttl: int | None, timeout: int | None, retry_afters: tuple[Any, ...]
+    ) -> tuple[int, bool, tuple[Any, ...]] | None:
+        """A started attempt's simulated fate: ``(run ns, lease lost, outcome)``, or None when
+        it hangs.  Outcomes: ``("ok",)``, ``("permanent", message, None)`` or ``("retry",
+        message, retry_after)`` with ``retry_after`` one of ``retry_afters`` or None.  Faults
+        only while ``self.faults``; without them an attempt with a timeout ends well inside it.
+        (Shared with the remote simulator: the draws, and their order, are the same.)"""
         rng, sc = self.rng, self.sc
-        t = d.task
-        pool = t.opts.pool_index
-        ttl = self.config.pools[pool].lease_ttl
-        timeout = t.opts.timeout
-        self.attempts[d.lease] = pool
         run = int(rng.expovariate(1.0 / sc.mean_run) * NS)
         f = self.faults
         if not f and timeout is not None:
             run = min(run, timeout // 2)
         if f and rng.random() < sc.p_hang and (timeout is not None or ttl is not None):
-            return
-        lost = f and ttl is not None and rng.random() < sc.p_lose_lease
+            return None
+        lost = bool(f and ttl is not None and rng.random() < sc.p_lose_lease)
+        outcome: tuple[Any, ...]
         if f and rng.random() < sc.p_fail:
             if rng.random() < sc.p_permanent:
-                outcome: tuple[Any, ...] = ("permanent", "boom", None)
+                outcome = ("permanent", "boom", None)
             else:
-                ra = rng.choice((0, 10 * MS, 500 * MS)) if rng.random() < sc.p_retry_after else None
+                ra = rng.choice(retry_afters) if rng.random() < sc.p_retry_after else None
                 outcome = ("retry", f"flaky #{rng.randrange(10)}", ra)
         else:
             outcome = ("ok",)
+        return run, lost, outcome
+
+    def _start(self, d: Dispatch) -> None:
+        t = d.task
+        pool = t.opts.pool_index
+        ttl = self.config.pools[pool].lease_ttl
+        self.attempts[d.lease] = pool
+        fate = self._draw_attempt(ttl, t.opts.timeout, (0, 10 * MS, 500 * MS))
+        if fate is None:
+            return
+        run, lost, outcome = fate
         self._schedule(self.now + run, 0, d.lease, outcome)
         if ttl is not None and not lost:
-            self._schedule(self.now + int(ttl * NS * rng.uniform(0.2, 0.7) / NS), 1, d.lease)
+            self._schedule(self.now + int(ttl * NS * self.rng.uniform(0.2, 0.7) / NS), 1, d.lease)
 
     def _worker_event(self) -> None:
         while self.agenda and self.agenda[0][0] <= self.now:

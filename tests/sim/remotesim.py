@@ -478,7 +478,7 @@ class RemoteSimulator(FeatureSimulator):
             )
 
     def _worker_runs(self, w: _Worker, lease: int) -> None:
-        rng, sc = self.rng, self.sc
+        rng = self.rng
         if rng.random() < self.p_nack:
             delay = 0 if rng.random() < 0.5 else int(rng.uniform(0, 0.3) * NS)
             self._schedule(self.now + delay, R_NACK, lease, (w.id, rng.choice(("", "busy", "no gpu"))))
@@ -489,22 +489,10 @@ class RemoteSimulator(FeatureSimulator):
         a = self.remote[lease]
         t = a.ctx._task
         ttl = self.config.pools[t.opts.pool_index].lease_ttl
-        timeout = t.opts.timeout
-        run = int(rng.expovariate(1.0 / sc.mean_run) * NS)
-        f = self.faults
-        if not f and timeout is not None:
-            run = min(run, timeout // 2)
-        if f and rng.random() < sc.p_hang and (timeout is not None or ttl is not None):
+        fate = self._draw_attempt(ttl, t.opts.timeout, (0.0, 0.01, 0.5))  # (seconds on the wire)
+        if fate is None:
             return
-        lost = f and ttl is not None and rng.random() < sc.p_lose_lease
-        if f and rng.random() < sc.p_fail:
-            if rng.random() < sc.p_permanent:
-                outcome: tuple[Any, ...] = ("permanent", "boom")
-            else:
-                ra = rng.choice((0.0, 0.01, 0.5)) if rng.random() < sc.p_retry_after else None
-                outcome = ("retry", f"flaky #{rng.randrange(10)}", ra)
-        else:
-            outcome = ("ok",)
+        run, lost, outcome = fate
         self._schedule(self.now + run, R_REPORT, lease, (w.id, outcome))
         if ttl is not None and not lost:
             self._schedule(self.now + int(ttl * rng.uniform(0.2, 0.7)), R_HEARTBEAT, lease, (w.id,))
