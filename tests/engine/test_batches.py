@@ -224,3 +224,55 @@ def test_all_success_batch_in_any_order_releases_by_layers(drv):
     z, y, x = (d.task(tid) for tid, _ in out)
     assert x.edges() == [(z, S), (y, S)] and y.edges() == [(z, S)]
     assert [d.status(t.id) for t in (z, y, x)] == ["blocked", "blocked", "ready"]
+
+
+# ---------------------------------------------------------------- all-ON_SUCCESS batches
+# (the planned fast path of _submit_items) with cancellations, failures and later edges
+
+
+def test_cancelled_member_skips_the_chain_below_it(drv):
+    d = drv
+    out = batch(d, item("a"), item("b", [("a", S)]), item("c", [("b", S)]), item("e", [("c", S)]))
+    a, b, c, e = (tid for tid, _ in out)
+    assert d.cancel(b)
+    assert [d.status(t) for t in (a, b, c, e)] == ["ready", "cancelled", "skipped", "skipped"]
+    assert d.task(c).message == f"dependency {b} ended as cancelled"
+    assert d.task(e).message == f"dependency {c} ended as skipped"
+    assert d.totals()["skipped"] == 2
+    assert d.tick() == [a]
+    assert d.complete(a)  # its edge to the cancelled member is met without effect
+    assert d.status(b) == "cancelled"
+
+
+def test_failed_member_skips_members_and_meets_a_later_on_failure_edge(drv):
+    d = drv
+    (p, _), (k, _) = batch(d, item("p"), item("k", [("p", S)]))
+    f, _ = d.core.submit(d.now, TaskOptions(), None, "f", None, deps=[("p", F)])
+    d.collect()
+    assert d.tick() == [p]
+    d.fail(p, permanent=True)
+    assert d.status(p) == "failed"
+    assert d.status(k) == "skipped"
+    assert d.status(f) == "ready"
+
+
+def test_member_with_a_later_dependent_releases_both(drv):
+    d = drv
+    (a, _), (b, _) = batch(d, item("a"), item("b", [("a", S)]))
+    later, _ = d.core.submit(d.now, TaskOptions(), None, "later", None, deps=[("a", S)])
+    d.collect()
+    assert {c.id for c, _ in d.task(a).edges()} == {b, later}
+    assert d.tick() == [a]
+    d.complete(a)
+    assert d.status(b) == d.status(later) == "ready"
+
+
+def test_awaited_key_provided_by_a_member_with_dependents(make, mkpool):
+    d = make([mkpool(cap=1, unknown_dependency="await")])
+    w, _ = d.core.submit(d.now, TaskOptions(), None, "w", None, deps=[("x", S)])
+    d.collect()
+    assert d.status(w) == "blocked"
+    (y, _), (x, _) = batch(d, item("y", [("x", S)]), item("x"))
+    assert d.tick() == [x]
+    d.complete(x)
+    assert d.status(w) == "ready" and d.status(y) == "ready"

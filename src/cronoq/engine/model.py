@@ -431,7 +431,6 @@ class TaskState:
         "payload",
         "ready_at",
         "seq",
-        "start_at",
         "started_at",
         "status",
         "unmet",
@@ -455,7 +454,6 @@ class TaskState:
         self.attempt_started = 0
         self.deadline: int | None = None
         self.latest_start = 0
-        self.start_at: int | None = None
         self.message: str | None = None
         self.output: object = None
         self.lane_token = 0
