@@ -332,6 +332,21 @@ def test_scale_down_to_min_and_then_the_timer_stops(make):
     assert d.core.next_wakeup() == d.now + sec(1.0)
 
 
+def test_pool_starting_above_min_scales_down_with_no_work_at_all(make):
+    """SPEC §10 evaluates every interval from the start: initial > min and nothing submitted."""
+    d = make([scaled_pool(min=1, max=10, initial=5, stabilization_window=0.1, cooldown=0.3)])
+    assert d.core.next_wakeup() == sec(1.0), "armed at construction"
+    run = Run(d).until(60)
+    assert run.scales[0] == (1.0, 4)
+    assert run.capacity[max(run.capacity)] == 1
+    assert d.core.next_wakeup() is None, "idle at min: the timer stops"
+
+
+def test_pool_starting_at_min_arms_nothing(make):
+    d = make([scaled_pool(min=2, max=10)])
+    assert d.core.next_wakeup() is None
+
+
 def test_slo_term_per_class(make):
     cfg = {"min": 0, "max": 100, "initial": 0, "drain_time": 1000.0, "max_step_up_abs": 100}
     with_slo = make([scaled_pool(slo={"high": 1.0}, **cfg)])

@@ -405,6 +405,18 @@ async def test_autoscaled_pool_shrinks_back_when_idle():
         assert snap.worker_seconds > 0
 
 
+async def test_pool_started_above_min_shrinks_with_no_work_submitted():
+    cfg = AutoscaleConfig(interval=0.05, stabilization_window=0.1, cooldown=0.05)
+
+    async def work(ctx, payload):  # pragma: no cover - nothing is submitted
+        return payload
+
+    async with Scheduler([Pool("default", work, min=1, max=10, initial=5, autoscale=cfg)]) as sched:
+        assert (await sched.snapshot()).pool("default").capacity == 5
+        await until(lambda: cap_eq(sched, 1))
+        assert (await sched.snapshot()).totals["submitted"] == 0
+
+
 async def cap_gt(sched, n):
     return (await sched.snapshot()).pool("default").capacity > n
 

@@ -21,9 +21,10 @@ pool default).  Everything else is recomputed exactly with that s.
 
 Invariants (``autoscale``):
 
-* evaluations happen exactly every ``interval`` while the pool is not idle: armed by the first
-  arrival or capacity change, re-armed after each evaluation unless idle (nothing pending or
-  running, capacity at ``min``, λ < 0.01); never early, never late, never when disarmed;
+* evaluations happen exactly every ``interval`` while the pool is not idle: armed at start when
+  the pool starts above ``min``, else by the first arrival or capacity change; re-armed after
+  each evaluation unless idle (nothing pending or running, capacity at ``min``, λ < 0.01);
+  never early, never late, never when disarmed;
 * each evaluation's desired capacity equals the shadow's; ``Scale(pool, desired)`` is emitted
   iff it differs from the unlabelled group's capacity; ``PoolSnapshot.desired`` shows it;
 * bounds: a desired capacity is within ``[min, max]`` whenever the capacity it starts from is,
@@ -136,10 +137,12 @@ class AutoscaleShadow:
 
     def reset(self, now: int) -> None:
         """A fresh engine: its autoscalers start over (and are recorded)."""
-        for ps in self.pools.values():
-            ps.reset(now)
-        self.learned = {}
         core = self.sh.core
+        for i, ps in self.pools.items():
+            ps.reset(now)
+            if core.pools[i].capacity > ps.lo:  # starts above its floor: evaluated from the start
+                ps.arm(now)
+        self.learned = {}
         self.recorders = {}
         for i in self.pools:
             rec = Recorder(core.pools[i].scaler)

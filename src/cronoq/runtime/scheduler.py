@@ -239,6 +239,7 @@ class Scheduler:
         self._fenced = None
         if store is None:
             self._core = Core(config, now=0, first_seq=self._next_seq)
+            self._arm()  # timers from the start (a pool above its floor is evaluated at once)
         else:
             from cronoq.runtime.durable import Committer
 
