@@ -229,6 +229,20 @@ def test_fixed_start_reservation_conflicts(eps: ElasticPriorityScheduler) -> Non
     assert eps.submit(Task("f4", 0.1, fixed_start=at + 60))  # far away: no overlap
 
 
+def test_fixed_start_reservation_conflicts_before_start(eps: ElasticPriorityScheduler) -> None:
+    # the same limit before start(): a conflicting task is rejected, not accepted and left
+    # pending forever (the engine would refuse it when start() hands the pending tasks over)
+    at = time.time() + 30
+    assert eps.submit(Task("f1", 0.1, fixed_start=at))
+    assert eps.submit(Task("f2", 0.1, fixed_start=at + 0.5))
+    assert eps.submit(Task("f3", 0.1, fixed_start=at + 0.2)) is False
+    assert eps.submit(Task("f4", 0.1, fixed_start=at + 30))  # no overlap: accepted
+    assert ids(eps.pending_tasks) == ["f1", "f2", "f4"]
+    eps.start()
+    assert eps.submit(Task("f5", 0.1, fixed_start=at + 0.3)) is False
+    assert ids(eps.pending_tasks) == ["f1", "f2", "f4"]
+
+
 def test_reservation_limit_minimum_one() -> None:
     s = ElasticPriorityScheduler(initial_workers=1, max_workers=1)
     try:

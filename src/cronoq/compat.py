@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from cronoq.engine.reservations import max_overlap, reservation_limit
+from cronoq.engine.time import NS
 from cronoq.errors import SubmitError
 from cronoq.runtime.blocking import BlockingScheduler
 from cronoq.runtime.context import TaskContext
@@ -88,6 +90,8 @@ class ScalingConfig:
 
 POOL = "default"
 FIXED_TOLERANCE = 1.0
+#: share of ``max_workers`` that overlapping fixed starts may reserve (SPEC §16.4)
+RESERVABLE_FRACTION = 0.5
 #: submit errors that make ``submit`` answer False (rejected), not raise
 _REJECTED = frozenset({"cycle", "reservation_conflict", "unknown_dependency", "overloaded"})
 
@@ -140,7 +144,7 @@ class ElasticPriorityScheduler:
             max=cfg.max_workers,
             initial=cfg.initial_workers,
             unknown_dependency="await",
-            reservable_fraction=0.5,
+            reservable_fraction=RESERVABLE_FRACTION,
         )
         return BlockingScheduler([pool])
 
@@ -258,7 +262,7 @@ class ElasticPriorityScheduler:
                 return True
             if task.id in task.dependencies:
                 return False
-            if self._bs is None and not self._offline_ok(task):
+            if self._bs is None and not (self._offline_ok(task) and self._offline_reservation_ok(task)):
                 return False
             with self._state:
                 self._pending[task.id] = task
@@ -287,6 +291,26 @@ class ElasticPriorityScheduler:
             if pending is not None:
                 stack.extend(pending.dependencies)
         return True
+
+    def _offline_reservation_ok(self, task: Task) -> bool:
+        """Before start: reject a fixed start that conflicts with the pending ones' reservations.
+
+        The same arithmetic as the engine's (SPEC §6): a window ``[start - tolerance, start +
+        duration + tolerance]``, at most ``max(1, floor(max_workers * 0.5))`` overlapping.
+        """
+        if task.fixed_start is None:
+            return True
+
+        def window(t: Task) -> tuple[int, int]:
+            assert t.fixed_start is not None
+            start = round(t.fixed_start * NS)
+            tol = round(FIXED_TOLERANCE * NS)
+            return start - tol, start + round(max(0.0, t.duration) * NS) + tol
+
+        lo, hi = window(task)
+        others = [window(t) for t in self._pending.values() if t.fixed_start is not None]
+        limit = reservation_limit(self.config.max_workers, RESERVABLE_FRACTION)
+        return max_overlap(others, lo, hi) < limit
 
     # ------------------------------------------------------------------ results
 

@@ -32,6 +32,12 @@ def test_task_duration_fields(field, value, shown):
 
 
 @pytest.mark.parametrize("field", TASK_DURATION_FIELDS)
+def test_duration_int_beyond_float_range_is_a_value_error(field):
+    with pytest.raises(ValueError, match=f"^{field} must be a finite, non-negative number of seconds"):
+        Task("p", **{field: 10**400})
+
+
+@pytest.mark.parametrize("field", TASK_DURATION_FIELDS)
 async def test_submit_duration_fields(field):
     async with Scheduler([pool()]) as s:
         for call in (s.submit, s.enqueue):
@@ -217,6 +223,18 @@ def test_deadline_at_accepts_unix_seconds_and_aware_datetime():
     Task("p", deadline_at=2_000_000_000)
     Task("p", deadline_at=2_000_000_000.5)
     Task("p", deadline_at=dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
+
+
+@pytest.mark.parametrize("field", ["deadline_at", "start_at"])
+@pytest.mark.parametrize("value", [1e300, -1e300, 10**400])
+async def test_instant_beyond_ns_range_is_a_value_error(field, value):
+    # finite seconds whose nanoseconds overflow a float used to escape as OverflowError at submit
+    with pytest.raises(ValueError, match=f"^{field} must be Unix seconds or an aware datetime"):
+        Task("p", **{field: value})
+    async with Scheduler([pool()]) as s:
+        with pytest.raises(ValueError, match=f"^{field} must be Unix seconds or an aware datetime"):
+            await s.submit("p", **{field: value})
+        assert (await s.snapshot()).totals["submitted"] == 0
 
 
 def test_retry_field_must_be_retry_policy():

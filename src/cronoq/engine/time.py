@@ -21,7 +21,10 @@ def check_seconds(name: str, value: object) -> float:
     """Validate a duration in seconds: finite and >= 0, else the SPEC's ValueError."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a finite, non-negative number of seconds (got {value!r})")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an int beyond float range
+        v = math.inf
     if not math.isfinite(v) or v < 0 or v > MAX_SECONDS:
         raise ValueError(f"{name} must be a finite, non-negative number of seconds (got {value})")
     return v

@@ -96,9 +96,16 @@ def unix_seconds(name: str, value: object) -> float:
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"{name} must be an aware datetime or Unix seconds (got a naive datetime)")
         return value.timestamp()
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be Unix seconds or an aware datetime (got {value!r})")
-    return float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an int beyond float range
+        v = math.inf
+    # finite also in ns (TimeSpec.resolve multiplies by NS): 1e300 must not overflow later
+    if not math.isfinite(v * NS):
+        raise ValueError(f"{name} must be Unix seconds or an aware datetime (got {value!r})")
+    return v
 
 
 class TimeSpec:
