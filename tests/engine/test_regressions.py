@@ -230,3 +230,26 @@ def test_fifo_holds_across_a_recovery() -> None:
     new.tick(NS)
     first = next(a.task.id for a in new.drain_actions() if type(a) is Dispatch)
     assert first == subs[3].id != late
+
+
+def test_task_of_a_pool_that_no_longer_exists_is_quarantined_as_a_known_failed_task() -> None:
+    """Black-box audit: a quarantined row vanished for that run (status None, key free), so a
+    resubmission under its key created a second task and its dependents were left waiting."""
+    old = CoreConfig(
+        [
+            PoolConfig("default", min=0, max=2, initial=0, autoscale=False),
+            PoolConfig("gone", min=0, max=2, initial=0, autoscale=False),
+        ],
+        persist=True,
+    )
+    core = Core(old)
+    tid, _ = core.submit(0, TaskOptions(pool="gone"), None, key="k")
+    child, _ = core.submit(0, TaskOptions(), None, key="c", deps=[("k", ON_SUCCESS)])
+    subs = _submitted(core)
+    new = _recover_live(_config(), subs, NS)
+    t = new.lookup(NS, "k")
+    assert t is not None and t.id == tid and t.status_name == "failed"
+    assert t.message == "cannot recover task: unknown pool 'gone'"
+    assert new.totals["failed"] == 1
+    assert new.submit(NS, TaskOptions(), None, key="k") == (tid, True)  # still its key
+    assert new.tasks[child].status_name == "skipped"  # its parent failed

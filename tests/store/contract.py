@@ -312,6 +312,13 @@ async def check_quarantine(make: Make, corrupt: Callable[[int, str, Any], Any]) 
         _, muts = _persisted(core)
         quarantines = [m for m in muts if isinstance(m, StatusChange) and m.status == "failed"]
         assert {m.id for m in quarantines} == {1, 3, 4}
+        # known from now on as failed tasks with the reason: lookups answer, the key stays taken
+        for tid in (1, 3, 4):
+            t = core.lookup(0, tid)
+            assert t is not None and t.status_name == "failed" and t.message == reasons[tid]
+            assert t.output is None
+        assert core.lookup(0, "q3") is core.lookup(0, 3)
+        assert core.totals["failed"] == 3
         await s.commit(muts, ep, codec)
         rec2 = await s.load(codec)
         assert rec2.quarantined == []

@@ -88,6 +88,7 @@ from cronoq.engine.mutations import (
     Recovered,
     RecoveredSchedule,
     RecoveredTask,
+    RecoveredTerminal,
     RecurringNext,
     RecurringRecord,
     RecurringRemove,
@@ -151,6 +152,7 @@ MSG_SHED = "shed under overload"
 MSG_MISSED = "fixed start missed"
 MSG_ALREADY_FINISHED = "task already finished"
 MSG_AWAIT_TIMEOUT = "timed out awaiting unknown dependency"
+_STATUS_BY_NAME = {name: i for i, name in enumerate(STATUS_NAMES)}
 MSG_PREVIOUS_RUNNING = "previous occurrence still running"
 MSG_INTERRUPTED = "attempt interrupted by a restart"
 
@@ -1855,25 +1857,8 @@ class Core:
         Changes recovery makes (retries, skips, quarantines) are persisted like any other.
         """
         tb = self.config.time_base
-        by_name = {STATUS_NAMES[i]: i for i in range(len(STATUS_NAMES))}
         for term in sorted(rec.terminal, key=lambda x: (x.finished, x.id)):
-            r0 = term
-            pidx = self.pool_index.get(r0.pool, self.default_pool)
-            opts = TaskOptions(pool=self.pools[pidx].name, kind=r0.kind, priority=r0.priority)
-            opts.pool_index = pidx
-            opts.stats_key = (pidx, r0.kind)
-            opts.resolver = self
-            t = TaskState(r0.id, r0.seq, opts, None, r0.key, r0.arrival - tb)
-            t.status = by_name.get(r0.status, FAILED)
-            t.attempt = r0.attempt
-            t.started_at = None if r0.started is None else r0.started - tb
-            t.finished_at = r0.finished - tb
-            t.message = r0.message
-            t.output = r0.output if r0.has_output else None
-            self.tasks[t.id] = t
-            if t.key is not None:
-                self.keys[t.key] = t.id
-            self.retained.append(t)
+            self._retain_recovered(term)
         live: list[tuple[TaskState, RecoveredTask]] = []
         for r in sorted(rec.tasks, key=lambda x: x.id):
             spec = r.spec
@@ -1881,7 +1866,12 @@ class Core:
             try:
                 pool = self.pools[self.resolve_pool(opts)]
             except SubmitError as e:
-                rec.quarantined.append((r.id, f"cannot recover task: {e.message}"))
+                reason = f"cannot recover task: {e.message}"
+                rec.quarantined.append((r.id, reason))
+                rec.quarantined_rows[r.id] = RecoveredTerminal(
+                    r.id, r.seq, spec.pool or "", spec.kind, spec.key, "failed", r.attempt, r.arrival,
+                    r.started, r.arrival, reason, None, False, int(spec.priority),
+                )  # fmt: skip
                 continue
             publish, self.publish = self.publish, False  # no event under the temporary id
             t = self._new_task(now - 0, pool, opts, r.payload, spec.key, None)
@@ -1915,7 +1905,7 @@ class Core:
                 t.fixed = f
             live.append((t, r))
         for qid, reason in rec.quarantined:
-            self._quarantine(qid, reason, now)
+            self._quarantine(qid, reason, now, rec.quarantined_rows.get(qid))
         # dependencies, then release (in id order, parents before children)
         for t, r in live:
             if r.status in ("running", "retrying") or r.attempt > 0:
@@ -2021,11 +2011,45 @@ class Core:
             after = self._unix_s(now) if rs.next is None else max(self._unix_s(now), rs.next / NS)
             self._materialize(sched, now, after)
 
-    def _quarantine(self, tid: int, reason: str, now: int) -> None:
-        """A row the store could not decode: record it as a failed task, never crash recovery."""
+    def _retain_recovered(self, r0: RecoveredTerminal) -> TaskState:
+        """A terminal task read back from the store: retained for lookups, dedup and outputs."""
+        tb = self.config.time_base
+        pidx = self.pool_index.get(r0.pool, self.default_pool)
+        opts = TaskOptions(pool=self.pools[pidx].name, kind=r0.kind, priority=r0.priority)
+        opts.pool_index = pidx
+        opts.stats_key = (pidx, r0.kind)
+        opts.resolver = self
+        t = TaskState(r0.id, r0.seq, opts, None, r0.key, r0.arrival - tb)
+        t.status = _STATUS_BY_NAME.get(r0.status, FAILED)
+        t.attempt = r0.attempt
+        t.started_at = None if r0.started is None else r0.started - tb
+        t.finished_at = r0.finished - tb
+        t.message = r0.message
+        t.output = r0.output if r0.has_output else None
+        self.tasks[t.id] = t
+        if t.key is not None:
+            self.keys[t.key] = t.id
+        self.retained.append(t)
+        return t
+
+    def _quarantine(self, tid: int, reason: str, now: int, row: RecoveredTerminal | None = None) -> None:
+        """A row the store could not decode: a failed task from now on, never a crash (SPEC §15.3).
+
+        With what the store could still read of the row, the task stays known as a retained
+        ``failed`` task with the reason as its message: lookups and handles answer, dependents
+        see a failed parent, and its key stays taken for the retention period.
+        """
         if self.persist:
             self.actions.append(Persist(StatusChange(tid, "failed", 0, self.config.time_base + now, reason)))
         self._tot["failed"] += 1
+        if row is not None and tid not in self.tasks:
+            row.status = "failed"
+            row.message = reason
+            row.output, row.has_output = None, False
+            row.finished = self.config.time_base + now
+            if row.key is not None and row.key in self.keys:
+                row.key = None  # another task holds the key: that one keeps it
+            self._retain_recovered(row)
 
     # ------------------------------------------------------------------ snapshot
 

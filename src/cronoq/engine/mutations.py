@@ -313,7 +313,7 @@ class RecoveredSchedule(_Record):
 class Recovered(_Record):
     """Engine state restored from durable storage, passed to ``Core.recover``."""
 
-    __slots__ = ("tasks", "terminal", "schedules", "quarantined")
+    __slots__ = ("tasks", "terminal", "schedules", "quarantined", "quarantined_rows")
 
     def __init__(
         self,
@@ -321,8 +321,12 @@ class Recovered(_Record):
         terminal: list[RecoveredTerminal] | None = None,
         schedules: list[RecoveredSchedule] | None = None,
         quarantined: list[tuple[int, str]] | None = None,
+        quarantined_rows: dict[int, RecoveredTerminal] | None = None,
     ) -> None:
         self.tasks = tasks or []
         self.terminal = terminal or []
         self.schedules = schedules or []
         self.quarantined = quarantined or []  # (id, reason): rows the store could not decode
+        # what the store could still read of a quarantined row (id, key, pool, times): the
+        # engine keeps it as a retained failed task, so lookups answer and its key stays taken
+        self.quarantined_rows = quarantined_rows or {}

@@ -226,6 +226,17 @@ def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
     return batch
 
 
+def _quarantine(rec: Recovered, row: Sequence[Any], reason: str) -> None:
+    """An undecodable row: its id and reason, and what is still readable of it (SPEC §15.3)."""
+    tid, seq, arrival, pool, kind, priority, key = row[:7]
+    attempt, started, finished = row[10:13]
+    rec.quarantined.append((tid, reason))
+    rec.quarantined_rows[tid] = RecoveredTerminal(
+        tid, seq, pool, kind, key, "failed", attempt, arrival, started, finished or arrival, reason,
+        None, False, priority,
+    )  # fmt: skip
+
+
 def build_recovered(
     task_rows: Iterable[Sequence[Any]],
     schedule_rows: Iterable[Sequence[Any]],
@@ -253,6 +264,7 @@ def build_recovered(
             output,
             has_output,
         ) = row
+
         if finished is not None:
             if finished < cutoff_ns:
                 continue
@@ -261,7 +273,7 @@ def build_recovered(
                 try:
                     out = codec.decode(bytes(output))
                 except Exception as e:
-                    rec.quarantined.append((tid, f"cannot decode output: {e}"))
+                    _quarantine(rec, row, f"cannot decode output: {e}")
                     continue
             rec.terminal.append(
                 RecoveredTerminal(
@@ -285,12 +297,12 @@ def build_recovered(
         try:
             spec_rec = spec_from_json(spec, None if payload is None else bytes(payload))
         except Exception as e:
-            rec.quarantined.append((tid, f"cannot decode task definition: {e}"))
+            _quarantine(rec, row, f"cannot decode task definition: {e}")
             continue
         try:
             obj = None if payload is None else codec.decode(bytes(payload))
         except Exception as e:
-            rec.quarantined.append((tid, f"cannot decode payload: {e}"))
+            _quarantine(rec, row, f"cannot decode payload: {e}")
             continue
         rec.tasks.append(RecoveredTask(tid, seq, arrival, spec_rec, obj, status, attempt, started, message))
     for name, spec, payload, nxt, last in schedule_rows:
