@@ -29,6 +29,7 @@ from cronoq.server.sse import event_frame  # noqa: E402
 
 from .test_http_support import (  # noqa: E402
     ADMIN,
+    BASE,
     CLIENT,
     METRICS,
     SCOPED,
@@ -419,6 +420,16 @@ async def test_list_tasks_paging_and_filters() -> None:
         assert err(await c.get("/v1/tasks?pool=nope")) == (404, "not_found")
         assert err(await c.get("/v1/tasks?limit=-1")) == (400, "invalid_argument")
         assert err(await c.get("/v1/tasks?after=x")) == (400, "invalid_argument")
+
+
+async def test_list_tasks_default_limit_capped_by_max_list() -> None:
+    # limit 0 (absent) means 100, and that default is capped by limits.max_list too (§17.9)
+    async with serve(base="[limits]\nmax_list = 3\n" + BASE) as (_app, c):
+        ids = [(await c.post("/v1/tasks", json={})).json()["id"] for _ in range(5)]
+        for params in ({}, {"limit": 0}, {"limit": 100}):
+            page = (await c.get("/v1/tasks", params=params)).json()
+            assert [t["id"] for t in page["tasks"]] == ids[:3], params
+            assert page["next_after"] == ids[2]
 
 
 async def test_task_refs_keys_ids_and_cancel() -> None:

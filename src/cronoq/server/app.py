@@ -364,7 +364,7 @@ class ServerApp:
             allowed = (allowed & principal.pools) if allowed is not None else set(principal.pools)
         want = {STATUS_BY_NAME[s] for s in statuses} if statuses else None
         cap = self.limits.max_list
-        n = 100 if limit <= 0 else min(limit, cap)
+        n = min(100 if limit <= 0 else limit, cap)
         out: list[TaskState] = []
         more = False
         for tid in sorted(i for i in core.tasks if i > after):
