@@ -342,6 +342,17 @@ def test_pool_starting_above_min_scales_down_with_no_work_at_all(make):
     assert d.core.next_wakeup() is None, "idle at min: the timer stops"
 
 
+def test_pool_starting_below_min_wants_min_with_no_work(make):
+    """A server pool before any worker connects: capacity 0, min 2 - desired is 2 (the metric
+    KEDA reads), also when the scaler leaves capacity alone (ExternalScaler)."""
+    d = make([scaled_pool(min=2, max=10, initial=0)])
+    assert d.core.next_wakeup() == sec(1.0)
+    run = Run(d, apply=False).until(30)
+    assert run.scales == [(1.0, 2)]
+    assert run.desired[max(run.desired)] == 2 and run.capacity[max(run.capacity)] == 0
+    assert d.core.next_wakeup() is None, "nothing to do until work or a worker comes"
+
+
 def test_pool_starting_at_min_arms_nothing(make):
     d = make([scaled_pool(min=2, max=10)])
     assert d.core.next_wakeup() is None

@@ -56,6 +56,10 @@ retry = {max_attempts = 2, initial_backoff_s = 0.1, max_backoff_s = 0.5}
 [[pools]]
 name = "drain"
 
+[[pools]]
+name = "floor"
+min = 2
+
 [[resources]]
 name = "sem"
 kind = "semaphore"

@@ -354,6 +354,17 @@ async def test_snapshot_and_list_workers(api_server: ServerProc, client: Client)
     assert {p.name: p for p in snap.pools}["work"].capacity == 0
 
 
+async def test_idle_pool_desires_its_min_before_any_worker(client: Client) -> None:
+    """SPEC §10/§17.9: min bounds the desired capacity exported to scalers (KEDA reads it) -
+    also for a pool nobody has submitted to and no worker serves yet."""
+
+    async def floor() -> bool:
+        p = {p.name: p for p in (await client.snapshot()).pools}["floor"]
+        return p.desired == 2 and p.capacity == 0
+
+    await wait_for(floor)
+
+
 async def _no_worker(client: Client, wid: int) -> bool:
     return all(w.id != wid for w in await client.list_workers())
 

@@ -22,7 +22,7 @@ pool default).  Everything else is recomputed exactly with that s.
 Invariants (``autoscale``):
 
 * evaluations happen exactly every ``interval`` while the pool is not idle: armed at start when
-  the pool starts above ``min``, else by the first arrival or capacity change; re-armed after
+  the pool starts off ``min``, else by the first arrival or capacity change; re-armed after
   each evaluation unless idle (nothing pending or running, capacity at ``min``, λ < 0.01);
   never early, never late, never when disarmed;
 * each evaluation's desired capacity equals the shadow's; ``Scale(pool, desired)`` is emitted
@@ -140,7 +140,7 @@ class AutoscaleShadow:
         core = self.sh.core
         for i, ps in self.pools.items():
             ps.reset(now)
-            if core.pools[i].capacity > ps.lo:  # starts above its floor: evaluated from the start
+            if core.pools[i].capacity != ps.lo:  # starts off its floor: evaluated from the start
                 ps.arm(now)
         self.learned = {}
         self.recorders = {}

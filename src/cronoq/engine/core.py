@@ -300,10 +300,11 @@ class Core:
         self._u_window = to_ns(uc.window)
         self._u_overdue_rate = uc.overdue_rate / NS
         self._u_overdue_cap = uc.overdue_cap
-        # a pool that starts above its floor is evaluated from the start (SPEC §10: every
-        # interval), so it scales down with no work at all; one at its floor waits for work
+        # a pool that starts off its floor is evaluated from the start (SPEC §10: every
+        # interval): above min it scales down with no work at all, below min (a server pool
+        # before workers connect) its desired capacity is min at once; one at min waits for work
         for pool in self.pools:
-            if pool.scaler is not None and pool.capacity > pool.scaler.lo:
+            if pool.scaler is not None and pool.capacity != pool.scaler.lo:
                 self._arm_scale(pool, now)
 
     # ------------------------------------------------------------------ shell interface
