@@ -126,6 +126,8 @@ def step(d, name, run_s=1.0):
         # 7 fields: trailing year
         ("0 0 12 1 1 * 2027", (2025, 1, 3), [u(2027, 1, 1, 12), None]),
         ("0 0 0 1 1 ? 2026-2027", (2025, 1, 3), [u(2026, 1, 1), u(2027, 1, 1), None]),
+        # decades ahead, up to croniter's last year (the search used to give up after 50 years)
+        ("0 0 12 * * ? 2099", (2026, 11, 29), [u(2099, 1, 1, 12), u(2099, 1, 2, 12)]),
         # names
         (
             "0 9 * JAN MON-FRI",

@@ -105,7 +105,8 @@ class CronSchedule:
 
         start = _dt.datetime.fromtimestamp(unix_s, self._tz)
         try:
-            it = croniter(self._expr, start, second_at_beginning=True, max_years_between_matches=50)
+            # (the year field reaches 2099: look that far; an impossible date still fails fast)
+            it = croniter(self._expr, start, second_at_beginning=True, max_years_between_matches=130)
             nxt = it.get_next(_dt.datetime)
         except Exception:  # no further match (e.g. 30 February, or a year range that ended)
             return None
