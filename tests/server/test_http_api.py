@@ -249,8 +249,17 @@ async def test_payload_base64_and_all_task_fields() -> None:
         ({"after": [0]}, "after[0]"),
         ({"after": [""]}, "after[0]"),
         ({"after": [None]}, "after[0]"),
+        ({"after": ""}, "after"),
+        ({"after": 0}, "after"),
+        ({"after": True}, "after"),
+        ({"after": {"key": "k"}}, "after"),
+        ({"after": 1.5}, "after"),
         ({"resources": {"db": 0}}, "resources.db"),
-        ({"tags": {"a": 1}}, "tags.a"),
+        ({"tags": {"a": {"b": "c"}}}, "tags.a"),
+        ({"tags": {"a": [1]}}, "tags.a"),
+        ({"tags": {"a": None}}, "tags.a"),
+        ({"labels": {"zone": {}}}, "labels.zone"),
+        ({"labels": {"zone": ["a"]}}, "labels.zone"),
         ({"labels": []}, "labels"),
         ({"on_miss": "later"}, "on_miss"),
         ({"key": "k" * 300}, "key"),
@@ -282,18 +291,45 @@ async def test_bad_bodies() -> None:
             r = await c.post("/v1/tasks", content=content, headers=h)
             assert err(r) == (400, "invalid_argument"), (content[:20], r.text)
             assert needle in r.json()["error"]
-        # wrong content type → 415 with a clear message; */*+json and a charset are fine
+        # the body is JSON whatever its content type: a form body that is not JSON is a 400
         r = await c.post(
             "/v1/tasks", content=b"a=1", headers={"content-type": "application/x-www-form-urlencoded"}
         )
-        assert err(r) == (415, "invalid_argument")
-        assert "application/json" in r.json()["error"]
-        r = await c.post(
-            "/v1/tasks", content=b"{}", headers={"content-type": "application/json; charset=utf-8"}
-        )
-        assert r.status_code == 200
-        r = await c.post("/v1/tasks", content=b"{}", headers={"content-type": "application/merge-patch+json"})
-        assert r.status_code == 200
+        assert err(r) == (400, "invalid_argument")
+        assert "not valid JSON" in r.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        None,  # no header at all (raw clients)
+        "",
+        "application/json",
+        "application/json; charset=utf-8",
+        "application/merge-patch+json",
+        "application/x-www-form-urlencoded",  # urllib's default with data=, curl -d without -H
+        "text/plain",
+        "text/plain;charset=UTF-8",
+        "multipart/form-data; boundary=x",
+        "application/octet-stream",
+        "nonsense",
+    ],
+)
+async def test_any_content_type_is_parsed_as_json(content_type: str | None) -> None:
+    """No Content-Type is required (SPEC §17.6/§17.9 list no 415): every body is parsed as JSON."""
+    async with serve() as (_app, c):
+        headers = {} if content_type is None else {"content-type": content_type}
+        body = json.dumps({"key": "ct", "payload": {"n": 1}, "tags": {"via": "form"}}).encode()
+        r = await c.post("/v1/tasks", content=body, headers=headers)
+        assert r.status_code == 200, r.text
+        assert r.json()["duplicate"] is False
+        assert (await c.get("/v1/tasks/ct")).json()["key"] == "ct"
+        r = await c.post("/v1/tasks:batch", content=b'{"tasks": [{"key": "ct2"}]}', headers=headers)
+        assert r.status_code == 200, r.text
+        r = await c.put("/v1/recurring/ct-sched", content=b'{"cron": "0 0 1 1 *"}', headers=headers)
+        assert r.status_code == 200, r.text
+        r = await c.post("/v1/tasks", content=b"not json", headers=headers)
+        assert err(r) == (400, "invalid_argument")
 
 
 async def test_body_too_large_413_content_length_and_chunked() -> None:
@@ -942,6 +978,165 @@ async def test_host_check() -> None:
         c,
     ):
         assert (await c.get("/v1/tasks")).status_code == 200
+
+
+CROSS_SITE: list[dict[str, str]] = [
+    {"origin": "http://evil.example"},
+    {"origin": "http://evil.example:7071"},
+    {"origin": "http://127.0.0.1:8080"},  # another port of the same host: another origin
+    {"origin": "http://localhost:7071"},  # another host name than the one addressed
+    {"origin": "https://127.0.0.1"},  # https: default port 443
+    {"origin": "null"},  # sandboxed iframes, file: pages, redirects
+    {"origin": "NULL"},
+    {"origin": "garbage"},
+    {"sec-fetch-site": "cross-site"},
+    {"sec-fetch-site": "same-site"},
+    {"sec-fetch-site": "cross-site", "origin": "http://127.0.0.1:7071"},
+]
+SAME_ORIGIN: list[dict[str, str]] = [
+    {},  # no Origin: curl, urllib, httpx, our own client
+    {"origin": "http://127.0.0.1:7071"},
+    {"origin": "HTTP://127.0.0.1:7071"},
+    {"origin": "http://127.0.0.1:7071", "sec-fetch-site": "same-origin"},
+    {"sec-fetch-site": "same-origin"},
+    {"sec-fetch-site": "none"},  # typed into the address bar / a bookmark
+]
+
+
+async def test_cross_site_state_changes_refused_without_auth() -> None:
+    """Without tokens, POST/PUT/DELETE/PATCH that a browser marks as cross-site → 403
+    permission_denied (a web page could otherwise drive the loopback API); everything else works."""
+    async with serve() as (_app, c):
+        tid = (await c.post("/v1/tasks", json={"key": "victim", "pool": "other", "start_in_s": 3600})).json()[
+            "id"
+        ]
+        await c.put("/v1/recurring/keep", json={"cron": "0 0 1 1 *"})
+        for headers in CROSS_SITE:
+            for method, path, body in [
+                ("POST", "/v1/tasks", b'{"key": "x"}'),
+                ("POST", "/v1/tasks:batch", b'{"tasks": [{"key": "x"}]}'),
+                ("POST", f"/v1/tasks/{tid}/cancel", b""),
+                ("POST", "/v1/tasks/victim/cancel", b""),
+                ("PUT", "/v1/recurring/evil", b'{"cron": "* * * * *"}'),
+                ("DELETE", "/v1/recurring/keep", b""),
+                ("PATCH", "/v1/tasks/victim", b"{}"),
+            ]:
+                r = await c.request(
+                    method, path, content=body, headers={**headers, "content-type": "text/plain"}
+                )
+                assert err(r) == (403, "permission_denied"), (headers, method, path, r.text)
+                assert "cross-site" in r.json()["error"]
+            # reads are never refused (and SSE is a GET)
+            assert (await c.get("/v1/tasks/victim", headers=headers)).status_code == 200, headers
+            assert (await c.get("/v1/tasks", headers=headers)).status_code == 200, headers
+            assert (await c.get("/healthz", headers=headers)).status_code == 200, headers
+            assert (await c.get("/readyz", headers=headers)).status_code == 200, headers
+        # nothing happened
+        assert (await c.get("/v1/tasks/victim")).json()["status"] == "scheduled"
+        assert (await c.get("/v1/tasks/x")).status_code == 404
+        assert (await c.get("/v1/recurring/keep")).status_code == 200
+        assert (await c.get("/v1/recurring/evil")).status_code == 404
+        # no Origin and same-origin requests work (the dashboard posts from its own origin)
+        for i, headers in enumerate(SAME_ORIGIN):
+            r = await c.post("/v1/tasks", json={"key": f"ok-{i}"}, headers=headers)
+            assert r.status_code == 200, (headers, r.text)
+            r = await c.put("/v1/recurring/ok", json={"cron": "0 0 1 1 *"}, headers=headers)
+            assert r.status_code == 200, (headers, r.text)
+            r = await c.delete("/v1/recurring/ok", headers=headers)
+            assert r.status_code == 200, (headers, r.text)
+        r = await c.post("/v1/tasks/victim/cancel", headers={"origin": "http://127.0.0.1:7071"})
+        assert r.json() == {"cancelled": True}
+    # the origin is compared with the Host the request was addressed to (default ports filled in)
+    for host, origin in [
+        ("localhost:7071", "http://localhost:7071"),
+        ("localhost", "http://localhost"),
+        ("localhost", "http://localhost:80"),
+        ("[::1]:7071", "http://[::1]:7071"),
+        ("LocalHost:7071", "http://localhost:7071"),
+    ]:
+        async with serve(host=host) as (_app, c):
+            r = await c.post("/v1/tasks", json={}, headers={"origin": origin})
+            assert r.status_code == 200, (host, origin, r.text)
+            r = await c.post("/v1/tasks", json={}, headers={"origin": "http://evil.example"})
+            assert err(r) == (403, "permission_denied"), host
+
+
+async def test_cross_site_not_checked_with_auth() -> None:
+    """With tokens the bearer token (never added by a browser on its own) is the protection."""
+    async with serve(TOKENS, host="cronoq.example.com") as (_app, c):
+        for headers in CROSS_SITE:
+            r = await c.post("/v1/tasks", json={}, headers={**headers, **bearer(CLIENT)})
+            assert r.status_code == 200, (headers, r.text)
+            assert err(await c.post("/v1/tasks", json={}, headers=headers)) == (401, "unauthenticated")
+
+
+def test_cross_site_reason_unit() -> None:
+    reason = http_api.cross_site_reason
+    h = {"host": "127.0.0.1:7071"}
+    assert reason("GET", "http", {**h, "origin": "http://evil.example"}) is None
+    assert reason("OPTIONS", "http", {**h, "sec-fetch-site": "cross-site"}) is None
+    assert reason("post", "http", {**h, "origin": "http://evil.example"}) is not None
+    assert reason("POST", "http", h) is None
+    assert reason("POST", "https", {"host": "cronoq.example", "origin": "https://cronoq.example"}) is None
+    assert reason("POST", "https", {"host": "cronoq.example:443", "origin": "https://cronoq.example"}) is None
+    assert reason("POST", "http", {"host": "cronoq.example", "origin": "https://cronoq.example"}) is not None
+    assert reason("POST", "http", {"origin": "http://127.0.0.1:7071"}) is not None  # no Host to compare
+    assert reason("POST", "http", {**h, "origin": "http://127.0.0.1:99999"}) is not None
+    assert reason("POST", "http", {**h, "origin": "chrome-extension://abc"}) is not None
+
+
+async def test_after_accepts_one_id_or_key() -> None:
+    """``after`` is a list of ids or keys, or one id or key (as in-process ``after=ref``)."""
+    async with serve() as (app, c):
+        pid = (await c.post("/v1/tasks", json={"key": "parent", "pool": "other"})).json()["id"]
+        for i, after in enumerate(["parent", int(pid), pid, [pid], ["parent"]]):
+            r = await c.post("/v1/tasks", json={"key": f"child-{i}", "after": after})
+            assert r.status_code == 200, (after, r.text)
+            assert (await c.get(f"/v1/tasks/child-{i}")).json()["status"] == "blocked", after
+        r = await c.post("/v1/tasks", json={"after": "no-such-parent"})
+        assert err(r) == (404, "unknown_dependency")
+        r = await c.post("/v1/tasks:batch", json={"tasks": [{"key": "b1"}, {"key": "b2", "after": "b1"}]})
+        assert r.status_code == 200, r.text
+        # the single ref is a success edge like a list member: children run once the parent did
+        w = FakeWorker(app, pool="other")
+        r = await c.get("/v1/tasks/parent/result", params={"timeout": 5})
+        assert r.json()["status"] == "succeeded"
+        await w.close()
+        for i in range(5):
+            assert (await c.get(f"/v1/tasks/child-{i}")).json()["status"] == "ready"
+
+
+async def test_tags_and_labels_scalars_are_stringified() -> None:
+    """Tag and label values: numbers and booleans become their Python ``str()`` (as in-process,
+    SPEC §2); strings stay as they are."""
+    async with serve() as (app, c):
+        body = {
+            "key": "tagged",
+            "tags": {"n": 1, "f": 1.5, "b": True, "no": False, "s": "x", "big": 12345678901234567890},
+            "labels": {"gpu": True, "zone": 2},
+        }
+        r = await c.post("/v1/tasks", json=body)
+        assert r.status_code == 200, r.text
+        # a worker without those labels gets nothing; one with the stringified labels runs it
+        plain = FakeWorker(app, slots=1)
+        labelled = FakeWorker(app, labels={"gpu": "True", "zone": "2"})
+        lease = await labelled.wait_lease(timeout=5)
+        assert lease.tags == {
+            "n": "1",
+            "f": "1.5",
+            "b": "True",
+            "no": "False",
+            "s": "x",
+            "big": "12345678901234567890",
+        }
+        assert plain.leases == []
+        await plain.close()
+        await labelled.close()
+        # the same task in-process: the same strings
+        from cronoq.runtime.task import make_options
+
+        opts = make_options(tags=body["tags"], labels=body["labels"])  # type: ignore[arg-type]
+        assert opts.tags == lease.tags and opts.labels == {"gpu": "True", "zone": "2"}
 
 
 async def test_metrics_only_app() -> None:

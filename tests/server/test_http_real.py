@@ -6,6 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -175,5 +179,63 @@ async def test_real_process_smoke(tmp_path: Path) -> None:
             assert (await c.get("/v1/snapshot")).json()["totals"]["cancelled"] == 1
             r = await c.get("/v1/tasks", headers={"host": "evil.example"})
             assert r.status_code == 403
+    finally:
+        assert sp.terminate() == 0, sp.log()
+
+
+def _urlopen(url: str, data: bytes | None = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """urllib as a test written with the standard library would use it: ``data=`` without a
+    content type (urllib then sends ``application/x-www-form-urlencoded``)."""
+    req = urllib.request.Request(url, data=data, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+async def test_real_process_urllib_and_curl_bodies_and_cross_site(tmp_path: Path) -> None:
+    """A real ``cronoq serve``: bodies are JSON whatever their content type (urllib's and
+    ``curl -d``'s form default included); without auth a browser's cross-site POST is 403."""
+    try:
+        from .procs import start_server
+    except ImportError:  # pragma: no cover - the runner's test helpers are not there
+        pytest.skip("tests/server/procs.py is not available")
+    sp = start_server(tmp_path, '[[pools]]\nname = "default"\n\n[[pools]]\nname = "idle"\n', name="http-ct")
+    try:
+        base = f"http://{sp.http}"
+
+        def scenario() -> None:
+            status, body = _urlopen(f"{base}/v1/tasks", b'{"key": "u1", "pool": "idle", "after": []}')
+            assert status == 200, body
+            tid = body["id"]
+            assert isinstance(tid, str)
+            status, body = _urlopen(f"{base}/v1/tasks", b'{"key": "u2", "pool": "idle", "after": "u1"}')
+            assert status == 200, body
+            status, body = _urlopen(f"{base}/v1/tasks/u2")
+            assert status == 200 and body["status"] == "blocked", body
+            status, body = _urlopen(f"{base}/v1/tasks", b"key=u3")
+            assert status == 400 and body["code"] == "invalid_argument", body
+            # a web page's "simple" cross-site POST (form body, foreign Origin) is refused ...
+            evil = {"Origin": "http://evil.example", "Content-Type": "text/plain"}
+            status, body = _urlopen(f"{base}/v1/tasks/{tid}/cancel", b"", evil)
+            assert status == 403 and body["code"] == "permission_denied", body
+            status, body = _urlopen(f"{base}/v1/tasks/u1", None, {"Origin": "http://evil.example"})
+            assert status == 200 and body["status"] == "ready", body
+            # ... the same page's own origin, and programs without an Origin, are not
+            own = {"Origin": base}
+            status, body = _urlopen(f"{base}/v1/tasks/{tid}/cancel", b"", own)
+            assert (status, body) == (200, {"cancelled": True})
+            if shutil.which("curl"):
+                out = subprocess.run(
+                    ["curl", "-s", "-d", '{"key": "c1", "tags": {"n": 1}}', f"{base}/v1/tasks"],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                    check=True,
+                )
+                assert json.loads(out.stdout)["duplicate"] is False, out.stdout
+
+        await asyncio.to_thread(scenario)
     finally:
         assert sp.terminate() == 0, sp.log()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
+from typing import Any
 
 import grpc
 import pytest
@@ -172,6 +174,59 @@ async def test_wait_deadline_exceeded(client: Client, raw: Raw) -> None:
     req2 = pb.SubmitRequest(task=pb.TaskSpec(pool="idle"), wait=True, wait_timeout_s=0.2)
     assert await code_of(raw.tasks.Submit(req2)) == grpc.StatusCode.DEADLINE_EXCEEDED
     await client.cancel(sub.id)
+
+
+async def test_negative_or_non_finite_durations_are_invalid_argument_and_create_nothing(
+    client: Client, raw: Raw
+) -> None:
+    """Wait.timeout_s, Submit.wait_timeout_s and every TaskSpec/RetryPolicy duration: negative,
+    NaN or infinite → INVALID_ARGUMENT before anything is created (as HTTP's 400)."""
+    inv = grpc.StatusCode.INVALID_ARGUMENT
+    bad_values = (-1.0, -1e-9, math.nan, math.inf, -math.inf)
+    sub = await client.submit(pool="idle", key=f"neg-wait-{time.time_ns()}")
+    for v in bad_values:
+        code, msg = await status_of(raw.tasks.Wait(pb.WaitRequest(task=pb.TaskRef(id=sub.id), timeout_s=v)))
+        assert code == inv and "timeout_s" in msg, (v, code, msg)
+    # a zero timeout is fine: the wait ends at once
+    req = pb.WaitRequest(task=pb.TaskRef(id=sub.id), timeout_s=0.0)
+    assert await code_of(raw.tasks.Wait(req)) == grpc.StatusCode.DEADLINE_EXCEEDED
+    await client.cancel(sub.id)
+
+    def created(key: str) -> Any:
+        return code_of(raw.tasks.Get(pb.GetRequest(task=pb.TaskRef(key=key))))
+
+    n = 0
+    for v in bad_values:
+        for wait in (True, False):
+            n += 1
+            key = f"neg-submit-{time.time_ns()}-{n}"
+            req2 = pb.SubmitRequest(task=pb.TaskSpec(pool="idle", key=key), wait=wait, wait_timeout_s=v)
+            code, msg = await status_of(raw.tasks.Submit(req2))
+            assert code == inv and "wait_timeout_s" in msg, (v, wait, code, msg)
+            assert await created(key) == grpc.StatusCode.NOT_FOUND, (v, wait)
+        for field in ("deadline_in_s", "start_in_s", "tolerance_s", "duration_hint_s", "timeout_s"):
+            n += 1
+            key = f"neg-spec-{time.time_ns()}-{n}"
+            spec = pb.TaskSpec(pool="idle", key=key)
+            setattr(spec, field, v)
+            code, msg = await status_of(raw.tasks.Submit(pb.SubmitRequest(task=spec)))
+            assert code == inv and field in msg, (field, v, code, msg)
+            assert await created(key) == grpc.StatusCode.NOT_FOUND, (field, v)
+            batch = pb.SubmitBatchRequest(tasks=[pb.TaskSpec(pool="idle", key=key + "-ok"), spec])
+            assert await code_of(raw.tasks.SubmitBatch(batch)) == inv, (field, v)
+            assert await created(key + "-ok") == grpc.StatusCode.NOT_FOUND, (field, v)
+            req3 = pb.RecurringRequest(name=key, cron="* * * * *", template=pb.TaskSpec(pool="idle"))
+            setattr(req3.template, field, v)
+            assert await code_of(raw.admin.AddRecurring(req3)) == inv, (field, v)
+        for field in ("initial_backoff_s", "multiplier", "max_backoff_s"):
+            n += 1
+            key = f"neg-retry-{time.time_ns()}-{n}"
+            spec = pb.TaskSpec(pool="idle", key=key)
+            setattr(spec.retry, field, v)
+            assert await code_of(raw.tasks.Submit(pb.SubmitRequest(task=spec))) == inv, (field, v)
+            assert await created(key) == grpc.StatusCode.NOT_FOUND, (field, v)
+    names = {r.name for r in await client.list_recurring()}
+    assert not any(name.startswith("neg-") for name in names)
 
 
 async def test_watch_filters_and_initial_metadata(api_server: ServerProc, client: Client) -> None:

@@ -326,13 +326,18 @@ class ServerApp:
         return ok
 
     async def wait(self, principal: Principal | None, ref: int | str, timeout: float | None) -> TaskState:
-        """Wait until the task is terminal; ``deadline_exceeded`` after ``timeout`` s."""
+        """Wait until the task is terminal; ``deadline_exceeded`` after ``timeout`` s (finite,
+        >= 0: else ``invalid_argument``)."""
         sched = self.require_leader()
+        try:
+            timeout = convert.wait_timeout("timeout_s", timeout)
+        except convert.InvalidArgument as e:
+            raise ApiError("invalid_argument", str(e)) from None
         t = self.get(principal, ref)
         if t.status >= FIRST_TERMINAL:
             return t
         limit = self.limits.max_wait_s
-        timeout = limit if timeout is None else min(max(0.0, timeout), limit)
+        timeout = limit if timeout is None else min(timeout, limit)
         h = sched._handle_for(t.id, False)
         try:
             await asyncio.wait_for(asyncio.shield(h._fut), timeout)

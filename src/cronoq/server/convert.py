@@ -88,6 +88,14 @@ def _seconds(name: str, v: float) -> float:
     return v
 
 
+def wait_timeout(name: str, v: float | None) -> float | None:
+    """A wait timeout (``Wait.timeout_s``, ``Submit.wait_timeout_s``): None, or finite and
+    >= 0 (:class:`InvalidArgument` otherwise, as HTTP's ``?timeout=`` is a 400)."""
+    if v is None:
+        return None
+    return _seconds(name, v)
+
+
 def _check_len(name: str, value: str, limit: int) -> None:
     if len(value) > limit:
         raise InvalidArgument(f"{name} is longer than {limit} characters")

@@ -154,6 +154,17 @@ def _ref(r: pb.TaskRef) -> int | str:
     raise ApiError("invalid_argument", "task reference must be an id >= 1 or a non-empty key", "invalid")
 
 
+def _wait_timeout(request: Any, name: str) -> float | None:
+    """An optional wait timeout field: None when unset; negative, NaN or infinite →
+    INVALID_ARGUMENT (as HTTP's ``?timeout=``)."""
+    if not request.HasField(name):
+        return None
+    try:
+        return convert.wait_timeout(name, getattr(request, name))
+    except convert.InvalidArgument as e:
+        raise ApiError("invalid_argument", str(e)) from None
+
+
 def _pools_filter(app: ServerApp, principal: Principal | None, requested: Any) -> list[str]:
     """A ListTasks/Watch pool filter: unknown pool → NOT_FOUND, another token's → PERMISSION_DENIED."""
     for p in requested:
@@ -190,10 +201,10 @@ class TasksServicer(pb_grpc.TasksServicer):
         app = self.app
         try:
             principal = _principal(app, context)
+            timeout = _wait_timeout(request, "wait_timeout_s")  # (checked before anything is created)
             tid, dup = await app.submit(principal, request.task)
             resp = pb.SubmitResponse(id=tid, duplicate=dup)
             if request.wait:
-                timeout = request.wait_timeout_s if request.HasField("wait_timeout_s") else None
                 t = await app.wait(principal, tid, timeout)
                 resp.result.CopyFrom(convert.task_result(t))
             return resp
@@ -259,7 +270,7 @@ class TasksServicer(pb_grpc.TasksServicer):
         app = self.app
         try:
             principal = _principal(app, context)
-            timeout = request.timeout_s if request.HasField("timeout_s") else None
+            timeout = _wait_timeout(request, "timeout_s")
             t = await app.wait(principal, _ref(request.task), timeout)
             return convert.task_result(t)
         except Exception as e:

@@ -13,21 +13,32 @@ the auth errors become ``{"error": message, "code": code}`` with the HTTP status
 Request handling, in order:
 
 1. :class:`_Guard` (pure ASGI, before routing): the loopback ``Host`` check when it applies
-   (no auth on a loopback listener: DNS-rebinding protection) and the concurrency limits
-   (``limits.max_concurrent_requests``; ``/v1/events`` streams count against
-   ``limits.max_concurrent_streams``) → 403 / 429.  ``/healthz`` and ``/readyz`` are exempt.
+   (no auth on a loopback listener: DNS-rebinding protection), the cross-site check (below)
+   and the concurrency limits (``limits.max_concurrent_requests``; ``/v1/events`` streams
+   count against ``limits.max_concurrent_streams``) → 403 / 429.  ``/healthz`` and
+   ``/readyz`` are exempt.
 2. The handler authenticates the bearer token and checks the route's role *before the body is
    read* → 401 / 403.
-3. A body is read only as JSON (``application/json`` or ``*/*+json``; another content type →
-   415), at most ``limits.max_http_body_bytes`` (checked against ``Content-Length`` and while
-   reading, so chunked bodies are bounded too → 413) and within ``limits.request_timeout_s``
-   (→ 408).  Invalid JSON or a body that is not an object → 400.
+3. A body is parsed as JSON whatever its ``Content-Type`` (none is required: ``curl -d`` and
+   ``urllib`` send form types), at most ``limits.max_http_body_bytes`` (checked against
+   ``Content-Length`` and while reading, so chunked bodies are bounded too → 413) and within
+   ``limits.request_timeout_s`` (→ 408).  Invalid JSON or a body that is not an object → 400.
 4. Task fields are converted into a protobuf ``TaskSpec`` (:func:`task_spec_from_json`) so the
    gRPC validation and limits (``convert.submit_args``) apply unchanged.
 
 Responses render protobuf messages with their proto field names (:func:`message_json`): ids
 as strings, enums as lower-case names without their prefix (``"succeeded"``, ``"high"``),
 unset optional fields (times) as ``null``, other 64-bit integers as JSON numbers.
+
+Cross-site requests (ours): without auth nothing but the network guards the API, and a web
+page may make a browser send "simple" cross-site POSTs (form or text bodies, no preflight).  So
+when no token is configured, a state-changing request (POST, PUT, DELETE, PATCH) that the
+browser marks as cross-site is refused with 403 ``permission_denied``: an ``Origin`` whose
+host:port differs from the ``Host`` header (``Origin: null`` included), or ``Sec-Fetch-Site:
+cross-site`` / ``same-site``.  Requests without ``Origin`` (curl, urllib, httpx, programs) and
+same-origin ones (the dashboard at ``/``) pass; GET (and so ``/v1/events``), ``/healthz`` and
+``/readyz`` are never checked.  With auth on, the bearer token (which a browser never adds on
+its own) is the protection.
 
 Task references: in ``/v1/tasks/{ref}[/result|/cancel]`` a segment of decimal digits is an id,
 anything else a URL-encoded key (``/`` as ``%2F``); ``?key=`` names the task by key whatever
@@ -57,7 +68,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any, Final
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -66,12 +77,15 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from cronoq.client import json_shapes
+from cronoq.client.json_shapes import message_json
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES, SUCCEEDED, TaskState
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server import convert
 from cronoq.server import metrics as metrics_mod
 from cronoq.server.app import ApiError, ServerApp, event_filter
 from cronoq.server.auth import Action, AuthError, Principal, restrict_pools
+from cronoq.server.config import split_host_port
 from cronoq.server.dashboard import dashboard_routes
 from cronoq.server.sse import EventHub, Subscriber
 from cronoq.server.workers import Blob
@@ -95,9 +109,6 @@ SSE_KEEPALIVE_S: Final = 15.0
 #: after handing events to the event streams, the fan-out lets the next ones gather this long,
 #: so they go out together (one wake-up and one send per stream instead of one per event)
 SSE_FLUSH_S: Final = 0.05
-
-#: 64-bit integer fields rendered as JSON strings (ids; SPEC §17.6).
-ID_FIELDS: Final = frozenset({"id", "next_after", "last_task_id", "task_id", "worker_id"})
 
 PRIORITY_FROM_JSON: Final = {"critical": 1, "high": 2, "normal": 3, "low": 4}
 MISS_FROM_JSON: Final = {"run_late": 1, "skip": 2, "fail": 3}
@@ -215,105 +226,22 @@ def _from_exception(e: BaseException) -> HttpError:
 # rendering (protobuf message → JSON with proto field names)
 
 
-def _enum_name(fd: Any, value: int) -> str | int | None:
-    ev = fd.enum_type.values_by_number.get(value)
-    if ev is None:
-        return value
-    if value == 0:
-        return None
-    zero = fd.enum_type.values_by_number.get(0)
-    prefix = (
-        zero.name[: -len("UNSPECIFIED")] if zero is not None and zero.name.endswith("UNSPECIFIED") else ""
-    )
-    name: str = ev.name
-    if prefix and name.startswith(prefix):
-        name = name[len(prefix) :]
-    return name.lower()
-
-
-_INT64_TYPES = frozenset(
-    {
-        pb.TaskInfo.DESCRIPTOR.fields_by_name["id"].TYPE_INT64,
-        pb.TaskInfo.DESCRIPTOR.fields_by_name["id"].TYPE_UINT64,
-        pb.TaskInfo.DESCRIPTOR.fields_by_name["id"].TYPE_SINT64,
-        pb.TaskInfo.DESCRIPTOR.fields_by_name["id"].TYPE_FIXED64,
-        pb.TaskInfo.DESCRIPTOR.fields_by_name["id"].TYPE_SFIXED64,
-    }
-)
-
-
-def _scalar(fd: Any, value: Any) -> Any:
-    t = fd.type
-    if t == fd.TYPE_ENUM:
-        return _enum_name(fd, value)
-    if t == fd.TYPE_BYTES:
-        return base64.b64encode(value).decode("ascii")
-    if t in (fd.TYPE_DOUBLE, fd.TYPE_FLOAT):
-        return float(value) if math.isfinite(value) else None
-    if t in _INT64_TYPES and fd.name in ID_FIELDS:
-        return str(value)
-    return value
-
-
-def message_json(msg: Any) -> dict[str, Any]:
-    """A protobuf message as JSON-ready data (see the module docstring for the conventions)."""
-    out: dict[str, Any] = {}
-    for fd in msg.DESCRIPTOR.fields:
-        name = fd.name
-        value = getattr(msg, name)
-        mt = fd.message_type
-        if mt is not None and mt.GetOptions().map_entry:
-            vfd = mt.fields_by_name["value"]
-            if vfd.message_type is not None:
-                out[name] = {k: message_json(v) for k, v in value.items()}
-            else:
-                out[name] = {k: _scalar(vfd, v) for k, v in value.items()}
-        elif fd.is_repeated:
-            if mt is not None:
-                out[name] = [message_json(v) for v in value]
-            else:
-                out[name] = [_scalar(fd, v) for v in value]
-        elif mt is not None:
-            out[name] = message_json(value) if msg.HasField(name) else None
-        elif fd.has_presence and not msg.HasField(name):
-            out[name] = None
-        else:
-            out[name] = _scalar(fd, value)
-    return out
-
-
-def _is_json_bytes(data: bytes) -> tuple[bool, Any]:
-    if not data:
-        return False, None
-    try:
-        return True, json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        return False, None
-
-
 def result_json(t: TaskState) -> dict[str, Any]:
     """``{id, status, output?, output_base64?, content_type, message, output_available}``."""
-    out: dict[str, Any] = {"id": str(t.id), "status": STATUS_NAMES[t.status]}
-    content_type = ""
-    available = False
-    if t.status == SUCCEEDED and isinstance(t.output, Blob):
-        available = True
-        content_type = t.output.content_type
-        ok, value = _is_json_bytes(t.output.data)
-        if ok:
-            out["output"] = value
-        else:
-            out["output_base64"] = base64.b64encode(t.output.data).decode("ascii")
-    out["content_type"] = content_type
-    out["message"] = t.message or ""
-    out["output_available"] = available
-    return out
+    available = t.status == SUCCEEDED and isinstance(t.output, Blob)
+    out = t.output if available else None
+    assert out is None or isinstance(out, Blob)
+    return json_shapes.result_json(
+        t.id,
+        STATUS_NAMES[t.status],
+        output=None if out is None else out.data,
+        content_type="" if out is None else out.content_type,
+        message=t.message or "",
+    )
 
 
 def event_json(ev: Any) -> dict[str, Any]:
-    out = message_json(convert.status_event(ev))
-    out["at"] = ev.at
-    return out
+    return json_shapes.event_json(convert.status_event(ev), ev.at)
 
 
 def recurring_json(app: ServerApp, info: Any) -> dict[str, Any]:
@@ -413,11 +341,19 @@ def _object(v: Any, where: str) -> dict[str, Any]:
 
 
 def _str_map(v: Any, where: str) -> dict[str, str]:
+    """``tags`` / ``labels``: string values; numbers and booleans are stringified with ``str()``
+    as in-process (SPEC §2: ``True`` → ``"True"``, ``1`` → ``"1"``); null, arrays and objects
+    are refused."""
     obj = _object(v, where)
+    out: dict[str, str] = {}
     for k, val in obj.items():
-        if not isinstance(val, str):
-            raise _invalid(f"{where}.{k} must be a string (got {_type(val)})")
-    return obj
+        if isinstance(val, str):
+            out[k] = val
+        elif isinstance(val, (bool, int, float)):
+            out[k] = str(val)
+        else:
+            raise _invalid(f"{where}.{k} must be a string, number or boolean (got {_type(val)})")
+    return out
 
 
 def _choice(v: Any, where: str, options: dict[str, int]) -> int:
@@ -534,12 +470,16 @@ def task_spec_from_json(obj: Any, where: str = "") -> pb.TaskSpec:
                     raise _invalid(f"{dw} must be an object with a target (and an optional cond)")
                 else:
                     deps.append(pb.Dep(target=_dep_target(d, dw), cond=1))  # type: ignore[arg-type]
-        if obj.get("after") is not None:
-            if not isinstance(obj["after"], list):
+        after = obj.get("after")
+        if isinstance(after, (str, int)) and not isinstance(after, bool):
+            # one id or key, as in-process `after=ref` (SPEC §2)
+            deps.append(pb.Dep(target=_dep_target(after, w("after")), cond=1))  # type: ignore[arg-type]
+        elif after is not None:
+            if not isinstance(after, list):
                 raise _invalid(
-                    f"{w('after')} must be an array of task ids or keys (got {_type(obj['after'])})"
+                    f"{w('after')} must be a task id or key or an array of them (got {_type(after)})"
                 )
-            for i, a in enumerate(obj["after"]):
+            for i, a in enumerate(after):
                 deps.append(pb.Dep(target=_dep_target(a, w(f"after[{i}]")), cond=1))  # type: ignore[arg-type]
         if deps:
             spec.deps.extend(deps)
@@ -606,15 +546,67 @@ def _q_list(request: Request, name: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _is_json_type(content_type: str) -> bool:
-    mt = content_type.split(";", 1)[0].strip().lower()
-    return mt == "application/json" or (mt.startswith("application/") and mt.endswith("+json"))
-
-
 # ---------------------------------------------------------------------------------------------
-# the guard (Host check, concurrency limits) — pure ASGI, before routing
+# the guard (Host check, cross-site check, concurrency limits) — pure ASGI, before routing
 
 EXEMPT_PATHS: Final = frozenset({"/healthz", "/readyz"})
+#: methods that change state: refused cross-site when auth is off (see the module docstring)
+UNSAFE_METHODS: Final = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
+def _authority(host: str | None, port: int | str | None, scheme: str) -> tuple[str, int] | None:
+    """``(host, port)`` normalized for comparison (lower case, no brackets or trailing dot,
+    the scheme's default port filled in); None when it cannot be made sense of."""
+    if not host:
+        return None
+    h = host.strip().lower().strip("[]")
+    if h.endswith(".") and len(h) > 1:
+        h = h[:-1]
+    if port is None or port == "":
+        p = _DEFAULT_PORTS.get(scheme.lower())
+        if p is None:
+            return None
+    else:
+        if isinstance(port, str) and not (port.isascii() and port.isdigit()):
+            return None
+        p = int(port)
+    return h, p
+
+
+def cross_site_reason(method: str, scheme: str, headers: Mapping[str, str]) -> str | None:
+    """Why a state-changing request is cross-site as a browser marks it, else None.
+
+    ``headers`` maps lower-case names to values (``origin``, ``sec-fetch-site``, ``host``).
+    """
+    if method.upper() not in UNSAFE_METHODS:
+        return None
+    site = headers.get("sec-fetch-site", "").strip().lower()
+    if site in ("cross-site", "same-site"):
+        return f"the browser marked it Sec-Fetch-Site: {site}"
+    origin = headers.get("origin")
+    if origin is None:
+        return None  # not a browser's cross-origin request (curl, urllib, httpx, our client)
+    o = origin.strip()
+    if o.lower() == "null":
+        return "it comes from an opaque origin (Origin: null)"
+    try:
+        u = urlsplit(o)
+        theirs = _authority(u.hostname, u.port, u.scheme) if u.scheme and u.netloc else None
+    except ValueError:
+        theirs = None
+    host = headers.get("host")
+    ours = None
+    if host:
+        try:
+            h, p = split_host_port(host.strip())
+        except ValueError:
+            pass
+        else:
+            ours = _authority(h, p, scheme)
+    if theirs is None or ours is None or theirs != ours:
+        return f"its Origin {origin!r} is not this server's (Host {host!r})"
+    return None
 
 
 class _Guard:
@@ -633,16 +625,30 @@ class _Guard:
         if path in EXEMPT_PATHS:
             await self.inner(scope, receive, send)
             return
-        if self.listen_addr is not None:
-            host = None
+        auth = self.api.app.auth
+        method: str = scope.get("method", "GET")
+        cross_site = not auth.auth_enabled and method.upper() in UNSAFE_METHODS
+        if self.listen_addr is not None or cross_site:
+            headers: dict[str, str] = {}
             for k, v in scope.get("headers") or ():
-                if k == b"host":
-                    host = v.decode("latin-1")
-                    break
-            try:
-                self.api.app.auth.check_http_host(self.listen_addr, host)
-            except AuthError as e:
-                await error_response(e.http_status, e.message, e.code)(scope, receive, send)
+                if k in (b"host", b"origin", b"sec-fetch-site") and k.decode("latin-1") not in headers:
+                    headers[k.decode("latin-1")] = v.decode("latin-1")
+            if self.listen_addr is not None:
+                try:
+                    auth.check_http_host(self.listen_addr, headers.get("host"))
+                except AuthError as e:
+                    await error_response(e.http_status, e.message, e.code)(scope, receive, send)
+                    return
+            reason = cross_site_reason(method, scope.get("scheme", "http"), headers) if cross_site else None
+            if reason is not None:
+                await error_response(
+                    403,
+                    f"cross-site request refused: {reason}. Without auth this server accepts "
+                    f"{', '.join(sorted(UNSAFE_METHODS))} requests only from its own origin or from "
+                    "non-browser clients (no Origin header); configure [[auth.tokens]] to allow "
+                    "other origins with a bearer token",
+                    "permission_denied",
+                )(scope, receive, send)
                 return
         limits = self.api.app.limits
         stream = path == "/v1/events"
@@ -786,13 +792,7 @@ class HttpApi:
         return self.app.auth.check(request.headers.get("authorization"), action)
 
     async def read_json(self, request: Request) -> Any:
-        ct = request.headers.get("content-type")
-        if ct is not None and ct.strip() and not _is_json_type(ct):
-            raise HttpError(
-                415,
-                f"unsupported content type {ct!r}: send the body as JSON (content-type: application/json)",
-                "invalid_argument",
-            )
+        # (whatever the content type: none is required; see the module docstring)
         limits = self.app.limits
         limit = limits.max_http_body_bytes
         cl = request.headers.get("content-length")

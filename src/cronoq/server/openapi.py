@@ -2,7 +2,7 @@
 
 Response schemas of the messages rendered from protobuf (``TaskInfo``, ``SnapshotResponse``,
 ``WorkerInfo``, ``RecurringInfo``, ``StatusEvent``) are derived from the message descriptors
-with the rendering rules of :func:`cronoq.server.http_api.message_json` (ids as strings, enums
+with the rendering rules of :func:`cronoq.client.json_shapes.message_json` (ids as strings, enums
 as lower-case names, unset optional fields null), so they cannot drift from the wire contract;
 the request schemas (task fields, recurring schedules) are written out here.
 """
@@ -113,7 +113,12 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
             },
         ]
     }
-    str_map = {"type": "object", "additionalProperties": {"type": "string"}}
+    #: tags/labels in requests: numbers and booleans are stringified (as in-process, SPEC §2)
+    str_map_in = {
+        "type": "object",
+        "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]},
+        "description": "string values; numbers and booleans are stringified with Python's str()",
+    }
     out: dict[str, Any] = {
         "Error": {
             "type": "object",
@@ -177,13 +182,20 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
                 "duration_hint_s": seconds,
                 "retry": _ref("RetryPolicy"),
                 "deps": {"type": "array", "items": _ref("Dep")},
-                "after": {"type": "array", "items": task_target, "description": "ids or keys (on_success)"},
+                "after": {
+                    "oneOf": [
+                        {"type": "array", "items": task_target},
+                        {"type": "integer", "minimum": 1, "format": "int64"},
+                        {"type": "string", "minLength": 1},
+                    ],
+                    "description": "ids or keys (on_success): an array, or one id or key",
+                },
                 "resources": {
                     "type": "object",
                     "additionalProperties": {"type": "integer", "minimum": 1, "maximum": 4294967295},
                 },
-                "tags": str_map,
-                "labels": str_map,
+                "tags": str_map_in,
+                "labels": str_map_in,
                 "tenant": {"type": "string"},
                 "payload": {"description": "any JSON value", "nullable": True},
                 "payload_base64": {"type": "string", "format": "byte"},
@@ -294,13 +306,13 @@ def _error_responses(*codes: int) -> dict[str, Any]:
         400: "bad input: invalid JSON, body not an object, invalid, cycle, duplicate_key_in_batch, "
         "resource_exceeds_capacity, unknown_resource",
         401: "missing or bad token",
-        403: "wrong role, pool or tenant; or a non-loopback Host without auth",
+        403: "wrong role, pool or tenant; without auth: a non-loopback Host, or a state-changing "
+        "request a browser marks as cross-site (foreign or null Origin, Sec-Fetch-Site cross-site/same-site)",
         404: "unknown task, pool or dependency",
         405: "method not allowed",
         408: "request body not received in time",
         409: "reservation_conflict",
         413: "body larger than limits.max_http_body_bytes",
-        415: "the body is not JSON",
         429: "overloaded / full / too many concurrent requests",
         503: "standby (not the leader) or shutting down",
         504: "wait timed out",
@@ -376,7 +388,7 @@ def openapi_document(app: ServerApp | None = None) -> dict[str, Any]:
             "post": _op(
                 "Submit a task",
                 _ok("SubmitResponse"),
-                (400, 404, 408, 409, 413, 415, 504, *_COMMON),
+                (400, 404, 408, 409, 413, 504, *_COMMON),
                 params=[
                     _q("wait", {"type": "boolean"}, "answer once the task is terminal"),
                     _q("timeout", {"type": "number", "minimum": 0}, "bound on the wait, seconds"),
@@ -404,7 +416,7 @@ def openapi_document(app: ServerApp | None = None) -> dict[str, Any]:
             "post": _op(
                 "Submit tasks atomically",
                 _ok("SubmitBatchResponse"),
-                (400, 404, 408, 409, 413, 415, *_COMMON),
+                (400, 404, 408, 409, 413, *_COMMON),
                 body="SubmitBatchRequest",
             )
         },
@@ -457,7 +469,7 @@ def openapi_document(app: ServerApp | None = None) -> dict[str, Any]:
             "put": _op(
                 "Create or replace a recurring schedule",
                 _ok("RecurringInfo"),
-                (400, 404, 408, 413, 415, *_COMMON),
+                (400, 404, 408, 413, *_COMMON),
                 params=[name_param],
                 body="RecurringRequest",
                 tags=("admin",),
@@ -513,7 +525,9 @@ def openapi_document(app: ServerApp | None = None) -> dict[str, Any]:
     max_body = app.limits.max_http_body_bytes if app is not None else None
     info_desc = (
         "HTTP/JSON API of `cronoq serve` (SPEC §17.6). Ids are decimal strings; errors are "
-        '`{"error", "code"}`. Auth: `authorization: Bearer <token>` once any token is configured.'
+        '`{"error", "code"}`. Auth: `authorization: Bearer <token>` once any token is configured. '
+        "Request bodies are parsed as JSON whatever their Content-Type. Without auth, state-changing "
+        "requests (POST, PUT, DELETE, PATCH) that a browser marks as cross-site are refused (403)."
     )
     if max_body is not None:
         info_desc += f" Bodies are limited to {max_body} bytes."
