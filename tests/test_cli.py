@@ -7,12 +7,14 @@ code (0 ok, 1 error, 2 usage, 3 not found, 4 timeout, 5 task did not succeed).
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,14 +191,15 @@ def test_submit_fields_get_and_wait_by_key(srv: ServerProc, worker: Path) -> Non
         "2",
     )
     tid = out["id"]
-    assert isinstance(tid, int) and out["duplicate"] is False
+    assert isinstance(tid, str) and tid.isdigit() and out["duplicate"] is False  # ids are strings
     res = ok_json(srv, "wait", key, "--timeout", "30")
     assert res == {
         "id": tid,
         "status": "succeeded",
+        "output": {"echo": [1, 2], "attempt": 1},
+        "content_type": "application/json",
         "message": "",
         "output_available": True,
-        "output": {"echo": [1, 2], "attempt": 1},
     }
     info = ok_json(srv, "get", key)
     assert info["id"] == tid and info["key"] == key and info["priority"] == "high"
@@ -240,6 +243,87 @@ def test_payload_file(srv: ServerProc, worker: Path, tmp_path: Path) -> None:
     assert r.returncode == 2 and "not both" in r.stderr
 
 
+def _http_get(srv: ServerProc, path: str) -> object:
+    with urllib.request.urlopen(f"http://{srv.http}{path}", timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def test_json_output_has_the_http_api_shapes(srv: ServerProc, worker: Path, tmp_path: Path) -> None:
+    """SPEC §17.9 "Ids are strings in all JSON": `--json` prints what the HTTP API returns."""
+    key = f"cli-shape-{time.time_ns()}"
+    err = tmp_path / "watch.err"
+    with open(err, "w") as ef:
+        watch = _popen(
+            ["watch", "--key", key, "--all-transitions", "--limit", "4", "--json"],
+            srv,
+            stdout=subprocess.PIPE,
+            stderr=ef,
+        )
+    try:
+        _wait_line(err, "cronoq watch: live", watch)
+        sub = ok_json(srv, "submit", '{"n": 7}', "--key", key, "--tag", "a=b")
+        assert set(sub) == {"id", "duplicate"} and isinstance(sub["id"], str)
+        tid = sub["id"]
+        waited = ok_json(srv, "wait", key, "--timeout", "30")
+        assert waited == _http_get(srv, f"/v1/tasks/{tid}/result")
+        assert waited["output"] == {"echo": {"n": 7}, "attempt": 1}
+        assert waited["content_type"] == "application/json"
+        info = ok_json(srv, "get", key)
+        assert info == _http_get(srv, f"/v1/tasks/{key}")  # TaskInfo proto names, id a string
+        assert info["id"] == tid and info["status"] == "succeeded" and info["priority"] == "normal"
+        assert isinstance(info["created_unix_ns"], int) and "created_at" not in info
+        both = ok_json(srv, "submit", "[1]", "--key", key, "--wait")
+        assert both == {"id": tid, "duplicate": True, "result": waited}
+        out, _ = watch.communicate(timeout=30)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+    events = [json.loads(line) for line in out.splitlines()]
+    assert [e["status"] for e in events] == ["blocked", "ready", "running", "succeeded"]
+    for e in events:  # the /v1/events data: StatusEvent proto names plus `at`
+        assert set(e) == {"id", "pool", "key", "status", "attempt", "at_unix_ns", "message", "at"}, e
+        assert e["id"] == tid and e["key"] == key and isinstance(e["at_unix_ns"], int)
+        assert e["at"] == pytest.approx(e["at_unix_ns"] / 1e9)
+    snap = ok_json(srv, "top", "--once")
+    http_snap = _http_get(srv, "/v1/snapshot")
+    assert isinstance(http_snap, dict) and set(snap) == set(http_snap)
+    assert set(snap["pools"][0]) == set(http_snap["pools"][0])  # type: ignore[index]
+
+
+def test_client_commands_need_no_server_packages(srv: ServerProc, worker: Path) -> None:
+    """The client commands run with the `client` extra only: nothing of the server is imported."""
+    blocked = ("starlette", "uvicorn", "prometheus_client", "cronoq.server")
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {blocked!r} or name.startswith('cronoq.server'):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from cronoq.cli import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    key = f"cli-noserver-{time.time_ns()}"
+    for args in (
+        ["submit", "[1]", "--key", key, "--wait", "--json"],
+        ["get", key, "--json"],
+        ["wait", key, "--json"],
+        ["cancel", key, "--json"],
+        ["top", "--once", "--json"],
+    ):
+        r = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            cwd=ROOT,
+            env=_env(srv),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0, (args, r.stdout, r.stderr)
+        json.loads(r.stdout)
+
+
 def test_failed_task_exit_code_5(srv: ServerProc, worker: Path) -> None:
     r = cli(srv, "submit", '{"fail": true}', "--wait")
     assert r.returncode == 5, (r.stdout, r.stderr)
@@ -256,7 +340,7 @@ def test_cancel(srv: ServerProc) -> None:
     r = cli(srv, "cancel", tid)
     assert r.returncode == 0 and f"cancelled task {tid}" in r.stdout
     assert ok_json(srv, "get", tid)["status"] == "cancelled"
-    assert ok_json(srv, "cancel", tid) == {"ref": int(tid), "cancelled": False}
+    assert ok_json(srv, "cancel", tid) == {"cancelled": False}  # as POST /v1/tasks/{ref}/cancel
     r = cli(srv, "cancel", tid)
     assert r.returncode == 0 and "already finished" in r.stdout
     r = cli(srv, "wait", tid)
@@ -417,7 +501,11 @@ def test_worker_sync_handler_and_graceful_stop(srv: ServerProc, tmp_path: Path) 
         text = _wait_line(log, "cronoq worker: registered", proc)
         assert "pool=sync slots=2" in text
         out = ok_json(srv, "submit", "abc", "--pool", "sync", "--wait", "--wait-timeout", "30")
-        assert out["result"]["output"] == "sync:abc"  # type: ignore[index]
+        result = out["result"]
+        assert isinstance(result, dict)
+        # text output: as the HTTP result object, base64 (only JSON bytes go in "output")
+        assert result["output_base64"] == base64.b64encode(b"sync:abc").decode()
+        assert result["content_type"] == "text/plain; charset=utf-8" and "output" not in result
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(30)

@@ -14,7 +14,12 @@ Shared conventions:
 * errors are reported with :func:`fail` (a clear one-line message on stderr, non-zero exit);
   usage errors are click's (exit 2); the exit codes are :data:`EXIT_CODES` (``cronoq --help``);
 * human output goes through :data:`console` (rich); ``--json`` output is plain ``json.dumps``
-  on stdout (task ids as integers; ``watch --json`` and ``top --json`` write one object a line);
+  on stdout in the shapes of the HTTP/JSON API (SPEC §17.6, §17.9; the ``to_json()`` of the
+  client's types, :mod:`cronoq.client.json_shapes`): ids as strings, proto field names —
+  ``submit`` like ``POST /v1/tasks``, ``get`` like ``GET /v1/tasks/{ref}``, ``wait`` like
+  ``GET /v1/tasks/{ref}/result``, ``cancel`` like ``POST /v1/tasks/{ref}/cancel``, ``watch``
+  like the ``/v1/events`` data, ``top`` like ``GET /v1/snapshot`` (``watch --json`` and
+  ``top --json`` write one object a line);
 * client subcommands take ``--server`` (env ``CRONOQ_SERVER``, default ``127.0.0.1:7070``),
   ``--token`` (env ``CRONOQ_TOKEN``) and ``--tls``: see :func:`client_options`; they are also
   accepted before the subcommand (``cronoq --token T get 1``; :class:`GroupOptions`);
@@ -29,7 +34,6 @@ Shared conventions:
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import dataclasses
 import datetime as _dt
@@ -56,7 +60,7 @@ from rich.markup import escape
 if TYPE_CHECKING:  # pragma: no cover
     from rich.table import Table
 
-    from cronoq.client import Client, Event, Lease, Result, Snapshot, TaskInfo
+    from cronoq.client import Client, Event, Lease, Result, Snapshot
 
 __all__ = ["EXIT_CODES", "cli", "client_options", "console", "err_console", "fail", "main"]
 
@@ -264,22 +268,6 @@ def _dump(obj: Any) -> None:
     sys.stdout.flush()
 
 
-def _result_json(r: Result) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": r.id,
-        "status": r.status,
-        "message": r.message,
-        "output_available": r.output_available,
-    }
-    value = r.value() if r.output_available else None
-    if isinstance(value, bytes):
-        out["output"] = None
-        out["output_base64"] = base64.b64encode(value).decode("ascii")
-    else:
-        out["output"] = value
-    return out
-
-
 def _print_result(r: Result) -> None:
     line = f"task {r.id} {_status_text(r.status)}"
     if r.message:
@@ -296,10 +284,6 @@ def _print_result(r: Result) -> None:
         console.print(value, markup=False, highlight=False)
     else:
         console.print_json(data=value)
-
-
-def _task_json(info: TaskInfo) -> dict[str, Any]:
-    return dataclasses.asdict(info)
 
 
 def _run(main: Coroutine[Any, Any, T], server: str = "", *, interrupt_ok: bool = False) -> T:
@@ -790,7 +774,7 @@ def submit(
             sub = await client.submit(value, call_timeout=CALL_TIMEOUT, **fields)
             if not wait:
                 if as_json:
-                    _dump({"id": sub.id, "duplicate": sub.duplicate})
+                    _dump(sub.to_json())
                 else:
                     dup = " (duplicate: a task with this key exists)" if sub.duplicate else ""
                     console.print(f"submitted task {sub.id}{dup}", highlight=False)
@@ -800,7 +784,7 @@ def submit(
                 err_console.print(f"submitted task {sub.id}{dup}; waiting...", highlight=False)
             result = await client.wait(sub.id, timeout=wait_timeout)
             if as_json:
-                _dump({"id": sub.id, "duplicate": sub.duplicate, "result": _result_json(result)})
+                _dump(dataclasses.replace(sub, result=result).to_json())
             else:
                 _print_result(result)
             return EXIT_OK if result.ok else EXIT_TASK_FAILED
@@ -820,7 +804,7 @@ def get(ref: int | str, server: str, token: str | None, tls: bool, as_json: bool
         async with _client(server, token, tls) as client:
             info = await client.get(ref, call_timeout=CALL_TIMEOUT)
         if as_json:
-            _dump(_task_json(info))
+            _dump(info.to_json())
             return
         from rich.table import Table
 
@@ -866,7 +850,7 @@ def wait_cmd(
         async with _client(server, token, tls) as client:
             result = await client.wait(ref, timeout=timeout)
         if as_json:
-            _dump(_result_json(result))
+            _dump(result.to_json())
         else:
             _print_result(result)
         return EXIT_OK if result.ok else EXIT_TASK_FAILED
@@ -886,7 +870,7 @@ def cancel(ref: int | str, server: str, token: str | None, tls: bool, as_json: b
         async with _client(server, token, tls) as client:
             cancelled = await client.cancel(ref, call_timeout=CALL_TIMEOUT)
         if as_json:
-            _dump({"ref": ref, "cancelled": cancelled})
+            _dump({"cancelled": cancelled})
         elif cancelled:
             console.print(f"cancelled task {ref}", highlight=False)
         else:
@@ -897,10 +881,6 @@ def cancel(ref: int | str, server: str, token: str | None, tls: bool, as_json: b
 
 # ---------------------------------------------------------------------------------------------
 # watch
-
-
-def _event_json(ev: Event) -> dict[str, Any]:
-    return dataclasses.asdict(ev)
 
 
 def _print_event(ev: Event) -> None:
@@ -966,7 +946,7 @@ def watch(
                     _note("cronoq watch: live")
                     async for ev in events:
                         if as_json:
-                            _dump(_event_json(ev))
+                            _dump(ev.to_json())
                         else:
                             _print_event(ev)
                             sys.stdout.flush()
@@ -985,10 +965,6 @@ def watch(
 
 # ---------------------------------------------------------------------------------------------
 # top
-
-
-def _snapshot_json(snap: Snapshot) -> dict[str, Any]:
-    return dataclasses.asdict(snap)
 
 
 def snapshot_table(snap: Snapshot, *, title: str | None = None, caption: str | None = None) -> Table:
@@ -1058,10 +1034,10 @@ def top(server: str, token: str | None, tls: bool, interval: float, once: bool, 
         async with _client(server, token, tls) as client:
             snap = await client.snapshot(call_timeout=CALL_TIMEOUT)
             if as_json:
-                _dump(_snapshot_json(snap))
+                _dump(snap.to_json())
                 while not once:
                     await asyncio.sleep(interval)
-                    _dump(_snapshot_json(await client.snapshot(call_timeout=CALL_TIMEOUT)))
+                    _dump((await client.snapshot(call_timeout=CALL_TIMEOUT)).to_json())
                 return
 
             def frame(s: Snapshot, note: str = "") -> Table:

@@ -2,6 +2,11 @@
 
 Statuses, priorities and overlap policies are lower-case names; instants are Unix seconds
 (floats, None when unset); ids are ints.  Each type has ``from_wire(message)``.
+
+``to_json()`` (on :class:`Result`, :class:`Submitted`, :class:`TaskInfo`, :class:`Event`,
+:class:`Snapshot`) gives the shape the server's HTTP/JSON API uses for the same thing (SPEC
+§17.6, §17.9: proto field names, ids as strings; :mod:`cronoq.client.json_shapes`), built from
+the wire message the value was read from (kept aside by ``from_wire``; not a dataclass field).
 """
 
 from __future__ import annotations
@@ -11,7 +16,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cronoq.client.encoding import overlap_from_wire, priority_from_wire, status_from_wire
+from cronoq.client import json_shapes
+from cronoq.client.encoding import (
+    overlap_from_wire,
+    priority_from_wire,
+    priority_to_wire,
+    status_from_wire,
+    status_to_wire,
+)
 from cronoq.errors import TaskFailed
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 
@@ -41,6 +53,20 @@ def _opt_s(msg: Any, name: str) -> float | None:
     return _ns_to_s(getattr(msg, name)) if msg.HasField(name) else None
 
 
+def _s_to_ns(s: float) -> int:
+    return round(s * 1e9)
+
+
+def _keep_wire(obj: Any, msg: Any) -> None:
+    """Keep the wire message beside a frozen dataclass (for ``to_json``; not a field, so it
+    takes no part in equality, ``repr`` or ``dataclasses.asdict``)."""
+    object.__setattr__(obj, "_wire", msg)
+
+
+def _wire_of(obj: Any) -> Any:
+    return obj.__dict__.get("_wire")
+
+
 @dataclass(frozen=True)
 class Result:
     """Outcome of a terminal task (wire ``TaskResult``).
@@ -65,6 +91,20 @@ class Result:
             output=msg.output if msg.HasField("output") else b"",
             message=msg.message,
             output_available=msg.output_available or msg.HasField("output"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The HTTP API's result object ``{id, status, output?, output_base64?, content_type,
+        message, output_available}``: ``output`` when the output bytes are JSON, else
+        ``output_base64``.  The wire result carries no content type, so ``content_type`` is
+        the one a cronoq worker gives such bytes (:func:`~cronoq.client.json_shapes.guess_content_type`)."""
+        data = self.output if self.output_available else None
+        return json_shapes.result_json(
+            self.id,
+            self.status,
+            output=data,
+            content_type="" if data is None else json_shapes.guess_content_type(data),
+            message=self.message,
         )
 
     @property
@@ -115,6 +155,13 @@ class Submitted:
         result = Result.from_wire(msg.result) if msg.HasField("result") else None
         return cls(id=msg.id, duplicate=msg.duplicate, result=result)
 
+    def to_json(self) -> dict[str, Any]:
+        """The HTTP API's submit answer ``{id, duplicate, result?}``."""
+        out: dict[str, Any] = {"id": str(self.id), "duplicate": self.duplicate}
+        if self.result is not None:
+            out["result"] = self.result.to_json()
+        return out
+
 
 @dataclass(frozen=True)
 class TaskInfo:
@@ -138,7 +185,7 @@ class TaskInfo:
 
     @classmethod
     def from_wire(cls, msg: pb.TaskInfo) -> TaskInfo:
-        return cls(
+        info = cls(
             id=msg.id,
             status=status_from_wire(msg.status),
             pool=msg.pool,
@@ -154,6 +201,40 @@ class TaskInfo:
             tenant=msg.tenant or None,
             priority=priority_from_wire(msg.priority),
         )
+        _keep_wire(info, msg)
+        return info
+
+    def to_wire(self) -> pb.TaskInfo:
+        """The wire ``TaskInfo`` (the one read, when this came from the server)."""
+        msg = _wire_of(self)
+        if msg is not None:
+            return msg
+        msg = pb.TaskInfo(
+            id=self.id,
+            status=status_to_wire(self.status),  # type: ignore[arg-type]
+            pool=self.pool,
+            key=self.key or "",
+            kind=self.kind,
+            attempt=self.attempt,
+            max_attempts=self.max_attempts,
+            message=self.message,
+            output_available=self.output_available,
+            tenant=self.tenant or "",
+            priority=priority_to_wire(self.priority),  # type: ignore[arg-type]
+        )
+        for name, at in (
+            ("created_unix_ns", self.created_at),
+            ("started_unix_ns", self.started_at),
+            ("finished_unix_ns", self.finished_at),
+        ):
+            if at is not None:
+                setattr(msg, name, _s_to_ns(at))
+        return msg
+
+    def to_json(self) -> dict[str, Any]:
+        """The HTTP API's ``GET /v1/tasks/{ref}`` object (``TaskInfo`` proto names, id as a
+        string, lower-case status and priority, unset times null)."""
+        return json_shapes.message_json(self.to_wire())
 
     @property
     def terminal(self) -> bool:
@@ -198,7 +279,7 @@ class Event:
 
     @classmethod
     def from_wire(cls, msg: pb.StatusEvent) -> Event:
-        return cls(
+        ev = cls(
             id=msg.id,
             pool=msg.pool,
             key=msg.key or None,
@@ -207,6 +288,28 @@ class Event:
             at=_ns_to_s(msg.at_unix_ns),
             message=msg.message,
         )
+        _keep_wire(ev, msg)
+        return ev
+
+    def to_wire(self) -> pb.StatusEvent:
+        """The wire ``StatusEvent`` (the one read, when this came from the server)."""
+        msg = _wire_of(self)
+        if msg is not None:
+            return msg
+        return pb.StatusEvent(
+            id=self.id,
+            pool=self.pool,
+            key=self.key or "",
+            status=status_to_wire(self.status),  # type: ignore[arg-type]
+            attempt=self.attempt,
+            at_unix_ns=_s_to_ns(self.at),
+            message=self.message,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The event as ``/v1/events`` sends it: the ``StatusEvent`` fields (id as a string,
+        lower-case status) plus ``at`` in Unix seconds."""
+        return json_shapes.event_json(self.to_wire(), self.at)
 
     @property
     def terminal(self) -> bool:
@@ -295,7 +398,7 @@ class Snapshot:
     @classmethod
     def from_wire(cls, msg: pb.SnapshotResponse) -> Snapshot:
         totals = {f.name: getattr(msg.totals, f.name) for f in pb.Totals.DESCRIPTOR.fields}
-        return cls(
+        snap = cls(
             pools=[PoolSnapshot.from_wire(p) for p in msg.pools],
             live_tasks=msg.live_tasks,
             running=msg.running,
@@ -304,6 +407,55 @@ class Snapshot:
             workers_connected=msg.workers_connected,
             unavailable_shards=list(msg.unavailable_shards),
         )
+        _keep_wire(snap, msg)
+        return snap
+
+    def to_wire(self) -> pb.SnapshotResponse:
+        """The wire ``SnapshotResponse`` (the one read, when this came from the server)."""
+        msg = _wire_of(self)
+        if msg is not None:
+            return msg
+        return pb.SnapshotResponse(
+            pools=[
+                pb.PoolSnapshot(
+                    name=p.name,
+                    capacity=p.capacity,
+                    busy=p.busy,
+                    held=p.held,
+                    desired=p.desired,
+                    pending_by_class=p.pending_by_class,
+                    reservations=p.reservations,
+                    dispatched=p.dispatched,
+                    succeeded=p.succeeded,
+                    failed=p.failed,
+                    priority_adherence=p.priority_adherence,
+                    fixed_start_hit_rate=p.fixed_start_hit_rate,
+                    utilization=p.utilization,
+                    schedule_efficiency=p.schedule_efficiency,
+                    wait_p50_s=p.wait_p50,
+                    wait_p90_s=p.wait_p90,
+                    wait_p99_s=p.wait_p99,
+                    cost=p.cost,
+                    workers_connected=p.workers_connected,
+                    groups=[
+                        pb.WorkerGroup(labels=g.labels, capacity=g.capacity, busy=g.busy) for g in p.groups
+                    ],
+                )
+                for p in self.pools
+            ],
+            live_tasks=self.live_tasks,
+            running=self.running,
+            pending=self.pending,
+            totals=pb.Totals(
+                **{k: v for k, v in self.totals.items() if k in pb.Totals.DESCRIPTOR.fields_by_name}
+            ),
+            workers_connected=self.workers_connected,
+            unavailable_shards=self.unavailable_shards,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The HTTP API's ``GET /v1/snapshot`` object (``SnapshotResponse`` proto names)."""
+        return json_shapes.message_json(self.to_wire())
 
     def pool(self, name: str) -> PoolSnapshot | None:
         """The named pool's snapshot, or None."""
