@@ -465,15 +465,25 @@ def test_top_once(srv: ServerProc, worker: Path) -> None:
     assert "totals" in snap and "workers_connected" in snap
 
 
-def test_top_live_refreshes(srv: ServerProc) -> None:
-    proc = _popen(["top", "--json", "--interval", "0.2"], srv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def test_top_live_refreshes(srv: ServerProc, tmp_path: Path) -> None:
+    # output to files, not pipes: a pipe nobody reads after the third line fills up on a slow
+    # host (a snapshot line is kilobytes), and a top blocked writing to it never exits
+    out_path, err = tmp_path / "top.out", tmp_path / "top.err"
+    with open(out_path, "w") as of, open(err, "w") as ef:
+        proc = _popen(["top", "--json", "--interval", "0.2"], srv, stdout=of, stderr=ef)
     try:
-        assert proc.stdout is not None
-        lines = [proc.stdout.readline() for _ in range(3)]
-    finally:
+        deadline = time.monotonic() + 30
+        while out_path.read_text().count("\n") < 3 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
-    assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err.read_text()
+    lines = out_path.read_text().splitlines()
+    assert len(lines) >= 3
     assert all("pools" in json.loads(line) for line in lines)
 
 
