@@ -53,12 +53,19 @@ def _env(srv: ServerProc | None = None) -> dict[str, str]:
     return env
 
 
+def _default_sigint() -> None:
+    # a CI that runs the suite as a background job has SIGINT ignored, and children inherit
+    # that (Python then leaves it ignored): Ctrl-C in these tests must reach the command
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _popen(args: list[str], srv: ServerProc | None, **kw: object) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "cronoq.cli", *args],
         cwd=ROOT,
         env=_env(srv),
         text=True,
+        preexec_fn=_default_sigint,
         **kw,  # type: ignore[call-overload]
     )
 
@@ -466,8 +473,7 @@ def test_top_once(srv: ServerProc, worker: Path) -> None:
 
 
 def test_top_live_refreshes(srv: ServerProc, tmp_path: Path) -> None:
-    # output to files, not pipes: a pipe nobody reads after the third line fills up on a slow
-    # host (a snapshot line is kilobytes), and a top blocked writing to it never exits
+    # (output to files: nothing has to keep reading a pipe while the command runs)
     out_path, err = tmp_path / "top.out", tmp_path / "top.err"
     with open(out_path, "w") as of, open(err, "w") as ef:
         proc = _popen(["top", "--json", "--interval", "0.2"], srv, stdout=of, stderr=ef)
