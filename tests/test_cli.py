@@ -493,6 +493,44 @@ def test_top_live_refreshes(srv: ServerProc, tmp_path: Path) -> None:
     assert all("pools" in json.loads(line) for line in lines)
 
 
+@pytest.mark.parametrize("how", ["sigterm", "sigint-ignored-by-parent"])
+def test_live_commands_stop_cleanly_on_sigterm_and_an_inherited_ignored_sigint(
+    srv: ServerProc, tmp_path: Path, how: str
+) -> None:
+    """A supervisor's SIGTERM ends top/watch like Ctrl-C (exit 0); so does Ctrl-C in a
+    background job, which starts with SIGINT ignored (Python would keep ignoring it)."""
+    sig = signal.SIGTERM if how == "sigterm" else signal.SIGINT
+
+    def ignore_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    for args in (["top", "--json", "--interval", "0.2"], ["watch", "--json"]):
+        out_path, err = tmp_path / f"{args[0]}-{how}.out", tmp_path / f"{args[0]}-{how}.err"
+        with open(out_path, "w") as of, open(err, "w") as ef:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "cronoq.cli", *args],
+                cwd=ROOT,
+                env=_env(srv),
+                text=True,
+                stdout=of,
+                stderr=ef,
+                preexec_fn=ignore_sigint if how != "sigterm" else _default_sigint,
+            )
+        try:
+            marker, where = ("\n", out_path) if args[0] == "top" else ("cronoq watch: live", err)
+            deadline = time.monotonic() + 30
+            while marker not in where.read_text() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert proc.poll() is None, err.read_text()
+            proc.send_signal(sig)
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 0, (args, err.read_text())
+
+
 def test_worker_sync_handler_and_graceful_stop(srv: ServerProc, tmp_path: Path) -> None:
     log = tmp_path / "sync-worker.log"
     with open(log, "w") as f:

@@ -286,11 +286,47 @@ def _print_result(r: Result) -> None:
         console.print_json(data=value)
 
 
+async def _until_stopped(main: Coroutine[Any, Any, T]) -> T | None:
+    """Run a live command (``watch``, ``top``) until it ends or SIGINT/SIGTERM stops it (None).
+
+    The loop's own handlers, not Python's: a shell runs a background job with SIGINT ignored and
+    Python keeps an inherited SIG_IGN, so Ctrl-C sent to such a watch would be lost; SIGTERM (a
+    supervisor stopping it) ends it as cleanly as Ctrl-C does.
+    """
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(main)
+    stopped: list[int] = []
+
+    def stop(sig: int) -> None:
+        stopped.append(sig)
+        task.cancel()
+
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop, sig)
+            installed.append(sig)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if stopped:
+            return None
+        raise
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
 def _run(main: Coroutine[Any, Any, T], server: str = "", *, interrupt_ok: bool = False) -> T:
-    """Run a command's coroutine; client errors become a message and an exit code."""
+    """Run a command's coroutine; client errors become a message and an exit code.
+
+    ``interrupt_ok``: a live command, which Ctrl-C or SIGTERM ends normally (exit 0).
+    """
     from cronoq.client import ClientError, WaitTimeout
 
     try:
+        if interrupt_ok:
+            return asyncio.run(_until_stopped(main))  # type: ignore[return-value]
         return asyncio.run(main)
     except KeyboardInterrupt:
         sys.exit(EXIT_OK if interrupt_ok else EXIT_INTERRUPTED)
