@@ -60,12 +60,12 @@ def _default_sigint() -> None:
 
 
 def _popen(args: list[str], srv: ServerProc | None, **kw: object) -> subprocess.Popen[str]:
+    kw.setdefault("preexec_fn", _default_sigint)
     return subprocess.Popen(
         [sys.executable, "-m", "cronoq.cli", *args],
         cwd=ROOT,
         env=_env(srv),
         text=True,
-        preexec_fn=_default_sigint,
         **kw,  # type: ignore[call-overload]
     )
 
@@ -504,18 +504,11 @@ def test_live_commands_stop_cleanly_on_sigterm_and_an_inherited_ignored_sigint(
     def ignore_sigint() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
+    child_setup = _default_sigint if how == "sigterm" else ignore_sigint
     for args in (["top", "--json", "--interval", "0.2"], ["watch", "--json"]):
         out_path, err = tmp_path / f"{args[0]}-{how}.out", tmp_path / f"{args[0]}-{how}.err"
         with open(out_path, "w") as of, open(err, "w") as ef:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "cronoq.cli", *args],
-                cwd=ROOT,
-                env=_env(srv),
-                text=True,
-                stdout=of,
-                stderr=ef,
-                preexec_fn=ignore_sigint if how != "sigterm" else _default_sigint,
-            )
+            proc = _popen(args, srv, stdout=of, stderr=ef, preexec_fn=child_setup)
         try:
             marker, where = ("\n", out_path) if args[0] == "top" else ("cronoq watch: live", err)
             deadline = time.monotonic() + 30

@@ -432,3 +432,15 @@ def test_import_cronoq_does_not_import_grpc() -> None:
 def test_json_default_compact_roundtrip() -> None:
     data, ctype = encode_payload({"a": 1, "b": [True, None]})
     assert json.loads(data) == {"a": 1, "b": [True, None]} and b" " not in data and ctype == CONTENT_TYPE_JSON
+
+
+def test_to_json_renders_the_wire_message_read_and_refuses_a_hand_made_value() -> None:
+    msg = pb.TaskInfo(id=7, status=pb.TASK_STATUS_RUNNING, pool="p", created_unix_ns=1_500_000_000_123)
+    out = TaskInfo.from_wire(msg).to_json()
+    assert out["id"] == "7" and out["status"] == "running" and out["pool"] == "p"
+    assert int(out["created_unix_ns"]) == 1_500_000_000_123  # exact, not through float seconds
+    wire = pb.StatusEvent(id=3, pool="p", status=pb.TASK_STATUS_SUCCEEDED, at_unix_ns=2_000_000_000)
+    ev = Event.from_wire(wire)
+    assert ev.to_json()["id"] == "3" and ev.to_json()["at"] == 2.0
+    with pytest.raises(ValueError, match="read from the server"):
+        Event(id=1, pool="p", key=None, status="ready", attempt=0, at=1.0, message="").to_json()

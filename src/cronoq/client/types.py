@@ -20,9 +20,7 @@ from cronoq.client import json_shapes
 from cronoq.client.encoding import (
     overlap_from_wire,
     priority_from_wire,
-    priority_to_wire,
     status_from_wire,
-    status_to_wire,
 )
 from cronoq.errors import TaskFailed
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
@@ -53,10 +51,6 @@ def _opt_s(msg: Any, name: str) -> float | None:
     return _ns_to_s(getattr(msg, name)) if msg.HasField(name) else None
 
 
-def _s_to_ns(s: float) -> int:
-    return round(s * 1e9)
-
-
 def _keep_wire(obj: Any, msg: Any) -> None:
     """Keep the wire message beside a frozen dataclass (for ``to_json``; not a field, so it
     takes no part in equality, ``repr`` or ``dataclasses.asdict``)."""
@@ -64,7 +58,12 @@ def _keep_wire(obj: Any, msg: Any) -> None:
 
 
 def _wire_of(obj: Any) -> Any:
-    return obj.__dict__.get("_wire")
+    """The wire message ``obj`` was read from (``to_json`` renders it, so the JSON is exactly
+    the server's); a value made by hand has none."""
+    msg = obj.__dict__.get("_wire")
+    if msg is None:
+        raise ValueError(f"{type(obj).__name__}.to_json() needs a value read from the server")
+    return msg
 
 
 @dataclass(frozen=True)
@@ -204,37 +203,10 @@ class TaskInfo:
         _keep_wire(info, msg)
         return info
 
-    def to_wire(self) -> pb.TaskInfo:
-        """The wire ``TaskInfo`` (the one read, when this came from the server)."""
-        msg = _wire_of(self)
-        if msg is not None:
-            return msg
-        msg = pb.TaskInfo(
-            id=self.id,
-            status=status_to_wire(self.status),  # type: ignore[arg-type]
-            pool=self.pool,
-            key=self.key or "",
-            kind=self.kind,
-            attempt=self.attempt,
-            max_attempts=self.max_attempts,
-            message=self.message,
-            output_available=self.output_available,
-            tenant=self.tenant or "",
-            priority=priority_to_wire(self.priority),  # type: ignore[arg-type]
-        )
-        for name, at in (
-            ("created_unix_ns", self.created_at),
-            ("started_unix_ns", self.started_at),
-            ("finished_unix_ns", self.finished_at),
-        ):
-            if at is not None:
-                setattr(msg, name, _s_to_ns(at))
-        return msg
-
     def to_json(self) -> dict[str, Any]:
         """The HTTP API's ``GET /v1/tasks/{ref}`` object (``TaskInfo`` proto names, id as a
         string, lower-case status and priority, unset times null)."""
-        return json_shapes.message_json(self.to_wire())
+        return json_shapes.message_json(_wire_of(self))
 
     @property
     def terminal(self) -> bool:
@@ -291,25 +263,10 @@ class Event:
         _keep_wire(ev, msg)
         return ev
 
-    def to_wire(self) -> pb.StatusEvent:
-        """The wire ``StatusEvent`` (the one read, when this came from the server)."""
-        msg = _wire_of(self)
-        if msg is not None:
-            return msg
-        return pb.StatusEvent(
-            id=self.id,
-            pool=self.pool,
-            key=self.key or "",
-            status=status_to_wire(self.status),  # type: ignore[arg-type]
-            attempt=self.attempt,
-            at_unix_ns=_s_to_ns(self.at),
-            message=self.message,
-        )
-
     def to_json(self) -> dict[str, Any]:
         """The event as ``/v1/events`` sends it: the ``StatusEvent`` fields (id as a string,
         lower-case status) plus ``at`` in Unix seconds."""
-        return json_shapes.event_json(self.to_wire(), self.at)
+        return json_shapes.event_json(_wire_of(self), self.at)
 
     @property
     def terminal(self) -> bool:
@@ -410,52 +367,9 @@ class Snapshot:
         _keep_wire(snap, msg)
         return snap
 
-    def to_wire(self) -> pb.SnapshotResponse:
-        """The wire ``SnapshotResponse`` (the one read, when this came from the server)."""
-        msg = _wire_of(self)
-        if msg is not None:
-            return msg
-        return pb.SnapshotResponse(
-            pools=[
-                pb.PoolSnapshot(
-                    name=p.name,
-                    capacity=p.capacity,
-                    busy=p.busy,
-                    held=p.held,
-                    desired=p.desired,
-                    pending_by_class=p.pending_by_class,
-                    reservations=p.reservations,
-                    dispatched=p.dispatched,
-                    succeeded=p.succeeded,
-                    failed=p.failed,
-                    priority_adherence=p.priority_adherence,
-                    fixed_start_hit_rate=p.fixed_start_hit_rate,
-                    utilization=p.utilization,
-                    schedule_efficiency=p.schedule_efficiency,
-                    wait_p50_s=p.wait_p50,
-                    wait_p90_s=p.wait_p90,
-                    wait_p99_s=p.wait_p99,
-                    cost=p.cost,
-                    workers_connected=p.workers_connected,
-                    groups=[
-                        pb.WorkerGroup(labels=g.labels, capacity=g.capacity, busy=g.busy) for g in p.groups
-                    ],
-                )
-                for p in self.pools
-            ],
-            live_tasks=self.live_tasks,
-            running=self.running,
-            pending=self.pending,
-            totals=pb.Totals(
-                **{k: v for k, v in self.totals.items() if k in pb.Totals.DESCRIPTOR.fields_by_name}
-            ),
-            workers_connected=self.workers_connected,
-            unavailable_shards=self.unavailable_shards,
-        )
-
     def to_json(self) -> dict[str, Any]:
         """The HTTP API's ``GET /v1/snapshot`` object (``SnapshotResponse`` proto names)."""
-        return json_shapes.message_json(self.to_wire())
+        return json_shapes.message_json(_wire_of(self))
 
     def pool(self, name: str) -> PoolSnapshot | None:
         """The named pool's snapshot, or None."""
