@@ -138,8 +138,14 @@ async def test_list_and_iter_tasks(fake: Any) -> None:
         page2 = await client.list_tasks(after=page.next_after, limit=3)
         assert [t.id for t in page2] == [4, 5, 6] and page2.next_after == 6
         last = await client.list_tasks(after=6, limit=3)
-        assert [t.id for t in last] == [7] and last.next_after == 0
+        assert [t.id for t in last] == [7] and last.next_after is None  # as the published client
+        assert [t.id for t in await client.list_tasks(after=last.next_after, limit=1)] == [1]
         assert [t.id async for t in client.iter_tasks(limit=2)] == [1, 2, 3, 4, 5, 6, 7]
+        # the published client's spelling of the page size
+        assert [t.id async for t in client.iter_tasks(page_size=3)] == [1, 2, 3, 4, 5, 6, 7]
+        assert [req.limit for m, req, _ in fake.requests if m == "ListTasks"][-3:] == [3, 3, 3]
+        info = await client.get(1)
+        assert info.done and info.terminal and not (await client.get(2)).done
         assert [t.id async for t in client.iter_tasks(pools=["a"], limit=2)] == [2, 4, 6]
         done = await client.list_tasks(statuses=["succeeded"])
         assert [t.id for t in done] == [1]
@@ -170,6 +176,7 @@ async def test_wait(fake: Any) -> None:
         fake.finish(sub.id, pb.TASK_STATUS_DEAD_LETTERED, message="boom")
         res = await waiter
         assert res.status == "dead_lettered" and res.message == "boom" and not res.output_available
+        assert res.output is None and res.text() == "" and res.json() is None  # no output: None
         assert fake.last("Wait")[0].timeout_s <= 5
 
 
@@ -281,6 +288,10 @@ async def test_admin_calls(fake: Any) -> None:
         pool = snap.pool("default")
         assert pool is not None and pool.desired == 3 and pool.pending_by_class == [0, 1, 2, 0]
         assert snap.totals["submitted"] == 3 and snap.workers_connected == 1
+        # totals read as a dict and, as in the published client, as attributes
+        assert snap.totals.submitted == 3 and snap.totals.succeeded == 0 and isinstance(snap.totals, dict)
+        with pytest.raises(AttributeError, match="no counter 'nope'"):
+            _ = snap.totals.nope
 
         await client.add_recurring(
             "nightly", "0 3 * * *", {"job": "x"}, tz="Europe/Paris", overlap="queue", pool="p", tolerance=2

@@ -306,7 +306,7 @@ def test_result_decoding() -> None:
     assert empty.output_available and empty.output == b"" and empty.json() is None and empty.value() is None
 
     failed = Result.from_wire(pb.TaskResult(id=7, status=pb.TASK_STATUS_FAILED, message="boom"))
-    assert not failed.ok and not failed.output_available and failed.output == b""
+    assert not failed.ok and not failed.output_available and failed.output is None and failed.text() == ""
     with pytest.raises(TaskFailed) as exc:
         failed.raise_for_status()
     assert str(exc.value) == "task 7 ended as failed: boom"
@@ -319,7 +319,7 @@ def test_submitted_from_wire() -> None:
             id=2, result=pb.TaskResult(id=2, status=pb.TASK_STATUS_CANCELLED, message="cancelled")
         )
     )
-    assert sub.result == Result(2, "cancelled", b"", "cancelled", False)
+    assert sub.result == Result(2, "cancelled", None, "cancelled", False)
 
 
 def test_taskinfo_event_and_admin_views() -> None:

@@ -124,7 +124,7 @@ async def test_lease_fields(fake: Any) -> None:
         "high",
     )
     assert lease.timeout == 12.5 and lease.deadline == 1_700_000_000.5 and lease.lease_ttl == 30.0
-    assert not lease.cancelled
+    assert not lease.cancelled and not lease.cancelled.is_set()
     assert bare.kind == "default" and bare.key is None and bare.tags == {} and bare.timeout is None
     assert (
         bare.deadline is None and bare.json() is None and bare.value() is None and bare.priority == "normal"
@@ -291,10 +291,14 @@ async def test_abort_cancels_the_handler(fake: Any) -> None:
         conn, _ = await _connect(fake, lease_ttl=0.3)
         conn.lease(1)
         await asyncio.wait_for(started.wait(), 5)
-        assert w.active == 1
+        assert w.active == 1 and w.running == 1  # (the published client's name)
+        assert w.server_protocol == w.server_protocol_version == 3 and w.connections == w.sessions == 1
         conn.send(abort=pb.Abort(lease=1, reason="attempt timed out"))
         await asyncio.wait_for(cancelled.wait(), 5)
         assert leases[0].cancelled and leases[0].cancel_reason == "attempt timed out"
+        # also an asyncio.Event, as in the published client
+        assert leases[0].cancelled.is_set()
+        await asyncio.wait_for(leases[0].cancelled.wait(), 5)
         # nothing is reported for the aborted lease: the next report is the next lease's
         conn.lease(2)
         done = await conn.recv_kind("complete")

@@ -28,15 +28,17 @@ from cronoq.client.types import (
     Submitted,
     TaskInfo,
     TaskPage,
+    Totals,
     WorkerGroup,
     WorkerInfo,
 )
-from cronoq.client.worker import PROTOCOL_VERSION, Lease, Worker
+from cronoq.client.worker import PROTOCOL_VERSION, CancelFlag, Lease, Worker
 from cronoq.engine.model import Dep, Priority, RetryPolicy
 from cronoq.errors import Permanent, Retryable, TaskFailed
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "CancelFlag",
     "CancelTask",
     "Client",
     "ClientError",
@@ -56,6 +58,7 @@ __all__ = [
     "TaskFailed",
     "TaskInfo",
     "TaskPage",
+    "Totals",
     "WaitTimeout",
     "Watch",
     "Worker",

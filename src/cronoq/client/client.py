@@ -213,16 +213,18 @@ class Client:
         self,
         pools: Iterable[str] | str | None = None,
         statuses: Iterable[object] | str | None = None,
-        after: int = 0,
+        after: int | None = 0,
         limit: int = 0,
         *,
         call_timeout: float | None = None,
     ) -> TaskPage:
         """One page of live and retained tasks in ascending id order with ids > ``after``
         (``limit`` 0 = the server default, 100). Pass ``page.next_after`` as ``after`` for the
-        next page; it is 0 when no more may follow."""
+        next page; it is None when no more may follow (``after=None`` is 0)."""
         if isinstance(statuses, str):
             statuses = [statuses]
+        if after is None:
+            after = 0
         if isinstance(after, bool) or not isinstance(after, int) or after < 0:
             raise ValueError(f"after must be a task id >= 0 (got {after!r})")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit < 2**32:
@@ -242,8 +244,13 @@ class Client:
         statuses: Iterable[object] | str | None = None,
         after: int = 0,
         limit: int = 0,
+        *,
+        page_size: int | None = None,
     ) -> AsyncIterator[TaskInfo]:
-        """Every matching task, fetching pages of ``limit`` (0 = server default) as needed."""
+        """Every matching task, fetching pages of ``limit`` (0 = server default) as needed;
+        ``page_size`` is the published client's name for ``limit``."""
+        if page_size is not None:
+            limit = page_size
         while True:
             page = await self.list_tasks(pools, statuses, after, limit)
             for info in page.tasks:

@@ -34,6 +34,7 @@ __all__ = [
     "Submitted",
     "TaskInfo",
     "TaskPage",
+    "Totals",
     "WorkerGroup",
     "WorkerInfo",
 ]
@@ -70,7 +71,7 @@ def _wire_of(obj: Any) -> Any:
 class Result:
     """Outcome of a terminal task (wire ``TaskResult``).
 
-    ``output`` is the raw output (``b""`` when none is available); ``output_available`` is True
+    ``output`` is the raw output (None when none is available); ``output_available`` is True
     exactly when the task succeeded and its output is retained. The wire carries no content
     type for outputs: :meth:`json` parses the bytes as JSON, :meth:`text` decodes UTF-8, and
     :meth:`value` gives JSON when the bytes are JSON, else text, else bytes.
@@ -78,7 +79,7 @@ class Result:
 
     id: int
     status: str
-    output: bytes = b""
+    output: bytes | None = None
     message: str = ""
     output_available: bool = False
 
@@ -87,7 +88,7 @@ class Result:
         return cls(
             id=msg.id,
             status=status_from_wire(msg.status),
-            output=msg.output if msg.HasField("output") else b"",
+            output=msg.output if msg.HasField("output") else None,
             message=msg.message,
             output_available=msg.output_available or msg.HasField("output"),
         )
@@ -116,8 +117,8 @@ class Result:
         return json.loads(self.output) if self.output else None
 
     def text(self) -> str:
-        """The output decoded as UTF-8."""
-        return self.output.decode("utf-8")
+        """The output decoded as UTF-8 (``""`` for no output)."""
+        return (self.output or b"").decode("utf-8")
 
     def value(self) -> Any:
         """JSON when the output is valid JSON, else text when it is UTF-8, else the bytes;
@@ -210,23 +211,29 @@ class TaskInfo:
 
     @property
     def terminal(self) -> bool:
+        """True once the task reached a terminal status."""
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def done(self) -> bool:
+        """The published client's name for :attr:`terminal`."""
         return self.status in TERMINAL_STATUSES
 
 
 @dataclass(frozen=True)
 class TaskPage:
     """One page of ``list_tasks``: ``next_after`` is the id to pass as ``after`` for the next
-    page, 0 when no more may follow."""
+    page, None when no more may follow (as in the published client)."""
 
     tasks: list[TaskInfo]
-    next_after: int = 0
+    next_after: int | None = None
     unavailable_shards: list[str] = field(default_factory=list)
 
     @classmethod
     def from_wire(cls, msg: pb.ListTasksResponse) -> TaskPage:
         return cls(
             tasks=[TaskInfo.from_wire(t) for t in msg.tasks],
-            next_after=msg.next_after,
+            next_after=msg.next_after or None,
             unavailable_shards=list(msg.unavailable_shards),
         )
 
@@ -270,6 +277,12 @@ class Event:
 
     @property
     def terminal(self) -> bool:
+        """True once the task reached a terminal status."""
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def done(self) -> bool:
+        """The published client's name for :attr:`terminal`."""
         return self.status in TERMINAL_STATUSES
 
 
@@ -340,6 +353,20 @@ class PoolSnapshot:
         return sum(self.pending_by_class)
 
 
+class Totals(dict[str, int]):
+    """Counters since the leader started, by name (``submitted``, ``succeeded``, ``retries``, ...):
+    a plain ``dict`` (``totals["succeeded"]``, as in-process) whose counters also read as
+    attributes (``totals.succeeded``, as in the published client)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> int:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no counter {name!r} in totals") from None
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """A server snapshot: pools in configuration order, overall counts, ``totals`` by name."""
@@ -348,13 +375,13 @@ class Snapshot:
     live_tasks: int
     running: int
     pending: int
-    totals: dict[str, int]
+    totals: Totals
     workers_connected: int
     unavailable_shards: list[str] = field(default_factory=list)
 
     @classmethod
     def from_wire(cls, msg: pb.SnapshotResponse) -> Snapshot:
-        totals = {f.name: getattr(msg.totals, f.name) for f in pb.Totals.DESCRIPTOR.fields}
+        totals = Totals({f.name: getattr(msg.totals, f.name) for f in pb.Totals.DESCRIPTOR.fields})
         snap = cls(
             pools=[PoolSnapshot.from_wire(p) for p in msg.pools],
             live_tasks=msg.live_tasks,

@@ -78,6 +78,14 @@ _CLOSE_TIMEOUT = 5.0
 Handler = Callable[["Lease"], Awaitable[object] | object]
 
 
+class CancelFlag(asyncio.Event):
+    """``Lease.cancelled``: an :class:`asyncio.Event` that is also truthy once set, so both
+    ``if lease.cancelled:`` and ``await lease.cancelled.wait()`` work."""
+
+    def __bool__(self) -> bool:
+        return self.is_set()
+
+
 class Lease:
     """One attempt of a task handed to a worker's handler.
 
@@ -89,6 +97,7 @@ class Lease:
 
     __slots__ = (
         "_abort",
+        "_cancel_flag",
         "_session",
         "_stopped",
         "attempt",
@@ -124,13 +133,28 @@ class Lease:
         self.lease_ttl: float | None = msg.lease_ttl_s if msg.HasField("lease_ttl_s") else lease_ttl
         self.cancel_reason: str = ""
         self._abort = False
+        self._cancel_flag: CancelFlag | None = None
         self._stopped = False
         self._session = session
 
     @property
-    def cancelled(self) -> bool:
-        """True once the server aborted this lease or the worker lost it."""
-        return self._abort
+    def cancelled(self) -> CancelFlag:
+        """Truthy once the server aborted this lease or the worker lost it; also an
+        :class:`asyncio.Event` (``lease.cancelled.is_set()``, ``await lease.cancelled.wait()``),
+        as in the published client."""
+        flag = self._cancel_flag
+        if flag is None:
+            flag = self._cancel_flag = CancelFlag()
+            if self._abort:
+                flag.set()
+        return flag
+
+    def _aborted(self, reason: str) -> None:
+        """The lease is gone (server abort, lost session): mark it and wake waiters."""
+        self._abort = True
+        self.cancel_reason = reason
+        if self._cancel_flag is not None:
+            self._cancel_flag.set()
 
     def json(self) -> Any:
         """The payload parsed as JSON (None for an empty payload)."""
@@ -272,6 +296,21 @@ class Worker:
     def active(self) -> int:
         """Handlers running now."""
         return len(self._session.running) if self._session is not None else 0
+
+    @property
+    def running(self) -> int:
+        """Handlers running now (the published client's name for :attr:`active`)."""
+        return self.active
+
+    @property
+    def server_protocol(self) -> int:
+        """The worker protocol version the server speaks (published client's name)."""
+        return self.server_protocol_version
+
+    @property
+    def connections(self) -> int:
+        """Sessions opened so far (published client's name for :attr:`sessions`)."""
+        return self.sessions
 
     @property
     def target(self) -> str:
@@ -501,8 +540,7 @@ class Worker:
         """Cancel handlers still running when a session ends (their leases are lost)."""
         left = list(sess.running.values())
         for lease, task in left:
-            lease._abort = True
-            lease.cancel_reason = lease.cancel_reason or "disconnected"
+            lease._aborted(lease.cancel_reason or "disconnected")
             task.cancel()
         if left:
             await asyncio.wait([t for _, t in left])
@@ -541,8 +579,7 @@ class Worker:
         if entry is None:
             return
         lease, task = entry
-        lease._abort = True
-        lease.cancel_reason = msg.reason
+        lease._aborted(msg.reason)
         task.cancel()
 
     async def _heartbeats(self, sess: _Session, lease: Lease) -> None:
