@@ -87,14 +87,18 @@ def test_other_dataclasses() -> None:
         "schedule_quality", "priority_adherence", "fixed_schedule_hits", "utilization",
         "avg_wait_time", "pending_count", "worker_count",
     ]  # fmt: skip
+    # the prototype's fields in its order (positional construction keeps working), then ours
+    assert [f.name for f in dataclasses.fields(ScalingConfig)] == [
+        "min_workers", "max_workers", "scale_up_threshold", "scale_down_threshold",
+        "cooldown_seconds", "worker_cost_per_second", "initial_workers",
+    ]  # fmt: skip
+    c = ScalingConfig(2, 8, 0.6, 0.8, 10.0, 0.5)
+    assert (c.min_workers, c.max_workers, c.cooldown_seconds, c.worker_cost_per_second) == (2, 8, 10.0, 0.5)
     c = ScalingConfig()
-    assert (c.initial_workers, c.max_workers, c.scale_up_threshold, c.scale_down_threshold) == (
-        1,
-        10,
-        0.70,
-        0.90,
-    )
-    assert c.worker_cost_per_second == 0.001
+    assert (c.min_workers, c.max_workers, c.scale_up_threshold, c.scale_down_threshold) == (1, 10, 0.70, 0.90)
+    assert (c.cooldown_seconds, c.worker_cost_per_second, c.initial_workers) == (30.0, 0.001, 1)
+    s = ElasticPriorityScheduler(initial_workers=3, max_workers=2)
+    assert (s.config.min_workers, s.config.initial_workers, s.config.max_workers) == (2, 3, 2)
 
 
 def test_constructor_defaults_and_validation() -> None:

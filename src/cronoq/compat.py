@@ -79,13 +79,19 @@ class QualityMetrics:
 
 @dataclass
 class ScalingConfig:
-    """The prototype's scaling knobs; thresholds are accepted and ignored (queue pressure rules)."""
+    """The prototype's scaling knobs, in its field order (so positional use keeps working).
 
-    initial_workers: int = 1
+    ``min_workers`` is the pool's floor and ``initial_workers`` (ours, last) its starting size;
+    the thresholds and ``cooldown_seconds`` are accepted and ignored: scaling follows queue
+    pressure with the engine's own cooldown (SPEC §10)."""
+
+    min_workers: int = 1
     max_workers: int = 10
     scale_up_threshold: float = 0.70
     scale_down_threshold: float = 0.90
+    cooldown_seconds: float = 30.0
     worker_cost_per_second: float = 0.001
+    initial_workers: int = 1
 
 
 POOL = "default"
@@ -114,7 +120,12 @@ class ElasticPriorityScheduler:
         if not worker_cost_per_second >= 0:
             raise ValueError("worker_cost_per_second must be >= 0")
         self.config = ScalingConfig(
-            initial_workers, max_workers, scale_up_threshold, scale_down_threshold, worker_cost_per_second
+            min_workers=min(initial_workers, max_workers),
+            max_workers=max_workers,
+            scale_up_threshold=scale_up_threshold,
+            scale_down_threshold=scale_down_threshold,
+            worker_cost_per_second=worker_cost_per_second,
+            initial_workers=initial_workers,
         )
         # _lock serializes API calls (they may block on the loop thread); _state guards the
         # registries that executors also touch on the loop thread: never wait on _lock there.
@@ -140,7 +151,7 @@ class ElasticPriorityScheduler:
         pool = Pool(
             POOL,
             self._run,
-            min=min(cfg.initial_workers, cfg.max_workers),
+            min=cfg.min_workers,
             max=cfg.max_workers,
             initial=cfg.initial_workers,
             unknown_dependency="await",
