@@ -1,19 +1,24 @@
 """Remote workers against a real ``cronoq serve`` (SPEC §17.5, §17.9): a worker killed mid-
-attempt, lease expiry, Nack re-offer, SetSlots(0) drain."""
+attempt, lease expiry, Nack re-offer, SetSlots(0) drain, tasks too large for one Lease."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 from cronoq.client import Client, Reject, RetryPolicy, Worker
+from cronoq.server.convert import MESSAGE_OVERHEAD
 
 from .procs import Raw, ServerProc, pb
 
@@ -189,3 +194,50 @@ async def _until(pred, timeout: float = 10.0) -> None:  # type: ignore[no-untype
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.05)
+
+
+async def test_task_must_fit_one_lease_for_default_grpc_peers(api_server: ServerProc, raw: Raw) -> None:
+    """A Lease never exceeds ``max_message_bytes`` (4 MiB, also gRPC's default receive limit, which
+    the published worker keeps): a task whose payload, content type, kind, key and tags do not fit
+    with ``MESSAGE_OVERHEAD`` to spare is refused at submission (INVALID_ARGUMENT / 400
+    ``invalid``) instead of breaking the worker's stream on every attempt."""
+    limit = 4 * 1024 * 1024
+    room = limit - MESSAGE_OVERHEAD
+    for spec in (
+        pb.TaskSpec(payload=b"x" * (room + 1)),
+        pb.TaskSpec(payload=b"x" * limit),
+        pb.TaskSpec(payload=b"x" * (room - 10), content_type="application/x-eleven"),
+        pb.TaskSpec(payload=b"x" * (room - 10), tags={"k": "0123456789"}),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await raw.tasks.Submit(pb.SubmitRequest(task=spec))
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "max_message_bytes" in (ei.value.details() or "")
+    body = json.dumps({"pool": "idle", "payload": "x" * (room - 1)}).encode()
+    req = urllib.request.Request(f"http://{api_server.http}/v1/tasks", data=body, method="POST")
+    req.add_header("content-type", "application/json")
+    with pytest.raises(urllib.error.HTTPError) as he:
+        await asyncio.to_thread(urllib.request.urlopen, req, None, 10)
+    assert he.value.code == 400 and json.loads(he.value.read())["code"] == "invalid"
+
+    # the largest task that fits reaches a worker whose channel has gRPC's default limits
+    out: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
+
+    async def requests() -> AsyncIterator[pb.WorkerMessage]:
+        while (m := await out.get()) is not None:
+            yield m
+
+    await out.put(pb.WorkerMessage(register=pb.Register(pool="default", slots=1, protocol_version=3)))
+    call = raw.workers.Work(requests())
+    reg = await asyncio.wait_for(call.read(), 10)
+    assert reg.registered.max_message_bytes == limit
+    payload = b"y" * (room - 3)
+    sub = await raw.tasks.Submit(pb.SubmitRequest(task=pb.TaskSpec(payload=payload, key="big")))
+    msg = await asyncio.wait_for(call.read(), 10)
+    assert msg.WhichOneof("msg") == "lease" and msg.lease.task_id == sub.id
+    assert msg.lease.payload == payload and msg.ByteSize() <= limit
+    await out.put(pb.WorkerMessage(complete=pb.Complete(lease=msg.lease.lease, output=b"ok")))
+    res = await raw.tasks.Wait(pb.WaitRequest(task=pb.TaskRef(id=sub.id), timeout_s=10))
+    assert res.status == pb.TASK_STATUS_SUCCEEDED and res.output == b"ok"
+    await out.put(None)
+    await asyncio.wait_for(call.code(), 10)

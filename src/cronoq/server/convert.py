@@ -40,6 +40,11 @@ OVERLAP_FROM_WIRE = {0: "skip", 1: "skip", 2: "allow", 3: "queue", 4: "queue_on_
 OVERLAP_TO_WIRE = {"skip": 1, "allow": 2, "queue": 3, "queue_on_success": 4}
 CLASS_NAMES = ("critical", "high", "normal", "low")
 
+#: Room a ``Lease`` needs beyond the task's payload, content type, kind, key and tags (ids,
+#: attempt, times, pool, framing).  The published worker keeps the same margin below
+#: ``max_message_bytes`` for its outputs.
+MESSAGE_OVERHEAD = 1024
+
 #: SubmitError code -> gRPC status name (lower case).
 SUBMIT_STATUS = {
     "unknown_pool": "not_found",
@@ -101,9 +106,28 @@ def _check_len(name: str, value: str, limit: int) -> None:
         raise InvalidArgument(f"{name} is longer than {limit} characters")
 
 
+def _check_message_size(spec: pb.TaskSpec, limit: int) -> None:
+    """The ``Lease`` that carries the task to a worker must fit in ``max_message_bytes``.
+
+    gRPC peers receive at most 4 MiB (the default ``max_message_bytes``) unless configured
+    otherwise, e.g. the published worker: a larger ``Lease`` would break its stream on every
+    attempt (and fail the other attempts it runs), so such a task is refused at submission.
+    """
+    size = len(spec.payload) + MESSAGE_OVERHEAD
+    size += len(spec.content_type.encode()) + len(spec.kind.encode()) + len(spec.key.encode())
+    for k, v in spec.tags.items():
+        size += len(k.encode()) + len(v.encode())
+    if size > limit:
+        raise InvalidArgument(
+            f"task too large: its payload ({len(spec.payload)} bytes), content type, kind, key and "
+            f"tags must fit in max_message_bytes ({limit}) less {MESSAGE_OVERHEAD} bytes"
+        )
+
+
 def submit_args(spec: pb.TaskSpec, limits: LimitsConfig) -> tuple[Blob, dict[str, Any]]:
     """A TaskSpec as ``(payload, Scheduler.submit keyword arguments)``."""
     kw: dict[str, Any] = {}
+    _check_message_size(spec, limits.max_message_bytes)
     if spec.pool:
         kw["pool"] = spec.pool
     if spec.kind:
