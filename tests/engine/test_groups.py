@@ -271,3 +271,49 @@ def test_set_group_capacity_validation(make, mkpool):
         with pytest.raises(ValueError):
             d.core.set_group_capacity(d.now, "default", GPU, bad)
     assert groups(d) == [({}, 1, 0)]
+
+
+def test_move_attempt_to_another_group(make, mkpool):
+    """A lease handed back unrun may run on a worker of another group (SPEC §17.5, Nack): the
+    attempt keeps its number and lease and takes that group's slot, giving its own back."""
+    d = make([mkpool(cap=1)])
+    group(d, GPU, 1)
+    group(d, {"zone": "eu"}, 1)
+    x = d.submit()
+    assert d.tick() == [x] and placed_on(d, x) == {}
+    lease = d.lease(x)
+    assert d.core.move_attempt(lease, {}) is True, "its own group: nothing to do"
+    assert d.core.move_attempt(lease, {"gpu": "h100"}) is False, "no such group"
+    assert d.core.move_attempt(lease, GPU) is True
+    assert d.task(x).group.labels == GPU and d.task(x).attempt == 1 and d.lease(x) == lease
+    assert groups(d) == [({}, 1, 0), (GPU, 1, 1), ({"zone": "eu"}, 1, 0)]
+    y = d.submit()
+    assert d.tick() == [y] and placed_on(d, y) == {}, "the slot it gave back serves the next task"
+    assert d.core.move_attempt(d.lease(y), GPU) is False, "no free slot there: nothing changes"
+    assert groups(d) == [({}, 1, 1), (GPU, 1, 1), ({"zone": "eu"}, 1, 0)]
+    assert d.complete(x)
+    assert groups(d) == [({}, 1, 1), (GPU, 1, 0), ({"zone": "eu"}, 1, 0)]
+    assert d.core.move_attempt(lease, GPU) is False, "a lease no longer current"
+
+
+def test_move_attempt_respects_task_labels_and_unparks(make, mkpool):
+    d = make([mkpool(cap=1)])
+    group(d, GPU, 1)
+    group(d, {"zone": "eu"}, 1)
+    u = d.submit()
+    v = d.submit()
+    assert d.tick() == [u, v] and placed_on(d, v) == GPU, "no labels: fewest-labels group first"
+    p = d.submit(labels=GPU)
+    assert d.tick() == [] and d.status(p) == "ready", "the gpu slot is taken by v"
+    g = d.submit(labels=GPU)  # (not run yet: parked behind p)
+    assert d.core.move_attempt(d.lease(u), GPU) is False, "gpu group is full"
+    # v is handed back by its gpu worker and taken by the eu worker: the gpu slot it gives
+    # back goes to the parked gpu task at the next dispatch decision
+    assert d.core.move_attempt(d.lease(v), {"zone": "eu"}) is True
+    assert d.tick() == [p] and placed_on(d, p) == GPU
+    assert groups(d) == [({}, 1, 1), (GPU, 1, 1), ({"zone": "eu"}, 1, 1)]
+    assert d.status(g) == "ready"
+    # a labelled task cannot move to a group without its labels
+    assert d.core.move_attempt(d.lease(p), {"zone": "eu"}) is False
+    assert d.complete(u)
+    assert d.core.move_attempt(d.lease(p), {}) is False, "the unlabelled group lacks gpu"

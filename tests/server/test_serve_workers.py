@@ -141,6 +141,35 @@ async def test_nack_reoffers_to_another_worker_same_attempt(api_server: ServerPr
     assert (await client.get(sub.id)).attempt == 1
 
 
+async def test_nack_reoffers_to_a_worker_of_another_group(api_server: ServerProc, client: Client) -> None:
+    """SPEC §17.5: a lease handed back goes to "another free worker" - also one registered
+    with other labels, when the task requires none of them; same attempt number."""
+    accepted: list[tuple[int, str]] = []
+
+    async def picky(lease):  # type: ignore[no-untyped-def]
+        raise Reject("not mine")
+
+    async def happy(lease):  # type: ignore[no-untyped-def]
+        accepted.append((lease.attempt, lease.pool))
+        return b"eu"
+
+    # the task needs no labels: the engine places it on the unlabelled group (fewest labels)
+    # first, whose only worker hands it back; the labelled worker has a free slot
+    async with (
+        Worker(api_server.grpc, "nack", picky, slots=1) as w1,
+        Worker(api_server.grpc, "nack", happy, slots=1, labels={"zone": "eu"}) as w2,
+    ):
+        await w1.wait_registered(10)
+        await w2.wait_registered(10)
+        sub = await client.submit(pool="nack")
+        res = await client.wait(sub.id, timeout=20)
+        snap = await client.snapshot()
+    assert res.status == "succeeded" and res.output == b"eu"
+    assert accepted == [(1, "nack")] and (await client.get(sub.id)).attempt == 1
+    pool = snap.pool("nack")
+    assert pool is not None and all(g.busy == 0 for g in pool.groups), "slots given back"
+
+
 async def test_nack_without_another_worker_fails_the_attempt(api_server: ServerProc, client: Client) -> None:
     async def picky(lease):  # type: ignore[no-untyped-def]
         raise Reject("busy elsewhere")

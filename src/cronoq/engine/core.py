@@ -1585,6 +1585,35 @@ class Core:
             t.lease_expires = now + ttl
         return True
 
+    def move_attempt(self, lease: int, labels: dict[str, str]) -> bool:
+        """Move the running attempt under ``lease`` to the worker group with exactly ``labels``.
+
+        A remote worker handed the lease back unrun (``Nack``) and the only worker with a free
+        slot is in another group (SPEC §17.5): the attempt keeps its number and takes that
+        group's slot, giving its own back.  True when the move is done (or not needed); False
+        when the lease is not current, no such group exists, it does not accept the task's
+        labels, or it has no free slot - nothing changes then.
+        """
+        t = self.leases.get(lease)
+        if t is None:
+            return False
+        old = t.group
+        if old is not None and old.labels == labels:
+            return True
+        pool = self.pools[t.opts.pool_index]
+        for g in pool.groups:
+            if g.labels == labels:
+                if g.busy >= g.capacity or not g.accepts(t.opts.labels):
+                    return False
+                g.busy += 1
+                t.group = g
+                if old is not None:
+                    old.busy -= 1
+                    if pool.label_waiters:  # a labelled task may fit the slot given back
+                        self._unpark_labels(pool)
+                return True
+        return False
+
     # ------------------------------------------------------------------ control
 
     def lookup(self, now: int, ref: int | str) -> TaskState | None:

@@ -791,6 +791,17 @@ class Scheduler:
 
     # ------------------------------------------------------------------ control and queries
 
+    def _move_attempt(self, ctx: TaskContext, labels: dict[str, str]) -> bool:
+        """Move ``ctx``'s running attempt to the worker group with ``labels`` (a remote lease
+        handed back unrun and re-offered to a worker of another group; see
+        :meth:`Core.move_attempt`); the attempt's ``ctx.group`` follows."""
+        core = self._core
+        if core is None or not core.move_attempt(ctx.lease, labels):
+            return False
+        ctx._group = ctx._task.group
+        self._kick()  # the slot given back may take a parked labelled task
+        return True
+
     def _cancel_now(self, ref: int | str) -> bool:
         core = self._core
         if core is None:

@@ -11,8 +11,10 @@ on the worker's session and awaits the worker's report:
 * ``Complete`` → the attempt returns a :class:`Blob` (output bytes + content type);
 * ``Fail`` → :class:`~cronoq.errors.Permanent` or :class:`~cronoq.errors.Retryable`
   (with ``retry_after``);
-* ``Nack`` → the lease is offered to another worker of the group with a free slot within the
-  same attempt; if none, the attempt fails retryably (``no worker accepted the lease: …``);
+* ``Nack`` → the lease is offered to another worker with a free slot within the same attempt:
+  of the same group first, else of another group whose labels suit the task (the engine then
+  moves the attempt onto that group's slot: :meth:`Core.move_attempt`); if none, the attempt
+  fails retryably (``no worker accepted the lease: …``);
 * ``Cancelled`` → the task is cancelled through the scheduler;
 * a disconnect → the attempt fails retryably (``worker disconnected``).
 
@@ -311,6 +313,7 @@ class WorkerRegistry:
     # -- attempts ----------------------------------------------------------------------------
 
     def pick(self, pool: str, labels: dict[str, str], exclude: set[int]) -> WorkerSession | None:
+        """The worker of group ``labels`` with the most free granted slots, not in ``exclude``."""
         best: WorkerSession | None = None
         for s in self.sessions.values():
             if s.pool != pool or s.labels != labels or s.closed or s.id in exclude:
@@ -318,6 +321,26 @@ class WorkerRegistry:
             if s.free > 0 and (best is None or s.free > best.free):
                 best = s
         return best
+
+    def others(
+        self, pool: str, labels: dict[str, str], need: dict[str, str] | None, exclude: set[int]
+    ) -> list[WorkerSession]:
+        """Workers of the pool's *other* groups that could take a re-offered lease: a free
+        granted slot, labels that include all of ``need`` (the task's), not in ``exclude``; the
+        groups with the fewest labels first (the engine's group order, SPEC §13.2), then the
+        most free slots."""
+        out = [
+            s
+            for s in self.sessions.values()
+            if s.pool == pool
+            and s.labels != labels
+            and not s.closed
+            and s.id not in exclude
+            and s.free > 0
+            and (not need or all(s.labels.get(k) == v for k, v in need.items()))
+        ]
+        out.sort(key=lambda s: (len(s.labels), -s.free))
+        return out
 
 
 class RemoteExecutor:
@@ -354,6 +377,13 @@ class RemoteExecutor:
         reason = "no worker available"
         while True:
             session = self.registry.pick(self.pool, group, att.refused_by)
+            if session is None and att.refused_by:
+                # handed back: a worker of another group may take it, if the engine moves the
+                # attempt onto a free slot of that group (SPEC §17.5: "another free worker")
+                for other in self.registry.others(self.pool, group, opts.labels, att.refused_by):
+                    if sched._move_attempt(ctx, other.labels):
+                        session, group = other, other.labels
+                        break
             if session is None:
                 raise Retryable(f"no worker accepted the lease: {reason}")
             if att.future.done():  # a re-offer after a Nack: a fresh future
