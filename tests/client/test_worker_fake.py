@@ -75,6 +75,26 @@ async def test_handler_returning_none_completes_empty(fake: Any) -> None:
         assert done.output == b"" and done.content_type == ""
 
 
+async def test_output_too_large_for_the_server_fails_permanently(fake: Any) -> None:
+    """An output the server's clients could not receive (over max_message_bytes less the
+    margin) fails the attempt permanently instead of being sent (as the published worker)."""
+    limit = 4 << 20
+
+    async def handle(lease: Lease) -> bytes:
+        return b"x" * (limit - 1024 + lease.attempt - 1)  # attempt 1 fits exactly; 2 is 1 over
+
+    async with running(Worker(fake.target, "p", handle)):
+        conn, _ = await _connect(fake)
+        conn.lease(1, attempt=1)
+        done = await conn.recv_kind("complete")
+        assert len(done.output) == limit - 1024
+        conn.lease(2, attempt=2)
+        fail = await conn.recv_kind("fail")
+        assert fail.lease == 2 and fail.permanent
+        over = limit - 1023
+        assert fail.message == f"output of {over} bytes exceeds the server's message limit of {limit} bytes"
+
+
 async def test_sync_handler_is_accepted(fake: Any) -> None:
     def handle(lease: Lease) -> dict[str, int]:
         return {"attempt": lease.attempt}

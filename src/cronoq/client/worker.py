@@ -567,7 +567,7 @@ class Worker:
                         task.add_done_callback(partial(_close, result))
                     sess.running[lease.id] = (lease, task)
                     return
-                report = _success(lease, result)
+                report = _success(lease, result, self.max_message_bytes)
             if report is not None:
                 sess.send(report)
             return
@@ -604,7 +604,7 @@ class Worker:
             except (asyncio.CancelledError, Exception) as exc:
                 report = _failure(lease, exc)
             else:
-                report = _success(lease, result)
+                report = _success(lease, result, self.max_message_bytes)
         finally:
             if hb is not None:
                 hb.cancel()
@@ -621,14 +621,27 @@ def _close(coro: Any, _task: object) -> None:
     coro.close()  # (a no-op once it ran to its end)
 
 
-def _success(lease: Lease, result: object) -> pb.WorkerMessage:
-    """``Complete`` with the encoded result (an unencodable result fails the attempt)."""
+#: Room a ``Complete`` (and the server's answers carrying the output) needs beyond the output.
+MESSAGE_OVERHEAD = 1024
+
+
+def _success(lease: Lease, result: object, limit: int = 0) -> pb.WorkerMessage:
+    """``Complete`` with the encoded result.  An unencodable result fails the attempt; so does
+    one larger than the server's ``max_message_bytes`` (``limit``, 0: unknown) less
+    :data:`MESSAGE_OVERHEAD`, permanently: clients could not receive it (as the published
+    worker does)."""
     try:
         data, ctype = encode_payload(result)
     except Exception as exc:
         failed = _failure(lease, exc)
         assert failed is not None  # (None only for a CancelledError)
         return failed
+    if limit and len(data) + MESSAGE_OVERHEAD > limit:
+        return _fail(
+            lease.id,
+            f"output of {len(data)} bytes exceeds the server's message limit of {limit} bytes",
+            permanent=True,
+        )
     m = pb.WorkerMessage()
     c = m.complete
     c.SetInParent()
