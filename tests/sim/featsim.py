@@ -230,6 +230,18 @@ class FeatureSimulator:
             sh.fail("cause", f"cancel({ref!r}) left {t}")
         self._after(actions)
 
+    def move_attempt(self, lease: int, labels: dict[str, str]) -> bool:
+        """A Nacked remote lease re-offered to a worker of another group (SPEC §17.5)."""
+        self.calls += 1
+        sh = self.shadow
+        sh.begin(self.now, "move_attempt")
+        ok = self.core.move_attempt(lease, labels)
+        actions = self._finish("move_attempt", (lease, labels), ok)
+        if actions:
+            sh.fail("groups", f"move_attempt produced actions {actions}")
+        sh.move_attempt(lease, labels, ok)
+        return ok
+
     def set_group_capacity(self, pool: str, labels: dict[str, str] | None, n: int) -> None:
         self.calls += 1
         self.shadow.begin(self.now, "set_group_capacity")

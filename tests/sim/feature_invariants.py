@@ -457,6 +457,24 @@ class FeatureShadow:
 
     # ------------------------------------------------------------------ other calls
 
+    def move_attempt(self, lease: int, labels: dict[str, str], ok: bool) -> None:
+        """Core.move_attempt: a running attempt takes a free slot of the group with exactly
+        ``labels`` if that group accepts the task's labels (its own slot goes back)."""
+        t = self.leases.get(lease)
+        expect = False
+        if t is not None and t.group is not None:
+            if t.group.labels == labels:
+                expect = True
+            else:
+                g = next((g for g in self.groups[t.pool] if g.labels == labels), None)
+                if g is not None and g.running < g.capacity and g.accepts(t.spec.labels):
+                    t.group.running -= 1
+                    g.running += 1
+                    t.group = g
+                    expect = True
+        if ok != expect:
+            self.fail("groups", f"move_attempt({lease}, {labels}) returned {ok}, expected {expect}")
+
     def set_group_capacity(self, pool: int, labels: dict[str, str] | None, n: int) -> None:
         groups = self.groups[pool]
         if not labels:

@@ -111,6 +111,12 @@ class _Sched:
         self.sim.cancel(ref)
         return True
 
+    def _move_attempt(self, ctx: _Ctx, labels: dict[str, str]) -> bool:
+        if not self.sim.move_attempt(ctx.lease, labels):
+            return False
+        ctx.group = dict(labels)
+        return True
+
 
 class _Ctx:
     """The ``TaskContext`` of one attempt, as the remote executor uses it."""
@@ -326,7 +332,28 @@ class RemoteSimulator(FeatureSimulator):
                 continue
             if best is None or w.free > best.free:
                 best = w
-        return None if best is None else best.id
+        if best is not None or not a.refused:
+            return None if best is None else best.id
+        # a re-offer after a Nack with no worker of the group free: a worker of another group
+        # whose labels suit the task, fewest labels first, then most free slots (then the
+        # earliest registered), whose group has a free slot in the model (SPEC §17.5)
+        need = a.ctx._task.opts.labels
+        others = [
+            w
+            for w in self.workers.values()
+            if w.pool == a.pool
+            and w.labels != a.ctx.group
+            and w.id not in a.refused
+            and w.free > 0
+            and (not need or all(w.labels.get(k) == v for k, v in need.items()))
+        ]
+        others.sort(key=lambda w: (len(w.labels), -w.free))
+        groups = self.shadow.groups[self.shadow.pool_by_name[a.pool]]
+        for w in others:
+            g = next((g for g in groups if g.labels == w.labels), None)
+            if g is not None and g.running < g.capacity:
+                return w.id
+        return None
 
     # ------------------------------------------------------------------ attempts
 
