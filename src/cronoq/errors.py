@@ -107,7 +107,7 @@ class Fenced(SchedulerError):
 class TaskFailed(CronoqError):
     """A task ended without an output (any terminal status but ``succeeded``)."""
 
-    def __init__(self, status: str, message: str, task_id: int) -> None:
+    def __init__(self, status: str, message: str, task_id: int | None = None) -> None:
         super().__init__(status, message, task_id)
         self.status = status
         self.message = message
@@ -135,14 +135,14 @@ class EventsLagged(CronoqError):
 
 
 class Retryable(CronoqError):
-    """Raised by an executor: this attempt failed, try again (optionally after ``retry_after`` s)."""
+    """Raised by an executor: this attempt failed, try again (optionally after ``retry_after`` s).
+
+    ``retry_after`` is used as is (SPEC §9) when it is a finite number >= 0; any other value is
+    ignored and the retry policy's backoff applies (never an error raised from an error path).
+    """
 
     def __init__(self, message: str = "", retry_after: float | None = None) -> None:
         super().__init__(message)
-        if retry_after is not None:
-            from cronoq.engine.time import check_seconds
-
-            check_seconds("retry_after", retry_after)
         self.message = message
         self.retry_after = retry_after
 

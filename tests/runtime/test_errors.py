@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 
 import pytest
@@ -106,6 +107,14 @@ def test_retryable():
     d = Retryable()
     assert (d.message, d.retry_after, str(d)) == ("", None, "")
     assert roundtrip(d).retry_after is None
+    # an error path never raises: a bad retry_after is kept as given and ignored when used
+    for bad in (-1, math.nan, math.inf, "x"):
+        assert Retryable("m", retry_after=bad).retry_after is bad
+
+
+def test_task_failed_task_id_is_optional():
+    e = TaskFailed("shutdown", "scheduler shut down")
+    assert e.task_id is None and str(e) == "task None ended as shutdown: scheduler shut down"
 
 
 def test_permanent():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import math
 import threading
 import time
 
@@ -190,6 +191,32 @@ async def test_retry_after_replaces_policy_delay():
     async with Scheduler([pool(executor=run, retry=slow)]) as s:
         assert await wait(await s.submit(1), 5) == "ok"
     assert attempts == [1, 2]
+
+
+@pytest.mark.parametrize("bad", [-1, math.nan, math.inf, "soon"])
+async def test_a_bad_retry_after_falls_back_to_the_policy_backoff(bad):
+    attempts = []
+
+    async def run(ctx, p):
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise Retryable("later", retry_after=bad)
+        return "ok"
+
+    quick = RetryPolicy(max_attempts=2, initial_backoff=0.01, max_backoff=0.01)
+    async with Scheduler([pool(executor=run, retry=quick)], emit_transitions=True) as s:
+        events = s.events()
+        assert await wait(await s.submit(1), 5) == "ok"
+        retrying = [e async for e in _take(events, "succeeded") if e.status == "retrying"]
+    assert attempts == [1, 2]
+    assert [e.message for e in retrying] == ["later"], "the executor's message, not a ValueError"
+
+
+async def _take(events, last):
+    async for e in events:
+        yield e
+        if e.status == last:
+            return
 
 
 async def test_retry_after_is_not_capped_by_max_backoff():

@@ -326,3 +326,33 @@ async def test_shutdown_grace_covers_awaitable_returned_by_plain_function():
     proceed.set()
     await wait(stopping)
     assert await h == "inner done"
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        {"pool": "nope"},
+        {"resources": {"zz": 1}},
+        {"resources": {"gpu": 9}},
+        {"after": "missing"},
+        {"after": "k"},
+        {"start_in": 5},
+    ],
+)
+async def test_a_live_key_is_a_duplicate_whatever_its_other_fields(other):
+    """SPEC §3: a key that is live returns the existing task; the resubmission's other fields
+    (pool, resources, edges, times) are not looked at - an idempotent retry of a submission
+    never fails for them (as in the published implementation)."""
+    from cronoq import Resource, Task
+
+    gate = Gate()
+    async with Scheduler([pool(executor=gate)], resources=[Resource.semaphore("gpu", 2)]) as s:
+        first = await s.submit("a", key="k")
+        await wait(gate.started("a").wait())
+        again = await s.submit("b", key="k", **other)
+        assert again.duplicate and again.id == first.id
+        assert await s.enqueue("c", key="k", **other) == first.id
+        (member, fresh) = await s.submit_batch([Task("d", key="k", **other), Task("e", key="new")])
+        assert member.duplicate and member.id == first.id and not fresh.duplicate
+        gate.release_all()
+        assert await wait(first) == "a"

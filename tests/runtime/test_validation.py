@@ -12,7 +12,17 @@ from cronoq import AutoscaleConfig, Pool, Priority, RetryPolicy, Scheduler, Task
 
 from .conftest import echo, pool, wait
 
-BAD_DURATIONS = [(-1, "-1"), (-0.5, "-0.5"), (math.inf, "inf"), (-math.inf, "-inf"), (math.nan, "nan")]
+# numbers print as the published implementation prints them (SPEC §2 "(got -1)")
+BAD_DURATIONS = [
+    (-1, "-1"),
+    (-1.0, "-1"),
+    (-0.5, "-0.5"),
+    (-1e-07, "-0.0000001"),
+    (-1e20, "-100000000000000000000"),
+    (math.inf, "inf"),
+    (-math.inf, "-inf"),
+    (math.nan, "NaN"),
+]
 TASK_DURATION_FIELDS = ["timeout", "tolerance", "duration_hint", "deadline_in"]
 
 
@@ -46,7 +56,7 @@ async def test_submit_duration_fields(field):
             assert str(ei.value) == duration_msg(field, "-1")
         with pytest.raises(ValueError) as ei:
             await s.submit("p", **{field: math.nan})
-        assert str(ei.value) == duration_msg(field, "nan")
+        assert str(ei.value) == duration_msg(field, "NaN")
         assert (await s.snapshot()).totals["submitted"] == 0
 
 
@@ -183,7 +193,7 @@ async def test_default_priority_is_normal():
         assert (await s.snapshot()).pool("default").pending_by_class == [0, 0, 2, 0]
 
 
-@pytest.mark.parametrize("value", ["later", "RUN_LATE", "", None, 1])
+@pytest.mark.parametrize("value", ["later", "RUN_LATE", "", 1])
 def test_on_miss_invalid(value):
     with pytest.raises(ValueError):
         Task("p", on_miss=value)
@@ -411,3 +421,43 @@ def test_priority_enum():
     ]
     assert Priority(3) is Priority.LOW
     assert Priority.NORMAL == 2
+    assert repr(Priority.HIGH) == str(Priority.HIGH) == "Priority.HIGH"  # as the published one
+
+
+# ------------------------------------------------------------- drop-in with the published API
+
+
+async def test_none_means_the_default_for_every_field():
+    """The published implementation's fields all default to None: passing None explicitly
+    gives the SPEC §2 default (kind "default", priority normal, tolerance 1 s, run_late)."""
+    nones = {"priority": None, "kind": None, "tolerance": None, "on_miss": None, "pool": None}
+    t = Task("p", **nones)
+    assert (t._opts.kind, t._opts.priority, t._opts.tolerance, t._opts.on_miss) == (
+        "default",
+        int(Priority.NORMAL),
+        1_000_000_000,
+        0,
+    )
+    async with Scheduler([pool()]) as s:
+        for call in (s.submit, s.enqueue):
+            await call("p", **nones)
+        h = await s.submit("x", **nones, key="k", start_in=0.05)
+        assert await wait(h) == "x"
+        assert (await s.snapshot()).totals["submitted"] == 3
+
+
+@pytest.mark.parametrize("field", [*TASK_DURATION_FIELDS, "start_in"])
+def test_durations_beyond_a_century_are_accepted(field):
+    """SPEC §2: any finite duration >= 0 is valid; the engine keeps at most 2**62 ns."""
+    t = Task("p", **{field: 1e12})
+    assert t is not None
+    assert Task("p", timeout=4e9)._opts.timeout == 4 * 10**18  # 127 years: kept as given
+    assert Task("p", timeout=1e12)._opts.timeout == 1 << 62
+
+
+async def test_far_instants_are_kept_within_range():
+    async with Scheduler([pool(max=4)]) as s:
+        far = await s.submit("a", start_at=1e12, timeout=1e10, deadline_in=1e10)
+        past = await s.submit("b", deadline_at=-1e12)
+        assert await s.status(far.id) == "scheduled"
+        assert await wait(past) == "b"

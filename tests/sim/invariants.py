@@ -372,22 +372,22 @@ class Shadow:
         seen: set[str] = set()
         need: dict[int, int] = {}
         for spec in specs:
-            pool = self.pool_of(spec)
             key = spec.key
             if not batch and key is not None and key in self.keys:
                 pred.items = [(self.keys[key], True)]
                 return pred
-            if pool is None:
-                pred.code = "unknown_pool"
-                return pred
-            pools.append(pool)
             if key is not None:
                 if key in seen:
                     pred.code = "duplicate_key_in_batch"
                     return pred
                 seen.add(key)
                 if key in self.keys:
-                    continue
+                    continue  # a duplicate: its other fields (the pool too) are not looked at
+            pool = self.pool_of(spec)
+            if pool is None:
+                pred.code = "unknown_pool"
+                return pred
+            pools.append(pool)
             need[pool.idx] = need.get(pool.idx, 0) + 1
         for idx, n in need.items():
             pool = self.pools[idx]

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from cronoq.engine.model import CLASS_NAMES, DEFAULT_RETRY, Priority, RetryPolicy
-from cronoq.engine.time import NS, check_seconds, to_ns
+from cronoq.engine.time import NS, check_seconds, show_number, to_ns
 
 OVERFLOW_POLICIES: Final = ("wait", "reject", "shed_lowest", "shed_oldest")
 UNKNOWN_DEP_POLICIES: Final = ("reject", "await")
@@ -108,7 +108,7 @@ class AutoscaleConfig:
             or not isinstance(target_utilization, (int, float))
             or not (0 < target_utilization <= 1)
         ):
-            raise ValueError(f"target_utilization must be in (0, 1] (got {target_utilization})")
+            raise ValueError(f"target_utilization must be in (0, 1] (got {show_number(target_utilization)})")
         self.target_utilization = float(target_utilization)
         self.drain_time = check_seconds("drain_time", drain_time)
         if self.drain_time <= 0:
@@ -219,7 +219,8 @@ class PoolConfig:
             or not isinstance(reservable_fraction, (int, float))
             or not (0 <= reservable_fraction <= 1)
         ):
-            raise ValueError(f"reservable_fraction must be in [0, 1] (got {reservable_fraction})")
+            got = show_number(reservable_fraction)
+            raise ValueError(f"reservable_fraction must be in [0, 1] (got {got})")
         weights: dict[str, float] = {}
         for t, w in (tenant_weights or {}).items():
             if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w <= 0:

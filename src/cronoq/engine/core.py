@@ -438,9 +438,6 @@ class Core:
         need_order: list[int] = []  # pools in order of first appearance
         any_deps = any_start = False
         for i, item in enumerate(items):
-            opts = item[0]
-            pi = opts.pool_index if opts.resolver is self else self.resolve_pool(opts)
-            pools.append(all_pools[pi])
             key = item[2]
             if key is not None:
                 # (self.keys does not change while planning: a key is either existing or new)
@@ -454,7 +451,13 @@ class Core:
                         raise SubmitError("duplicate_key_in_batch", f"duplicate key '{key}' in batch")
                     dup_keys.add(key)
                     dup[i] = existing
+                    # a duplicate is the existing task (SPEC §3): its other fields (pool,
+                    # resources, edges) are not looked at, as for a single submit
+                    pools.append(all_pools[self.default_pool])  # (a placeholder, never read)
                     continue
+            opts = item[0]
+            pi = opts.pool_index if opts.resolver is self else self.resolve_pool(opts)
+            pools.append(all_pools[pi])
             if not need[pi]:
                 need_order.append(pi)
             need[pi] += 1

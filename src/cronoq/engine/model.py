@@ -20,7 +20,7 @@ import math
 from enum import IntEnum
 from typing import Any, Final
 
-from cronoq.engine.time import NS, check_seconds
+from cronoq.engine.time import NS, check_seconds, show_number
 
 # ---------------------------------------------------------------------------------------------
 # Priority
@@ -33,6 +33,11 @@ class Priority(IntEnum):
     HIGH = 1
     NORMAL = 2
     LOW = 3
+
+    def __repr__(self) -> str:
+        return f"Priority.{self.name}"  # as the published implementation prints it
+
+    __str__ = __repr__  # (``format()``/f-strings still give the int, as an IntEnum's)
 
     @classmethod
     def parse(cls, value: object) -> Priority:
@@ -215,7 +220,7 @@ class RetryPolicy:
             or not math.isfinite(multiplier)
             or multiplier <= 0
         ):
-            raise ValueError(f"multiplier must be finite and > 0 (got {multiplier!r})")
+            raise ValueError(f"multiplier must be finite and > 0 (got {show_number(multiplier)})")
         object.__setattr__(self, "max_attempts", max_attempts)
         object.__setattr__(self, "initial_backoff", ib)
         object.__setattr__(self, "multiplier", float(multiplier))

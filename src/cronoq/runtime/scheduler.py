@@ -54,7 +54,7 @@ from cronoq.engine.model import FIRST_TERMINAL, STATUS_NAMES, SUCCEEDED, TaskOpt
 from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, parse_overlap
 from cronoq.engine.resources import ResourceConfig
 from cronoq.engine.snapshot import Snapshot
-from cronoq.engine.time import NS, check_seconds, to_ns
+from cronoq.engine.time import NS, check_seconds, to_ns, valid_seconds
 from cronoq.errors import (
     InvalidSubmission,
     NotStartedError,
@@ -497,7 +497,7 @@ class Scheduler:
         if isinstance(exc, Permanent):
             core.fail(self._now(), lease, exc.message, permanent=True)
         elif isinstance(exc, Retryable):
-            ra = None if exc.retry_after is None else to_ns(exc.retry_after)
+            ra = None if (sec := valid_seconds(exc.retry_after)) is None else to_ns(sec)
             core.fail(self._now(), lease, exc.message, retry_after=ra)
         else:
             core.fail(self._now(), lease, _error_message(exc))
@@ -529,7 +529,7 @@ class Scheduler:
         except Retryable as exc:
             del self._running[lease]
             entry[1]._ended = True
-            ra = None if exc.retry_after is None else to_ns(exc.retry_after)
+            ra = None if (sec := valid_seconds(exc.retry_after)) is None else to_ns(sec)
             core.fail(self._now(), lease, exc.message, retry_after=ra)
         except asyncio.CancelledError as exc:  # the executor cancelled itself: retryable
             del self._running[lease]
@@ -623,8 +623,8 @@ class Scheduler:
     async def _submit(self, payload: object, fields: dict[str, Any]) -> tuple[int, bool]:
         core = self._require()
         opts, key, dl, st, deps = self._prepare(fields)
-        if opts.resolver is not core:
-            core.resolve_pool(opts)
+        # (core.submit resolves the pool after the key: a duplicate's other fields are not
+        # looked at, SPEC §3)
         blob = self._encode(payload) if self._committer is not None else None
         while True:
             now = self._now()

@@ -14,8 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from cronoq.engine.model import ON_SUCCESS, Dep, Priority, RetryPolicy, TaskOptions, parse_on_miss
-from cronoq.engine.time import NS, check_seconds, to_ns
+from cronoq.engine.time import MAX_NS, NS, check_seconds, to_ns
 from cronoq.errors import InvalidSubmission
+
+#: SPEC §2: the fixed-start tolerance when none is given (1 s).
+DEFAULT_TOLERANCE_NS = NS
 
 PER_TASK_FIELDS = frozenset({"key", "deadline_in", "deadline_at", "start_in", "start_at", "after", "deps"})
 
@@ -35,10 +38,10 @@ def _str_map(name: str, value: object) -> dict[str, str] | None:
 
 def make_options(
     pool: str | None = None,
-    kind: str = "default",
-    priority: Priority | int | str = Priority.NORMAL,
-    tolerance: float = 1.0,
-    on_miss: str = "run_late",
+    kind: str | None = None,
+    priority: Priority | int | str | None = None,
+    tolerance: float | None = None,
+    on_miss: str | None = None,
     duration_hint: float | None = None,
     timeout: float | None = None,
     retry: RetryPolicy | None = None,
@@ -47,14 +50,17 @@ def make_options(
     labels: Mapping[str, str] | None = None,
     tenant: str | None = None,
 ) -> TaskOptions:
-    """Validate the shared task fields (SPEC §2) into a TaskOptions."""
+    """Validate the shared task fields (SPEC §2) into a TaskOptions.  None for any field means
+    its default (as in the published implementation, whose fields all default to None)."""
     if pool is not None and not isinstance(pool, str):
         raise ValueError(f"pool must be a string (got {pool!r})")
-    if not isinstance(kind, str) or not kind:
+    if kind is None:
+        kind = "default"
+    elif not isinstance(kind, str) or not kind:
         raise ValueError(f"kind must be a non-empty string (got {kind!r})")
-    prio = Priority.parse(priority)
-    tol = to_ns(check_seconds("tolerance", tolerance))
-    miss = parse_on_miss(on_miss)
+    prio = Priority.NORMAL if priority is None else Priority.parse(priority)
+    tol = DEFAULT_TOLERANCE_NS if tolerance is None else to_ns(check_seconds("tolerance", tolerance))
+    miss = parse_on_miss("run_late" if on_miss is None else on_miss)
     hint = None if duration_hint is None else to_ns(check_seconds("duration_hint", duration_hint))
     tmo = None if timeout is None else to_ns(check_seconds("timeout", timeout))
     if retry is not None and not isinstance(retry, RetryPolicy):
@@ -121,7 +127,9 @@ class TimeSpec:
         if self.relative is not None:
             return now + self.relative
         assert self.unix is not None
-        return round(self.unix * NS) - time_base
+        at = round(self.unix * NS) - time_base
+        # an instant centuries away is kept as "MAX_NS from now" (stored Unix ns fit int64)
+        return min(max(at, now - MAX_NS), now + MAX_NS)
 
 
 def parse_when(prefix: str, rel: object, at: object) -> TimeSpec | None:
