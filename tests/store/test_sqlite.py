@@ -197,3 +197,31 @@ async def test_all_access_runs_on_one_dedicated_thread(make: Any) -> None:
         await s.commit([StatusChange(1, "running", 1, 0)], ep, codec)  # unknown id: ignored
     finally:
         await s.close()
+
+
+async def test_a_lost_output_is_an_error_to_await_not_none(tmp_path: pathlib.Path) -> None:
+    """A succeeded task whose output the store could not keep (the JSON codec cannot encode a
+    set) comes back from recovery as succeeded; awaiting it raises TaskFailed (as in the
+    published implementation) instead of giving a None the task never returned."""
+    from cronoq import Pool, Scheduler, TaskFailed
+
+    async def run(ctx: Any, p: Any) -> Any:
+        return {1, 2} if p == "set" else p
+
+    path = str(tmp_path / "out.db")
+    async with Scheduler([Pool("default", run, autoscale=False)], store=SqliteStore(path)) as s:
+        lost, kept, none = await s.submit("set"), await s.submit("x"), await s.submit(None)
+        assert await lost == {1, 2}, "in memory the output is there"
+        assert await kept == "x" and await none is None
+    async with Scheduler([Pool("default", run, autoscale=False)], store=SqliteStore(path)) as s:
+        assert await s.status(lost.id) == "succeeded"
+        h = await s.handle(lost.id)
+        assert h is not None
+        with pytest.raises(TaskFailed) as ei:
+            await h
+        assert ei.value.status == "succeeded" and ei.value.task_id == lost.id
+        lost_msg = f"task {lost.id} succeeded, but its output is no longer available"
+        assert str(ei.value) == f"task {lost.id} ended as succeeded: {lost_msg}"
+        h2, h3 = await s.handle(kept.id), await s.handle(none.id)
+        assert h2 is not None and h3 is not None
+        assert await h2 == "x" and await h3 is None, "a real None output stays None"

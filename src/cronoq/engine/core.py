@@ -62,6 +62,7 @@ from cronoq.engine.model import (
     NUM_CLASSES,
     ON_COMPLETE,
     ON_SUCCESS,
+    OUTPUT_LOST,
     READY,
     RETRYING,
     RUNNING,
@@ -2058,7 +2059,10 @@ class Core:
         t.started_at = None if r0.started is None else r0.started - tb
         t.finished_at = r0.finished - tb
         t.message = r0.message
-        t.output = r0.output if r0.has_output else None
+        if r0.has_output:
+            t.output = r0.output
+        elif t.status == SUCCEEDED:
+            t.output = OUTPUT_LOST  # (awaiting it raises TaskFailed, SPEC §3: not a silent None)
         self.tasks[t.id] = t
         if t.key is not None:
             self.keys[t.key] = t.id

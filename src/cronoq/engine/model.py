@@ -407,6 +407,19 @@ class TaskOptions:
         return out
 
 
+class _OutputLost:
+    """``TaskState.output`` of a succeeded task whose output is no longer available (a store
+    that could not keep it, or dropped it): awaiting it raises instead of giving None."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "OUTPUT_LOST"
+
+
+OUTPUT_LOST: Final = _OutputLost()
+
+
 class TaskState:
     """Everything the engine knows about one task.  Mutated only by the core.
 

@@ -50,7 +50,7 @@ from cronoq import otel as _otel
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
-from cronoq.engine.model import FIRST_TERMINAL, STATUS_NAMES, SUCCEEDED, TaskOptions, TaskState
+from cronoq.engine.model import FIRST_TERMINAL, OUTPUT_LOST, STATUS_NAMES, SUCCEEDED, TaskOptions, TaskState
 from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, parse_overlap
 from cronoq.engine.resources import ResourceConfig
 from cronoq.engine.snapshot import Snapshot
@@ -960,8 +960,12 @@ class Scheduler:
 def _set_outcome(fut: asyncio.Future[Any], t: TaskState) -> None:
     if fut.done():
         return
-    if t.status == SUCCEEDED:
+    if t.status == SUCCEEDED and t.output is not OUTPUT_LOST:
         fut.set_result(t.output)
+    elif t.status == SUCCEEDED:  # (as the published implementation: never a silent None)
+        msg = f"task {t.id} succeeded, but its output is no longer available"
+        fut.set_exception(TaskFailed("succeeded", msg, t.id))
+        fut.exception()
     else:
         fut.set_exception(TaskFailed(STATUS_NAMES[t.status], t.message or "", t.id))
         fut.exception()  # handles need not be awaited: never log "exception never retrieved"
