@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from cronoq import Scheduler, SubmitError, Task, TaskFailed
+from cronoq import Scheduler, SchedulerError, SubmitError, Task, TaskFailed
+from cronoq.errors import NotStartedError
 
 from .conftest import Gate, pool, settle, wait
 
@@ -105,6 +106,26 @@ async def test_duplicate_key_does_not_wait_on_full_pool():
         tid = await s.enqueue("a", key="k")
         h = await wait(s.submit("b", key="k"), 2)
         assert h.duplicate and h.id == tid
+
+
+async def test_a_submission_waiting_for_space_fails_at_shutdown():
+    """Nothing was accepted: the waiting submit (and batch) raise a SchedulerError that says
+    the scheduler shut down - not the "not started" advice."""
+    s = Scheduler([pool(max_pending=2)])
+    await s.start()
+    await _frozen(s)
+    await s.enqueue("a")
+    await s.enqueue("a2")
+    single = asyncio.ensure_future(s.submit("b"))
+    batch = asyncio.ensure_future(s.submit_batch([Task("c"), Task("d")]))
+    await settle()
+    assert not single.done() and not batch.done()
+    await s.shutdown()
+    for fut in (single, batch):
+        with pytest.raises(SchedulerError) as ei:
+            await wait(fut)
+        assert not isinstance(ei.value, NotStartedError)
+        assert str(ei.value) == "scheduler shut down while the submission waited for space in pool 'default'"
 
 
 # ----------------------------------------------------------------------------- reject

@@ -618,7 +618,9 @@ class Scheduler:
             sf = self._loop.create_future()  # type: ignore[union-attr]
             self._space[name] = sf
         await asyncio.shield(sf)
-        self._require()
+        if self._core is not core or not self._accepting:
+            # shut down while this submission waited for space: nothing was accepted
+            raise SchedulerError(f"{SHUTDOWN_MESSAGE} while the submission waited for space in pool '{name}'")
 
     async def _submit(self, payload: object, fields: dict[str, Any]) -> tuple[int, bool]:
         core = self._require()
