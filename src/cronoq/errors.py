@@ -14,6 +14,7 @@ __all__ = [
     "CronoqError",
     "SubmitError",
     "InvalidSubmission",
+    "ArgumentTypeError",
     "SchedulerError",
     "NotStartedError",
     "Fenced",
@@ -61,6 +62,11 @@ class SubmitError(CronoqError):
 
     def __repr__(self) -> str:
         return f"SubmitError({self.code!r}, {self.message!r})"
+
+
+class ArgumentTypeError(ValueError, TypeError):
+    """An argument of the wrong type: a ValueError (SPEC: every bad input is one) that is also
+    a TypeError, as the published implementation raises for these (``except`` either works)."""
 
 
 class InvalidSubmission(SubmitError, ValueError):

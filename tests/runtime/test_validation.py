@@ -461,3 +461,37 @@ async def test_far_instants_are_kept_within_range():
         past = await s.submit("b", deadline_at=-1e12)
         assert await s.status(far.id) == "scheduled"
         assert await wait(past) == "b"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"pool": 1},
+        {"kind": 2},
+        {"retry": 3},
+        {"resources": [1]},
+        {"resources": {1: 1}},
+        {"tenant": 4},
+        {"tags": {1: "x"}},
+        {"key": 5.5},
+        {"after": 1.5},
+        {"deps": "x"},
+        {"deps": ["x"]},
+        {"timeout": "10"},
+        {"start_at": "tomorrow"},
+    ],
+)
+def test_wrong_types_are_value_errors_and_type_errors(fields):
+    """SPEC: bad input is a ValueError; the published implementation raises TypeError for a
+    wrong type - ours is both, so either ``except`` keeps working."""
+    with pytest.raises(ValueError) as ei:
+        Task("p", **fields)
+    assert isinstance(ei.value, TypeError)
+
+
+async def test_wrong_types_on_the_scheduler_too():
+    async with Scheduler([pool()]) as s:
+        with pytest.raises(TypeError):
+            await s.submit_batch(["not a task"])  # type: ignore[list-item]
+        with pytest.raises(TypeError):
+            await s.status(1.5)  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from enum import IntEnum
 from typing import Any, Final
 
 from cronoq.engine.time import NS, check_seconds, show_number
+from cronoq.errors import ArgumentTypeError
 
 # ---------------------------------------------------------------------------------------------
 # Priority
@@ -303,7 +304,7 @@ class Dep:
 
     def __init__(self, target: int | str, on: str = "success") -> None:
         if isinstance(target, bool) or not isinstance(target, (int, str)):
-            raise ValueError(f"dependency target must be a task id or key (got {target!r})")
+            raise ArgumentTypeError(f"dependency target must be a task id or key (got {target!r})")
         if isinstance(target, int) and target < 1:
             raise ValueError(f"dependency target must be a task id >= 1 (got {target})")
         cond = _COND_PARSE.get(on) if isinstance(on, str) else None

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
+from cronoq.errors import ArgumentTypeError
+
 NS = 1_000_000_000
 MS = 1_000_000
 US = 1_000
@@ -42,7 +44,7 @@ def check_seconds(name: str, value: object) -> float:
     """Validate a duration in seconds: finite and >= 0, else the SPEC's ValueError.  Durations
     beyond :data:`MAX_SECONDS` are cut to it."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a finite, non-negative number of seconds (got {value!r})")
+        raise ArgumentTypeError(f"{name} must be a finite, non-negative number of seconds (got {value!r})")
     try:
         v = float(value)
     except OverflowError:  # an int beyond float range

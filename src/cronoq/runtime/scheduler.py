@@ -56,6 +56,7 @@ from cronoq.engine.resources import ResourceConfig
 from cronoq.engine.snapshot import Snapshot
 from cronoq.engine.time import NS, check_seconds, to_ns, valid_seconds
 from cronoq.errors import (
+    ArgumentTypeError,
     InvalidSubmission,
     NotStartedError,
     Permanent,
@@ -89,7 +90,7 @@ _log = logging.getLogger("cronoq")
 
 def _check_ref(ref: object) -> int | str:
     if isinstance(ref, bool) or not isinstance(ref, (int, str)):
-        raise ValueError(f"a task reference is an id (int) or a key (str), got {ref!r}")
+        raise ArgumentTypeError(f"a task reference is an id (int) or a key (str), got {ref!r}")
     return ref
 
 
@@ -736,7 +737,7 @@ class Scheduler:
         batch = list(tasks)
         for t in batch:
             if not isinstance(t, Task):
-                raise ValueError(f"submit_batch takes Task objects (got {t!r})")
+                raise ArgumentTypeError(f"submit_batch takes Task objects (got {t!r})")
         core = self._require()
         if not batch:
             return []

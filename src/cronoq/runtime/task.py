@@ -15,7 +15,7 @@ from typing import Any
 
 from cronoq.engine.model import ON_SUCCESS, Dep, Priority, RetryPolicy, TaskOptions, parse_on_miss
 from cronoq.engine.time import MAX_NS, NS, check_seconds, to_ns
-from cronoq.errors import InvalidSubmission
+from cronoq.errors import ArgumentTypeError, InvalidSubmission
 
 #: SPEC §2: the fixed-start tolerance when none is given (1 s).
 DEFAULT_TOLERANCE_NS = NS
@@ -31,7 +31,7 @@ def _str_map(name: str, value: object) -> dict[str, str] | None:
     out: dict[str, str] = {}
     for k, v in value.items():
         if not isinstance(k, str):
-            raise ValueError(f"{name} keys must be strings (got {k!r})")
+            raise ArgumentTypeError(f"{name} keys must be strings (got {k!r})")
         out[k] = v if isinstance(v, str) else str(v)
     return out or None
 
@@ -53,33 +53,33 @@ def make_options(
     """Validate the shared task fields (SPEC §2) into a TaskOptions.  None for any field means
     its default (as in the published implementation, whose fields all default to None)."""
     if pool is not None and not isinstance(pool, str):
-        raise ValueError(f"pool must be a string (got {pool!r})")
+        raise ArgumentTypeError(f"pool must be a string (got {pool!r})")
     if kind is None:
         kind = "default"
     elif not isinstance(kind, str) or not kind:
-        raise ValueError(f"kind must be a non-empty string (got {kind!r})")
+        raise ArgumentTypeError(f"kind must be a non-empty string (got {kind!r})")
     prio = Priority.NORMAL if priority is None else Priority.parse(priority)
     tol = DEFAULT_TOLERANCE_NS if tolerance is None else to_ns(check_seconds("tolerance", tolerance))
     miss = parse_on_miss("run_late" if on_miss is None else on_miss)
     hint = None if duration_hint is None else to_ns(check_seconds("duration_hint", duration_hint))
     tmo = None if timeout is None else to_ns(check_seconds("timeout", timeout))
     if retry is not None and not isinstance(retry, RetryPolicy):
-        raise ValueError(f"retry must be a RetryPolicy (got {retry!r})")
+        raise ArgumentTypeError(f"retry must be a RetryPolicy (got {retry!r})")
     res: dict[str, int] | None = None
     if resources is not None:
         if not isinstance(resources, Mapping):
-            raise ValueError("resources must be a mapping of resource name to units")
+            raise ArgumentTypeError("resources must be a mapping of resource name to units")
         res = {}
         for name, amount in resources.items():
             if not isinstance(name, str):
-                raise ValueError(f"resource names must be strings (got {name!r})")
+                raise ArgumentTypeError(f"resource names must be strings (got {name!r})")
             if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
                 # SPEC §11: a SubmitError ``invalid`` that is also a ValueError
                 raise InvalidSubmission(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
             res[name] = amount
         res = res or None
     if tenant is not None and not isinstance(tenant, str):
-        raise ValueError(f"tenant must be a string (got {tenant!r})")
+        raise ArgumentTypeError(f"tenant must be a string (got {tenant!r})")
     return TaskOptions(
         pool=pool,
         kind=kind,
@@ -103,14 +103,14 @@ def unix_seconds(name: str, value: object) -> float:
             raise ValueError(f"{name} must be an aware datetime or Unix seconds (got a naive datetime)")
         return value.timestamp()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be Unix seconds or an aware datetime (got {value!r})")
+        raise ArgumentTypeError(f"{name} must be Unix seconds or an aware datetime (got {value!r})")
     try:
         v = float(value)
     except OverflowError:  # an int beyond float range
         v = math.inf
     # finite also in ns (TimeSpec.resolve multiplies by NS): 1e300 must not overflow later
     if not math.isfinite(v * NS):
-        raise ValueError(f"{name} must be Unix seconds or an aware datetime (got {value!r})")
+        raise ArgumentTypeError(f"{name} must be Unix seconds or an aware datetime (got {value!r})")
     return v
 
 
@@ -146,7 +146,7 @@ def check_key(key: object) -> str | None:
     if key is None:
         return None
     if not isinstance(key, str) or not key:
-        raise ValueError(f"key must be a non-empty string (got {key!r})")
+        raise ArgumentTypeError(f"key must be a non-empty string (got {key!r})")
     return key
 
 
@@ -156,20 +156,20 @@ def parse_deps(after: object, deps: object) -> list[tuple[int | str, int]] | Non
     if after is not None:
         refs = [after] if isinstance(after, (int, str)) and not isinstance(after, bool) else after
         if not isinstance(refs, (list, tuple)):
-            raise ValueError(f"after must be a task id, a key or a list of them (got {after!r})")
+            raise ArgumentTypeError(f"after must be a task id, a key or a list of them (got {after!r})")
         for r in refs:
             if isinstance(r, Dep):
                 out.append((r.target, r._cond))
                 continue
             if isinstance(r, bool) or not isinstance(r, (int, str)) or (isinstance(r, int) and r < 1):
-                raise ValueError(f"a dependency is a task id (int >= 1) or a key (str), got {r!r}")
+                raise ArgumentTypeError(f"a dependency is a task id (int >= 1) or a key (str), got {r!r}")
             out.append((r, ON_SUCCESS))
     if deps is not None:
         if not isinstance(deps, (list, tuple)):
-            raise ValueError(f"deps must be a list of Dep (got {deps!r})")
+            raise ArgumentTypeError(f"deps must be a list of Dep (got {deps!r})")
         for d in deps:
             if not isinstance(d, Dep):
-                raise ValueError(f"deps must contain Dep objects (got {d!r})")
+                raise ArgumentTypeError(f"deps must contain Dep objects (got {d!r})")
             out.append((d.target, d._cond))
     return out or None
 
