@@ -97,17 +97,50 @@ def test_other_dataclasses() -> None:
     c = ScalingConfig()
     assert (c.min_workers, c.max_workers, c.scale_up_threshold, c.scale_down_threshold) == (1, 10, 0.70, 0.90)
     assert (c.cooldown_seconds, c.worker_cost_per_second, c.initial_workers) == (30.0, 0.001, 1)
-    s = ElasticPriorityScheduler(initial_workers=3, max_workers=2)
-    assert (s.config.min_workers, s.config.initial_workers, s.config.max_workers) == (2, 3, 2)
+
+
+def test_task_is_hashable_by_id() -> None:
+    assert hash(Task("a", 1.0)) == hash(Task("a", 2.0, Priority.LOW)) == hash("a")
+    assert {Task("a", 1.0), Task("a", 1.0), Task("b", 1.0)} == {Task("a", 1.0), Task("b", 1.0)}
+    assert Task("a", 1.0) != Task("a", 2.0)  # equality stays the dataclass's (all fields)
+    assert {Task("a", 1.0): 1}[Task("a", 1.0)] == 1
 
 
 def test_constructor_defaults_and_validation() -> None:
     s = ElasticPriorityScheduler()
     assert s.completed_count == 0 and s.completed_tasks == [] and s.pending_tasks == []
     assert s.get_cost() == 0.0
+    assert (s.config.min_workers, s.config.initial_workers, s.config.max_workers) == (1, 1, 10)
+    assert (s.config.worker_cost_per_second, s.config.cooldown_seconds) == (0.001, compat.COOLDOWN)
     ElasticPriorityScheduler(scale_up_threshold=0.1, scale_down_threshold=0.2)  # accepted, ignored
     with pytest.raises(ValueError):
-        ElasticPriorityScheduler(max_workers=0)
+        ElasticPriorityScheduler(worker_cost_per_second=-1)
+    with pytest.raises(ValueError):
+        ElasticPriorityScheduler(initial_workers="2")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kw", "expected"),
+    [
+        ({"max_workers": 0}, (1, 1, 1)),
+        ({"initial_workers": 0}, (1, 1, 10)),
+        ({"initial_workers": -1}, (1, 1, 10)),
+        ({"initial_workers": 3, "max_workers": 2}, (1, 3, 3)),
+    ],
+)
+def test_constructor_is_lenient_like_the_prototype(
+    kw: dict[str, int], expected: tuple[int, int, int]
+) -> None:
+    """At least one worker, and max_workers raised to the initial ones: no ValueError."""
+    s = ElasticPriorityScheduler(**kw)
+    assert (s.config.min_workers, s.config.initial_workers, s.config.max_workers) == expected
+    try:
+        s.start()  # the pool accepts the clamped sizes, and runs tasks
+        assert s.get_metrics().worker_count == expected[1]
+        assert s.submit(Task("a", 0.01))
+        until(lambda: s.completed_count == 1)
+    finally:
+        s.stop()
 
 
 # --------------------------------------------------------------------------- lifecycle
@@ -280,7 +313,10 @@ def test_stop_keeps_unfinished_tasks_pending_and_restart_runs_them() -> None:
         assert s.submit(Task("after", 0.01, dependencies=["long"]))
         # stop while "long" is running (the facade has no public running state: ask its scheduler)
         until(lambda: s._bs is not None and s._bs.status("long") == "running")
+        t0 = time.monotonic()
         s.stop()
+        # "long" had the grace to finish, then was cancelled
+        assert compat.STOP_GRACE - 0.05 <= time.monotonic() - t0 < compat.STOP_GRACE + 5.0
         assert ids(s.pending_tasks) == ["long", "after"]
         assert s.completed_count == 1
         s.stop()  # idempotent
@@ -289,6 +325,31 @@ def test_stop_keeps_unfinished_tasks_pending_and_restart_runs_them() -> None:
         s.start()
         until(lambda: s.completed_count == 3)
         assert [c.task.id for c in s.completed_tasks] == ["quick", "long", "after"]
+        assert s.pending_tasks == []
+    finally:
+        s.stop()
+
+
+def test_stop_lets_running_tasks_finish() -> None:
+    """stop() waits (up to STOP_GRACE) for running tasks; the queued ones stay pending."""
+    s = ElasticPriorityScheduler(initial_workers=2, max_workers=2)
+    try:
+        s.start()
+        for i in range(4):
+            assert s.submit(Task(f"t{i}", 0.3))
+        until(lambda: s._bs is not None and s._bs.snapshot().running == 2)
+        running = sorted(
+            t for t in ("t0", "t1", "t2", "t3") if s._bs is not None and s._bs.status(t) == "running"
+        )
+        t0 = time.monotonic()
+        s.stop()
+        assert time.monotonic() - t0 < compat.STOP_GRACE  # returned when they finished
+        assert sorted(c.task.id for c in s.completed_tasks) == running
+        assert sorted(ids(s.pending_tasks)) == sorted({"t0", "t1", "t2", "t3"} - set(running))
+        for c in s.completed_tasks:
+            assert c.end_time - c.start_time >= 0.3 - 0.01  # ran to the end, not cut short
+        s.start()
+        until(lambda: s.completed_count == 4)
         assert s.pending_tasks == []
     finally:
         s.stop()
@@ -403,6 +464,123 @@ def test_metrics_and_cost(eps: ElasticPriorityScheduler) -> None:
     assert cost > 0
     m = eps.get_metrics()  # also after stop
     assert 0.0 <= m.utilization <= 1.0 and m.pending_count == 0
+
+
+def test_metrics_and_cost_after_stop_keep_the_last_run() -> None:
+    s = ElasticPriorityScheduler(initial_workers=1, max_workers=1, worker_cost_per_second=1.0)
+    try:
+        t_start = time.monotonic()
+        s.start()
+        for i in range(3):
+            assert s.submit(Task(f"t{i}", 0.1))
+        until(lambda: s.completed_count == 3)
+        before = s.get_metrics()
+        cost_before = s.get_cost()
+        s.stop()
+        elapsed = time.monotonic() - t_start
+        after = s.get_metrics()
+        assert after.utilization > 0  # not the "no data" 0.0
+        assert after.utilization == pytest.approx(before.utilization, abs=0.1)
+        assert after.priority_adherence == before.priority_adherence
+        assert after.worker_count == before.worker_count == 1
+        assert (after.schedule_quality, after.pending_count) == (before.schedule_quality, 0)
+        cost = s.get_cost()
+        assert cost_before <= cost <= elapsed * 1.0 + 0.01  # one worker for the run, at 1.0/s
+        time.sleep(0.05)  # (time passing while stopped must not cost anything)
+        assert s.get_cost() == cost
+    finally:
+        s.stop()
+
+
+def test_priority_adherence_kept_after_stop() -> None:
+    # one worker busy with "blocker"; a task submitted later with a near deadline is taken
+    # ahead of a higher class (deadline urgency): a priority inversion, adherence < 1
+    s = ElasticPriorityScheduler(initial_workers=1, max_workers=1)
+    try:
+        s.start()
+        assert s.submit(Task("blocker", 0.3))
+        until(lambda: s._bs is not None and s._bs.status("blocker") == "running")
+        assert s.submit(Task("low", 0.05, Priority.LOW))
+        assert s.submit(Task("high", 0.05, Priority.HIGH))
+        assert s.submit(Task("urgent", 0.05, Priority.NORMAL, deadline=time.time() + 0.3))
+        until(lambda: s.completed_count == 4)
+        adherence = s.get_metrics().priority_adherence
+        assert adherence < 1.0
+        s.stop()
+        assert s.get_metrics().priority_adherence == adherence
+    finally:
+        s.stop()
+
+
+def test_schedule_quality_with_nothing_completed() -> None:
+    s = ElasticPriorityScheduler()
+    assert s.get_metrics().schedule_quality == 1.0  # nothing to do
+    assert s.submit(Task("a", 0.01))
+    assert s.get_metrics().schedule_quality == 0.5  # work waiting, none done
+    try:
+        s.start()
+        until(lambda: s.completed_count == 1)
+        assert 0.0 < s.get_metrics().schedule_quality <= 1.0
+    finally:
+        s.stop()
+
+
+def test_schedule_quality_counts_provisioned_worker_seconds() -> None:
+    """Work over the worker-seconds provisioned between the first start and the last
+    completion: scaling up while nothing completes does not lower it (the pool's capacity at
+    the time of the call does not enter)."""
+    s = ElasticPriorityScheduler(initial_workers=1, max_workers=4)
+    try:
+        s.start()
+        assert s.submit(Task("t1", 0.2))
+        until(lambda: s.completed_count == 1)
+        q1 = s.get_metrics().schedule_quality
+        assert q1 > 0.8  # one task on the one worker: provisioned ~ its duration
+        for i in range(8):
+            assert s.submit(Task(f"long{i}", 30.0))
+        until(lambda: s.get_metrics().worker_count > 1)  # the autoscaler adds workers
+        m = s.get_metrics()
+        assert s.completed_count == 1
+        assert m.schedule_quality == q1
+    finally:
+        s.stop()
+
+
+def test_pool_autoscales_with_a_responsive_config() -> None:
+    s = ElasticPriorityScheduler(initial_workers=1, max_workers=3, worker_cost_per_second=0.5)
+    try:
+        s.start()
+        assert s._bs is not None
+        auto = s._bs.scheduler._pools[0].config.autoscale
+        assert auto is not None
+        assert (auto.drain_time, auto.stabilization_window, auto.cooldown) == (
+            compat.DRAIN_TIME, compat.STABILIZATION_WINDOW, compat.COOLDOWN
+        )  # fmt: skip
+        assert (compat.DRAIN_TIME, compat.STABILIZATION_WINDOW, compat.COOLDOWN) == (2.0, 5.0, 2.0)
+        assert auto.cost_per_worker_second == 0.5
+        # the engine's cost figure follows the same rate as get_cost()
+        pool = s._bs.snapshot().pool("default")
+        assert pool is not None and pool.cost == pytest.approx(pool.worker_seconds * 0.5)
+        # queue pressure beyond the 2 s drain target on one worker: it scales up
+        for i in range(12):
+            assert s.submit(Task(f"t{i}", 0.5))
+        until(lambda: s.get_metrics().worker_count > 1)
+        until(lambda: s.completed_count == 12)
+    finally:
+        s.stop()
+
+
+def test_submit_stamps_arrival_time(eps: ElasticPriorityScheduler) -> None:
+    t = Task("a", 0.01, dependencies=["never"])
+    before = time.time()
+    assert eps.submit(t)
+    assert before <= t.arrival_time <= time.time()
+    given = Task("b", 0.01, arrival_time=123.0, dependencies=["never"])
+    assert eps.submit(given)
+    assert given.arrival_time == 123.0  # an explicit arrival time is kept
+    eps.start()
+    late = Task("c", 0.01, dependencies=["never"])
+    assert eps.submit(late) and late.arrival_time >= before
 
 
 def test_cost_scales_with_rate() -> None:

@@ -6,8 +6,14 @@
 submitted again is a no-op) and ``dependencies`` are success edges on ids, awaited when not
 submitted yet.  An id that already completed may be submitted again: it is a new submission
 and runs again (without a key: the first run's key stays retained; a completed id satisfies
-dependencies on it for good).  Unfinished tasks survive ``stop()`` and run after the next
-``start()``.
+dependencies on it for good).  ``stop()`` gives running tasks a short grace to finish; the
+others stay pending and run after the next ``start()``.
+
+The pool autoscales with queue pressure on a responsive configuration (a 2 s drain target, a
+5 s stabilization window, a 2 s cooldown).  ``schedule_quality`` is the total work of the
+completed tasks over the pool's worker-seconds provisioned between the first task start and the
+last completion (counted over all runs), so scaling up while nothing completes does not lower
+it.  After ``stop()`` the metrics and the cost keep the last run's figures.
 """
 
 from __future__ import annotations
@@ -19,12 +25,15 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from cronoq.engine.config import AutoscaleConfig
 from cronoq.engine.reservations import max_overlap, reservation_limit
+from cronoq.engine.snapshot import PoolSnapshot
 from cronoq.engine.time import NS
-from cronoq.errors import SubmitError
+from cronoq.errors import NotStartedError, SubmitError
 from cronoq.runtime.blocking import BlockingScheduler
 from cronoq.runtime.context import TaskContext
 from cronoq.runtime.pool import Pool
+from cronoq.runtime.scheduler import Scheduler
 
 __all__ = [
     "ElasticPriorityScheduler",
@@ -55,6 +64,9 @@ class Task:
     deadline: float | None = None
     dependencies: list[str] = field(default_factory=list)
 
+    def __hash__(self) -> int:  # as the prototype: usable in sets and as dict keys, by id
+        return hash(self.id)
+
 
 @dataclass
 class ScheduledTask:
@@ -82,8 +94,9 @@ class ScalingConfig:
     """The prototype's scaling knobs, in its field order (so positional use keeps working).
 
     ``min_workers`` is the pool's floor and ``initial_workers`` (ours, last) its starting size;
-    the thresholds and ``cooldown_seconds`` are accepted and ignored: scaling follows queue
-    pressure with the engine's own cooldown (SPEC §10)."""
+    the thresholds are accepted and ignored: scaling follows queue pressure (SPEC §10).  The
+    scheduler's own config (``ElasticPriorityScheduler.config``) shows the values in use: its
+    ``cooldown_seconds`` is the autoscaler's cooldown."""
 
     min_workers: int = 1
     max_workers: int = 10
@@ -96,6 +109,12 @@ class ScalingConfig:
 
 POOL = "default"
 FIXED_TOLERANCE = 1.0
+#: seconds ``stop()`` lets running tasks finish before cancelling them
+STOP_GRACE = 2.0
+#: the autoscaler's configuration: responsive, for short sleep-tasks
+DRAIN_TIME = 2.0
+STABILIZATION_WINDOW = 5.0
+COOLDOWN = 2.0
 #: share of ``max_workers`` that overlapping fixed starts may reserve (SPEC §16.4)
 RESERVABLE_FRACTION = 0.5
 #: submit errors that make ``submit`` answer False (rejected), not raise
@@ -113,17 +132,20 @@ class ElasticPriorityScheduler:
         scale_down_threshold: float = 0.90,
         worker_cost_per_second: float = 0.001,
     ) -> None:
-        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
-            raise ValueError("max_workers must be an int >= 1")
-        if isinstance(initial_workers, bool) or not isinstance(initial_workers, int) or initial_workers < 0:
-            raise ValueError("initial_workers must be an int >= 0")
+        for name, v in (("initial_workers", initial_workers), ("max_workers", max_workers)):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"{name} must be an int")
         if not worker_cost_per_second >= 0:
             raise ValueError("worker_cost_per_second must be >= 0")
+        # lenient, as the prototype: at least one worker, and room for the initial ones
+        initial_workers = max(1, initial_workers)
+        max_workers = max(initial_workers, max_workers)
         self.config = ScalingConfig(
-            min_workers=min(initial_workers, max_workers),
+            min_workers=1,
             max_workers=max_workers,
             scale_up_threshold=scale_up_threshold,
             scale_down_threshold=scale_down_threshold,
+            cooldown_seconds=COOLDOWN,
             worker_cost_per_second=worker_cost_per_second,
             initial_workers=initial_workers,
         )
@@ -141,6 +163,12 @@ class ElasticPriorityScheduler:
         self._last_end: float | None = None
         self._work_done = 0.0
         self._worker_seconds = 0.0  # accumulated over previous runs
+        # worker-seconds (over all runs) when the first task started / the last one completed
+        self._ws_first: float | None = None
+        self._ws_last: float | None = None
+        # while stop() waits: the pool's worker-seconds and capacity before, and since when
+        self._stopping: tuple[float, int, float] | None = None
+        self._last: PoolSnapshot | None = None  # the last run's pool figures, kept after stop()
         self._fixed_total = 0
         self._fixed_hits = 0
 
@@ -148,16 +176,27 @@ class ElasticPriorityScheduler:
 
     def _make_scheduler(self) -> BlockingScheduler:
         cfg = self.config
+
+        async def execute(ctx: TaskContext, task: Task) -> None:
+            await self._run(bs.scheduler, task)
+
         pool = Pool(
             POOL,
-            self._run,
+            execute,
             min=cfg.min_workers,
             max=cfg.max_workers,
             initial=cfg.initial_workers,
+            autoscale=AutoscaleConfig(
+                drain_time=DRAIN_TIME,
+                stabilization_window=STABILIZATION_WINDOW,
+                cooldown=cfg.cooldown_seconds,
+                cost_per_worker_second=cfg.worker_cost_per_second,
+            ),
             unknown_dependency="await",
             reservable_fraction=RESERVABLE_FRACTION,
         )
-        return BlockingScheduler([pool])
+        bs = BlockingScheduler([pool])
+        return bs
 
     def start(self) -> None:
         with self._lock:
@@ -172,14 +211,26 @@ class ElasticPriorityScheduler:
                 bs._call(self._enqueue_all(bs, pending))
 
     def stop(self) -> None:
-        """Stop running; unfinished tasks stay pending and run after the next ``start()``."""
+        """Stop running: running tasks get ``STOP_GRACE`` seconds to finish; unfinished tasks
+        stay pending and run after the next ``start()``.  The metrics keep this run's figures."""
         with self._lock:
             bs = self._bs
             if bs is None:
                 return
-            self._worker_seconds += bs.snapshot().pool(POOL).worker_seconds  # type: ignore[union-attr]
-            self._bs = None
-        bs.shutdown(0.0)
+            p = _pool(bs.snapshot())
+            since = time.monotonic()
+            with self._state:
+                self._last = p
+                self._stopping = (p.worker_seconds, p.capacity, since)
+            try:
+                bs.shutdown(STOP_GRACE)
+            finally:
+                # (the engine answers no snapshot while it stops: the capacity does not change
+                # then, so the worker-seconds of the grace are capacity x time)
+                with self._state:
+                    self._worker_seconds += p.worker_seconds + p.capacity * (time.monotonic() - since)
+                    self._stopping = None
+                    self._bs = None
 
     def __enter__(self) -> ElasticPriorityScheduler:
         self.start()
@@ -190,10 +241,25 @@ class ElasticPriorityScheduler:
 
     # ------------------------------------------------------------------ tasks
 
-    async def _run(self, ctx: TaskContext, task: Task) -> None:
+    async def _worker_seconds_total(self, sched: Scheduler) -> float:
+        """Worker-seconds provisioned so far, over all runs (on the scheduler's loop)."""
+        try:
+            ws = _pool(await sched.snapshot()).worker_seconds
+        except NotStartedError:  # stopping: see stop()
+            with self._state:
+                stopping = self._stopping
+            ws = 0.0 if stopping is None else stopping[0] + stopping[1] * (time.monotonic() - stopping[2])
+        with self._state:
+            return self._worker_seconds + ws
+
+    async def _run(self, sched: Scheduler, task: Task) -> None:
         with self._state:
             worker = self._free_workers.pop(0) if self._free_workers else -1
         start = time.time()
+        ws_start = await self._worker_seconds_total(sched)
+        with self._state:
+            if self._ws_first is None:
+                self._ws_first = ws_start
         try:
             await asyncio.sleep(max(0.0, task.duration))
         except BaseException:
@@ -203,6 +269,7 @@ class ElasticPriorityScheduler:
                     self._free_workers.sort()
             raise
         end = time.time()
+        ws_end = await self._worker_seconds_total(sched)
         with self._state:
             if worker >= 0:
                 self._free_workers.append(worker)
@@ -214,6 +281,7 @@ class ElasticPriorityScheduler:
                 if self._first_start is None or start < self._first_start:
                     self._first_start = start
                 self._last_end = end
+                self._ws_last = ws_end
                 if task.fixed_start is not None:
                     self._fixed_total += 1
                     if start <= task.fixed_start + FIXED_TOLERANCE:
@@ -268,6 +336,8 @@ class ElasticPriorityScheduler:
         """
         if not isinstance(task, Task):
             raise ValueError("submit takes a compat.Task")
+        if task.arrival_time == 0:  # as the prototype: stamped when submitted
+            task.arrival_time = time.time()
         with self._lock:
             if task.id in self._pending:
                 return True
@@ -340,41 +410,69 @@ class ElasticPriorityScheduler:
         with self._state:
             return list(self._pending.values())
 
-    def _worker_seconds_now(self) -> float:
-        bs = self._bs
-        ws = self._worker_seconds
-        if bs is not None:
-            p = bs.snapshot().pool(POOL)
-            ws += p.worker_seconds if p is not None else 0.0
+    def _pool_now(self) -> tuple[BlockingScheduler | None, PoolSnapshot | None]:
+        """The running scheduler and its pool's figures; None, None when not running (the
+        figures None while stopping).  (Not under ``_state``: the loop thread needs it.)"""
+        with self._state:
+            bs = self._bs
+        if bs is None:
+            return None, None
+        try:
+            return bs, _pool(bs.snapshot())
+        except NotStartedError:  # stop() is shutting it down
+            return bs, None
+
+    def _worker_seconds_now(self, bs: BlockingScheduler | None, p: PoolSnapshot | None) -> float:
+        """Worker-seconds over all runs, with ``p`` the figures of ``bs``'s pool (or None)."""
+        with self._state:
+            ws = self._worker_seconds
+            if p is not None and self._bs is bs:  # (else stop() has counted that run since)
+                ws += p.worker_seconds
+            elif self._bs is not None and self._stopping is not None:
+                ws0, capacity, since = self._stopping
+                ws += ws0 + capacity * (time.monotonic() - since)
         return ws
 
     def get_metrics(self) -> QualityMetrics:
-        with self._lock:
-            bs = self._bs
-            snap = bs.snapshot().pool(POOL) if bs is not None else None
+        _, live = self._pool_now()
         with self._state:
+            p = live if live is not None else self._last  # the last run's figures after stop()
             completed = list(self._completed)
-            span = (
-                (self._last_end - self._first_start)
-                if self._first_start is not None and self._last_end is not None
-                else 0.0
-            )
-            workers = snap.capacity if snap is not None else self.config.initial_workers
-            provisioned = span * max(1, workers)
-            quality = min(1.0, self._work_done / provisioned) if provisioned > 0 else 0.0
+            pending = len(self._pending)
+            workers = p.capacity if p is not None else self.config.initial_workers
+            if not completed:
+                quality = 1.0 if pending == 0 else 0.5  # as the prototype
+            else:
+                provisioned = 0.0
+                if self._ws_first is not None and self._ws_last is not None:
+                    provisioned = self._ws_last - self._ws_first
+                if not provisioned > 0:  # fall back to the makespan on the current workers
+                    span = (
+                        self._last_end - self._first_start
+                        if self._first_start is not None and self._last_end is not None
+                        else 0.0
+                    )
+                    provisioned = span * max(1, workers)
+                quality = min(1.0, self._work_done / provisioned) if provisioned > 0 else 0.0
             waits = [
                 max(0.0, c.start_time - self._submitted_at.get(c.task.id, c.start_time)) for c in completed
             ]
             return QualityMetrics(
                 schedule_quality=quality,
-                priority_adherence=snap.priority_adherence if snap is not None else 1.0,
+                priority_adherence=p.priority_adherence if p is not None else 1.0,
                 fixed_schedule_hits=self._fixed_hits / self._fixed_total if self._fixed_total else 1.0,
-                utilization=min(1.0, max(0.0, snap.utilization)) if snap is not None else 0.0,
+                utilization=min(1.0, max(0.0, p.utilization)) if p is not None else 0.0,
                 avg_wait_time=sum(waits) / len(waits) if waits else 0.0,
-                pending_count=len(self._pending),
+                pending_count=pending,
                 worker_count=workers,
             )
 
     def get_cost(self) -> float:
-        with self._lock:
-            return max(0.0, self._worker_seconds_now() * self.config.worker_cost_per_second)
+        ws = self._worker_seconds_now(*self._pool_now())
+        return max(0.0, ws * self.config.worker_cost_per_second)
+
+
+def _pool(snap: Any) -> PoolSnapshot:
+    p = snap.pool(POOL)
+    assert p is not None
+    return p

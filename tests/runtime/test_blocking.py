@@ -13,6 +13,7 @@ from cronoq import (
     BlockingEventStream,
     BlockingHandle,
     BlockingScheduler,
+    EventsLagged,
     Permanent,
     Pool,
     SchedulerError,
@@ -325,19 +326,99 @@ def test_events_end_at_shutdown() -> None:
     s.shutdown()
     t.join(SAFETY)
     assert done.is_set()
-    # the reader either ended cleanly or was told the scheduler is gone
-    assert all(isinstance(x, SchedulerError) for x in leftovers)
+    # at shutdown the stream ends and so does iteration: cleanly, nothing left (SPEC §16.1)
+    assert leftovers == []
+    assert stream.closed
+
+
+def test_events_buffered_before_shutdown_are_read_after_it() -> None:
+    """Reading an ended stream needs no loop: what it buffered, then StopIteration (SPEC §16.1,
+    §16.4) -- not NotStartedError because the scheduler is gone."""
+    s = BlockingScheduler([bpool()])
+    s.start()
+    stream = s.events()
+    h1, h2 = s.submit("a"), s.submit("b")
+    assert (h1.result(SAFETY), h2.result(SAFETY)) == ("a", "b")
+    until(lambda: len(stream._s._buf) == 2)  # both terminal events are buffered
+    s.shutdown()
+    assert stream.closed
+    got = [(e.id, e.status) for e in stream]
+    assert sorted(got) == [(h1.id, "succeeded"), (h2.id, "succeeded")]
+    with pytest.raises(StopIteration):
+        stream.next(timeout=SAFETY)
+    # a restarted scheduler does not revive it: still ended, answered at once
+    s.start()
+    try:
+        s.submit("c").result(SAFETY)
+        assert stream.closed
+        with pytest.raises(StopIteration):
+            stream.next()
+    finally:
+        s.shutdown()
+
+
+def test_ended_stream_reports_lag_before_its_buffered_events() -> None:
+    s = BlockingScheduler([bpool()], event_capacity=2)
+    s.start()
+    stream = s.events(on_lag="raise")
+    hs = [s.submit(i) for i in range(4)]
+    for h in hs:
+        h.result(SAFETY)
+    until(lambda: stream.lagged == 2)
+    s.shutdown()
+    with pytest.raises(EventsLagged) as ei:
+        stream.next()
+    assert ei.value.skipped == 2
+    assert len(list(stream)) == 2
+    with pytest.raises(StopIteration):
+        stream.next()
+
+
+def test_close_is_synchronous_and_ends_a_waiting_reader(bs: BlockingScheduler) -> None:
+    stream = bs.events()
+    out: list[Any] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        try:
+            out.extend(stream)
+        except Exception as e:  # pragma: no cover - reported below
+            out.append(e)
+        done.set()
+
+    t = threading.Thread(target=reader)
+    t.start()
+    until(lambda: stream._s._waiter is not None)  # the reader waits in next()
+    # hold the loop thread, so nothing close() hands to it can have run yet
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        held.set()
+        release.wait(SAFETY)
+
+    assert bs._loop is not None
+    bs._loop.call_soon_threadsafe(hold)
+    assert held.wait(SAFETY)
+    try:
+        stream.close()
+        assert stream.closed  # at once, not when the loop thread gets to it
+        with pytest.raises(StopIteration):
+            stream.next(timeout=SAFETY)  # answered without the (busy) loop
+    finally:
+        release.set()
+    t.join(SAFETY)
+    assert done.is_set() and out == []
+    # the subscription itself is dropped on the loop thread
+    until(lambda: stream._s.closed and stream._s not in bs.scheduler._streams)
 
 
 def test_events_context_manager(bs: BlockingScheduler) -> None:
     with bs.events() as stream:
         bs.submit("x").result(SAFETY)
         assert stream.next(timeout=SAFETY).status == "succeeded"
-    # closed from the caller's thread; the close is applied on the loop thread
-    deadline = time.monotonic() + SAFETY
-    while not stream.closed and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert stream.closed
+    assert stream.closed  # synchronously, although the subscription is dropped on the loop
+    with pytest.raises(StopIteration):
+        stream.next()
 
 
 def test_recurring(bs: BlockingScheduler) -> None:

@@ -69,13 +69,21 @@ class BlockingHandle:
 
 
 class BlockingEventStream:
-    """Blocking iterator over a subscriber's events."""
+    """Blocking iterator over a subscriber's events.
 
-    __slots__ = ("_bs", "_s")
+    Reads go through the scheduler's loop while the stream is live.  Once it ended (the
+    scheduler shut down: SPEC §16.1) nothing pushes to it any more, so what it buffered before
+    is read on the caller's thread, without the loop (which may be gone), and iteration then
+    stops.  ``close()`` takes effect for this view at once; the subscription itself is dropped
+    on the loop thread.
+    """
+
+    __slots__ = ("_bs", "_closed", "_s")
 
     def __init__(self, bs: BlockingScheduler, s: EventStream) -> None:
         self._bs = bs
         self._s = s
+        self._closed = False
 
     @property
     def lagged(self) -> int:
@@ -83,7 +91,7 @@ class BlockingEventStream:
 
     @property
     def closed(self) -> bool:
-        return self._s.closed
+        return self._closed or self._s.closed
 
     def __iter__(self) -> Iterator[StatusEvent]:
         return self
@@ -92,24 +100,57 @@ class BlockingEventStream:
         return self.next()
 
     def next(self, timeout: float | None = None) -> StatusEvent:
-        """The next event; StopIteration when the stream ends, TimeoutError after ``timeout``."""
-        try:
-            return self._bs._call(self._s.__anext__(), timeout)
-        except StopAsyncIteration:
-            raise StopIteration from None
+        """The next event; StopIteration when the stream ends, TimeoutError after ``timeout``.
+
+        After a shutdown: the events buffered before it, then StopIteration.
+        """
+        if self._closed:
+            raise StopIteration
+        if not self._s.closed:
+            try:
+                return self._bs._call(self._s.__anext__(), timeout)
+            except StopAsyncIteration:
+                raise StopIteration from None
+            except NotStartedError:
+                if not self._s.closed:  # (not a shutdown that ended this stream)
+                    raise
+                # the scheduler shut down under this read: go on with what was buffered
+        return _read_ended(self._s)
 
     def close(self) -> None:
+        self._closed = True
         loop = self._bs._loop
         if loop is not None and loop.is_running():
-            loop.call_soon_threadsafe(self._s.close)
-        else:
-            self._s.close()
+            try:
+                loop.call_soon_threadsafe(self._s.close)
+                return
+            except RuntimeError:  # the loop closed meanwhile (a concurrent shutdown)
+                pass
+        self._s.close()
 
     def __enter__(self) -> BlockingEventStream:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _read_ended(stream: EventStream) -> StatusEvent:
+    """The next event of an ended (or closed) stream, read on this thread.
+
+    Nothing pushes to it any more, so its ``__anext__`` answers from the buffer without ever
+    awaiting: an event, ``EventsLagged`` (``on_lag="raise"``), or the end (StopIteration here).
+    """
+    coro = stream.__anext__()
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        ev: StatusEvent = done.value
+        return ev
+    except StopAsyncIteration:
+        raise StopIteration from None
+    coro.close()  # pragma: no cover - an ended stream never waits
+    raise RuntimeError("an ended event stream waited for events")  # pragma: no cover
 
 
 async def _let_waiters_finish(limit: float = 1.0) -> None:
