@@ -404,10 +404,11 @@ def test_reservations_are_counted(make):
     spread = engine([30, 40, 50])  # never more than one at a time
     r1 = Run(overlapping).until(25)
     r2 = Run(spread).until(25)
-    # by t=16 the arrival-rate term has decayed below 0.01 slot (λ = 1.2·0.7^15/s): raw = R,
-    # and by t=21 that is the highest raw of the 5 s window
+    # tasks with a start ahead are not arrivals (they count when their start comes due; R
+    # covers them until then): λ = 0 and raw = R from the first evaluation on
     assert r1.desired[25.0] == 3 and r1.capacity[25.0] == 3
-    assert r1.desired[15.0] == 4, "λ·s/u = 0.0108 slot still counts at t=15"
+    assert r1.desired[15.0] == 3, "no arrival-rate term for starts 30 s ahead"
+    assert max(r1.desired.values()) == 3, "future fixed starts never scale beyond their overlap"
     assert r2.desired[25.0] == 1
     assert overlapping.snapshot().reservations == 4
 

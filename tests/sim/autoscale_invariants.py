@@ -1,7 +1,8 @@
 """Shadow model and invariants of the autoscaler (SPEC §10) for the feature simulator.
 
 The shadow recomputes every evaluation from SPEC §10 with its own inputs: λ, the EWMA
-(α = 0.3) of arrivals per second, counted from the ``blocked`` event every new task publishes;
+(α = 0.3) of arrivals per second, counted from the ``ready`` event of new work (from blocked or
+scheduled; a retry is not an arrival);
 s, the service time; B and B_c, the pool's ready + retrying tasks by class; busy, the
 unlabelled group's running attempts; R, the peak overlap of the pool's reservation windows that
 start within ``reservation_horizon`` (and have not ended).  Then
@@ -151,11 +152,17 @@ class AutoscaleShadow:
 
     # ------------------------------------------------------------------ inputs
 
+    def created(self, pool: int) -> None:
+        """A new task: the pool's evaluations are armed (its arrival counts when it is ready)."""
+        ps = self.pools.get(pool)
+        if ps is not None:
+            ps.arm(self.sh.now)
+
     def arrival(self, pool: int) -> None:
+        """New work became ready (blocked/scheduled -> ready; not a retry): one arrival."""
         ps = self.pools.get(pool)
         if ps is not None:
             ps.arrivals += 1
-            ps.arm(self.sh.now)
 
     def capacity_changed(self, pool: int) -> None:
         ps = self.pools.get(pool)

@@ -563,7 +563,7 @@ class FeatureShadow:
             if new != "blocked":
                 self.fail("lifecycle", f"a new task must first publish blocked: {ev}")
             t.status = "blocked"
-            self.scale.arrival(t.pool)
+            self.scale.created(t.pool)
             self.touched.append(t.id)
             return
         if old in TERMINAL:
@@ -583,6 +583,8 @@ class FeatureShadow:
             self.recur.check_skip(t, ev)
         elif new not in LEGAL.get(old, ()):
             self.fail("lifecycle", f"illegal transition {old} -> {new} for {t}")
+        if new == "ready" and old in ("blocked", "scheduled") and self.call != "recover":
+            self.scale.arrival(t.pool)  # new work became ready (not a retry): an arrival
         if occ is not None and new in ("ready", "running") and self.call != "recover":
             self.recur.check_due(t, new)
         spec = t.spec

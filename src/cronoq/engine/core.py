@@ -735,11 +735,9 @@ class Core:
             t.deadline = deadline
         if self.publish and self.emit_transitions:
             self._event(t, now, None)
-        sc = pool.scaler
-        if sc is not None:
-            sc.arrivals += 1
-            if not pool.scale_armed:
-                self._arm_scale(pool, now)
+        if pool.scaler is not None and not pool.scale_armed:
+            # (its arrival counts when it becomes ready: _release / its start coming due)
+            self._arm_scale(pool, now)
         return t
 
     def _persist_submitted(
@@ -807,6 +805,9 @@ class Core:
         c = opts.priority
         pool.ready += 1
         pool.ready_by_class[c] += 1
+        sc = pool.scaler
+        if sc is not None:  # an arrival (see _arrived)
+            sc.arrivals += 1
         if self.publish and self.emit_transitions:
             self._event(t, now, None)
         if deadline is not None:
@@ -936,6 +937,9 @@ class Core:
             c = opts.priority
             pool.ready += 1
             pool.ready_by_class[c] += 1
+            sc = pool.scaler
+            if sc is not None:  # an arrival for the autoscaler: new work became ready (SPEC §10)
+                sc.arrivals += 1
             if self.publish and self.emit_transitions:
                 self._event(t, now, None)
             t.ready_at = now
@@ -957,8 +961,18 @@ class Core:
                 self._push_timer(hold_at, T_HOLD, t, 0)
         else:
             self._move(t, EV_UNBLOCK, now)
+            self._arrived(pool)
             self._to_due(t, pool, now)
         self._push_timer(f.start + t.opts.tolerance + 1, T_MISS, t, 0)
+
+    @staticmethod
+    def _arrived(pool: PoolState) -> None:
+        """New work became ready (not a retry): one arrival for the autoscaler's λ (SPEC §10).
+        Counted here rather than at submission, so that tasks blocked on dependencies or with a
+        start ahead (R covers those) do not inflate the arrival rate."""
+        sc = pool.scaler
+        if sc is not None:
+            sc.arrivals += 1
 
     def _to_due(self, t: TaskState, pool: PoolState, now: int) -> None:
         """A ready fixed-start task: queue it where free slots go first, holding one for it."""
@@ -1430,7 +1444,9 @@ class Core:
                 return
             t.fixed.prev = None  # checked: drop it, so occurrences do not chain in memory forever
             self._move(t, EV_START_DUE, now)
-            self._to_due(t, self.pools[t.opts.pool_index], now)
+            pool = self.pools[t.opts.pool_index]
+            self._arrived(pool)
+            self._to_due(t, pool, now)
         elif kind == T_HOLD:
             self._hold(t, self.pools[t.opts.pool_index])
         elif kind == T_MISS:
@@ -1998,6 +2014,9 @@ class Core:
                 last_occ[name] = t
         for rs in rec.schedules:
             self._recover_schedule(rs, now, last_occ.get(rs.spec.name))
+        for pool in self.pools:  # work recovered is not new work: no arrivals for the scaler
+            if pool.scaler is not None:
+                pool.scaler.arrivals = 0
 
     def _recover_attempt(self, t: TaskState, now: int) -> None:
         """A task interrupted by the restart: its attempt counts; retry after its backoff."""
