@@ -133,7 +133,7 @@ class EventsLagged(CronoqError):
     """An event subscriber fell behind; ``skipped`` events were dropped."""
 
     def __init__(self, skipped: int) -> None:
-        super().__init__(f"event stream lagged: {skipped} events skipped")
+        super().__init__(f"event stream fell behind; {skipped} events were dropped")
         self.skipped = skipped
 
     def __reduce__(self) -> tuple[Any, ...]:

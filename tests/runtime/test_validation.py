@@ -495,3 +495,22 @@ async def test_wrong_types_on_the_scheduler_too():
             await s.submit_batch(["not a task"])  # type: ignore[list-item]
         with pytest.raises(TypeError):
             await s.status(1.5)  # type: ignore[arg-type]
+
+
+async def test_messages_the_published_implementation_gives():
+    """Where the SPEC names no text, ours contains the published implementation's (code that
+    matches on it keeps working), with detail after it."""
+    from cronoq import Dep, EventsLagged, Resource, SubmitError
+
+    with pytest.raises(ValueError, match=r"^use either deadline_in or deadline_at \("):
+        Task("p", deadline_in=1, deadline_at=2)
+    with pytest.raises(ValueError, match=r"^use either start_in or start_at \("):
+        Task("p", start_in=1, start_at=2)
+    with pytest.raises(ValueError, match=r"^on must be 'success', 'failure' or 'complete' \(got 'x'\)$"):
+        Dep("k", on="x")
+    assert str(EventsLagged(3)) == "event stream fell behind; 3 events were dropped"
+    async with Scheduler([pool()], resources=[Resource.semaphore("gpu", 2)]) as s:
+        with pytest.raises(SubmitError) as ei:
+            await s.submit("p", resources={"gpu": 3})
+    assert ei.value.code == "resource_exceeds_capacity"
+    assert str(ei.value).startswith("requested amount exceeds capacity of resource 'gpu' (")

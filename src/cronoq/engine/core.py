@@ -413,7 +413,8 @@ class Core:
             if amount > r.capacity:
                 raise SubmitError(
                     "resource_exceeds_capacity",
-                    f"task needs {amount} units of resource '{name}' but its capacity is {r.capacity}",
+                    f"requested amount exceeds capacity of resource '{name}' "
+                    f"(the task needs {amount} units, its capacity is {r.capacity})",
                 )
 
     def submit_batch(self, now: int, items: Sequence[BatchItem]) -> list[tuple[int, bool]]:

@@ -309,7 +309,7 @@ class Dep:
             raise ValueError(f"dependency target must be a task id >= 1 (got {target})")
         cond = _COND_PARSE.get(on) if isinstance(on, str) else None
         if cond is None:
-            raise ValueError(f"unknown dependency condition {on!r}: expected success, failure or complete")
+            raise ValueError(f"on must be 'success', 'failure' or 'complete' (got {on!r})")
         self.target = target
         self.on = COND_NAMES[cond]
         self._cond = cond

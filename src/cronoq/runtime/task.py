@@ -134,7 +134,9 @@ class TimeSpec:
 
 def parse_when(prefix: str, rel: object, at: object) -> TimeSpec | None:
     if rel is not None and at is not None:
-        raise ValueError(f"{prefix}_in and {prefix}_at are mutually exclusive")
+        raise ValueError(
+            f"use either {prefix}_in or {prefix}_at ({prefix}_in and {prefix}_at are mutually exclusive)"
+        )
     if rel is not None:
         return TimeSpec(to_ns(check_seconds(f"{prefix}_in", rel)), None)
     if at is not None:
