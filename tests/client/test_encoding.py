@@ -240,7 +240,7 @@ def test_bad_fields(fields: dict[str, object], error: type[Exception], match: st
 
 
 def test_dep_rejects_unknown_condition() -> None:
-    with pytest.raises(ValueError, match="unknown dependency condition"):
+    with pytest.raises(ValueError, match="on must be 'success', 'failure' or 'complete'"):
         Dep(1, on="maybe")
 
 
