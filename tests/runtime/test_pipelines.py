@@ -781,8 +781,11 @@ async def test_add_recurring_same_name_replaces() -> None:
         assert len(listed) == 1
         assert listed[0].cron == "@hourly" and listed[0].overlap == "allow"
         assert listed[0] == info
+        # the replaced schedule's occurrence (next midnight) stays the one ahead: the new
+        # schedule's first occurrence is the first hour after it (SPEC §7, one per instant)
         nxt = listed[0].next_run
-        assert nxt is not None and nxt % 3600 == 0 and 0 < nxt - time.time() <= 3600
+        assert nxt is not None and nxt % 86400 == 0 and 0 < nxt - time.time() <= 86400
+        assert (await s.snapshot()).pool("default").pending == 1
         await s.remove_recurring("r")
 
 
@@ -792,6 +795,7 @@ async def test_add_recurring_same_name_replaces() -> None:
         ("*/5 * * * *", None),
         ("0 9 * * MON-FRI", "Europe/Berlin"),
         ("0 0 L * *", None),
+        ("0 0 LW * *", "Europe/Berlin"),  # the last weekday of the month
         ("0 0 ? * 1#2", "America/New_York"),
         ("30 0 12 * * ? *", None),  # 7 fields: seconds first, trailing year
         ("@daily", None),
@@ -828,6 +832,23 @@ async def test_invalid_cron_or_tz_is_configuration_error(cron: str, tz: str | No
         assert not isinstance(ei.value, SubmitError)
         assert str(ei.value).startswith("configuration error: ")
         assert await s.list_recurring() == []
+
+
+@pytest.mark.parametrize(
+    ("cron", "message"),
+    [
+        ("61 * * * *", "invalid cron '61 * * * *': minute value 61 out of range 0-59"),
+        ("* * * * FOO", "invalid cron '* * * * FOO': invalid day-of-week value 'FOO'"),
+        ("* * * *", "invalid cron '* * * *': expected 5, 6 or 7 fields, got 4"),
+        ("", "invalid cron '': empty expression"),
+    ],
+)
+async def test_invalid_cron_message(cron: str, message: str) -> None:
+    """The expression as written and a short reason (not the parser's rewritten field list)."""
+    async with Scheduler([pool()]) as s:
+        with pytest.raises(SchedulerError) as ei:
+            await s.add_recurring("r", cron, None)
+        assert str(ei.value) == f"configuration error: {message}"
 
 
 async def test_unknown_pool_is_configuration_error() -> None:
@@ -973,10 +994,13 @@ async def test_recurring_conflicts_are_dropped_and_counted() -> None:
     async with Scheduler([pool(max=2)]) as s:  # limit 1
         blocker = await s.submit("blocker", start_in=30, duration_hint=1, tolerance=1)
         info = await s.add_recurring("r", "*/10 * * * * *", None, duration_hint=60)
-        # every occurrence within the blocker's window conflicts; a later one is taken
-        assert info.next_run is not None
-        assert (await s.snapshot()).totals["recurring_conflicts"] >= 1
-        assert info.next_run > time.time() + 30
+        # the first occurrence overlaps the blocker's window: dropped and counted once; the
+        # schedule tries the following one when the dropped one comes due (SPEC §7)
+        assert (await s.snapshot()).totals["recurring_conflicts"] == 1
+        assert info.last_task_id == 0
+        assert info.next_run is not None and info.next_run % 10 == 0
+        assert info.next_run <= time.time() + 10
+        assert (await s.snapshot()).pool("default").pending == 1  # the blocker only
         assert await s.status(blocker.id) == "scheduled"
         await s.remove_recurring("r")
 

@@ -5,9 +5,15 @@ template) and predicts each materialization itself: the next occurrence comes fr
 :class:`~tests.sim.cronmodel.CronModel` (its own reading of the cron fields in the zone, DST
 included), the occurrence is a fixed-start submission of the template whose outcome the
 :class:`~tests.sim.feature_invariants.FeatureShadow` predicts like any other (new id, duplicate
-occurrence key, ``reservation_conflict`` → the next instant is tried, up to 100).  Only one
-thing is taken from the engine: the instant a spring-forward gap fires at, which SPEC leaves
-open (see :mod:`tests.sim.cronmodel`); it is checked to lie in the allowed range.
+occurrence key, ``reservation_conflict`` → that occurrence is dropped and counted, and the
+schedule wakes up at its instant to try the following one).  Only one thing is taken from the
+engine: the instant a spring-forward gap fires at, which SPEC leaves open (see
+:mod:`tests.sim.cronmodel`); it is checked to lie in the allowed range.
+
+Replacing a schedule whose occurrence for instant T is materialized creates nothing: that
+occurrence stays the one ahead (the new schedule's overlap policy does not chain onto it) and
+the new schedule's first occurrence, after T, is created when T comes due.  After a crash the
+engine knows the occurrence ahead only by the committed ``last``: the recovered chain follows it.
 
 When several things happen in one tick, their order matters (an occurrence that starts, is
 skipped for overlap or missed frees its reservation before its successor is created).  The
@@ -22,8 +28,9 @@ Invariants (each violation names ``recurring`` unless noted):
   start (a cron instant, never an earlier one skipped without a conflict), occurrence key
   ``<key>@<UTC start ISO-8601 seconds>Z``, template fields, edge to the previous occurrence for
   ``queue`` (complete) / ``queue_on_success`` (success);
-* a schedule materializes exactly when its previous occurrence comes due (at its start, never
-  late, never early) and nothing after ``remove_recurring`` or a replacement;
+* a schedule materializes exactly when its previous occurrence (or the one it dropped for a
+  conflict) comes due (at its start, never late, never early), one occurrence per wake-up, and
+  nothing after ``remove_recurring`` or a replacement;
 * an occurrence is materialized at most once: each occurrence key maps to one id ever (across
   crashes: among committed ``Submitted`` records), and each schedule's starts strictly increase;
 * no occurrence is ready or runs before its start (the ``fixed-start`` invariant);
@@ -57,7 +64,6 @@ if TYPE_CHECKING:
 OVERLAP_NAMES = ("skip", "allow", "queue", "queue_on_success")
 SKIP, ALLOW, QUEUE, QUEUE_ON_SUCCESS = 0, 1, 2, 3
 MSG_PREVIOUS_RUNNING = "previous occurrence still running"
-MAX_TRIES = 100
 DUE = frozenset({"ready", "running", "retrying"})
 
 
@@ -71,8 +77,9 @@ class Sched:
 
     __slots__ = (
         "active",
-        "ahead",
         "armed",
+        "at_next",
+        "chain",
         "cron",
         "deadline_rel",
         "gen",
@@ -103,8 +110,9 @@ class Sched:
         self.deadline_rel = deadline_rel
         self.active = True
         self.armed = False  # a wake-up is pending at next_start
-        self.ahead: int | None = None
-        self.next_start: int | None = None  # engine ns
+        self.at_next = False  # an occurrence is materialized for next_start (else: dropped)
+        self.chain: int | None = None  # the occurrence the next one follows (overlap policy)
+        self.next_start: int | None = None  # engine ns of the wake-up
         self.last_id = 0
         self.order = 0  # push order of the wake-up
         self.occ: list[int] = []  # occurrences this generation created
@@ -113,7 +121,7 @@ class Sched:
     def __repr__(self) -> str:
         return (
             f"<schedule {self.name}#{self.gen} {self.cron.expr!r} tz={self.cron.tz} "
-            f"{OVERLAP_NAMES[self.overlap]} ahead={self.ahead} next={self.next_start}>"
+            f"{OVERLAP_NAMES[self.overlap]} chain={self.chain} next={self.next_start} at_next={self.at_next}>"
         )
 
 
@@ -144,7 +152,14 @@ class RecurringShadow:
         self.pending: list[tuple[tuple[int, int, int], str, Sched, int]] = []  # (key, kind, sched, after)
         self.recover_pending: list[tuple[tuple[int, int, int], str, Sched, int]] = []
         self.expect_next: list[tuple[str, int | None, int]] = []
-        self.stats = {"materialized": 0, "conflicts": 0, "dups": 0, "overlap_skips": 0, "gaps": 0}
+        self.stats = {
+            "materialized": 0,
+            "conflicts": 0,
+            "dups": 0,
+            "overlap_skips": 0,
+            "gaps": 0,
+            "adopted": 0,
+        }
 
     # ------------------------------------------------------------------ helpers
 
@@ -175,15 +190,26 @@ class RecurringShadow:
     def add(
         self, name: str, cron: CronModel, overlap: int, template: TaskSpec, deadline_rel: int | None
     ) -> Sched:
-        """``add_recurring`` succeeded: the new generation; its first materialization is pending."""
+        """``add_recurring`` succeeded: the new generation; its first materialization is pending,
+        or, when it replaces a schedule with an occurrence materialized for instant T, comes
+        when T comes due (that occurrence stays the one ahead, not chained)."""
         old = self.scheds.get(name)
-        if old is not None:
-            old.active = False
-            old.armed = False
         s = Sched(self.next_gen, name, cron, overlap, template, deadline_rel)
         self.next_gen += 1
         self.gens[s.gen] = s
         self.scheds[name] = s
+        if old is not None:
+            old.active = False
+            old.armed = False
+            if old.at_next and old.next_start is not None:
+                s.next_start = old.next_start
+                s.last_id = old.last_id
+                s.at_next = True
+                s.armed = True
+                s.order = self._bump()
+                self.stats["adopted"] += 1
+                self.expect_next.append((name, self.sh.tb + s.next_start, s.last_id))
+                return s
         self.pending.append(((-1, 0, 0), "add", s, self.sh.tb + self.sh.now))
         return s
 
@@ -294,7 +320,7 @@ class RecurringShadow:
             labels=tm.labels,
             tenant=tm.tenant,
         )
-        prev = s.ahead
+        prev = s.chain
         if prev is not None and prev in self.sh.tasks:
             if s.overlap == QUEUE:
                 spec.deps = [(prev, 2)]  # ON_COMPLETE
@@ -305,30 +331,34 @@ class RecurringShadow:
     def _materialize(self, s: Sched, after: int, new_id: int | None) -> FTask | None:
         """Predict one materialization now; ``new_id``: the id the engine just created, if any.
 
-        Returns the registered occurrence when it is new."""
+        One occurrence is tried: a conflicting one is dropped (counted) and the schedule wakes
+        up at its instant.  Returns the registered occurrence when it is new."""
         sh = self.sh
-        for _ in range(MAX_TRIES):
-            x = self._candidate(s, after)
-            if x is None:
-                break
-            start = x * NS - sh.tb
-            spec = self._occurrence_spec(s, start)
-            code, items = sh.predict_submit([spec], False)
-            if code == "reservation_conflict":
-                self.stats["conflicts"] += 1
-                after = x * NS
-                continue
-            if code is not None:
-                self.fail(f"{s}: occurrence {spec.short()} predicted {code}")
+        x = self._candidate(s, after)
+        if x is None:
+            s.at_next = False
+            s.next_start = None
+            s.armed = False
+            self.expect_next.append((s.name, None, s.last_id))
+            return None
+        start = x * NS - sh.tb
+        spec = self._occurrence_spec(s, start)
+        code, items = sh.predict_submit([spec], False)
+        if code == "reservation_conflict":
+            self.stats["conflicts"] += 1
+            s.at_next = False
+        elif code is not None:
+            self.fail(f"{s}: occurrence {spec.short()} predicted {code}")
+        t = None
+        if code is None:
             tid, dup = items[0]
-            t = None
             if dup:
                 self.stats["dups"] += 1
             else:
                 if new_id != tid:
                     self.fail(f"{s}: expected occurrence {tid} ({spec.short()}), the engine created {new_id}")
                 t = sh.register_task(tid, spec)
-                t.occ = Occ(s.gen, s.ahead, self._bump())
+                t.occ = Occ(s.gen, s.chain, self._bump())
                 s.occ.append(tid)
                 if s.starts and start <= s.starts[-1]:
                     self.fail(f"{s}: occurrence start {start} not after the previous {s.starts[-1]}")
@@ -339,18 +369,14 @@ class RecurringShadow:
                         self.fail(f"occurrence key {spec.key} materialized twice: {had} and {tid}")
                     self.occ_keys[spec.key] = tid
                 self.stats["materialized"] += 1
-            s.ahead = tid
-            s.next_start = start
+            s.chain = tid
+            s.at_next = True
             s.last_id = tid
-            s.armed = True
-            s.order = self._bump()
-            self.expect_next.append((s.name, sh.tb + start, tid))
-            return t
-        s.ahead = None
-        s.next_start = None
-        s.armed = False
-        self.expect_next.append((s.name, None, s.last_id))
-        return None
+        s.next_start = start
+        s.armed = True
+        s.order = self._bump()
+        self.expect_next.append((s.name, sh.tb + start, s.last_id))
+        return t
 
     def on_new(self, ev: Any) -> FTask:
         """An event for a task nobody submitted: the next due materialization must have made it."""
@@ -505,11 +531,14 @@ class RecurringShadow:
         last = s.last_id
         ahead = sh.tasks.get(last) if last else None
         if ahead is not None and ahead.status not in TERMINAL and s.next_start is not None:
-            s.ahead = ahead.id
+            # the wake-up resumes (at the occurrence ahead, or at an instant dropped for a
+            # conflict, when ``last`` is the occurrence before it)
+            s.chain = ahead.id
+            s.at_next = ahead.spec.start_at == s.next_start
             s.armed = True
             s.order = self._bump()
             return None
-        s.ahead = None if ahead is None else ahead.id
+        s.chain = None if ahead is None else ahead.id
         unix_now = sh.tb + sh.now
         if s.next_start is None:
             return unix_now

@@ -142,7 +142,6 @@ T_RECUR = 7  # a recurring occurrence comes due: materialize the next one (token
 T_SCALE = 8  # autoscaler evaluation of pool ``token``
 T_REFILL = 9  # a token bucket (name in the task slot) has refilled enough for its first waiter
 
-MAX_MATERIALIZE_TRIES = 100  # occurrences tried in a row when reservations conflict
 
 _PENDING = (True, True, True, False, True) + (False,) * 7  # blocked, scheduled, ready, retrying
 
@@ -1777,14 +1776,24 @@ class Core:
         """Add or replace a schedule and materialize its first occurrence (SPEC §7).
 
         Raises SubmitError ``unknown_pool``; the cron and time zone were validated when the
-        spec was built.  A replaced schedule's materialized occurrence still runs.
+        spec was built.  A replaced schedule's materialized occurrence still runs, and the two
+        never fire for the same instant: when the replaced schedule has an occurrence for
+        instant T materialized (whatever became of it since), that one stays the occurrence
+        ahead, and the new schedule's first occurrence, the first one after T, is created when
+        T comes due.  The new schedule's overlap policy does not chain onto it.
         """
         self.resolve_pool(spec.opts)
+        old = self.schedules.get(spec.name)
         sched = Schedule(spec)
         self.schedules[spec.name] = sched
         if self.persist:
             self.actions.append(Persist(RecurringUpsert(self._recurring_record(spec))))
-        self._materialize(sched, now, self._unix_s(now))
+        if old is not None and old.ahead is not None and old.next_start is not None:
+            sched.ahead = old.ahead
+            sched.last_id = old.last_id
+            self._arm_recur(sched, old.next_start)
+        else:
+            self._materialize(sched, now, self._unix_s(now))
         return self._info(sched)
 
     def remove_recurring(self, now: int, name: str) -> bool:
@@ -1834,67 +1843,80 @@ class Core:
         )
 
     def _materialize(self, sched: Schedule, now: int, after_unix: float) -> None:
-        """Create the next occurrence after ``after_unix`` as a fixed-start task."""
+        """Create the next occurrence after ``after_unix`` as a fixed-start task.
+
+        One occurrence is tried (SPEC §7: each next one is created when the previous comes
+        due): one that cannot get a reservation (or finds its pool full) is dropped and counted
+        once, and the schedule wakes up at its instant to try the following one, by when the
+        reservations it conflicted with may have been released.
+        """
         spec = sched.spec
-        prev = sched.ahead
+        prev = sched.chain
         tb = self.config.time_base
-        for _ in range(MAX_MATERIALIZE_TRIES):
-            nxt = spec.cron.next_after(after_unix)
-            if nxt is None:
-                self._tot["recurring_invalid"] += 1
-                break
-            start = round(nxt * NS) - tb
-            key = None if spec.key is None else occurrence_key(spec.key, tb + start)
-            deps: list[tuple[int | str, int]] | None = None
-            if prev is not None and prev.id in self.tasks:
-                if spec.overlap == OVERLAP_QUEUE:
-                    deps = [(prev.id, ON_COMPLETE)]
-                elif spec.overlap == OVERLAP_QUEUE_ON_SUCCESS:
-                    deps = [(prev.id, ON_SUCCESS)]
-            deadline = None if spec.deadline_rel is None else start + spec.deadline_rel
-            try:
-                tid, dup = self.submit(now, spec.opts, spec.payload, key, deadline, start, deps, spec.blob)
-            except SubmitError:  # reservation conflict or a full pool: drop this occurrence
-                self._tot["recurring_conflicts"] += 1
-                after_unix = nxt
-                continue
-            t = self.tasks[tid]
-            if not dup and t.fixed is not None:
-                t.fixed.recurring = spec.name
-                if self.persist:  # the Submitted record was built before the name was set
-                    for a in reversed(self.actions):
-                        m = a.mutation if type(a) is Persist else None
-                        if type(m) is Submitted and m.id == tid:
-                            m.spec.recurring = spec.name
-                            break
-                if spec.overlap == OVERLAP_SKIP:
-                    # an occurrence that ended before coming due (skipped for overlap, or
-                    # cancelled while scheduled) still has its start check's ``prev``: check
-                    # the one it deferred to, so a long run is never overlapped by a later one
-                    live = prev
-                    while (
-                        live is not None
-                        and live.status >= FIRST_TERMINAL
-                        and live.fixed is not None
-                        and live.fixed.prev is not None
-                    ):
-                        live = live.fixed.prev
-                    t.fixed.prev = live
-            sched.prev = prev
-            sched.ahead = t
-            sched.next_start = start
-            sched.last_id = tid
-            self._recur_gen += 1
-            sched.gen = self._recur_gen
-            self._recur_by_gen[sched.gen] = sched
-            self._push_timer(start, T_RECUR, t, sched.gen)
+        nxt = spec.cron.next_after(after_unix)
+        if nxt is None:
+            self._tot["recurring_invalid"] += 1
+            sched.ahead = None
+            sched.next_start = None
             if self.persist:
-                self.actions.append(Persist(RecurringNext(spec.name, tb + start, tid)))
+                self.actions.append(Persist(RecurringNext(spec.name, None, sched.last_id)))
             return
-        sched.ahead = None
-        sched.next_start = None
+        start = round(nxt * NS) - tb
+        key = None if spec.key is None else occurrence_key(spec.key, tb + start)
+        deps: list[tuple[int | str, int]] | None = None
+        if prev is not None and prev.id in self.tasks:
+            if spec.overlap == OVERLAP_QUEUE:
+                deps = [(prev.id, ON_COMPLETE)]
+            elif spec.overlap == OVERLAP_QUEUE_ON_SUCCESS:
+                deps = [(prev.id, ON_SUCCESS)]
+        deadline = None if spec.deadline_rel is None else start + spec.deadline_rel
+        try:
+            tid, dup = self.submit(now, sched.opts, spec.payload, key, deadline, start, deps, spec.blob)
+        except SubmitError:  # reservation conflict or a full pool: drop this occurrence
+            self._tot["recurring_conflicts"] += 1
+            sched.ahead = None
+            self._arm_recur(sched, start)
+            return
+        t = self.tasks[tid]
+        if not dup and t.fixed is not None:
+            t.fixed.recurring = spec.name
+            if self.persist:  # the Submitted record was built before the name was set
+                for a in reversed(self.actions):
+                    m = a.mutation if type(a) is Persist else None
+                    if type(m) is Submitted and m.id == tid:
+                        m.spec.recurring = spec.name
+                        break
+            if spec.overlap == OVERLAP_SKIP:
+                # an occurrence that ended before coming due (skipped for overlap, or
+                # cancelled while scheduled) still has its start check's ``prev``: check
+                # the one it deferred to, so a long run is never overlapped by a later one
+                live = prev
+                while (
+                    live is not None
+                    and live.status >= FIRST_TERMINAL
+                    and live.fixed is not None
+                    and live.fixed.prev is not None
+                ):
+                    live = live.fixed.prev
+                t.fixed.prev = live
+        sched.ahead = t
+        sched.chain = t
+        sched.last_id = tid
+        self._arm_recur(sched, start)
+
+    def _arm_recur(self, sched: Schedule, start: int) -> None:
+        """Wake ``sched`` up at ``start`` (the instant of its occurrence ahead, or of the one
+        dropped for a conflict) and persist where it stands."""
+        sched.next_start = start
+        self._recur_gen += 1
+        sched.gen = self._recur_gen
+        self._recur_by_gen[sched.gen] = sched
+        self.timer_n += 1
+        heapq.heappush(self.timers, (start, self.timer_n, T_RECUR, None, sched.gen))
         if self.persist:
-            self.actions.append(Persist(RecurringNext(spec.name, None, sched.last_id)))
+            self.actions.append(
+                Persist(RecurringNext(sched.spec.name, self.config.time_base + start, sched.last_id))
+            )
 
     # ------------------------------------------------------------------ recovery
 
@@ -2051,16 +2073,20 @@ class Core:
         self.schedules[rec.name] = sched
         ahead = self.tasks.get(rs.last) if rs.last else None
         if ahead is not None and ahead.status < FIRST_TERMINAL and rs.next is not None:
-            sched.ahead = ahead
+            # the wake-up resumes: at the start of the occurrence ahead, or at the instant of
+            # one dropped for a conflict (``last`` is then the occurrence before it)
+            sched.chain = ahead
             sched.last_id = ahead.id
             sched.next_start = rs.next - self.config.time_base
+            f = ahead.fixed
+            sched.ahead = ahead if f is not None and f.start == sched.next_start else None
             self._recur_gen += 1
             sched.gen = self._recur_gen
             self._recur_by_gen[sched.gen] = sched
             self._push_timer(sched.next_start, T_RECUR, ahead, sched.gen)
         else:
             # (overlap=skip: the next occurrence defers to the latest live one, see recover)
-            sched.ahead = ahead if live_occ is None or live_occ.status >= FIRST_TERMINAL else live_occ
+            sched.chain = ahead if live_occ is None or live_occ.status >= FIRST_TERMINAL else live_occ
             sched.last_id = rs.last
             after = self._unix_s(now) if rs.next is None else max(self._unix_s(now), rs.next / NS)
             self._materialize(sched, now, after)

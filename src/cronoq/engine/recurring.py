@@ -9,11 +9,13 @@ Accepted syntax: 5 fields (min hour dom mon dow), 6 (seconds first), 7 (seconds 
 trailing year); ranges, lists, steps, names, ``?``, ``L``, ``W``, ``#``; and the macros
 ``@hourly``, ``@daily``, ``@weekly``, ``@monthly``, ``@yearly``, ``@annually``, ``@midnight``.
 "The last <weekday> of the month" in the day-of-week field may be written ``5L`` / ``FRIL``
-(the common Quartz spelling, Unix day numbers: 0 or 7 = Sunday) as well as croniter's ``L5``.
+(the common Quartz spelling, Unix day numbers: 0 or 7 = Sunday) as well as croniter's ``L5``;
+``LW`` in the day-of-month field is the last weekday (Monday to Friday) of the month.
 """
 
 from __future__ import annotations
 
+import calendar
 import datetime as _dt
 import re
 from typing import Any, Final
@@ -27,6 +29,7 @@ OVERLAP_QUEUE: Final = 2
 OVERLAP_QUEUE_ON_SUCCESS: Final = 3
 OVERLAP_NAMES: Final = ("skip", "allow", "queue", "queue_on_success")
 OVERLAP_ERROR: Final = "overlap must be 'skip', 'allow', 'queue' or 'queue_on_success'"
+RECURRING_TAG: Final = "cronoq.recurring"  # tag of every occurrence: its schedule's name
 
 _MACROS: Final = {
     "@yearly": "0 0 1 1 *",
@@ -64,13 +67,20 @@ def parse_overlap(value: object) -> int:
 
 
 class CronSchedule:
-    """A validated cron expression in a time zone; ``next_after`` iterates occurrences."""
+    """A validated cron expression in a time zone; ``next_after`` iterates occurrences.
 
-    __slots__ = ("_expr", "_tz", "expr", "tz_name")
+    An invalid expression raises ``ValueError("invalid cron '<expr>': <reason>")`` (the
+    expression as written, a short reason naming the field).  ``LW`` in the day-of-month field
+    (the last weekday, Monday to Friday, of the month), which croniter lacks, is computed here:
+    the schedule is then the union of croniter expressions (standard cron: a restricted
+    day-of-month and day-of-week match either), the ``LW`` one filtered to that day.
+    """
+
+    __slots__ = ("_parts", "_tz", "expr", "tz_name")
 
     def __init__(self, expr: str, tz: str | None = None) -> None:
-        if not isinstance(expr, str) or not expr.strip():
-            raise ValueError(f"invalid cron expression {expr!r}")
+        if not isinstance(expr, str):
+            raise ValueError(f"invalid cron {expr!r}: expected a string, got {type(expr).__name__}")
         if tz is not None and not isinstance(tz, str):
             raise ValueError(f"invalid time zone {tz!r}")
         self._tz: _dt.tzinfo
@@ -79,41 +89,164 @@ class CronSchedule:
         except (ZoneInfoNotFoundError, ValueError) as e:
             raise ValueError(f"unknown time zone '{tz}'") from e
         text = " ".join(expr.split())
-        text = _MACROS.get(text.lower(), text)
+        if not text:
+            raise _invalid(expr, "empty expression")
+        if text.startswith("@"):
+            macro = _MACROS.get(text.lower())
+            if macro is None:
+                raise _invalid(expr, f"unknown macro '{text.split(' ')[0]}'")
+            text = macro
         fields = text.split(" ")
         if len(fields) not in (5, 6, 7):
-            raise ValueError(
-                f"invalid cron expression '{expr}': expected 5, 6 or 7 fields, got {len(fields)}"
-            )
-        dow = 4 if len(fields) == 5 else 5  # seconds come first in the 6- and 7-field forms
+            raise _invalid(expr, f"expected 5, 6 or 7 fields, got {len(fields)}")
+        names = _FIELD_NAMES[len(fields)]
+        dom = names.index(_DOM)
+        dow = dom + 2
         if "l" in fields[dow] or "L" in fields[dow]:
             fields[dow] = _last_weekday_items(fields[dow])
-            text = " ".join(fields)
+        # (croniter expression, only the last weekday of the month) whose union is the schedule
+        parts: list[tuple[str, bool]] = []
+        dom_items = fields[dom].split(",")
+        if any(i.upper() == "LW" for i in dom_items):
+            rest = [i for i in dom_items if i.upper() != "LW"]
+            parts.append((_with(fields, {dom: "26-31", dow: "*"}), True))  # LW is one of them
+            if rest:
+                parts.append((_with(fields, {dom: ",".join(rest), dow: "*"}), False))
+            if fields[dow] not in ("*", "?"):
+                parts.append((_with(fields, {dom: "*"}), False))
+        else:
+            parts.append((" ".join(fields), False))
         self.expr = expr
         self.tz_name = tz
-        self._expr = text
+        self._parts = parts
         from croniter import croniter  # type: ignore[import-untyped]  # lazily: only schedules need it
 
-        try:
-            croniter(text, _dt.datetime.now(self._tz), second_at_beginning=True)
-        except Exception as e:  # croniter raises several error types for bad syntax
-            raise ValueError(f"invalid cron expression '{expr}': {e}") from e
+        for part, _ in parts:
+            try:
+                croniter(part, _dt.datetime.now(self._tz), second_at_beginning=True)
+            except Exception as e:  # croniter raises several error types for bad syntax
+                raise _invalid(expr, _diagnose(text.split(" "), names) or "unsupported syntax") from e
 
     def next_after(self, unix_s: float) -> float | None:
         """The first occurrence strictly after ``unix_s`` (Unix seconds), or None if none exists."""
+        best: float | None = None
+        for part, last_weekday in self._parts:
+            x = self._next_lw(part, unix_s) if last_weekday else self._next(part, unix_s)
+            if x is not None and (best is None or x < best):
+                best = x
+        return best
+
+    def _next(self, part: str, unix_s: float) -> float | None:
         from croniter import croniter
 
         start = _dt.datetime.fromtimestamp(unix_s, self._tz)
         try:
             # (the year field reaches 2099: look that far; an impossible date still fails fast)
-            it = croniter(self._expr, start, second_at_beginning=True, max_years_between_matches=130)
+            it = croniter(part, start, second_at_beginning=True, max_years_between_matches=130)
             nxt = it.get_next(_dt.datetime)
         except Exception:  # no further match (e.g. 30 February, or a year range that ended)
             return None
         ts: float = nxt.timestamp()
         if ts <= unix_s:  # pragma: no cover - croniter contract says strictly after
-            return self.next_after(unix_s + 1)
+            return self._next(part, unix_s + 1)
         return ts
+
+    def _next_lw(self, part: str, unix_s: float) -> float | None:
+        """The next match of ``part`` (day of month 26-31) on the last weekday of its month."""
+        t = unix_s
+        for _ in range(10_000):  # (at most 5 other days a month are passed over)
+            x = self._next(part, t)
+            if x is None:
+                return None
+            day = _dt.datetime.fromtimestamp(x, self._tz).date()
+            if _is_last_weekday(day):
+                return x
+            midnight = _dt.datetime.combine(day + _dt.timedelta(days=1), _dt.time(), self._tz)
+            t = max(x, midnight.timestamp() - 0.5)  # skip the rest of that day
+        return None  # pragma: no cover
+
+
+def _with(fields: list[str], repl: dict[int, str]) -> str:
+    return " ".join(repl.get(i, f) for i, f in enumerate(fields))
+
+
+def _is_last_weekday(day: _dt.date) -> bool:
+    last = calendar.monthrange(day.year, day.month)[1]
+    # Saturday (5) -> the Friday before, Sunday (6) -> two days before
+    return day.day == last - max(0, _dt.date(day.year, day.month, last).weekday() - 4)
+
+
+def _invalid(expr: str, reason: str) -> ValueError:
+    return ValueError(f"invalid cron '{expr}': {reason}")
+
+
+_DOM: Final = "day-of-month"
+_DOW: Final = "day-of-week"
+_FIELDS_5: Final = ("minute", "hour", _DOM, "month", _DOW)
+_FIELD_NAMES: Final = {5: _FIELDS_5, 6: ("second", *_FIELDS_5), 7: ("second", *_FIELDS_5, "year")}
+_BOUNDS: Final = {
+    "second": (0, 59),
+    "minute": (0, 59),
+    "hour": (0, 23),
+    _DOM: (1, 31),
+    "month": (1, 12),
+    _DOW: (0, 7),
+    "year": (1970, 2099),
+}
+_MONTH_NAMES: Final = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_NAMES: Final = {"month": frozenset(_MONTH_NAMES), _DOW: frozenset(_DOW_NAMES)}
+
+
+def _diagnose(fields: list[str], names: tuple[str, ...]) -> str | None:
+    """Why cron ``fields`` (as written) are invalid, for the error message (None: no idea)."""
+    for text, field in zip(fields, names, strict=True):
+        for item in text.split(","):
+            reason = _item_error(item, field)
+            if reason is not None:
+                return reason
+    return None
+
+
+def _item_error(item: str, field: str) -> str | None:
+    if not item:
+        return f"empty list item in the {field} field"
+    base, slash, step = item.partition("/")
+    if slash:
+        if not step.isdigit():
+            return f"invalid step '{step}' in the {field} field"
+        if int(step) == 0:
+            return f"step 0 in the {field} field"
+    up = base.upper()
+    if up == "*":
+        return None
+    if up == "?":
+        return None if field in (_DOM, _DOW) else f"'?' is not allowed in the {field} field"
+    if field == _DOM:
+        if up in ("L", "LW"):
+            return None
+        if up.endswith("W"):
+            base = base[:-1]
+    elif field == _DOW:
+        if "#" in base:
+            day, _, nth = base.partition("#")
+            if not (nth.isdigit() and 1 <= int(nth) <= 5):
+                return f"day-of-week occurrence '#{nth}' out of range 1-5"
+            base = day
+        elif len(up) > 1 and up.startswith("L"):
+            base = base[1:]
+        elif len(up) > 1 and up.endswith("L"):
+            base = base[:-1]
+    ends = base.split("-")
+    if len(ends) > 2:
+        return f"invalid range '{base}' in the {field} field"
+    for tok in ends:
+        if tok.isdigit():
+            lo, hi = _BOUNDS[field]
+            if not lo <= int(tok) <= hi:
+                return f"{field} value {int(tok)} out of range {lo}-{hi}"
+        elif tok.upper() not in _NAMES.get(field, ()):
+            return f"invalid {field} value '{tok}'"
+    return None
 
 
 class RecurringSpec:
@@ -143,21 +276,32 @@ class RecurringSpec:
 
 
 class Schedule:
-    """Engine state of one schedule: the occurrence materialized ahead and the one before."""
+    """Engine state of one schedule.
 
-    __slots__ = ("ahead", "gen", "last_id", "next_start", "prev", "spec")
+    ``next_start`` is the engine instant of its next wake-up (a ``T_RECUR`` timer), None once it
+    has no further occurrence; ``ahead`` the occurrence materialized for that instant, or None
+    when the occurrence of that instant was dropped for a reservation conflict (the wake-up then
+    retries with the following one); ``chain`` the latest occurrence this schedule created, which
+    its next one follows for the overlap policy.  ``opts`` are the template's options as each
+    occurrence gets them (the ``cronoq.recurring`` tag added).
+    """
+
+    __slots__ = ("ahead", "chain", "gen", "last_id", "next_start", "opts", "spec")
 
     def __init__(self, spec: RecurringSpec) -> None:
         self.spec = spec
         self.gen = 0
         self.ahead: TaskState | None = None
-        self.prev: TaskState | None = None
-        self.next_start: int | None = None  # engine ns of the occurrence ahead
+        self.chain: TaskState | None = None
+        self.next_start: int | None = None  # engine ns of the next wake-up
         self.last_id = 0
+        self.opts = occurrence_options(spec)
 
 
 class RecurringInfo:
-    """A schedule as listed: ``next_unix_ns`` is the start of the occurrence materialized ahead."""
+    """A schedule as listed: ``next_unix_ns`` is its next wake-up, the start of the occurrence
+    materialized ahead (or of one dropped for a reservation conflict: the following one is tried
+    then); ``last_task_id`` the latest occurrence (0: none yet)."""
 
     __slots__ = ("cron", "key", "kind", "last_task_id", "name", "next_unix_ns", "overlap", "pool", "tz")
 
@@ -200,6 +344,17 @@ class RecurringInfo:
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def occurrence_options(spec: RecurringSpec) -> TaskOptions:
+    """The template's options with the tag ``cronoq.recurring`` = schedule name (unless the
+    template sets that tag itself); the template itself is left as it was given (persisted)."""
+    tags = spec.opts.tags
+    if tags is not None and RECURRING_TAG in tags:
+        return spec.opts
+    opts = spec.opts.unresolved()
+    opts.tags = {**(tags or {}), RECURRING_TAG: spec.name}
+    return opts
 
 
 def occurrence_key(template: str, start_unix_ns: int) -> str:

@@ -860,7 +860,11 @@ class Scheduler:
     ) -> RecurringInfo:
         """Add (or replace) a cron schedule whose occurrences are fixed-start tasks (SPEC §7).
 
-        Invalid cron, time zone or pool: ``SchedulerError("configuration error: ...")``.
+        Invalid cron, time zone or pool: ``SchedulerError("configuration error: ...")``, e.g.
+        ``configuration error: invalid cron '61 * * * *': minute value 61 out of range 0-59``.
+        Occurrences are tagged ``cronoq.recurring`` = ``name``.  Replacing a schedule whose
+        occurrence for instant T is materialized keeps that occurrence; the new schedule's
+        first one comes after T.
         """
         core = self._require()
         if not isinstance(name, str) or not name:
