@@ -461,8 +461,9 @@ CRON_POOL = "cron"
 def recurring_template(rng: random.Random, sc: Scenario, name: str) -> TaskSpec:
     """The occurrence template of schedule ``name`` (pool ``cron``).
 
-    The template key is one of two per name: a replacement of the schedule may keep it (its
-    first occurrence is then often the replaced one's, a duplicate).  Two schedules of
+    The template key is one of two per name: a replacement of the schedule may keep it (the
+    replaced schedule's occurrence ahead stays the one for its instant; the new schedule's
+    first comes after it, so a duplicate key shows up only rarely).  Two schedules of
     different names never share one: SPEC §7 does not say how their overlap rules would
     combine (the engine chains ``skip`` through the shared occurrence, so a schedule's own
     earlier run can be overlapped)."""
