@@ -35,6 +35,25 @@ def running(d) -> list[int]:
     return sorted(t.id for t in d.core.leases.values())
 
 
+def drain_by_wakeups(d, tick, rounds: int) -> None:
+    """Complete what runs and follow only the engine's own wake-ups until nothing is ready:
+    a ready task waiting on a bucket must always have a wake-up armed (nothing armed is fine
+    only while attempts run: their completions come next)."""
+    for _ in range(rounds):
+        for tid in running(d):
+            d.complete(tid)
+        tick()
+        if not d.core.leases and d.snapshot().ready == 0:
+            break
+        w = d.core.next_wakeup()
+        if w is None:
+            assert d.core.leases, "ready tasks wait on a bucket but no wake-up is armed"
+            continue
+        d.at_ns(max(w, d.now))
+        tick()
+    assert d.snapshot().ready == 0
+
+
 def held(d, name: str) -> int:
     """Units of ``name`` held by running attempts (from the tasks, not the resource's counter)."""
     return sum((t.opts.resources or {}).get(name, 0) for t in d.core.leases.values())
@@ -304,20 +323,7 @@ def test_bucket_never_issues_more_than_burst_plus_rate_t(make, mkpool, rate, bur
                 d.at_ns(w)
         tick()
     # liveness: following only the engine's own wake-ups, every task eventually runs
-    for _ in range(500):
-        for tid in running(d):
-            d.complete(tid)
-        tick()
-        if not d.core.leases and d.snapshot().ready == 0:
-            break
-        w = d.core.next_wakeup()
-        if w is None:
-            # nothing armed is fine only while attempts run: their completions come next
-            assert d.core.leases, "ready tasks wait on a bucket but no wake-up is armed"
-            continue
-        d.at_ns(max(w, d.now))
-        tick()
-    assert d.snapshot().ready == 0
+    drain_by_wakeups(d, tick, 500)
     # the bound, over every interval between two dispatch instants
     times = sorted({t for t, _ in issued})
     for i, t0 in enumerate(times):
@@ -577,17 +583,4 @@ def test_bucket_wakeup_survives_a_full_drain_regression(make, mkpool):
     tick()
     d.advance(0.3)
     tick()
-    for _ in range(50):
-        for tid in running(d):
-            d.complete(tid)
-        tick()
-        if not d.core.leases and d.snapshot().ready == 0:
-            break
-        w = d.core.next_wakeup()
-        if w is None:
-            # nothing armed is fine only while attempts run: their completions come next
-            assert d.core.leases, "ready tasks wait on a bucket but no wake-up is armed"
-            continue
-        d.at_ns(max(w, d.now))
-        tick()
-    assert d.snapshot().ready == 0
+    drain_by_wakeups(d, tick, 50)

@@ -58,15 +58,10 @@ def check_seconds(name: str, value: object) -> float:
 def valid_seconds(value: object) -> float | None:
     """``value`` as a duration in seconds (cut to :data:`MAX_SECONDS`), or None when it is not
     a finite, non-negative number (e.g. a ``Retryable.retry_after`` to ignore)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
     try:
-        v = float(value)
-    except OverflowError:
+        return check_seconds("value", value)
+    except ValueError:
         return None
-    if not math.isfinite(v) or v < 0:
-        return None
-    return v if v <= MAX_SECONDS else MAX_SECONDS
 
 
 def to_ns(seconds: float) -> int:
