@@ -8,12 +8,14 @@ for the parseable ``cronoq serve: grpc=HOST:PORT http=... metrics=...`` line and
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,4 +173,43 @@ async def code_of(coro: object) -> grpc.StatusCode:
     return grpc.StatusCode.OK
 
 
-__all__ = ["AUTH_TOML", "TOKENS", "Raw", "ServerProc", "code_of", "md", "pb", "pb_grpc", "start_server"]
+__all__ = [
+    "AUTH_TOML",
+    "TOKENS",
+    "Raw",
+    "RawWorker",
+    "ServerProc",
+    "code_of",
+    "md",
+    "pb",
+    "pb_grpc",
+    "start_server",
+]
+
+
+class RawWorker:
+    """A worker session on raw stubs: registers at once; ``read`` the server's messages, ``send``
+    reports, ``close()`` half-closes (the server then ends the stream)."""
+
+    def __init__(self, raw: Raw, pool: str = "default", slots: int = 1) -> None:
+        self.out: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
+        self.out.put_nowait(
+            pb.WorkerMessage(register=pb.Register(pool=pool, slots=slots, protocol_version=3))
+        )
+        self.call = raw.workers.Work(self._requests())
+
+    async def _requests(self) -> AsyncIterator[pb.WorkerMessage]:
+        while (m := await self.out.get()) is not None:
+            yield m
+
+    async def read(self, timeout: float = 10.0) -> pb.ServerMessage:
+        msg = await asyncio.wait_for(self.call.read(), timeout)
+        assert msg is not grpc.aio.EOF, "stream ended"
+        return msg
+
+    def send(self, **kw: object) -> None:
+        self.out.put_nowait(pb.WorkerMessage(**kw))  # type: ignore[arg-type]
+
+    async def close(self, timeout: float = 10.0) -> None:
+        self.out.put_nowait(None)
+        await asyncio.wait_for(self.call.code(), timeout)

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -17,7 +16,7 @@ import pytest
 
 from cronoq.client import Client, ClientError, Worker
 
-from .procs import Raw, pb, start_server
+from .procs import Raw, RawWorker, pb, start_server
 
 POOL_TOML = """
 [[pools]]
@@ -65,27 +64,6 @@ def test_check_and_print_proto(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # SIGTERM
-
-
-class RawWorker:
-    def __init__(self, raw: Raw, pool: str = "default", slots: int = 1) -> None:
-        self.out: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
-        self.out.put_nowait(
-            pb.WorkerMessage(register=pb.Register(pool=pool, slots=slots, protocol_version=3))
-        )
-        self.call = raw.workers.Work(self._requests())
-
-    async def _requests(self) -> AsyncIterator[pb.WorkerMessage]:
-        while (m := await self.out.get()) is not None:
-            yield m
-
-    async def read(self, timeout: float = 10.0) -> pb.ServerMessage:
-        msg = await asyncio.wait_for(self.call.read(), timeout)
-        assert msg is not grpc.aio.EOF, "stream ended"
-        return msg
-
-    def send(self, **kw: object) -> None:
-        self.out.put_nowait(pb.WorkerMessage(**kw))  # type: ignore[arg-type]
 
 
 async def test_sigterm_shutdown_nothing_lost_and_restart(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -20,7 +19,7 @@ import pytest
 from cronoq.client import Client, Reject, RetryPolicy, Worker
 from cronoq.server.convert import MESSAGE_OVERHEAD
 
-from .procs import Raw, ServerProc, pb
+from .procs import Raw, RawWorker, ServerProc, pb
 
 WORKER_MAIN = Path(__file__).with_name("worker_main.py")
 
@@ -81,38 +80,30 @@ async def test_worker_killed_mid_attempt_is_retried_elsewhere(api_server: Server
 
 
 async def test_lease_expiry_without_heartbeats(api_server: ServerProc, client: Client, raw: Raw) -> None:
-    out: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
-
-    async def requests() -> AsyncIterator[pb.WorkerMessage]:
-        while (m := await out.get()) is not None:
-            yield m
-
-    await out.put(pb.WorkerMessage(register=pb.Register(pool="leased", slots=1, protocol_version=3)))
-    call = raw.workers.Work(requests())
-    reg = await asyncio.wait_for(call.read(), 10)
+    w = RawWorker(raw, "leased")
+    reg = await w.read()
     assert reg.registered.lease_ttl_s == pytest.approx(1.0)
     sub = await client.submit(b"x", pool="leased")
-    msg = await asyncio.wait_for(call.read(), 10)
+    msg = await w.read()
     assert msg.WhichOneof("msg") == "lease" and msg.lease.task_id == sub.id and msg.lease.attempt == 1
     assert msg.lease.lease_ttl_s == pytest.approx(1.0)
     # never heartbeat: after lease_ttl_s the server aborts the lease ...
     t0 = time.monotonic()
-    abort = await asyncio.wait_for(call.read(), 10)
+    abort = await w.read()
     assert abort.WhichOneof("msg") == "abort" and abort.abort.lease == msg.lease.lease
     assert time.monotonic() - t0 < 5
     # ... a late report for it is ignored (stale) ...
-    await out.put(pb.WorkerMessage(complete=pb.Complete(lease=msg.lease.lease, output=b"late")))
+    w.send(complete=pb.Complete(lease=msg.lease.lease, output=b"late"))
     # ... and the task is retried (here: on the same, still connected worker) as attempt 2
-    again = await asyncio.wait_for(call.read(), 10)
+    again = await w.read()
     assert again.WhichOneof("msg") == "lease" and again.lease.task_id == sub.id and again.lease.attempt == 2
-    await out.put(pb.WorkerMessage(heartbeat=pb.Heartbeat(lease=again.lease.lease)))
-    await out.put(pb.WorkerMessage(complete=pb.Complete(lease=again.lease.lease, output=b"ok")))
+    w.send(heartbeat=pb.Heartbeat(lease=again.lease.lease))
+    w.send(complete=pb.Complete(lease=again.lease.lease, output=b"ok"))
     res = await client.wait(sub.id, timeout=10)
     assert res.status == "succeeded" and res.output == b"ok"
     snap = await client.snapshot()
     assert snap.totals["lease_expiries"] >= 1 and snap.totals["stale_completions"] >= 1
-    await out.put(None)
-    await asyncio.wait_for(call.code(), 10)
+    await w.close()
 
 
 async def test_nack_reoffers_to_another_worker_same_attempt(api_server: ServerProc, client: Client) -> None:
@@ -250,23 +241,15 @@ async def test_task_must_fit_one_lease_for_default_grpc_peers(api_server: Server
     assert he.value.code == 400 and json.loads(he.value.read())["code"] == "invalid"
 
     # the largest task that fits reaches a worker whose channel has gRPC's default limits
-    out: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
-
-    async def requests() -> AsyncIterator[pb.WorkerMessage]:
-        while (m := await out.get()) is not None:
-            yield m
-
-    await out.put(pb.WorkerMessage(register=pb.Register(pool="default", slots=1, protocol_version=3)))
-    call = raw.workers.Work(requests())
-    reg = await asyncio.wait_for(call.read(), 10)
+    w = RawWorker(raw)
+    reg = await w.read()
     assert reg.registered.max_message_bytes == limit
     payload = b"y" * (room - 3)
     sub = await raw.tasks.Submit(pb.SubmitRequest(task=pb.TaskSpec(payload=payload, key="big")))
-    msg = await asyncio.wait_for(call.read(), 10)
+    msg = await w.read()
     assert msg.WhichOneof("msg") == "lease" and msg.lease.task_id == sub.id
     assert msg.lease.payload == payload and msg.ByteSize() <= limit
-    await out.put(pb.WorkerMessage(complete=pb.Complete(lease=msg.lease.lease, output=b"ok")))
+    w.send(complete=pb.Complete(lease=msg.lease.lease, output=b"ok"))
     res = await raw.tasks.Wait(pb.WaitRequest(task=pb.TaskRef(id=sub.id), timeout_s=10))
     assert res.status == pb.TASK_STATUS_SUCCEEDED and res.output == b"ok"
-    await out.put(None)
-    await asyncio.wait_for(call.code(), 10)
+    await w.close()
