@@ -102,7 +102,7 @@ TRACKED_TOTALS = (
     "recurring_invalid",
 )
 #: SPEC §12: shed_lowest/shed_oldest evict a *queued* task.  The engine picks victims among
-#: ``ready`` tasks only (its lanes); see docs/testing.md.  Widen this set to check the broader
+#: ``ready`` tasks only (its lanes); see docs/architecture/testing.md.  Widen this set to check the broader
 #: reading of "queued" (all not-yet-running statuses).
 SHED_CANDIDATE_STATUSES = frozenset({"ready"})
 #: the informational full scan for lane inversions is skipped above this many ready tasks

@@ -21,7 +21,7 @@ from .featsim import FeatureSimulator
 from .remotesim import RemoteSimulator
 from .simulator import SimFailure, Simulator
 
-#: seeds x steps run by CI (see docs/testing.md); ~15-25 s on a laptop-class core
+#: seeds x steps run by CI (see docs/architecture/testing.md); ~15-25 s on a laptop-class core
 CI_SEEDS = range(64)
 CI_STEPS = 3000
 #: a few longer runs: queues build up, retention and key reuse kick in
