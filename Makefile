@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUN_ARGS ?=
 
-.PHONY: run example test lint typecheck unit bench sim clean
+.PHONY: run example test lint typecheck unit docs docs-check bench sim clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,8 +23,8 @@ example: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check src tests bench examples conftest.py
+	$(BIN)/ruff format --check src tests bench examples conftest.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -32,7 +32,13 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest
 
-test: lint typecheck unit
+docs: $(STAMP)
+	$(BIN)/mkdocs serve
+
+docs-check: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir .site
+
+test: lint typecheck docs-check unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/throughput.py
