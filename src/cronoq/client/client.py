@@ -176,8 +176,10 @@ class Client:
     ) -> Submitted:
         """Submit one task (task fields as in SPEC §2). With ``wait=True`` the answer carries
         the outcome in ``.result``; a wait that runs out raises :class:`WaitTimeout`."""
-        request = pb.SubmitRequest(task=build_spec(payload, **fields), wait=bool(wait))
         wt = seconds_or_none("wait_timeout", wait_timeout)
+        if wt is not None and not wait:
+            raise ValueError("wait_timeout needs wait=True (without it submit does not wait)")
+        request = pb.SubmitRequest(task=build_spec(payload, **fields), wait=bool(wait))
         if wt is not None:
             request.wait_timeout_s = wt
         timeout = seconds_or_none("call_timeout", call_timeout)
@@ -323,8 +325,9 @@ class Client:
     ) -> None:
         """Create or replace (same name) a cron schedule whose occurrences are tasks built from
         ``payload`` and the task fields (``tolerance``, ``on_miss``, ``key`` … apply to each
-        occurrence). A bad cron or tz raises ``ClientError('invalid_argument')``, an unknown
-        pool ``ClientError('not_found')``."""
+        occurrence), or from a prebuilt spec: ``add_recurring(name, cron, task(payload, ...))``
+        (then no other task field may be given). A bad cron or tz raises
+        ``ClientError('invalid_argument')``, an unknown pool ``ClientError('not_found')``."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a non-empty string (got {name!r})")
         if not isinstance(cron, str) or not cron.strip():
@@ -335,7 +338,7 @@ class Client:
             name=name,
             cron=cron,
             tz=tz or "",
-            template=build_spec(payload, **fields),
+            template=_template(payload, fields),
             overlap=overlap_to_wire(overlap),  # type: ignore[arg-type]
         )
         timeout = seconds_or_none("call_timeout", call_timeout)
@@ -465,3 +468,16 @@ class Watch:
         self._closed = True
         if self._call is not None:
             self._call.cancel()
+
+
+def _template(payload: object, fields: dict[str, Any]) -> pb.TaskSpec:
+    """A recurring schedule's template: a prebuilt spec (from :func:`task`) as it is, or one
+    built from ``payload`` and the task fields."""
+    if isinstance(payload, pb.TaskSpec):
+        if fields:
+            raise ValueError(
+                f"give task fields either in the prebuilt spec or as keywords, not both "
+                f"(got {', '.join(sorted(fields))})"
+            )
+        return payload
+    return build_spec(payload, **fields)
