@@ -98,9 +98,16 @@ class WorkerConn:
         self.outbox.put_nowait(pb.ServerMessage(**kwargs))
 
     def register_ok(
-        self, worker_id: int = 7, slots: int | None = None, lease_ttl: float | None = None
+        self,
+        worker_id: int = 7,
+        slots: int | None = None,
+        lease_ttl: float | None = None,
+        version: int = 3,
+        max_message_bytes: int = 4 << 20,
     ) -> None:
-        reg = pb.Registered(worker_id=worker_id, protocol_version=3, max_message_bytes=4 << 20)
+        reg = pb.Registered(
+            worker_id=worker_id, protocol_version=version, max_message_bytes=max_message_bytes
+        )
         reg.slots = slots if slots is not None else 1
         if lease_ttl is not None:
             reg.lease_ttl_s = lease_ttl

@@ -3,8 +3,9 @@
 Theory of operation
 -------------------
 A *session* is one bidirectional ``Work`` stream. The worker opens it with
-``Register{pool, slots, worker_name, protocol_version=3, labels}`` and waits for
-``Registered`` (granted slots, lease ttl). Then the server sends:
+``Register{pool, slots, worker_name, protocol_version=4, labels}`` and waits for
+``Registered`` (granted slots, lease ttl, the session's version: 3 with the published server,
+4 with ours). Then the server sends:
 
 * ``Lease`` — one attempt; the worker runs ``handler(lease)`` in its own asyncio task (at most
   the granted number at once; a lease beyond that, or while draining, is handed back with
@@ -45,7 +46,10 @@ rest (reported as retryable ``Fail("worker stopped")``), half-closes the stream 
 the server to end it.
 
 All outbound messages of a session go through one queue consumed by the request iterator of
-the call, so reports, heartbeats and slot changes never interleave badly.
+the call, so reports, heartbeats and slot changes never interleave badly. In a version-4
+session, whatever queued up while the stream was busy sending goes out as one ``WorkerBatch``
+(at most 64 reports and the server's ``max_message_bytes``; see :mod:`cronoq.proto.protocol`),
+and a ``ServerBatch`` of leases is handled like that many ``Lease`` messages.
 """
 
 from __future__ import annotations
@@ -76,13 +80,18 @@ from cronoq.engine.time import valid_seconds
 from cronoq.errors import Permanent, Retryable
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
+from cronoq.proto.protocol import (
+    BATCH_MARGIN_BYTES,
+    BATCHING_VERSION,
+    MAX_BATCH_ITEMS,
+    MIN_VERSION,
+    PROTOCOL_VERSION,
+)
 
 __all__ = ["MAX_REDIRECTS", "PROTOCOL_VERSION", "Lease", "Worker"]
 
 log = logging.getLogger("cronoq.client.worker")
 
-#: The worker protocol version this worker speaks.
-PROTOCOL_VERSION = 3
 
 #: Session errors that reconnecting cannot fix (``failed_precondition`` is a redirect when it
 #: names an endpoint, fatal when it does not).
@@ -221,6 +230,8 @@ class _Session:
         self.draining = False
         self.cancelled_locally = False
         self.call: Any = None
+        #: > 0 once the server agreed to protocol version 4: the byte budget of one batch
+        self.batch_bytes = 0
 
     def send(self, msg: pb.WorkerMessage) -> None:
         if self.open and not self.half_closed:
@@ -232,10 +243,20 @@ class _Session:
             self.queue.put_nowait(None)
 
     async def requests(self) -> Any:
+        queue = self.queue
         while True:
-            msg = await self.queue.get()
+            msg = await queue.get()
             if msg is None:
                 return
+            if self.batch_bytes and not queue.empty():
+                # version 4: what queued up while the stream was busy goes out as one message
+                out, last = _batch(msg, queue, self.batch_bytes)
+                yield out
+                if last is None:
+                    continue
+                if last is _END:
+                    return
+                msg = last
             yield msg
 
 
@@ -610,12 +631,16 @@ class Worker:
             self.lease_ttl = reg.lease_ttl_s if reg.HasField("lease_ttl_s") else None
             self.server_protocol_version = reg.protocol_version
             self.max_message_bytes = reg.max_message_bytes
-            if reg.protocol_version and reg.protocol_version != PROTOCOL_VERSION:
+            if reg.protocol_version and not MIN_VERSION <= reg.protocol_version <= PROTOCOL_VERSION:
                 log.warning(
-                    "server speaks worker protocol %d (this worker: %d)",
+                    "server speaks worker protocol %d (this worker: %d to %d)",
                     reg.protocol_version,
+                    MIN_VERSION,
                     PROTOCOL_VERSION,
                 )
+            if reg.protocol_version >= BATCHING_VERSION:
+                limit = reg.max_message_bytes or 4 * 1024 * 1024
+                sess.batch_bytes = max(limit - BATCH_MARGIN_BYTES, 1)
             outcome = "registered"
             self._session_registered = True
             if self._limit == 0:
@@ -635,6 +660,13 @@ class Worker:
                     self._on_lease(sess, msg.lease)
                 elif which == "abort":
                     self._on_abort(sess, msg.abort)
+                elif which == "batch":
+                    for inner in msg.batch.messages:
+                        kind = inner.WhichOneof("msg")
+                        if kind == "lease":
+                            self._on_lease(sess, inner.lease)
+                        elif kind == "abort":
+                            self._on_abort(sess, inner.abort)
                 elif which == "shutdown":
                     self.last_shutdown = msg.shutdown.reason
                     log.info(
@@ -851,3 +883,46 @@ def _metadata_of(exc: grpc.RpcError) -> dict[str, str]:
             for k, v in getattr(exc, getter)() or ():
                 out.setdefault(k, v if isinstance(v, str) else v.decode("utf-8", "replace"))
     return out
+
+
+#: The end of the stream (a half-close), seen while draining the queue into a batch.
+_END: Any = object()
+
+
+def _report_bytes(m: pb.WorkerMessage) -> int:
+    """An upper bound of the bytes report ``m`` adds to a batch (its variable fields + framing)."""
+    which = m.WhichOneof("msg")
+    if which == "complete":
+        return len(m.complete.output) + len(m.complete.content_type) + 32
+    if which == "fail":
+        return len(m.fail.message.encode()) + 48
+    if which == "nack":
+        return len(m.nack.reason.encode()) + 32
+    return 32
+
+
+def _batch(
+    first: pb.WorkerMessage, queue: asyncio.Queue[pb.WorkerMessage | None], budget: int
+) -> tuple[pb.WorkerMessage, pb.WorkerMessage | Any | None]:
+    """``first`` and the reports queued behind it as one ``WorkerBatch`` (at most
+    MAX_BATCH_ITEMS and ``budget`` bytes); also returns the message taken from the queue that
+    did not fit (to be sent next; ``_END`` for the half-close), or None."""
+    items = [first]
+    size = _report_bytes(first)
+    last: pb.WorkerMessage | Any | None = None
+    while len(items) < MAX_BATCH_ITEMS and not queue.empty():
+        nxt = queue.get_nowait()
+        if nxt is None:
+            last = _END
+            break
+        n = _report_bytes(nxt)
+        if size + n > budget:
+            last = nxt
+            break
+        size += n
+        items.append(nxt)
+    if len(items) == 1:
+        return first, last
+    out = pb.WorkerMessage()
+    out.batch.messages.extend(items)
+    return out, last
