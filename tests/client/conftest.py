@@ -155,6 +155,7 @@ class FakeServer(pb_grpc.TasksServicer, pb_grpc.AdminServicer, pb_grpc.WorkersSe
         self.workers: list[pb.WorkerInfo] = []
         self.snapshot = pb.SnapshotResponse()
         self.end_on_half_close = True  # like the real server: a worker's half-close ends the stream
+        self.submit_many = True  # False: SubmitMany answers UNIMPLEMENTED (an older server)
 
     @property
     def target(self) -> str:
@@ -254,6 +255,19 @@ class FakeServer(pb_grpc.TasksServicer, pb_grpc.AdminServicer, pb_grpc.WorkersSe
             wt = request.wait_timeout_s if request.HasField("wait_timeout_s") else None
             await self._wait(task, wt, context)
             resp.result.CopyFrom(task.result())
+        return resp
+
+    async def SubmitMany(self, request: pb.SubmitManyRequest, context: Any) -> pb.SubmitManyResponse:
+        if not self.submit_many:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+        await self._enter("SubmitMany", request, context)
+        resp = pb.SubmitManyResponse()
+        for spec in request.tasks:
+            r = resp.results.add()
+            if spec.pool == "nope":
+                r.error.code, r.error.message = "not_found", "unknown pool 'nope'"
+            else:
+                r.submitted.CopyFrom(self._create(spec))
         return resp
 
     async def SubmitBatch(self, request: pb.SubmitBatchRequest, context: Any) -> pb.SubmitBatchResponse:
