@@ -45,6 +45,11 @@ Groups (``--only``):
     understated; ``extra`` has the events received per task and subscriber, the server CPU per
     1000 tasks with and without, and the subscriber process's CPU per 1000 tasks.
 
+Every throughput figure is also set against the **gRPC floor** measured at the start of the
+group (``bench/grpc_floor.py``: a bare ``grpc.aio`` unary echo server driven by the same number
+of client processes): ``extra.floor_ratio`` = tasks/s over the floor's calls/s and
+``extra.cpu_vs_floor`` = server CPU per task over the floor's CPU per call.
+
 Baselines: Celery (``--pool threads``, the same number of threads as cronoq slots per worker,
 one ``celery worker`` process per cronoq worker process) with a Redis broker and a Redis
 result backend (a result per task, as cronoq records one) on the local Redis
@@ -95,6 +100,8 @@ from _common import (  # noqa: E402
     table,
     write_json,
 )
+from grpc_floor import Floor  # noqa: E402
+from grpc_floor import measure as measure_floor  # noqa: E402
 
 from cronoq.client import Client  # noqa: E402
 
@@ -619,6 +626,12 @@ async def bench_throughput(
         else f"Celery + Redis: not measured ({celery.reason if celery else '--no-celery'})"
     )  # fmt: skip
 
+    floor = await grpc_floor_measure(clients, sn)
+    print(
+        f"  gRPC floor (bare grpc.aio unary echo, {clients} client processes): "
+        f"{floor.calls_per_s:,.0f} calls/s, server CPU {floor.cpu_s_per_1k:.3f} s per 1,000 calls",
+        flush=True,
+    )
     out: list[Result] = []
     for store in ("sqlite", "memory"):
         sv = await start_server(store, opts.profile, getattr(opts, "py_spy", None))
@@ -642,6 +655,7 @@ async def bench_throughput(
                 ):
                     rs = runs[key]
                     crs = crun.get(ckey, [])
+                    rate, cpu = median([r.rate for r in rs]), median([r.server_cpu_per_1k for r in rs])
                     out.append(
                         Result(
                             "throughput",
@@ -659,7 +673,11 @@ async def bench_throughput(
                                 "workers": k,
                                 "slots_per_worker": slots,
                                 "n": rs[0].n,
-                                "server_cpu_s_per_1k": median([r.server_cpu_per_1k for r in rs]),
+                                "server_cpu_s_per_1k": cpu,
+                                # the same run's gRPC floor (bench/grpc_floor.py)
+                                "floor": floor.to_json(),
+                                "floor_ratio": rate / floor.calls_per_s,
+                                "cpu_vs_floor": cpu / floor.cpu_s_per_1k if floor.cpu_s_per_1k else None,
                                 "submit_seconds": median([r.submit_seconds for r in rs]),
                                 "seconds": median([r.seconds for r in rs]),
                                 "celery_submit_seconds": (
@@ -672,6 +690,11 @@ async def bench_throughput(
         finally:
             await stop_server(sv)
     return out
+
+
+async def grpc_floor_measure(clients: int, calls: int) -> Floor:
+    """The floor of this run: a bare grpc.aio echo server under the same client shape."""
+    return await measure_floor(clients, calls)
 
 
 async def cronoq_latency(sv: Server, n: int, interval: float) -> list[float]:

@@ -58,7 +58,10 @@ def test_latency() -> None:
 
 
 def test_throughput() -> None:
-    _check(asyncio.run(server.bench_throughput(TINY, OPTS, None)), 12, baseline=False)
+    got = asyncio.run(server.bench_throughput(TINY, OPTS, None))
+    _check(got, 12, baseline=False)
+    # every figure is set against the same run's gRPC floor
+    assert all(r.extra["floor_ratio"] > 0 and r.extra["floor"]["calls_per_s"] > 0 for r in got)
 
 
 def test_sse() -> None:

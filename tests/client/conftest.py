@@ -10,8 +10,10 @@ what the server says, ``end``/``abort`` the stream).
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -96,9 +98,16 @@ class WorkerConn:
         self.outbox.put_nowait(pb.ServerMessage(**kwargs))
 
     def register_ok(
-        self, worker_id: int = 7, slots: int | None = None, lease_ttl: float | None = None
+        self,
+        worker_id: int = 7,
+        slots: int | None = None,
+        lease_ttl: float | None = None,
+        version: int = 3,
+        max_message_bytes: int = 4 << 20,
     ) -> None:
-        reg = pb.Registered(worker_id=worker_id, protocol_version=3, max_message_bytes=4 << 20)
+        reg = pb.Registered(
+            worker_id=worker_id, protocol_version=version, max_message_bytes=max_message_bytes
+        )
         reg.slots = slots if slots is not None else 1
         if lease_ttl is not None:
             reg.lease_ttl_s = lease_ttl
@@ -120,8 +129,11 @@ class WorkerConn:
         """Finish the stream with OK."""
         self.outbox.put_nowait(None)
 
-    def abort(self, code: grpc.StatusCode, details: str = "") -> None:
-        self.outbox.put_nowait((code, details))
+    def abort(
+        self, code: grpc.StatusCode, details: str = "", metadata: tuple[tuple[str, str], ...] = ()
+    ) -> None:
+        """End the stream with ``code`` (and trailing ``metadata``, e.g. a shard redirect)."""
+        self.outbox.put_nowait((code, details, metadata))
 
 
 class FakeServer(pb_grpc.TasksServicer, pb_grpc.AdminServicer, pb_grpc.WorkersServicer):
@@ -143,17 +155,22 @@ class FakeServer(pb_grpc.TasksServicer, pb_grpc.AdminServicer, pb_grpc.WorkersSe
         self.workers: list[pb.WorkerInfo] = []
         self.snapshot = pb.SnapshotResponse()
         self.end_on_half_close = True  # like the real server: a worker's half-close ends the stream
+        self.submit_many = True  # False: SubmitMany answers UNIMPLEMENTED (an older server)
 
     @property
     def target(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    async def start(self) -> FakeServer:
+    async def start(self, credentials: grpc.ServerCredentials | None = None) -> FakeServer:
+        """Listen on a free loopback port (TLS with ``credentials``)."""
         self.server = grpc.aio.server()
         pb_grpc.add_TasksServicer_to_server(self, self.server)
         pb_grpc.add_AdminServicer_to_server(self, self.server)
         pb_grpc.add_WorkersServicer_to_server(self, self.server)
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        if credentials is not None:
+            self.port = self.server.add_secure_port("127.0.0.1:0", credentials)
+        else:
+            self.port = self.server.add_insecure_port("127.0.0.1:0")
         await self.server.start()
         return self
 
@@ -238,6 +255,19 @@ class FakeServer(pb_grpc.TasksServicer, pb_grpc.AdminServicer, pb_grpc.WorkersSe
             wt = request.wait_timeout_s if request.HasField("wait_timeout_s") else None
             await self._wait(task, wt, context)
             resp.result.CopyFrom(task.result())
+        return resp
+
+    async def SubmitMany(self, request: pb.SubmitManyRequest, context: Any) -> pb.SubmitManyResponse:
+        if not self.submit_many:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+        await self._enter("SubmitMany", request, context)
+        resp = pb.SubmitManyResponse()
+        for spec in request.tasks:
+            r = resp.results.add()
+            if spec.pool == "nope":
+                r.error.code, r.error.message = "not_found", "unknown pool 'nope'"
+            else:
+                r.submitted.CopyFrom(self._create(spec))
         return resp
 
     async def SubmitBatch(self, request: pb.SubmitBatchRequest, context: Any) -> pb.SubmitBatchResponse:
@@ -396,6 +426,30 @@ async def fake() -> AsyncIterator[FakeServer]:
 @pytest.fixture
 async def fake2() -> AsyncIterator[FakeServer]:
     server = await FakeServer().start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest.fixture
+def self_signed(tmp_path: Path) -> tuple[bytes, bytes]:
+    """(key, certificate) PEM of a throwaway self-signed certificate for localhost/127.0.0.1,
+    made with the openssl command (skipped where it cannot run)."""
+    key, crt = tmp_path / "k.pem", tmp_path / "c.pem"
+    cmd = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    cmd += ["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]
+    try:
+        subprocess.run([*cmd, "-keyout", str(key), "-out", str(crt)], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as exc:  # pragma: no cover - no openssl
+        pytest.skip(f"openssl cannot make a test certificate here: {exc}")
+    return key.read_bytes(), crt.read_bytes()
+
+
+@pytest.fixture
+async def tls_fake(self_signed: tuple[bytes, bytes]) -> AsyncIterator[FakeServer]:
+    """A fake server behind TLS with the :func:`self_signed` certificate."""
+    server = await FakeServer().start(grpc.ssl_server_credentials([self_signed]))
     try:
         yield server
     finally:

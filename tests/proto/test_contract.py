@@ -1,10 +1,11 @@
-"""Our cronoq.proto describes exactly the published wire contract (shared/protocol): every
-message, field, enum value, name, number, type, oneof and service method is the same; only the
-comments differ."""
+"""Our cronoq.proto keeps the published wire contract (shared/protocol) and grows only by
+addition: every message, field, enum value, name, number, type, oneof and service method of the
+contract is in ours unchanged; new fields, values and methods have new names and numbers."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,21 +43,110 @@ def _contract() -> Path:
     pytest.skip("shared/protocol/cronoq_v1.proto.txt is not available")
 
 
-def test_proto_matches_the_published_contract(tmp_path: Path) -> None:
-    theirs = _compile(_contract().read_text(encoding="utf-8"), tmp_path / "a")
-    ours = _compile(OURS.read_text(encoding="utf-8"), tmp_path / "b")
-    assert ours == theirs
-
-
-def test_committed_descriptor_matches_the_contract(tmp_path: Path) -> None:
+def _fdp(source: str, tmp: Path) -> Any:
     from google.protobuf import descriptor_pb2
 
-    theirs = descriptor_pb2.FileDescriptorProto.FromString(
-        _compile(_contract().read_text(encoding="utf-8"), tmp_path)
-    )
+    return descriptor_pb2.FileDescriptorProto.FromString(_compile(source, tmp))
+
+
+def _field_shape(m: Any, f: Any) -> tuple[object, ...]:
+    oneof = m.oneof_decl[f.oneof_index].name if f.HasField("oneof_index") else None
+    return (f.number, f.type, f.type_name, f.label, oneof, f.proto3_optional)
+
+
+def _check_messages(theirs: Any, ours: Any, where: str) -> list[str]:
+    """What ``ours`` breaks of ``theirs`` (messages, recursively): empty when it only adds."""
+    problems: list[str] = []
+    by_name = {m.name: m for m in ours}
+    for tm in theirs:
+        om = by_name.get(tm.name)
+        if om is None:
+            problems.append(f"message {where}{tm.name} is missing")
+            continue
+        ofields = {f.name: f for f in om.field}
+        for tf in tm.field:
+            of = ofields.get(tf.name)
+            if of is None:
+                problems.append(f"field {where}{tm.name}.{tf.name} is missing")
+            elif _field_shape(om, of) != _field_shape(tm, tf):
+                problems.append(f"field {where}{tm.name}.{tf.name} changed")
+        problems += _check_messages(tm.nested_type, om.nested_type, f"{where}{tm.name}.")
+        problems += _check_enums(tm.enum_type, om.enum_type, f"{where}{tm.name}.")
+    return problems
+
+
+def _check_enums(theirs: Any, ours: Any, where: str) -> list[str]:
+    problems: list[str] = []
+    by_name = {e.name: e for e in ours}
+    for te in theirs:
+        oe = by_name.get(te.name)
+        if oe is None:
+            problems.append(f"enum {where}{te.name} is missing")
+            continue
+        ovalues = {v.name: v.number for v in oe.value}
+        for v in te.value:
+            if ovalues.get(v.name) != v.number:
+                problems.append(f"enum value {where}{te.name}.{v.name} changed or is missing")
+    return problems
+
+
+def _method_shape(m: Any) -> tuple[object, ...]:
+    return (m.input_type, m.output_type, m.client_streaming, m.server_streaming)
+
+
+def _check_services(theirs: Any, ours: Any) -> list[str]:
+    problems: list[str] = []
+    by_name = {s.name: s for s in ours}
+    for ts in theirs:
+        os_ = by_name.get(ts.name)
+        if os_ is None:
+            problems.append(f"service {ts.name} is missing")
+            continue
+        methods = {m.name: m for m in os_.method}
+        for tm in ts.method:
+            om = methods.get(tm.name)
+            shape = (tm.input_type, tm.output_type, tm.client_streaming, tm.server_streaming)
+            if (
+                om is None
+                or (om.input_type, om.output_type, om.client_streaming, om.server_streaming) != shape
+            ):
+                problems.append(f"method {ts.name}.{tm.name} changed or is missing")
+    return problems
+
+
+def _breaks(theirs: Any, ours: Any) -> list[str]:
+    problems = [] if theirs.package == ours.package else ["package changed"]
+    problems += _check_messages(theirs.message_type, ours.message_type, "")
+    problems += _check_enums(theirs.enum_type, ours.enum_type, "")
+    problems += _check_services(theirs.service, ours.service)
+    return problems
+
+
+def test_proto_keeps_the_published_contract(tmp_path: Path) -> None:
+    theirs = _fdp(_contract().read_text(encoding="utf-8"), tmp_path / "a")
+    ours = _fdp(OURS.read_text(encoding="utf-8"), tmp_path / "b")
+    assert _breaks(theirs, ours) == []
+
+
+def test_the_contract_check_sees_a_renumbered_or_removed_field(tmp_path: Path) -> None:
+    """The check above is not vacuous: a renumbered field and a removed enum value are each
+    reported (a removed field is reported as missing; protoc refuses a number used twice)."""
+    source = _contract().read_text(encoding="utf-8")
+    theirs = _fdp(source, tmp_path / "a")
+    broken = source.replace("uint32 protocol_version = 4;", "uint32 protocol_version = 40;", 1)
+    broken = broken.replace("TASK_STATUS_SHED = 12;", "", 1)
+    problems = _breaks(theirs, _fdp(broken, tmp_path / "b"))
+    assert any("protocol_version changed" in p for p in problems), problems
+    assert any("TASK_STATUS_SHED" in p for p in problems), problems
+
+
+def test_committed_descriptor_matches_our_proto(tmp_path: Path) -> None:
+    from google.protobuf import descriptor_pb2
+
+    source = _fdp(OURS.read_text(encoding="utf-8"), tmp_path)
     ours = descriptor_pb2.FileDescriptorProto.FromString(pb.DESCRIPTOR.serialized_pb)
-    _strip_json_names(theirs.message_type)  # the Python plugin omits the derived json_name
-    assert ours == theirs
+    _strip_json_names(source.message_type)  # the Python plugin omits the derived json_name
+    assert ours == source
 
 
 def _strip_json_names(messages: object) -> None:

@@ -191,10 +191,10 @@ class RawWorker:
     """A worker session on raw stubs: registers at once; ``read`` the server's messages, ``send``
     reports, ``close()`` half-closes (the server then ends the stream)."""
 
-    def __init__(self, raw: Raw, pool: str = "default", slots: int = 1) -> None:
+    def __init__(self, raw: Raw, pool: str = "default", slots: int = 1, version: int = 3) -> None:
         self.out: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
         self.out.put_nowait(
-            pb.WorkerMessage(register=pb.Register(pool=pool, slots=slots, protocol_version=3))
+            pb.WorkerMessage(register=pb.Register(pool=pool, slots=slots, protocol_version=version))
         )
         self.call = raw.workers.Work(self._requests())
 

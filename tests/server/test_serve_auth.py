@@ -105,6 +105,7 @@ CALLS: dict[str, Call] = {
         r.tasks.Submit(pb.SubmitRequest(task=pb.TaskSpec(pool="default")), metadata=m)
     ),
     "submit_batch": lambda r, m: _unary(r.tasks.SubmitBatch(pb.SubmitBatchRequest(), metadata=m)),
+    "submit_many": lambda r, m: _unary(r.tasks.SubmitMany(pb.SubmitManyRequest(), metadata=m)),
     "cancel": lambda r, m: _unary(r.tasks.Cancel(pb.CancelRequest(task=pb.TaskRef(id=12345)), metadata=m)),
     "get": lambda r, m: _unary(r.tasks.Get(pb.GetRequest(task=pb.TaskRef(id=12345)), metadata=m)),
     "list_tasks": lambda r, m: _unary(r.tasks.ListTasks(pb.ListTasksRequest(), metadata=m)),
@@ -125,7 +126,7 @@ CALLS: dict[str, Call] = {
     "list_recurring": lambda r, m: _unary(r.admin.ListRecurring(pb.Empty(), metadata=m)),
 }
 
-TASKS = {"submit", "submit_batch", "cancel", "get", "list_tasks", "wait", "watch"}
+TASKS = {"submit", "submit_batch", "submit_many", "cancel", "get", "list_tasks", "wait", "watch"}
 ALLOWED = {
     "client": TASKS,
     "worker": {"work"},
@@ -262,3 +263,15 @@ async def test_token_tenant_is_stamped_and_enforced(auth_server: ServerProc) -> 
         ids_t1 = {t.id for t in (await t1.list_tasks(limit=1000)).tasks}
         assert {s.id, s_explicit.id} <= ids_t1
         assert await t1.cancel(s.id) and await t1.cancel(s_explicit.id)
+
+
+async def test_submit_many_checks_each_item_against_the_token(auth_server: ServerProc) -> None:
+    """A pool-restricted token's coalesced submits: its own pool's items are created, another
+    pool's item is refused on its own with what Submit answers (PERMISSION_DENIED)."""
+    async with Client(auth_server.grpc, token=TOKENS["client_a"]) as ca:
+        ok, denied, ok2 = await asyncio.gather(
+            ca.submit(1, pool="a"), ca.submit(2, pool="b"), ca.submit(3, pool="a"), return_exceptions=True
+        )
+        assert isinstance(denied, ClientError) and denied.code == "permission_denied"
+        assert not isinstance(ok, BaseException) and not isinstance(ok2, BaseException)
+        assert (await ca.get(ok.id)).pool == "a" and (await ca.get(ok2.id)).pool == "a"

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from typing import Any
 
 import grpc
 import grpc.aio
 
-__all__ = ["DEFAULT_OPTIONS", "auth_metadata", "make_channel", "normalize_targets"]
+__all__ = [
+    "DEFAULT_OPTIONS",
+    "auth_metadata",
+    "is_loopback_host",
+    "make_channel",
+    "normalize_targets",
+    "split_target",
+]
 
 #: Channel options applied unless the caller gives the same key: outputs and payloads may be
 #: as large as the server's ``max_message_bytes`` (4 MiB by default), plus framing.
@@ -24,6 +32,35 @@ def normalize_targets(target: str | Sequence[str]) -> list[str]:
         if not isinstance(t, str) or not t:
             raise ValueError(f"a server address must be a non-empty string (got {t!r})")
     return targets
+
+
+def split_target(target: str) -> tuple[str, bool]:
+    """``target`` → (gRPC address, TLS asked by its scheme).
+
+    A target may carry ``grpc://`` or ``http://`` (plaintext unless TLS is configured),
+    ``https://`` (TLS) and a trailing ``/``: ``https://sched.example.com:7070/`` →
+    ``("sched.example.com:7070", True)``. Anything else is passed to gRPC as it is.
+    """
+    tls = False
+    for scheme, scheme_tls in (("grpc://", False), ("http://", False), ("https://", True)):
+        if target[: len(scheme)].lower() == scheme:
+            target, tls = target[len(scheme) :], scheme_tls
+            break
+    target = target.rstrip("/")
+    if not target:
+        raise ValueError("a server address must name a host (got an empty address)")
+    return target, tls
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost`` and loopback IP addresses (``127.0.0.0/8``, ``::1``)."""
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def auth_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
@@ -48,9 +85,11 @@ def make_channel(
     credentials: grpc.ChannelCredentials | None = None,
     options: Sequence[tuple[str, Any]] | None = None,
 ) -> grpc.aio.Channel:
-    """An asyncio channel: TLS when ``credentials`` are given or ``tls`` is set (system roots),
-    else plaintext."""
+    """An asyncio channel: TLS when ``credentials`` are given, ``tls`` is set or the target
+    says ``https://`` (system roots), else plaintext. See :func:`split_target`."""
     opts = merged_options(options)
+    target, scheme_tls = split_target(target)
+    tls = tls or scheme_tls
     if credentials is not None:
         return grpc.aio.secure_channel(target, credentials, options=opts)
     if tls:

@@ -28,6 +28,7 @@ import grpc
 import grpc.aio
 
 from cronoq.client._channel import auth_metadata, make_channel, normalize_targets
+from cronoq.client.coalescing import SubmitCoalescer
 from cronoq.client.encoding import (
     build_spec,
     overlap_to_wire,
@@ -77,6 +78,7 @@ class Client:
         tls: bool = False,
         credentials: grpc.ChannelCredentials | None = None,
         options: Sequence[tuple[str, Any]] | None = None,
+        coalesce_submits: bool = True,
     ) -> None:
         self._targets = normalize_targets(target)
         self._metadata = auth_metadata(token)
@@ -89,6 +91,8 @@ class Client:
         self._stubs: dict[tuple[str, int], Any] = {}
         self._preferred = 0
         self._closed = False
+        # concurrent submit() calls of one loop turn → one SubmitMany call
+        self._coalescer = SubmitCoalescer(self._tasks_call) if coalesce_submits else None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -163,6 +167,9 @@ class Client:
             return response
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def _tasks_call(self, method: str, request: Any) -> Any:
+        return await self._call("tasks", method, request)
+
     # -- tasks --------------------------------------------------------------------------------
 
     async def submit(
@@ -175,9 +182,20 @@ class Client:
         **fields: Any,
     ) -> Submitted:
         """Submit one task (task fields as in SPEC §2). With ``wait=True`` the answer carries
-        the outcome in ``.result``; a wait that runs out raises :class:`WaitTimeout`."""
-        request = pb.SubmitRequest(task=build_spec(payload, **fields), wait=bool(wait))
+        the outcome in ``.result``; a wait that runs out raises :class:`WaitTimeout`.
+
+        Concurrent calls (without ``wait`` or ``call_timeout``) are sent together as one
+        ``SubmitMany`` call, each caller still getting its own answer or error; see
+        :mod:`cronoq.client.coalescing` (``Client(coalesce_submits=False)`` turns it off)."""
         wt = seconds_or_none("wait_timeout", wait_timeout)
+        if wt is not None and not wait:
+            raise ValueError("wait_timeout needs wait=True (without it submit does not wait)")
+        spec = build_spec(payload, **fields)
+        if not wait and call_timeout is None and self._coalescer is not None:
+            if self._closed:
+                raise ClientError("cancelled", "client is closed")
+            return Submitted.from_wire(await self._coalescer.submit(spec))
+        request = pb.SubmitRequest(task=spec, wait=bool(wait))
         if wt is not None:
             request.wait_timeout_s = wt
         timeout = seconds_or_none("call_timeout", call_timeout)
@@ -323,8 +341,9 @@ class Client:
     ) -> None:
         """Create or replace (same name) a cron schedule whose occurrences are tasks built from
         ``payload`` and the task fields (``tolerance``, ``on_miss``, ``key`` … apply to each
-        occurrence). A bad cron or tz raises ``ClientError('invalid_argument')``, an unknown
-        pool ``ClientError('not_found')``."""
+        occurrence), or from a prebuilt spec: ``add_recurring(name, cron, task(payload, ...))``
+        (then no other task field may be given). A bad cron or tz raises
+        ``ClientError('invalid_argument')``, an unknown pool ``ClientError('not_found')``."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a non-empty string (got {name!r})")
         if not isinstance(cron, str) or not cron.strip():
@@ -335,7 +354,7 @@ class Client:
             name=name,
             cron=cron,
             tz=tz or "",
-            template=build_spec(payload, **fields),
+            template=_template(payload, fields),
             overlap=overlap_to_wire(overlap),  # type: ignore[arg-type]
         )
         timeout = seconds_or_none("call_timeout", call_timeout)
@@ -465,3 +484,16 @@ class Watch:
         self._closed = True
         if self._call is not None:
             self._call.cancel()
+
+
+def _template(payload: object, fields: dict[str, Any]) -> pb.TaskSpec:
+    """A recurring schedule's template: a prebuilt spec (from :func:`task`) as it is, or one
+    built from ``payload`` and the task fields."""
+    if isinstance(payload, pb.TaskSpec):
+        if fields:
+            raise ValueError(
+                f"give task fields either in the prebuilt spec or as keywords, not both "
+                f"(got {', '.join(sorted(fields))})"
+            )
+        return payload
+    return build_spec(payload, **fields)

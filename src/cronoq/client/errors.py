@@ -1,11 +1,12 @@
-"""Errors of the remote client and worker (SPEC §18).
+r"""Errors of the remote client and worker (SPEC §18).
 
 * :class:`ClientError` — a call failed; ``code`` is the lower-case gRPC status name
   (``not_found``, ``invalid_argument``, ``unavailable``, ...), ``message`` the server's details.
 * :class:`WaitTimeout` — a wait (``Client.wait``, ``submit(wait=True)``) ran out of time; it is
   both a :class:`ClientError` (code ``deadline_exceeded``) and a built-in :class:`TimeoutError`.
 * :class:`Reject` and :class:`CancelTask` — raised by a remote worker's handler to hand a lease
-  back unrun (``Nack``) or to end the task ``cancelled``.
+  back unrun (``Nack``) or to end the task ``cancelled``. Like every error cronoq raises on
+  purpose, all of these are :class:`~cronoq.CronoqError`\ s.
 
 This module imports no gRPC: :func:`from_rpc_error` only reads ``code()``/``details()``.
 """
@@ -44,6 +45,11 @@ class ClientError(CronoqError):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.code!r}, {self.message!r})"
 
+    @classmethod
+    def from_rpc(cls, err: Any, *, wait: bool = False) -> ClientError:
+        """The :class:`ClientError` for a ``grpc.RpcError`` (see :func:`from_rpc_error`)."""
+        return from_rpc_error(err, wait=wait)
+
 
 class WaitTimeout(ClientError, TimeoutError):
     """A wait for a task's outcome timed out (server DEADLINE_EXCEEDED or the call deadline)."""
@@ -69,7 +75,7 @@ def from_rpc_error(err: Any, *, wait: bool = False) -> ClientError:
     return ClientError(code, message)
 
 
-class Reject(Exception):
+class Reject(CronoqError):
     """Raised by a worker handler: hand the lease back unrun (``Nack{reason}``); the server
     offers it to another worker within the same attempt."""
 
@@ -81,7 +87,7 @@ class Reject(Exception):
         return (type(self), (self.reason,))
 
 
-class CancelTask(Exception):
+class CancelTask(CronoqError):
     """Raised by a worker handler: end the task ``cancelled`` (``Cancelled{lease}``)."""
 
     def __init__(self, reason: str = "") -> None:

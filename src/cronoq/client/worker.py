@@ -3,8 +3,9 @@
 Theory of operation
 -------------------
 A *session* is one bidirectional ``Work`` stream. The worker opens it with
-``Register{pool, slots, worker_name, protocol_version=3, labels}`` and waits for
-``Registered`` (granted slots, lease ttl). Then the server sends:
+``Register{pool, slots, worker_name, protocol_version=4, labels}`` and waits for
+``Registered`` (granted slots, lease ttl, the session's version: 3 with the published server,
+4 with ours). Then the server sends:
 
 * ``Lease`` — one attempt; the worker runs ``handler(lease)`` in its own asyncio task (at most
   the granted number at once; a lease beyond that, or while draining, is handed back with
@@ -31,12 +32,24 @@ backoff sleep comes once per round of failed addresses. Authentication, permissi
 protocol errors (``unauthenticated``, ``permission_denied``, ``invalid_argument``,
 ``not_found``, ``unimplemented``) are raised, not retried.
 
+**Shard redirects.** A server of a sharded cluster refuses a ``Register`` for a pool of another
+shard with ``FAILED_PRECONDITION`` and the metadata ``cronoq-shard`` / ``cronoq-shard-endpoint``.
+The worker then connects to that endpoint at once, at most :data:`MAX_REDIRECTS` times in a row
+(a registration resets the count); it never follows a redirect from TLS to plain ``http://``, nor
+to a URL with userinfo or a path, and sends its token over plain ``http://`` only to a loopback
+host unless ``insecure_redirect_http=True``. When the shard it was sent to is unavailable it goes
+back to its configured target (which redirects it again to the shard's current endpoint). A
+``FAILED_PRECONDITION`` without an endpoint is fatal.
+
 ``stop(grace)`` drains: ``SetSlots{0}``, waits up to ``grace`` for running handlers, cancels the
 rest (reported as retryable ``Fail("worker stopped")``), half-closes the stream and waits for
 the server to end it.
 
 All outbound messages of a session go through one queue consumed by the request iterator of
-the call, so reports, heartbeats and slot changes never interleave badly.
+the call, so reports, heartbeats and slot changes never interleave badly. In a version-4
+session, whatever queued up while the stream was busy sending goes out as one ``WorkerBatch``
+(at most 64 reports and the server's ``max_message_bytes``; see :mod:`cronoq.proto.protocol`),
+and a ``ServerBatch`` of leases is handled like that many ``Lease`` messages.
 """
 
 from __future__ import annotations
@@ -49,29 +62,56 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
+from urllib.parse import urlsplit
 
 import grpc
 import grpc.aio
 
-from cronoq.client._channel import auth_metadata, make_channel, normalize_targets
+from cronoq.client._channel import (
+    auth_metadata,
+    is_loopback_host,
+    make_channel,
+    normalize_targets,
+    split_target,
+)
 from cronoq.client.encoding import decode_payload, encode_payload, priority_from_wire
 from cronoq.client.errors import CancelTask, ClientError, Reject, from_rpc_error
 from cronoq.engine.time import valid_seconds
 from cronoq.errors import Permanent, Retryable
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
+from cronoq.proto.protocol import (
+    BATCH_MARGIN_BYTES,
+    BATCHING_VERSION,
+    MAX_BATCH_ITEMS,
+    MIN_VERSION,
+    PROTOCOL_VERSION,
+)
 
-__all__ = ["PROTOCOL_VERSION", "Lease", "Worker"]
+__all__ = ["MAX_REDIRECTS", "PROTOCOL_VERSION", "Lease", "Worker"]
 
 log = logging.getLogger("cronoq.client.worker")
 
-#: The worker protocol version this worker speaks.
-PROTOCOL_VERSION = 3
 
-#: Session errors that reconnecting cannot fix.
+#: Session errors that reconnecting cannot fix (``failed_precondition`` is a redirect when it
+#: names an endpoint, fatal when it does not).
 FATAL_CODES = frozenset(
-    {"unauthenticated", "permission_denied", "invalid_argument", "not_found", "unimplemented"}
+    {
+        "unauthenticated",
+        "permission_denied",
+        "invalid_argument",
+        "not_found",
+        "unimplemented",
+        "failed_precondition",
+    }
 )
+
+#: Shard redirects a worker follows in a row (without registering in between) before it gives up.
+MAX_REDIRECTS = 3
+
+#: The metadata a server of a sharded cluster sends with a refused registration.
+SHARD_MD = "cronoq-shard"
+SHARD_ENDPOINT_MD = "cronoq-shard-endpoint"
 
 #: How long ``stop()`` waits for the server to end the stream after the half-close.
 _CLOSE_TIMEOUT = 5.0
@@ -190,6 +230,8 @@ class _Session:
         self.draining = False
         self.cancelled_locally = False
         self.call: Any = None
+        #: > 0 once the server agreed to protocol version 4: the byte budget of one batch
+        self.batch_bytes = 0
 
     def send(self, msg: pb.WorkerMessage) -> None:
         if self.open and not self.half_closed:
@@ -201,10 +243,20 @@ class _Session:
             self.queue.put_nowait(None)
 
     async def requests(self) -> Any:
+        queue = self.queue
         while True:
-            msg = await self.queue.get()
+            msg = await queue.get()
             if msg is None:
                 return
+            if self.batch_bytes and not queue.empty():
+                # version 4: what queued up while the stream was busy goes out as one message
+                out, last = _batch(msg, queue, self.batch_bytes)
+                yield out
+                if last is None:
+                    continue
+                if last is _END:
+                    return
+                msg = last
             yield msg
 
 
@@ -233,6 +285,7 @@ class Worker:
         tls: bool = False,
         credentials: grpc.ChannelCredentials | None = None,
         options: Sequence[tuple[str, Any]] | None = None,
+        insecure_redirect_http: bool = False,
     ) -> None:
         if not isinstance(pool, str) or not pool:
             raise ValueError(f"pool must be a non-empty string (got {pool!r})")
@@ -265,6 +318,12 @@ class Worker:
         self._tls = tls
         self._credentials = credentials
         self._options = list(options or ())
+        self._token = token is not None
+        self.insecure_redirect_http = bool(insecure_redirect_http)
+        #: where the last shard redirect sent this worker: (address, tls), until it is unavailable
+        self._redirect: tuple[str, bool] | None = None
+        #: the reason of the last ``Shutdown`` the server sent (None before any)
+        self.last_shutdown: str | None = None
 
         self._session: _Session | None = None
         self._registered: asyncio.Event | None = None
@@ -288,6 +347,38 @@ class Worker:
     @property
     def pool(self) -> str:
         return self._pool
+
+    @property
+    def slots(self) -> int:
+        """The slots this worker asks for at registration."""
+        return self._slots
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The labels this worker registers with (its worker group)."""
+        return dict(self._labels)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def handler(self) -> Handler:
+        return self._handler
+
+    @property
+    def reconnect(self) -> bool:
+        return self._reconnect
+
+    @property
+    def backoff(self) -> tuple[float, float]:
+        """(first, longest) delay between reconnects, seconds."""
+        return self._backoff
+
+    @property
+    def grace(self) -> float:
+        """Default seconds :meth:`stop` waits for running handlers."""
+        return self._grace
 
     @property
     def registered(self) -> bool:
@@ -315,6 +406,9 @@ class Worker:
 
     @property
     def target(self) -> str:
+        """The address the next session goes to: a shard redirect's, else the configured one."""
+        if self._redirect is not None:
+            return self._redirect[0]
         return self._targets[self._target_index % len(self._targets)]
 
     def _events(self) -> tuple[asyncio.Event, asyncio.Event, asyncio.Event]:
@@ -369,6 +463,7 @@ class Worker:
         done.clear()
         delay = self._backoff[0]
         failed = 0  # consecutive attempts that did not register
+        redirects = 0  # consecutive shard redirects
         try:
             while not self._stop_requested:
                 target = self.target
@@ -376,12 +471,33 @@ class Worker:
                 self._session_registered = False
                 try:
                     outcome = await self._run_session(target, registered)
+                except _Redirect as r:
+                    redirects += 1
+                    if redirects > MAX_REDIRECTS:
+                        raise ClientError(
+                            "failed_precondition",
+                            f"worker redirected {redirects} times in a row, more than the "
+                            f"{MAX_REDIRECTS} it follows: {r.message}",
+                        ) from None
+                    self._redirect = self._follow(r)
+                    log.info(
+                        "pool %r is served by shard %r at %s: reconnecting there",
+                        self._pool,
+                        r.shard,
+                        r.endpoint,
+                    )
+                    continue
                 except ClientError as err:
                     if err.code in FATAL_CODES or not self._reconnect:
                         raise
+                    if self._redirect is not None and err.code == "unavailable":
+                        # the shard it was sent to is down: back to the configured target
+                        self._redirect = None
                     # a registered session that broke (e.g. the server died) still resets the backoff
                     outcome = "lost" if self._session_registered else "error"
                     log.info("worker session with %s ended: %s; reconnecting", target, err)
+                if self._session_registered:
+                    redirects = 0
                 if self._stop_requested or not self._reconnect:
                     return
                 several = len(self._targets) > 1
@@ -438,6 +554,41 @@ class Worker:
                     sess.call.cancel()
                 await done.wait()
 
+    def _follow(self, r: _Redirect) -> tuple[str, bool]:
+        """Check a redirect against the rules (module docstring); its (address, tls)."""
+        here_tls = self._tls or self._credentials is not None or split_target(self.target)[1]
+        try:
+            url = urlsplit(r.endpoint)
+            port = url.port
+        except ValueError:
+            url, port = None, None
+        if url is None or url.scheme not in ("http", "https") or not url.hostname or port is None:
+            raise ClientError(
+                "failed_precondition", f"worker redirected to an invalid endpoint {r.endpoint!r}: {r.message}"
+            )
+        if "@" in url.netloc:
+            raise ClientError(
+                "failed_precondition", f"worker refuses a redirect to a URL with userinfo: {r.message}"
+            )
+        if url.path not in ("", "/") or url.query or url.fragment:
+            raise ClientError(
+                "failed_precondition",
+                f"worker redirected to an endpoint with a path {r.endpoint!r}: {r.message}",
+            )
+        tls = url.scheme == "https"
+        if here_tls and not tls:
+            raise ClientError(
+                "failed_precondition",
+                f"worker refuses a redirect from TLS to plain http ({r.endpoint}): {r.message}",
+            )
+        if not tls and self._token and not self.insecure_redirect_http and not is_loopback_host(url.hostname):
+            raise ClientError(
+                "failed_precondition",
+                f"worker refuses to send its token over plain http to {r.endpoint} (not a loopback "
+                f"host; insecure_redirect_http=True allows it): {r.message}",
+            )
+        return url.netloc, tls
+
     # -- session ------------------------------------------------------------------------------
 
     async def _sleep(self, wakeup: asyncio.Event, delay: float) -> None:
@@ -450,7 +601,8 @@ class Worker:
     async def _run_session(self, target: str, registered: asyncio.Event) -> str:
         """One Work stream; returns ``"registered"`` (ended after registering),
         ``"not_leader"``, or raises :class:`ClientError`."""
-        channel = make_channel(target, tls=self._tls, credentials=self._credentials, options=self._options)
+        tls = self._tls or (self._redirect is not None and self._redirect[1])
+        channel = make_channel(target, tls=tls, credentials=self._credentials, options=self._options)
         sess = _Session()
         self._session = sess
         outcome = "error"
@@ -479,12 +631,16 @@ class Worker:
             self.lease_ttl = reg.lease_ttl_s if reg.HasField("lease_ttl_s") else None
             self.server_protocol_version = reg.protocol_version
             self.max_message_bytes = reg.max_message_bytes
-            if reg.protocol_version and reg.protocol_version != PROTOCOL_VERSION:
+            if reg.protocol_version and not MIN_VERSION <= reg.protocol_version <= PROTOCOL_VERSION:
                 log.warning(
-                    "server speaks worker protocol %d (this worker: %d)",
+                    "server speaks worker protocol %d (this worker: %d to %d)",
                     reg.protocol_version,
+                    MIN_VERSION,
                     PROTOCOL_VERSION,
                 )
+            if reg.protocol_version >= BATCHING_VERSION:
+                limit = reg.max_message_bytes or 4 * 1024 * 1024
+                sess.batch_bytes = max(limit - BATCH_MARGIN_BYTES, 1)
             outcome = "registered"
             self._session_registered = True
             if self._limit == 0:
@@ -504,7 +660,15 @@ class Worker:
                     self._on_lease(sess, msg.lease)
                 elif which == "abort":
                     self._on_abort(sess, msg.abort)
+                elif which == "batch":
+                    for inner in msg.batch.messages:
+                        kind = inner.WhichOneof("msg")
+                        if kind == "lease":
+                            self._on_lease(sess, inner.lease)
+                        elif kind == "abort":
+                            self._on_abort(sess, inner.abort)
                 elif which == "shutdown":
+                    self.last_shutdown = msg.shutdown.reason
                     log.info(
                         "server shutdown (%s, not_leader=%s)", msg.shutdown.reason, msg.shutdown.not_leader
                     )
@@ -532,6 +696,11 @@ class Worker:
             err = from_rpc_error(exc)
             if err.code == "cancelled" and self._stop_requested:
                 return None
+            if err.code == "failed_precondition":
+                md = _metadata_of(exc)
+                endpoint = md.get(SHARD_ENDPOINT_MD)
+                if endpoint:
+                    raise _Redirect(endpoint, md.get(SHARD_MD, ""), err.message) from None
             raise err from None
         if msg is grpc.aio.EOF:
             return None
@@ -694,3 +863,66 @@ def _fail(
     if retry_after is not None:
         fail.retry_after_s = retry_after
     return m
+
+
+class _Redirect(Exception):
+    """A registration refused by a server of another shard, naming the shard's endpoint."""
+
+    def __init__(self, endpoint: str, shard: str, message: str) -> None:
+        super().__init__(message)
+        self.endpoint = endpoint
+        self.shard = shard
+        self.message = message
+
+
+def _metadata_of(exc: grpc.RpcError) -> dict[str, str]:
+    """The initial and trailing metadata of a failed call (either may carry the redirect)."""
+    out: dict[str, str] = {}
+    for getter in ("initial_metadata", "trailing_metadata"):
+        with contextlib.suppress(Exception):
+            for k, v in getattr(exc, getter)() or ():
+                out.setdefault(k, v if isinstance(v, str) else v.decode("utf-8", "replace"))
+    return out
+
+
+#: The end of the stream (a half-close), seen while draining the queue into a batch.
+_END: Any = object()
+
+
+def _report_bytes(m: pb.WorkerMessage) -> int:
+    """An upper bound of the bytes report ``m`` adds to a batch (its variable fields + framing)."""
+    which = m.WhichOneof("msg")
+    if which == "complete":
+        return len(m.complete.output) + len(m.complete.content_type) + 32
+    if which == "fail":
+        return len(m.fail.message.encode()) + 48
+    if which == "nack":
+        return len(m.nack.reason.encode()) + 32
+    return 32
+
+
+def _batch(
+    first: pb.WorkerMessage, queue: asyncio.Queue[pb.WorkerMessage | None], budget: int
+) -> tuple[pb.WorkerMessage, pb.WorkerMessage | Any | None]:
+    """``first`` and the reports queued behind it as one ``WorkerBatch`` (at most
+    MAX_BATCH_ITEMS and ``budget`` bytes); also returns the message taken from the queue that
+    did not fit (to be sent next; ``_END`` for the half-close), or None."""
+    items = [first]
+    size = _report_bytes(first)
+    last: pb.WorkerMessage | Any | None = None
+    while len(items) < MAX_BATCH_ITEMS and not queue.empty():
+        nxt = queue.get_nowait()
+        if nxt is None:
+            last = _END
+            break
+        n = _report_bytes(nxt)
+        if size + n > budget:
+            last = nxt
+            break
+        size += n
+        items.append(nxt)
+    if len(items) == 1:
+        return first, last
+    out = pb.WorkerMessage()
+    out.batch.messages.extend(items)
+    return out, last

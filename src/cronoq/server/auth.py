@@ -155,6 +155,7 @@ GRPC_METHOD_ACTIONS: Final[Mapping[str, Action]] = MappingProxyType(
     {
         "/cronoq.v1.Tasks/Submit": Action.SUBMIT,
         "/cronoq.v1.Tasks/SubmitBatch": Action.SUBMIT_BATCH,
+        "/cronoq.v1.Tasks/SubmitMany": Action.SUBMIT,
         "/cronoq.v1.Tasks/Cancel": Action.CANCEL,
         "/cronoq.v1.Tasks/Get": Action.GET,
         "/cronoq.v1.Tasks/ListTasks": Action.LIST_TASKS,

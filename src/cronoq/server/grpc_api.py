@@ -212,6 +212,50 @@ class TasksServicer(pb_grpc.TasksServicer):
             await _abort(context, e)
             raise AssertionError("unreachable") from None
 
+    async def SubmitMany(
+        self, request: pb.SubmitManyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SubmitManyResponse:
+        """Independent submissions in one call (what the client makes of concurrent
+        ``submit()`` calls): each item is created or refused on its own, as ``Submit`` would,
+        and all of them in one engine step and one store commit."""
+        app = self.app
+        try:
+            principal = _principal(app, context)
+            app.require_leader()
+            if len(request.tasks) > app.limits.max_tasks_per_batch:
+                raise ApiError(
+                    "invalid_argument",
+                    f"SubmitMany larger than max_tasks_per_batch ({app.limits.max_tasks_per_batch})",
+                    "invalid",
+                )
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+        # one task each, started in order: every item reaches the engine before the first
+        # awaits its commit, so a key repeated in the call is a duplicate of its first use
+        outcomes = await asyncio.gather(
+            *(app.submit(principal, spec) for spec in request.tasks), return_exceptions=True
+        )
+        resp = pb.SubmitManyResponse()
+        add = resp.results.add
+        for outcome in outcomes:
+            r = add()
+            if isinstance(outcome, BaseException):
+                if isinstance(outcome, asyncio.CancelledError):
+                    raise outcome
+                code, msg = _status(outcome)
+                if code == grpc.StatusCode.INTERNAL:
+                    log.error("internal error in SubmitMany", exc_info=outcome)
+                r.error.code = code.name.lower()
+                r.error.message = msg
+            else:
+                tid, dup = outcome
+                sub = r.submitted
+                sub.id = tid
+                if dup:
+                    sub.duplicate = True
+        return resp
+
     async def SubmitBatch(
         self, request: pb.SubmitBatchRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitBatchResponse:

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from cronoq.runtime.context import TaskContext
     from cronoq.runtime.scheduler import Scheduler
 
-PROTOCOL_VERSION = 3
+from cronoq.proto.protocol import session_version
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +132,11 @@ class WorkerSession:
         labels: dict[str, str],
         slots: int,
         outbox_size: int,
+        version: int = 3,
     ) -> None:
         self.registry = registry
+        #: the worker protocol version of this session (4: messages may be batched both ways)
+        self.version = version
         self.id = wid
         self.pool = pool
         self.name = name
@@ -250,17 +253,21 @@ class WorkerRegistry:
             g = min(g, pmax)
         return g
 
-    def register(self, pool: str, name: str, labels: dict[str, str], slots: int) -> WorkerSession:
-        """A worker registered (the caller validated the pool); returns its session."""
+    def register(
+        self, pool: str, name: str, labels: dict[str, str], slots: int, version: int = 3
+    ) -> WorkerSession:
+        """A worker registered (the caller validated the pool) speaking protocol ``version``
+        at most; returns its session."""
         granted = self.grant(pool, slots)
-        s = WorkerSession(self, next(self._ids), pool, name, dict(labels), granted, self.outbox_size)
+        agreed = session_version(version)
+        s = WorkerSession(self, next(self._ids), pool, name, dict(labels), granted, self.outbox_size, agreed)
         self.sessions[s.id] = s
         s.send(
             RegisteredMsg(
                 worker_id=s.id,
                 lease_ttl_s=self.lease_ttl_s.get(pool),
                 slots=granted,
-                protocol_version=PROTOCOL_VERSION,
+                protocol_version=agreed,
                 max_message_bytes=self.max_message_bytes,
             )
         )

@@ -70,6 +70,11 @@ class TasksStub:
                 request_serializer=cronoq_dot_v1_dot_cronoq__pb2.WatchRequest.SerializeToString,
                 response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.StatusEvent.FromString,
                 _registered_method=True)
+        self.SubmitMany = channel.unary_unary(
+                '/cronoq.v1.Tasks/SubmitMany',
+                request_serializer=cronoq_dot_v1_dot_cronoq__pb2.SubmitManyRequest.SerializeToString,
+                response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.SubmitManyResponse.FromString,
+                _registered_method=True)
 
 
 class TasksServicer:
@@ -127,6 +132,16 @@ class TasksServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitMany(self, request, context):
+        """Several independent submissions in one call, NOT atomic: each item is created or refused
+        on its own, in order, as if submitted one by one (a key repeated in one call is a
+        duplicate of the first). The client coalesces concurrent `submit()` calls into it. A server
+        without it answers UNIMPLEMENTED; the client then falls back to `Submit`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TasksServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -164,6 +179,11 @@ def add_TasksServicer_to_server(servicer, server):
                     servicer.Watch,
                     request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.WatchRequest.FromString,
                     response_serializer=cronoq_dot_v1_dot_cronoq__pb2.StatusEvent.SerializeToString,
+            ),
+            'SubmitMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitMany,
+                    request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.SubmitManyRequest.FromString,
+                    response_serializer=cronoq_dot_v1_dot_cronoq__pb2.SubmitManyResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -356,6 +376,33 @@ class Tasks:
             '/cronoq.v1.Tasks/Watch',
             cronoq_dot_v1_dot_cronoq__pb2.WatchRequest.SerializeToString,
             cronoq_dot_v1_dot_cronoq__pb2.StatusEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronoq.v1.Tasks/SubmitMany',
+            cronoq_dot_v1_dot_cronoq__pb2.SubmitManyRequest.SerializeToString,
+            cronoq_dot_v1_dot_cronoq__pb2.SubmitManyResponse.FromString,
             options,
             channel_credentials,
             insecure,
