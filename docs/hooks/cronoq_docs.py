@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ref_config
 import ref_errors
+import ref_grpc
 import ref_http
 import ref_lifecycle
 import ref_metrics
@@ -50,6 +51,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "submit-codes": ref_errors.submit_codes,
     "status-map": ref_errors.status_map,
     "transitions": ref_lifecycle.render,
+    "grpc-services": ref_grpc.services,
+    "worker-messages": ref_grpc.worker_messages,
 }
 
 
@@ -88,13 +91,18 @@ def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
 _ROLE_RE = re.compile(r":(?:class|func|meth|data|attr|mod|exc|obj):(?=<code>)")
 
 
+#: click >= 8.2 leaves its "no default" sentinel in option defaults; mkdocs-click shows it as is.
+_UNSET = "<td><code>Sentinel.UNSET</code></td>"
+
+
 def on_page_content(html: str, page: Any, **kwargs: Any) -> str:
-    return _ROLE_RE.sub("", html)
+    return _ROLE_RE.sub("", html).replace(_UNSET, "<td>-</td>")
 
 
 def on_files(files: Any, config: Any, **kwargs: Any) -> Any:
-    """Publish the OpenAPI document beside the HTTP reference."""
+    """Publish the OpenAPI document and the proto file beside their reference pages."""
     from mkdocs.structure.files import File
 
     files.append(File.generated(config, "reference/openapi.json", content=ref_http.openapi_json()))
+    files.append(File.generated(config, "reference/cronoq.proto", content=ref_grpc.proto_text()))
     return files
