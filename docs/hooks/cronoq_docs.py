@@ -21,6 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import ref_bench
 import ref_config
 import ref_errors
 import ref_grpc
@@ -53,6 +54,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "transitions": ref_lifecycle.render,
     "grpc-services": ref_grpc.services,
     "worker-messages": ref_grpc.worker_messages,
+    **ref_bench.blocks(),
 }
 
 
