@@ -61,7 +61,7 @@ def _field(fd: Any) -> str:
         t = f"repeated {t}"
     elif fd.has_presence and fd.message_type is None and _synthetic_or_no_oneof(fd):
         t = f"optional {t}"
-    return f"`{fd.name}` ({t})"
+    return f"`{fd.name}` ({t.replace('<', '&lt;')})"
 
 
 def services() -> str:
