@@ -65,7 +65,7 @@ class SubmitError(CronoqError):
 
 
 class ArgumentTypeError(ValueError, TypeError):
-    """An argument of the wrong type: a ValueError (SPEC: every bad input is one) that is also
+    """An argument of the wrong type: a ValueError (every bad input is one) that is also
     a TypeError, as the published implementation raises for these (``except`` either works)."""
 
 

@@ -114,7 +114,20 @@ _SPECIAL_FIELDS = frozenset(("key", "deadline_in", "deadline_at", "start_in", "s
 
 
 class Scheduler:
-    """An elastic, priority-aware asyncio task scheduler (see the module docstring)."""
+    """An elastic, priority-aware asyncio task scheduler: pools of worker slots around the engine.
+
+    ```python
+    async with Scheduler([Pool("default", run, max=8)]) as sched:
+        handle = await sched.submit({"n": 1}, priority="high", deadline_in=5.0)
+        print(await handle)
+    ```
+
+    At least one pool is required, with unique names. The scheduler is bound to the event loop
+    that starts it; calls before ``start()`` or after ``shutdown()`` raise ``SchedulerError``.
+    ``store`` (default: a ``MemoryStore``) makes the state durable and ``codec`` (default:
+    ``JsonCodec``) encodes payloads and outputs for it; ``emit_transitions`` publishes every
+    transition, not only terminal ones; ``event_capacity`` is each event subscriber's buffer.
+    """
 
     def __init__(
         self,
