@@ -1,9 +1,11 @@
-"""The Grafana dashboard shipped in deploy/grafana/cronoq.json (docs/how-to/prometheus-grafana.md).
+"""The Grafana dashboard and alert rules shipped in deploy/ (docs/how-to/prometheus-grafana.md).
 
-It must be importable (the data source an import input, every panel with an id, a grid
-position and PromQL targets on that data source), be what ``scripts/grafana_dashboard.py``
-generates, and use only series a real ``cronoq serve`` exports: the metric names and label
-names of every query are checked against a scrape of a running server's ``/metrics``.
+The dashboard (deploy/grafana/cronoq.json) must be importable (the data source an import
+input, every panel with an id, a grid position and PromQL targets on that data source) and be
+what ``scripts/grafana_dashboard.py`` generates. The dashboard's queries and the alert rules
+(deploy/prometheus/cronoq-alerts.yaml) must use only series a real ``cronoq serve`` exports:
+their metric names and label names are checked against a scrape of a running server's
+``/metrics``.
 """
 
 from __future__ import annotations
@@ -16,15 +18,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from server.procs import start_server
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "deploy" / "grafana" / "cronoq.json"
+ALERTS = ROOT / "deploy" / "prometheus" / "cronoq-alerts.yaml"
 
 #: PromQL words that look like metric names but are not (functions, keywords, label names)
-PROMQL_WORDS = {"sum", "max", "min", "count", "rate", "increase", "by", "without", "label_values"}
+PROMQL_WORDS = {
+    *("sum", "max", "min", "count", "rate", "increase", "label_values"),
+    *("by", "without", "and", "or", "unless"),
+}
 
 
 def dashboard() -> dict[str, Any]:
@@ -35,7 +42,12 @@ def dashboard() -> dict[str, Any]:
 def exprs() -> list[str]:
     out = [t["expr"] for p in dashboard()["panels"] for t in p["targets"]]
     out += [v["definition"] for v in dashboard()["templating"]["list"]]
-    return out
+    return out + alert_exprs()
+
+
+def alert_exprs() -> list[str]:
+    rules = yaml.safe_load(ALERTS.read_text())
+    return [r["expr"] for g in rules["groups"] for r in g["rules"]]
 
 
 def metric_names(expr: str) -> set[str]:
@@ -110,6 +122,17 @@ def test_dashboard_has_the_panels_operators_need() -> None:
         "Leader",
     ):
         assert want in titles, want
+
+
+def test_alert_rules_are_well_formed() -> None:
+    rules = yaml.safe_load(ALERTS.read_text())
+    (group,) = rules["groups"]
+    names = [r["alert"] for r in group["rules"]]
+    assert len(names) == len(set(names)) and "CronoqNoLeader" in names
+    for r in group["rules"]:
+        assert r["labels"]["severity"] in {"critical", "warning"}
+        assert r["annotations"]["summary"]
+        assert r["expr"].count("(") == r["expr"].count(")"), r["expr"]
 
 
 def test_every_queried_metric_is_exported(scraped: dict[str, set[str]]) -> None:
