@@ -15,6 +15,9 @@ Every picture is drawn from the engine's own definitions, never from numbers cop
   becomes urgent and then overdue (``UrgencyConfig()``).
 * ``urgency.svg`` — the urgency term over slack (time left until the latest start).
 
+``tests/engine/test_docs_curves.py`` checks the plotted formulas against the engine's own
+dispatch score, so the curves cannot drift either.
+
 Needs graphviz (``dot`` on PATH) and matplotlib (the ``docs`` extra). SVG output is made
 reproducible (no dates, a fixed hash salt) so regenerating an unchanged picture is a no-op.
 """
@@ -125,6 +128,22 @@ def urgency(slack: float, expected: float, u: UrgencyConfig) -> float:
     return u.max + min(u.overdue_rate * -slack, u.overdue_cap)
 
 
+def class_score(pc: PriorityConfig, c: int, wait: float) -> float:
+    """The score of a task of class ``c`` without a deadline after ``wait`` seconds ready."""
+    return pc.base[c] + min(pc.aging_rate[c] * wait, pc.age_cap[c])
+
+
+#: The deadline example of the score plot: a Normal task due 120 s after it became ready,
+#: expected to run 1 s (a pool's default duration).
+DEADLINE_IN, EXPECTED = 120.0, 1.0
+
+
+def deadline_score(pc: PriorityConfig, uc: UrgencyConfig, wait: float) -> float:
+    """The score of the deadline example after ``wait`` seconds ready."""
+    n = CLASS_NAMES.index("normal")
+    return class_score(pc, n, wait) + urgency(DEADLINE_IN - EXPECTED - wait, EXPECTED, uc)
+
+
 def _save(fig: object, name: str) -> None:
     import matplotlib.pyplot as plt
 
@@ -147,21 +166,15 @@ def write_plots() -> None:
     fig, ax = plt.subplots(figsize=(8, 4.6))
     colours = ("#c0392b", "#e67e22", "#2e86c1", "#7f8c8d")
     for c, name in enumerate(CLASS_NAMES):
-        ys = [pc.base[c] + min(pc.aging_rate[c] * w, pc.age_cap[c]) for w in waits]
+        ys = [class_score(pc, c, w) for w in waits]
         ax.plot(waits, ys, color=colours[c], label=f"{name} (base {pc.base[c]:g})")
     n = CLASS_NAMES.index("normal")
-    deadline_in, expected = 120.0, 1.0  # deadline 120 s after the task became ready
-    ys = [
-        pc.base[n]
-        + min(pc.aging_rate[n] * w, pc.age_cap[n])
-        + urgency(deadline_in - expected - w, expected, uc)
-        for w in waits
-    ]
-    ax.plot(waits, ys, color=colours[n], linestyle="--", label="normal, deadline_in=120 s")
-    ax.axvline(deadline_in - expected, color="#999999", linewidth=0.8, linestyle=":")
+    ys = [deadline_score(pc, uc, w) for w in waits]
+    ax.plot(waits, ys, color=colours[n], linestyle="--", label=f"normal, deadline_in={DEADLINE_IN:g} s")
+    ax.axvline(DEADLINE_IN - EXPECTED, color="#999999", linewidth=0.8, linestyle=":")
     ax.annotate(
         "latest start",
-        (deadline_in - expected, 3000),
+        (DEADLINE_IN - EXPECTED, 3000),
         xytext=(6, 0),
         textcoords="offset points",
         fontsize=8,
