@@ -1,6 +1,7 @@
-"""The deployment examples under deploy/ (docs/deployment.md): every YAML document parses and
-has the fields the docs rely on; the example cronoq.toml (and the copy in the ConfigMap) passes
-the server's own configuration validation; the systemd unit has the directives that matter."""
+"""The deployment examples under deploy/ (docs/how-to/production.md): every YAML document
+parses and has the fields the docs rely on; the example cronoq.toml (and the copy in the
+ConfigMap) passes the server's own configuration validation; the systemd unit has the
+directives that matter; the KEDA threshold matches the slots of one worker replica."""
 
 from __future__ import annotations
 
@@ -114,7 +115,10 @@ def test_keda_scaledobject_reads_pool_desired() -> None:
     md = trig["metadata"]
     assert "cronoq_pool_desired" in md["query"] and 'pool="default"' in md["query"]
     assert md["serverAddress"].startswith("http")
-    assert float(md["threshold"]) == 1.0
+    # the desired figure counts slots: one replica serves as many as its worker's --slots
+    args = container(by_kind("Deployment", "cronoq-worker"))["args"]
+    slots = next(int(a.split("=", 1)[1]) for a in args if a.startswith("--slots="))
+    assert float(md["threshold"]) == slots
     assert so["spec"]["minReplicaCount"] <= so["spec"]["maxReplicaCount"]
     # Prometheus scrapes the metrics port of the server pods
     ann = by_kind("Deployment", "cronoq-server")["spec"]["template"]["metadata"]["annotations"]
