@@ -179,6 +179,15 @@ def client_options(f: F) -> F:
     return f
 
 
+def app_dir_option(
+    help: str = "Directory put first on sys.path before importing MODULE.",
+) -> Callable[[F], F]:
+    """``--app-dir``: where ``MODULE`` of a ``MODULE:ATTR`` reference is imported from."""
+    return click.option(
+        "--app-dir", default=".", show_default=True, type=click.Path(file_okay=False), help=help
+    )
+
+
 def json_option(f: F) -> F:
     """``--json``: machine-readable output on stdout."""
     return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")(f)
@@ -599,13 +608,7 @@ async def _start_worker(w: Any, timeout: float | None) -> asyncio.Task[None]:
     help="Worker label (repeatable): joins a labelled worker group.",
 )
 @click.option("--name", default="", help="Worker name shown by the server (default: host:pid).")
-@click.option(
-    "--app-dir",
-    default=".",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Directory put first on sys.path before importing MODULE.",
-)
+@app_dir_option()
 @click.option(
     "--grace",
     type=DURATION,
@@ -833,13 +836,7 @@ def _read_payload_file(path: str) -> bytes:
     metavar="MODULE:APP",
     help="With --task: check the arguments against the app's task and use its task fields as defaults.",
 )
-@click.option(
-    "--app-dir",
-    default=".",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="With --app: directory put first on sys.path before importing MODULE.",
-)
+@app_dir_option("With --app: directory put first on sys.path before importing MODULE.")
 @click.option("--wait", is_flag=True, help="Wait for the outcome and print it.")
 @click.option(
     "--wait-timeout", type=DURATION, default=None, help="With --wait: give up after this long (exit 4)."
@@ -954,13 +951,7 @@ def submit(
 
 @cli.command(epilog=EPILOG)
 @click.argument("app_ref", metavar="MODULE:APP")
-@click.option(
-    "--app-dir",
-    default=".",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Directory put first on sys.path before importing MODULE.",
-)
+@app_dir_option()
 @click.option(
     "--apply-recurring",
     is_flag=True,
