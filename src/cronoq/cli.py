@@ -983,15 +983,16 @@ def tasks(
         from rich.table import Table
 
         t = Table(title=f"app {app.name}: {len(rows)} tasks", title_justify="left", box=box.SIMPLE_HEAD)
-        for col in ("task", "kind", "pool", "arguments", "fields", "recurring"):
-            t.add_column(col, overflow="fold")
+        aliased = any(r["kind"] != r["name"] for r in rows)  # a kind column only when one differs
+        for col in ("task", *(("kind",) if aliased else ()), "pool", "arguments", "fields", "recurring"):
+            t.add_column(col, overflow="fold", no_wrap=col == "task")
         for r in rows:
-            kind = "" if r["kind"] == r["name"] else r["kind"]
             fields = " ".join(f"{k}={v}" for k, v in r["fields"].items())
             recurring = ", ".join(
                 f"{x['name']}: {x['cron']}" + (f" ({x['tz']})" if x["tz"] else "") for x in r["recurring"]
             )
-            cells = (r["name"], kind, r["pool"] or "(default)", r["signature"], fields, recurring)
+            kind = (r["kind"],) if aliased else ()
+            cells = (r["name"], *kind, r["pool"] or "(default)", r["signature"], fields, recurring)
             t.add_row(*(escape(c) for c in cells))
         console.print(t)
     if not apply_recurring:

@@ -78,9 +78,10 @@ class Binding:
                 raise TaskDefinitionError(
                     f"task '{name}': only the first parameter may take the TaskContext (got '{p.name}')"
                 )
-        params = [p.replace(annotation=hints[p.name]) if p.name in hints else p for p in params]
+        shown = {k: None if v is type(None) else v for k, v in hints.items()}  # (`-> None`, not NoneType)
+        params = [p.replace(annotation=shown[p.name]) if p.name in shown else p for p in params]
         self._sig = sig.replace(
-            parameters=params, return_annotation=hints.get("return", sig.return_annotation)
+            parameters=params, return_annotation=shown.get("return", sig.return_annotation)
         )
         self._convs: dict[str, Converter] = {}
         self._var_pos: str | None = None
