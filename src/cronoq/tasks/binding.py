@@ -44,6 +44,8 @@ class Binding:
 
     __slots__ = (
         "_convs",
+        "_checks",
+        "_exact",
         "_fast",
         "_n_positional",
         "_sig",
@@ -108,6 +110,18 @@ class Binding:
         self._fast: tuple[Converter, ...] | None = (
             tuple(self._convs[p.name] for p in positional) if len(positional) == len(params) else None
         )
+        # ... and when every one of them is native, just their checks (the hot path: JSON arguments)
+        checks = tuple(c.check for c in self._fast or ())
+        self._checks: tuple[Callable[[object], bool], ...] | None = (
+            checks if self._fast is not None and all(c is not None for c in checks) else None  # type: ignore[assignment]
+        )
+        # ... and when they are all int/str/bool, their exact types: a check without a call
+        exact = tuple(c.annotation for c in self._fast or ())
+        self._exact: tuple[type, ...] | None = (
+            exact  # type: ignore[assignment]
+            if self._fast is not None and all(t in (int, str, bool) for t in exact)
+            else None
+        )
 
     @property
     def signature(self) -> inspect.Signature:
@@ -118,6 +132,20 @@ class Binding:
 
     def encode(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Payload:
         """The wire payload of a call; ``SubmitError("invalid")`` if it does not fit."""
+        exact = self._exact
+        if exact is not None and not kwargs and len(args) == len(exact):
+            for v, t in zip(args, exact):
+                if type(v) is not t:
+                    break
+            else:
+                return {"args": list(args), "kwargs": {}}
+        checks = self._checks
+        if checks is not None and not kwargs and len(args) == len(checks):
+            for v, check in zip(args, checks):
+                if not check(v):
+                    break
+            else:
+                return {"args": list(args), "kwargs": {}}
         fast = self._fast
         if fast is not None and not kwargs and len(args) == len(fast):
             out = list(args)
@@ -170,6 +198,30 @@ class Binding:
 
     # ---------------------------------------------------------------- worker side
 
+    def fast_args(self, payload: object) -> list[Any] | None:
+        """The positional arguments of the common payload — ``{"args": [...], "kwargs": {}}``
+        whose values pass the native checks — or None (then :meth:`decode` has the answer)."""
+        if type(payload) is not dict or len(payload) != 2:
+            return None
+        args = payload.get("args")
+        if type(args) is not list or payload.get("kwargs") != {}:
+            return None
+        exact = self._exact
+        if exact is not None:
+            if len(args) != len(exact):
+                return None
+            for v, t in zip(args, exact):
+                if type(v) is not t:
+                    return None
+            return args
+        checks = self._checks
+        if checks is None or len(args) != len(checks):
+            return None
+        for v, check in zip(args, checks):
+            if not check(v):
+                return None
+        return args
+
     def decode(self, payload: object) -> tuple[list[Any], dict[str, Any]]:
         """``(args, kwargs)`` for the function from a wire payload; Permanent if invalid."""
         if payload is None:
@@ -190,6 +242,13 @@ class Binding:
             )
         if not isinstance(args, (list, tuple)) or type(kwargs) is not dict:
             raise Permanent(f"task '{self.name}': payload args must be a list and kwargs an object")
+        checks = self._checks
+        if checks is not None and not kwargs and len(args) == len(checks):
+            for v, check in zip(args, checks):
+                if not check(v):
+                    break
+            else:
+                return list(args), {}
         fast = self._fast
         if fast is not None and not kwargs and len(args) == len(fast):
             out = list(args)

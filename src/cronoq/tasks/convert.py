@@ -178,17 +178,18 @@ def _type_name(value: object) -> str:
 class Converter:
     """How values of one annotation are checked and carried (see the module docstring)."""
 
-    __slots__ = ("_adapter", "_check", "annotation", "native")
+    __slots__ = ("_adapter", "annotation", "check", "native")
 
     def __init__(self, annotation: object, check: Check | None, adapter: Any) -> None:
         self.annotation = annotation
-        self._check = check
+        #: the native check (value -> bool), None when pydantic converts
+        self.check = check
         self._adapter = adapter
         self.native = adapter is None
 
     def to_wire(self, value: object) -> object:
         """The JSON form of ``value`` (sending side); ConversionError if it does not fit."""
-        check = self._check
+        check = self.check
         if check is not None:
             if check(value):
                 return value
@@ -204,7 +205,7 @@ class Converter:
 
     def from_wire(self, value: object) -> object:
         """The annotated value of a JSON value (receiving side); ConversionError if invalid."""
-        check = self._check
+        check = self.check
         if check is not None:
             if check(value):
                 return value

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
@@ -54,19 +54,21 @@ class TaskCall(Generic[P, R]):
         """The task fields every call of this carries (``kind`` included)."""
         return dict(self._fields)
 
-    async def submit(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
-        """Submit one call; the handle resolves with the function's return value."""
-        d = self._defn
-        target = d._app.target()
-        payload = d._binding.encode(args, kwargs)
-        return await target.submit(d._binding, payload, self._fields)
+    # submit/enqueue are plain functions returning the target's coroutine (one frame less per
+    # call than an `async def` awaiting it); arguments and the target are checked when called
 
-    async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> int:
-        """Submit one call without a handle (cheaper); returns the task id."""
+    def submit(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, TaskHandle[R]]:
+        """Submit one call (``await t.submit(...)``); the handle resolves with the function's
+        return value. Bad arguments raise ``SubmitError("invalid")`` before anything is sent."""
         d = self._defn
         target = d._app.target()
-        payload = d._binding.encode(args, kwargs)
-        return await target.enqueue(payload, self._fields)
+        return target.submit(d._binding, d._binding.encode(args, kwargs), self._fields)
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, int]:
+        """Submit one call without a handle (``await t.enqueue(...)``, cheaper): the task id."""
+        d = self._defn
+        target = d._app.target()
+        return target.enqueue(d._binding.encode(args, kwargs), self._fields)
 
     def spec(self, *args: P.args, **kwargs: P.kwargs) -> NamedTask:
         """The call as a :class:`cronoq.Task` for ``submit_batch`` (validated now)."""

@@ -38,22 +38,52 @@ def unknown_task(kind: str, served: Mapping[str, Any]) -> Permanent:
 
 
 class TaskExecutor:
-    """The async executor of an app's pools: runs the task registered under ``ctx.kind``."""
+    """The async executor of an app's pools: runs the task registered under ``ctx.kind``.
 
-    __slots__ = ("_tasks",)
+    The hot path — an ``async def`` whose arguments pass the native checks and whose result is
+    native — runs inline here (one coroutine frame per attempt, checks without calls for
+    int/str/bool); anything else goes through :meth:`TaskDefinition.invoke`.
+    """
+
+    __slots__ = ("_hot", "_tasks")
 
     def __init__(self, tasks: Mapping[str, TaskDefinition[Any, Any]]) -> None:
-        self._tasks = tasks  # the app's live registry by kind
+        self._tasks = tasks  # the app's live registry by kind (append-only)
+        self._hot: dict[str, _Entry] = {}
 
-    async def __call__(self, ctx: Any, payload: object) -> object:
-        kind = ctx.kind
+    def _entry(self, kind: str) -> _Entry:
         defn = self._tasks.get(kind)
         if defn is None:
             raise unknown_task(kind, self._tasks)
-        return await defn.invoke(ctx, payload)
+        b = defn.binding
+        hot = defn.is_async and b.result.check is not None
+        entry: _Entry = (defn, defn.fn if hot else None, b.fast_args, b.result.check, b.takes_context)
+        self._hot[kind] = entry
+        return entry
+
+    async def __call__(self, ctx: Any, payload: object) -> object:
+        kind = ctx.kind
+        entry = self._hot.get(kind)
+        if entry is None:
+            entry = self._entry(kind)
+        defn, fn, fast_args, result_check, takes_ctx = entry
+        if fn is None:
+            return await defn.invoke(ctx, payload)
+        args = fast_args(payload)
+        if args is None:  # keywords, defaults, pydantic arguments or bad ones: the full decode
+            a, kw = defn.binding.decode(payload)
+            result = await (fn(ctx, *a, **kw) if takes_ctx else fn(*a, **kw))
+        else:
+            result = await (fn(ctx, *args) if takes_ctx else fn(*args))
+        return result if result_check(result) else defn.binding.result_to_wire(result)
 
     def __repr__(self) -> str:
         return f"TaskExecutor({sorted(self._tasks)})"
+
+
+#: (definition, the async function when on the hot path else None, fast_args, result check,
+#: takes the context)
+_Entry = tuple[Any, Any, Any, Any, bool]
 
 
 class LeaseContext:

@@ -21,7 +21,7 @@ imported, here.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Coroutine, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from cronoq.errors import TaskFailed
@@ -137,9 +137,11 @@ class RemoteHandle(TaskHandle[R]):
 class Target(Protocol):
     """Where an app's calls go (see the module docstring)."""
 
-    async def submit(self, binding: Binding, payload: Payload, fields: dict[str, Any]) -> TaskHandle[Any]: ...
+    def submit(
+        self, binding: Binding, payload: Payload, fields: dict[str, Any]
+    ) -> Coroutine[Any, Any, TaskHandle[Any]]: ...
 
-    async def enqueue(self, payload: Payload, fields: dict[str, Any]) -> int: ...
+    def enqueue(self, payload: Payload, fields: dict[str, Any]) -> Coroutine[Any, Any, int]: ...
 
     async def submit_batch(self, tasks: Sequence[NamedTask]) -> list[TaskHandle[Any]]: ...
 
@@ -156,13 +158,19 @@ class SchedulerTarget:
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
 
-    async def submit(self, binding: Binding, payload: Payload, fields: dict[str, Any]) -> TaskHandle[Any]:
-        handle = await self.scheduler.submit(payload, **fields)
-        convert = _converter(binding)
-        return handle if convert is None else ConvertedHandle(handle, convert)
+    def submit(
+        self, binding: Binding, payload: Payload, fields: dict[str, Any]
+    ) -> Coroutine[Any, Any, TaskHandle[Any]]:
+        if binding.result.native:  # the scheduler's own coroutine and handle
+            return self.scheduler.submit(payload, **fields)
+        return self._converted(binding, payload, fields)
 
-    async def enqueue(self, payload: Payload, fields: dict[str, Any]) -> int:
-        return await self.scheduler.enqueue(payload, **fields)
+    async def _converted(self, binding: Binding, payload: Payload, fields: dict[str, Any]) -> TaskHandle[Any]:
+        handle = await self.scheduler.submit(payload, **fields)
+        return ConvertedHandle(handle, binding.result_from_wire)
+
+    def enqueue(self, payload: Payload, fields: dict[str, Any]) -> Coroutine[Any, Any, int]:
+        return self.scheduler.enqueue(payload, **fields)
 
     async def submit_batch(self, tasks: Sequence[NamedTask]) -> list[TaskHandle[Any]]:
         handles = await self.scheduler.submit_batch(tasks)
