@@ -132,20 +132,8 @@ class Binding:
 
     def encode(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Payload:
         """The wire payload of a call; ``SubmitError("invalid")`` if it does not fit."""
-        exact = self._exact
-        if exact is not None and not kwargs and len(args) == len(exact):
-            for v, t in zip(args, exact):
-                if type(v) is not t:
-                    break
-            else:
-                return {"args": list(args), "kwargs": {}}
-        checks = self._checks
-        if checks is not None and not kwargs and len(args) == len(checks):
-            for v, check in zip(args, checks):
-                if not check(v):
-                    break
-            else:
-                return {"args": list(args), "kwargs": {}}
+        if not kwargs and self._native_ok(args):
+            return {"args": list(args), "kwargs": {}}
         fast = self._fast
         if fast is not None and not kwargs and len(args) == len(fast):
             out = list(args)
@@ -204,23 +192,28 @@ class Binding:
         if type(payload) is not dict or len(payload) != 2:
             return None
         args = payload.get("args")
-        if type(args) is not list or payload.get("kwargs") != {}:
+        if type(args) is not list or payload.get("kwargs") != {} or not self._native_ok(args):
             return None
+        return args
+
+    def _native_ok(self, args: list[Any] | tuple[Any, ...]) -> bool:
+        """True when ``args`` are exactly the positional parameters and pass their native checks
+        (by exact type for int/str/bool: no call per argument)."""
         exact = self._exact
         if exact is not None:
             if len(args) != len(exact):
-                return None
-            for v, t in zip(args, exact):
+                return False
+            for v, t in zip(args, exact):  # noqa: SIM110 - a loop: no generator frame on the hot path
                 if type(v) is not t:
-                    return None
-            return args
+                    return False
+            return True
         checks = self._checks
         if checks is None or len(args) != len(checks):
-            return None
-        for v, check in zip(args, checks):
+            return False
+        for v, check in zip(args, checks):  # noqa: SIM110 - as above
             if not check(v):
-                return None
-        return args
+                return False
+        return True
 
     def decode(self, payload: object) -> tuple[list[Any], dict[str, Any]]:
         """``(args, kwargs)`` for the function from a wire payload; Permanent if invalid."""
@@ -242,13 +235,8 @@ class Binding:
             )
         if not isinstance(args, (list, tuple)) or type(kwargs) is not dict:
             raise Permanent(f"task '{self.name}': payload args must be a list and kwargs an object")
-        checks = self._checks
-        if checks is not None and not kwargs and len(args) == len(checks):
-            for v, check in zip(args, checks):
-                if not check(v):
-                    break
-            else:
-                return list(args), {}
+        if not kwargs and self._native_ok(args):
+            return list(args), {}
         fast = self._fast
         if fast is not None and not kwargs and len(args) == len(fast):
             out = list(args)
