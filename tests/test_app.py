@@ -366,3 +366,19 @@ async def test_converted_handle_surface() -> None:
         assert isinstance(out, Item) and h.done()
         assert not h.cancel()
         assert "ConvertedHandle" in repr(h)
+
+
+async def test_a_kind_set_at_decoration_is_what_workers_dispatch_by() -> None:
+    app = App("a")
+
+    @app.task(name="a.resize", kind="resize-v2")
+    async def resize(size: int) -> str:
+        return f"{size}px"
+
+    assert resize.kind == "resize-v2" and app.tasks["a.resize"] is resize
+    async with app.scheduler() as sched:
+        h = await resize.submit(128)
+        assert await h == "128px"
+        assert await (await sched.submit({"args": [64]}, kind="resize-v2")) == "64px"
+        with pytest.raises(TaskFailed, match=r"unknown task 'a\.resize'"):
+            await (await sched.submit({"args": [1]}, kind="a.resize"))
