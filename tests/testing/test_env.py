@@ -198,3 +198,33 @@ async def test_bad_options_are_refused() -> None:
     with pytest.raises(ValueError, match="aware datetime"):
         async with cronoq.testing.run(app, start=dt.datetime(2026, 1, 1)):
             pass
+
+
+async def test_advance_says_so_when_an_attempt_holds_time_still() -> None:
+    app = App("a")
+    gate = asyncio.Event()
+
+    @app.task(name="blocked")
+    async def blocked() -> None:
+        await gate.wait()  # real waiting: time cannot move meanwhile
+
+    async with cronoq.testing.run(app, start=START, hold_timeout=0.2) as env:
+        h = await blocked.submit()
+        with pytest.raises(TimeoutError, match=r"1 attempt\(s\) ran for 0.2 s of real time without waiting"):
+            await env.advance(60)
+        gate.set()
+        await h
+        assert env.now == START  # it never moved past the held instant
+
+
+async def test_pools_given_by_name_are_fixed_size() -> None:
+    app = App("a")
+
+    @app.task(name="t", pool="io")
+    async def t() -> int:
+        return 1
+
+    async with cronoq.testing.run(app, pools=["io"], start=START) as env:
+        assert await (await t.submit()) == 1
+        snap = await env.scheduler.snapshot()
+        assert snap.pools[0].capacity == 10

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as _dt
+import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -47,6 +48,8 @@ __all__ = ["Environment", "run"]
 QUIET_TURNS = 5
 #: busy turns (an attempt not waiting on the clock) before each check also yields real time
 _SPIN_TURNS = 50
+#: real seconds attempts may hold time still during ``advance`` before it raises TimeoutError
+HOLD_TIMEOUT = 30.0
 #: the options of the pools ``run(app)`` builds when given none: a fixed size, no autoscaler (it
 #: evaluates every ``interval`` while anything is pending — a scheduled cron occurrence
 #: included —, so a month of virtual time would be millions of evaluations)
@@ -56,10 +59,17 @@ FIXED_POOL: dict[str, Any] = {"min": 10, "max": 10, "autoscale": False}
 class Environment:
     """A running scheduler on virtual time (what ``async with cronoq.testing.run(...)`` gives)."""
 
-    def __init__(self, scheduler: Scheduler, clock: VirtualClock, quiet_turns: int = QUIET_TURNS) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        clock: VirtualClock,
+        quiet_turns: int = QUIET_TURNS,
+        hold_timeout: float | None = HOLD_TIMEOUT,
+    ) -> None:
         self.scheduler = scheduler
         self.clock = clock
         self._quiet_turns = quiet_turns
+        self._hold_timeout = hold_timeout
         self._stream: EventStream | None = None
         self._events: list[StatusEvent] = []
         self._running: set[int] = set()
@@ -106,10 +116,15 @@ class Environment:
     def _idle_now(self) -> bool:
         return len(self._running) <= self.clock.sleepers
 
-    async def settle(self) -> None:
-        """Return once the loop is idle (see the module docstring) without moving time."""
+    async def settle(self, hold_timeout: float | None = None) -> None:
+        """Return once the loop is idle (see the module docstring) without moving time.
+
+        ``hold_timeout``: real seconds that attempts may hold time still (running without
+        waiting on the virtual clock) before ``TimeoutError``; None waits as long as it takes.
+        """
         quiet = 0
         busy_turns = 0
+        busy_since = 0.0
         last: tuple[int, int] | None = None
         while True:
             self._drain()
@@ -125,6 +140,14 @@ class Environment:
                 busy_turns = 0
                 await asyncio.sleep(0)
             else:
+                if busy_turns == 0:
+                    busy_since = time.monotonic()
+                elif hold_timeout is not None and time.monotonic() - busy_since > hold_timeout:
+                    raise TimeoutError(
+                        f"{len(self._running) - self.clock.sleepers} attempt(s) ran for {hold_timeout:g} s"
+                        " of real time without waiting on the virtual clock, so time could not move (use "
+                        "ctx.sleep(...) for waits in tasks; an attempt waiting on real I/O holds time still)"
+                    )
                 busy_turns += 1
                 # an attempt busy for real (a thread, real I/O): let real time pass too
                 await asyncio.sleep(0 if busy_turns < _SPIN_TURNS else 0.0005)
@@ -133,14 +156,15 @@ class Environment:
         """Move virtual time ``seconds`` ahead, letting everything due on the way run at its
         own instant (settling after each); returns idle, at exactly now + ``seconds``."""
         target = self.clock.monotonic_ns() + to_ns(check_seconds("seconds", seconds))
+        hold = self._hold_timeout
         self._advancing += 1
         try:
-            await self.settle()
+            await self.settle(hold)
             while (nxt := self.clock.next_deadline()) is not None and nxt <= target:
                 self.clock.jump_to(nxt)
-                await self.settle()
+                await self.settle(hold)
             self.clock.jump_to(target)
-            await self.settle()
+            await self.settle(hold)
         finally:
             self._advancing -= 1
 
@@ -191,22 +215,28 @@ async def run(
     autojump: bool = True,
     start: _dt.datetime | float | None = None,
     quiet_turns: int = QUIET_TURNS,
+    hold_timeout: float | None = HOLD_TIMEOUT,
     shutdown_grace: float = 0.0,
     **options: Any,
 ) -> AsyncIterator[Environment]:
     """Run a real Scheduler on virtual time: ``async with cronoq.testing.run(app) as env:``.
 
     ``app_or_pools`` is an :class:`~cronoq.App` (its scheduler, with ``pools=`` among
-    ``options`` if given; by default the app's pools at a fixed size of 10, see
-    :data:`FIXED_POOL`) or pools for a plain Scheduler. ``start`` is the virtual wall-clock
-    start (an aware datetime or Unix seconds; default: now). ``autojump`` moves time to the next
-    timer whenever everything is idle (see the module docstring); without it, only
-    :meth:`Environment.advance` moves time. ``options`` are the Scheduler's (``store``,
-    ``resources``, ...); every transition is published (``emit_transitions=True``).
+    ``options`` if given; pools given by name, and by default the app's pools, are built at a
+    fixed size of 10, see :data:`FIXED_POOL`) or pools for a plain Scheduler. ``start`` is the
+    virtual wall-clock start (an aware datetime or Unix seconds; default: now). ``autojump``
+    moves time to the next timer whenever everything is idle (see the module docstring); without
+    it, only
+    :meth:`Environment.advance` moves time; ``advance`` raises ``TimeoutError`` when attempts
+    hold time still for ``hold_timeout`` real seconds (None: no limit). ``options`` are the
+    Scheduler's (``store``, ``resources``, ...); every transition is published
+    (``emit_transitions=True``).
     """
     if isinstance(quiet_turns, bool) or not isinstance(quiet_turns, int) or quiet_turns < 1:
         raise ValueError(f"quiet_turns must be an int >= 1 (got {quiet_turns!r})")
     check_seconds("shutdown_grace", shutdown_grace)
+    if hold_timeout is not None:
+        check_seconds("hold_timeout", hold_timeout)
     if "clock" in options:
         raise ValueError("cronoq.testing.run brings its own clock (a VirtualClock); do not pass clock=")
     if options.pop("emit_transitions", True) is not True:
@@ -217,14 +247,17 @@ async def run(
         app = app_or_pools
         pools = options.pop("pools", None)
         if pools is None:  # the app's pools, at a fixed size (see FIXED_POOL)
-            pools = [app.pool(p.name, **FIXED_POOL) for p in app.make_pools()]
+            pools = [p.name for p in app.make_pools()]
+        if isinstance(pools, (str, Pool)):
+            pools = [pools]
+        pools = [app.pool(p, **FIXED_POOL) if isinstance(p, str) else p for p in pools]
         sched: Scheduler = app.scheduler(pools, clock=clock, emit_transitions=True, **options)
     else:
         if "pools" in options:
             raise ValueError("give the pools either as the first argument or as pools=, not both")
         pools_list = [app_or_pools] if isinstance(app_or_pools, Pool) else list(app_or_pools)
         sched = Scheduler(pools_list, clock=clock, emit_transitions=True, **options)
-    env = Environment(sched, clock, quiet_turns)
+    env = Environment(sched, clock, quiet_turns, hold_timeout)
     await env._start(autojump)
     try:
         yield env
