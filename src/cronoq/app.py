@@ -208,6 +208,7 @@ class App:
                 )
             try:
                 payload = defn.binding.encode(call_args, call_kwargs)
+                payload = {"args": list(payload["args"]), "kwargs": payload["kwargs"]}  # (a stored value)
             except InvalidSubmission as e:
                 raise TaskDefinitionError(f"recurring schedule '{schedule_name}': {e.message}") from None
             self._recurring[schedule_name] = RecurringDefinition(

@@ -24,13 +24,13 @@ def general(ctx: TaskContext, a: int, *rest: int, when: dt.date | None = None, *
 
 def test_the_exact_type_fast_path() -> None:
     b = Binding(exact, "t")
-    assert b.encode((1, "a", True), {}) == {"args": [1, "a", True], "kwargs": {}}
+    assert b.encode((1, "a", True), {}) == {"args": (1, "a", True), "kwargs": {}}  # the call's tuple
     assert b.fast_args({"args": [1, "a", False], "kwargs": {}}) == [1, "a", False]
     for bad in (
         {"args": [True, "a", False], "kwargs": {}},
         {"args": [1, "a"], "kwargs": {}},
         {"args": [1, "a", True], "kwargs": {"x": 1}},
-        {"args": (1, "a", True), "kwargs": {}},
+        {"args": {1: 2}, "kwargs": {}},
         [1],
     ):
         assert b.fast_args(bad) is None  # fmt: skip
@@ -41,8 +41,9 @@ def test_the_exact_type_fast_path() -> None:
 
 def test_the_checks_fast_path() -> None:
     b = Binding(checked, "t")
-    assert b.encode((1, ["x"]), {}) == {"args": [1, ["x"]], "kwargs": {}}
+    assert b.encode((1, ["x"]), {}) == {"args": (1, ["x"]), "kwargs": {}}
     assert b.fast_args({"args": [1.5, ["x"]], "kwargs": {}}) == [1.5, ["x"]]
+    assert b.fast_args({"args": (1.5, ["x"]), "kwargs": {}}) == (1.5, ["x"])
     assert b.fast_args({"args": [1.5, [1]], "kwargs": {}}) is None
     with pytest.raises(SubmitError, match="argument 'tags': expected list\\[str\\], got \\[1\\]"):
         b.encode((1.0, [1]), {})

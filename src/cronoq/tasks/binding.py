@@ -131,9 +131,19 @@ class Binding:
     # ---------------------------------------------------------------- submission side
 
     def encode(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Payload:
-        """The wire payload of a call; ``SubmitError("invalid")`` if it does not fit."""
+        """The wire payload of a call; ``SubmitError("invalid")`` if it does not fit.
+
+        On the hot path ``args`` is the call's own tuple (JSON encodes it as an array).
+        """
+        exact = self._exact
+        if exact is not None and not kwargs and len(args) == len(exact):  # (inlined: the hot path)
+            for v, t in zip(args, exact):
+                if type(v) is not t:
+                    break
+            else:
+                return {"args": args, "kwargs": {}}
         if not kwargs and self._native_ok(args):
-            return {"args": list(args), "kwargs": {}}
+            return {"args": args, "kwargs": {}}
         fast = self._fast
         if fast is not None and not kwargs and len(args) == len(fast):
             out = list(args)
@@ -186,15 +196,15 @@ class Binding:
 
     # ---------------------------------------------------------------- worker side
 
-    def fast_args(self, payload: object) -> list[Any] | None:
+    def fast_args(self, payload: object) -> list[Any] | tuple[Any, ...] | None:
         """The positional arguments of the common payload — ``{"args": [...], "kwargs": {}}``
         whose values pass the native checks — or None (then :meth:`decode` has the answer)."""
         if type(payload) is not dict or len(payload) != 2:
             return None
         args = payload.get("args")
-        if type(args) is not list or payload.get("kwargs") != {} or not self._native_ok(args):
+        if (type(args) is not list and type(args) is not tuple) or payload.get("kwargs") != {}:
             return None
-        return args
+        return args if self._native_ok(args) else None
 
     def _native_ok(self, args: list[Any] | tuple[Any, ...]) -> bool:
         """True when ``args`` are exactly the positional parameters and pass their native checks
