@@ -399,20 +399,28 @@ def named_submit_rate(n: int) -> float:
 
 
 def bench_named(sz: dict[str, int]) -> list[Result]:
-    # ABBA pairs, as in bench_resources: a ratio of two close rates
+    # ABBA pairs, as in bench_resources: a ratio of two close rates. Also CPU seconds of this
+    # process per run (time.process_time): on a shared machine other processes' load moves the
+    # wall-clock rates far more than it moves the CPU each task costs
     n, rep = sz["submit_n"], 2 * sz["repeat"]
     plain: list[float] = []
     named: list[float] = []
+    cpu: dict[bool, list[float]] = {False: [], True: []}
     for i in range(rep):
         for with_names in (False, True) if i % 2 == 0 else (True, False):
+            c0 = time.process_time()
             (named if with_names else plain).append(named_submit_rate(n) if with_names else submit_rate(n))
+            cpu[with_names].append((time.process_time() - c0) / n)
+    cpu_plain, cpu_named = median(cpu[False]), median(cpu[True])
     base = median(plain)
     return [
         Result("named", "e2e named task submit + await handles tasks/s", median(named), "tasks/s", base,
                "plain e2e submit + await handles", True, (1 - T_NAMED_COST) * base, named, plain,
                {"n": n, "slots": 64, "args": "(int, str)", "max_cost": T_NAMED_COST,
                 "cost": 1 - median(named) / base if base else None,
-                "paired_cost": 1 - median([a / b for a, b in zip(named, plain, strict=True)])}),
+                "paired_cost": 1 - median([a / b for a, b in zip(named, plain, strict=True)]),
+                "cpu_us_per_task": {"plain": cpu_plain * 1e6, "named": cpu_named * 1e6},
+                "cpu_cost": 1 - cpu_plain / cpu_named if cpu_named else None}),
     ]  # fmt: skip
 
 
