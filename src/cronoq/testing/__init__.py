@@ -10,11 +10,13 @@
 
 * :func:`run` / :class:`Environment` — the environment (:mod:`cronoq.testing.env`);
 * :class:`VirtualClock` — the clock it runs on (:mod:`cronoq.testing.clock`);
+* :func:`eager` — calls run inline, no scheduler, for unit tests (:mod:`cronoq.testing.eager`);
 * the pytest plugin (:mod:`cronoq.testing.plugin`, registered as a ``pytest11`` entry point):
   the ``cronoq_env`` fixture.
 """
 
 from cronoq.testing.clock import VirtualClock
+from cronoq.testing.eager import eager
 from cronoq.testing.env import Environment, run
 
-__all__ = ["Environment", "VirtualClock", "run"]
+__all__ = ["Environment", "VirtualClock", "eager", "run"]
