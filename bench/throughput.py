@@ -14,6 +14,12 @@ Groups (``--only``):
     executor plus an ``asyncio.Event`` (no polling sleeps).
 ``submit``
     End-to-end with per-task ``await sched.submit(...)`` and then awaiting every handle.
+``named``
+    The named-task layer (``cronoq.App``): ``await t.submit(i, "sku")`` of an ``@app.task``
+    ``async def item(n: int, sku: str) -> int`` (arguments bound and checked at submission,
+    ``{"args", "kwargs"}`` JSON payload, dispatch by name, arguments decoded by the executor)
+    then awaiting every handle, against the ``submit`` group's plain ``await sched.submit(i)``
+    from the same run, 2 × ``repeat`` pairs in ABBA order: target at most 25 % fewer tasks/s.
 ``memory``
     Bytes per pending task with N pending on a pool of capacity 0 (nothing runs), by
     tracemalloc and by RSS delta, each in a fresh child process: ``enqueue`` (no handle) and
@@ -72,12 +78,12 @@ from _common import (  # noqa: E402
     write_json,
 )
 
-from cronoq import Pool, Resource, Scheduler, Task  # noqa: E402
+from cronoq import App, Pool, Resource, Scheduler, Task  # noqa: E402
 from cronoq.engine import Core, CoreConfig, PoolConfig, TaskOptions  # noqa: E402
 from cronoq.engine.actions import Dispatch  # noqa: E402
 
 DEFAULT_JSON = _HERE / "results" / "throughput.json"
-GROUPS = ("engine", "e2e", "submit", "memory", "latency", "preempt", "resources")
+GROUPS = ("engine", "e2e", "submit", "named", "memory", "latency", "preempt", "resources")
 
 # Targets (issues; SPEC §21 says the numbers are measured here, never by timed unit tests)
 T_ENGINE = 250_000.0  # cycles/s
@@ -89,6 +95,7 @@ T_LAT_P50 = 0.1  # ms
 T_LAT_P99 = 0.5  # ms
 T_PREEMPT_P99 = 12.0  # ms
 T_RESOURCES_COST = 0.20  # at most 20 % fewer tasks/s with one semaphore permit per task
+T_NAMED_COST = 0.25  # at most 25 % fewer tasks/s through the named-task layer (JSON arguments)
 
 SIZES: dict[str, dict[str, int]] = {
     "full": {
@@ -363,6 +370,57 @@ def bench_submit(sz: dict[str, int]) -> list[Result]:
     return [
         Result("submit", "e2e submit + await handles tasks/s", median(sub), "tasks/s", median(base),
                "asyncio create_task + gather", True, T_SUBMIT, sub, base, {"n": n, "slots": 64}),
+    ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- named tasks
+
+
+async def _cronoq_named_submit(n: int, slots: int = 64) -> float:
+    """``_cronoq_submit`` through ``cronoq.App``: a named task with two JSON arguments."""
+    app = App("bench")
+
+    @app.task(name="bench.item")
+    async def item(n: int, sku: str) -> int:
+        return n
+
+    async with app.scheduler([app.pool("default", min=slots, max=max(1, slots), autoscale=False)]):
+        submit = item.submit
+        t0 = time.perf_counter()
+        handles = [await submit(i, "sku") for i in range(n)]
+        for i, h in enumerate(handles):
+            if await h != i:  # pragma: no cover - wrong result
+                raise AssertionError("handle returned the wrong result")
+        return time.perf_counter() - t0
+
+
+def named_submit_rate(n: int) -> float:
+    return n / run_async(lambda: _cronoq_named_submit(n))
+
+
+def bench_named(sz: dict[str, int]) -> list[Result]:
+    # ABBA pairs, as in bench_resources: a ratio of two close rates. Also CPU seconds of this
+    # process per run (time.process_time): on a shared machine other processes' load moves the
+    # wall-clock rates far more than it moves the CPU each task costs
+    n, rep = sz["submit_n"], 2 * sz["repeat"]
+    plain: list[float] = []
+    named: list[float] = []
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    for i in range(rep):
+        for with_names in (False, True) if i % 2 == 0 else (True, False):
+            c0 = time.process_time()
+            (named if with_names else plain).append(named_submit_rate(n) if with_names else submit_rate(n))
+            cpu[with_names].append((time.process_time() - c0) / n)
+    cpu_plain, cpu_named = median(cpu[False]), median(cpu[True])
+    base = median(plain)
+    return [
+        Result("named", "e2e named task submit + await handles tasks/s", median(named), "tasks/s", base,
+               "plain e2e submit + await handles", True, (1 - T_NAMED_COST) * base, named, plain,
+               {"n": n, "slots": 64, "args": "(int, str)", "max_cost": T_NAMED_COST,
+                "cost": 1 - median(named) / base if base else None,
+                "paired_cost": 1 - median([a / b for a, b in zip(named, plain, strict=True)]),
+                "cpu_us_per_task": {"plain": cpu_plain * 1e6, "named": cpu_named * 1e6},
+                "cpu_cost": 1 - cpu_plain / cpu_named if cpu_named else None}),
     ]  # fmt: skip
 
 
@@ -743,6 +801,7 @@ BENCHES: dict[str, Callable[[dict[str, int]], list[Result]]] = {
     "engine": bench_engine,
     "e2e": bench_e2e,
     "submit": bench_submit,
+    "named": bench_named,
     "memory": bench_memory,
     "latency": bench_latency,
     "preempt": bench_preempt,

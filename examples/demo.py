@@ -4,9 +4,10 @@ Run with ``make run`` (or ``.venv/bin/python examples/demo.py``). It starts
 
 1. ``cronoq serve`` as a subprocess — gRPC on 127.0.0.1:7070, the HTTP API and the dashboard on
    http://127.0.0.1:7071/, durable state in ``./cronoq.db`` (SQLite);
-2. once the server leads, a remote worker: ``cronoq worker demo_worker:handle --pool default
-   --slots 4`` (the handler is ``examples/demo_worker.py``);
-3. a submitter (this process, with :class:`cronoq.client.Client`): waves of mixed work — Low
+2. once the server leads, a remote worker: ``cronoq worker demo_worker:app --pool default
+   --slots 4`` (the app of named tasks in ``examples/demo_worker.py``);
+3. a submitter (this process: the same app bound to a :class:`cronoq.client.Client`, calling
+   ``resize.submit(i)``, ``report.submit(i)``, ...): waves of mixed work — Low
    reports, Normal image resizes, High API calls, Critical alerts with deadlines — a flaky task
    that succeeds on its third attempt, a small DAG (extract → two transforms → load, submitted
    atomically) and a recurring schedule every 5 seconds.
@@ -39,16 +40,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import demo_worker as demo  # the app of named tasks the worker serves (examples/ is sys.path[0])
 from rich.console import Console
 from rich.markup import escape
 
 from cronoq.cli import snapshot_table
-from cronoq.client import Client, ClientError, Event, RetryPolicy, task
+from cronoq.client import Client, ClientError, Event, RetryPolicy
+from cronoq.tasks import TaskCall
 
 HERE = Path(__file__).resolve().parent
 READY_RE = re.compile(r"cronoq serve: grpc=(\S+) http=(\S+)")
 POOL = "default"
-SCHEDULE = "demo-heartbeat"
 
 console = Console(highlight=False)
 
@@ -192,64 +194,55 @@ class Submitter:
     def elapsed(self) -> str:
         return f"{time.monotonic() - self.started:6.1f}s"
 
-    async def submit(self, payload: dict[str, Any], label: str, *, show: bool = False, **fields: Any) -> int:
-        sub = await self.client.submit(payload, pool=POOL, **fields)
-        self.sent[sub.id] = Sent(label, str(fields.get("priority", "normal")), time.monotonic(), show)
-        return sub.id
+    async def submit(
+        self, call: TaskCall[..., Any], label: str, *args: Any, show: bool = False, **kwargs: Any
+    ) -> int:
+        handle = await call.submit(*args, **kwargs)
+        priority = str(call.fields.get("priority", "normal"))
+        self.sent[handle.id] = Sent(label, priority, time.monotonic(), show)
+        return handle.id
 
     async def first_wave(self) -> None:
         console.print(f"[bold]{self.elapsed()}  submitting[/bold] a flaky task, a DAG and a schedule")
-        await self.submit(
-            {"url": "https://example.com/feed", "seconds": 0.1},
-            "flaky fetch",
-            show=True,
-            kind="flaky",
-            key=f"flaky-{self.run}",
-            retry=RetryPolicy(max_attempts=5, initial_backoff=0.5, max_backoff=2.0),
-        )
+        retry = RetryPolicy(max_attempts=5, initial_backoff=0.5, max_backoff=2.0)
+        call = demo.flaky.options(key=f"flaky-{self.run}", retry=retry)
+        await self.submit(call, "flaky fetch", "https://example.com/feed", seconds=0.1, show=True)
         await self.dag(1)
-        await self.client.add_recurring(
-            SCHEDULE, "*/5 * * * * *", {"seconds": 0.05}, kind="tick", priority="high", pool=POOL
+        await demo.app.apply_recurring(self.client)  # the app's schedule: 'tick' every 5 s
+        console.print(
+            f"[bold]{self.elapsed()}  schedule[/bold] {demo.SCHEDULE!r}: a 'tick' task every 5 seconds"
         )
-        console.print(f"[bold]{self.elapsed()}  schedule[/bold] {SCHEDULE!r}: a 'tick' task every 5 seconds")
 
     async def dag(self, n: int) -> None:
         """extract → (transform-a, transform-b) → load, submitted as one atomic batch."""
         k = f"etl{n}-{self.run}"
         specs = [
-            task({"seconds": 0.3}, pool=POOL, kind="etl-extract", key=f"{k}-extract"),
-            task({"seconds": 0.4}, pool=POOL, kind="etl-transform", key=f"{k}-ta", after=f"{k}-extract"),
-            task({"seconds": 0.2}, pool=POOL, kind="etl-transform", key=f"{k}-tb", after=f"{k}-extract"),
-            task({"seconds": 0.2}, pool=POOL, kind="etl-load", key=f"{k}-load", after=[f"{k}-ta", f"{k}-tb"]),
+            demo.etl_extract.options(key=f"{k}-extract").spec(seconds=0.3),
+            demo.etl_transform.options(key=f"{k}-ta", after=f"{k}-extract").spec(seconds=0.4),
+            demo.etl_transform.options(key=f"{k}-tb", after=f"{k}-extract").spec(seconds=0.2),
+            demo.etl_load.options(key=f"{k}-load", after=[f"{k}-ta", f"{k}-tb"]).spec(seconds=0.2),
         ]
-        subs = await self.client.submit_batch(specs)
-        for sub, step in zip(subs, ("extract", "transform a", "transform b", "load")):
-            self.sent[sub.id] = Sent(f"dag {n}: {step}", "normal", time.monotonic(), step == "load")
+        handles = await demo.app.submit_batch(specs)  # atomic: all four or none
+        for h, step in zip(handles, ("extract", "transform a", "transform b", "load")):
+            self.sent[h.id] = Sent(f"dag {n}: {step}", "normal", time.monotonic(), step == "load")
 
     async def wave(self, w: int) -> None:
         for _ in range(3):
             i = next(self.counter)
-            await self.submit({"report": i, "seconds": 0.8}, f"report {i}", kind="report", priority="low")
+            await self.submit(demo.report, f"report {i}", i, seconds=0.8)  # Low: the task's priority
         for _ in range(3):
             i = next(self.counter)
-            await self.submit({"image": i, "seconds": 0.3}, f"resize {i}", kind="resize")
+            await self.submit(demo.resize, f"resize {i}", i)
         i = next(self.counter)
-        await self.submit({"call": i, "seconds": 0.05}, f"api call {i}", kind="api", priority="high")
+        await self.submit(demo.api, f"api call {i}", i)  # High
         if w % 3 == 1:
             i = next(self.counter)
-            await self.submit(
-                {"team": "oncall", "seconds": 0.1},
-                f"alert {i}",
-                show=True,
-                kind="alert",
-                priority="critical",
-                deadline_in=3.0,
-            )
+            await self.submit(demo.alert.options(deadline_in=3.0), f"alert {i}", "oncall", show=True)
         if w % 5 == 0:
             await self.dag(w // 5 + 1)
         if w % 7 == 3:
             i = next(self.counter)
-            await self.submit({"seconds": 0.05}, f"broken {i}", kind="broken", show=True)
+            await self.submit(demo.broken, f"broken {i}", show=True)
 
     async def produce(self) -> None:
         await self.first_wave()
@@ -331,7 +324,7 @@ async def main(args: argparse.Namespace) -> int:
             await worker.start(
                 [
                     "worker",
-                    "demo_worker:handle",
+                    "demo_worker:app",
                     "--app-dir",
                     str(HERE),
                     "--pool",
@@ -352,7 +345,7 @@ async def main(args: argparse.Namespace) -> int:
             console.print(
                 f"\n[bold]server[/bold]     gRPC {grpc_addr} · store {args.db} (SQLite)\n"
                 f"[bold]dashboard[/bold]  [link=http://{http_addr}/]http://{http_addr}/[/link]\n"
-                f"[bold]worker[/bold]     cronoq worker demo_worker:handle --pool {POOL} "
+                f"[bold]worker[/bold]     cronoq worker demo_worker:app --pool {POOL} "
                 f"--slots {args.slots}\n"
                 f"[bold]try[/bold]        .venv/bin/cronoq top --server {grpc_addr}   ·   "
                 f".venv/bin/cronoq watch --server {grpc_addr}\n"
@@ -379,6 +372,7 @@ async def main(args: argparse.Namespace) -> int:
 async def run_workload(grpc_addr: str, args: argparse.Namespace, stop: asyncio.Event) -> int:
     run = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
     async with Client(grpc_addr) as client:
+        demo.app.bind(client)  # demo.resize.submit(...) etc. now go to the server
         sub = Submitter(client, run, args.wave_interval, time.monotonic())
         async with client.watch(pools=[POOL], all_transitions=True) as events:
             tasks = [
@@ -401,7 +395,7 @@ async def run_workload(grpc_addr: str, args: argparse.Namespace, stop: asyncio.E
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
             with contextlib.suppress(ClientError):
-                await client.remove_recurring(SCHEDULE, call_timeout=5.0)
+                await client.remove_recurring(demo.SCHEDULE, call_timeout=5.0)
             with contextlib.suppress(ClientError):
                 snap = await client.snapshot(call_timeout=5.0)
                 console.print()

@@ -3,6 +3,7 @@
 Public names only (SPEC §16); imports stay light (no server, store or gRPC modules).
 """
 
+from cronoq.app import App
 from cronoq.engine.config import AutoscaleConfig
 from cronoq.engine.model import Dep, Priority, RetryPolicy, StatusEvent
 from cronoq.engine.recurring import RecurringInfo
@@ -34,6 +35,7 @@ from cronoq.store.sqlite import SqliteStore
 __version__ = "0.1.0"
 
 __all__ = [
+    "App",
     "AutoscaleConfig",
     "BlockingEventStream",
     "BlockingHandle",

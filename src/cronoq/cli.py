@@ -4,8 +4,10 @@ Structure: :data:`cli` is a click group; each subcommand is a function decorated
 ``@cli.command()``:
 
 * ``serve`` — the server (SPEC §17);
-* ``worker`` — serve a pool with a Python function (``MODULE:FUNCTION``) as a remote worker;
-* ``submit``, ``get``, ``wait``, ``cancel`` — one task;
+* ``worker`` — serve a pool with a Python function (``MODULE:FUNCTION``) or every task of an
+  app (``MODULE:APP``, a :class:`cronoq.App`) as a remote worker;
+* ``submit``, ``get``, ``wait``, ``cancel`` — one task (``submit --task NAME`` a named one);
+* ``tasks`` — list an app's tasks (``--apply-recurring``: create its schedules on the server);
 * ``watch`` — live tail of status events; ``top`` — live per-pool table;
 * ``bench`` — a throughput benchmark (no-op tasks, an in-process remote worker).
 
@@ -60,6 +62,7 @@ from rich.markup import escape
 if TYPE_CHECKING:  # pragma: no cover
     from rich.table import Table
 
+    from cronoq.app import App
     from cronoq.client import Client, Event, Lease, Result, Snapshot
 
 __all__ = ["EXIT_CODES", "cli", "client_options", "console", "err_console", "fail", "main"]
@@ -174,6 +177,15 @@ def client_options(f: F) -> F:
         help="gRPC address of the server (env CRONOQ_SERVER).",
     )(f)
     return f
+
+
+def app_dir_option(
+    help: str = "Directory put first on sys.path before importing MODULE.",
+) -> Callable[[F], F]:
+    """``--app-dir``: where ``MODULE`` of a ``MODULE:ATTR`` reference is imported from."""
+    return click.option(
+        "--app-dir", default=".", show_default=True, type=click.Path(file_okay=False), help=help
+    )
 
 
 def json_option(f: F) -> F:
@@ -479,17 +491,16 @@ def serve(
 Handler = Callable[["Lease"], Awaitable[object]]
 
 
-def load_handler(ref: str, app_dir: str | None = ".") -> Handler:
-    """``MODULE:FUNCTION`` (FUNCTION may be dotted) → an async handler taking the lease.
+def load_object(ref: str, app_dir: str | None = ".", what: str = "MODULE:FUNCTION") -> Any:
+    """The object ``MODULE:ATTR`` (ATTR may be dotted) names.
 
     ``app_dir`` is put first on ``sys.path`` (default: the working directory, as for
-    ``python -m``). A sync function runs in a thread (``asyncio.to_thread``) so it never
-    blocks heartbeats; note that a thread cannot be interrupted when the lease is aborted.
-    Raises ``click.BadParameter`` for a malformed reference or a missing module/function.
+    ``python -m``). Raises ``click.BadParameter`` for a malformed reference or a missing
+    module/attribute.
     """
     module_name, sep, attr = ref.partition(":")
     if not sep or not module_name or not attr:
-        raise click.BadParameter(f"expected MODULE:FUNCTION, got {ref!r}", param_hint="MODULE:FUNCTION")
+        raise click.BadParameter(f"expected {what}, got {ref!r}", param_hint=what)
     if app_dir is not None:
         path = os.path.abspath(app_dir)
         if path not in sys.path:
@@ -500,7 +511,7 @@ def load_handler(ref: str, app_dir: str | None = ".") -> Handler:
         if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
             raise click.BadParameter(
                 f"no module named {module_name!r} (looked in {app_dir or 'sys.path'}; see --app-dir)",
-                param_hint="MODULE:FUNCTION",
+                param_hint=what,
             ) from None
         raise
     obj: Any = module
@@ -509,8 +520,37 @@ def load_handler(ref: str, app_dir: str | None = ".") -> Handler:
             obj = getattr(obj, part)
         except AttributeError:
             raise click.BadParameter(
-                f"module {module_name!r} has no attribute {attr!r}", param_hint="MODULE:FUNCTION"
+                f"module {module_name!r} has no attribute {attr!r}", param_hint=what
             ) from None
+    return obj
+
+
+def load_app(ref: str, app_dir: str | None = ".") -> App:
+    """``MODULE:APP`` → the :class:`cronoq.App` it names (``click.BadParameter`` otherwise)."""
+    from cronoq.app import App
+
+    obj = load_object(ref, app_dir, "MODULE:APP")
+    if not isinstance(obj, App):
+        raise click.BadParameter(
+            f"{ref} is not a cronoq.App (got {type(obj).__name__})", param_hint="MODULE:APP"
+        )
+    return obj
+
+
+def load_handler(ref: str, app_dir: str | None = ".") -> Handler:
+    """``MODULE:FUNCTION`` (FUNCTION may be dotted) → an async handler taking the lease;
+    ``MODULE:APP`` (a :class:`cronoq.App`) → the app's handler, dispatching by task name.
+
+    ``app_dir`` is put first on ``sys.path`` (default: the working directory, as for
+    ``python -m``). A sync function runs in a thread (``asyncio.to_thread``) so it never
+    blocks heartbeats; note that a thread cannot be interrupted when the lease is aborted.
+    Raises ``click.BadParameter`` for a malformed reference or a missing module/function.
+    """
+    from cronoq.app import App
+
+    obj = load_object(ref, app_dir)
+    if isinstance(obj, App):
+        return obj.handler()
     if not callable(obj):
         raise click.BadParameter(f"{ref} is not callable", param_hint="MODULE:FUNCTION")
     fn = obj
@@ -548,7 +588,7 @@ async def _start_worker(w: Any, timeout: float | None) -> asyncio.Task[None]:
 
 
 @cli.command(epilog=EPILOG)
-@click.argument("handler_ref", metavar="MODULE:FUNCTION")
+@click.argument("handler_ref", metavar="MODULE:FUNCTION|MODULE:APP")
 @click.option("--pool", "-p", required=True, help="Pool to serve.")
 @click.option(
     "--slots",
@@ -568,13 +608,7 @@ async def _start_worker(w: Any, timeout: float | None) -> asyncio.Task[None]:
     help="Worker label (repeatable): joins a labelled worker group.",
 )
 @click.option("--name", default="", help="Worker name shown by the server (default: host:pid).")
-@click.option(
-    "--app-dir",
-    default=".",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Directory put first on sys.path before importing MODULE.",
-)
+@app_dir_option()
 @click.option(
     "--grace",
     type=DURATION,
@@ -602,7 +636,9 @@ def worker(
     grace: float,
     log_level: str,
 ) -> None:
-    """Serve POOL with a Python function: `cronoq worker mymodule:handle --pool default`.
+    """Serve POOL with a Python function: `cronoq worker mymodule:handle --pool default`,
+    or with every task of a cronoq.App: `cronoq worker shop.tasks:app --pool default` (each
+    lease runs the task named by its kind; an unknown name fails permanently).
 
     The function takes the lease (`lease.json()`, `lease.payload`, `lease.attempt`,
     `lease.tags`, ...) and returns the output (None, bytes, str or anything JSON). It may be
@@ -676,6 +712,43 @@ def worker(
 # submit, get, wait, cancel
 
 
+def _json_option(name: str, text: str | None, kind: type, default: Any) -> Any:
+    if text is None:
+        return default
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise click.BadParameter(f"not JSON: {e}", param_hint=f"'{name}'") from None
+    if not isinstance(value, kind):
+        what = "array" if kind is list else "object"
+        raise click.BadParameter(f"must be a JSON {what} (got {text!r})", param_hint=f"'{name}'")
+    return value
+
+
+def _named_task_call(
+    name: str, args_text: str | None, kwargs_text: str | None, app_ref: str | None, app_dir: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``{"args", "kwargs"}`` payload of ``submit --task`` and (with ``--app``) the task's
+    own fields as defaults; a call that does not fit the app's task is a usage error."""
+    args = _json_option("--args", args_text, list, [])
+    kwargs = _json_option("--kwargs", kwargs_text, dict, {})
+    if app_ref is None:
+        return {"args": args, "kwargs": kwargs}, {}
+    app = load_app(app_ref, app_dir)
+    defn = app.tasks.get(name)
+    if defn is None:
+        known = ", ".join(sorted(app.tasks)) or "none"
+        raise click.BadParameter(
+            f"app '{app.name}' has no task '{name}' (tasks: {known})", param_hint="'--task'"
+        )
+    try:
+        payload = defn.binding.encode(tuple(args), kwargs)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    defaults = {k: v for k, v in defn.fields.items() if k != "kind"}
+    return payload, defaults
+
+
 def _read_payload_file(path: str) -> bytes:
     if path == "-":
         return sys.stdin.buffer.read()
@@ -735,6 +808,35 @@ def _read_payload_file(path: str) -> bytes:
     default=None,
     help="Content type of the payload (default: guessed; JSON for a PAYLOAD that parses).",
 )
+@click.option(
+    "--task",
+    "task_name",
+    default=None,
+    metavar="NAME",
+    help="Submit the named task NAME (a cronoq.App task).",
+)
+@click.option(
+    "--args",
+    "task_args",
+    default=None,
+    metavar="JSON",
+    help="With --task: positional arguments, a JSON array.",
+)
+@click.option(
+    "--kwargs",
+    "task_kwargs",
+    default=None,
+    metavar="JSON",
+    help="With --task: keyword arguments, a JSON object.",
+)
+@click.option(
+    "--app",
+    "app_ref",
+    default=None,
+    metavar="MODULE:APP",
+    help="With --task: check the arguments against the app's task and use its task fields as defaults.",
+)
+@app_dir_option("With --app: directory put first on sys.path before importing MODULE.")
 @click.option("--wait", is_flag=True, help="Wait for the outcome and print it.")
 @click.option(
     "--wait-timeout", type=DURATION, default=None, help="With --wait: give up after this long (exit 4)."
@@ -759,15 +861,23 @@ def submit(
     tenant: str | None,
     payload_file: str | None,
     content_type: str | None,
+    task_name: str | None,
+    task_args: str | None,
+    task_kwargs: str | None,
+    app_ref: str | None,
+    app_dir: str,
     wait: bool,
     wait_timeout: float | None,
     as_json: bool,
 ) -> None:
     """Submit one task. PAYLOAD is sent as JSON when it parses as JSON, else as text.
+    With --task NAME, a named task: the payload is {"args": [...], "kwargs": {...}} from
+    --args and --kwargs, and the kind is NAME.
 
     \b
     cronoq submit '{"image": 42}' --priority high --deadline-in 30s --wait
     cronoq submit --payload-file report.csv --kind report --after ingest-1
+    cronoq submit --task shop.resize --args '[42]' --kwargs '{"size": 128}' --wait
     """
     _need_client()
     from cronoq.client import RetryPolicy
@@ -786,6 +896,17 @@ def submit(
             value = payload
     if wait_timeout is not None and not wait:
         raise click.UsageError("--wait-timeout needs --wait")
+    task_defaults: dict[str, Any] = {}
+    if task_name is not None:
+        if payload is not None or payload_file is not None or kind is not None or content_type is not None:
+            raise click.UsageError(
+                "--task takes its payload from --args/--kwargs: no PAYLOAD, --payload-file, --kind"
+                " or --content-type"
+            )
+        value, task_defaults = _named_task_call(task_name, task_args, task_kwargs, app_ref, app_dir)
+        kind = task_name
+    elif task_args is not None or task_kwargs is not None or app_ref is not None:
+        raise click.UsageError("--args, --kwargs and --app go with --task NAME")
     fields: dict[str, Any] = {
         "pool": pool,
         "priority": priority.lower() if priority else None,
@@ -802,7 +923,7 @@ def submit(
     }
     if max_attempts is not None:
         fields["retry"] = RetryPolicy(max_attempts=max_attempts)
-    fields = {k: v for k, v in fields.items() if v is not None}
+    fields = {**task_defaults, **{k: v for k, v in fields.items() if v is not None}}
     _check_spec(value, fields)
 
     async def main() -> int:
@@ -824,6 +945,67 @@ def submit(
             else:
                 _print_result(result)
             return EXIT_OK if result.ok else EXIT_TASK_FAILED
+
+    sys.exit(_run(main(), server))
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("app_ref", metavar="MODULE:APP")
+@app_dir_option()
+@click.option(
+    "--apply-recurring",
+    is_flag=True,
+    help="Create (or replace: applying again changes nothing) the app's recurring schedules on the server.",
+)
+@client_options
+@json_option
+def tasks(
+    app_ref: str,
+    app_dir: str,
+    apply_recurring: bool,
+    server: str,
+    token: str | None,
+    tls: bool,
+    as_json: bool,
+) -> None:
+    """List the tasks of a cronoq.App: name, kind, pool, arguments, task fields, schedules.
+
+    \b
+    cronoq tasks shop.tasks:app
+    cronoq tasks shop.tasks:app --apply-recurring --server cronoq:7070
+    """
+    app = load_app(app_ref, app_dir)
+    rows = app.describe()
+    if as_json:
+        _dump({"app": app.name, "tasks": rows})
+    else:
+        from rich import box
+        from rich.table import Table
+
+        t = Table(title=f"app {app.name}: {len(rows)} tasks", title_justify="left", box=box.SIMPLE_HEAD)
+        aliased = any(r["kind"] != r["name"] for r in rows)  # a kind column only when one differs
+        for col in ("task", *(("kind",) if aliased else ()), "pool", "arguments", "fields", "recurring"):
+            t.add_column(col, overflow="fold", no_wrap=col == "task")
+        for r in rows:
+            fields = " ".join(f"{k}={v}" for k, v in r["fields"].items())
+            recurring = ", ".join(
+                f"{x['name']}: {x['cron']}" + (f" ({x['tz']})" if x["tz"] else "") for x in r["recurring"]
+            )
+            kind = (r["kind"],) if aliased else ()
+            cells = (r["name"], *kind, r["pool"] or "(default)", r["signature"], fields, recurring)
+            t.add_row(*(escape(c) for c in cells))
+        console.print(t)
+    if not apply_recurring:
+        return
+    _need_client()
+
+    async def main() -> int:
+        async with _client(server, token, tls) as client:
+            names = await app.apply_recurring(client)
+        err_console.print(
+            f"cronoq tasks: applied {len(names)} recurring schedules: {', '.join(names) or 'none'}"
+        )
+        return EXIT_OK
 
     sys.exit(_run(main(), server))
 

@@ -53,6 +53,10 @@ def test_submit() -> None:
     _check(throughput.bench_submit(TINY), 1)
 
 
+def test_named() -> None:
+    _check(throughput.bench_named(TINY), 1)
+
+
 def test_memory_tracemalloc_in_process() -> None:
     for kind in ("asyncio", "asyncio_kept", "enqueue", "submit"):
         assert throughput.memory_per_task(kind, "trace", TINY["memory_n"]) > 0

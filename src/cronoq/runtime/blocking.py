@@ -22,6 +22,7 @@ from cronoq.engine.model import StatusEvent
 from cronoq.engine.recurring import RecurringInfo
 from cronoq.engine.snapshot import Snapshot
 from cronoq.errors import NotStartedError
+from cronoq.runtime.clock import Clock
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.pool import Pool
@@ -174,6 +175,7 @@ class BlockingScheduler:
         event_capacity: int = 1024,
         store: Any = None,
         codec: Any = None,
+        clock: Clock | None = None,
     ) -> None:
         self._sched = Scheduler(
             pools,
@@ -183,6 +185,7 @@ class BlockingScheduler:
             event_capacity=event_capacity,
             store=store,
             codec=codec,
+            clock=clock,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -228,6 +231,10 @@ class BlockingScheduler:
     @property
     def default_pool(self) -> str:
         return self._sched.default_pool
+
+    @property
+    def clock(self) -> Clock:
+        return self._sched.clock
 
     @property
     def scheduler(self) -> Scheduler:

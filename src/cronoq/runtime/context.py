@@ -84,6 +84,11 @@ class TaskContext:
         """True once the attempt was aborted (cancel, timeout, lease loss, shutdown)."""
         return self._cancelled
 
+    async def sleep(self, seconds: float) -> None:
+        """Sleep on the scheduler's clock: real time normally, virtual time under
+        ``cronoq.testing`` (where a sleeping attempt lets time jump ahead)."""
+        await self._sched.clock.sleep(seconds)
+
     def heartbeat(self) -> None:
         """Renew the lease (a no-op without ``lease_ttl`` or after the attempt ended).
 

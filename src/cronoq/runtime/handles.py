@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from cronoq.runtime.scheduler import Scheduler
 
+#: the type of the task's output (``TaskHandle[int]``); a bare ``TaskHandle`` is ``TaskHandle[Any]``
+R = TypeVar("R")
 
-class TaskHandle:
+
+class TaskHandle(Generic[R]):
     """Resolves with the task's output once it reaches a terminal status."""
 
     __slots__ = ("_fut", "_sched", "duplicate", "id")
@@ -26,13 +29,13 @@ class TaskHandle:
         self._fut = fut
         self._sched = sched
 
-    def __await__(self) -> Generator[Any, None, Any]:
+    def __await__(self) -> Generator[Any, None, R]:
         fut = self._fut
         if fut.done():
             return fut.result()
         return (yield from asyncio.shield(fut).__await__())
 
-    def result(self) -> asyncio.Future[Any]:
+    def result(self) -> asyncio.Future[R]:
         """An awaitable with the same outcome as ``await handle``."""
         return asyncio.shield(self._fut)
 

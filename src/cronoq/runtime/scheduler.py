@@ -2,12 +2,13 @@
 
 Theory of operation
 -------------------
-The scheduler owns one :class:`~cronoq.engine.core.Core` and feeds it loop time
-(``time.monotonic_ns()`` relative to ``start()``).  Public calls (``submit``, ``enqueue``,
+The scheduler owns one :class:`~cronoq.engine.core.Core` and feeds it the time of its clock
+(``clock.monotonic_ns()`` relative to ``start()``; by default the real loop clock, see
+:mod:`cronoq.runtime.clock`).  Public calls (``submit``, ``enqueue``,
 ``cancel``, ...) call the core synchronously and then *kick* the driver: one coalesced
 ``call_soon`` per loop turn.  The driver ticks the core (timers + dispatch decisions for
 everything submitted this turn), carries out the resulting actions and arms a single
-``call_at`` timer for ``core.next_wakeup()``.  There are no per-task timers:
+``clock.call_at`` timer for ``core.next_wakeup()``.  There are no per-task timers:
 
 * an attempt of an async executor is one ``loop.create_task`` of a small runner coroutine
   (``_attempt``) that calls the executor, awaits it and reports the outcome to the core
@@ -41,7 +42,6 @@ import asyncio
 import inspect
 import logging
 import threading
-import time
 from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import Any
@@ -54,7 +54,7 @@ from cronoq.engine.model import FIRST_TERMINAL, OUTPUT_LOST, STATUS_NAMES, SUCCE
 from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, parse_overlap
 from cronoq.engine.resources import ResourceConfig
 from cronoq.engine.snapshot import Snapshot
-from cronoq.engine.time import NS, check_seconds, to_ns, valid_seconds
+from cronoq.engine.time import check_seconds, to_ns, valid_seconds
 from cronoq.errors import (
     ArgumentTypeError,
     InvalidSubmission,
@@ -65,6 +65,7 @@ from cronoq.errors import (
     SubmitError,
     TaskFailed,
 )
+from cronoq.runtime.clock import LOOP_CLOCK, Clock, TimerHandle
 from cronoq.runtime.context import TaskContext
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.gcpause import gc_paused
@@ -139,6 +140,7 @@ class Scheduler:
         event_capacity: int = 1024,
         store: Any = None,
         codec: Any = None,
+        clock: Clock | None = None,
     ) -> None:
         pool_list = list(pools)
         if not pool_list:
@@ -161,6 +163,12 @@ class Scheduler:
             callable(getattr(codec, "encode", None)) and callable(getattr(codec, "decode", None))
         ):
             raise ValueError(f"codec must have encode(obj) -> bytes and decode(bytes) -> obj (got {codec!r})")
+        if clock is None:
+            clock = LOOP_CLOCK
+        elif not isinstance(clock, Clock):
+            raise ValueError(f"clock must implement the cronoq Clock protocol (got {clock!r})")
+        self._clock: Clock = clock
+        self._mono = clock.monotonic_ns
         self._store = store
         self._committer: Any = None
         self._fenced: BaseException | None = None
@@ -191,7 +199,7 @@ class Scheduler:
         self._next_seq = 1
         self._accepting = False
         self._kick_pending = False
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: TimerHandle | None = None
         self._timer_at = -1
         self._running: dict[int, tuple[asyncio.Future[Any], TaskContext]] = {}
         self._waiters: dict[int, asyncio.Future[Any]] = {}
@@ -220,6 +228,11 @@ class Scheduler:
     def default_pool(self) -> str:
         return self._default_pool
 
+    @property
+    def clock(self) -> Clock:
+        """The clock this scheduler runs on (see :mod:`cronoq.runtime.clock`)."""
+        return self._clock
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
@@ -238,8 +251,8 @@ class Scheduler:
             recovered = await store.load(self._codec)
             if self._core is not None:  # started concurrently while we waited
                 return
-        self._t0 = time.monotonic_ns()
-        self._time_base = time.time_ns()
+        self._t0 = self._mono()
+        self._time_base = self._clock.time_ns()
         config = CoreConfig(
             [p.config for p in self._pools],
             emit_transitions=self._emit_transitions,
@@ -351,7 +364,7 @@ class Scheduler:
     # ------------------------------------------------------------------ driver
 
     def _now(self) -> int:
-        return time.monotonic_ns() - self._t0
+        return self._mono() - self._t0
 
     def _kick(self) -> None:
         if not self._kick_pending:
@@ -384,7 +397,7 @@ class Scheduler:
         if self._timer is not None:
             self._timer.cancel()
         self._timer_at = w
-        self._timer = self._loop.call_at((self._t0 + w) / NS, self._on_timer)  # type: ignore[union-attr]
+        self._timer = self._clock.call_at(self._t0 + w, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None

@@ -1,0 +1,161 @@
+"""``TaskDefinition``: a named task function and the ways to call it.
+
+Theory of operation
+-------------------
+``@app.task`` wraps a function in a :class:`TaskDefinition`, generic in the function's
+parameters ``P`` and return type ``R`` (``ParamSpec``), so a type checker checks
+``t.submit(...)``'s arguments and knows that ``await handle`` gives an ``R``.
+
+A call (``submit`` / ``enqueue`` / ``spec``) binds its arguments (:class:`~cronoq.tasks.binding.
+Binding`: errors before anything is sent), then hands the JSON payload and the task fields to
+the app's current target (an in-process scheduler or a server). ``options(**fields)`` returns a
+:class:`TaskCall`: the same three calls with per-call fields on top of the definition's, so a
+task argument may itself be called ``key`` or ``priority``.
+
+On the worker side, :meth:`TaskDefinition.invoke` decodes a payload, calls the function (an
+``async def`` on the loop, a plain ``def`` in the loop's default thread pool, as executors
+run) and returns the JSON form of the result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Coroutine
+from functools import partial
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from cronoq.runtime.handles import TaskHandle
+from cronoq.tasks.binding import Binding
+from cronoq.tasks.fields import CALL_FIELDS, check_fields
+from cronoq.tasks.targets import NamedTask
+
+if TYPE_CHECKING:
+    from cronoq.app import App
+
+__all__ = ["TaskCall", "TaskDefinition"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class TaskCall(Generic[P, R]):
+    """A task with per-call fields (what ``t.options(...)`` returns): ``submit``, ``enqueue``,
+    ``spec`` and ``options`` as on the definition."""
+
+    __slots__ = ("_defn", "_fields")
+
+    def __init__(self, definition: TaskDefinition[P, R], fields: dict[str, Any]) -> None:
+        self._defn = definition
+        self._fields = fields
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The task fields every call of this carries (``kind`` included)."""
+        return dict(self._fields)
+
+    # submit/enqueue are plain functions returning the target's coroutine (one frame less per
+    # call than an `async def` awaiting it); arguments and the target are checked when called
+
+    def submit(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, TaskHandle[R]]:
+        """Submit one call (``await t.submit(...)``); the handle resolves with the function's
+        return value. Bad arguments raise ``SubmitError("invalid")`` before anything is sent."""
+        d = self._defn
+        target = d._app.target()
+        return target.submit(d._binding, d._binding.encode(args, kwargs), self._fields)
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, int]:
+        """Submit one call without a handle (``await t.enqueue(...)``, cheaper): the task id."""
+        d = self._defn
+        target = d._app.target()
+        return target.enqueue(d._binding.encode(args, kwargs), self._fields)
+
+    def spec(self, *args: P.args, **kwargs: P.kwargs) -> NamedTask:
+        """The call as a :class:`cronoq.Task` for ``submit_batch`` (validated now)."""
+        d = self._defn
+        return NamedTask(d._binding.encode(args, kwargs), d._binding, self._fields)
+
+    def options(self, **fields: Any) -> TaskCall[P, R]:
+        """A copy with per-call task fields (``key``, ``priority``, ``start_in``, ``after``, ...)."""
+        extra = check_fields(fields, CALL_FIELDS, f"task '{self._defn.name}'")
+        merged = dict(self._fields)
+        for prefix in ("deadline", "start"):  # a per-call instant replaces the other form
+            if f"{prefix}_in" in extra or f"{prefix}_at" in extra:
+                merged.pop(f"{prefix}_in", None)
+                merged.pop(f"{prefix}_at", None)
+        merged.update(extra)
+        return TaskCall(self._defn, merged)
+
+    def __repr__(self) -> str:
+        return f"<TaskCall {self._defn.name!r} {self._fields!r}>"
+
+
+class TaskDefinition(TaskCall[P, R]):
+    """A named task of an :class:`~cronoq.App` (see the module docstring).
+
+    ``t(*args, **kwargs)`` calls the plain function; ``t.name``, ``t.fn``, ``t.fields`` and
+    ``t.signature`` describe it.
+    """
+
+    __slots__ = ("_app", "_binding", "fn", "is_async", "name")
+
+    def __init__(self, app: App, fn: Callable[..., Any], name: str, fields: dict[str, Any]) -> None:
+        self._app = app
+        self.fn = fn
+        self.name = name
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self._binding = Binding(fn, name)
+        super().__init__(self, fields)
+
+    @property
+    def app(self) -> App:
+        return self._app
+
+    @property
+    def kind(self) -> str:
+        """The kind its tasks carry (the name unless set at decoration): what workers dispatch by."""
+        kind: str = self._fields["kind"]
+        return kind
+
+    @property
+    def pool(self) -> str | None:
+        """The pool its calls go to by default (None: the scheduler's default pool)."""
+        return self._fields.get("pool")
+
+    @property
+    def takes_context(self) -> bool:
+        """True when the first parameter receives the :class:`~cronoq.TaskContext`."""
+        return self._binding.takes_context
+
+    @property
+    def signature(self) -> inspect.Signature:
+        """The arguments of the task (without the TaskContext parameter)."""
+        return self._binding.signature
+
+    @property
+    def binding(self) -> Binding:
+        return self._binding
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the plain function (no scheduling)."""
+        return self.fn(*args, **kwargs)
+
+    async def invoke(self, ctx: Any, payload: object) -> object:
+        """Run one attempt: decode ``payload``, call the function, return the JSON result.
+
+        Bad arguments raise :class:`~cronoq.Permanent`.
+        """
+        args, kwargs = self._binding.decode(payload)
+        if self._binding.takes_context:
+            args.insert(0, ctx)
+        if self.is_async:
+            result = await self.fn(*args, **kwargs)
+        else:
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(None, partial(self.fn, *args, **kwargs))
+            if inspect.isawaitable(result):
+                result = await result
+        return self._binding.result_to_wire(result)
+
+    def __repr__(self) -> str:
+        return f"<TaskDefinition {self.name!r} of app {self._app.name!r}>"

@@ -1,0 +1,175 @@
+"""Dispatch by name: the executor of an app's pools and the handler of its remote workers.
+
+Theory of operation
+-------------------
+Every attempt of a named task carries the task's kind (its name unless set at decoration).
+:class:`TaskExecutor` is the executor of the pools an app's scheduler builds: it looks the kind
+up in the app's registry (one dict lookup) and runs the definition's ``invoke`` (decode the
+``{"args", "kwargs"}`` payload, call the function, encode the result). :class:`LeaseHandler`
+does the same for a remote :class:`cronoq.client.Worker`: it parses the lease's JSON payload
+and returns the result as JSON bytes (so a string result stays a string).
+
+A kind the app does not know fails the attempt permanently with ``unknown task '<name>'`` and
+the names served; arguments that do not validate fail it permanently with the validation
+message (both :class:`~cronoq.Permanent`: retrying cannot fix them).
+
+A remote attempt's task function gets a :class:`LeaseContext` for its
+:class:`~cronoq.TaskContext` parameter: the same fields and calls, backed by the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from cronoq.errors import Permanent
+
+if TYPE_CHECKING:
+    from cronoq.tasks.definition import TaskDefinition
+
+__all__ = ["LeaseContext", "LeaseHandler", "TaskExecutor", "unknown_task"]
+
+
+def unknown_task(kind: str, served: Mapping[str, Any]) -> Permanent:
+    names = ", ".join(sorted(served)) or "none"
+    return Permanent(f"unknown task '{kind}' (serves: {names})")
+
+
+class TaskExecutor:
+    """The async executor of an app's pools: runs the task registered under ``ctx.kind``.
+
+    The hot path — an ``async def`` whose arguments pass the native checks and whose result is
+    native — runs inline here (one coroutine frame per attempt, checks without calls for
+    int/str/bool); anything else goes through :meth:`TaskDefinition.invoke`.
+    """
+
+    __slots__ = ("_hot", "_tasks")
+
+    def __init__(self, tasks: Mapping[str, TaskDefinition[Any, Any]]) -> None:
+        self._tasks = tasks  # the app's live registry by kind (append-only)
+        self._hot: dict[str, _Entry] = {}
+
+    def _entry(self, kind: str) -> _Entry:
+        defn = self._tasks.get(kind)
+        if defn is None:
+            raise unknown_task(kind, self._tasks)
+        b = defn.binding
+        hot = defn.is_async and b.result.check is not None
+        entry: _Entry = (defn, defn.fn if hot else None, b.fast_args, b.result.check, b.takes_context)
+        self._hot[kind] = entry
+        return entry
+
+    async def __call__(self, ctx: Any, payload: object) -> object:
+        kind = ctx.kind
+        entry = self._hot.get(kind)
+        if entry is None:
+            entry = self._entry(kind)
+        defn, fn, fast_args, result_check, takes_ctx = entry
+        if fn is None:
+            return await defn.invoke(ctx, payload)
+        args = fast_args(payload)
+        if args is None:  # keywords, defaults, pydantic arguments or bad ones: the full decode
+            a, kw = defn.binding.decode(payload)
+            result = await (fn(ctx, *a, **kw) if takes_ctx else fn(*a, **kw))
+        else:
+            result = await (fn(ctx, *args) if takes_ctx else fn(*args))
+        return result if result_check(result) else defn.binding.result_to_wire(result)
+
+    def __repr__(self) -> str:
+        return f"TaskExecutor({sorted(self._tasks)})"
+
+
+#: (definition, the async function when on the hot path else None, fast_args, result check,
+#: takes the context)
+_Entry = tuple[Any, Any, Any, Any, bool]
+
+
+class LeaseContext:
+    """What a task function of a remote worker gets for its ``TaskContext`` parameter."""
+
+    __slots__ = ("_lease",)
+
+    def __init__(self, lease: Any) -> None:
+        self._lease = lease
+
+    @property
+    def id(self) -> int:
+        return int(self._lease.task_id)
+
+    @property
+    def attempt(self) -> int:
+        return int(self._lease.attempt)
+
+    @property
+    def lease(self) -> int:
+        return int(self._lease.id)
+
+    @property
+    def kind(self) -> str:
+        return str(self._lease.kind)
+
+    @property
+    def key(self) -> str | None:
+        key: str | None = self._lease.key
+        return key
+
+    @property
+    def pool(self) -> str:
+        return str(self._lease.pool)
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return dict(self._lease.tags)
+
+    @property
+    def timeout(self) -> float | None:
+        t: float | None = self._lease.timeout
+        return t
+
+    @property
+    def deadline(self) -> float | None:
+        d: float | None = self._lease.deadline
+        return d
+
+    def is_cancelled(self) -> bool:
+        return bool(self._lease.cancelled)
+
+    def heartbeat(self) -> None:
+        self._lease.heartbeat()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    def __repr__(self) -> str:
+        return f"<LeaseContext id={self.id} attempt={self.attempt}>"
+
+
+class LeaseHandler:
+    """The handler of a remote worker serving an app (``cronoq worker MODULE:APP``)."""
+
+    __slots__ = ("_tasks",)
+
+    def __init__(self, tasks: Mapping[str, TaskDefinition[Any, Any]]) -> None:
+        self._tasks = tasks
+
+    async def __call__(self, lease: Any) -> bytes:
+        kind = lease.kind
+        defn = self._tasks.get(kind)
+        if defn is None:
+            raise unknown_task(kind, self._tasks)
+        data = lease.payload
+        payload: object = None
+        if data:
+            try:
+                payload = json.loads(data)
+            except ValueError as e:
+                raise Permanent(
+                    f"task '{kind}': the payload is not JSON ({lease.content_type or 'untyped'}): {e}"
+                ) from None
+        result = await defn.invoke(LeaseContext(lease), payload)
+        return json.dumps(result, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+    def __repr__(self) -> str:
+        return f"LeaseHandler({sorted(self._tasks)})"

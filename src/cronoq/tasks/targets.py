@@ -1,0 +1,209 @@
+"""Where a named task's calls go: an in-process scheduler or a server, and their handles.
+
+Theory of operation
+-------------------
+An :class:`~cronoq.App` sends every ``submit`` / ``enqueue`` / batch to its current *target*:
+
+* :class:`SchedulerTarget` — a running :class:`~cronoq.Scheduler` (``app.scheduler(...)``
+  pushes one while it runs). The payload (already JSON) and the task fields go straight to
+  ``Scheduler.submit``; the handle is the scheduler's own, unless the return annotation needs
+  pydantic, in which case a :class:`ConvertedHandle` turns the JSON output back into it.
+* :class:`ClientTarget` — a :class:`cronoq.client.Client` (``app.bind(client)``). The payload
+  is sent as ``application/json`` with ``kind`` = the task's name; the handle is a
+  :class:`RemoteHandle` that waits on the server when awaited and decodes the JSON output.
+
+Both kinds of handle are :class:`~cronoq.TaskHandle` subclasses: ``await handle`` gives the
+task's return value (converted back to its annotated type) or raises
+:class:`~cronoq.TaskFailed`. This module imports no gRPC: the client is only used, never
+imported, here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from cronoq.errors import TaskFailed
+from cronoq.runtime.handles import TaskHandle
+from cronoq.runtime.task import Task
+
+if TYPE_CHECKING:
+    from cronoq.runtime.scheduler import Scheduler
+    from cronoq.tasks.binding import Binding, Payload
+
+__all__ = ["ClientTarget", "ConvertedHandle", "NamedTask", "RemoteHandle", "SchedulerTarget", "Target"]
+
+R = TypeVar("R")
+
+#: cancellations sent in the background (referenced until they finish)
+_BACKGROUND: set[asyncio.Future[Any]] = set()
+
+
+class NamedTask(Task):
+    """A named task's call ready for ``submit_batch`` (what ``t.spec(...)`` returns): a
+    :class:`cronoq.Task` that also keeps its task fields, so it can go to a server too."""
+
+    __slots__ = ("binding", "fields")
+
+    def __init__(self, payload: Payload, binding: Binding, fields: dict[str, Any]) -> None:
+        super().__init__(payload, **fields)
+        self.binding = binding
+        self.fields = dict(fields)
+
+    def __repr__(self) -> str:
+        return f"NamedTask({self.fields.get('kind')!r}, payload={self.payload!r}, key={self.key!r})"
+
+
+class ConvertedHandle(TaskHandle[R]):
+    """A scheduler's handle whose output is converted (JSON → the annotated return type)."""
+
+    __slots__ = ("_convert", "_inner")
+
+    def __init__(self, inner: TaskHandle[Any], convert: Callable[[object], Any]) -> None:
+        self._inner = inner
+        self._convert = convert
+        self.id = inner.id
+        self.duplicate = inner.duplicate
+
+    async def _wait(self) -> R:
+        out: R = self._convert(await self._inner)
+        return out
+
+    def __await__(self) -> Generator[Any, None, R]:
+        return self._wait().__await__()
+
+    def result(self) -> asyncio.Future[R]:
+        return asyncio.ensure_future(self._wait())
+
+    def done(self) -> bool:
+        return self._inner.done()
+
+    def cancel(self) -> bool:
+        return self._inner.cancel()
+
+    def __repr__(self) -> str:
+        return f"<ConvertedHandle {self._inner!r}>"
+
+
+class RemoteHandle(TaskHandle[R]):
+    """A task on a server: awaiting it waits for the outcome (``Client.wait``) and gives the
+    decoded return value, or raises :class:`~cronoq.TaskFailed`."""
+
+    __slots__ = ("_client", "_convert", "_outcome")
+
+    def __init__(self, client: Any, task_id: int, duplicate: bool, convert: Callable[[object], Any]) -> None:
+        self._client = client
+        self._convert = convert
+        self._outcome: asyncio.Future[R] | None = None
+        self.id = task_id
+        self.duplicate = duplicate
+
+    async def _fetch(self) -> R:
+        r = await self._client.wait(self.id)
+        if r.status != "succeeded":
+            raise TaskFailed(r.status, r.message, r.id)
+        if not r.output_available:
+            raise TaskFailed(
+                "succeeded", f"task {r.id} succeeded, but its output is no longer available", r.id
+            )
+        out: R = self._convert(r.json())
+        return out
+
+    def result(self) -> asyncio.Future[R]:
+        if self._outcome is None:
+            self._outcome = asyncio.ensure_future(self._fetch())
+        return asyncio.shield(self._outcome)
+
+    def __await__(self) -> Generator[Any, None, R]:
+        return self.result().__await__()
+
+    def done(self) -> bool:
+        """True once an awaited outcome has arrived."""
+        return self._outcome is not None and self._outcome.done()
+
+    def cancel(self) -> bool:
+        """Ask the server to cancel the task (in the background); True once the request is
+        sent. ``await client.cancel(handle.id)`` tells whether it was still running."""
+        task = asyncio.ensure_future(self._client.cancel(self.id))
+        _BACKGROUND.add(task)
+        task.add_done_callback(_BACKGROUND.discard)
+        return True
+
+    def __repr__(self) -> str:
+        return f"<RemoteHandle id={self.id}{' duplicate' if self.duplicate else ''}>"
+
+
+class Target(Protocol):
+    """Where an app's calls go (see the module docstring)."""
+
+    def submit(
+        self, binding: Binding, payload: Payload, fields: dict[str, Any]
+    ) -> Coroutine[Any, Any, TaskHandle[Any]]: ...
+
+    def enqueue(self, payload: Payload, fields: dict[str, Any]) -> Coroutine[Any, Any, int]: ...
+
+    async def submit_batch(self, tasks: Sequence[NamedTask]) -> list[TaskHandle[Any]]: ...
+
+
+def _converter(binding: Binding) -> Callable[[object], Any] | None:
+    return None if binding.result.native else binding.result_from_wire
+
+
+class SchedulerTarget:
+    """Calls go to an in-process :class:`~cronoq.Scheduler`."""
+
+    __slots__ = ("scheduler",)
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+
+    def submit(
+        self, binding: Binding, payload: Payload, fields: dict[str, Any]
+    ) -> Coroutine[Any, Any, TaskHandle[Any]]:
+        if binding.result.native:  # the scheduler's own coroutine and handle
+            return self.scheduler.submit(payload, **fields)
+        return self._converted(binding, payload, fields)
+
+    async def _converted(self, binding: Binding, payload: Payload, fields: dict[str, Any]) -> TaskHandle[Any]:
+        handle = await self.scheduler.submit(payload, **fields)
+        return ConvertedHandle(handle, binding.result_from_wire)
+
+    def enqueue(self, payload: Payload, fields: dict[str, Any]) -> Coroutine[Any, Any, int]:
+        return self.scheduler.enqueue(payload, **fields)
+
+    async def submit_batch(self, tasks: Sequence[NamedTask]) -> list[TaskHandle[Any]]:
+        handles = await self.scheduler.submit_batch(tasks)
+        out: list[TaskHandle[Any]] = []
+        for t, h in zip(tasks, handles):
+            convert = _converter(t.binding)
+            out.append(h if convert is None else ConvertedHandle(h, convert))
+        return out
+
+
+def _identity(value: object) -> object:
+    return value
+
+
+class ClientTarget:
+    """Calls go to a cronoq server through a :class:`cronoq.client.Client`."""
+
+    __slots__ = ("client",)
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    async def submit(self, binding: Binding, payload: Payload, fields: dict[str, Any]) -> TaskHandle[Any]:
+        sub = await self.client.submit(payload, **fields)
+        return RemoteHandle(self.client, sub.id, sub.duplicate, _converter(binding) or _identity)
+
+    async def enqueue(self, payload: Payload, fields: dict[str, Any]) -> int:
+        sub = await self.client.submit(payload, **fields)
+        return int(sub.id)
+
+    async def submit_batch(self, tasks: Sequence[NamedTask]) -> list[TaskHandle[Any]]:
+        subs = await self.client.submit_batch([{"payload": t.payload, **t.fields} for t in tasks])
+        return [
+            RemoteHandle(self.client, s.id, s.duplicate, _converter(t.binding) or _identity)
+            for t, s in zip(tasks, subs)
+        ]

@@ -1,0 +1,151 @@
+"""``cronoq.testing.eager(app)``: calls run inline, for unit tests that only want the result.
+
+Theory of operation
+-------------------
+While the context is open the app's calls go to an :class:`EagerTarget` (it is attached like a
+scheduler, so it takes precedence over a bound client). ``await t.submit(...)`` still binds and
+encodes the arguments (so bad calls fail exactly as they would for real), then decodes the
+payload as a worker would, runs the function once — an ``async def`` inline, a plain ``def`` in
+the loop's thread pool — and returns an already resolved :class:`EagerHandle`: its ``await``
+gives the return value (through JSON and back, like a real round trip), or raises
+:class:`~cronoq.TaskFailed` with the error's message (status ``failed``).
+
+There is no scheduler: no retries, priorities, fixed starts, dependencies or schedules (task
+fields are accepted and ignored). For those, use :func:`cronoq.testing.run`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import Generator, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from cronoq.app import App
+from cronoq.errors import CronoqError, Permanent, Retryable, TaskFailed
+from cronoq.runtime.handles import TaskHandle
+
+if TYPE_CHECKING:
+    from cronoq.tasks.binding import Binding, Payload
+    from cronoq.tasks.targets import NamedTask
+
+__all__ = ["EagerContext", "EagerHandle", "EagerTarget", "eager"]
+
+R = TypeVar("R")
+
+
+class EagerHandle(TaskHandle[R]):
+    """The outcome of an eager call, known when ``submit`` returns."""
+
+    __slots__ = ("_error", "_value")
+
+    def __init__(self, task_id: int, value: Any = None, error: TaskFailed | None = None) -> None:
+        self.id = task_id
+        self.duplicate = False
+        self._value = value
+        self._error = error
+
+    def _get(self) -> R:
+        if self._error is not None:
+            raise self._error
+        value: R = self._value
+        return value
+
+    def __await__(self) -> Generator[Any, None, R]:
+        return self._get()
+        yield  # pragma: no cover - makes this a generator
+
+    def result(self) -> asyncio.Future[R]:
+        fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        if self._error is not None:
+            fut.set_exception(self._error)
+        else:
+            fut.set_result(self._value)
+        return fut
+
+    def done(self) -> bool:
+        return True
+
+    def cancel(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"<EagerHandle id={self.id} {'failed' if self._error else 'succeeded'}>"
+
+
+class EagerContext:
+    """What a task's ``TaskContext`` parameter gets in eager mode: attempt 1, never cancelled."""
+
+    __slots__ = ("id", "kind")
+
+    attempt = 1
+    key = None
+    pool = ""
+    timeout = None
+    deadline = None
+
+    def __init__(self, task_id: int, kind: str) -> None:
+        self.id = task_id
+        self.kind = kind
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return {}
+
+    def is_cancelled(self) -> bool:
+        return False
+
+    def heartbeat(self) -> None:
+        pass
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(0)  # eager: no time passes
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, (Permanent, Retryable)):
+        return exc.message
+    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, CronoqError) else str(exc)
+
+
+class EagerTarget:
+    """Runs each call inline (see the module docstring)."""
+
+    def __init__(self, app: App) -> None:
+        self._app = app
+        self._ids = itertools.count(1)
+
+    async def _run(self, binding: Binding, payload: Payload, fields: dict[str, Any]) -> EagerHandle[Any]:
+        task_id = next(self._ids)
+        kind = fields["kind"]
+        defn = self._app.tasks[binding.name]
+        try:
+            output = await defn.invoke(EagerContext(task_id, kind), payload)
+        except Exception as exc:
+            return EagerHandle(task_id, error=TaskFailed("failed", _message(exc), task_id))
+        return EagerHandle(task_id, binding.result_from_wire(output))
+
+    async def submit(self, binding: Binding, payload: Payload, fields: dict[str, Any]) -> TaskHandle[Any]:
+        return await self._run(binding, payload, fields)
+
+    async def enqueue(self, payload: Payload, fields: dict[str, Any]) -> int:
+        kind = fields["kind"]
+        defn = next(d for d in self._app.tasks.values() if d.kind == kind)
+        return (await self._run(defn.binding, payload, fields)).id
+
+    async def submit_batch(self, tasks: Sequence[NamedTask]) -> list[TaskHandle[Any]]:
+        return [await self._run(t.binding, t.payload, t.fields) for t in tasks]  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def eager(app: App) -> Iterator[EagerTarget]:
+    """``with cronoq.testing.eager(app):`` — the app's calls run inline (module docstring)."""
+    if not isinstance(app, App):
+        raise ValueError(f"eager takes a cronoq.App (got {app!r})")
+    target = EagerTarget(app)
+    app.attach(target)
+    try:
+        yield target
+    finally:
+        app.detach(target)

@@ -1,0 +1,172 @@
+"""Named tasks end to end: a real ``cronoq serve``, a real ``cronoq worker named_app:app``
+subprocess, and the app bound to a Client (plus the CLI's ``submit --task`` and ``tasks``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from cronoq import TaskFailed
+from cronoq.client import Client
+
+from .named_app import Order, add, app, echo, flaky, ship
+from .procs import ServerProc, start_server
+
+HERE = Path(__file__).resolve().parent
+
+SERVER_TOML = """
+[[pools]]
+name = "default"
+max = 4
+retry = {max_attempts = 3, initial_backoff_s = 0.05, max_backoff_s = 0.1}
+"""
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("CRONOQ_CONFIG", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["COLUMNS"] = "200"
+    return env
+
+
+CLI = (sys.executable, "-m", "cronoq.cli")
+
+
+def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProc, subprocess.Popen[bytes]]]:
+    directory = tmp_path_factory.mktemp("named")
+    sp = start_server(directory, SERVER_TOML, name="named")
+    log_path = directory / "worker.log"
+    with open(log_path, "wb") as log:
+        worker = subprocess.Popen(
+            [*CLI, "worker", "named_app:app", "--pool", "default", "--slots", "4", "--app-dir", str(HERE),
+             "--server", sp.grpc],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=_env(),
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while "cronoq worker: registered" not in log_path.read_text(errors="replace"):
+            assert worker.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.05)
+        yield sp, worker
+    finally:
+        worker.terminate()
+        assert worker.wait(30) == 0, log_path.read_text()
+        assert sp.terminate() == 0, sp.log()
+
+
+@pytest.fixture
+async def client(server: tuple[ServerProc, subprocess.Popen[bytes]]) -> AsyncIterator[Client]:
+    async with Client(server[0].grpc) as c:
+        app.bind(c)
+        try:
+            yield c
+        finally:
+            app.bind(None)
+
+
+async def test_calls_through_a_server_to_a_remote_worker(client: Client) -> None:
+    h = await add.submit(41)
+    assert await h == 42 and h.done()
+    assert await (await add.submit(1, y=2)) == 3
+    placed = dt.datetime(2026, 5, 1, 12, tzinfo=dt.UTC)
+    shipped = await (await ship.submit(Order(id=7, placed=placed), days=3))
+    assert shipped == placed + dt.timedelta(days=3) and isinstance(shipped, dt.datetime)
+    assert await (await flaky.submit("hi")) == {"word": "hi", "attempt": 2, "kind": "named.flaky"}
+    assert await (await echo.submit("123")) == "123"  # a str stays a str (JSON output)
+    tid = await add.options(key="named-key-1").enqueue(5)
+    info = await client.get(tid)
+    assert info.kind == "named.add" and info.key == "named-key-1"
+    h1, h2 = await app.submit_batch([add.options(key="b1").spec(1), add.options(after="b1").spec(2)])
+    assert (await h1, await h2) == (2, 3)
+
+
+async def test_unknown_tasks_and_bad_arguments_fail_permanently_on_the_worker(client: Client) -> None:
+    sub = await client.submit({"args": [1]}, kind="named.nope")
+    r = await client.wait(sub.id, timeout=30)
+    assert r.status == "failed"
+    assert r.message.startswith("unknown task 'named.nope' (serves: named.add, named.echo, named.flaky")
+    sub = await client.submit({"args": ["x"]}, kind="named.add")
+    r = await client.wait(sub.id, timeout=30)
+    assert (r.status, r.message) == ("failed", "task 'named.add', argument 'x': expected int, got 'x'")
+    info = await client.get(sub.id)
+    assert info.attempt == 1  # permanent: not retried
+    h = await add.options(retry=None).submit(1)
+    assert await h == 2
+    bad = await client.submit(b"\xff", kind="named.add")
+    with pytest.raises(TaskFailed, match="the payload is not JSON"):
+        from cronoq.tasks import RemoteHandle
+
+        await RemoteHandle(client, bad.id, False, lambda v: v)
+
+
+def test_cli_submit_task_and_tasks_listing(server: tuple[ServerProc, subprocess.Popen[bytes]]) -> None:
+    grpc = server[0].grpc
+    r = _cli("submit", "--task", "named.add", "--args", "[20]", "--kwargs", '{"y": 22}', "--wait", "--json",
+             "--server", grpc)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["result"]["output"] == 42
+    r = _cli("submit", "--task", "named.add", "--args", '["a"]', "--wait", "--server", grpc)
+    assert r.returncode == 5 and "expected int, got 'a'" in r.stdout + r.stderr
+    # with --app the call is checked before anything is sent, and the task's fields apply
+    app_opts = ("--app", "named_app:app", "--app-dir", str(HERE))
+    r = _cli("submit", "--task", "named.add", "--args", '["a"]', *app_opts, "--server", grpc)
+    assert r.returncode == 2 and "argument 'x': expected int, got 'a'" in r.stderr
+    r = _cli(
+        "submit", "--task", "named.nope", "--app", "named_app:app", "--app-dir", str(HERE), "--server", grpc
+    )
+    assert r.returncode == 2 and "app 'named' has no task 'named.nope'" in r.stderr
+    for bad, message in [
+        (["--args", "{}"], "must be a JSON array"),
+        (["--kwargs", "[1]"], "must be a JSON object"),
+        (["--args", "[1", "--kwargs", "{}"], "not JSON"),
+        (["--kind", "k"], "--task takes"),
+    ]:
+        r = _cli("submit", "--task", "named.add", *bad, "--server", grpc)
+        assert r.returncode == 2 and message in r.stderr, r.stderr  # fmt: skip
+    r = _cli("submit", "--args", "[1]", "--server", grpc)
+    assert r.returncode == 2 and "go with --task" in r.stderr
+
+    r = _cli("tasks", "named_app:app", "--app-dir", str(HERE), "--json")
+    assert r.returncode == 0, r.stderr
+    listing = json.loads(r.stdout)
+    assert listing["app"] == "named"
+    by_name = {t["name"]: t for t in listing["tasks"]}
+    assert by_name["named.add"]["signature"] == "(x: int, y: int = 1) -> int"
+    assert by_name["named.nightly_sum"]["recurring"][0]["cron"] == "0 3 * * *"
+    r = _cli("tasks", "named_app:app", "--app-dir", str(HERE))
+    assert r.returncode == 0 and "named.flaky" in r.stdout and "named.nightly: 0 3 * * *" in r.stdout
+    r = _cli("tasks", "named_app:nope", "--app-dir", str(HERE))
+    assert r.returncode == 2 and "has no attribute 'nope'" in r.stderr
+    r = _cli("tasks", "named_app:Order", "--app-dir", str(HERE))
+    assert r.returncode == 2 and "is not a cronoq.App" in r.stderr
+    for _ in range(2):  # idempotent
+        r = _cli("tasks", "named_app:app", "--app-dir", str(HERE), "--apply-recurring", "--server", grpc)
+        assert r.returncode == 0 and "applied 1 recurring schedules: named.nightly" in r.stderr, r.stderr
+
+
+async def test_apply_recurring_from_the_client(client: Client) -> None:
+    assert await app.apply_recurring(client) == ["named.nightly"]
+    assert await app.apply_recurring(client) == ["named.nightly"]
+    names = [s.name for s in await client.list_recurring()]
+    assert names.count("named.nightly") == 1

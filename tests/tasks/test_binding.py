@@ -1,0 +1,76 @@
+"""Binding: a signature ↔ the {"args", "kwargs"} payload, fast and general paths."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from cronoq import Permanent, SubmitError, TaskContext
+from cronoq.tasks.binding import Binding
+
+
+async def exact(n: int, name: str, flag: bool) -> int:
+    return n
+
+
+async def checked(x: float, tags: list[str]) -> None: ...
+
+
+def general(ctx: TaskContext, a: int, *rest: int, when: dt.date | None = None, **extra: str) -> str:
+    return ""
+
+
+def test_the_exact_type_fast_path() -> None:
+    b = Binding(exact, "t")
+    assert b.encode((1, "a", True), {}) == {"args": (1, "a", True), "kwargs": {}}  # the call's tuple
+    assert b.fast_args({"args": [1, "a", False], "kwargs": {}}) == [1, "a", False]
+    for bad in (
+        {"args": [True, "a", False], "kwargs": {}},
+        {"args": [1, "a"], "kwargs": {}},
+        {"args": [1, "a", True], "kwargs": {"x": 1}},
+        {"args": {1: 2}, "kwargs": {}},
+        [1],
+    ):
+        assert b.fast_args(bad) is None  # fmt: skip
+    with pytest.raises(SubmitError, match="argument 'n': expected int, got True"):
+        b.encode((True, "a", True), {})
+    assert b.encode((), {"n": 1, "name": "a", "flag": False}) == {"args": [1, "a", False], "kwargs": {}}
+
+
+def test_the_checks_fast_path() -> None:
+    b = Binding(checked, "t")
+    assert b.encode((1, ["x"]), {}) == {"args": (1, ["x"]), "kwargs": {}}
+    assert b.fast_args({"args": [1.5, ["x"]], "kwargs": {}}) == [1.5, ["x"]]
+    assert b.fast_args({"args": (1.5, ["x"]), "kwargs": {}}) == (1.5, ["x"])
+    assert b.fast_args({"args": [1.5, [1]], "kwargs": {}}) is None
+    with pytest.raises(SubmitError, match="argument 'tags': expected list\\[str\\], got \\[1\\]"):
+        b.encode((1.0, [1]), {})
+    with pytest.raises(SubmitError, match="argument 'x': a value of type complex is not JSON-serializable"):
+        b.encode((1j, []), {})
+
+
+def test_the_general_path_with_context_var_args_and_pydantic() -> None:
+    b = Binding(general, "g")
+    assert b.takes_context and str(b.signature).startswith("(a: int, *rest: int, when: datetime.date | None")
+    payload = b.encode((1, 2, 3), {"when": dt.date(2026, 2, 3), "note": "n"})
+    assert payload == {"args": [1, 2, 3], "kwargs": {"when": "2026-02-03", "note": "n"}}
+    assert b.fast_args(payload) is None
+    args, kwargs = b.decode(payload)
+    assert args == [1, 2, 3] and kwargs == {"when": dt.date(2026, 2, 3), "note": "n"}
+    with pytest.raises(SubmitError, match="argument 'rest': expected int"):
+        b.encode((1, "x"), {})
+    with pytest.raises(SubmitError, match="argument 'note': expected str"):
+        b.encode((1,), {"note": 5})
+    with pytest.raises(Permanent, match=r"argument 'when': .*valid date"):
+        b.decode({"args": [1], "kwargs": {"when": "soon"}})
+    with pytest.raises(Permanent, match="missing a required argument: 'a'"):
+        b.decode({"kwargs": {}})
+
+
+@pytest.mark.parametrize("fn", [exact, checked])
+def test_results_are_checked(fn: Any) -> None:
+    b = Binding(fn, "t")
+    with pytest.raises(Permanent, match="return value"):
+        b.result_to_wire("not an int" if fn is exact else 1)

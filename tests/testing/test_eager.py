@@ -1,0 +1,56 @@
+"""cronoq.testing.eager: calls run inline, through the same binding and JSON round trip."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+import cronoq.testing
+from cronoq import App, Permanent, SubmitError, TaskContext, TaskFailed, TaskHandle
+
+
+def make_app() -> App:
+    app = App("eager")
+
+    @app.task(name="e.add", priority="high")
+    async def add(x: int, y: int = 1) -> int:
+        return x + y
+
+    @app.task(name="e.when", kind="when-v1")
+    def when(ctx: TaskContext, day: dt.date) -> dt.date:  # a plain def: in a thread
+        assert ctx.attempt == 1 and not ctx.is_cancelled()
+        return day + dt.timedelta(days=1)
+
+    @app.task(name="e.fail")
+    async def fail(ctx: TaskContext) -> None:
+        await ctx.sleep(3600)  # no time passes
+        raise Permanent("nope")
+
+    return app
+
+
+async def test_calls_run_inline_and_round_trip_through_json() -> None:
+    app = make_app()
+    add, when, fail = app.tasks["e.add"], app.tasks["e.when"], app.tasks["e.fail"]
+    with cronoq.testing.eager(app):
+        h = await add.options(key="ignored").submit(1, y=2)
+        assert isinstance(h, TaskHandle) and h.done() and not h.cancel()
+        assert await h == 3 and await h.result() == 3
+        assert await (await when.submit(dt.date(2026, 1, 31))) == dt.date(2026, 2, 1)
+        assert await when.enqueue(dt.date(2026, 1, 1)) > 0
+        failed = await fail.submit()
+        with pytest.raises(TaskFailed, match="nope") as ei:
+            await failed
+        assert ei.value.status == "failed"
+        with pytest.raises(TaskFailed):
+            await failed.result()
+        with pytest.raises(SubmitError, match="argument 'x'"):
+            await add.submit("one")
+        h1, h2 = await app.submit_batch([add.spec(1), add.spec(5, 5)])
+        assert (await h1, await h2) == (2, 10)
+        assert "EagerHandle" in repr(h1)
+    with pytest.raises(cronoq.SchedulerError):
+        await add.submit(1)  # detached again
+    with pytest.raises(ValueError, match=r"eager takes a cronoq\.App"), cronoq.testing.eager(object()):  # type: ignore[arg-type]
+        pass
