@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-PROGRAM = Path(__file__).resolve().parents[2] / "examples" / "tutorials" / "named_tasks.py"
+NAME = "named_tasks"
+PROGRAM = Path(__file__).resolve().parents[2] / "examples" / "tutorials" / f"{NAME}.py"
 
 
 def test_the_tutorial_program_runs() -> None:
