@@ -110,6 +110,9 @@ def test_limits_defaults_match_spec() -> None:
         "max_tag_len": 1024,
         "max_deps": 256,
         "max_resources": 16,
+        "max_labels": 64,
+        "max_label_len": 1024,
+        "max_tenant_len": 256,
         "max_wait_s": 300,
         "request_timeout_s": 30,
         "max_concurrent_requests": 1024,
@@ -228,6 +231,9 @@ keepalive_timeout_s = 15
 key_retention_s = 0
 key_retention_max = 0
 max_list = 17
+max_labels = 18
+max_label_len = 19
+max_tenant_len = 20
 
 [[pools]]
 name = "emails"
@@ -300,7 +306,7 @@ def test_full_config_every_key() -> None:
         "postgres", "./cronoq.db", "postgresql://u:pw@db/cronoq", "PG_URL", "cronoq_prod", 86400
     )
     assert c.limits == LimitsConfig(
-        10, 20, 30, 2048, 4096, 40, 50, 0, 70, 0, 0, 60, 5.5, 11, 12, 13, 14, 15, 0, 0, 17
+        10, 20, 30, 2048, 4096, 40, 50, 0, 70, 0, 0, 60, 5.5, 11, 12, 13, 14, 15, 0, 0, 17, 18, 19, 20
     )
     e, r = c.pools
     assert e == PoolSpec(

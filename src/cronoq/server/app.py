@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import struct
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -37,12 +38,34 @@ from cronoq.runtime.pool import Pool
 from cronoq.runtime.scalers import ExternalScaler
 from cronoq.runtime.scheduler import Scheduler
 from cronoq.runtime.task import Task
-from cronoq.server import convert
+from cronoq.server import convert, request_limits
 from cronoq.server.auth import Authenticator, Principal, check_tenant, stamp_tenant
 from cronoq.server.config import ServerConfig, pool_config, resource_configs
 from cronoq.server.workers import Blob, RemoteExecutor, WorkerRegistry
+from cronoq.store.base import lease_left
 
 log = logging.getLogger("cronoq.server")
+
+#: ``/readyz`` says not ready this long before the leadership lease could lapse
+READY_MARGIN_S = 1.0
+#: the longest a request's conversion holds the event loop before it lets other work run
+SLICE_S = 0.004
+
+
+class Slices:
+    """Long conversions in slices: :meth:`step` yields to the event loop once the current slice
+    has run ``SLICE_S`` (a 1000-task batch of 256 dependencies each takes a second to convert;
+    health checks, heartbeats and the leader lease go on meanwhile)."""
+
+    __slots__ = ("t0",)
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    async def step(self) -> None:
+        if time.perf_counter() - self.t0 >= SLICE_S:
+            await asyncio.sleep(0)
+            self.t0 = time.perf_counter()
 
 
 class ApiError(Exception):
@@ -221,6 +244,16 @@ class ServerApp:
             raise ApiError("unavailable", "this server is a standby (not the leader)")
         return self.sched
 
+    def ready(self) -> bool:
+        """Whether ``/readyz`` answers 200: leading, started, and the leadership lease cannot
+        lapse within :data:`READY_MARGIN_S` (``store.base.lease_left``): a leader whose loop
+        froze or whose store went silent stops answering ready *before* a standby can take
+        over, so two servers are never ready at once."""
+        if self.stopping or not self.leading or not self.sched.started:
+            return False
+        left = lease_left(self.sched._store)
+        return left is None or left > READY_MARGIN_S
+
     def pool_of(self, t: TaskState) -> str:
         return self.sched._pool_names[t.opts.pool_index]
 
@@ -294,19 +327,20 @@ class ServerApp:
 
     async def submit_batch(self, principal: Principal | None, specs: list[Any]) -> list[tuple[int, bool]]:
         sched = self.require_leader()
-        if len(specs) > self.limits.max_tasks_per_batch:
-            raise ApiError(
-                "invalid_argument",
-                f"batch larger than max_tasks_per_batch ({self.limits.max_tasks_per_batch})",
-                "invalid",
-            )
+        try:
+            request_limits.check_batch(self.limits, len(specs))
+        except request_limits.InvalidArgument as e:
+            raise ApiError("invalid_argument", str(e), "invalid") from None
         tasks = []
+        slices = Slices()
         for spec in specs:
             payload, kw = self._prepare(principal, spec)
             try:
                 tasks.append(Task(payload, **kw))
             except ValueError as e:
                 raise ApiError("invalid_argument", str(e), "invalid") from None
+            await slices.step()
+        sched = self.require_leader()  # (it may have stepped down meanwhile)
         self._check_total(len(tasks))
         try:
             handles = await sched.submit_batch(tasks)

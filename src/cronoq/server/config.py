@@ -211,6 +211,10 @@ class LimitsConfig:
     key_retention_s: float = 3600.0
     key_retention_max: int = 1_000_000
     max_list: int = 1000
+    # (ours, hardening; after the SPEC's limits so positional construction keeps working)
+    max_labels: int = 64
+    max_label_len: int = 1024
+    max_tenant_len: int = 256
 
 
 @dataclass(frozen=True)
@@ -784,6 +788,9 @@ class _Parser:
         "max_tag_len": _int(1),
         "max_deps": _int(0),
         "max_resources": _int(0),
+        "max_labels": _int(0),
+        "max_label_len": _int(1),
+        "max_tenant_len": _int(1),
         "max_wait_s": _duration(positive=True),
         "request_timeout_s": _duration(positive=True),
         "max_concurrent_requests": _int(1),

@@ -13,7 +13,11 @@ Tables live in the configured schema (created on open): ``cronoq_meta``, ``crono
 Leadership: the leader holds the session advisory lock ``(hashtext('cronoq'),
 hashtext(<schema>))`` on a dedicated connection.  Taking it bumps ``cronoq_leader.epoch``; a
 standby polls ``pg_try_advisory_lock`` every ``lock_poll`` seconds, so it takes over as soon as
-the leader's session ends (crash, network loss, :meth:`PostgresStore.release`).  A keep-alive
+the leader's session ends (crash, network loss, :meth:`PostgresStore.release`, or
+``lease_ttl`` seconds without a keep-alive reaching the database: the lock session runs with
+``idle_session_timeout``, so a leader cut off by a silent network loses the lock on a known
+schedule).  Statements time out after ``statement_timeout`` (server and client side) and
+connecting after ``connect_timeout``: a blackholed database never hangs a caller.  A keep-alive
 pings the lock connection every ``keepalive`` seconds; if that connection died, it reconnects
 and re-takes the lock only if the epoch is still its own (nobody led in between), else — or
 when it cannot reconnect at all (cut off from the database, which another instance may still
@@ -79,6 +83,8 @@ class PostgresStore:
         lock_poll: float = 0.2,  # one pg_try_advisory_lock per poll: cheap; bounds failover time
         keepalive: float = 2.0,
         connect_timeout: float = 10.0,
+        lease_ttl: float = 10.0,
+        statement_timeout: float = 30.0,
     ) -> None:
         if not isinstance(schema, str) or not _SCHEMA_NAME.match(schema):
             raise ValueError(f"schema must be a plain SQL identifier (got {schema!r})")
@@ -88,6 +94,12 @@ class PostgresStore:
         self.lock_poll = _positive("lock_poll", lock_poll)
         self.keepalive = _positive("keepalive", keepalive)
         self.connect_timeout = _positive("connect_timeout", connect_timeout)
+        self.lease_ttl = _positive("lease_ttl", lease_ttl)
+        if self.keepalive * 2 + 1 >= self.lease_ttl:
+            raise ValueError(f"lease_ttl ({lease_ttl}) must exceed twice keepalive ({keepalive}) plus 1 s")
+        self.statement_timeout = _positive("statement_timeout", statement_timeout)
+        #: monotonic instant the lease may lapse at (see ``base.lease_left``)
+        self.lease_until = 0.0
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self.on_lost: Callable[[], None] | None = None
         self._q = f'"{schema}"'
@@ -129,10 +141,22 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ connections
 
-    async def _connect(self) -> Any:
+    async def _connect(self, *, lock: bool = False) -> Any:
+        """A connection.  Every statement is bounded: ``statement_timeout`` on the server and
+        as asyncpg's client-side ``command_timeout`` (a silent network never answers the
+        server's cancel); the lock connection's session ends after ``lease_ttl`` without a
+        ping (``idle_session_timeout``: the lease rule of ``base``)."""
         asyncpg = _import_asyncpg()
+        settings = {"statement_timeout": str(round(self.statement_timeout * 1000))}
+        if lock:
+            settings["idle_session_timeout"] = str(round(self.lease_ttl * 1000))
         try:
-            return await asyncpg.connect(self.dsn, timeout=self.connect_timeout)
+            return await asyncpg.connect(
+                self.dsn,
+                timeout=self.connect_timeout,
+                command_timeout=self.statement_timeout,
+                server_settings=settings,
+            )
         except (TimeoutError, OSError) as e:
             raise TransientStoreError(f"PostgresStore: cannot connect to the database: {e}") from e
         except asyncpg.PostgresError as e:
@@ -281,6 +305,7 @@ class PostgresStore:
             raise SchedulerError("PostgresStore is not open; call `await store.open()`")
         await self._stop_keeper()
         while True:
+            started = time.monotonic()
             try:
                 epoch = await self._try_take()
             except TransientStoreError:
@@ -295,12 +320,13 @@ class PostgresStore:
             await asyncio.sleep(self.lock_poll)
         self._epoch = epoch
         self._leading = True
+        self.lease_until = started + self.lease_ttl
         self._keeper = asyncio.get_running_loop().create_task(self._keep_loop(epoch))
         return epoch
 
     async def _try_take(self) -> int | None:
         if self._lock_conn is None or self._lock_conn.is_closed():
-            self._lock_conn = await self._connect()
+            self._lock_conn = await self._connect(lock=True)
         conn = self._lock_conn
         try:
             got = await conn.fetchval(f"SELECT pg_try_advisory_lock({self._lock_key_sql()})", self.schema)
@@ -344,7 +370,7 @@ class PostgresStore:
             pass
         await self._drop_lock_conn()
         try:
-            conn = self._lock_conn = await self._connect()
+            conn = self._lock_conn = await self._connect(lock=True)
             got = await conn.fetchval(f"SELECT pg_try_advisory_lock({self._lock_key_sql()})", self.schema)
             if not got:
                 return False  # someone else holds it now

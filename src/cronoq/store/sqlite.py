@@ -135,6 +135,8 @@ class SqliteStore:
         self._conn: sqlite3.Connection | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._renewer: asyncio.Task[None] | None = None
+        #: monotonic instant the lease may lapse at (see ``base.lease_left``)
+        self.lease_until = 0.0
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
@@ -270,6 +272,7 @@ class SqliteStore:
     async def acquire(self, *, wait: bool = True) -> int:
         await self._stop_renewer()
         while True:
+            started = time.monotonic()
             try:
                 epoch = await self._call(self._try_take_sync)
             except TransientStoreError:
@@ -283,6 +286,7 @@ class SqliteStore:
             await asyncio.sleep(self.lock_poll)
         self._epoch = epoch
         self._leading = True
+        self.lease_until = started + self.lease_ttl
         self._renewer = asyncio.get_running_loop().create_task(self._renew_loop(epoch))
         return epoch
 
