@@ -261,11 +261,12 @@ class ServerApp:
         policy = t.opts.retry or self.sched._pools[t.opts.pool_index].config.retry
         return policy.max_attempts
 
-    def lookup(self, ref: int | str) -> TaskState | None:
+    def lookup(self, ref: int | str, tenant: str | None = None) -> TaskState | None:
+        """A task by id, or by key among ``tenant``'s tasks (keys are scoped by tenant)."""
         sched = self.require_leader()
         core = sched._core
         assert core is not None
-        return core.lookup(sched._now(), ref)
+        return core.lookup(sched._now(), ref, tenant)
 
     def visible(self, principal: Principal | None, t: TaskState) -> bool:
         if principal is None:
@@ -274,14 +275,32 @@ class ServerApp:
             return False
         return principal.tenant is None or t.opts.tenant == principal.tenant
 
-    def get(self, principal: Principal | None, ref: int | str) -> TaskState:
-        t = self.lookup(ref)
-        if t is None:
+    def get(self, principal: Principal | None, ref: int | str, tenant: str | None = None) -> TaskState:
+        """The caller's task ``ref``.  Another tenant's task, or one in a pool the token may not
+        use, answers exactly as a task that does not exist (NOT_FOUND ``unknown task``): the
+        answer never tells whether someone else's task is there.
+
+        A key is looked up among the tasks of the token's tenant; a caller whose token has no
+        tenant names one with ``tenant`` (HTTP ``?tenant=``), else gets the tasks without one.
+        """
+        if principal is not None and principal.tenant is not None:
+            tenant = principal.tenant
+        t = self.lookup(ref, tenant or None)
+        if t is None or not self.visible(principal, t):
             raise ApiError("not_found", f"unknown task '{ref}'")
-        if not self.visible(principal, t):
-            # SPEC §17.2: wrong pool (or the token's tenant, auth.check_tenant) → PERMISSION_DENIED
-            raise ApiError("permission_denied", f"token may not access task '{ref}'")
         return t
+
+    def _own_duplicate(self, principal: Principal | None, tid: int) -> None:
+        """A duplicate answer only ever returns the caller's own task: keys are scoped by tenant,
+        but the pools of a tenant share its namespace, so the existing task may be in a pool the
+        token may not use (then PERMISSION_DENIED, without its id)."""
+        if principal is None or principal.pools is None:
+            return
+        t = self.sched._core.tasks.get(tid) if self.sched._core is not None else None
+        if t is None or not self.visible(principal, t):
+            raise ApiError(
+                "permission_denied", "this key is taken by a task in a pool this token may not use"
+            )
 
     def task_info(self, t: TaskState) -> Any:
         return convert.task_info(t, self.pool_of(t), self.max_attempts(t), self.sched._time_base)
@@ -317,7 +336,10 @@ class ServerApp:
         payload, kw = self._prepare(principal, spec)
         self._check_total(1)
         try:
-            return await sched._submit(payload, kw)
+            tid, dup = await sched._submit(payload, kw)
+            if dup:
+                self._own_duplicate(principal, tid)
+            return tid, dup
         except SubmitError as e:
             raise ApiError.from_submit(e) from None
         except ValueError as e:
@@ -335,6 +357,11 @@ class ServerApp:
         slices = Slices()
         for spec in specs:
             payload, kw = self._prepare(principal, spec)
+            key = kw.get("key")
+            if key is not None and principal is not None and principal.pools is not None:
+                existing = self.lookup(key, kw.get("tenant"))
+                if existing is not None:  # (refused before anything of the batch is created)
+                    self._own_duplicate(principal, existing.id)
             try:
                 tasks.append(Task(payload, **kw))
             except ValueError as e:
@@ -348,18 +375,23 @@ class ServerApp:
             raise ApiError.from_submit(e) from None
         except Fenced as e:
             raise ApiError("unavailable", f"not the leader: {e}") from None
+        for h in handles:
+            if h.duplicate:
+                self._own_duplicate(principal, h.id)
         return [(h.id, h.duplicate) for h in handles]
 
-    async def cancel(self, principal: Principal | None, ref: int | str) -> bool:
+    async def cancel(self, principal: Principal | None, ref: int | str, tenant: str | None = None) -> bool:
         sched = self.require_leader()
-        t = self.get(principal, ref)
+        t = self.get(principal, ref, tenant)
         self.auth.authorize(principal, "cancel", self.pool_of(t))
         ok = sched._cancel_now(t.id)
         if sched._committer is not None:
             await sched._durable()
         return ok
 
-    async def wait(self, principal: Principal | None, ref: int | str, timeout: float | None) -> TaskState:
+    async def wait(
+        self, principal: Principal | None, ref: int | str, timeout: float | None, tenant: str | None = None
+    ) -> TaskState:
         """Wait until the task is terminal; ``deadline_exceeded`` after ``timeout`` s (finite,
         >= 0: else ``invalid_argument``)."""
         sched = self.require_leader()
@@ -367,7 +399,7 @@ class ServerApp:
             timeout = convert.wait_timeout("timeout_s", timeout)
         except convert.InvalidArgument as e:
             raise ApiError("invalid_argument", str(e)) from None
-        t = self.get(principal, ref)
+        t = self.get(principal, ref, tenant)
         if t.status >= FIRST_TERMINAL:
             return t
         limit = self.limits.max_wait_s

@@ -45,7 +45,9 @@ its own) is the protection.
 
 Task references: in ``/v1/tasks/{ref}[/result|/cancel]`` a segment of decimal digits is an id,
 anything else a URL-encoded key (``/`` as ``%2F``); ``?key=`` names the task by key whatever
-the segment is (for digits-only keys: ``/v1/tasks/-?key=0042``).
+the segment is (for digits-only keys: ``/v1/tasks/-?key=0042``).  Keys are scoped by tenant:
+a key is looked up among the tasks of the token's tenant, or of ``?tenant=`` for a caller
+whose token has none (else among the tasks without a tenant).
 
 ``/v1/events`` is Server-Sent Events: a ``: live`` comment once the subscription exists
 (nothing submitted afterwards is missed), then ``event: status`` / ``data: <StatusEvent JSON>``
@@ -951,19 +953,20 @@ class HttpApi:
     @_handler
     async def task_ref(self, request: Request) -> Response:
         ref, sub = self._task_ref(request)
+        tenant = request.query_params.get("tenant") or None  # whose key (keys are per tenant)
         method = request.method
         if sub == "" and method in ("GET", "HEAD"):
             principal = self.auth(request, Action.GET)
-            t = self.app.get(principal, ref)
+            t = self.app.get(principal, ref, tenant)
             return json_response(message_json(self.app.task_info(t)))
         if sub == "result" and method in ("GET", "HEAD"):
             principal = self.auth(request, Action.WAIT)
             timeout = _q_float(request, "timeout")
-            t = await self.app.wait(principal, ref, timeout)
+            t = await self.app.wait(principal, ref, timeout, tenant)
             return json_response(result_json(t))
         if sub == "cancel" and method == "POST":
             principal = self.auth(request, Action.CANCEL)
-            ok = await self.app.cancel(principal, ref)
+            ok = await self.app.cancel(principal, ref, tenant)
             return json_response({"cancelled": ok})
         allow = "POST" if sub == "cancel" else "GET"
         raise HttpError(

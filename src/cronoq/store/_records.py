@@ -237,6 +237,18 @@ def _quarantine(rec: Recovered, row: Sequence[Any], reason: str) -> None:
     )  # fmt: skip
 
 
+def _tenant(spec: str) -> str | None:
+    """The tenant of a finished task's definition (its key and visibility are the tenant's);
+    the definition is decoded only when it names one."""
+    if '"tenant"' not in spec:
+        return None
+    try:
+        t = json.loads(spec).get("tenant")
+    except (ValueError, AttributeError):
+        return None
+    return t if isinstance(t, str) and t else None
+
+
 def build_recovered(
     task_rows: Iterable[Sequence[Any]],
     schedule_rows: Iterable[Sequence[Any]],
@@ -291,6 +303,7 @@ def build_recovered(
                     out,
                     bool(has_output) and output is not None,
                     priority,
+                    _tenant(spec),
                 )
             )
             continue
