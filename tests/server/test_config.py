@@ -134,7 +134,7 @@ def test_pool_defaults_match_in_process_pool() -> None:
     assert p.retry == RetryPolicy()
     assert p.reservable_fraction == 0.5
     assert p.default_duration_s == 1.0
-    assert p.lease_ttl_s is None
+    assert p.lease_ttl_s == 30.0  # (ours: the server's default; in-process there is none)
     assert p.max_slots_per_worker is None
     assert p.fair_share is False
     assert dict(p.tenant_weights) == {}
@@ -851,7 +851,7 @@ def test_pool_config_defaults() -> None:
     assert pc.unknown_dependency == "reject" and pc.await_timeout is None
     assert pc.max_pending == 100_000 and pc.overflow == "wait"
     assert pc.retry == RetryPolicy()
-    assert pc.lease_ttl is None
+    assert pc.lease_ttl == to_ns(30.0)  # (ours: server pools default to a 30 s lease TTL)
     assert pc.default_duration == to_ns(1.0)
     assert isinstance(pc.autoscale, AutoscaleConfig)
     assert (pc.autoscale.target_utilization, pc.autoscale.drain_time, pc.autoscale.cooldown) == (
@@ -1049,3 +1049,11 @@ def test_config_pickles_and_compares() -> None:
     assert FrozenMap({"a": 1}) == FrozenMap([("a", 1)]) == {"a": 1}
     assert hash(FrozenMap({"a": 1})) == hash(FrozenMap({"a": 1}))
     assert repr(FrozenMap({"a": 1})) == "{'a': 1}"
+
+
+def test_deeply_nested_toml_is_a_config_error() -> None:
+    """Not a RecursionError traceback of thousands of lines."""
+    for text in ("x = " + "[" * 5000 + "]" * 5000, "x = " + "{a = " * 5000 + "1" + "}" * 5000):
+        with pytest.raises(ConfigError) as ei:
+            loads_config(text, source="deep.toml")
+        assert "nested too deeply" in str(ei.value) and "deep.toml" in str(ei.value)

@@ -116,12 +116,19 @@ def make_store(config: ServerConfig) -> Any:
     if st.kind == "sqlite":
         from cronoq.store.sqlite import SqliteStore
 
-        return SqliteStore(st.path, retention=retention)
+        return SqliteStore(st.path, retention=retention, commit_timeout=st.commit_timeout_s)
     from cronoq.store.postgres import PostgresStore
 
     if not st.url:
         raise SchedulerError("configuration error: store.url (or its url_env) is required for postgres")
-    return PostgresStore(st.url, schema=st.schema, retention=retention)
+    return PostgresStore(
+        st.url,
+        schema=st.schema,
+        retention=retention,
+        commit_timeout=st.commit_timeout_s,
+        statement_timeout=st.statement_timeout_s,
+        connect_timeout=st.connect_timeout_s,
+    )
 
 
 class ServerApp:
@@ -344,8 +351,8 @@ class ServerApp:
             raise ApiError.from_submit(e) from None
         except ValueError as e:
             raise ApiError("invalid_argument", str(e), "invalid") from None
-        except Fenced as e:
-            raise ApiError("unavailable", f"not the leader: {e}") from None
+        except SchedulerError as e:
+            raise store_failure(e) from None
 
     async def submit_batch(self, principal: Principal | None, specs: list[Any]) -> list[tuple[int, bool]]:
         sched = self.require_leader()
@@ -373,8 +380,8 @@ class ServerApp:
             handles = await sched.submit_batch(tasks)
         except SubmitError as e:
             raise ApiError.from_submit(e) from None
-        except Fenced as e:
-            raise ApiError("unavailable", f"not the leader: {e}") from None
+        except SchedulerError as e:
+            raise store_failure(e) from None
         for h in handles:
             if h.duplicate:
                 self._own_duplicate(principal, h.id)
@@ -386,7 +393,10 @@ class ServerApp:
         self.auth.authorize(principal, "cancel", self.pool_of(t))
         ok = sched._cancel_now(t.id)
         if sched._committer is not None:
-            await sched._durable()
+            try:
+                await sched._durable()
+            except SchedulerError as e:
+                raise store_failure(e) from None
         return ok
 
     async def wait(
@@ -593,6 +603,17 @@ def event_filter(
         return tenant is None or (task_of_tenant is not None and task_of_tenant(ev.id, tenant))
 
     return keep
+
+
+def store_failure(e: SchedulerError) -> ApiError:
+    """A commit that failed (or a leader that stepped down under it) as the client sees it:
+    UNAVAILABLE / 503, retryable (a keyed submission retried finds its task if the commit did
+    land), with no store detail (paths, hosts) in the message; the detail goes to the log."""
+    if isinstance(e, Fenced):
+        log.warning("a change was not acknowledged: this server stopped leading (%s)", e)
+        return ApiError("unavailable", "not the leader any more: retry (the new leader takes the request)")
+    log.warning("a change was not acknowledged: the store commit failed (%s)", e)
+    return ApiError("unavailable", "the store could not commit this change: retry")
 
 
 def data_loss(stream: EventStream) -> ApiError:

@@ -184,6 +184,11 @@ class StoreConfig:
     url_env: str = "DATABASE_URL"
     schema: str = "public"
     keep_finished_s: float = 7.0 * DAY
+    #: (ours) a commit that takes longer makes the leader step down; its waiters get UNAVAILABLE
+    commit_timeout_s: float = 15.0
+    #: (ours, postgres) every statement's bound (server and client side) and connecting's
+    statement_timeout_s: float = 30.0
+    connect_timeout_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -237,7 +242,9 @@ class PoolSpec:
     max: int = 10
     autoscale: bool = True
     scaler: ScalerConfig = field(default_factory=ScalerConfig)
-    lease_ttl_s: float | None = None
+    #: (ours) a lease not heartbeaten for this long is lost (the attempt is retried): a worker
+    #: that is connected but hung never holds its tasks and slots forever
+    lease_ttl_s: float | None = 30.0
     max_pending: int = LimitsConfig.max_pending_per_pool
     overflow: str = "wait"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -745,7 +752,21 @@ class _Parser:
         return tuple(out)
 
     def store(self, v: Any) -> StoreConfig:
-        t = self.table(v, "store", ("kind", "path", "url", "url_env", "schema", "keep_finished_s"))
+        t = self.table(
+            v,
+            "store",
+            (
+                "kind",
+                "path",
+                "url",
+                "url_env",
+                "schema",
+                "keep_finished_s",
+                "commit_timeout_s",
+                "statement_timeout_s",
+                "connect_timeout_s",
+            ),
+        )
         if t is None:
             return StoreConfig()
         d = StoreConfig()
@@ -774,6 +795,15 @@ class _Parser:
             url_env=url_env,
             schema=self.get(t, "schema", "store", _schema, d.schema),
             keep_finished_s=self.get(t, "keep_finished_s", "store", _duration(), d.keep_finished_s),
+            commit_timeout_s=self.get(
+                t, "commit_timeout_s", "store", _duration(positive=True), d.commit_timeout_s
+            ),
+            statement_timeout_s=self.get(
+                t, "statement_timeout_s", "store", _duration(positive=True), d.statement_timeout_s
+            ),
+            connect_timeout_s=self.get(
+                t, "connect_timeout_s", "store", _duration(positive=True), d.connect_timeout_s
+            ),
         )
 
     _LIMIT_CONVS: Final[Mapping[str, Conv[Any]]] = {
@@ -911,7 +941,7 @@ class _Parser:
                 max=mx,
                 autoscale=self.get(t, "autoscale", path, _bool, d.autoscale),
                 scaler=self.scaler(t["scaler"], f"{path}.scaler") if "scaler" in t else ScalerConfig(),
-                lease_ttl_s=self.opt(t, "lease_ttl_s", path, _duration(positive=True)),
+                lease_ttl_s=self.get(t, "lease_ttl_s", path, _duration(positive=True), d.lease_ttl_s),
                 max_pending=self.get(t, "max_pending", path, _int(1), limits.max_pending_per_pool),
                 overflow=self.get(t, "overflow", path, _choice(OVERFLOW_POLICIES), d.overflow),
                 retry=self.retry(t["retry"], f"{path}.retry") if "retry" in t else d.retry,
@@ -1058,6 +1088,8 @@ def loads_config(
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"invalid TOML: {e}", source) from None
+    except RecursionError:  # (tomllib recurses per nesting level of arrays and inline tables)
+        raise ConfigError("invalid TOML: values are nested too deeply", source) from None
     return parse_config(data, env=env, insecure_no_auth=insecure_no_auth, source=source)
 
 

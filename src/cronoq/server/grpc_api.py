@@ -34,11 +34,11 @@ import grpc
 import grpc.aio
 
 from cronoq.engine.model import STATUS_NAMES
-from cronoq.errors import Fenced, NotStartedError
+from cronoq.errors import NotStartedError, SchedulerError
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
 from cronoq.server import convert
-from cronoq.server.app import ApiError, ServerApp
+from cronoq.server.app import ApiError, ServerApp, store_failure
 from cronoq.server.auth import (
     GRPC_METHOD_ACTIONS,
     AuthError,
@@ -71,8 +71,10 @@ def _status(e: BaseException) -> tuple[grpc.StatusCode, str]:
         return grpc_status(e.status), e.message
     if isinstance(e, AuthError):
         return grpc_status(e.code), e.message
-    if isinstance(e, (NotStartedError, Fenced)):
+    if isinstance(e, NotStartedError):
         return grpc.StatusCode.UNAVAILABLE, f"server is not serving: {e}"
+    if isinstance(e, SchedulerError):  # a store failure: retryable, without the store's detail
+        return grpc.StatusCode.UNAVAILABLE, store_failure(e).message
     return grpc.StatusCode.INTERNAL, f"internal error: {type(e).__name__}: {e}"
 
 

@@ -85,10 +85,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from cronoq.client import json_shapes
 from cronoq.client.json_shapes import message_json
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES, SUCCEEDED, TaskState
+from cronoq.errors import SchedulerError
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server import convert, request_limits
 from cronoq.server import metrics as metrics_mod
-from cronoq.server.app import ApiError, ServerApp, Slices, event_filter
+from cronoq.server.app import ApiError, ServerApp, Slices, event_filter, store_failure
 from cronoq.server.auth import Action, AuthError, Principal, restrict_pools
 from cronoq.server.config import LimitsConfig, split_host_port
 from cronoq.server.dashboard import dashboard_routes
@@ -777,6 +778,8 @@ def _handler(
             if he.status >= 500 and he.status not in (503, 504):
                 log.warning("HTTP %s %s: %s", request.method, request.url.path, he.message)
             return error_response(he.status, he.message, he.code, he.extra, he.headers)
+        except SchedulerError as e:  # a store failure: 503, retryable, without the store's detail
+            return error_response(503, store_failure(e).message, "unavailable")
         except Exception as e:
             log.exception("internal error in HTTP %s %s", request.method, request.url.path)
             return error_response(500, f"internal error: {type(e).__name__}", "internal")

@@ -81,10 +81,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 from cronoq.engine.mutations import Mutation, Recovered
-from cronoq.errors import SchedulerError
+from cronoq.errors import Fenced, SchedulerError
 from cronoq.store.codec import Codec
 
-__all__ = ["Store", "TransientStoreError", "TERMINAL_STATUSES", "lease_left"]
+__all__ = ["CommitDeadline", "Store", "TransientStoreError", "TERMINAL_STATUSES", "bounded", "lease_left"]
 
 #: Terminal status names (SPEC §4); a row with one of these has ``finished`` set.
 TERMINAL_STATUSES = frozenset(
@@ -97,6 +97,32 @@ class TransientStoreError(SchedulerError):
 
     Retrying the same call is safe: commits are idempotent (rows are upserted by id/name).
     """
+
+
+class CommitDeadline(Fenced):
+    """A commit did not finish within the store's ``commit_timeout``: the instance cannot show
+    it still leads, so it steps down like a fenced one (its waiters are not acknowledged and
+    get UNAVAILABLE; a retried keyed submission finds the task if the commit did land)."""
+
+
+async def bounded(store: Any, aw: Awaitable[None], what: str) -> None:
+    """Await a commit of ``store``, at most ``store.commit_timeout`` seconds (None: no bound).
+
+    Past it the store stops leading at once (``store.on_lost``, so the server stops answering
+    ready and sends its workers away before the step-down has finished) and the commit raises
+    :class:`CommitDeadline`."""
+    timeout = store.commit_timeout
+    if timeout is None:
+        await aw
+        return
+    try:
+        await asyncio.wait_for(aw, timeout)
+    except TimeoutError:
+        store._leading = False
+        cb = store.on_lost
+        if cb is not None:
+            cb()
+        raise CommitDeadline(f"{what}: commit did not finish within {timeout:g} s; stepping down") from None
 
 
 @runtime_checkable

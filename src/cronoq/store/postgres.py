@@ -43,7 +43,7 @@ from typing import Any
 from cronoq.engine.mutations import Mutation, Recovered
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store._records import TASK_COLUMNS, build_recovered, fold
-from cronoq.store.base import TransientStoreError, check_retention, keep_leading, stop_task
+from cronoq.store.base import TransientStoreError, bounded, check_retention, keep_leading, stop_task
 from cronoq.store.codec import Codec
 
 __all__ = ["PostgresStore"]
@@ -85,6 +85,7 @@ class PostgresStore:
         connect_timeout: float = 10.0,
         lease_ttl: float = 10.0,
         statement_timeout: float = 30.0,
+        commit_timeout: float | None = None,
     ) -> None:
         if not isinstance(schema, str) or not _SCHEMA_NAME.match(schema):
             raise ValueError(f"schema must be a plain SQL identifier (got {schema!r})")
@@ -98,6 +99,8 @@ class PostgresStore:
         if self.keepalive * 2 + 1 >= self.lease_ttl:
             raise ValueError(f"lease_ttl ({lease_ttl}) must exceed twice keepalive ({keepalive}) plus 1 s")
         self.statement_timeout = _positive("statement_timeout", statement_timeout)
+        #: a commit taking longer raises CommitDeadline (base.bounded); None: unbounded
+        self.commit_timeout = None if commit_timeout is None else _positive("commit_timeout", commit_timeout)
         #: monotonic instant the lease may lapse at (see ``base.lease_left``)
         self.lease_until = 0.0
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
@@ -492,7 +495,7 @@ class PostgresStore:
                             o[3],
                         )
 
-        await self._run(op)
+        await bounded(self, self._run(op), "PostgresStore")
 
     async def prune(self, now_unix_ns: int) -> int:
         cutoff = now_unix_ns - round(self.retention * 1e9)

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from cronoq.engine.mutations import Mutation, Recovered
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store._records import TASK_COLUMNS, build_recovered, fold
-from cronoq.store.base import TransientStoreError, check_retention, keep_leading, stop_task
+from cronoq.store.base import TransientStoreError, bounded, check_retention, keep_leading, stop_task
 from cronoq.store.codec import Codec
 
 __all__ = ["SqliteStore"]
@@ -117,6 +117,7 @@ class SqliteStore:
         lock_poll: float = 0.5,
         retention: float = 3600.0,
         full_sync: bool = True,
+        commit_timeout: float | None = None,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise TypeError(f"path must be a str or os.PathLike (got {type(path).__name__})")
@@ -128,6 +129,8 @@ class SqliteStore:
         self.lock_poll = _positive("lock_poll", lock_poll)
         self.retention = check_retention(retention)
         self.full_sync = bool(full_sync)
+        #: a commit taking longer raises CommitDeadline (base.bounded); None: unbounded
+        self.commit_timeout = None if commit_timeout is None else _positive("commit_timeout", commit_timeout)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self.on_lost: Callable[[], None] | None = None
         self._epoch = 0
@@ -382,7 +385,7 @@ class SqliteStore:
     async def commit(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:
         if not mutations:
             return
-        await self._call(self._commit_sync, mutations, epoch, codec)
+        await bounded(self, self._call(self._commit_sync, mutations, epoch, codec), "SQLite store")
 
     def _commit_sync(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:
         batch = fold(mutations, codec)
