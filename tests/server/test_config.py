@@ -113,6 +113,8 @@ def test_limits_defaults_match_spec() -> None:
         "max_labels": 64,
         "max_label_len": 1024,
         "max_tenant_len": 256,
+        "max_connections": 4096,
+        "header_timeout_s": 10,
         "max_wait_s": 300,
         "request_timeout_s": 30,
         "max_concurrent_requests": 1024,
@@ -234,6 +236,8 @@ max_list = 17
 max_labels = 18
 max_label_len = 19
 max_tenant_len = 20
+max_connections = 21
+header_timeout_s = 22
 
 [[pools]]
 name = "emails"
@@ -306,7 +310,7 @@ def test_full_config_every_key() -> None:
         "postgres", "./cronoq.db", "postgresql://u:pw@db/cronoq", "PG_URL", "cronoq_prod", 86400
     )
     assert c.limits == LimitsConfig(
-        10, 20, 30, 2048, 4096, 40, 50, 0, 70, 0, 0, 60, 5.5, 11, 12, 13, 14, 15, 0, 0, 17, 18, 19, 20
+        10, 20, 30, 2048, 4096, 40, 50, 0, 70, 0, 0, 60, 5.5, 11, 12, 13, 14, 15, 0, 0, 17, 18, 19, 20, 21, 22
     )
     e, r = c.pools
     assert e == PoolSpec(

@@ -220,6 +220,10 @@ class LimitsConfig:
     max_labels: int = 64
     max_label_len: int = 1024
     max_tenant_len: int = 256
+    #: open connections per listener (HTTP; gRPC) and how long a request head (HTTP) or the
+    #: connection handshake (gRPC) may take: slowloris without a token
+    max_connections: int = 4096
+    header_timeout_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -821,6 +825,8 @@ class _Parser:
         "max_labels": _int(0),
         "max_label_len": _int(1),
         "max_tenant_len": _int(1),
+        "max_connections": _int(1),
+        "header_timeout_s": _duration(positive=True),
         "max_wait_s": _duration(positive=True),
         "request_timeout_s": _duration(positive=True),
         "max_concurrent_requests": _int(1),
