@@ -115,6 +115,8 @@ def test_limits_defaults_match_spec() -> None:
         "max_tenant_len": 256,
         "max_connections": 4096,
         "header_timeout_s": 10,
+        "max_streams_per_principal": 256,
+        "max_worker_sessions": 1024,
         "max_wait_s": 300,
         "request_timeout_s": 30,
         "max_concurrent_requests": 1024,
@@ -238,6 +240,8 @@ max_label_len = 19
 max_tenant_len = 20
 max_connections = 21
 header_timeout_s = 22
+max_streams_per_principal = 23
+max_worker_sessions = 24
 
 [[pools]]
 name = "emails"
@@ -310,7 +314,34 @@ def test_full_config_every_key() -> None:
         "postgres", "./cronoq.db", "postgresql://u:pw@db/cronoq", "PG_URL", "cronoq_prod", 86400
     )
     assert c.limits == LimitsConfig(
-        10, 20, 30, 2048, 4096, 40, 50, 0, 70, 0, 0, 60, 5.5, 11, 12, 13, 14, 15, 0, 0, 17, 18, 19, 20, 21, 22
+        10,
+        20,
+        30,
+        2048,
+        4096,
+        40,
+        50,
+        0,
+        70,
+        0,
+        0,
+        60,
+        5.5,
+        11,
+        12,
+        13,
+        14,
+        15,
+        0,
+        0,
+        17,
+        18,
+        19,
+        20,
+        21,
+        22,
+        23,
+        24,
     )
     e, r = c.pools
     assert e == PoolSpec(

@@ -28,7 +28,7 @@ import contextlib
 import logging
 import struct
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from cronoq.engine.model import FIRST_TERMINAL, STATUS_BY_NAME, TaskState
@@ -466,38 +466,6 @@ class ServerApp:
         sched = self.require_leader()
         return sched.events()
 
-    async def watch(
-        self,
-        principal: Principal | None,
-        pools: list[str],
-        ids: list[int],
-        keys: list[str],
-        all_transitions: bool,
-        on_live: Callable[[], Awaitable[None]] | None = None,
-    ) -> AsyncIterator[Any]:
-        """StatusEvents after subscription; raises ApiError('data_loss') if the consumer lags.
-
-        ``on_live`` is awaited once the subscription exists (before the first event), e.g. to
-        send gRPC initial metadata / HTTP headers (SPEC §17.9).
-        """
-        stream = self.events()
-        if on_live is not None:
-            try:
-                await on_live()
-            except BaseException:
-                stream.close()
-                raise
-        keep = event_filter(principal, pools, ids, keys, all_transitions, self.task_of_tenant)
-        try:
-            async for ev in stream:
-                if stream.lagged:
-                    raise data_loss(stream)
-                if keep is not None and not keep(ev):
-                    continue
-                yield ev
-        finally:
-            stream.close()
-
     async def snapshot(self) -> Any:
         sched = self.require_leader()
         snap = await sched.snapshot()
@@ -614,6 +582,16 @@ def store_failure(e: SchedulerError) -> ApiError:
         return ApiError("unavailable", "not the leader any more: retry (the new leader takes the request)")
     log.warning("a change was not acknowledged: the store commit failed (%s)", e)
     return ApiError("unavailable", "the store could not commit this change: retry")
+
+
+def filter_group(
+    principal: Principal | None, pools: list[str], ids: list[int], keys: list[str], all_transitions: bool
+) -> Hashable:
+    """What identifies an :func:`event_filter`: streams with equal groups pass the same events,
+    so a fan-out (``sse.EventHub``) encodes and hands them out once for all of them."""
+    restricted = None if principal is None or principal.pools is None else frozenset(principal.pools)
+    tenant = None if principal is None else principal.tenant  # (SPEC §17.2: part of the filter)
+    return (all_transitions, frozenset(pools), restricted, frozenset(ids), frozenset(keys), tenant)
 
 
 def data_loss(stream: EventStream) -> ApiError:

@@ -224,6 +224,10 @@ class LimitsConfig:
     #: connection handshake (gRPC) may take: slowloris without a token
     max_connections: int = 4096
     header_timeout_s: float = 10.0
+    #: Watch streams of one token (all callers together without auth); worker sessions have
+    #: their own budget, so clients can never lock workers out
+    max_streams_per_principal: int = 256
+    max_worker_sessions: int = 1024
 
 
 @dataclass(frozen=True)
@@ -827,6 +831,8 @@ class _Parser:
         "max_tenant_len": _int(1),
         "max_connections": _int(1),
         "header_timeout_s": _duration(positive=True),
+        "max_streams_per_principal": _int(1),
+        "max_worker_sessions": _int(1),
         "max_wait_s": _duration(positive=True),
         "request_timeout_s": _duration(positive=True),
         "max_concurrent_requests": _int(1),

@@ -89,7 +89,7 @@ from cronoq.errors import SchedulerError
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server import convert, request_limits
 from cronoq.server import metrics as metrics_mod
-from cronoq.server.app import ApiError, ServerApp, Slices, event_filter, store_failure
+from cronoq.server.app import ApiError, ServerApp, Slices, event_filter, filter_group, store_failure
 from cronoq.server.auth import Action, AuthError, Principal, restrict_pools
 from cronoq.server.config import LimitsConfig, split_host_port
 from cronoq.server.dashboard import dashboard_routes
@@ -802,7 +802,7 @@ class HttpApi:
         hub = self.hub
         if hub is None or hub.closed or hub.stream.closed:
             hub = self.hub = EventHub(self.app.events(), sched._event_capacity, SSE_FLUSH_S)
-        return hub, hub.join(group, keep)
+        return hub, hub.subscribe(group, keep)
 
     def auth(self, request: Request, action: Action) -> Principal | None:
         """Authenticate and check the role of the route; never reads the body."""
@@ -991,11 +991,7 @@ class HttpApi:
         keys = _q_list(request, "key")
 
         keep = event_filter(principal, pools, ids, keys, all_transitions, self.app.task_of_tenant)
-        group = None
-        if keep is not None:  # streams with the same filter share their chunks
-            restricted = None if principal is None or principal.pools is None else frozenset(principal.pools)
-            tenant = None if principal is None else principal.tenant  # (SPEC §17.2: part of the filter)
-            group = (all_transitions, frozenset(pools), restricted, frozenset(ids), frozenset(keys), tenant)
+        group = filter_group(principal, pools, ids, keys, all_transitions) if keep is not None else None
         self.app.require_leader()  # standby → 503 before the stream starts
         return _EventsResponse(self, group, keep)
 

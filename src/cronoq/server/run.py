@@ -209,7 +209,12 @@ async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> 
         # without tokens every check passes: no interceptor (one less coroutine per call)
         interceptors=[grpc_api.AuthInterceptor(app)] if app.auth.auth_enabled else None,
         options=grpc_options(config),
-        maximum_concurrent_rpcs=config.limits.max_concurrent_requests + config.limits.max_concurrent_streams,
+        # the budgets of calls, Watch streams and worker sessions (each enforced by its handler)
+        maximum_concurrent_rpcs=(
+            config.limits.max_concurrent_requests
+            + config.limits.max_concurrent_streams
+            + config.limits.max_worker_sessions
+        ),
     )
     grpc_api.register(server, app)
     grpc_workers.register(server, app)
