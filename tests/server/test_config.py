@@ -117,6 +117,7 @@ def test_limits_defaults_match_spec() -> None:
         "header_timeout_s": 10,
         "max_streams_per_principal": 256,
         "max_worker_sessions": 1024,
+        "max_pending_bytes": 256 * 1024 * 1024,
         "max_wait_s": 300,
         "request_timeout_s": 30,
         "max_concurrent_requests": 1024,
@@ -242,6 +243,7 @@ max_connections = 21
 header_timeout_s = 22
 max_streams_per_principal = 23
 max_worker_sessions = 24
+max_pending_bytes = 25
 
 [[pools]]
 name = "emails"
@@ -342,6 +344,7 @@ def test_full_config_every_key() -> None:
         22,
         23,
         24,
+        25,
     )
     e, r = c.pools
     assert e == PoolSpec(

@@ -41,6 +41,7 @@ from cronoq.runtime.task import Task
 from cronoq.server import convert, request_limits
 from cronoq.server.auth import Authenticator, Principal, check_tenant, stamp_tenant
 from cronoq.server.config import ServerConfig, pool_config, resource_configs
+from cronoq.server.payload_budget import PayloadBudget
 from cronoq.server.workers import Blob, RemoteExecutor, WorkerRegistry
 from cronoq.store.base import lease_left
 
@@ -153,6 +154,7 @@ class ServerApp:
             max_message_bytes=config.limits.max_message_bytes,
         )
         self.sched = self._make_scheduler()
+        self.payloads = PayloadBudget(config.limits.max_pending_bytes)
 
     def _make_scheduler(self) -> Scheduler:
         """A scheduler for one leadership term, its pools run by remote workers via the registry."""
@@ -189,6 +191,10 @@ class ServerApp:
                 log.error("cannot start the scheduler: %s; retrying", e)
                 await asyncio.sleep(1.0)
                 continue
+            core = self.sched._core
+            self.payloads = PayloadBudget(self.limits.max_pending_bytes)
+            if core is not None:  # what recovery brought back is held too
+                self.payloads.hold_recovered(t.payload for t in core.tasks.values())
             self.leading = True
             self._leader_event.set()
             self._watch_lost()
@@ -327,7 +333,13 @@ class ServerApp:
             kw["tenant"] = stamp_tenant(principal, kw.get("tenant"))
         return payload, kw
 
-    def _check_total(self, n: int) -> None:
+    def _check_total(self, n: int, payloads: list[Blob] | None = None) -> None:
+        if payloads is not None and not self.payloads.fits(len(p.data) for p in payloads):
+            raise ApiError(
+                "resource_exhausted",
+                f"too many pending payload bytes (max_pending_bytes {self.limits.max_pending_bytes})",
+                "overloaded",
+            )
         core = self.sched._core
         if core is not None:
             pending = sum(p.pending for p in core.pools)
@@ -341,11 +353,15 @@ class ServerApp:
     async def submit(self, principal: Principal | None, spec: Any) -> tuple[int, bool]:
         sched = self.require_leader()
         payload, kw = self._prepare(principal, spec)
-        self._check_total(1)
+        key = kw.get("key")
+        known = key is not None and self.lookup(key, kw.get("tenant")) is not None
+        self._check_total(1, None if known else [payload])  # (a duplicate holds nothing new)
         try:
             tid, dup = await sched._submit(payload, kw)
             if dup:
                 self._own_duplicate(principal, tid)
+            else:
+                self.payloads.hold(payload)
             return tid, dup
         except SubmitError as e:
             raise ApiError.from_submit(e) from None
@@ -361,9 +377,11 @@ class ServerApp:
         except request_limits.InvalidArgument as e:
             raise ApiError("invalid_argument", str(e), "invalid") from None
         tasks = []
+        blobs: list[Blob] = []
         slices = Slices()
         for spec in specs:
             payload, kw = self._prepare(principal, spec)
+            blobs.append(payload)
             key = kw.get("key")
             if key is not None and principal is not None and principal.pools is not None:
                 existing = self.lookup(key, kw.get("tenant"))
@@ -375,16 +393,18 @@ class ServerApp:
                 raise ApiError("invalid_argument", str(e), "invalid") from None
             await slices.step()
         sched = self.require_leader()  # (it may have stepped down meanwhile)
-        self._check_total(len(tasks))
+        self._check_total(len(tasks), blobs)
         try:
             handles = await sched.submit_batch(tasks)
         except SubmitError as e:
             raise ApiError.from_submit(e) from None
         except SchedulerError as e:
             raise store_failure(e) from None
-        for h in handles:
+        for h, blob in zip(handles, blobs, strict=True):
             if h.duplicate:
                 self._own_duplicate(principal, h.id)
+            else:
+                self.payloads.hold(blob)
         return [(h.id, h.duplicate) for h in handles]
 
     async def cancel(self, principal: Principal | None, ref: int | str, tenant: str | None = None) -> bool:

@@ -228,6 +228,8 @@ class LimitsConfig:
     #: their own budget, so clients can never lock workers out
     max_streams_per_principal: int = 256
     max_worker_sessions: int = 1024
+    #: payload bytes the leader holds for live tasks (payloads of 256 bytes and more count)
+    max_pending_bytes: int = 256 * MIB
 
 
 @dataclass(frozen=True)
@@ -833,6 +835,7 @@ class _Parser:
         "header_timeout_s": _duration(positive=True),
         "max_streams_per_principal": _int(1),
         "max_worker_sessions": _int(1),
+        "max_pending_bytes": _int(1),
         "max_wait_s": _duration(positive=True),
         "request_timeout_s": _duration(positive=True),
         "max_concurrent_requests": _int(1),
