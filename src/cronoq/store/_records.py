@@ -257,6 +257,12 @@ def build_recovered(
 ) -> Recovered:
     """Rows (TASK_COLUMNS order; schedules as (name, spec, payload, next, last)) -> Recovered."""
     rec = Recovered()
+    add_task_rows(rec, task_rows, codec, cutoff_ns)
+    return finish_recovered(rec, schedule_rows, codec)
+
+
+def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Codec, cutoff_ns: int) -> None:
+    """Decode task rows into ``rec`` (call again with the next rows: rows may be streamed)."""
     for row in task_rows:
         (
             tid,
@@ -308,7 +314,9 @@ def build_recovered(
             )
             continue
         try:
-            spec_rec = spec_from_json(spec, None if payload is None else bytes(payload))
+            # (the row's payload bytes are not kept beside the decoded payload: recovery holds
+            # each payload once, and with a streamed ``task_rows`` never the whole table)
+            spec_rec = spec_from_json(spec, None)
         except Exception as e:
             _quarantine(rec, row, f"cannot decode task definition: {e}")
             continue
@@ -318,6 +326,10 @@ def build_recovered(
             _quarantine(rec, row, f"cannot decode payload: {e}")
             continue
         rec.tasks.append(RecoveredTask(tid, seq, arrival, spec_rec, obj, status, attempt, started, message))
+
+
+def finish_recovered(rec: Recovered, schedule_rows: Iterable[Sequence[Any]], codec: Codec) -> Recovered:
+    """Add the schedules and put ``rec`` in id order."""
     for name, spec, payload, nxt, last in schedule_rows:
         try:
             obj = None if payload is None else codec.decode(bytes(payload))

@@ -42,7 +42,7 @@ from typing import Any
 
 from cronoq.engine.mutations import Mutation, Recovered
 from cronoq.errors import Fenced, SchedulerError
-from cronoq.store._records import TASK_COLUMNS, build_recovered, fold
+from cronoq.store._records import TASK_COLUMNS, add_task_rows, finish_recovered, fold
 from cronoq.store.base import TransientStoreError, bounded, check_retention, keep_leading, stop_task
 from cronoq.store.codec import Codec
 
@@ -51,6 +51,8 @@ __all__ = ["PostgresStore"]
 _log = logging.getLogger("cronoq.store.postgres")
 
 SCHEMA_VERSION = "1"
+#: task rows read per round trip during recovery
+LOAD_CHUNK = 64
 MAX_EPOCH = (1 << 15) - 1
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
@@ -442,16 +444,21 @@ class PostgresStore:
     async def load(self, codec: Codec) -> Recovered:
         cutoff = time.time_ns() - round(self.retention * 1e9)
 
-        async def op(conn: Any) -> tuple[list[Any], list[Any]]:
+        async def op(conn: Any) -> Recovered:
+            rec = Recovered()
             async with conn.transaction(isolation="repeatable_read", readonly=True):
-                tasks = await conn.fetch(self._sql_select, cutoff)
+                # rows are decoded as they are read, a few at a time: the table's payloads are
+                # never all in memory twice, as rows and as decoded payloads
+                cur = await conn.cursor(self._sql_select, cutoff)
+                while rows := await cur.fetch(LOAD_CHUNK):
+                    add_task_rows(rec, rows, codec, cutoff)
                 schedules = await conn.fetch(
                     f"SELECT name, spec, payload, next, last FROM {self._q}.cronoq_schedules ORDER BY name"
                 )
-            return tasks, schedules
+            return finish_recovered(rec, schedules, codec)
 
-        tasks, schedules = await self._run(op)
-        return build_recovered(tasks, schedules, codec, cutoff)
+        result: Recovered = await self._run(op)
+        return result
 
     async def commit(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:
         if not mutations:

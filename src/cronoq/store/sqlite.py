@@ -371,16 +371,18 @@ class SqliteStore:
         conn = self._db()
         conn.execute("BEGIN")
         try:
-            tasks = conn.execute(
-                f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NULL OR finished >= ? ORDER BY id",
-                (cutoff,),
-            ).fetchall()
             schedules = conn.execute(
                 "SELECT name, spec, payload, next, last FROM cronoq_schedules ORDER BY name"
             ).fetchall()
+            # rows are decoded as they are read (a cursor, not fetchall): the table's payloads
+            # are never all in memory twice, as rows and as decoded payloads
+            tasks = conn.execute(
+                f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NULL OR finished >= ? ORDER BY id",
+                (cutoff,),
+            )
+            return build_recovered(tasks, schedules, codec, cutoff)
         finally:
             conn.execute("COMMIT")
-        return build_recovered(tasks, schedules, codec, cutoff)
 
     async def commit(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:
         if not mutations:
