@@ -83,15 +83,19 @@ class ServerProc:
             self.proc.wait()
 
 
-def config_text(db_path: Path, body: str, *, grace: float = 5.0, server_extra: str = "") -> str:
+def config_text(
+    db_path: Path, body: str, *, grace: float = 5.0, server_extra: str = "", store: str | None = None
+) -> str:
+    """The config file: loopback listeners on free ports, ``store`` (the lines of its [store]
+    table; default a SQLite file at ``db_path``), then ``body``."""
+    if store is None:
+        store = f'kind = "sqlite"\npath = "{db_path}"\n'
     return (
         "[server]\n"
         'grpc_addr = "127.0.0.1:0"\n'
         'http_addr = "127.0.0.1:0"\n'
         f"shutdown_grace_s = {grace}\n" + server_extra + "\n"
-        "[store]\n"
-        'kind = "sqlite"\n'
-        f'path = "{db_path}"\n' + body
+        "[store]\n" + store + body
     )
 
 
@@ -105,11 +109,12 @@ def start_server(
     timeout: float = 30.0,
     wait_leading: bool = True,
     server_extra: str = "",
+    store: str | None = None,
 ) -> ServerProc:
     directory.mkdir(parents=True, exist_ok=True)
     db = db_path or directory / f"{name}.db"
     cfg = directory / f"{name}.toml"
-    cfg.write_text(config_text(db, body, grace=grace, server_extra=server_extra))
+    cfg.write_text(config_text(db, body, grace=grace, server_extra=server_extra, store=store))
     log_path = directory / f"{name}.log"
     start_len = log_path.stat().st_size if log_path.exists() else 0
     env = dict(os.environ)

@@ -110,6 +110,14 @@ def test_limits_defaults_match_spec() -> None:
         "max_tag_len": 1024,
         "max_deps": 256,
         "max_resources": 16,
+        "max_labels": 64,
+        "max_label_len": 1024,
+        "max_tenant_len": 256,
+        "max_connections": 4096,
+        "header_timeout_s": 10,
+        "max_streams_per_principal": 256,
+        "max_worker_sessions": 1024,
+        "max_pending_bytes": 256 * 1024 * 1024,
         "max_wait_s": 300,
         "request_timeout_s": 30,
         "max_concurrent_requests": 1024,
@@ -131,7 +139,7 @@ def test_pool_defaults_match_in_process_pool() -> None:
     assert p.retry == RetryPolicy()
     assert p.reservable_fraction == 0.5
     assert p.default_duration_s == 1.0
-    assert p.lease_ttl_s is None
+    assert p.lease_ttl_s == 30.0  # (ours: the server's default; in-process there is none)
     assert p.max_slots_per_worker is None
     assert p.fair_share is False
     assert dict(p.tenant_weights) == {}
@@ -228,6 +236,14 @@ keepalive_timeout_s = 15
 key_retention_s = 0
 key_retention_max = 0
 max_list = 17
+max_labels = 18
+max_label_len = 19
+max_tenant_len = 20
+max_connections = 21
+header_timeout_s = 22
+max_streams_per_principal = 23
+max_worker_sessions = 24
+max_pending_bytes = 25
 
 [[pools]]
 name = "emails"
@@ -300,7 +316,35 @@ def test_full_config_every_key() -> None:
         "postgres", "./cronoq.db", "postgresql://u:pw@db/cronoq", "PG_URL", "cronoq_prod", 86400
     )
     assert c.limits == LimitsConfig(
-        10, 20, 30, 2048, 4096, 40, 50, 0, 70, 0, 0, 60, 5.5, 11, 12, 13, 14, 15, 0, 0, 17
+        10,
+        20,
+        30,
+        2048,
+        4096,
+        40,
+        50,
+        0,
+        70,
+        0,
+        0,
+        60,
+        5.5,
+        11,
+        12,
+        13,
+        14,
+        15,
+        0,
+        0,
+        17,
+        18,
+        19,
+        20,
+        21,
+        22,
+        23,
+        24,
+        25,
     )
     e, r = c.pools
     assert e == PoolSpec(
@@ -845,7 +889,7 @@ def test_pool_config_defaults() -> None:
     assert pc.unknown_dependency == "reject" and pc.await_timeout is None
     assert pc.max_pending == 100_000 and pc.overflow == "wait"
     assert pc.retry == RetryPolicy()
-    assert pc.lease_ttl is None
+    assert pc.lease_ttl == to_ns(30.0)  # (ours: server pools default to a 30 s lease TTL)
     assert pc.default_duration == to_ns(1.0)
     assert isinstance(pc.autoscale, AutoscaleConfig)
     assert (pc.autoscale.target_utilization, pc.autoscale.drain_time, pc.autoscale.cooldown) == (
@@ -1043,3 +1087,11 @@ def test_config_pickles_and_compares() -> None:
     assert FrozenMap({"a": 1}) == FrozenMap([("a", 1)]) == {"a": 1}
     assert hash(FrozenMap({"a": 1})) == hash(FrozenMap({"a": 1}))
     assert repr(FrozenMap({"a": 1})) == "{'a': 1}"
+
+
+def test_deeply_nested_toml_is_a_config_error() -> None:
+    """Not a RecursionError traceback of thousands of lines."""
+    for text in ("x = " + "[" * 5000 + "]" * 5000, "x = " + "{a = " * 5000 + "1" + "}" * 5000):
+        with pytest.raises(ConfigError) as ei:
+            loads_config(text, source="deep.toml")
+        assert "nested too deeply" in str(ei.value) and "deep.toml" in str(ei.value)

@@ -465,3 +465,14 @@ async def test_responsive_with_100k_tasks_and_200_events_per_second(tmp_path: Pa
             assert console.errors == []
             print(f"100k tasks: newest page in {load_s:.2f} s; {events} events in {flushes} batches")
             await w.close()
+
+
+async def test_static_404_is_json_whatever_the_path() -> None:
+    """The 404 body is encoded as JSON, not pasted into an f-string (a path ending in a
+    backslash, or holding quotes or control characters, gave invalid JSON)."""
+    async with serve() as (_app, c):
+        for raw in ("nope%5C", "a%22b%5C%5C", "%E2%9C%93%5C"):
+            r = await c.get(f"/static/{raw}")
+            assert r.status_code == 404
+            body = r.json()
+            assert body["code"] == "not_found" and body["error"].startswith("no such file: ")

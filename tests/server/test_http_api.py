@@ -169,7 +169,8 @@ async def test_results_non_json_failed_and_empty() -> None:
 
 async def test_payload_base64_and_all_task_fields() -> None:
     async with serve() as (app, c):
-        parent = (await c.post("/v1/tasks", json={"key": "parent"})).json()["id"]
+        # (the parent is t1's too: dependencies stay within a tenant)
+        parent = (await c.post("/v1/tasks", json={"key": "parent", "tenant": "t1"})).json()["id"]
         start_ns = time.time_ns() + 3600 * 10**9
         body = {
             "payload_base64": base64.b64encode(b"\x00\x01binary").decode(),
@@ -198,7 +199,7 @@ async def test_payload_base64_and_all_task_fields() -> None:
         }
         r = await c.post("/v1/tasks", json=body)
         assert r.status_code == 200, r.text
-        info = (await c.get("/v1/tasks/all-fields")).json()
+        info = (await c.get("/v1/tasks/all-fields?tenant=t1")).json()
         assert info["pool"] == "other" and info["kind"] == "report" and info["priority"] == "critical"
         assert info["max_attempts"] == 5 and info["tenant"] == "t1"
         assert info["status"] == "blocked"
@@ -941,10 +942,10 @@ async def test_pool_and_tenant_restricted_tokens() -> None:
         theirs = (await c.post("/v1/tasks", json={}, headers=a)).json()["id"]
         assert [x["id"] for x in (await c.get("/v1/tasks", headers=s)).json()["tasks"]] == [mine]
         assert err(await c.get("/v1/tasks?pool=default", headers=s)) == (403, "permission_denied")
-        # another pool's task: PERMISSION_DENIED (SPEC §17.2)
-        assert err(await c.get(f"/v1/tasks/{theirs}", headers=s)) == (403, "permission_denied")
-        assert err(await c.post(f"/v1/tasks/{theirs}/cancel", headers=s)) == (403, "permission_denied")
-        assert err(await c.get(f"/v1/tasks/{theirs}/result", headers=s)) == (403, "permission_denied")
+        # another pool's task answers as one that does not exist (no existence oracle)
+        assert err(await c.get(f"/v1/tasks/{theirs}", headers=s)) == (404, "not_found")
+        assert err(await c.post(f"/v1/tasks/{theirs}/cancel", headers=s)) == (404, "not_found")
+        assert err(await c.get(f"/v1/tasks/{theirs}/result", headers=s)) == (404, "not_found")
         assert err(await c.get("/v1/events?pool=default", headers=s)) == (403, "permission_denied")
         # tenant: stamped, enforced
         tt = (await c.post("/v1/tasks", json={}, headers=t)).json()["id"]
@@ -953,7 +954,7 @@ async def test_pool_and_tenant_restricted_tokens() -> None:
             403,
             "permission_denied",
         )
-        assert err(await c.get(f"/v1/tasks/{theirs}", headers=t)) == (403, "permission_denied")
+        assert err(await c.get(f"/v1/tasks/{theirs}", headers=t)) == (404, "not_found")
         assert [x["id"] for x in (await c.get("/v1/tasks", headers=t)).json()["tasks"]] == [tt]
 
 

@@ -466,8 +466,10 @@ class FeatureSimulator:
                 if t.occ is not None and t.status not in TERMINAL and ahead:
                     self.cancel(t.id)
         self._quiesce_capacity()
-        for key in sorted(k for k, ws in sh.awaiting.items() if ws and k not in sh.keys):
-            self.submit([TaskSpec(key=key)], False)
+        for key in sorted((k for k, ws in sh.awaiting.items() if ws and k not in sh.keys), key=str):
+            # (keys are scoped by tenant: a tenant's awaited key is provided by that tenant)
+            tenant, plain = (None, key) if isinstance(key, str) else key
+            self.submit([TaskSpec(key=plain, tenant=tenant)], False)
         self._commit()
         self.tick()
         last = (-1, -1)

@@ -67,6 +67,13 @@ MISS_POLICY = {1: "missed", 2: "failed"}  # on_miss -> terminal status (0: run_l
 MSG_MISSED = "fixed start missed"
 MSG_ALREADY = "task already finished"
 MSG_AWAIT = "timed out awaiting unknown dependency"
+
+
+def _sk(tenant: str | None, key: Any) -> Any:
+    """A key as the engine indexes it: keys are scoped by tenant (untenanted: the plain key)."""
+    return key if tenant is None or not isinstance(key, str) else (tenant, key)
+
+
 MSG_INTERRUPTED = "attempt interrupted by a restart"  # ours (SPEC §15.3 names no message)
 MSG_TIMEOUT = "attempt timed out"
 MSG_LEASE = "lease expired"
@@ -166,8 +173,8 @@ class FeatureShadow:
         self.pool_by_name = {p.name: i for i, p in enumerate(config.pools)}
         self.default_pool = config.default_pool_index()
         self.tasks: dict[int, FTask] = {}
-        self.keys: dict[str, int] = {}
-        self.awaiting: dict[str, list[int]] = {}
+        self.keys: dict[Any, int] = {}  # by _sk(tenant, key)
+        self.awaiting: dict[Any, list[int]] = {}
         self.all_ids: set[int] = set()
         self.committed_terminal: dict[int, str] = {}
         self.watch: list[tuple[int, int, int]] = []  # (due, kind, id): see _watch
@@ -263,23 +270,24 @@ class FeatureShadow:
         """SPEC §3/§6/§8 in the engine's validation order: (error code, (id, duplicate) items)."""
         keys = self.keys
         n = len(specs)
-        if not batch and specs[0].key is not None and specs[0].key in keys:
-            return None, [(keys[specs[0].key], True)]
+        if not batch and specs[0].key is not None and _sk(specs[0].tenant, specs[0].key) in keys:
+            return None, [(keys[_sk(specs[0].tenant, specs[0].key)], True)]
         dup: list[int | None] = [None] * n
-        bkeys: dict[str, int] = {}
-        dkeys: set[str] = set()
+        bkeys: dict[Any, int] = {}
+        dkeys: set[Any] = set()
         for i, s in enumerate(specs):
             if s.key is None:
                 continue
-            if s.key in keys:
-                if s.key in dkeys:
+            sk = _sk(s.tenant, s.key)
+            if sk in keys:
+                if sk in dkeys:
                     return "duplicate_key_in_batch", []
-                dkeys.add(s.key)
-                dup[i] = keys[s.key]
+                dkeys.add(sk)
+                dup[i] = keys[sk]
             else:
-                if s.key in bkeys:
+                if sk in bkeys:
                     return "duplicate_key_in_batch", []
-                bkeys[s.key] = i
+                bkeys[sk] = i
         mparents: list[list[int]] = [[] for _ in range(n)]
         existing: list[list[int]] = [[] for _ in range(n)]
         for i, s in enumerate(specs):
@@ -289,14 +297,16 @@ class FeatureShadow:
                 if isinstance(target, str):
                     if target == s.key:
                         return "cycle", []
-                    j = bkeys.get(target)
+                    j = bkeys.get(_sk(s.tenant, target))
                     if j is not None:
                         mparents[i].append(j)
                         continue
-                    tid = keys.get(target)
+                    tid = keys.get(_sk(s.tenant, target))
                 else:
                     tid = target
                 p = self.tasks.get(tid) if tid is not None else None
+                if p is not None and p.spec.tenant != s.tenant:
+                    p = None  # another tenant's task: refused as unknown
                 if p is None:
                     if (
                         isinstance(target, str)
@@ -309,8 +319,8 @@ class FeatureShadow:
         if self._member_cycle(mparents):
             return "cycle", []
         for i in sorted(bkeys.values()):
-            key = specs[i].key
-            waiters = [self.tasks[w] for w in self.awaiting.get(key, ())]  # type: ignore[arg-type]
+            key = _sk(specs[i].tenant, specs[i].key)
+            waiters = [self.tasks[w] for w in self.awaiting.get(key, ())]
             waiters = [w for w in waiters if w.status == "blocked"]
             if not waiters:
                 continue
@@ -383,7 +393,7 @@ class FeatureShadow:
         if result != items:
             self.fail("submit", f"got {result}, expected {items}")
         assert result is not None
-        created: dict[str, int] = {}
+        created: dict[Any, int] = {}
         for (tid, dup), spec in zip(result, specs):
             if dup:
                 continue
@@ -391,7 +401,7 @@ class FeatureShadow:
                 self.fail("ids", f"id {tid} issued twice")
             self.new[tid] = (spec, self.pool_of(spec))
             if spec.key is not None:
-                created[spec.key] = tid
+                created[_sk(spec.tenant, spec.key)] = tid
         # register the new tasks (before their events): edges bound as the engine binds them
         for tid, (spec, pi) in self.new.items():
             self._add_task(tid, pi, spec)
@@ -422,7 +432,7 @@ class FeatureShadow:
         self.tasks[tid] = t
         self.all_ids.add(tid)
         if spec.key is not None:
-            self.keys[spec.key] = tid
+            self.keys[_sk(spec.tenant, spec.key)] = tid
         if spec.start_at is not None:
             self.res[pi][tid] = self.window(spec)
         return t
@@ -438,15 +448,17 @@ class FeatureShadow:
         self.next_seq += 1
         return t
 
-    def _bind_edges(self, t: FTask, deps: Sequence[tuple[int | str, int]], created: dict[str, int]) -> None:
+    def _bind_edges(self, t: FTask, deps: Sequence[tuple[int | str, int]], created: dict[Any, int]) -> None:
+        tenant = t.spec.tenant
         for target, cond in deps:
-            tid = created.get(target) if isinstance(target, str) else None  # type: ignore[arg-type]
+            sk = _sk(tenant, target)
+            tid = created.get(sk) if isinstance(target, str) else None
             if tid is None:
-                tid = self.keys.get(target) if isinstance(target, str) else target
+                tid = self.keys.get(sk) if isinstance(target, str) else target  # type: ignore[assignment]
             p = self.tasks.get(tid) if tid is not None else None
             if p is None:  # awaited (validated already)
-                t.edges.append([None, target, cond])
-                self.awaiting.setdefault(target, []).append(t.id)  # type: ignore[arg-type]
+                t.edges.append([None, sk, cond])
+                self.awaiting.setdefault(sk, []).append(t.id)
                 continue
             t.edges.append([p.id, None, cond])
             if p.status in TERMINAL:
@@ -839,17 +851,18 @@ class FeatureShadow:
                 t.resolved = 1
             self.tasks[tid] = t
             if t.key is not None:
-                self.keys[t.key] = tid
+                self.keys[_sk(t.spec.tenant, t.key)] = tid
         # edges of live tasks that never ran, resolved as at submission (no terminal was pruned)
         for t in self.tasks.values():
             if t.status in TERMINAL or t.recovered != "submitted":
                 continue
             for target, cond in t.spec.deps or ():
-                tid = self.keys.get(target) if isinstance(target, str) else target
+                sk = _sk(t.spec.tenant, target)
+                tid = self.keys.get(sk) if isinstance(target, str) else target
                 p = self.tasks.get(tid) if tid is not None else None
                 if p is None:
-                    t.edges.append([None, target, cond])
-                    self.awaiting.setdefault(target, []).append(t.id)  # type: ignore[arg-type]
+                    t.edges.append([None, sk, cond])
+                    self.awaiting.setdefault(sk, []).append(t.id)
                     continue
                 t.edges.append([p.id, None, cond])
                 if p.status in TERMINAL:

@@ -80,7 +80,9 @@ def test_feature_sim_covers_its_features() -> None:
     schedule's occurrence, deduplicated by its key: duplicate occurrence keys are now rare here,
     the engine tests cover them.)"""
     agg: dict[str, int] = {}
-    for seed in range(10, 22):
+    # (overlap skips are rare: about one per twenty seeds; seed 32 has one since keys are
+    # scoped by tenant, which changed the seeds' trajectories)
+    for seed in (*range(10, 22), 32):
         st = FeatureSimulator(seed, 1500).run()
         for k, v in st.shadow.items():
             agg[k] = agg.get(k, 0) + v

@@ -33,10 +33,16 @@ from cronoq.engine.recurring import CronSchedule, RecurringSpec
 from cronoq.engine.time import NS
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store import JsonCodec
+from cronoq.store._records import spec_from_json, spec_json
 
 Make = Callable[..., Any]
 codec = JsonCodec()
 SAFETY = 10.0
+
+
+def _bare(spec: TaskRecord) -> TaskRecord:
+    """``spec`` as recovery returns it: the definition without the encoded payload."""
+    return spec_from_json(spec_json(spec), None)
 
 
 def now_ns() -> int:
@@ -130,9 +136,10 @@ async def check_round_trip(make: Make) -> None:
         )
         rec = await s.load(codec)
         assert rec.quarantined == []
+        # (recovered definitions come without the encoded payload: only the decoded one is kept)
         assert rec.tasks == [
-            RecoveredTask(1, 1, t0, spec1, {"x": [1, 2], "s": "é"}, "submitted", 0, None, None),
-            RecoveredTask(2, 2, t0 + 1, spec2, "plain", "retrying", 1, t0 + 20, "boom"),
+            RecoveredTask(1, 1, t0, _bare(spec1), {"x": [1, 2], "s": "é"}, "submitted", 0, None, None),
+            RecoveredTask(2, 2, t0 + 1, _bare(spec2), "plain", "retrying", 1, t0 + 20, "boom"),
         ]
         assert rec.terminal == [
             RecoveredTerminal(

@@ -30,13 +30,14 @@ import random
 from collections import deque
 from collections.abc import Iterable, Sequence
 from itertools import chain, islice
-from typing import Any
+from typing import Any, cast
 
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
 from cronoq.engine.autoscale import Autoscaler
 from cronoq.engine.config import CoreConfig, PoolConfig
 from cronoq.engine.deps import kids_have_cycle, plan_member_edges, reaches
 from cronoq.engine.fairness import FairLane
+from cronoq.engine.keys import ScopedKey, same_tenant, scoped_key
 from cronoq.engine.lanes import Lane
 from cronoq.engine.model import (
     BLOCKED,
@@ -262,10 +263,10 @@ class Core:
         self.pool_index = {p.name: i for i, p in enumerate(config.pools)}
         self.default_pool = config.default_pool_index()
         self.tasks: dict[int, TaskState] = {}
-        self.keys: dict[str, int] = {}
+        self.keys: dict[ScopedKey, int] = {}  # by engine.keys.scoped_key(tenant, key)
         self.leases: dict[int, TaskState] = {}
         # awaited keys: key -> [(dependent, cond)] for edges to tasks not submitted yet
-        self.awaiting: dict[str, list[tuple[TaskState, int]]] = {}
+        self.awaiting: dict[ScopedKey, list[tuple[TaskState, int]]] = {}
         self.schedules: dict[str, Schedule] = {}  # recurring schedules by name
         self._recur_gen = 0
         self._recur_by_gen: dict[int, Schedule] = {}  # live T_RECUR timers
@@ -382,12 +383,13 @@ class Core:
         r = self.retained
         if r and (r[0].finished_at <= now - self._retention or len(r) > self._retention_max):  # type: ignore[operator]
             self._prune(now)
-        if key is not None:
-            existing = self.keys.get(key)
+        sk = None if key is None else scoped_key(opts.tenant, key)
+        if sk is not None:
+            existing = self.keys.get(sk)
             if existing is not None:
                 return existing, True
         pi = opts.pool_index if opts.resolver is self else self.resolve_pool(opts)
-        if start_at is not None or deps or (key is not None and key in self.awaiting):
+        if start_at is not None or deps or (sk is not None and sk in self.awaiting):
             # (an awaited key must bind its waiters, which only _submit_items does)
             return self._submit_items(
                 now, [(opts, payload, key, deadline, start_at, deps, blob)], single=True
@@ -433,24 +435,28 @@ class Core:
         keys = self.keys
         pools: list[PoolState] = []
         dup: list[int | None] = [None] * n
-        batch_keys: dict[str, int] = {}
-        dup_keys: set[str] = set()
+        batch_keys: dict[ScopedKey, int] = {}
+        dup_keys: set[ScopedKey] = set()
+        tenanted = False  # some member has a tenant: its keys are scoped (engine/keys.py)
         need = [0] * len(all_pools)  # new members per pool
         need_order: list[int] = []  # pools in order of first appearance
         any_deps = any_start = False
         for i, item in enumerate(items):
             key = item[2]
+            if item[0].tenant is not None:
+                tenanted = True
             if key is not None:
                 # (self.keys does not change while planning: a key is either existing or new)
-                existing = keys.get(key)
+                sk = scoped_key(item[0].tenant, key)
+                existing = keys.get(sk)
                 if existing is None:
-                    if key in batch_keys:
+                    if sk in batch_keys:
                         raise SubmitError("duplicate_key_in_batch", f"duplicate key '{key}' in batch")
-                    batch_keys[key] = i
+                    batch_keys[sk] = i
                 else:
-                    if key in dup_keys:
+                    if sk in dup_keys:
                         raise SubmitError("duplicate_key_in_batch", f"duplicate key '{key}' in batch")
-                    dup_keys.add(key)
+                    dup_keys.add(sk)
                     dup[i] = existing
                     # a duplicate is the existing task (SPEC §3): its other fields (pool,
                     # resources, edges) are not looked at, as for a single submit
@@ -476,8 +482,9 @@ class Core:
         broken = [False] * n
         forward = False  # some member depends on a later one (else the order is topological)
         planned = None
-        if any_deps and not dup_keys:  # the common case: only ON_SUCCESS edges between members
-            planned = plan_member_edges([item[5] for item in items], batch_keys)
+        if any_deps and not dup_keys and not tenanted:  # the common case: ON_SUCCESS member edges
+            # (untenanted: every scoped key is the plain key)
+            planned = plan_member_edges([item[5] for item in items], cast("dict[str, int]", batch_keys))
         if planned is not None:
             kids, indeg, forward = planned
         elif any_deps:
@@ -488,13 +495,15 @@ class Core:
                 if not deps or dup[i] is not None:
                     continue
                 key = item[2]
+                tenant = item[0].tenant
                 m = 0
                 for target, cond in deps:
                     tid: int | None
                     if isinstance(target, str):
                         if target == key:
                             raise SubmitError("cycle", f"dependency cycle: task '{key}' depends on itself")
-                        j = batch_keys.get(target)
+                        target_sk = scoped_key(tenant, target)
+                        j = batch_keys.get(target_sk)
                         if j is not None:
                             kl = kids[j]
                             kl.append(i)
@@ -508,16 +517,18 @@ class Core:
                             if j > i:
                                 forward = True
                             continue
-                        tid = keys.get(target)
+                        tid = keys.get(target_sk)
                     else:
                         tid = target
                     parent = tasks.get(tid) if tid is not None else None
+                    if parent is not None and not same_tenant(parent.opts.tenant, tenant):
+                        parent = None  # another tenant's task: as if it did not exist
                     ol = other[i]
                     if ol is None:
                         ol = other[i] = []
                     if parent is None:
                         if isinstance(target, str) and pools[i].cfg.unknown_dependency == "await":
-                            ol.append((E_AWAIT, target, cond))
+                            ol.append((E_AWAIT, scoped_key(tenant, target), cond))
                             continue
                         raise SubmitError("unknown_dependency", f"unknown dependency '{target}'")
                     if parent.status >= FIRST_TERMINAL:
@@ -529,7 +540,7 @@ class Core:
         if forward and kids_have_cycle(indeg, kids):
             raise SubmitError("cycle", "dependency cycle in batch")
         awaiting = self.awaiting
-        provided: list[tuple[int, str]] = []  # (member, key) of awaited keys this batch provides
+        provided: list[tuple[int, ScopedKey]] = []  # (member, key) of awaited keys this batch provides
         if awaiting and batch_keys:
             if len(awaiting) < len(batch_keys):
                 provided = [(ix, k) for k in awaiting if (ix := batch_keys.get(k)) is not None]
@@ -549,7 +560,8 @@ class Core:
                     targets = self._existing_ancestors(i, parents, other)
                     for w, _ in waiters:
                         if w.status == BLOCKED and reaches(w, targets):
-                            raise SubmitError("cycle", f"dependency cycle through awaited key '{key}'")
+                            shown = key if isinstance(key, str) else key[1]
+                            raise SubmitError("cycle", f"dependency cycle through awaited key '{shown}'")
         # fixed-start reservations
         windows: list[tuple[int, int] | None] = [None] * n
         if any_start:
@@ -725,7 +737,7 @@ class Core:
         t = TaskState(tid, seq, opts, payload, key, now)
         self.tasks[tid] = t
         if key is not None:
-            self.keys[key] = tid
+            self.keys[scoped_key(opts.tenant, key)] = tid
         self._n_submitted += 1
         self.live += 1
         c = opts.priority
@@ -1094,8 +1106,10 @@ class Core:
         while r and (len(r) > cap or r[0].finished_at <= horizon):  # type: ignore[operator]
             t = r.popleft()
             tasks.pop(t.id, None)
-            if t.key is not None and keys.get(t.key) == t.id:
-                del keys[t.key]
+            if t.key is not None:
+                sk = scoped_key(t.opts.tenant, t.key)
+                if keys.get(sk) == t.id:
+                    del keys[sk]
 
     # ------------------------------------------------------------------ dispatch
 
@@ -1636,10 +1650,11 @@ class Core:
 
     # ------------------------------------------------------------------ control
 
-    def lookup(self, now: int, ref: int | str) -> TaskState | None:
+    def lookup(self, now: int, ref: int | str, tenant: str | None = None) -> TaskState | None:
+        """A task by id, or by key among ``tenant``'s tasks (keys are scoped by tenant)."""
         self._prune(now)
         if isinstance(ref, str):
-            tid = self.keys.get(ref)
+            tid = self.keys.get(scoped_key(tenant, ref))
             if tid is None:
                 return None
             return self.tasks.get(tid)
@@ -1951,14 +1966,15 @@ class Core:
             self.publish = publish
             self.seq -= 1  # _new_task consumed a sequence number: give it back, keep the old id
             del self.tasks[t.id]
-            if spec.key is not None and self.keys.get(spec.key) == t.id:
-                del self.keys[spec.key]
+            sk = None if spec.key is None else scoped_key(opts.tenant, spec.key)
+            if sk is not None and self.keys.get(sk) == t.id:
+                del self.keys[sk]
             t.id = r.id
             t.seq = r.seq
             t.created_at = r.arrival - tb
             self.tasks[t.id] = t
-            if spec.key is not None:
-                self.keys[spec.key] = t.id
+            if sk is not None:
+                self.keys[sk] = t.id
             self._n_submitted -= 1  # counted when it was first submitted
             t.attempt = r.attempt
             if publish and self.emit_transitions:
@@ -1985,7 +2001,7 @@ class Core:
                 continue
             for target, cond in r.spec.deps or ():
                 if isinstance(target, str):
-                    tid = self.keys.get(target)
+                    tid = self.keys.get(scoped_key(t.opts.tenant, target))
                 else:
                     tid = target
                 parent = self.tasks.get(tid) if tid is not None else None
@@ -1994,7 +2010,7 @@ class Core:
                         isinstance(target, str)
                         and self.pools[t.opts.pool_index].cfg.unknown_dependency == "await"
                     ):
-                        self.awaiting.setdefault(target, []).append((t, cond))
+                        self.awaiting.setdefault(scoped_key(t.opts.tenant, target), []).append((t, cond))
                         t.unmet += 1
                         t.awaiting += 1
                         timeout = self.pools[t.opts.pool_index].cfg.await_timeout
@@ -2095,7 +2111,7 @@ class Core:
         """A terminal task read back from the store: retained for lookups, dedup and outputs."""
         tb = self.config.time_base
         pidx = self.pool_index.get(r0.pool, self.default_pool)
-        opts = TaskOptions(pool=self.pools[pidx].name, kind=r0.kind, priority=r0.priority)
+        opts = TaskOptions(pool=self.pools[pidx].name, kind=r0.kind, priority=r0.priority, tenant=r0.tenant)
         opts.pool_index = pidx
         opts.stats_key = (pidx, r0.kind)
         opts.resolver = self
@@ -2111,7 +2127,7 @@ class Core:
             t.output = OUTPUT_LOST  # (awaiting it raises TaskFailed, SPEC §3: not a silent None)
         self.tasks[t.id] = t
         if t.key is not None:
-            self.keys[t.key] = t.id
+            self.keys[scoped_key(r0.tenant, t.key)] = t.id
         self.retained.append(t)
         return t
 
@@ -2130,7 +2146,7 @@ class Core:
             row.message = reason
             row.output, row.has_output = None, False
             row.finished = self.config.time_base + now
-            if row.key is not None and row.key in self.keys:
+            if row.key is not None and scoped_key(row.tenant, row.key) in self.keys:
                 row.key = None  # another task holds the key: that one keeps it
             self._retain_recovered(row)
 

@@ -266,6 +266,7 @@ class RecoveredTerminal(_Record):
         "output",
         "has_output",
         "priority",
+        "tenant",
     )
 
     def __init__(
@@ -284,6 +285,7 @@ class RecoveredTerminal(_Record):
         output: object = None,
         has_output: bool = False,
         priority: int = 2,
+        tenant: str | None = None,
     ) -> None:
         self.id = id
         self.seq = seq
@@ -299,6 +301,7 @@ class RecoveredTerminal(_Record):
         self.output = output
         self.has_output = has_output
         self.priority = priority
+        self.tenant = tenant
 
 
 class RecoveredSchedule(_Record):

@@ -27,7 +27,8 @@ import asyncio
 import contextlib
 import logging
 import struct
-from collections.abc import AsyncIterator, Awaitable, Callable
+import time
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from cronoq.engine.model import FIRST_TERMINAL, STATUS_BY_NAME, TaskState
@@ -37,12 +38,35 @@ from cronoq.runtime.pool import Pool
 from cronoq.runtime.scalers import ExternalScaler
 from cronoq.runtime.scheduler import Scheduler
 from cronoq.runtime.task import Task
-from cronoq.server import convert
+from cronoq.server import convert, request_limits
 from cronoq.server.auth import Authenticator, Principal, check_tenant, stamp_tenant
 from cronoq.server.config import ServerConfig, pool_config, resource_configs
+from cronoq.server.payload_budget import PayloadBudget
 from cronoq.server.workers import Blob, RemoteExecutor, WorkerRegistry
+from cronoq.store.base import lease_left
 
 log = logging.getLogger("cronoq.server")
+
+#: ``/readyz`` says not ready this long before the leadership lease could lapse
+READY_MARGIN_S = 1.0
+#: the longest a request's conversion holds the event loop before it lets other work run
+SLICE_S = 0.004
+
+
+class Slices:
+    """Long conversions in slices: :meth:`step` yields to the event loop once the current slice
+    has run ``SLICE_S`` (a 1000-task batch of 256 dependencies each takes a second to convert;
+    health checks, heartbeats and the leader lease go on meanwhile)."""
+
+    __slots__ = ("t0",)
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    async def step(self) -> None:
+        if time.perf_counter() - self.t0 >= SLICE_S:
+            await asyncio.sleep(0)
+            self.t0 = time.perf_counter()
 
 
 class ApiError(Exception):
@@ -93,12 +117,19 @@ def make_store(config: ServerConfig) -> Any:
     if st.kind == "sqlite":
         from cronoq.store.sqlite import SqliteStore
 
-        return SqliteStore(st.path, retention=retention)
+        return SqliteStore(st.path, retention=retention, commit_timeout=st.commit_timeout_s)
     from cronoq.store.postgres import PostgresStore
 
     if not st.url:
         raise SchedulerError("configuration error: store.url (or its url_env) is required for postgres")
-    return PostgresStore(st.url, schema=st.schema, retention=retention)
+    return PostgresStore(
+        st.url,
+        schema=st.schema,
+        retention=retention,
+        commit_timeout=st.commit_timeout_s,
+        statement_timeout=st.statement_timeout_s,
+        connect_timeout=st.connect_timeout_s,
+    )
 
 
 class ServerApp:
@@ -123,6 +154,7 @@ class ServerApp:
             max_message_bytes=config.limits.max_message_bytes,
         )
         self.sched = self._make_scheduler()
+        self.payloads = PayloadBudget(config.limits.max_pending_bytes)
 
     def _make_scheduler(self) -> Scheduler:
         """A scheduler for one leadership term, its pools run by remote workers via the registry."""
@@ -159,6 +191,10 @@ class ServerApp:
                 log.error("cannot start the scheduler: %s; retrying", e)
                 await asyncio.sleep(1.0)
                 continue
+            core = self.sched._core
+            self.payloads = PayloadBudget(self.limits.max_pending_bytes)
+            if core is not None:  # what recovery brought back is held too
+                self.payloads.hold_recovered(t.payload for t in core.tasks.values())
             self.leading = True
             self._leader_event.set()
             self._watch_lost()
@@ -221,6 +257,16 @@ class ServerApp:
             raise ApiError("unavailable", "this server is a standby (not the leader)")
         return self.sched
 
+    def ready(self) -> bool:
+        """Whether ``/readyz`` answers 200: leading, started, and the leadership lease cannot
+        lapse within :data:`READY_MARGIN_S` (``store.base.lease_left``): a leader whose loop
+        froze or whose store went silent stops answering ready *before* a standby can take
+        over, so two servers are never ready at once."""
+        if self.stopping or not self.leading or not self.sched.started:
+            return False
+        left = lease_left(self.sched._store)
+        return left is None or left > READY_MARGIN_S
+
     def pool_of(self, t: TaskState) -> str:
         return self.sched._pool_names[t.opts.pool_index]
 
@@ -228,11 +274,12 @@ class ServerApp:
         policy = t.opts.retry or self.sched._pools[t.opts.pool_index].config.retry
         return policy.max_attempts
 
-    def lookup(self, ref: int | str) -> TaskState | None:
+    def lookup(self, ref: int | str, tenant: str | None = None) -> TaskState | None:
+        """A task by id, or by key among ``tenant``'s tasks (keys are scoped by tenant)."""
         sched = self.require_leader()
         core = sched._core
         assert core is not None
-        return core.lookup(sched._now(), ref)
+        return core.lookup(sched._now(), ref, tenant)
 
     def visible(self, principal: Principal | None, t: TaskState) -> bool:
         if principal is None:
@@ -241,14 +288,32 @@ class ServerApp:
             return False
         return principal.tenant is None or t.opts.tenant == principal.tenant
 
-    def get(self, principal: Principal | None, ref: int | str) -> TaskState:
-        t = self.lookup(ref)
-        if t is None:
+    def get(self, principal: Principal | None, ref: int | str, tenant: str | None = None) -> TaskState:
+        """The caller's task ``ref``.  Another tenant's task, or one in a pool the token may not
+        use, answers exactly as a task that does not exist (NOT_FOUND ``unknown task``): the
+        answer never tells whether someone else's task is there.
+
+        A key is looked up among the tasks of the token's tenant; a caller whose token has no
+        tenant names one with ``tenant`` (HTTP ``?tenant=``), else gets the tasks without one.
+        """
+        if principal is not None and principal.tenant is not None:
+            tenant = principal.tenant
+        t = self.lookup(ref, tenant or None)
+        if t is None or not self.visible(principal, t):
             raise ApiError("not_found", f"unknown task '{ref}'")
-        if not self.visible(principal, t):
-            # SPEC §17.2: wrong pool (or the token's tenant, auth.check_tenant) → PERMISSION_DENIED
-            raise ApiError("permission_denied", f"token may not access task '{ref}'")
         return t
+
+    def _own_duplicate(self, principal: Principal | None, tid: int) -> None:
+        """A duplicate answer only ever returns the caller's own task: keys are scoped by tenant,
+        but the pools of a tenant share its namespace, so the existing task may be in a pool the
+        token may not use (then PERMISSION_DENIED, without its id)."""
+        if principal is None or principal.pools is None:
+            return
+        t = self.sched._core.tasks.get(tid) if self.sched._core is not None else None
+        if t is None or not self.visible(principal, t):
+            raise ApiError(
+                "permission_denied", "this key is taken by a task in a pool this token may not use"
+            )
 
     def task_info(self, t: TaskState) -> Any:
         return convert.task_info(t, self.pool_of(t), self.max_attempts(t), self.sched._time_base)
@@ -268,7 +333,13 @@ class ServerApp:
             kw["tenant"] = stamp_tenant(principal, kw.get("tenant"))
         return payload, kw
 
-    def _check_total(self, n: int) -> None:
+    def _check_total(self, n: int, payloads: list[Blob] | None = None) -> None:
+        if payloads is not None and not self.payloads.fits(len(p.data) for p in payloads):
+            raise ApiError(
+                "resource_exhausted",
+                f"too many pending payload bytes (max_pending_bytes {self.limits.max_pending_bytes})",
+                "overloaded",
+            )
         core = self.sched._core
         if core is not None:
             pending = sum(p.pending for p in core.pools)
@@ -282,50 +353,75 @@ class ServerApp:
     async def submit(self, principal: Principal | None, spec: Any) -> tuple[int, bool]:
         sched = self.require_leader()
         payload, kw = self._prepare(principal, spec)
-        self._check_total(1)
+        key = kw.get("key")
+        known = key is not None and self.lookup(key, kw.get("tenant")) is not None
+        self._check_total(1, None if known else [payload])  # (a duplicate holds nothing new)
         try:
-            return await sched._submit(payload, kw)
+            tid, dup = await sched._submit(payload, kw)
+            if dup:
+                self._own_duplicate(principal, tid)
+            else:
+                self.payloads.hold(payload)
+            return tid, dup
         except SubmitError as e:
             raise ApiError.from_submit(e) from None
         except ValueError as e:
             raise ApiError("invalid_argument", str(e), "invalid") from None
-        except Fenced as e:
-            raise ApiError("unavailable", f"not the leader: {e}") from None
+        except SchedulerError as e:
+            raise store_failure(e) from None
 
     async def submit_batch(self, principal: Principal | None, specs: list[Any]) -> list[tuple[int, bool]]:
         sched = self.require_leader()
-        if len(specs) > self.limits.max_tasks_per_batch:
-            raise ApiError(
-                "invalid_argument",
-                f"batch larger than max_tasks_per_batch ({self.limits.max_tasks_per_batch})",
-                "invalid",
-            )
+        try:
+            request_limits.check_batch(self.limits, len(specs))
+        except request_limits.InvalidArgument as e:
+            raise ApiError("invalid_argument", str(e), "invalid") from None
         tasks = []
+        blobs: list[Blob] = []
+        slices = Slices()
         for spec in specs:
             payload, kw = self._prepare(principal, spec)
+            blobs.append(payload)
+            key = kw.get("key")
+            if key is not None and principal is not None and principal.pools is not None:
+                existing = self.lookup(key, kw.get("tenant"))
+                if existing is not None:  # (refused before anything of the batch is created)
+                    self._own_duplicate(principal, existing.id)
             try:
                 tasks.append(Task(payload, **kw))
             except ValueError as e:
                 raise ApiError("invalid_argument", str(e), "invalid") from None
-        self._check_total(len(tasks))
+            await slices.step()
+        sched = self.require_leader()  # (it may have stepped down meanwhile)
+        self._check_total(len(tasks), blobs)
         try:
             handles = await sched.submit_batch(tasks)
         except SubmitError as e:
             raise ApiError.from_submit(e) from None
-        except Fenced as e:
-            raise ApiError("unavailable", f"not the leader: {e}") from None
+        except SchedulerError as e:
+            raise store_failure(e) from None
+        for h, blob in zip(handles, blobs, strict=True):
+            if h.duplicate:
+                self._own_duplicate(principal, h.id)
+            else:
+                self.payloads.hold(blob)
         return [(h.id, h.duplicate) for h in handles]
 
-    async def cancel(self, principal: Principal | None, ref: int | str) -> bool:
+    async def cancel(self, principal: Principal | None, ref: int | str, tenant: str | None = None) -> bool:
         sched = self.require_leader()
-        t = self.get(principal, ref)
+        t = self.get(principal, ref, tenant)
         self.auth.authorize(principal, "cancel", self.pool_of(t))
         ok = sched._cancel_now(t.id)
         if sched._committer is not None:
-            await sched._durable()
+            try:
+                await sched._durable()
+            except SchedulerError as e:
+                raise store_failure(e) from None
         return ok
 
-    async def wait(self, principal: Principal | None, ref: int | str, timeout: float | None) -> TaskState:
+    async def wait(
+        self, principal: Principal | None, ref: int | str, timeout: float | None, tenant: str | None = None
+    ) -> TaskState:
         """Wait until the task is terminal; ``deadline_exceeded`` after ``timeout`` s (finite,
         >= 0: else ``invalid_argument``)."""
         sched = self.require_leader()
@@ -333,7 +429,7 @@ class ServerApp:
             timeout = convert.wait_timeout("timeout_s", timeout)
         except convert.InvalidArgument as e:
             raise ApiError("invalid_argument", str(e)) from None
-        t = self.get(principal, ref)
+        t = self.get(principal, ref, tenant)
         if t.status >= FIRST_TERMINAL:
             return t
         limit = self.limits.max_wait_s
@@ -389,38 +485,6 @@ class ServerApp:
     def events(self) -> EventStream:
         sched = self.require_leader()
         return sched.events()
-
-    async def watch(
-        self,
-        principal: Principal | None,
-        pools: list[str],
-        ids: list[int],
-        keys: list[str],
-        all_transitions: bool,
-        on_live: Callable[[], Awaitable[None]] | None = None,
-    ) -> AsyncIterator[Any]:
-        """StatusEvents after subscription; raises ApiError('data_loss') if the consumer lags.
-
-        ``on_live`` is awaited once the subscription exists (before the first event), e.g. to
-        send gRPC initial metadata / HTTP headers (SPEC §17.9).
-        """
-        stream = self.events()
-        if on_live is not None:
-            try:
-                await on_live()
-            except BaseException:
-                stream.close()
-                raise
-        keep = event_filter(principal, pools, ids, keys, all_transitions, self.task_of_tenant)
-        try:
-            async for ev in stream:
-                if stream.lagged:
-                    raise data_loss(stream)
-                if keep is not None and not keep(ev):
-                    continue
-                yield ev
-        finally:
-            stream.close()
 
     async def snapshot(self) -> Any:
         sched = self.require_leader()
@@ -527,6 +591,27 @@ def event_filter(
         return tenant is None or (task_of_tenant is not None and task_of_tenant(ev.id, tenant))
 
     return keep
+
+
+def store_failure(e: SchedulerError) -> ApiError:
+    """A commit that failed (or a leader that stepped down under it) as the client sees it:
+    UNAVAILABLE / 503, retryable (a keyed submission retried finds its task if the commit did
+    land), with no store detail (paths, hosts) in the message; the detail goes to the log."""
+    if isinstance(e, Fenced):
+        log.warning("a change was not acknowledged: this server stopped leading (%s)", e)
+        return ApiError("unavailable", "not the leader any more: retry (the new leader takes the request)")
+    log.warning("a change was not acknowledged: the store commit failed (%s)", e)
+    return ApiError("unavailable", "the store could not commit this change: retry")
+
+
+def filter_group(
+    principal: Principal | None, pools: list[str], ids: list[int], keys: list[str], all_transitions: bool
+) -> Hashable:
+    """What identifies an :func:`event_filter`: streams with equal groups pass the same events,
+    so a fan-out (``sse.EventHub``) encodes and hands them out once for all of them."""
+    restricted = None if principal is None or principal.pools is None else frozenset(principal.pools)
+    tenant = None if principal is None else principal.tenant  # (SPEC §17.2: part of the filter)
+    return (all_transitions, frozenset(pools), restricted, frozenset(ids), frozenset(keys), tenant)
 
 
 def data_loss(stream: EventStream) -> ApiError:

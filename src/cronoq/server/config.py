@@ -184,6 +184,11 @@ class StoreConfig:
     url_env: str = "DATABASE_URL"
     schema: str = "public"
     keep_finished_s: float = 7.0 * DAY
+    #: (ours) a commit that takes longer makes the leader step down; its waiters get UNAVAILABLE
+    commit_timeout_s: float = 15.0
+    #: (ours, postgres) every statement's bound (server and client side) and connecting's
+    statement_timeout_s: float = 30.0
+    connect_timeout_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -211,6 +216,20 @@ class LimitsConfig:
     key_retention_s: float = 3600.0
     key_retention_max: int = 1_000_000
     max_list: int = 1000
+    # (ours, hardening; after the SPEC's limits so positional construction keeps working)
+    max_labels: int = 64
+    max_label_len: int = 1024
+    max_tenant_len: int = 256
+    #: open connections per listener (HTTP; gRPC) and how long a request head (HTTP) or the
+    #: connection handshake (gRPC) may take: slowloris without a token
+    max_connections: int = 4096
+    header_timeout_s: float = 10.0
+    #: Watch streams of one token (all callers together without auth); worker sessions have
+    #: their own budget, so clients can never lock workers out
+    max_streams_per_principal: int = 256
+    max_worker_sessions: int = 1024
+    #: payload bytes the leader holds for live tasks (payloads of 256 bytes and more count)
+    max_pending_bytes: int = 256 * MIB
 
 
 @dataclass(frozen=True)
@@ -233,7 +252,9 @@ class PoolSpec:
     max: int = 10
     autoscale: bool = True
     scaler: ScalerConfig = field(default_factory=ScalerConfig)
-    lease_ttl_s: float | None = None
+    #: (ours) a lease not heartbeaten for this long is lost (the attempt is retried): a worker
+    #: that is connected but hung never holds its tasks and slots forever
+    lease_ttl_s: float | None = 30.0
     max_pending: int = LimitsConfig.max_pending_per_pool
     overflow: str = "wait"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -741,7 +762,21 @@ class _Parser:
         return tuple(out)
 
     def store(self, v: Any) -> StoreConfig:
-        t = self.table(v, "store", ("kind", "path", "url", "url_env", "schema", "keep_finished_s"))
+        t = self.table(
+            v,
+            "store",
+            (
+                "kind",
+                "path",
+                "url",
+                "url_env",
+                "schema",
+                "keep_finished_s",
+                "commit_timeout_s",
+                "statement_timeout_s",
+                "connect_timeout_s",
+            ),
+        )
         if t is None:
             return StoreConfig()
         d = StoreConfig()
@@ -770,6 +805,15 @@ class _Parser:
             url_env=url_env,
             schema=self.get(t, "schema", "store", _schema, d.schema),
             keep_finished_s=self.get(t, "keep_finished_s", "store", _duration(), d.keep_finished_s),
+            commit_timeout_s=self.get(
+                t, "commit_timeout_s", "store", _duration(positive=True), d.commit_timeout_s
+            ),
+            statement_timeout_s=self.get(
+                t, "statement_timeout_s", "store", _duration(positive=True), d.statement_timeout_s
+            ),
+            connect_timeout_s=self.get(
+                t, "connect_timeout_s", "store", _duration(positive=True), d.connect_timeout_s
+            ),
         )
 
     _LIMIT_CONVS: Final[Mapping[str, Conv[Any]]] = {
@@ -784,6 +828,14 @@ class _Parser:
         "max_tag_len": _int(1),
         "max_deps": _int(0),
         "max_resources": _int(0),
+        "max_labels": _int(0),
+        "max_label_len": _int(1),
+        "max_tenant_len": _int(1),
+        "max_connections": _int(1),
+        "header_timeout_s": _duration(positive=True),
+        "max_streams_per_principal": _int(1),
+        "max_worker_sessions": _int(1),
+        "max_pending_bytes": _int(1),
         "max_wait_s": _duration(positive=True),
         "request_timeout_s": _duration(positive=True),
         "max_concurrent_requests": _int(1),
@@ -904,7 +956,7 @@ class _Parser:
                 max=mx,
                 autoscale=self.get(t, "autoscale", path, _bool, d.autoscale),
                 scaler=self.scaler(t["scaler"], f"{path}.scaler") if "scaler" in t else ScalerConfig(),
-                lease_ttl_s=self.opt(t, "lease_ttl_s", path, _duration(positive=True)),
+                lease_ttl_s=self.get(t, "lease_ttl_s", path, _duration(positive=True), d.lease_ttl_s),
                 max_pending=self.get(t, "max_pending", path, _int(1), limits.max_pending_per_pool),
                 overflow=self.get(t, "overflow", path, _choice(OVERFLOW_POLICIES), d.overflow),
                 retry=self.retry(t["retry"], f"{path}.retry") if "retry" in t else d.retry,
@@ -1051,6 +1103,8 @@ def loads_config(
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"invalid TOML: {e}", source) from None
+    except RecursionError:  # (tomllib recurses per nesting level of arrays and inline tables)
+        raise ConfigError("invalid TOML: values are nested too deeply", source) from None
     return parse_config(data, env=env, insecure_no_auth=insecure_no_auth, source=source)
 
 

@@ -1,7 +1,8 @@
 """Conversions between the wire (protobuf / JSON) and the scheduler, shared by gRPC and HTTP.
 
 * :func:`submit_args` turns a ``TaskSpec`` into ``(Blob payload, Scheduler.submit kwargs)``,
-  enforcing the request limits of SPEC §17.3 (violations are :class:`InvalidArgument`).
+  enforcing the request limits (``request_limits.check_spec`` first, before anything is
+  converted; violations are :class:`InvalidArgument`).
 * :func:`task_info` / :func:`task_result` / :func:`status_event` / :func:`snapshot_msg` build
   the response messages from engine state.
 * :func:`submit_error_status` maps SubmitError codes to gRPC status names (SPEC §17.4) and
@@ -28,6 +29,7 @@ from cronoq.engine.model import (
 )
 from cronoq.engine.snapshot import Snapshot
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.server.request_limits import InvalidArgument, check_spec
 from cronoq.server.workers import Blob
 
 if TYPE_CHECKING:
@@ -83,10 +85,6 @@ def submit_error_status(code: str) -> str:
     return SUBMIT_STATUS.get(code, "invalid_argument")
 
 
-class InvalidArgument(ValueError):
-    """A request field is malformed or over a limit (INVALID_ARGUMENT / 400 ``invalid``)."""
-
-
 def _seconds(name: str, v: float) -> float:
     if not math.isfinite(v) or v < 0:
         raise InvalidArgument(f"{name} must be a finite, non-negative number of seconds (got {v})")
@@ -101,11 +99,6 @@ def wait_timeout(name: str, v: float | None) -> float | None:
     return _seconds(name, v)
 
 
-def _check_len(name: str, value: str, limit: int) -> None:
-    if len(value) > limit:
-        raise InvalidArgument(f"{name} is longer than {limit} characters")
-
-
 def _check_message_size(spec: pb.TaskSpec, limit: int) -> None:
     """The ``Lease`` that carries the task to a worker must fit in ``max_message_bytes``.
 
@@ -115,30 +108,31 @@ def _check_message_size(spec: pb.TaskSpec, limit: int) -> None:
     """
     size = len(spec.payload) + MESSAGE_OVERHEAD
     size += len(spec.content_type.encode()) + len(spec.kind.encode()) + len(spec.key.encode())
-    for k, v in spec.tags.items():
-        size += len(k.encode()) + len(v.encode())
+    size += len(spec.tenant.encode())
+    for m in (spec.tags, spec.labels):
+        for k, v in m.items():
+            size += len(k.encode()) + len(v.encode())
     if size > limit:
         raise InvalidArgument(
-            f"task too large: its payload ({len(spec.payload)} bytes), content type, kind, key and "
-            f"tags must fit in max_message_bytes ({limit}) less {MESSAGE_OVERHEAD} bytes"
+            f"task too large: its payload ({len(spec.payload)} bytes), content type, kind, key, "
+            f"tenant, tags and labels must fit in max_message_bytes ({limit}) less {MESSAGE_OVERHEAD} bytes"
         )
 
 
 def submit_args(spec: pb.TaskSpec, limits: LimitsConfig) -> tuple[Blob, dict[str, Any]]:
     """A TaskSpec as ``(payload, Scheduler.submit keyword arguments)``."""
     kw: dict[str, Any] = {}
+    check_spec(spec, limits)  # counts and lengths first: nothing below loops over more than they allow
     _check_message_size(spec, limits.max_message_bytes)
     if spec.pool:
         kw["pool"] = spec.pool
     if spec.kind:
-        _check_len("kind", spec.kind, limits.max_kind_len)
         kw["kind"] = spec.kind
     if spec.priority:
         if spec.priority not in (1, 2, 3, 4):
             raise InvalidArgument(f"unknown priority value {spec.priority}")
         kw["priority"] = spec.priority - 1
     if spec.key:
-        _check_len("key", spec.key, limits.max_key_len)
         kw["key"] = spec.key
     has = spec.HasField
     if has("deadline_in_s") and has("deadline_unix_ns"):
@@ -166,8 +160,6 @@ def submit_args(spec: pb.TaskSpec, limits: LimitsConfig) -> tuple[Blob, dict[str
     if has("retry"):
         kw["retry"] = retry_from_wire(spec.retry)
     if spec.deps:
-        if len(spec.deps) > limits.max_deps:
-            raise InvalidArgument(f"too many dependencies (max {limits.max_deps})")
         deps = []
         for d in spec.deps:
             which = d.target.WhichOneof("target")
@@ -186,8 +178,6 @@ def submit_args(spec: pb.TaskSpec, limits: LimitsConfig) -> tuple[Blob, dict[str
             deps.append(Dep(target, COND_FROM_WIRE[d.cond]))
         kw["deps"] = deps
     if spec.resources:
-        if len(spec.resources) > limits.max_resources:
-            raise InvalidArgument(f"too many resources (max {limits.max_resources})")
         res = {}
         for name, amount in spec.resources.items():
             if amount < 1:
@@ -195,11 +185,6 @@ def submit_args(spec: pb.TaskSpec, limits: LimitsConfig) -> tuple[Blob, dict[str
             res[name] = int(amount)
         kw["resources"] = res
     if spec.tags:
-        if len(spec.tags) > limits.max_tags:
-            raise InvalidArgument(f"too many tags (max {limits.max_tags})")
-        for k, v in spec.tags.items():
-            _check_len("tag", k, limits.max_tag_len)
-            _check_len("tag value", v, limits.max_tag_len)
         kw["tags"] = dict(spec.tags)
     if spec.labels:
         kw["labels"] = dict(spec.labels)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.resources
+import json
 from dataclasses import dataclass
 from typing import Final
 
@@ -127,11 +128,9 @@ async def _index(request: Request) -> Response:
 
 
 def _not_found(path: str) -> Response:
-    return Response(
-        f'{{"error":"no such file: {path.replace(chr(34), "")[:200]}","code":"not_found"}}',
-        status_code=404,
-        media_type="application/json",
-    )
+    """The API's error body, encoded by ``json`` (any path, backslashes and quotes included)."""
+    body = json.dumps({"error": f"no such file: {path[:200]}", "code": "not_found"}, ensure_ascii=False)
+    return Response(body.encode("utf-8"), status_code=404, media_type="application/json")
 
 
 async def _static(request: Request) -> Response:

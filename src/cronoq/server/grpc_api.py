@@ -17,9 +17,11 @@ Auth happens twice, on purpose:
   metadata (cheap: one SHA-256) and enforce what depends on the body: the token's pools
   (PERMISSION_DENIED) and tenant (stamped on submissions, enforced on existing tasks).
 
-``Watch`` subscribes to the scheduler's events first and then sends the initial metadata, so a
-client that waited for the metadata misses nothing submitted afterwards; a consumer that falls
-more than the event buffer behind gets DATA_LOSS.
+``Watch`` joins the front end's shared event fan-out first (``grpc_watch.py``: one
+subscription and one message per event for all streams, budgets per token) and then sends the
+initial metadata, so a client that waited for the metadata misses nothing submitted
+afterwards; a consumer that falls more than the event buffer behind gets DATA_LOSS, and the
+end of the leadership UNAVAILABLE.
 """
 
 from __future__ import annotations
@@ -34,17 +36,18 @@ import grpc
 import grpc.aio
 
 from cronoq.engine.model import STATUS_NAMES
-from cronoq.errors import Fenced, NotStartedError
+from cronoq.errors import NotStartedError, SchedulerError
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
 from cronoq.server import convert
-from cronoq.server.app import ApiError, ServerApp
+from cronoq.server.app import ApiError, ServerApp, event_filter, filter_group, store_failure
 from cronoq.server.auth import (
     GRPC_METHOD_ACTIONS,
     AuthError,
     Principal,
     restrict_pools,
 )
+from cronoq.server.grpc_watch import WatchFanout
 
 __all__ = [
     "AdminServicer",
@@ -56,6 +59,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("cronoq.server.grpc")
+
+#: how long a Watch stream sleeps between checks while nothing happens (it is woken by events)
+WATCH_IDLE_S = 30.0
 
 
 def grpc_status(name: str) -> grpc.StatusCode:
@@ -71,8 +77,10 @@ def _status(e: BaseException) -> tuple[grpc.StatusCode, str]:
         return grpc_status(e.status), e.message
     if isinstance(e, AuthError):
         return grpc_status(e.code), e.message
-    if isinstance(e, (NotStartedError, Fenced)):
+    if isinstance(e, NotStartedError):
         return grpc.StatusCode.UNAVAILABLE, f"server is not serving: {e}"
+    if isinstance(e, SchedulerError):  # a store failure: retryable, without the store's detail
+        return grpc.StatusCode.UNAVAILABLE, store_failure(e).message
     return grpc.StatusCode.INTERNAL, f"internal error: {type(e).__name__}: {e}"
 
 
@@ -196,6 +204,7 @@ async def _abort(context: grpc.aio.ServicerContext, e: BaseException) -> None:
 class TasksServicer(pb_grpc.TasksServicer):
     def __init__(self, app: ServerApp) -> None:
         self.app = app
+        self.watches = WatchFanout(app)
 
     async def Submit(self, request: pb.SubmitRequest, context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
         app = self.app
@@ -328,22 +337,26 @@ class TasksServicer(pb_grpc.TasksServicer):
         try:
             principal = _principal(app, context)
             pools = _pools_filter(app, principal, request.pools)
-            events = app.watch(
-                principal,
-                pools,
-                list(request.ids),
-                list(request.keys),
-                request.all_transitions,
-                on_live=lambda: context.send_initial_metadata(()),
-            )
-            async for ev in events:
-                yield convert.status_event(ev)
+            ids, keys, every = list(request.ids), list(request.keys), request.all_transitions
+            keep = event_filter(principal, pools, ids, keys, every, app.task_of_tenant)
+            group = filter_group(principal, pools, ids, keys, every) if keep is not None else None
+            hub, sub = self.watches.subscribe(principal, group, keep)
         except Exception as e:
             await _abort(context, e)
             return
-        # the event stream ended: the scheduler shut down or lost the leadership
-        if app.stopping or not app.leading:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "server is shutting down or not the leader")
+        try:
+            await context.send_initial_metadata(())  # the subscription is live (SPEC §17.9)
+            while True:
+                await sub.wait(WATCH_IDLE_S)
+                if sub.chunks:  # what was published before an end is still sent
+                    for msg in sub.take():
+                        yield msg
+                elif sub.end is not None:
+                    break
+            err = sub.end
+        finally:
+            self.watches.leave(principal, hub, sub)
+        await context.abort(grpc_status(err.status), err.message)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -105,8 +105,26 @@ def _auth_header(context: grpc.aio.ServicerContext) -> str | None:
 class WorkersServicer(pb_grpc.WorkersServicer):
     def __init__(self, app: ServerApp) -> None:
         self.app = app
+        self.sessions = 0  # Work calls in progress (limits.max_worker_sessions)
 
     async def Work(
+        self, request_iterator: AsyncIterator[pb.WorkerMessage], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ServerMessage]:
+        app = self.app
+        if self.sessions >= app.limits.max_worker_sessions:
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"too many worker sessions (max_worker_sessions {app.limits.max_worker_sessions})",
+            )
+            return
+        self.sessions += 1
+        try:
+            async for out in self._work(request_iterator, context):
+                yield out
+        finally:
+            self.sessions -= 1
+
+    async def _work(
         self, request_iterator: AsyncIterator[pb.WorkerMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ServerMessage]:
         app = self.app

@@ -23,8 +23,11 @@ Request handling, in order:
    ``urllib`` send form types), at most ``limits.max_http_body_bytes`` (checked against
    ``Content-Length`` and while reading, so chunked bodies are bounded too → 413) and within
    ``limits.request_timeout_s`` (→ 408).  Invalid JSON or a body that is not an object → 400.
-4. Task fields are converted into a protobuf ``TaskSpec`` (:func:`task_spec_from_json`) so the
-   gRPC validation and limits (``convert.submit_args``) apply unchanged.
+4. Every count and length of a task is checked on the decoded JSON before anything is
+   converted (``request_limits.check_json_task``, the same limits and messages as gRPC), then
+   the task fields are converted into a protobuf ``TaskSpec`` (:func:`task_spec_from_json`) so
+   the gRPC validation (``convert.submit_args``) applies unchanged.  A batch is converted in
+   slices of a few milliseconds (``app.Slices``), the event loop serving others in between.
 
 Responses render protobuf messages with their proto field names (:func:`message_json`): ids
 as strings, enums as lower-case names without their prefix (``"succeeded"``, ``"high"``),
@@ -42,7 +45,9 @@ its own) is the protection.
 
 Task references: in ``/v1/tasks/{ref}[/result|/cancel]`` a segment of decimal digits is an id,
 anything else a URL-encoded key (``/`` as ``%2F``); ``?key=`` names the task by key whatever
-the segment is (for digits-only keys: ``/v1/tasks/-?key=0042``).
+the segment is (for digits-only keys: ``/v1/tasks/-?key=0042``).  Keys are scoped by tenant:
+a key is looked up among the tasks of the token's tenant, or of ``?tenant=`` for a caller
+whose token has none (else among the tasks without a tenant).
 
 ``/v1/events`` is Server-Sent Events: a ``: live`` comment once the subscription exists
 (nothing submitted afterwards is missed), then ``event: status`` / ``data: <StatusEvent JSON>``
@@ -80,12 +85,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from cronoq.client import json_shapes
 from cronoq.client.json_shapes import message_json
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES, SUCCEEDED, TaskState
+from cronoq.errors import SchedulerError
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
-from cronoq.server import convert
+from cronoq.server import convert, request_limits
 from cronoq.server import metrics as metrics_mod
-from cronoq.server.app import ApiError, ServerApp, event_filter
+from cronoq.server.app import ApiError, ServerApp, Slices, event_filter, filter_group, store_failure
 from cronoq.server.auth import Action, AuthError, Principal, restrict_pools
-from cronoq.server.config import split_host_port
+from cronoq.server.config import LimitsConfig, split_host_port
 from cronoq.server.dashboard import dashboard_routes
 from cronoq.server.sse import EventHub, Subscriber
 from cronoq.server.workers import Blob
@@ -423,10 +429,19 @@ def _set_payload(spec: pb.TaskSpec, obj: dict[str, Any], where: str) -> None:
         spec.content_type = content_type
 
 
-def task_spec_from_json(obj: Any, where: str = "") -> pb.TaskSpec:
-    """The task fields of SPEC §17.9 as a protobuf ``TaskSpec`` (400 ``invalid`` when malformed)."""
+def task_spec_from_json(obj: Any, where: str = "", limits: LimitsConfig | None = None) -> pb.TaskSpec:
+    """The task fields of SPEC §17.9 as a protobuf ``TaskSpec`` (400 ``invalid`` when malformed).
+
+    With ``limits``, every count and length is checked before anything is converted
+    (``request_limits.check_json_task``: what a body costs is bounded by the limits).
+    """
     obj = _object(obj, where or "the task")
     _unknown(obj, TASK_FIELDS, where)
+    if limits is not None:
+        try:
+            request_limits.check_json_task(obj, limits)
+        except request_limits.InvalidArgument as e:
+            raise _invalid(f"{where}: {e}" if where else str(e)) from None
     spec = pb.TaskSpec()
     w = functools.partial(_where, where)
     try:
@@ -763,6 +778,8 @@ def _handler(
             if he.status >= 500 and he.status not in (503, 504):
                 log.warning("HTTP %s %s: %s", request.method, request.url.path, he.message)
             return error_response(he.status, he.message, he.code, he.extra, he.headers)
+        except SchedulerError as e:  # a store failure: 503, retryable, without the store's detail
+            return error_response(503, store_failure(e).message, "unavailable")
         except Exception as e:
             log.exception("internal error in HTTP %s %s", request.method, request.url.path)
             return error_response(500, f"internal error: {type(e).__name__}", "internal")
@@ -785,7 +802,7 @@ class HttpApi:
         hub = self.hub
         if hub is None or hub.closed or hub.stream.closed:
             hub = self.hub = EventHub(self.app.events(), sched._event_capacity, SSE_FLUSH_S)
-        return hub, hub.join(group, keep)
+        return hub, hub.subscribe(group, keep)
 
     def auth(self, request: Request, action: Action) -> Principal | None:
         """Authenticate and check the role of the route; never reads the body."""
@@ -850,7 +867,7 @@ class HttpApi:
         wait = _q_bool(request, "wait")
         timeout = _q_float(request, "timeout")
         body = await self.read_json(request)
-        spec = task_spec_from_json(body)
+        spec = task_spec_from_json(body, limits=self.app.limits)
         tid, dup = await self.app.submit(principal, spec)
         out: dict[str, Any] = {"id": str(tid), "duplicate": dup}
         if wait:
@@ -871,10 +888,16 @@ class HttpApi:
         tasks = body.get("tasks")
         if not isinstance(tasks, list):
             raise _bad(f"tasks must be an array of task objects (got {_type(tasks)})")
-        limit = self.app.limits.max_tasks_per_batch
-        if len(tasks) > limit:
-            raise _invalid(f"batch larger than max_tasks_per_batch ({limit})")
-        specs = [task_spec_from_json(t, f"tasks[{i}]") for i, t in enumerate(tasks)]
+        limits = self.app.limits
+        try:
+            request_limits.check_batch(limits, len(tasks))
+        except request_limits.InvalidArgument as e:
+            raise _invalid(str(e)) from None
+        specs = []
+        slices = Slices()
+        for i, t in enumerate(tasks):
+            specs.append(task_spec_from_json(t, f"tasks[{i}]", limits))
+            await slices.step()
         results = await self.app.submit_batch(principal, specs)
         return json_response({"tasks": [{"id": str(i), "duplicate": d} for i, d in results]})
 
@@ -933,19 +956,20 @@ class HttpApi:
     @_handler
     async def task_ref(self, request: Request) -> Response:
         ref, sub = self._task_ref(request)
+        tenant = request.query_params.get("tenant") or None  # whose key (keys are per tenant)
         method = request.method
         if sub == "" and method in ("GET", "HEAD"):
             principal = self.auth(request, Action.GET)
-            t = self.app.get(principal, ref)
+            t = self.app.get(principal, ref, tenant)
             return json_response(message_json(self.app.task_info(t)))
         if sub == "result" and method in ("GET", "HEAD"):
             principal = self.auth(request, Action.WAIT)
             timeout = _q_float(request, "timeout")
-            t = await self.app.wait(principal, ref, timeout)
+            t = await self.app.wait(principal, ref, timeout, tenant)
             return json_response(result_json(t))
         if sub == "cancel" and method == "POST":
             principal = self.auth(request, Action.CANCEL)
-            ok = await self.app.cancel(principal, ref)
+            ok = await self.app.cancel(principal, ref, tenant)
             return json_response({"cancelled": ok})
         allow = "POST" if sub == "cancel" else "GET"
         raise HttpError(
@@ -967,11 +991,7 @@ class HttpApi:
         keys = _q_list(request, "key")
 
         keep = event_filter(principal, pools, ids, keys, all_transitions, self.app.task_of_tenant)
-        group = None
-        if keep is not None:  # streams with the same filter share their chunks
-            restricted = None if principal is None or principal.pools is None else frozenset(principal.pools)
-            tenant = None if principal is None else principal.tenant  # (SPEC §17.2: part of the filter)
-            group = (all_transitions, frozenset(pools), restricted, frozenset(ids), frozenset(keys), tenant)
+        group = filter_group(principal, pools, ids, keys, all_transitions) if keep is not None else None
         self.app.require_leader()  # standby → 503 before the stream starts
         return _EventsResponse(self, group, keep)
 
@@ -1025,7 +1045,7 @@ class HttpApi:
         # PUT
         principal = self.auth(request, Action.ADD_RECURRING)
         body = await self.read_json(request)
-        req = recurring_request_from_json(name, body)
+        req = recurring_request_from_json(name, body, self.app.limits)
         await self.app.add_recurring(principal, req)
         for info in await self.app.list_recurring(None):
             if info.name == name:
@@ -1069,6 +1089,10 @@ class HttpApi:
             return error_response(503, "server is shutting down", "unavailable")
         if not app.leading or not app.sched.started:
             return error_response(503, "this server is a standby (not the leader)", "unavailable")
+        if not app.ready():
+            return error_response(
+                503, "the leadership lease is about to lapse (not renewed in time)", "unavailable"
+            )
         return json_response({"status": "ready", "leading": True})
 
     async def openapi(self, request: Request) -> Response:
@@ -1077,7 +1101,9 @@ class HttpApi:
         return json_response(openapi_document(self.app))
 
 
-def recurring_request_from_json(name: str, body: dict[str, Any]) -> pb.RecurringRequest:
+def recurring_request_from_json(
+    name: str, body: dict[str, Any], limits: LimitsConfig | None = None
+) -> pb.RecurringRequest:
     """``PUT /v1/recurring/{name}``: ``{cron, tz, overlap, tolerance_s, on_miss, task}``."""
     _unknown(body, RECURRING_FIELDS, "")
     if not name:
@@ -1099,7 +1125,7 @@ def recurring_request_from_json(name: str, body: dict[str, Any]) -> pb.Recurring
             if task.get(f) is not None and task[f] != body[f]:
                 raise _invalid(f"{f} is given both at the top level and in task, with different values")
             task[f] = body[f]
-    template = task_spec_from_json(task, "task")
+    template = task_spec_from_json(task, "task", limits)
     req = pb.RecurringRequest(name=name, cron=cron, tz=tz, template=template)
     if body.get("overlap") is not None:
         req.overlap = _choice(body["overlap"], "overlap", OVERLAP_FROM_JSON)  # type: ignore[assignment]

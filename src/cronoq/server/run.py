@@ -61,6 +61,9 @@ def grpc_options(config: ServerConfig) -> list[tuple[str, Any]]:
         ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
         ("grpc.http2.max_ping_strikes", 0),
         ("grpc.so_reuseport", 0),
+        # slowloris: a cap on connections, and a deadline for a new connection's handshake
+        ("grpc.max_allowed_incoming_connections", lim.max_connections),
+        ("grpc.server_handshake_timeout_ms", int(lim.header_timeout_s * 1000)),
     ]
 
 
@@ -149,12 +152,18 @@ class _Http:
             kw = {"ssl_certfile": tls.cert, "ssl_keyfile": tls.key}
             if tls.client_ca:
                 kw.update(ssl_ca_certs=tls.client_ca, ssl_cert_reqs=ssl.CERT_REQUIRED)
+        from cronoq.server.http_conn import guarded_protocol
+
+        lim = config.limits
         cfg = uvicorn.Config(
             asgi,
             log_level="warning",
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=max(1, int(config.server.shutdown_grace_s)),
+            # connection cap and request-head deadline (slowloris): see http_conn.py
+            http=guarded_protocol(lim.max_connections, lim.header_timeout_s),
+            timeout_keep_alive=5,
             **kw,
         )
         self.server = _Server(cfg)
@@ -200,7 +209,12 @@ async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> 
         # without tokens every check passes: no interceptor (one less coroutine per call)
         interceptors=[grpc_api.AuthInterceptor(app)] if app.auth.auth_enabled else None,
         options=grpc_options(config),
-        maximum_concurrent_rpcs=config.limits.max_concurrent_requests + config.limits.max_concurrent_streams,
+        # the budgets of calls, Watch streams and worker sessions (each enforced by its handler)
+        maximum_concurrent_rpcs=(
+            config.limits.max_concurrent_requests
+            + config.limits.max_concurrent_streams
+            + config.limits.max_worker_sessions
+        ),
     )
     grpc_api.register(server, app)
     grpc_workers.register(server, app)

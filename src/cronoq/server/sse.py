@@ -1,5 +1,5 @@
-"""The fan-out behind ``/v1/events`` (Server-Sent Events; SPEC §17.6): one scheduler subscription
-shared by every open stream.
+"""The fan-out behind ``/v1/events`` (Server-Sent Events; SPEC §17.6) and gRPC ``Watch``: one
+scheduler subscription shared by every open stream of a front end.
 
 Theory of operation
 -------------------
@@ -16,6 +16,11 @@ next batch (the first event after a quiet spell goes out at once), so a busy ser
 most ``1/flush_s`` wake-ups and sends per stream and second, however many events there are.
 Each stream's response task sends what is pending as one chunk.
 
+The hub is generic in what it hands out: SSE encodes each event as its frame (``bytes``,
+:func:`event_frame`) and joins a batch into one ``bytes`` chunk; gRPC ``Watch``
+(``grpc_api.py``) encodes each event as one ``StatusEvent`` message, built once and shared by
+every stream it goes to, and a batch is a list of them (``encode``, ``join`` and ``merge``).
+
 Semantics kept per stream (SPEC §4, §17.6): a stream sees only events published after it joined
 (:meth:`EventHub.join` first hands what the hub has buffered to the streams already there);
 events in publication order; at most ``capacity`` events pending per stream (the scheduler's
@@ -31,7 +36,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from cronoq.runtime.events import EventStream
 from cronoq.server.app import ApiError
@@ -78,19 +83,31 @@ def event_frame(ev: Any) -> bytes:
     )
 
 
+C = TypeVar("C")  # what a stream is handed: one chunk of encoded events
+
+
+def _merge_bytes(chunks: list[bytes]) -> bytes:
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _join_bytes(frames: list[Any]) -> Any:
+    return b"".join(frames)
+
+
 def _wake(w: asyncio.Future[None]) -> None:
     if not w.done():
         w.set_result(None)
 
 
-class Subscriber:
+class Subscriber(Generic[C]):
     """One stream's side of the hub: pending chunks, and how it ended (``end``)."""
 
-    __slots__ = ("chunks", "end", "gone", "group", "pending", "waiter")
+    __slots__ = ("chunks", "end", "gone", "group", "merge", "pending", "waiter")
 
-    def __init__(self, group: Hashable) -> None:
+    def __init__(self, group: Hashable, merge: Callable[[list[C]], C] = _merge_bytes) -> None:  # type: ignore[assignment]
         self.group = group
-        self.chunks: list[bytes] = []
+        self.merge = merge
+        self.chunks: list[C] = []
         self.pending = 0  # events in ``chunks``
         self.end: ApiError | None = None  # set once: no more chunks after it
         self.gone = False  # the client went away
@@ -114,12 +131,12 @@ class Subscriber:
         self.gone = True
         self.wake()
 
-    def take(self) -> bytes:
+    def take(self) -> C:
         """Everything pending as one chunk."""
         chunks = self.chunks
         self.chunks = []
         self.pending = 0
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return self.merge(chunks)
 
     async def wait(self, timeout: float) -> None:
         """Until something is pending, the stream ended or the client left, or ``timeout`` s."""
@@ -135,31 +152,43 @@ class Subscriber:
             timer.cancel()
 
 
-class EventHub:
+class EventHub(Generic[C]):
     """One scheduler subscription fanned out to many streams (see the module docstring)."""
 
-    def __init__(self, stream: EventStream, capacity: int, flush_s: float) -> None:
+    def __init__(
+        self,
+        stream: EventStream,
+        capacity: int,
+        flush_s: float,
+        *,
+        encode: Callable[[Any], Any] = event_frame,
+        join: Callable[[list[Any]], C] = _join_bytes,
+        merge: Callable[[list[C]], C] = _merge_bytes,  # type: ignore[assignment]
+    ) -> None:
         self.stream = stream
         self.capacity = capacity
         self.flush_s = flush_s
+        self.encode = encode  # one event -> what streams get of it (built once per event)
+        self.join = join  # a batch of encoded events -> one chunk
+        self.merge = merge  # a stream's pending chunks -> one
         #: filter group → (predicate or None for every event, its subscribers in join order)
-        self.groups: dict[Hashable, tuple[Callable[[Any], bool] | None, dict[Subscriber, None]]] = {}
+        self.groups: dict[Hashable, tuple[Callable[[Any], bool] | None, dict[Subscriber[C], None]]] = {}
         self.closed = False
         self._lagged = 0
         self._task = asyncio.get_running_loop().create_task(self._run())
 
-    def join(self, group: Hashable, keep: Callable[[Any], bool] | None) -> Subscriber:
+    def subscribe(self, group: Hashable, keep: Callable[[Any], bool] | None) -> Subscriber[C]:
         """A new stream: it gets the events published from now on that ``keep`` passes (every
         event when None); streams of the same ``group`` must have the same filter."""
         self._collect()  # what is buffered is older than this stream: for the others only
-        sub = Subscriber(group)
+        sub: Subscriber[C] = Subscriber(group, self.merge)
         entry = self.groups.get(group)
         if entry is None:
             entry = self.groups[group] = (keep, {})
         entry[1][sub] = None
         return sub
 
-    def leave(self, sub: Subscriber) -> None:
+    def leave(self, sub: Subscriber[C]) -> None:
         entry = self.groups.get(sub.group)
         if entry is not None:
             entry[1].pop(sub, None)
@@ -221,16 +250,17 @@ class EventHub:
                     sub.finish(err, drop=True)
             self.groups.clear()  # they end; the hub goes on for streams that join later
             return
-        frames: list[bytes] | None = None  # every event's frame, when a group takes every event
-        some: dict[int, bytes] = {}  # position → frame, for filtered groups otherwise
-        every: bytes | None = None
+        frames: list[Any] | None = None  # every event encoded, when a group takes every event
+        some: dict[int, Any] = {}  # position → encoded event, for filtered groups otherwise
+        every: C | None = None
         cap = self.capacity
+        encode, join = self.encode, self.join
         for group, (keep, subs) in list(self.groups.items()):
             if keep is None:
                 if every is None:
                     if frames is None:
-                        frames = [event_frame(ev) for ev in batch]
-                    every = b"".join(frames)
+                        frames = [encode(ev) for ev in batch]
+                    every = join(frames)
                 chunk, n = every, len(batch)
             else:
                 if frames is not None:
@@ -241,11 +271,11 @@ class EventHub:
                         if keep(ev):
                             f = some.get(i)
                             if f is None:
-                                f = some[i] = event_frame(ev)
+                                f = some[i] = encode(ev)
                             sel.append(f)
                 if not sel:
                     continue
-                chunk, n = b"".join(sel), len(sel)
+                chunk, n = join(sel), len(sel)
             for sub in tuple(subs):
                 if sub.pending + n > cap:
                     lost = sub.pending + n

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 from cronoq.proto.protocol import session_version
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)  # (weakref: payload_budget.py)
 class Blob:
     """Opaque payload or output bytes with their content type (server mode)."""
 

@@ -237,6 +237,18 @@ def _quarantine(rec: Recovered, row: Sequence[Any], reason: str) -> None:
     )  # fmt: skip
 
 
+def _tenant(spec: str) -> str | None:
+    """The tenant of a finished task's definition (its key and visibility are the tenant's);
+    the definition is decoded only when it names one."""
+    if '"tenant"' not in spec:
+        return None
+    try:
+        t = json.loads(spec).get("tenant")
+    except (ValueError, AttributeError):
+        return None
+    return t if isinstance(t, str) and t else None
+
+
 def build_recovered(
     task_rows: Iterable[Sequence[Any]],
     schedule_rows: Iterable[Sequence[Any]],
@@ -245,6 +257,12 @@ def build_recovered(
 ) -> Recovered:
     """Rows (TASK_COLUMNS order; schedules as (name, spec, payload, next, last)) -> Recovered."""
     rec = Recovered()
+    add_task_rows(rec, task_rows, codec, cutoff_ns)
+    return finish_recovered(rec, schedule_rows, codec)
+
+
+def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Codec, cutoff_ns: int) -> None:
+    """Decode task rows into ``rec`` (call again with the next rows: rows may be streamed)."""
     for row in task_rows:
         (
             tid,
@@ -291,11 +309,14 @@ def build_recovered(
                     out,
                     bool(has_output) and output is not None,
                     priority,
+                    _tenant(spec),
                 )
             )
             continue
         try:
-            spec_rec = spec_from_json(spec, None if payload is None else bytes(payload))
+            # (the row's payload bytes are not kept beside the decoded payload: recovery holds
+            # each payload once, and with a streamed ``task_rows`` never the whole table)
+            spec_rec = spec_from_json(spec, None)
         except Exception as e:
             _quarantine(rec, row, f"cannot decode task definition: {e}")
             continue
@@ -305,6 +326,10 @@ def build_recovered(
             _quarantine(rec, row, f"cannot decode payload: {e}")
             continue
         rec.tasks.append(RecoveredTask(tid, seq, arrival, spec_rec, obj, status, attempt, started, message))
+
+
+def finish_recovered(rec: Recovered, schedule_rows: Iterable[Sequence[Any]], codec: Codec) -> Recovered:
+    """Add the schedules and put ``rec`` in id order."""
     for name, spec, payload, nxt, last in schedule_rows:
         try:
             obj = None if payload is None else codec.decode(bytes(payload))

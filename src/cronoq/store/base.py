@@ -29,7 +29,18 @@ Leadership and fencing.  Several processes may share one store; exactly one lead
 greater than every epoch handed out before on that store (it also becomes the high bits of
 new task ids: ``id = (epoch << 48) | seq``).  Leadership is kept alive by a background task
 the store starts in ``acquire`` (SQLite: a renewed lease row; PostgreSQL: a session advisory
-lock on a dedicated connection, checked by a keep-alive).  Losing it never lets a stale
+lock on a dedicated connection, checked by a keep-alive, whose session the database ends after
+``lease_ttl`` seconds without a ping).
+
+The lease rule (readiness).  A leader knows the earliest moment another instance could take
+over: ``lease_ttl`` after the *start* of its last successful renewal (SQLite: the renewed row
+lapses ``lease_ttl`` after the renewal ran, which is later; PostgreSQL: the database ends a
+lock session idle for ``lease_ttl``, and that session was last busy after the ping was sent).
+Both stores keep that instant as ``lease_until`` (monotonic seconds), updated by
+:func:`keep_leading` and ``acquire``; :func:`lease_left` is what remains of it.  An instance
+whose lease may have lapsed — its event loop froze, the database went silent — must not
+claim to lead even before the renewer notices: the server answers ``/readyz`` 200 only while
+``lease_left`` exceeds a margin, so two servers are never ready at once.  Losing it never lets a stale
 leader write: every :meth:`Store.commit` re-checks, *inside its write transaction*, that the
 stored epoch is still the caller's and raises :class:`cronoq.errors.Fenced` otherwise.  The
 check and the takeover's epoch bump serialize on the same row (SQLite: the database write
@@ -70,10 +81,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 from cronoq.engine.mutations import Mutation, Recovered
-from cronoq.errors import SchedulerError
+from cronoq.errors import Fenced, SchedulerError
 from cronoq.store.codec import Codec
 
-__all__ = ["Store", "TransientStoreError", "TERMINAL_STATUSES"]
+__all__ = ["CommitDeadline", "Store", "TransientStoreError", "TERMINAL_STATUSES", "bounded", "lease_left"]
 
 #: Terminal status names (SPEC §4); a row with one of these has ``finished`` set.
 TERMINAL_STATUSES = frozenset(
@@ -86,6 +97,32 @@ class TransientStoreError(SchedulerError):
 
     Retrying the same call is safe: commits are idempotent (rows are upserted by id/name).
     """
+
+
+class CommitDeadline(Fenced):
+    """A commit did not finish within the store's ``commit_timeout``: the instance cannot show
+    it still leads, so it steps down like a fenced one (its waiters are not acknowledged and
+    get UNAVAILABLE; a retried keyed submission finds the task if the commit did land)."""
+
+
+async def bounded(store: Any, aw: Awaitable[None], what: str) -> None:
+    """Await a commit of ``store``, at most ``store.commit_timeout`` seconds (None: no bound).
+
+    Past it the store stops leading at once (``store.on_lost``, so the server stops answering
+    ready and sends its workers away before the step-down has finished) and the commit raises
+    :class:`CommitDeadline`."""
+    timeout = store.commit_timeout
+    if timeout is None:
+        await aw
+        return
+    try:
+        await asyncio.wait_for(aw, timeout)
+    except TimeoutError:
+        store._leading = False
+        cb = store.on_lost
+        if cb is not None:
+            cb()
+        raise CommitDeadline(f"{what}: commit did not finish within {timeout:g} s; stepping down") from None
 
 
 @runtime_checkable
@@ -158,9 +195,12 @@ async def keep_leading(
     last_prune = time.monotonic()
     while True:
         await asyncio.sleep(interval)
+        started = time.monotonic()
         ok = await still_leading()
         if ok is None:
             continue
+        if ok:
+            store.lease_until = started + store.lease_ttl
         if not ok:
             store._leading = False
             cb = store.on_lost
@@ -171,6 +211,15 @@ async def keep_leading(
             last_prune = time.monotonic()
             with contextlib.suppress(SchedulerError):
                 await store.prune(time.time_ns())
+
+
+def lease_left(store: Any) -> float | None:
+    """Seconds until the leadership lease of ``store`` may lapse (the lease rule above):
+    negative once it may have; None for a store without leadership (memory) or not leading."""
+    if store is None or not getattr(store, "leading", False):
+        return None
+    until = getattr(store, "lease_until", None)
+    return None if until is None else until - time.monotonic()
 
 
 async def stop_task(task: asyncio.Task[Any] | None) -> None:

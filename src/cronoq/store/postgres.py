@@ -13,7 +13,11 @@ Tables live in the configured schema (created on open): ``cronoq_meta``, ``crono
 Leadership: the leader holds the session advisory lock ``(hashtext('cronoq'),
 hashtext(<schema>))`` on a dedicated connection.  Taking it bumps ``cronoq_leader.epoch``; a
 standby polls ``pg_try_advisory_lock`` every ``lock_poll`` seconds, so it takes over as soon as
-the leader's session ends (crash, network loss, :meth:`PostgresStore.release`).  A keep-alive
+the leader's session ends (crash, network loss, :meth:`PostgresStore.release`, or
+``lease_ttl`` seconds without a keep-alive reaching the database: the lock session runs with
+``idle_session_timeout``, so a leader cut off by a silent network loses the lock on a known
+schedule).  Statements time out after ``statement_timeout`` (server and client side) and
+connecting after ``connect_timeout``: a blackholed database never hangs a caller.  A keep-alive
 pings the lock connection every ``keepalive`` seconds; if that connection died, it reconnects
 and re-takes the lock only if the epoch is still its own (nobody led in between), else — or
 when it cannot reconnect at all (cut off from the database, which another instance may still
@@ -38,8 +42,8 @@ from typing import Any
 
 from cronoq.engine.mutations import Mutation, Recovered
 from cronoq.errors import Fenced, SchedulerError
-from cronoq.store._records import TASK_COLUMNS, build_recovered, fold
-from cronoq.store.base import TransientStoreError, check_retention, keep_leading, stop_task
+from cronoq.store._records import TASK_COLUMNS, add_task_rows, finish_recovered, fold
+from cronoq.store.base import TransientStoreError, bounded, check_retention, keep_leading, stop_task
 from cronoq.store.codec import Codec
 
 __all__ = ["PostgresStore"]
@@ -47,6 +51,8 @@ __all__ = ["PostgresStore"]
 _log = logging.getLogger("cronoq.store.postgres")
 
 SCHEMA_VERSION = "1"
+#: task rows read per round trip during recovery
+LOAD_CHUNK = 64
 MAX_EPOCH = (1 << 15) - 1
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
@@ -79,6 +85,9 @@ class PostgresStore:
         lock_poll: float = 0.2,  # one pg_try_advisory_lock per poll: cheap; bounds failover time
         keepalive: float = 2.0,
         connect_timeout: float = 10.0,
+        lease_ttl: float = 10.0,
+        statement_timeout: float = 30.0,
+        commit_timeout: float | None = None,
     ) -> None:
         if not isinstance(schema, str) or not _SCHEMA_NAME.match(schema):
             raise ValueError(f"schema must be a plain SQL identifier (got {schema!r})")
@@ -88,6 +97,14 @@ class PostgresStore:
         self.lock_poll = _positive("lock_poll", lock_poll)
         self.keepalive = _positive("keepalive", keepalive)
         self.connect_timeout = _positive("connect_timeout", connect_timeout)
+        self.lease_ttl = _positive("lease_ttl", lease_ttl)
+        if self.keepalive * 2 + 1 >= self.lease_ttl:
+            raise ValueError(f"lease_ttl ({lease_ttl}) must exceed twice keepalive ({keepalive}) plus 1 s")
+        self.statement_timeout = _positive("statement_timeout", statement_timeout)
+        #: a commit taking longer raises CommitDeadline (base.bounded); None: unbounded
+        self.commit_timeout = None if commit_timeout is None else _positive("commit_timeout", commit_timeout)
+        #: monotonic instant the lease may lapse at (see ``base.lease_left``)
+        self.lease_until = 0.0
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self.on_lost: Callable[[], None] | None = None
         self._q = f'"{schema}"'
@@ -129,10 +146,22 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ connections
 
-    async def _connect(self) -> Any:
+    async def _connect(self, *, lock: bool = False) -> Any:
+        """A connection.  Every statement is bounded: ``statement_timeout`` on the server and
+        as asyncpg's client-side ``command_timeout`` (a silent network never answers the
+        server's cancel); the lock connection's session ends after ``lease_ttl`` without a
+        ping (``idle_session_timeout``: the lease rule of ``base``)."""
         asyncpg = _import_asyncpg()
+        settings = {"statement_timeout": str(round(self.statement_timeout * 1000))}
+        if lock:
+            settings["idle_session_timeout"] = str(round(self.lease_ttl * 1000))
         try:
-            return await asyncpg.connect(self.dsn, timeout=self.connect_timeout)
+            return await asyncpg.connect(
+                self.dsn,
+                timeout=self.connect_timeout,
+                command_timeout=self.statement_timeout,
+                server_settings=settings,
+            )
         except (TimeoutError, OSError) as e:
             raise TransientStoreError(f"PostgresStore: cannot connect to the database: {e}") from e
         except asyncpg.PostgresError as e:
@@ -281,6 +310,7 @@ class PostgresStore:
             raise SchedulerError("PostgresStore is not open; call `await store.open()`")
         await self._stop_keeper()
         while True:
+            started = time.monotonic()
             try:
                 epoch = await self._try_take()
             except TransientStoreError:
@@ -295,12 +325,13 @@ class PostgresStore:
             await asyncio.sleep(self.lock_poll)
         self._epoch = epoch
         self._leading = True
+        self.lease_until = started + self.lease_ttl
         self._keeper = asyncio.get_running_loop().create_task(self._keep_loop(epoch))
         return epoch
 
     async def _try_take(self) -> int | None:
         if self._lock_conn is None or self._lock_conn.is_closed():
-            self._lock_conn = await self._connect()
+            self._lock_conn = await self._connect(lock=True)
         conn = self._lock_conn
         try:
             got = await conn.fetchval(f"SELECT pg_try_advisory_lock({self._lock_key_sql()})", self.schema)
@@ -344,7 +375,7 @@ class PostgresStore:
             pass
         await self._drop_lock_conn()
         try:
-            conn = self._lock_conn = await self._connect()
+            conn = self._lock_conn = await self._connect(lock=True)
             got = await conn.fetchval(f"SELECT pg_try_advisory_lock({self._lock_key_sql()})", self.schema)
             if not got:
                 return False  # someone else holds it now
@@ -413,16 +444,21 @@ class PostgresStore:
     async def load(self, codec: Codec) -> Recovered:
         cutoff = time.time_ns() - round(self.retention * 1e9)
 
-        async def op(conn: Any) -> tuple[list[Any], list[Any]]:
+        async def op(conn: Any) -> Recovered:
+            rec = Recovered()
             async with conn.transaction(isolation="repeatable_read", readonly=True):
-                tasks = await conn.fetch(self._sql_select, cutoff)
+                # rows are decoded as they are read, a few at a time: the table's payloads are
+                # never all in memory twice, as rows and as decoded payloads
+                cur = await conn.cursor(self._sql_select, cutoff)
+                while rows := await cur.fetch(LOAD_CHUNK):
+                    add_task_rows(rec, rows, codec, cutoff)
                 schedules = await conn.fetch(
                     f"SELECT name, spec, payload, next, last FROM {self._q}.cronoq_schedules ORDER BY name"
                 )
-            return tasks, schedules
+            return finish_recovered(rec, schedules, codec)
 
-        tasks, schedules = await self._run(op)
-        return build_recovered(tasks, schedules, codec, cutoff)
+        result: Recovered = await self._run(op)
+        return result
 
     async def commit(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:
         if not mutations:
@@ -466,7 +502,7 @@ class PostgresStore:
                             o[3],
                         )
 
-        await self._run(op)
+        await bounded(self, self._run(op), "PostgresStore")
 
     async def prune(self, now_unix_ns: int) -> int:
         cutoff = now_unix_ns - round(self.retention * 1e9)

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from cronoq.engine.mutations import Mutation, Recovered
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store._records import TASK_COLUMNS, build_recovered, fold
-from cronoq.store.base import TransientStoreError, check_retention, keep_leading, stop_task
+from cronoq.store.base import TransientStoreError, bounded, check_retention, keep_leading, stop_task
 from cronoq.store.codec import Codec
 
 __all__ = ["SqliteStore"]
@@ -117,6 +117,7 @@ class SqliteStore:
         lock_poll: float = 0.5,
         retention: float = 3600.0,
         full_sync: bool = True,
+        commit_timeout: float | None = None,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise TypeError(f"path must be a str or os.PathLike (got {type(path).__name__})")
@@ -128,6 +129,8 @@ class SqliteStore:
         self.lock_poll = _positive("lock_poll", lock_poll)
         self.retention = check_retention(retention)
         self.full_sync = bool(full_sync)
+        #: a commit taking longer raises CommitDeadline (base.bounded); None: unbounded
+        self.commit_timeout = None if commit_timeout is None else _positive("commit_timeout", commit_timeout)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self.on_lost: Callable[[], None] | None = None
         self._epoch = 0
@@ -135,6 +138,8 @@ class SqliteStore:
         self._conn: sqlite3.Connection | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._renewer: asyncio.Task[None] | None = None
+        #: monotonic instant the lease may lapse at (see ``base.lease_left``)
+        self.lease_until = 0.0
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
@@ -270,6 +275,7 @@ class SqliteStore:
     async def acquire(self, *, wait: bool = True) -> int:
         await self._stop_renewer()
         while True:
+            started = time.monotonic()
             try:
                 epoch = await self._call(self._try_take_sync)
             except TransientStoreError:
@@ -283,6 +289,7 @@ class SqliteStore:
             await asyncio.sleep(self.lock_poll)
         self._epoch = epoch
         self._leading = True
+        self.lease_until = started + self.lease_ttl
         self._renewer = asyncio.get_running_loop().create_task(self._renew_loop(epoch))
         return epoch
 
@@ -364,21 +371,23 @@ class SqliteStore:
         conn = self._db()
         conn.execute("BEGIN")
         try:
-            tasks = conn.execute(
-                f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NULL OR finished >= ? ORDER BY id",
-                (cutoff,),
-            ).fetchall()
             schedules = conn.execute(
                 "SELECT name, spec, payload, next, last FROM cronoq_schedules ORDER BY name"
             ).fetchall()
+            # rows are decoded as they are read (a cursor, not fetchall): the table's payloads
+            # are never all in memory twice, as rows and as decoded payloads
+            tasks = conn.execute(
+                f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NULL OR finished >= ? ORDER BY id",
+                (cutoff,),
+            )
+            return build_recovered(tasks, schedules, codec, cutoff)
         finally:
             conn.execute("COMMIT")
-        return build_recovered(tasks, schedules, codec, cutoff)
 
     async def commit(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:
         if not mutations:
             return
-        await self._call(self._commit_sync, mutations, epoch, codec)
+        await bounded(self, self._call(self._commit_sync, mutations, epoch, codec), "SQLite store")
 
     def _commit_sync(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:
         batch = fold(mutations, codec)

@@ -1,0 +1,77 @@
+"""Connection limits of the HTTP listeners: a cap on open connections and a deadline for
+request heads (slowloris), in front of uvicorn's HTTP/1.1 protocol.
+
+Theory of operation
+-------------------
+uvicorn closes a keep-alive connection that stays idle ``timeout_keep_alive`` seconds after a
+response, and answers 503 past ``limit_concurrency`` — but only once a request head has been
+parsed: a client that connects and sends nothing, or a request head a byte at a time, holds
+its connection (and a file descriptor) for ever.  Four thousand such connections, with no
+token needed, stopped both listeners at the descriptor limit.
+
+:func:`guarded_protocol` returns uvicorn's h11 protocol with two additions, counted per
+listener:
+
+* ``max_connections``: a connection beyond it is closed as soon as it is accepted (before a
+  byte is read).
+* ``head_timeout``: from the moment a connection opens, and again after each response, the
+  next request head must be complete within this many seconds, else the connection is
+  closed.  A request in progress is never cut by it (its body is bounded by the handlers'
+  ``request_timeout_s``).
+
+The gRPC listener gets the same two limits from gRPC core's channel arguments
+(``grpc.max_allowed_incoming_connections``, ``grpc.server_handshake_timeout_ms``; see
+``run.grpc_options``).  Limits and defaults: docs/how-to/security.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+__all__ = ["guarded_protocol"]
+
+log = logging.getLogger("cronoq.server.http")
+
+
+def guarded_protocol(max_connections: int, head_timeout: float) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with a connection cap and a request-head deadline (module doc)."""
+
+    class GuardedH11Protocol(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > max_connections:
+                log.warning("HTTP connection refused: %d open (limits.max_connections)", max_connections)
+                transport.close()
+                return
+            self._arm_head_timer()
+
+        def _arm_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            self._head_timer = self.loop.call_later(head_timeout, self._head_timed_out)
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:
+                return  # a request is being served: its own timeouts apply
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm_head_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+            super().connection_lost(exc)
+
+    return GuardedH11Protocol

@@ -1,0 +1,66 @@
+"""Store failures as clients see them: UNAVAILABLE / 503, retryable, without store details.
+
+* A commit the store refuses (here a real one: the SQLite write lock held elsewhere until the
+  store's busy timeout, which it reports as a failure) answers 503 ``unavailable`` with a
+  message naming no path (it was 500 ``internal error: SchedulerError`` with the file's path).
+* A commit that does not finish within ``store.commit_timeout_s`` makes the leader step down:
+  its waiters get 503 / UNAVAILABLE at once (they waited out the whole outage before), it stops
+  answering ready, and it leads again once the store answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+import grpc
+
+from cronoq.errors import SchedulerError
+from cronoq.server import grpc_api
+from cronoq.store.base import CommitDeadline
+
+from .test_http_support import serve
+
+
+def _base(db: Path, extra: str = "") -> str:
+    return f'[store]\nkind = "sqlite"\npath = "{db}"\n{extra}\n[[pools]]\nname = "default"\n'
+
+
+def test_store_errors_map_to_unavailable_without_detail() -> None:
+    for e in (
+        SchedulerError("SQLite store '/secret/path/cronoq.db': database or disk is full"),
+        CommitDeadline("SQLite store: commit did not finish within 1 s; stepping down"),
+    ):
+        code, message = grpc_api._status(e)
+        assert code == grpc.StatusCode.UNAVAILABLE
+        assert "/secret" not in message and "retry" in message
+
+
+async def test_commit_past_its_deadline_steps_down_and_fails_waiters(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    async with serve(base=_base(db, "commit_timeout_s = 0.5")) as (app, c):
+        assert (await c.post("/v1/tasks", json={"key": "before"})).status_code == 200
+        other = sqlite3.connect(db, timeout=0, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # a hung writer: every commit of the leader now waits
+        try:
+            t0 = time.monotonic()
+            r = await c.post("/v1/tasks", json={"key": "during"})
+            took = time.monotonic() - t0
+            assert (r.status_code, r.json()["code"]) == (503, "unavailable"), r.text
+            assert str(tmp_path) not in r.text
+            assert took < 3.0, took  # the deadline (0.5 s), not SQLite's busy timeout (5 s) or more
+            assert (await c.get("/readyz")).status_code == 503
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        # the store answers again: this server leads again and serves
+        for _ in range(200):
+            if (await c.get("/readyz")).status_code == 200:
+                break
+            await asyncio.sleep(0.05)
+        r = await c.post("/v1/tasks", json={"key": "after"})
+        assert r.status_code == 200, r.text
+        assert (await c.post("/v1/tasks", json={"key": "before"})).json()["duplicate"] is True
+        assert app.leading
