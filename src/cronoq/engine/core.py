@@ -15,10 +15,10 @@ the jitter generator seeded from the configuration: the same inputs give the sam
   turn and ticks once gets batched dispatch decisions.
 * Every status change goes through :meth:`_move`, which consults the transition table in
   ``model.py`` and keeps the per-pool counters (pending, ready, per class) exact.
-* Timers (retry backoff, attempt timeout, lease expiry) live in one heap of
-  ``(when, n, kind, task, token)``; an entry whose token no longer matches the task is stale
-  and dropped when it surfaces.  Heartbeats only move ``lease_expires``; the expiry timer
-  re-arms itself when it finds the lease renewed.
+* Timers (retry backoff, attempt timeout, lease expiry, fixed starts, recurring wake-ups,
+  autoscaler evaluations, bucket refills) live in one heap owned by ``timers.py``, which also
+  decides per kind whether an entry that surfaces is still live.  Heartbeats only move
+  ``lease_expires``; the expiry timer re-arms itself when it finds the lease renewed.
 * Terminal tasks are retained (lookups, key dedup, outputs) for ``retention`` and at most
   ``retention_max`` entries, oldest first; pruning is lazy, done at the start of calls.
 """
@@ -115,6 +115,20 @@ from cronoq.engine.resources import SEMAPHORE, Semaphore, TokenBucket
 from cronoq.engine.snapshot import TOTAL_NAMES, GroupSnapshot, PoolSnapshot, Snapshot
 from cronoq.engine.stats import CapacityIntegral, DurationModel, PoolWindow
 from cronoq.engine.time import NS, to_ns
+from cronoq.engine.timers import (
+    T_AWAIT,
+    T_HOLD,
+    T_LEASE,
+    T_MISS,
+    T_RECUR,
+    T_REFILL,
+    T_RETRY,
+    T_SCALE,
+    T_START,
+    T_TIMEOUT,
+    Timers,
+    task_timer_live,
+)
 from cronoq.errors import InvalidSubmission, SubmitError
 
 #: A batch member: (opts, payload, key, deadline, start_at, deps[, blob])
@@ -129,18 +143,6 @@ E_AWAIT = 2  # a key nobody submitted yet
 
 EPOCH_SHIFT = 48
 SEQ_MASK = (1 << EPOCH_SHIFT) - 1
-
-# timer kinds
-T_RETRY = 0
-T_TIMEOUT = 1
-T_LEASE = 2
-T_START = 3  # fixed start reached: scheduled -> ready
-T_HOLD = 4  # start - max_hold: hold a slot
-T_MISS = 5  # start + tolerance: apply on_miss if not started
-T_AWAIT = 6  # await_timeout of an edge to an unknown key
-T_RECUR = 7  # a recurring occurrence comes due: materialize the next one (token = generation)
-T_SCALE = 8  # autoscaler evaluation of pool ``token``
-T_REFILL = 9  # a token bucket (name in the task slot) has refilled enough for its first waiter
 
 
 _PENDING = (True, True, True, False, True) + (False,) * 7  # blocked, scheduled, ready, retrying
@@ -258,7 +260,6 @@ class Core:
         }
         # ready tasks parked until a resource frees: name -> heap of (class, seq, token, task)
         self.res_waiters: dict[str, list[tuple[int, int, int, TaskState]]] = {}
-        self._refill_at: dict[str, int] = {}  # armed wake-up per token bucket
         self.pool_index = {p.name: i for i, p in enumerate(config.pools)}
         self.default_pool = config.default_pool_index()
         self.tasks: dict[int, TaskState] = {}
@@ -267,12 +268,10 @@ class Core:
         # awaited keys: key -> [(dependent, cond)] for edges to tasks not submitted yet
         self.awaiting: dict[str, list[tuple[TaskState, int]]] = {}
         self.schedules: dict[str, Schedule] = {}  # recurring schedules by name
-        self._recur_gen = 0
-        self._recur_by_gen: dict[int, Schedule] = {}  # live T_RECUR timers
         self.next_lease = 1
         self.retained: deque[TaskState] = deque()
-        self.timers: list[tuple[int, int, int, Any, int]] = []
-        self.timer_n = 0
+        self._timers = Timers()
+        self.timers = self._timers.heap  # (the same list: tick drains it in place)
         self.lane_token = 0
         self.actions: list[Any] = []
         self._tot = dict.fromkeys(TOTAL_NAMES, 0)  # rare counters; hot ones are plain ints
@@ -316,16 +315,7 @@ class Core:
 
     def next_wakeup(self) -> int | None:
         """The earliest instant at which ``tick`` has timer work to do (None: no timers)."""
-        timers = self.timers
-        while timers:
-            _, _, kind, t, token = timers[0]
-            if kind == T_RECUR:
-                if token in self._recur_by_gen:
-                    return timers[0][0]
-            elif kind in (T_SCALE, T_REFILL) or self._timer_valid(kind, t, token):
-                return timers[0][0]
-            heapq.heappop(timers)
-        return None
+        return self._timers.next_due()
 
     @property
     def totals(self) -> dict[str, int]:
@@ -1114,7 +1104,7 @@ class Core:
             while timers and timers[0][0] <= now:
                 _when, _, kind, t, token = heapq.heappop(timers)
                 if kind == T_RECUR:
-                    sched = self._recur_by_gen.pop(token, None)
+                    sched = self._timers.take_recur(token)
                     if (
                         sched is not None
                         and sched.gen == token
@@ -1127,10 +1117,9 @@ class Core:
                 elif kind == T_SCALE:
                     self._autoscale(self.pools[token], now)
                 elif kind == T_REFILL:
-                    if self._refill_at.get(t) == _when:
-                        del self._refill_at[t]
+                    self._timers.refill_fired(t, _when)
                     self._unpark_resource(t, now)
-                elif self._timer_valid(kind, t, token):
+                elif task_timer_live(kind, t, token):
                     self._fire(kind, t, token, now)
             if not self.paused:
                 for pool in self.pools:
@@ -1223,11 +1212,8 @@ class Core:
                         self._arm_refill(name, now)
                     elif isinstance(r, TokenBucket):  # a due fixed-start task: wake up when it refilled
                         at = r.ready_at(k, now)
-                        armed = self._refill_at.get(name)
-                        if at is not None and (armed is None or at < armed or armed < now):
-                            self._refill_at[name] = at
-                            self.timer_n += 1
-                            heapq.heappush(self.timers, (at, self.timer_n, T_REFILL, name, 0))
+                        if at is not None:
+                            self._timers.arm_refill(name, at, now)
                     return None
             for name, k in res.items():
                 resources[name].take(k, now)
@@ -1252,13 +1238,8 @@ class Core:
             return
         need = (waiters[0][3].opts.resources or {}).get(name, 1)
         at = r.ready_at(need, now)
-        if at is None:
-            return
-        armed = self._refill_at.get(name)
-        if armed is None or at < armed or armed < now:
-            self._refill_at[name] = at
-            self.timer_n += 1
-            heapq.heappush(self.timers, (at, self.timer_n, T_REFILL, name, 0))
+        if at is not None:
+            self._timers.arm_refill(name, at, now)
 
     def _unpark_resource(self, name: str, now: int) -> None:
         """Return parked tasks of ``name`` to their lanes while the resource can serve them."""
@@ -1408,21 +1389,7 @@ class Core:
     # ------------------------------------------------------------------ timers
 
     def _push_timer(self, when: int, kind: int, t: TaskState, token: int) -> None:
-        self.timer_n += 1
-        heapq.heappush(self.timers, (when, self.timer_n, kind, t, token))
-
-    @staticmethod
-    def _timer_valid(kind: int, t: TaskState, token: int) -> bool:
-        st = t.status
-        if kind == T_RETRY:
-            return st == RETRYING and t.attempt == token
-        if kind in (T_TIMEOUT, T_LEASE):
-            return st == RUNNING and t.lease == token
-        if kind in (T_START, T_HOLD):
-            return st == SCHEDULED
-        if kind == T_MISS:
-            return st == SCHEDULED or (st == READY and t.fixed.in_due)
-        return st == BLOCKED and t.awaiting > 0  # T_AWAIT
+        self._timers.push(when, kind, t, token)
 
     def _fire(self, kind: int, t: TaskState, token: int, now: int) -> None:
         if kind == T_RETRY:
@@ -1705,8 +1672,7 @@ class Core:
         if sc is None:
             return
         pool.scale_armed = True
-        self.timer_n += 1
-        heapq.heappush(self.timers, (now + to_ns(sc.cfg.interval), self.timer_n, T_SCALE, None, pool.index))
+        self._timers.push(now + to_ns(sc.cfg.interval), T_SCALE, None, pool.index)
 
     def _autoscale(self, pool: PoolState, now: int) -> None:
         """Evaluate the pool's desired capacity; emit Scale when it changes (SPEC §10)."""
@@ -1908,11 +1874,7 @@ class Core:
         """Wake ``sched`` up at ``start`` (the instant of its occurrence ahead, or of the one
         dropped for a conflict) and persist where it stands."""
         sched.next_start = start
-        self._recur_gen += 1
-        sched.gen = self._recur_gen
-        self._recur_by_gen[sched.gen] = sched
-        self.timer_n += 1
-        heapq.heappush(self.timers, (start, self.timer_n, T_RECUR, None, sched.gen))
+        self._timers.arm_recur(start, sched)
         if self.persist:
             self.actions.append(
                 Persist(RecurringNext(sched.spec.name, self.config.time_base + start, sched.last_id))
@@ -2080,10 +2042,7 @@ class Core:
             sched.next_start = rs.next - self.config.time_base
             f = ahead.fixed
             sched.ahead = ahead if f is not None and f.start == sched.next_start else None
-            self._recur_gen += 1
-            sched.gen = self._recur_gen
-            self._recur_by_gen[sched.gen] = sched
-            self._push_timer(sched.next_start, T_RECUR, ahead, sched.gen)
+            self._timers.arm_recur(sched.next_start, sched)
         else:
             # (overlap=skip: the next occurrence defers to the latest live one, see recover)
             sched.chain = ahead if live_occ is None or live_occ.status >= FIRST_TERMINAL else live_occ
