@@ -29,15 +29,11 @@ import heapq
 import random
 from collections import deque
 from collections.abc import Iterable, Sequence
-from itertools import chain, islice
 from typing import Any
 
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
-from cronoq.engine.autoscale import Autoscaler
-from cronoq.engine.config import CoreConfig, PoolConfig
+from cronoq.engine.config import CoreConfig
 from cronoq.engine.deps import kids_have_cycle, plan_member_edges, reaches
-from cronoq.engine.fairness import FairLane
-from cronoq.engine.lanes import Lane
 from cronoq.engine.model import (
     BLOCKED,
     CANCELLED,
@@ -99,6 +95,7 @@ from cronoq.engine.mutations import (
     TaskRecord,
     retry_tuple,
 )
+from cronoq.engine.pools import Group, PoolState
 from cronoq.engine.recurring import (
     OVERLAP_NAMES,
     OVERLAP_QUEUE,
@@ -113,7 +110,7 @@ from cronoq.engine.recurring import (
 from cronoq.engine.reservations import MAX_HOLD_NS, FixedStart, max_overlap, reservation_limit
 from cronoq.engine.resources import SEMAPHORE, Semaphore, TokenBucket
 from cronoq.engine.snapshot import TOTAL_NAMES, GroupSnapshot, PoolSnapshot, Snapshot
-from cronoq.engine.stats import CapacityIntegral, DurationModel, PoolWindow
+from cronoq.engine.stats import DurationModel
 from cronoq.engine.time import NS, to_ns
 from cronoq.engine.timers import (
     T_AWAIT,
@@ -133,8 +130,6 @@ from cronoq.errors import InvalidSubmission, SubmitError
 
 #: A batch member: (opts, payload, key, deadline, start_at, deps[, blob])
 BatchItem = tuple[Any, ...]
-
-SERVICE_SAMPLE = 64  # queued tasks per class and lane structure the autoscaler's s is estimated from
 
 # edge kinds while planning a submission
 E_TASK = 0  # an existing live task
@@ -157,93 +152,6 @@ MSG_AWAIT_TIMEOUT = "timed out awaiting unknown dependency"
 _STATUS_BY_NAME = {name: i for i, name in enumerate(STATUS_NAMES)}
 MSG_PREVIOUS_RUNNING = "previous occurrence still running"
 MSG_INTERRUPTED = "attempt interrupted by a restart"
-
-
-class Group:
-    """Worker slots of a pool that share one label set (SPEC §13.2)."""
-
-    __slots__ = ("labels", "capacity", "busy", "order")
-
-    def __init__(self, labels: dict[str, str], capacity: int, order: int) -> None:
-        self.labels = labels
-        self.capacity = capacity
-        self.busy = 0
-        self.order = order
-
-    def accepts(self, need: dict[str, str] | None) -> bool:
-        if not need:
-            return True
-        lab = self.labels
-        return all(lab.get(k) == v for k, v in need.items())
-
-
-class PoolState:
-    """Live state of one pool."""
-
-    __slots__ = (
-        "busy",
-        "capacity",
-        "capacity_integral",
-        "cfg",
-        "desired",
-        "due",
-        "held",
-        "index",
-        "lane_ready",
-        "lanes",
-        "name",
-        "pending",
-        "pending_by_class",
-        "queued",
-        "ready",
-        "ready_by_class",
-        "res",
-        "waiting_space",
-        "window",
-        "groups",
-        "label_waiters",
-        "fair",
-        "scaler",
-        "scale_armed",
-        "retrying",
-        "retrying_by_class",
-        "run_ewma",
-        "group_order",
-    )
-
-    def __init__(self, index: int, cfg: PoolConfig, now: int, window_ns: int) -> None:
-        self.index = index
-        self.name = cfg.name
-        self.cfg = cfg
-        # worker groups: [unlabelled, then labelled by (#labels, creation order)]
-        self.groups = [Group({}, cfg.initial_capacity, 0)]
-        self.group_order = 1
-        self.capacity = cfg.initial_capacity  # sum over groups
-        self.busy = 0  # sum over groups
-        self.held = 0
-        self.desired = self.capacity
-        self.pending = 0
-        self.pending_by_class = [0] * NUM_CLASSES
-        self.ready = 0
-        self.ready_by_class = [0] * NUM_CLASSES
-        self.lane_ready = [0] * NUM_CLASSES  # ready tasks queued in each class lane
-        self.queued = 0  # sum of lane_ready
-        # ready fixed-start tasks before their miss deadline: (start, id, task), dispatched first
-        self.due: list[tuple[int, int, TaskState]] = []
-        self.res: dict[int, tuple[int, int]] = {}  # reservation windows of not-yet-started tasks
-        self.fair = cfg.fair_share
-        self.lanes: list[Any] = [
-            FairLane(cfg.tenant_weights) if cfg.fair_share else Lane() for _ in range(NUM_CLASSES)
-        ]
-        self.label_waiters: list[tuple[int, TaskState]] = []  # ready tasks no group can take now
-        self.scaler = Autoscaler(cfg.autoscale, cfg.min, cfg.max, now) if cfg.autoscale else None
-        self.scale_armed = False
-        self.retrying = 0
-        self.retrying_by_class = [0] * NUM_CLASSES
-        self.run_ewma = 0.0  # ns, successful run times of the whole pool (autoscaler service time)
-        self.window = PoolWindow(window_ns)
-        self.capacity_integral = CapacityIntegral(now, self.capacity)
-        self.waiting_space = False
 
 
 class Core:
@@ -1639,26 +1547,8 @@ class Core:
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(f"capacity must be an int >= 0 (got {n!r})")
         pool = self.pools[idx]
-        groups = pool.groups
-        if not labels:
-            group = groups[0]
-            group.capacity = n
-            if pool.scaler is None:
-                pool.desired = n
-        else:
-            lab = {str(k): str(v) for k, v in labels.items()}
-            found = next((g for g in groups[1:] if g.labels == lab), None)
-            if found is None:
-                if n == 0:
-                    return
-                groups.append(Group(lab, n, pool.group_order))
-                pool.group_order += 1
-                groups[1:] = sorted(groups[1:], key=lambda g: (len(g.labels), g.order))
-            elif n == 0:
-                groups.remove(found)
-            else:
-                found.capacity = n
-        pool.capacity = sum(g.capacity for g in groups)
+        if not pool.resize_group(labels, n):
+            return
         pool.capacity_integral.change(now, pool.capacity, self.config.window)
         if pool.label_waiters:
             self._unpark_labels(pool)
@@ -1676,62 +1566,14 @@ class Core:
 
     def _autoscale(self, pool: PoolState, now: int) -> None:
         """Evaluate the pool's desired capacity; emit Scale when it changes (SPEC §10)."""
-        sc = pool.scaler
         pool.scale_armed = False
-        if sc is None:
+        desired = pool.evaluate_scale(now, self._expected)
+        if desired is None:
             return
-        by_class = [pool.ready_by_class[c] + pool.retrying_by_class[c] for c in range(NUM_CLASSES)]
-        service = self._service_time(pool, by_class)
-        horizon = now + to_ns(sc.cfg.reservation_horizon)
-        upcoming = [w for w in pool.res.values() if w[0] <= horizon and w[1] >= now]
-        peak = max_overlap(upcoming, -(1 << 62), 1 << 62) if upcoming else 0
-        g0 = pool.groups[0]
-        desired = sc.evaluate(
-            now,
-            g0.capacity,
-            service_s=service / NS,
-            backlog=pool.ready + pool.retrying,
-            backlog_by_class=by_class,
-            busy=g0.busy,
-            reservations_peak=peak,
-        )
-        pool.desired = desired
-        if desired != g0.capacity:
+        if desired != pool.groups[0].capacity:
             self.actions.append(Scale(pool.name, desired))
-        idle = pool.pending == 0 and pool.busy == 0 and g0.capacity <= sc.lo and sc.rate < 0.01
-        if not idle:
+        if not pool.scale_idle():
             self._arm_scale(pool, now)
-
-    def _service_time(self, pool: PoolState, by_class: list[int]) -> float:
-        """s of SPEC §10: the mean expected duration (§5.3: hint, learned, default) of the pool's
-        backlog, estimated from up to SERVICE_SAMPLE queued tasks per class and weighted by
-        each class's backlog; with no backlog, the pool's learned run time or its default."""
-        total = weight = 0.0
-        expected = self._expected
-        for c, lane in enumerate(pool.lanes):
-            if not by_class[c]:
-                continue
-            n = 0
-            acc = 0
-            parts = lane.lanes.values() if pool.fair else (lane,)  # a FairLane: one Lane per tenant
-            for entry in chain.from_iterable(
-                chain(
-                    islice(ln.fifo, SERVICE_SAMPLE),
-                    islice(ln.late, SERVICE_SAMPLE),
-                    islice(ln.dl, SERVICE_SAMPLE),
-                )
-                for ln in parts
-            ):
-                t = entry[-1]
-                if t.status == READY and t.lane_token == entry[-2]:
-                    acc += expected(t.opts)
-                    n += 1
-            if n:
-                total += by_class[c] * acc / n
-                weight += by_class[c]
-        if weight:
-            return total / weight
-        return pool.run_ewma if pool.run_ewma > 0 else float(pool.cfg.default_duration)
 
     # ------------------------------------------------------------------ recurring schedules
 
