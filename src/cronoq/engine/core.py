@@ -109,7 +109,7 @@ from cronoq.engine.recurring import (
 )
 from cronoq.engine.reservations import MAX_HOLD_NS, FixedStart, max_overlap, reservation_limit
 from cronoq.engine.resources import SEMAPHORE, Semaphore, TokenBucket
-from cronoq.engine.snapshot import TOTAL_NAMES, GroupSnapshot, PoolSnapshot, Snapshot
+from cronoq.engine.snapshot import TOTAL_NAMES, Snapshot, build_snapshot
 from cronoq.engine.stats import DurationModel
 from cronoq.engine.time import NS, to_ns
 from cronoq.engine.timers import (
@@ -1939,71 +1939,8 @@ class Core:
 
     def snapshot(self, now: int) -> Snapshot:
         self._prune(now)
-        window = self.config.window
-        pools = []
-        running_by_pool: dict[int, int] = {}
-        for t in self.leases.values():
-            el = now - t.attempt_started
-            pi = t.opts.pool_index
-            running_by_pool[pi] = running_by_pool.get(pi, 0) + (el if el < window else window)
-        total_pending = 0
-        for pool in self.pools:
-            total_pending += pool.pending
-            tot = pool.window.totals(now)
-            wait = tot.wait
-            run = tot.run
-            dispatched = tot.dispatched
-            jumped = tot.jumped
-            fs_total = tot.fs_total
-            useful_ns = tot.useful_ns
-            busy_ns = tot.busy_ns + running_by_pool.get(pool.index, 0)
-            w50, w90, w99 = wait.quantiles((0.5, 0.9, 0.99))
-            r50, r99 = run.quantiles((0.5, 0.99))
-            provisioned = pool.capacity_integral.provisioned_ns(now, window)
-            util = min(1.0, busy_ns / provisioned) if provisioned > 0 else 0.0
-            eff = min(1.0, useful_ns / provisioned) if provisioned > 0 else 0.0
-            wns = pool.capacity_integral.worker_ns(now)
-            ws = wns / NS
-            pools.append(
-                PoolSnapshot(
-                    name=pool.name,
-                    capacity=pool.capacity,
-                    busy=pool.busy,
-                    held=min(pool.held, max(0, pool.capacity - pool.busy)),
-                    desired=pool.desired,
-                    pending=pool.pending,
-                    pending_by_class=list(pool.pending_by_class),
-                    ready=pool.ready,
-                    reservations=len(pool.res),
-                    window=window / NS,
-                    dispatched=dispatched,
-                    succeeded=tot.succeeded,
-                    failed=tot.failed,
-                    retried=tot.retried,
-                    priority_adherence=1.0 - jumped / dispatched if dispatched else 1.0,
-                    fixed_start_hit_rate=tot.fs_hits / fs_total if fs_total else 1.0,
-                    utilization=util,
-                    schedule_efficiency=eff,
-                    wait_mean=wait.mean() / NS,
-                    wait_p50=w50 / NS,
-                    wait_p90=w90 / NS,
-                    wait_p99=w99 / NS,
-                    run_p50=r50 / NS,
-                    run_p99=r99 / NS,
-                    worker_seconds=ws,
-                    cost=ws * pool.cfg.cost_per_worker_second,
-                    groups=[
-                        GroupSnapshot(labels=dict(g.labels), capacity=g.capacity, busy=g.busy)
-                        for g in pool.groups
-                    ],
-                )
-            )
-        return Snapshot(
-            pools=pools,
-            live_tasks=self.live,
-            running=self.running,
-            pending=total_pending,
-            totals=self.totals,
+        return build_snapshot(
+            now, self.config.window, self.pools, self.leases.values(), self.live, self.running, self.totals
         )
 
     # ------------------------------------------------------------------ introspection
