@@ -83,13 +83,8 @@ from cronoq.engine.model import (
 )
 from cronoq.engine.mutations import (
     Recovered,
-    RecoveredSchedule,
     RecoveredTask,
     RecoveredTerminal,
-    RecurringNext,
-    RecurringRecord,
-    RecurringRemove,
-    RecurringUpsert,
     StatusChange,
     Submitted,
     TaskRecord,
@@ -97,15 +92,11 @@ from cronoq.engine.mutations import (
 )
 from cronoq.engine.pools import Group, PoolState
 from cronoq.engine.recurring import (
-    OVERLAP_NAMES,
-    OVERLAP_QUEUE,
-    OVERLAP_QUEUE_ON_SUCCESS,
     OVERLAP_SKIP,
-    CronSchedule,
     RecurringInfo,
     RecurringSpec,
     Schedule,
-    occurrence_key,
+    Schedules,
 )
 from cronoq.engine.reservations import MAX_HOLD_NS, FixedStart, max_overlap, reservation_limit
 from cronoq.engine.resources import SEMAPHORE, Semaphore, TokenBucket
@@ -175,14 +166,14 @@ class Core:
         self.leases: dict[int, TaskState] = {}
         # awaited keys: key -> [(dependent, cond)] for edges to tasks not submitted yet
         self.awaiting: dict[str, list[tuple[TaskState, int]]] = {}
-        self.schedules: dict[str, Schedule] = {}  # recurring schedules by name
+        self.recurring = Schedules(self)
+        self.schedules = self.recurring.by_name  # (the same dict)
         self.next_lease = 1
         self.retained: deque[TaskState] = deque()
-        self._timers = Timers()
-        self.timers = self._timers.heap  # (the same list: tick drains it in place)
+        self.timers = Timers()
         self.lane_token = 0
         self.actions: list[Any] = []
-        self._tot = dict.fromkeys(TOTAL_NAMES, 0)  # rare counters; hot ones are plain ints
+        self.counters = dict.fromkeys(TOTAL_NAMES, 0)  # rare counters; hot ones are plain ints
         self._n_submitted = 0
         self._n_dispatched = 0
         self._n_succeeded = 0
@@ -223,12 +214,12 @@ class Core:
 
     def next_wakeup(self) -> int | None:
         """The earliest instant at which ``tick`` has timer work to do (None: no timers)."""
-        return self._timers.next_due()
+        return self.timers.next_due()
 
     @property
     def totals(self) -> dict[str, int]:
         """Counters since start (SPEC §14), as a fresh dict."""
-        out = dict(self._tot)
+        out = dict(self.counters)
         out["submitted"] = self._n_submitted
         out["dispatched"] = self._n_dispatched
         out["succeeded"] = self._n_succeeded
@@ -324,7 +315,15 @@ class Core:
         self._prune(now)
         return self._submit_items(now, items, single=False)
 
-    def _submit_items(self, now: int, items: Sequence[BatchItem], single: bool) -> list[tuple[int, bool]]:
+    def submit_occurrence(self, now: int, item: BatchItem, schedule: str) -> tuple[int, bool]:
+        """Submit one occurrence of recurring ``schedule`` (for ``recurring.py``): as
+        :meth:`submit` with a start, the task naming its schedule before it is persisted."""
+        self._prune(now)
+        return self._submit_items(now, [item], single=True, schedule=schedule)[0]
+
+    def _submit_items(
+        self, now: int, items: Sequence[BatchItem], single: bool, schedule: str | None = None
+    ) -> list[tuple[int, bool]]:
         """Validate everything first (pools, keys, edges, cycles, reservations, bounds), then create."""
         n = len(items)
         all_pools = self.pools
@@ -504,6 +503,7 @@ class Core:
                 if win is not None:
                     f = FixedStart(start_at, win[0], win[1])
                     f.reserved = True
+                    f.recurring = schedule
                     pool.res[t.id] = win
                     t.fixed = f
             created[i] = t
@@ -552,7 +552,7 @@ class Core:
             if member is None or member.status != BLOCKED:
                 continue
             if broken[i]:
-                self._tot["skipped"] += 1
+                self.counters["skipped"] += 1
                 self._terminate(member, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
             elif member.unmet == 0:
                 release(member, now)
@@ -729,7 +729,7 @@ class Core:
             victim = pool.lanes[NUM_CLASSES - 1].oldest()
         if victim is None:
             raise SubmitError("overloaded", f"pool '{pool.name}' is overloaded")
-        self._tot["shed"] += 1
+        self.counters["shed"] += 1
         self._terminate(victim, now, EV_SHED, MSG_SHED)
 
     # ------------------------------------------------------------------ lifecycle helpers
@@ -908,10 +908,10 @@ class Core:
             pool.window.slot(now).fs_total += 1
         policy = t.opts.on_miss
         if policy == MISS_SKIP:
-            self._tot["missed"] += 1
+            self.counters["missed"] += 1
             self._terminate(t, now, EV_MISS_SKIP, MSG_MISSED)
         elif policy == MISS_FAIL:
-            self._tot["failed"] += 1
+            self.counters["failed"] += 1
             self._terminate(t, now, EV_MISS_FAIL, MSG_MISSED)
         else:  # run_late: stays ready, now in its class lane at its sequence position
             if f.holding:
@@ -973,7 +973,7 @@ class Core:
                         release(child, now)
                 else:
                     msg = f"dependency {p.id} ended as {STATUS_NAMES[p.status]}"
-                    self._tot["skipped"] += 1
+                    self.counters["skipped"] += 1
                     deps_of_child = child.dependents
                     child.dependents = None  # cascade iteratively, not recursively
                     self._terminate(child, now, EV_EDGE_BROKEN, msg)
@@ -1006,18 +1006,14 @@ class Core:
         keeps its reservation, as any fixed-start task that has not started.)  Timers the new
         occurrences need at once (a hold) fire in the same tick, followed by another fill pass.
         """
-        timers = self.timers
+        timers = self.timers.heap
         recur: list[Schedule] | None = None
         while True:
             while timers and timers[0][0] <= now:
                 _when, _, kind, t, token = heapq.heappop(timers)
                 if kind == T_RECUR:
-                    sched = self._timers.take_recur(token)
-                    if (
-                        sched is not None
-                        and sched.gen == token
-                        and self.schedules.get(sched.spec.name) is sched
-                    ):
+                    sched = self.timers.take_recur(token)
+                    if sched is not None and self.recurring.current(sched, token):
                         if recur is None:
                             recur = [sched]
                         else:
@@ -1025,7 +1021,7 @@ class Core:
                 elif kind == T_SCALE:
                     self._autoscale(self.pools[token], now)
                 elif kind == T_REFILL:
-                    self._timers.refill_fired(t, _when)
+                    self.timers.refill_fired(t, _when)
                     self._unpark_resource(t, now)
                 elif task_timer_live(kind, t, token):
                     self._fire(kind, t, token, now)
@@ -1038,10 +1034,7 @@ class Core:
             if recur is None:
                 return
             for sched in recur:
-                # a late wake-up (loaded host, long pause) does not create a burst of past
-                # occurrences: resume from now - tolerance (missed ones are dropped)
-                late = self._unix_s(now) - sched.spec.opts.tolerance / NS
-                self._materialize(sched, now, max(self._unix_s(sched.next_start or now), late))
+                self.recurring.resume(sched, now)
             recur = None
 
     def _fill(self, pool: PoolState, now: int) -> None:
@@ -1121,7 +1114,7 @@ class Core:
                     elif isinstance(r, TokenBucket):  # a due fixed-start task: wake up when it refilled
                         at = r.ready_at(k, now)
                         if at is not None:
-                            self._timers.arm_refill(name, at, now)
+                            self.timers.arm_refill(name, at, now)
                     return None
             for name, k in res.items():
                 resources[name].take(k, now)
@@ -1147,7 +1140,7 @@ class Core:
         need = (waiters[0][3].opts.resources or {}).get(name, 1)
         at = r.ready_at(need, now)
         if at is not None:
-            self._timers.arm_refill(name, at, now)
+            self.timers.arm_refill(name, at, now)
 
     def _unpark_resource(self, name: str, now: int) -> None:
         """Return parked tasks of ``name`` to their lanes while the resource can serve them."""
@@ -1297,24 +1290,24 @@ class Core:
     # ------------------------------------------------------------------ timers
 
     def _push_timer(self, when: int, kind: int, t: TaskState, token: int) -> None:
-        self._timers.push(when, kind, t, token)
+        self.timers.push(when, kind, t, token)
 
     def _fire(self, kind: int, t: TaskState, token: int, now: int) -> None:
         if kind == T_RETRY:
             self._make_ready(t, self.pools[t.opts.pool_index], now, EV_BACKOFF_DONE)
         elif kind == T_TIMEOUT:
-            self._tot["timeouts"] += 1
+            self.counters["timeouts"] += 1
             self._lose(t, now, MSG_TIMEOUT)
         elif kind == T_LEASE:
             if t.lease_expires > now:
                 self._push_timer(t.lease_expires, T_LEASE, t, token)
                 return
-            self._tot["lease_expiries"] += 1
+            self.counters["lease_expiries"] += 1
             self._lose(t, now, MSG_LEASE_LOST)
         elif kind == T_START:
             prev = t.fixed.prev
             if prev is not None and prev.status < FIRST_TERMINAL:  # recurring overlap=skip
-                self._tot["skipped"] += 1
+                self.counters["skipped"] += 1
                 self._terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
                 return
             t.fixed.prev = None  # checked: drop it, so occurrences do not chain in memory forever
@@ -1327,7 +1320,7 @@ class Core:
         elif kind == T_MISS:
             self._miss(t, now)
         elif kind == T_AWAIT:
-            self._tot["skipped"] += 1
+            self.counters["skipped"] += 1
             self._terminate(t, now, EV_EDGE_BROKEN, MSG_AWAIT_TIMEOUT)
 
     def _lose(self, t: TaskState, now: int, message: str) -> None:
@@ -1377,7 +1370,7 @@ class Core:
         """The attempt under ``lease`` returned ``output``.  False (and counted) if stale."""
         t = self.leases.pop(lease, None)
         if t is None:
-            self._tot["stale_completions"] += 1
+            self.counters["stale_completions"] += 1
             return False
         new = FLAT[t.status * 16 + EV_SUCCEED]
         if new != SUCCEEDED:  # pragma: no cover - only running tasks hold leases
@@ -1437,11 +1430,11 @@ class Core:
         """The attempt under ``lease`` failed.  False (and counted) if the lease is stale."""
         t = self.leases.get(lease)
         if t is None:
-            self._tot["stale_completions"] += 1
+            self.counters["stale_completions"] += 1
             return False
         self._end_attempt(t, now, succeeded=False)
         if permanent:
-            self._tot["failed"] += 1
+            self.counters["failed"] += 1
             self._terminate(t, now, EV_PERMANENT, message)
         else:
             self._after_failure(t, now, message, retry_after)
@@ -1450,10 +1443,10 @@ class Core:
     def _after_failure(self, t: TaskState, now: int, message: str, retry_after: int | None) -> None:
         policy = t.opts.retry or self.pools[t.opts.pool_index].cfg.retry
         if t.attempt >= policy.max_attempts:
-            self._tot["dead_lettered"] += 1
+            self.counters["dead_lettered"] += 1
             self._terminate(t, now, EV_EXHAUSTED, message)
             return
-        self._tot["retries"] += 1
+        self.counters["retries"] += 1
         pool = self.pools[t.opts.pool_index]
         pool.window.slot(now).retried += 1
         t.message = message
@@ -1528,7 +1521,7 @@ class Core:
         if t.status == RUNNING:
             self.actions.append(Abort(t.lease, t.id, MSG_CANCELLED))
             self._end_attempt(t, now, succeeded=False)
-        self._tot["cancelled"] += 1
+        self.counters["cancelled"] += 1
         self._terminate(t, now, EV_CANCEL, MSG_CANCELLED)
         return True
 
@@ -1562,7 +1555,7 @@ class Core:
         if sc is None:
             return
         pool.scale_armed = True
-        self._timers.push(now + to_ns(sc.cfg.interval), T_SCALE, None, pool.index)
+        self.timers.push(now + to_ns(sc.cfg.interval), T_SCALE, None, pool.index)
 
     def _autoscale(self, pool: PoolState, now: int) -> None:
         """Evaluate the pool's desired capacity; emit Scale when it changes (SPEC §10)."""
@@ -1577,150 +1570,16 @@ class Core:
 
     # ------------------------------------------------------------------ recurring schedules
 
-    def _unix_s(self, now: int) -> float:
-        return (self.config.time_base + now) / NS
-
     def add_recurring(self, now: int, spec: RecurringSpec) -> RecurringInfo:
-        """Add or replace a schedule and materialize its first occurrence (SPEC §7).
-
-        Raises SubmitError ``unknown_pool``; the cron and time zone were validated when the
-        spec was built.  A replaced schedule's materialized occurrence still runs, and the two
-        never fire for the same instant: when the replaced schedule has an occurrence for
-        instant T materialized (whatever became of it since), that one stays the occurrence
-        ahead, and the new schedule's first occurrence, the first one after T, is created when
-        T comes due.  The new schedule's overlap policy does not chain onto it.
-        """
-        self.resolve_pool(spec.opts)
-        old = self.schedules.get(spec.name)
-        sched = Schedule(spec)
-        self.schedules[spec.name] = sched
-        if self.persist:
-            self.actions.append(Persist(RecurringUpsert(self._recurring_record(spec))))
-        if old is not None and old.ahead is not None and old.next_start is not None:
-            sched.ahead = old.ahead
-            sched.last_id = old.last_id
-            self._arm_recur(sched, old.next_start)
-        else:
-            self._materialize(sched, now, self._unix_s(now))
-        return self._info(sched)
+        """Add or replace a schedule and materialize its first occurrence (see ``recurring.py``)."""
+        return self.recurring.add(now, spec)
 
     def remove_recurring(self, now: int, name: str) -> bool:
         """Remove a schedule; its already-materialized occurrence still runs."""
-        removed = self.schedules.pop(name, None) is not None
-        if removed and self.persist:
-            self.actions.append(Persist(RecurringRemove(name)))
-        return removed
-
-    def _recurring_record(self, spec: RecurringSpec) -> RecurringRecord:
-        o = spec.opts
-        template = TaskRecord(
-            pool=self.pools[o.pool_index].name,
-            kind=o.kind,
-            priority=o.priority,
-            key=spec.key,
-            tolerance=o.tolerance,
-            on_miss=o.on_miss,
-            duration_hint=o.duration_hint,
-            timeout=o.timeout,
-            retry=retry_tuple(o.retry),
-            resources=o.resources,
-            tags=o.tags,
-            labels=o.labels,
-            tenant=o.tenant,
-            payload=spec.blob,
-        )
-        return RecurringRecord(
-            spec.name, spec.cron.expr, spec.cron.tz_name, spec.overlap, template, spec.deadline_rel
-        )
+        return self.recurring.remove(name)
 
     def list_recurring(self) -> list[RecurringInfo]:
-        return [self._info(s) for s in self.schedules.values()]
-
-    def _info(self, sched: Schedule) -> RecurringInfo:
-        spec = sched.spec
-        return RecurringInfo(
-            name=spec.name,
-            cron=spec.cron.expr,
-            tz=spec.cron.tz_name,
-            overlap=OVERLAP_NAMES[spec.overlap],
-            next_unix_ns=None if sched.next_start is None else self.config.time_base + sched.next_start,
-            last_task_id=sched.last_id,
-            pool=self.pools[spec.opts.pool_index].name,
-            key=spec.key,
-            kind=spec.opts.kind,
-        )
-
-    def _materialize(self, sched: Schedule, now: int, after_unix: float) -> None:
-        """Create the next occurrence after ``after_unix`` as a fixed-start task.
-
-        One occurrence is tried (SPEC §7: each next one is created when the previous comes
-        due): one that cannot get a reservation (or finds its pool full) is dropped and counted
-        once, and the schedule wakes up at its instant to try the following one, by when the
-        reservations it conflicted with may have been released.
-        """
-        spec = sched.spec
-        prev = sched.chain
-        tb = self.config.time_base
-        nxt = spec.cron.next_after(after_unix)
-        if nxt is None:
-            self._tot["recurring_invalid"] += 1
-            sched.ahead = None
-            sched.next_start = None
-            if self.persist:
-                self.actions.append(Persist(RecurringNext(spec.name, None, sched.last_id)))
-            return
-        start = round(nxt * NS) - tb
-        key = None if spec.key is None else occurrence_key(spec.key, tb + start)
-        deps: list[tuple[int | str, int]] | None = None
-        if prev is not None and prev.id in self.tasks:
-            if spec.overlap == OVERLAP_QUEUE:
-                deps = [(prev.id, ON_COMPLETE)]
-            elif spec.overlap == OVERLAP_QUEUE_ON_SUCCESS:
-                deps = [(prev.id, ON_SUCCESS)]
-        deadline = None if spec.deadline_rel is None else start + spec.deadline_rel
-        try:
-            tid, dup = self.submit(now, sched.opts, spec.payload, key, deadline, start, deps, spec.blob)
-        except SubmitError:  # reservation conflict or a full pool: drop this occurrence
-            self._tot["recurring_conflicts"] += 1
-            sched.ahead = None
-            self._arm_recur(sched, start)
-            return
-        t = self.tasks[tid]
-        if not dup and t.fixed is not None:
-            t.fixed.recurring = spec.name
-            if self.persist:  # the Submitted record was built before the name was set
-                for a in reversed(self.actions):
-                    m = a.mutation if type(a) is Persist else None
-                    if type(m) is Submitted and m.id == tid:
-                        m.spec.recurring = spec.name
-                        break
-            if spec.overlap == OVERLAP_SKIP:
-                # an occurrence that ended before coming due (skipped for overlap, or
-                # cancelled while scheduled) still has its start check's ``prev``: check
-                # the one it deferred to, so a long run is never overlapped by a later one
-                live = prev
-                while (
-                    live is not None
-                    and live.status >= FIRST_TERMINAL
-                    and live.fixed is not None
-                    and live.fixed.prev is not None
-                ):
-                    live = live.fixed.prev
-                t.fixed.prev = live
-        sched.ahead = t
-        sched.chain = t
-        sched.last_id = tid
-        self._arm_recur(sched, start)
-
-    def _arm_recur(self, sched: Schedule, start: int) -> None:
-        """Wake ``sched`` up at ``start`` (the instant of its occurrence ahead, or of the one
-        dropped for a conflict) and persist where it stands."""
-        sched.next_start = start
-        self._timers.arm_recur(start, sched)
-        if self.persist:
-            self.actions.append(
-                Persist(RecurringNext(sched.spec.name, self.config.time_base + start, sched.last_id))
-            )
+        return self.recurring.infos()
 
     # ------------------------------------------------------------------ recovery
 
@@ -1826,13 +1685,13 @@ class Core:
                 self._recover_attempt(t, now)
             elif t.unmet < 0:
                 t.unmet = 0
-                self._tot["skipped"] += 1
+                self.counters["skipped"] += 1
                 self._terminate(t, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
             elif t.unmet == 0:
                 prev = last_occ.get(name) if name is not None else None
                 if prev is not None and prev.status < FIRST_TERMINAL and t.fixed is not None:
                     if t.fixed.start <= now:  # came due while the previous one is live
-                        self._tot["skipped"] += 1
+                        self.counters["skipped"] += 1
                         self._terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
                         continue
                     t.fixed.prev = prev
@@ -1840,7 +1699,7 @@ class Core:
             if name is not None and t.status < FIRST_TERMINAL:
                 last_occ[name] = t
         for rs in rec.schedules:
-            self._recover_schedule(rs, now, last_occ.get(rs.spec.name))
+            self.recurring.recover(rs, now, last_occ.get(rs.spec.name))
         for pool in self.pools:  # work recovered is not new work: no arrivals for the scaler
             if pool.scaler is not None:
                 pool.scaler.arrivals = 0
@@ -1852,45 +1711,6 @@ class Core:
         self._move(t, EV_UNBLOCK, now)
         self._move(t, EV_DISPATCH, now)
         self._after_failure(t, now, MSG_INTERRUPTED, None)
-
-    def _recover_schedule(self, rs: RecoveredSchedule, now: int, live_occ: TaskState | None = None) -> None:
-        rec = rs.spec
-        try:
-            cron = CronSchedule(rec.cron, rec.tz)
-        except ValueError as e:
-            self._tot["recurring_invalid"] += 1
-            if self.persist:
-                self.actions.append(Persist(RecurringRemove(rec.name)))
-            del e
-            return
-        opts = rec.template.options()
-        try:
-            self.resolve_pool(opts)
-        except SubmitError:
-            self._tot["recurring_invalid"] += 1
-            return
-        spec = RecurringSpec(
-            rec.name, cron, rec.overlap, opts, rec.template.payload, rec.template.key, rec.deadline_rel
-        )
-        spec.blob = rec.template.payload
-        sched = Schedule(spec)
-        self.schedules[rec.name] = sched
-        ahead = self.tasks.get(rs.last) if rs.last else None
-        if ahead is not None and ahead.status < FIRST_TERMINAL and rs.next is not None:
-            # the wake-up resumes: at the start of the occurrence ahead, or at the instant of
-            # one dropped for a conflict (``last`` is then the occurrence before it)
-            sched.chain = ahead
-            sched.last_id = ahead.id
-            sched.next_start = rs.next - self.config.time_base
-            f = ahead.fixed
-            sched.ahead = ahead if f is not None and f.start == sched.next_start else None
-            self._timers.arm_recur(sched.next_start, sched)
-        else:
-            # (overlap=skip: the next occurrence defers to the latest live one, see recover)
-            sched.chain = ahead if live_occ is None or live_occ.status >= FIRST_TERMINAL else live_occ
-            sched.last_id = rs.last
-            after = self._unix_s(now) if rs.next is None else max(self._unix_s(now), rs.next / NS)
-            self._materialize(sched, now, after)
 
     def _retain_recovered(self, r0: RecoveredTerminal) -> TaskState:
         """A terminal task read back from the store: retained for lookups, dedup and outputs."""
@@ -1925,7 +1745,7 @@ class Core:
         """
         if self.persist:
             self.actions.append(Persist(StatusChange(tid, "failed", 0, self.config.time_base + now, reason)))
-        self._tot["failed"] += 1
+        self.counters["failed"] += 1
         if row is not None and tid not in self.tasks:
             row.status = "failed"
             row.message = reason

@@ -564,7 +564,7 @@ class Scheduler:
         """A report arrived for a lease that is no longer current (remote workers)."""
         core = self._core
         if core is not None:
-            core._tot["stale_completions"] += 1
+            core.counters["stale_completions"] += 1
 
     def _late_report(self, ctx: TaskContext) -> None:
         """An in-process attempt ended after the engine aborted it: a stale report (SPEC §9).
