@@ -55,10 +55,17 @@ from cronoq.engine.model import (
     EV_UNBLOCK_LATER,
     FAILED,
     FIRST_TERMINAL,
+    MSG_ALREADY_FINISHED,
+    MSG_AWAIT_TIMEOUT,
+    MSG_CANCELLED,
+    MSG_LEASE_LOST,
+    MSG_MISSED,
+    MSG_PREVIOUS_RUNNING,
+    MSG_SHED,
+    MSG_TIMEOUT,
     NUM_CLASSES,
     ON_COMPLETE,
     ON_SUCCESS,
-    OUTPUT_LOST,
     READY,
     RETRYING,
     RUNNING,
@@ -83,16 +90,14 @@ from cronoq.engine.model import (
 )
 from cronoq.engine.mutations import (
     Recovered,
-    RecoveredTask,
-    RecoveredTerminal,
     StatusChange,
     Submitted,
     TaskRecord,
     retry_tuple,
 )
 from cronoq.engine.pools import Group, PoolState
+from cronoq.engine.recovery import Recovery
 from cronoq.engine.recurring import (
-    OVERLAP_SKIP,
     RecurringInfo,
     RecurringSpec,
     Schedule,
@@ -132,17 +137,6 @@ SEQ_MASK = (1 << EPOCH_SHIFT) - 1
 
 
 _PENDING = (True, True, True, False, True) + (False,) * 7  # blocked, scheduled, ready, retrying
-
-MSG_TIMEOUT = "attempt timed out"
-MSG_LEASE_LOST = "lease expired"
-MSG_CANCELLED = "cancelled"
-MSG_SHED = "shed under overload"
-MSG_MISSED = "fixed start missed"
-MSG_ALREADY_FINISHED = "task already finished"
-MSG_AWAIT_TIMEOUT = "timed out awaiting unknown dependency"
-_STATUS_BY_NAME = {name: i for i, name in enumerate(STATUS_NAMES)}
-MSG_PREVIOUS_RUNNING = "previous occurrence still running"
-MSG_INTERRUPTED = "attempt interrupted by a restart"
 
 
 class Core:
@@ -616,27 +610,32 @@ class Core:
         key: str | None,
         deadline: int | None,
     ) -> TaskState:
-        """Create a task in ``blocked`` and count it; the caller releases it."""
+        """Create a task in ``blocked`` under the next id and count it; the caller releases it."""
         seq = self.seq
         self.seq = seq + 1
-        tid = self.id_base | seq
-        t = TaskState(tid, seq, opts, payload, key, now)
-        self.tasks[tid] = t
-        if key is not None:
-            self.keys[key] = tid
+        t = TaskState(self.id_base | seq, seq, opts, payload, key, now)
         self._n_submitted += 1
-        self.live += 1
-        c = opts.priority
-        pool.pending += 1
-        pool.pending_by_class[c] += 1
         if deadline is not None:
             t.deadline = deadline
+        self._admit(t, pool, now)
         if self.publish and self.emit_transitions:
             self._event(t, now, None)
+        return t
+
+    def _admit(self, t: TaskState, pool: PoolState, now: int) -> None:
+        """Take a new ``blocked`` task in: indexed (id, key), live, pending in its pool.
+
+        New submissions (:meth:`_new_task`) and recovered tasks, which keep their ids, share it.
+        """
+        self.tasks[t.id] = t
+        if t.key is not None:
+            self.keys[t.key] = t.id
+        self.live += 1
+        pool.pending += 1
+        pool.pending_by_class[t.opts.priority] += 1
         if pool.scaler is not None and not pool.scale_armed:
             # (its arrival counts when it becomes ready: _release / its start coming due)
             self._arm_scale(pool, now)
-        return t
 
     def _persist_submitted(
         self,
@@ -1591,169 +1590,9 @@ class Core:
         ``retrying``: its interrupted attempt counts and it becomes ready after the backoff its
         policy gives for that attempt, counted from now); schedules resume where they were.
         Changes recovery makes (retries, skips, quarantines) are persisted like any other.
+        See ``recovery.py``.
         """
-        tb = self.config.time_base
-        for term in sorted(rec.terminal, key=lambda x: (x.finished, x.id)):
-            self._retain_recovered(term)
-        live: list[tuple[TaskState, RecoveredTask]] = []
-        for r in sorted(rec.tasks, key=lambda x: x.id):
-            spec = r.spec
-            opts = spec.options()
-            try:
-                pool = self.pools[self.resolve_pool(opts)]
-            except SubmitError as e:
-                reason = f"cannot recover task: {e.message}"
-                rec.quarantined.append((r.id, reason))
-                rec.quarantined_rows[r.id] = RecoveredTerminal(
-                    r.id, r.seq, spec.pool or "", spec.kind, spec.key, "failed", r.attempt, r.arrival,
-                    r.started, r.arrival, reason, None, False, int(spec.priority),
-                )  # fmt: skip
-                continue
-            publish, self.publish = self.publish, False  # no event under the temporary id
-            t = self._new_task(now - 0, pool, opts, r.payload, spec.key, None)
-            self.publish = publish
-            self.seq -= 1  # _new_task consumed a sequence number: give it back, keep the old id
-            del self.tasks[t.id]
-            if spec.key is not None and self.keys.get(spec.key) == t.id:
-                del self.keys[spec.key]
-            t.id = r.id
-            t.seq = r.seq
-            t.created_at = r.arrival - tb
-            self.tasks[t.id] = t
-            if spec.key is not None:
-                self.keys[spec.key] = t.id
-            self._n_submitted -= 1  # counted when it was first submitted
-            t.attempt = r.attempt
-            if publish and self.emit_transitions:
-                self._event(t, now, None)  # blocked, under its real id
-            t.started_at = None if r.started is None else r.started - tb
-            t.message = r.message
-            if spec.deadline is not None:
-                t.deadline = spec.deadline - tb
-            if spec.start is not None and r.attempt == 0:
-                start = spec.start - tb
-                lo = start - opts.tolerance
-                hi = start + self._expected(opts) + opts.tolerance
-                f = FixedStart(start, lo, hi)
-                f.reserved = True
-                f.recurring = spec.recurring
-                pool.res[t.id] = (lo, hi)
-                t.fixed = f
-            live.append((t, r))
-        for qid, reason in rec.quarantined:
-            self._quarantine(qid, reason, now, rec.quarantined_rows.get(qid))
-        # dependencies, then release (in id order, parents before children)
-        for t, r in live:
-            if r.status in ("running", "retrying") or r.attempt > 0:
-                continue
-            for target, cond in r.spec.deps or ():
-                if isinstance(target, str):
-                    tid = self.keys.get(target)
-                else:
-                    tid = target
-                parent = self.tasks.get(tid) if tid is not None else None
-                if parent is None:
-                    if (
-                        isinstance(target, str)
-                        and self.pools[t.opts.pool_index].cfg.unknown_dependency == "await"
-                    ):
-                        self.awaiting.setdefault(target, []).append((t, cond))
-                        t.unmet += 1
-                        t.awaiting += 1
-                        timeout = self.pools[t.opts.pool_index].cfg.await_timeout
-                        if timeout is not None and t.awaiting == 1:  # re-arm, from the submission
-                            self._push_timer(t.created_at + timeout, T_AWAIT, t, 0)
-                    elif cond != ON_COMPLETE:
-                        t.message = MSG_ALREADY_FINISHED
-                        t.unmet = -1  # broken
-                        break
-                elif parent.status >= FIRST_TERMINAL:
-                    if not edge_satisfied(cond, parent.status):
-                        t.unmet = -1
-                        break
-                else:
-                    self._link(parent, t, cond)
-        # overlap=skip: FixedStart.prev is not persisted; link each occurrence to the latest
-        # live one before it (id order), so the start check still sees an interrupted run
-        skip = {rs.spec.name for rs in rec.schedules if rs.spec.overlap == OVERLAP_SKIP}
-        last_occ: dict[str, TaskState] = {}
-        for t, r in live:
-            if t.status != BLOCKED:
-                continue
-            name = r.spec.recurring if r.spec.recurring in skip else None
-            if r.status in ("running", "retrying") or r.attempt > 0:
-                self._recover_attempt(t, now)
-            elif t.unmet < 0:
-                t.unmet = 0
-                self.counters["skipped"] += 1
-                self._terminate(t, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
-            elif t.unmet == 0:
-                prev = last_occ.get(name) if name is not None else None
-                if prev is not None and prev.status < FIRST_TERMINAL and t.fixed is not None:
-                    if t.fixed.start <= now:  # came due while the previous one is live
-                        self.counters["skipped"] += 1
-                        self._terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
-                        continue
-                    t.fixed.prev = prev
-                self._release(t, now)
-            if name is not None and t.status < FIRST_TERMINAL:
-                last_occ[name] = t
-        for rs in rec.schedules:
-            self.recurring.recover(rs, now, last_occ.get(rs.spec.name))
-        for pool in self.pools:  # work recovered is not new work: no arrivals for the scaler
-            if pool.scaler is not None:
-                pool.scaler.arrivals = 0
-
-    def _recover_attempt(self, t: TaskState, now: int) -> None:
-        """A task interrupted by the restart: its attempt counts; retry after its backoff."""
-        # blocked -> ready -> running were never persisted for this term: replay them through
-        # the table (no slot is taken), then fail the interrupted attempt retryably.
-        self._move(t, EV_UNBLOCK, now)
-        self._move(t, EV_DISPATCH, now)
-        self._after_failure(t, now, MSG_INTERRUPTED, None)
-
-    def _retain_recovered(self, r0: RecoveredTerminal) -> TaskState:
-        """A terminal task read back from the store: retained for lookups, dedup and outputs."""
-        tb = self.config.time_base
-        pidx = self.pool_index.get(r0.pool, self.default_pool)
-        opts = TaskOptions(pool=self.pools[pidx].name, kind=r0.kind, priority=r0.priority)
-        opts.pool_index = pidx
-        opts.stats_key = (pidx, r0.kind)
-        opts.resolver = self
-        t = TaskState(r0.id, r0.seq, opts, None, r0.key, r0.arrival - tb)
-        t.status = _STATUS_BY_NAME.get(r0.status, FAILED)
-        t.attempt = r0.attempt
-        t.started_at = None if r0.started is None else r0.started - tb
-        t.finished_at = r0.finished - tb
-        t.message = r0.message
-        if r0.has_output:
-            t.output = r0.output
-        elif t.status == SUCCEEDED:
-            t.output = OUTPUT_LOST  # (awaiting it raises TaskFailed, SPEC §3: not a silent None)
-        self.tasks[t.id] = t
-        if t.key is not None:
-            self.keys[t.key] = t.id
-        self.retained.append(t)
-        return t
-
-    def _quarantine(self, tid: int, reason: str, now: int, row: RecoveredTerminal | None = None) -> None:
-        """A row the store could not decode: a failed task from now on, never a crash (SPEC §15.3).
-
-        With what the store could still read of the row, the task stays known as a retained
-        ``failed`` task with the reason as its message: lookups and handles answer, dependents
-        see a failed parent, and its key stays taken for the retention period.
-        """
-        if self.persist:
-            self.actions.append(Persist(StatusChange(tid, "failed", 0, self.config.time_base + now, reason)))
-        self.counters["failed"] += 1
-        if row is not None and tid not in self.tasks:
-            row.status = "failed"
-            row.message = reason
-            row.output, row.has_output = None, False
-            row.finished = self.config.time_base + now
-            if row.key is not None and row.key in self.keys:
-                row.key = None  # another task holds the key: that one keeps it
-            self._retain_recovered(row)
+        Recovery(self, now).run(rec)
 
     # ------------------------------------------------------------------ snapshot
 

@@ -531,3 +531,15 @@ class StatusEvent:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (StatusEvent, tuple(getattr(self, s) for s in self.__slots__))
+
+
+# the messages the engine gives the statuses it decides (SPEC §4)
+MSG_TIMEOUT: Final = "attempt timed out"
+MSG_LEASE_LOST: Final = "lease expired"
+MSG_CANCELLED: Final = "cancelled"
+MSG_SHED: Final = "shed under overload"
+MSG_MISSED: Final = "fixed start missed"
+MSG_ALREADY_FINISHED: Final = "task already finished"
+MSG_AWAIT_TIMEOUT: Final = "timed out awaiting unknown dependency"
+MSG_PREVIOUS_RUNNING: Final = "previous occurrence still running"
+MSG_INTERRUPTED: Final = "attempt interrupted by a restart"
