@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
+from cronoq.engine.admission import BatchItem
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.deps import kids_have_cycle, plan_member_edges, reaches
 from cronoq.engine.model import (
@@ -123,9 +124,6 @@ from cronoq.engine.timers import (
     task_timer_live,
 )
 from cronoq.errors import InvalidSubmission, SubmitError
-
-#: A batch member: (opts, payload, key, deadline, start_at, deps[, blob])
-BatchItem = tuple[Any, ...]
 
 # edge kinds while planning a submission
 E_TASK = 0  # an existing live task
@@ -273,7 +271,7 @@ class Core:
         if start_at is not None or deps or (key is not None and key in self.awaiting):
             # (an awaited key must bind its waiters, which only _submit_items does)
             return self._submit_items(
-                now, [(opts, payload, key, deadline, start_at, deps, blob)], single=True
+                now, [BatchItem(opts, payload, key, deadline, start_at, deps, blob)], single=True
             )[0]
         pool = self.pools[pi]
         mp = pool.cfg.max_pending
@@ -299,7 +297,7 @@ class Core:
                     f"(the task needs {amount} units, its capacity is {r.capacity})",
                 )
 
-    def submit_batch(self, now: int, items: Sequence[BatchItem]) -> list[tuple[int, bool]]:
+    def submit_batch(self, now: int, items: Sequence[BatchItem | tuple[Any, ...]]) -> list[tuple[int, bool]]:
         """Accept a batch atomically: all members are created or none (SubmitError).
 
         Items are ``(opts, payload, key, deadline, start_at, deps)``; members may reference
@@ -307,7 +305,8 @@ class Core:
         duplicate while the others are created.
         """
         self._prune(now)
-        return self._submit_items(now, items, single=False)
+        members = [it if type(it) is BatchItem else BatchItem(*it) for it in items]
+        return self._submit_items(now, members, single=False)
 
     def submit_occurrence(self, now: int, item: BatchItem, schedule: str) -> tuple[int, bool]:
         """Submit one occurrence of recurring ``schedule`` (for ``recurring.py``): as
@@ -330,7 +329,7 @@ class Core:
         need_order: list[int] = []  # pools in order of first appearance
         any_deps = any_start = False
         for i, item in enumerate(items):
-            key = item[2]
+            key = item.key
             if key is not None:
                 # (self.keys does not change while planning: a key is either existing or new)
                 existing = keys.get(key)
@@ -347,15 +346,15 @@ class Core:
                     # resources, edges) are not looked at, as for a single submit
                     pools.append(all_pools[self.default_pool])  # (a placeholder, never read)
                     continue
-            opts = item[0]
+            opts = item.opts
             pi = opts.pool_index if opts.resolver is self else self.resolve_pool(opts)
             pools.append(all_pools[pi])
             if not need[pi]:
                 need_order.append(pi)
             need[pi] += 1
-            if item[5]:
+            if item.deps:
                 any_deps = True
-            if item[4] is not None:
+            if item.start_at is not None:
                 any_start = True
         # resolve every edge: to a member, to a live task, to an awaited key; or at once.
         # Member edges are kept per parent: the dependent members and their conditions (no
@@ -368,17 +367,17 @@ class Core:
         forward = False  # some member depends on a later one (else the order is topological)
         planned = None
         if any_deps and not dup_keys:  # the common case: only ON_SUCCESS edges between members
-            planned = plan_member_edges([item[5] for item in items], batch_keys)
+            planned = plan_member_edges([item.deps for item in items], batch_keys)
         if planned is not None:
             kids, indeg, forward = planned
         elif any_deps:
             tasks = self.tasks
             kids = [[] for _ in range(n)]
             for i, item in enumerate(items):
-                deps = item[5]
+                deps = item.deps
                 if not deps or dup[i] is not None:
                     continue
-                key = item[2]
+                key = item.key
                 m = 0
                 for target, cond in deps:
                     tid: int | None
@@ -446,10 +445,10 @@ class Core:
         if any_start:
             added: dict[int, list[tuple[int, int]]] = {}
             for i, item in enumerate(items):
-                start_at = item[4]
+                start_at = item.start_at
                 if dup[i] is not None or start_at is None:
                     continue
-                opts, pool = item[0], pools[i]
+                opts, pool = item.opts, pools[i]
                 lo = start_at - opts.tolerance
                 hi = start_at + self._expected(opts) + opts.tolerance
                 mine = added.setdefault(pool.index, [])
@@ -466,7 +465,7 @@ class Core:
             if mp is None or pool.pending + k <= mp:
                 continue
             if single:
-                self._overflow(pool, items[0][0].priority, now)
+                self._overflow(pool, items[0].opts.priority, now)
             elif k > mp:
                 raise SubmitError(
                     "overloaded", f"batch of {k} tasks exceeds max_pending {mp} of pool '{pool.name}'"
@@ -487,11 +486,11 @@ class Core:
                 out.append((d, True))
                 continue
             pool = pools[i]
-            t = new_task(now, pool, item[0], item[1], item[2], item[3])
+            t = new_task(now, pool, item.opts, item.payload, item.key, item.deadline)
             # its member edges, linked below; a broken edge never counts as met, so a cascade
             # from another member cannot release it before it is skipped below
             t.unmet = indeg[i] + broken[i]
-            start_at = item[4]
+            start_at = item.start_at
             if start_at is not None:
                 win = windows[i]
                 if win is not None:
@@ -503,7 +502,7 @@ class Core:
             created[i] = t
             out.append((t.id, False))
             if persist:
-                self._persist_submitted(t, item[3], start_at, item[5], item[6] if len(item) > 6 else None)
+                self._persist_submitted(t, item.deadline, start_at, item.deps, item.blob)
         if any_deps:
             made: list[Any] = created  # every member with edges was created (none is a duplicate)
             pick = made.__getitem__

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronoq.engine.actions import Persist
+from cronoq.engine.admission import BatchItem
 from cronoq.engine.model import FIRST_TERMINAL, ON_COMPLETE, ON_SUCCESS, TaskOptions, TaskState
 from cronoq.engine.mutations import (
     RecoveredSchedule,
@@ -513,9 +514,8 @@ class Schedules:
                 deps = [(prev.id, ON_SUCCESS)]
         deadline = None if spec.deadline_rel is None else start + spec.deadline_rel
         try:
-            tid, dup = self.core.submit_occurrence(
-                now, (sched.opts, spec.payload, key, deadline, start, deps, spec.blob), spec.name
-            )
+            item = BatchItem(sched.opts, spec.payload, key, deadline, start, deps, spec.blob)
+            tid, dup = self.core.submit_occurrence(now, item, spec.name)
         except SubmitError:  # reservation conflict or a full pool: drop this occurrence
             self.core.counters["recurring_conflicts"] += 1
             sched.ahead = None

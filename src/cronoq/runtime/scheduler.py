@@ -48,6 +48,7 @@ from typing import Any
 
 from cronoq import otel as _otel
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
+from cronoq.engine.admission import BatchItem
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
 from cronoq.engine.model import FIRST_TERMINAL, OUTPUT_LOST, STATUS_NAMES, SUCCEEDED, TaskOptions, TaskState
@@ -753,7 +754,7 @@ class Scheduler:
             now = self._now()
             with gc_paused():  # many long-lived objects at once, no cycles: see gcpause
                 items = [
-                    (
+                    BatchItem(
                         t._opts if trace is None else _otel.traced_options(t._opts, trace),
                         t._payload,
                         t._key,
