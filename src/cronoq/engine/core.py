@@ -32,9 +32,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
-from cronoq.engine.admission import BatchItem
+from cronoq.engine.admission import E_TASK, BatchItem, KeyIndex, Plan, plan_admission
 from cronoq.engine.config import CoreConfig
-from cronoq.engine.deps import kids_have_cycle, plan_member_edges, reaches
+from cronoq.engine.deps import link
 from cronoq.engine.model import (
     BLOCKED,
     CANCELLED,
@@ -77,7 +77,6 @@ from cronoq.engine.model import (
     StatusEvent,
     TaskOptions,
     TaskState,
-    edge_satisfied,
     next_status,
 )
 from cronoq.engine.model import (
@@ -104,7 +103,7 @@ from cronoq.engine.recurring import (
     Schedule,
     Schedules,
 )
-from cronoq.engine.reservations import MAX_HOLD_NS, FixedStart, max_overlap, reservation_limit
+from cronoq.engine.reservations import MAX_HOLD_NS, FixedStart
 from cronoq.engine.resources import SEMAPHORE, Semaphore, TokenBucket
 from cronoq.engine.snapshot import TOTAL_NAMES, Snapshot, build_snapshot
 from cronoq.engine.stats import DurationModel
@@ -124,11 +123,6 @@ from cronoq.engine.timers import (
     task_timer_live,
 )
 from cronoq.errors import InvalidSubmission, SubmitError
-
-# edge kinds while planning a submission
-E_TASK = 0  # an existing live task
-E_MEMBER = 1  # another member of the same batch
-E_AWAIT = 2  # a key nobody submitted yet
 
 EPOCH_SHIFT = 48
 SEQ_MASK = (1 << EPOCH_SHIFT) - 1
@@ -154,7 +148,7 @@ class Core:
         self.pool_index = {p.name: i for i, p in enumerate(config.pools)}
         self.default_pool = config.default_pool_index()
         self.tasks: dict[int, TaskState] = {}
-        self.keys: dict[str, int] = {}
+        self.keys = KeyIndex()
         self.leases: dict[int, TaskState] = {}
         # awaited keys: key -> [(dependent, cond)] for edges to tasks not submitted yet
         self.awaiting: dict[str, list[tuple[TaskState, int]]] = {}
@@ -264,7 +258,7 @@ class Core:
         if r and (r[0].finished_at <= now - self._retention or len(r) > self._retention_max):  # type: ignore[operator]
             self._prune(now)
         if key is not None:
-            existing = self.keys.get(key)
+            existing = self.keys.find(key)
             if existing is not None:
                 return existing, True
         pi = opts.pool_index if opts.resolver is self else self.resolve_pool(opts)
@@ -317,230 +311,17 @@ class Core:
     def _submit_items(
         self, now: int, items: Sequence[BatchItem], single: bool, schedule: str | None = None
     ) -> list[tuple[int, bool]]:
-        """Validate everything first (pools, keys, edges, cycles, reservations, bounds), then create."""
-        n = len(items)
-        all_pools = self.pools
-        keys = self.keys
-        pools: list[PoolState] = []
-        dup: list[int | None] = [None] * n
-        batch_keys: dict[str, int] = {}
-        dup_keys: set[str] = set()
-        need = [0] * len(all_pools)  # new members per pool
-        need_order: list[int] = []  # pools in order of first appearance
-        any_deps = any_start = False
-        for i, item in enumerate(items):
-            key = item.key
-            if key is not None:
-                # (self.keys does not change while planning: a key is either existing or new)
-                existing = keys.get(key)
-                if existing is None:
-                    if key in batch_keys:
-                        raise SubmitError("duplicate_key_in_batch", f"duplicate key '{key}' in batch")
-                    batch_keys[key] = i
-                else:
-                    if key in dup_keys:
-                        raise SubmitError("duplicate_key_in_batch", f"duplicate key '{key}' in batch")
-                    dup_keys.add(key)
-                    dup[i] = existing
-                    # a duplicate is the existing task (SPEC §3): its other fields (pool,
-                    # resources, edges) are not looked at, as for a single submit
-                    pools.append(all_pools[self.default_pool])  # (a placeholder, never read)
-                    continue
-            opts = item.opts
-            pi = opts.pool_index if opts.resolver is self else self.resolve_pool(opts)
-            pools.append(all_pools[pi])
-            if not need[pi]:
-                need_order.append(pi)
-            need[pi] += 1
-            if item.deps:
-                any_deps = True
-            if item.start_at is not None:
-                any_start = True
-        # resolve every edge: to a member, to a live task, to an awaited key; or at once.
-        # Member edges are kept per parent: the dependent members and their conditions (no
-        # per-edge tuple), in (child, dep) order, which is the order they are linked in.
-        kids: list[list[int]] = []
-        kconds: list[list[int] | None] = [None] * n  # None: every edge so far is ON_SUCCESS
-        indeg = [0] * n  # member edges of each member
-        other: list[list[tuple[int, Any, int]] | None] = [None] * n  # E_TASK / E_AWAIT edges
-        broken = [False] * n
-        forward = False  # some member depends on a later one (else the order is topological)
-        planned = None
-        if any_deps and not dup_keys:  # the common case: only ON_SUCCESS edges between members
-            planned = plan_member_edges([item.deps for item in items], batch_keys)
-        if planned is not None:
-            kids, indeg, forward = planned
-        elif any_deps:
-            tasks = self.tasks
-            kids = [[] for _ in range(n)]
-            for i, item in enumerate(items):
-                deps = item.deps
-                if not deps or dup[i] is not None:
-                    continue
-                key = item.key
-                m = 0
-                for target, cond in deps:
-                    tid: int | None
-                    if isinstance(target, str):
-                        if target == key:
-                            raise SubmitError("cycle", f"dependency cycle: task '{key}' depends on itself")
-                        j = batch_keys.get(target)
-                        if j is not None:
-                            kl = kids[j]
-                            kl.append(i)
-                            kc = kconds[j]
-                            if kc is not None:
-                                kc.append(cond)
-                            elif cond != ON_SUCCESS:  # (fewer long-lived lists while planning)
-                                kc = kconds[j] = [ON_SUCCESS] * (len(kl) - 1)
-                                kc.append(cond)
-                            m += 1
-                            if j > i:
-                                forward = True
-                            continue
-                        tid = keys.get(target)
-                    else:
-                        tid = target
-                    parent = tasks.get(tid) if tid is not None else None
-                    ol = other[i]
-                    if ol is None:
-                        ol = other[i] = []
-                    if parent is None:
-                        if isinstance(target, str) and pools[i].cfg.unknown_dependency == "await":
-                            ol.append((E_AWAIT, target, cond))
-                            continue
-                        raise SubmitError("unknown_dependency", f"unknown dependency '{target}'")
-                    if parent.status >= FIRST_TERMINAL:
-                        if not edge_satisfied(cond, parent.status):
-                            broken[i] = True
-                        continue
-                    ol.append((E_TASK, parent, cond))
-                indeg[i] = m
-        if forward and kids_have_cycle(indeg, kids):
-            raise SubmitError("cycle", "dependency cycle in batch")
-        awaiting = self.awaiting
-        provided: list[tuple[int, str]] = []  # (member, key) of awaited keys this batch provides
-        if awaiting and batch_keys:
-            if len(awaiting) < len(batch_keys):
-                provided = [(ix, k) for k in awaiting if (ix := batch_keys.get(k)) is not None]
-                provided.sort()
-            else:
-                provided = [(i, k) for k, i in batch_keys.items() if k in awaiting]
-            parents: list[list[int]] | None = None
-            for i, key in provided:
-                waiters = awaiting[key]
-                if waiters:
-                    if parents is None:
-                        parents = [[] for _ in range(n)]
-                        for j, kl in enumerate(kids):
-                            if kl:
-                                for c in kl:
-                                    parents[c].append(j)
-                    targets = self._existing_ancestors(i, parents, other)
-                    for w, _ in waiters:
-                        if w.status == BLOCKED and reaches(w, targets):
-                            raise SubmitError("cycle", f"dependency cycle through awaited key '{key}'")
-        # fixed-start reservations
-        windows: list[tuple[int, int] | None] = [None] * n
-        if any_start:
-            added: dict[int, list[tuple[int, int]]] = {}
-            for i, item in enumerate(items):
-                start_at = item.start_at
-                if dup[i] is not None or start_at is None:
-                    continue
-                opts, pool = item.opts, pools[i]
-                lo = start_at - opts.tolerance
-                hi = start_at + self._expected(opts) + opts.tolerance
-                mine = added.setdefault(pool.index, [])
-                limit = reservation_limit(pool.cfg.max, pool.cfg.reservable_fraction)
-                if max_overlap([*pool.res.values(), *mine], lo, hi) >= limit:
-                    raise SubmitError("reservation_conflict", "fixed-start reservation conflict")
-                mine.append((lo, hi))
-                windows[i] = (lo, hi)
-        # queue bounds: the batch is admitted as a whole
-        for idx in need_order:
-            k = need[idx]
-            pool = all_pools[idx]
-            mp = pool.cfg.max_pending
-            if mp is None or pool.pending + k <= mp:
-                continue
-            if single:
-                self._overflow(pool, items[0].opts.priority, now)
-            elif k > mp:
-                raise SubmitError(
-                    "overloaded", f"batch of {k} tasks exceeds max_pending {mp} of pool '{pool.name}'"
-                )
-            elif pool.cfg.overflow == "wait":
-                pool.waiting_space = True
-                raise SubmitError("full", f"pool '{pool.name}' is full")
-            else:
-                raise SubmitError("overloaded", f"pool '{pool.name}' is overloaded")
-        # commit: create in order (ids increase with position), link, bind awaiters, release
-        created: list[TaskState | None] = [None] * n
-        out: list[tuple[int, bool]] = []
-        persist = self.persist
-        new_task = self._new_task
-        for i, item in enumerate(items):
-            d = dup[i]
-            if d is not None:
-                out.append((d, True))
-                continue
-            pool = pools[i]
-            t = new_task(now, pool, item.opts, item.payload, item.key, item.deadline)
-            # its member edges, linked below; a broken edge never counts as met, so a cascade
-            # from another member cannot release it before it is skipped below
-            t.unmet = indeg[i] + broken[i]
-            start_at = item.start_at
-            if start_at is not None:
-                win = windows[i]
-                if win is not None:
-                    f = FixedStart(start_at, win[0], win[1])
-                    f.reserved = True
-                    f.recurring = schedule
-                    pool.res[t.id] = win
-                    t.fixed = f
-            created[i] = t
-            out.append((t.id, False))
-            if persist:
-                self._persist_submitted(t, item.deadline, start_at, item.deps, item.blob)
-        if any_deps:
-            made: list[Any] = created  # every member with edges was created (none is a duplicate)
-            pick = made.__getitem__
-            if planned is not None:  # every edge ON_SUCCESS: no conditions to keep
-                for parent, kl in zip(made, kids):
-                    if kl:  # (the planning lists are this batch's own: reused in place)
-                        kl[:] = map(pick, kl)
-                        parent.dependents = kl
-            else:
-                for j, kl in enumerate(kids):
-                    if kl:
-                        parent = made[j]
-                        parent.dependents = list(map(pick, kl))
-                        parent.dep_conds = kconds[j]
-            for i, ol in enumerate(other):
-                if ol is None:
-                    continue
-                t = made[i]
-                for kind, target, cond in ol:
-                    if kind == E_TASK:
-                        self._link(target, t, cond)
-                    else:
-                        awaiting.setdefault(target, []).append((t, cond))
-                        t.unmet += 1
-                        t.awaiting += 1
-                        timeout = pools[i].cfg.await_timeout
-                        if timeout is not None:
-                            self._push_timer(now + timeout, T_AWAIT, t, 0)
-        for i, key in provided:
-            bound = awaiting.pop(key, None)
+        """Plan the submission (``admission.py``: nothing changes if it fails), then commit it."""
+        plan = plan_admission(self, now, items, single)
+        created, out = self._create_members(now, plan, schedule)
+        if plan.any_deps:
+            self._link_members(now, plan, created)
+        for i, key in plan.provided:
             provider = created[i]
-            if bound and provider is not None:
-                for w, cond in bound:
-                    if w.status == BLOCKED:  # the awaited edge now binds to the new task
-                        w.awaiting -= 1
-                        w.unmet -= 1
-                        self._link(provider, w, cond)
+            if provider is not None:
+                self._bind_awaited(key, provider)
         release = self._release
+        broken = plan.broken
         for i, member in enumerate(created):
             if member is None or member.status != BLOCKED:
                 continue
@@ -551,45 +332,85 @@ class Core:
                 release(member, now)
         return out
 
-    @staticmethod
-    def _link(parent: TaskState, child: TaskState, cond: int) -> None:
-        kids = parent.dependents
-        if kids is None:
-            parent.dependents = [child]
-            if cond != ON_SUCCESS:
-                parent.dep_conds = [cond]
+    def _create_members(
+        self, now: int, plan: Plan, schedule: str | None
+    ) -> tuple[list[TaskState | None], list[tuple[int, bool]]]:
+        """Create the new members in order (ids increase with position); None for duplicates."""
+        created: list[TaskState | None] = []
+        out: list[tuple[int, bool]] = []
+        persist = self.persist
+        new_task = self._new_task
+        dup, pools, indeg, broken, windows = plan.dup, plan.pools, plan.indeg, plan.broken, plan.windows
+        for i, item in enumerate(plan.items):
+            d = dup[i]
+            if d is not None:
+                created.append(None)
+                out.append((d, True))
+                continue
+            pool = pools[i]
+            t = new_task(now, pool, item.opts, item.payload, item.key, item.deadline)
+            # its member edges, linked below; a broken edge never counts as met, so a cascade
+            # from another member cannot release it before it is skipped
+            t.unmet = indeg[i] + broken[i]
+            win = windows[i]
+            start_at = item.start_at
+            if win is not None and start_at is not None:
+                f = FixedStart(start_at, win[0], win[1])
+                f.reserved = True
+                f.recurring = schedule
+                pool.res[t.id] = win
+                t.fixed = f
+            created.append(t)
+            out.append((t.id, False))
+            if persist:
+                self._persist_submitted(t, item.deadline, start_at, item.deps, item.blob)
+        return created, out
+
+    def _link_members(self, now: int, plan: Plan, created: list[TaskState | None]) -> None:
+        """The planned edges: between members, to live tasks, to awaited keys."""
+        made: list[Any] = created  # every member with edges was created (none is a duplicate)
+        pick = made.__getitem__
+        if plan.simple:  # every member edge ON_SUCCESS: no conditions to keep
+            for parent, kl in zip(made, plan.kids):
+                if kl:  # (the planning lists are this batch's own: reused in place)
+                    kl[:] = map(pick, kl)
+                    parent.dependents = kl
         else:
-            kids.append(child)
-            conds = parent.dep_conds
-            if conds is not None:
-                conds.append(cond)
-            elif cond != ON_SUCCESS:
-                conds = parent.dep_conds = [ON_SUCCESS] * len(kids)
-                conds[-1] = cond
-        child.unmet += 1
-
-    @staticmethod
-    def _existing_ancestors(
-        i: int, parents: list[list[int]], other: list[list[tuple[int, Any, int]] | None]
-    ) -> set[int]:
-        """Ids of existing tasks member ``i`` depends on, directly or through other members.
-
-        ``parents[m]``: the members ``m`` depends on; ``other[m]``: its edges to existing
-        tasks (E_TASK) and awaited keys (E_AWAIT).
-        """
-        out: set[int] = set()
-        seen = {i}
-        stack = [i]
-        while stack:
-            m = stack.pop()
-            for kind, target, _ in other[m] or ():
+            kconds = plan.kconds
+            for j, kl in enumerate(plan.kids):
+                if kl:
+                    parent = made[j]
+                    parent.dependents = list(map(pick, kl))
+                    parent.dep_conds = kconds[j]
+        for i, ol in enumerate(plan.other):
+            if ol is None:
+                continue
+            t = made[i]
+            for kind, target, cond in ol:
                 if kind == E_TASK:
-                    out.add(target.id)
-            for j in parents[m]:
-                if j not in seen:
-                    seen.add(j)
-                    stack.append(j)
-        return out
+                    link(target, t, cond)
+                else:
+                    self._await_key(t, target, cond)
+
+    def _await_key(self, t: TaskState, key: str, cond: int) -> None:
+        """An edge of ``t`` to ``key``, which no task holds yet (``unknown_dependency = "await"``).
+
+        The task's await timeout runs from its submission, armed with its first such edge.
+        """
+        self.awaiting.setdefault(key, []).append((t, cond))
+        t.unmet += 1
+        t.awaiting += 1
+        timeout = self.pools[t.opts.pool_index].cfg.await_timeout
+        if timeout is not None and t.awaiting == 1:
+            self._push_timer(t.created_at + timeout, T_AWAIT, t, 0)
+
+    def _bind_awaited(self, key: str, provider: TaskState) -> None:
+        """``provider`` now holds ``key``: the edges awaiting it bind to it."""
+        for w, cond in self.awaiting.pop(key, ()):
+            if w.status == BLOCKED:
+                w.awaiting -= 1
+                w.unmet -= 1
+                link(provider, w, cond)
 
     def _expected(self, opts: TaskOptions) -> int:
         """SPEC §5.3: hint, else learned EWMA for (pool, kind), else the pool default."""
@@ -628,7 +449,7 @@ class Core:
         """
         self.tasks[t.id] = t
         if t.key is not None:
-            self.keys[t.key] = t.id
+            self.keys.reserve(t.key, t.id)
         self.live += 1
         pool.pending += 1
         pool.pending_by_class[t.opts.priority] += 1
@@ -990,8 +811,8 @@ class Core:
         while r and (len(r) > cap or r[0].finished_at <= horizon):  # type: ignore[operator]
             t = r.popleft()
             tasks.pop(t.id, None)
-            if t.key is not None and keys.get(t.key) == t.id:
-                del keys[t.key]
+            if t.key is not None:
+                keys.free(t.key, t.id)
 
     # ------------------------------------------------------------------ dispatch
 
@@ -1505,7 +1326,7 @@ class Core:
     def lookup(self, now: int, ref: int | str) -> TaskState | None:
         self._prune(now)
         if isinstance(ref, str):
-            tid = self.keys.get(ref)
+            tid = self.keys.find(ref)
             if tid is None:
                 return None
             return self.tasks.get(tid)

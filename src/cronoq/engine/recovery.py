@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cronoq.engine.actions import Persist
+from cronoq.engine.deps import link
 from cronoq.engine.model import (
     BLOCKED,
     EV_DISPATCH,
@@ -49,7 +50,6 @@ from cronoq.engine.model import (
 from cronoq.engine.mutations import Recovered, RecoveredTask, RecoveredTerminal, StatusChange
 from cronoq.engine.recurring import OVERLAP_SKIP
 from cronoq.engine.reservations import FixedStart
-from cronoq.engine.timers import T_AWAIT
 from cronoq.errors import SubmitError
 
 if TYPE_CHECKING:
@@ -129,16 +129,12 @@ class Recovery:
         """The dependency edges of a task that never started (its parents are rebuilt)."""
         core = self.core
         for target, cond in r.spec.deps or ():
-            tid = core.keys.get(target) if isinstance(target, str) else target
+            tid = core.keys.find(target) if isinstance(target, str) else target
             parent = core.tasks.get(tid) if tid is not None else None
             if parent is None:
                 cfg = core.pools[t.opts.pool_index].cfg
                 if isinstance(target, str) and cfg.unknown_dependency == "await":
-                    core.awaiting.setdefault(target, []).append((t, cond))
-                    t.unmet += 1
-                    t.awaiting += 1
-                    if cfg.await_timeout is not None and t.awaiting == 1:  # from the submission
-                        core._push_timer(t.created_at + cfg.await_timeout, T_AWAIT, t, 0)
+                    core._await_key(t, target, cond)
                 elif cond != ON_COMPLETE:
                     t.message = MSG_ALREADY_FINISHED
                     t.unmet = BROKEN
@@ -148,7 +144,7 @@ class Recovery:
                     t.unmet = BROKEN
                     return
             else:
-                core._link(parent, t, cond)
+                link(parent, t, cond)
 
     def release_all(
         self, live: list[tuple[TaskState, RecoveredTask]], rec: Recovered
@@ -212,7 +208,7 @@ class Recovery:
             t.output = OUTPUT_LOST  # (awaiting it raises TaskFailed, SPEC §3: not a silent None)
         core.tasks[t.id] = t
         if t.key is not None:
-            core.keys[t.key] = t.id
+            core.keys.reserve(t.key, t.id)
         core.retained.append(t)
         return t
 
@@ -232,7 +228,7 @@ class Recovery:
             row.message = reason
             row.output, row.has_output = None, False
             row.finished = self.tb + self.now
-            if row.key is not None and row.key in core.keys:
+            if row.key is not None and core.keys.find(row.key) is not None:
                 row.key = None  # another task holds the key: that one keeps it
             self.retain(row)
 
