@@ -92,8 +92,7 @@ from cronoq.engine.mutations import (
     Recovered,
     StatusChange,
     Submitted,
-    TaskRecord,
-    retry_tuple,
+    task_record,
 )
 from cronoq.engine.pools import Group, PoolState
 from cronoq.engine.recovery import Recovery
@@ -466,25 +465,14 @@ class Core:
         blob: bytes | None,
     ) -> None:
         tb = self.config.time_base
-        o = t.opts
-        rec = TaskRecord(
-            pool=self.pools[o.pool_index].name,
-            kind=o.kind,
-            priority=o.priority,
-            key=t.key,
+        rec = task_record(
+            self.pools[t.opts.pool_index].name,
+            t.opts,
+            t.key,
+            blob,
             deadline=None if deadline is None else tb + deadline,
             start=None if start_at is None else tb + start_at,
-            tolerance=o.tolerance,
-            on_miss=o.on_miss,
-            duration_hint=o.duration_hint,
-            timeout=o.timeout,
-            retry=retry_tuple(o.retry),
             deps=None if not deps else list(deps),
-            resources=o.resources,
-            tags=o.tags,
-            labels=o.labels,
-            tenant=o.tenant,
-            payload=blob,
             recurring=t.fixed.recurring if t.fixed is not None else None,
         )
         self.actions.append(Persist(Submitted(t.id, t.seq, tb + t.created_at, rec)))
@@ -492,19 +480,7 @@ class Core:
     def _persist_status(
         self, t: TaskState, now: int, output: object = None, has_output: bool = False
     ) -> None:
-        self.actions.append(
-            Persist(
-                StatusChange(
-                    t.id,
-                    STATUS_NAMES[t.status],
-                    t.attempt,
-                    self.config.time_base + now,
-                    t.message,
-                    output,
-                    has_output,
-                )
-            )
-        )
+        self.actions.append(Persist(StatusChange.of(t, self.config.time_base + now, output, has_output)))
 
     def _create(
         self,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cronoq.engine.model import RetryPolicy, TaskOptions
+from cronoq.engine.model import STATUS_NAMES, RetryPolicy, TaskOptions, TaskState
 from cronoq.engine.time import NS
 
 
@@ -132,6 +132,41 @@ def retry_tuple(policy: RetryPolicy | None) -> tuple[int, float, float, float, b
     return (policy.max_attempts, policy.initial_backoff, policy.multiplier, policy.max_backoff, policy.jitter)
 
 
+def task_record(
+    pool: str,
+    o: TaskOptions,
+    key: str | None,
+    payload: bytes | None,
+    *,
+    deadline: int | None = None,
+    start: int | None = None,
+    deps: list[tuple[int | str, int]] | None = None,
+    recurring: str | None = None,
+) -> TaskRecord:
+    """The durable definition of a task (or a schedule's template) with options ``o`` in
+    ``pool``; ``deadline`` / ``start`` are Unix ns, ``payload`` the encoded payload."""
+    return TaskRecord(
+        pool=pool,
+        kind=o.kind,
+        priority=o.priority,
+        key=key,
+        deadline=deadline,
+        start=start,
+        tolerance=o.tolerance,
+        on_miss=o.on_miss,
+        duration_hint=o.duration_hint,
+        timeout=o.timeout,
+        retry=retry_tuple(o.retry),
+        deps=deps,
+        resources=o.resources,
+        tags=o.tags,
+        labels=o.labels,
+        tenant=o.tenant,
+        payload=payload,
+        recurring=recurring,
+    )
+
+
 class Submitted(_Record):
     __slots__ = ("id", "seq", "arrival", "spec")
 
@@ -164,6 +199,11 @@ class StatusChange(_Record):
         self.message = message
         self.output = output
         self.has_output = has_output
+
+    @classmethod
+    def of(cls, t: TaskState, at: int, output: object = None, has_output: bool = False) -> StatusChange:
+        """The status ``t`` is in now, reached at Unix ns ``at``, with its message."""
+        return cls(t.id, STATUS_NAMES[t.status], t.attempt, at, t.message, output, has_output)
 
 
 class RecurringRecord(_Record):

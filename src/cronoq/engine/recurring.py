@@ -40,8 +40,7 @@ from cronoq.engine.mutations import (
     RecurringRecord,
     RecurringRemove,
     RecurringUpsert,
-    TaskRecord,
-    retry_tuple,
+    task_record,
 )
 from cronoq.engine.time import NS
 from cronoq.errors import SubmitError
@@ -448,22 +447,7 @@ class Schedules:
 
     def record(self, spec: RecurringSpec) -> RecurringRecord:
         o = spec.opts
-        template = TaskRecord(
-            pool=self.core.pools[o.pool_index].name,
-            kind=o.kind,
-            priority=o.priority,
-            key=spec.key,
-            tolerance=o.tolerance,
-            on_miss=o.on_miss,
-            duration_hint=o.duration_hint,
-            timeout=o.timeout,
-            retry=retry_tuple(o.retry),
-            resources=o.resources,
-            tags=o.tags,
-            labels=o.labels,
-            tenant=o.tenant,
-            payload=spec.blob,
-        )
+        template = task_record(self.core.pools[o.pool_index].name, o, spec.key, spec.blob)
         return RecurringRecord(
             spec.name, spec.cron.expr, spec.cron.tz_name, spec.overlap, template, spec.deadline_rel
         )
