@@ -103,7 +103,7 @@ from cronoq.engine.recurring import (
     Schedules,
 )
 from cronoq.engine.reservations import MAX_HOLD_NS, FixedStart
-from cronoq.engine.resources import SEMAPHORE, Semaphore, TokenBucket
+from cronoq.engine.resources import Resources
 from cronoq.engine.snapshot import TOTAL_NAMES, Snapshot, build_snapshot
 from cronoq.engine.stats import DurationModel
 from cronoq.engine.time import NS, to_ns
@@ -139,11 +139,10 @@ class Core:
         self.id_base = epoch << EPOCH_SHIFT
         self.seq = first_seq
         self.pools = [PoolState(i, p, now, config.window) for i, p in enumerate(config.pools)]
-        self.resources: dict[str, Semaphore | TokenBucket] = {
-            r.name: (Semaphore(r) if r.kind == SEMAPHORE else TokenBucket(r, now)) for r in config.resources
-        }
-        # ready tasks parked until a resource frees: name -> heap of (class, seq, token, task)
-        self.res_waiters: dict[str, list[tuple[int, int, int, TaskState]]] = {}
+        self.timers = Timers()
+        self.res = Resources(config.resources, now, self.timers)
+        self.resources = self.res.by_name  # (the same dicts)
+        self.res_waiters = self.res.waiters
         self.pool_index = {p.name: i for i, p in enumerate(config.pools)}
         self.default_pool = config.default_pool_index()
         self.tasks: dict[int, TaskState] = {}
@@ -155,7 +154,6 @@ class Core:
         self.schedules = self.recurring.by_name  # (the same dict)
         self.next_lease = 1
         self.retained: deque[TaskState] = deque()
-        self.timers = Timers()
         self.lane_token = 0
         self.actions: list[Any] = []
         self.counters = dict.fromkeys(TOTAL_NAMES, 0)  # rare counters; hot ones are plain ints
@@ -891,31 +889,20 @@ class Core:
                 break
         if group is None:
             if parkable:
-                self._park(t, pool, None)
+                self._park(t, pool, None, now)
             return None
         res = opts.resources
         if res is not None:
-            resources = self.resources
-            if len(res) == 1:  # the common case: one resource, taken in one call
-                ((name, k),) = res.items()
-                if resources[name].try_take(k, now):
-                    return group
-            for name, k in res.items():
-                r = resources[name]
-                if not r.can_take(k, now):
-                    if parkable:
-                        self._park(t, pool, name)
-                        self._arm_refill(name, now)
-                    elif isinstance(r, TokenBucket):  # a due fixed-start task: wake up when it refilled
-                        at = r.ready_at(k, now)
-                        if at is not None:
-                            self.timers.arm_refill(name, at, now)
-                    return None
-            for name, k in res.items():
-                resources[name].take(k, now)
+            short = self.res.take_all(res, now)
+            if short is not None:
+                if parkable:
+                    self._park(t, pool, short, now)
+                else:  # a due fixed-start task: wake up when a bucket refilled
+                    self.res.arm_refill(short, now, res[short])
+                return None
         return group
 
-    def _park(self, t: TaskState, pool: PoolState, resource: str | None) -> None:
+    def _park(self, t: TaskState, pool: PoolState, resource: str | None, now: int) -> None:
         """Take a ready task out of its lane until its resource (or a matching group) frees."""
         self._dequeued(t, pool)
         self.lane_token += 1
@@ -924,58 +911,18 @@ class Core:
         if resource is None:
             pool.label_waiters.append((token, t))
         else:
-            heapq.heappush(self.res_waiters.setdefault(resource, []), (t.opts.priority, t.id, token, t))
-
-    def _arm_refill(self, name: str, now: int) -> None:
-        """Wake up when a token bucket holds enough tokens for its first waiter (no polling)."""
-        r = self.resources[name]
-        waiters = self.res_waiters.get(name)
-        if not isinstance(r, TokenBucket) or not waiters:
-            return
-        need = (waiters[0][3].opts.resources or {}).get(name, 1)
-        at = r.ready_at(need, now)
-        if at is not None:
-            self.timers.arm_refill(name, at, now)
+            self.res.park(resource, t, token, now)
 
     def _unpark_resource(self, name: str, now: int) -> None:
         """Return parked tasks of ``name`` to their lanes while the resource can serve them."""
-        waiters = self.res_waiters.get(name)
-        if not waiters:
-            return
-        r = self.resources[name]
-        budget = r.available if isinstance(r, Semaphore) else int(r.tokens(now))
-        while waiters and budget > 0:
-            _, _, token, t = waiters[0]
-            if t.status != READY or t.lane_token != token:
-                heapq.heappop(waiters)
-                continue
-            k = (t.opts.resources or {}).get(name, 1)
-            if k > budget:
-                break
-            heapq.heappop(waiters)
-            budget -= k
-            self._enqueue(t, self.pools[t.opts.pool_index])
-        while waiters and (waiters[0][3].status != READY or waiters[0][3].lane_token != waiters[0][2]):
-            heapq.heappop(waiters)
-        if not waiters:
-            del self.res_waiters[name]
-        else:
-            self._arm_refill(name, now)
+        pools = self.pools
+        for t in self.res.unpark(name, now):
+            self._enqueue(t, pools[t.opts.pool_index])
 
     def _unpark_labels(self, pool: PoolState) -> None:
         """A labelled slot freed (or a group changed): give parked labelled tasks another chance."""
-        if not pool.label_waiters:
-            return
-        keep: list[tuple[int, TaskState]] = []
-        for token, t in pool.label_waiters:
-            if t.status != READY or t.lane_token != token:
-                continue
-            need = t.opts.labels
-            if any(g.busy < g.capacity and g.accepts(need) for g in pool.groups):
-                self._enqueue(t, pool)
-            else:
-                keep.append((token, t))
-        pool.label_waiters = keep
+        for t in pool.unpark_labels():
+            self._enqueue(t, pool)
 
     def _pick(self, pool: PoolState, classes: Iterable[int], now: int) -> tuple[TaskState, bool]:
         """Highest score among the heads of the non-empty classes; ties to lower sequence."""

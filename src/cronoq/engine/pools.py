@@ -147,6 +147,23 @@ class PoolState:
         self.capacity = sum(g.capacity for g in groups)
         return True
 
+    def unpark_labels(self) -> list[TaskState]:
+        """The parked labelled tasks some group can take now, out of the parking list."""
+        out: list[TaskState] = []
+        if not self.label_waiters:
+            return out
+        keep: list[tuple[int, TaskState]] = []
+        for token, t in self.label_waiters:
+            if t.status != READY or t.lane_token != token:
+                continue
+            need = t.opts.labels
+            if any(g.busy < g.capacity and g.accepts(need) for g in self.groups):
+                out.append(t)
+            else:
+                keep.append((token, t))
+        self.label_waiters = keep
+        return out
+
     def evaluate_scale(self, now: int, expected: Callable[[TaskOptions], int]) -> int | None:
         """Run the autoscaler (SPEC §10) and record its desired capacity; None: no autoscaler."""
         sc = self.scaler
