@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
@@ -104,6 +104,7 @@ from cronoq.engine.recurring import (
 )
 from cronoq.engine.reservations import MAX_HOLD_NS, FixedStart
 from cronoq.engine.resources import Resources
+from cronoq.engine.scoring import Scorer
 from cronoq.engine.snapshot import TOTAL_NAMES, Snapshot, build_snapshot
 from cronoq.engine.stats import DurationModel
 from cronoq.engine.time import NS, to_ns
@@ -171,16 +172,7 @@ class Core:
         self.running = 0
         self.paused = False  # while True, tick fires timers but dispatches nothing (shutdown)
         self.persist = config.persist  # emit Persist(mutation) actions for a durable store
-        # priority config, flattened for the hot path
-        pc = config.priority
-        self._base = pc.base
-        self._rate = tuple(r / NS for r in pc.aging_rate)  # per ns
-        self._cap = pc.age_cap
-        uc = config.urgency
-        self._u_max = uc.max
-        self._u_window = to_ns(uc.window)
-        self._u_overdue_rate = uc.overdue_rate / NS
-        self._u_overdue_cap = uc.overdue_cap
+        self.scorer = Scorer(config.priority, config.urgency)
         # a pool that starts off its floor is evaluated from the start (SPEC §10: every
         # interval): above min it scales down with no work at all, below min (a server pool
         # before workers connect) its desired capacity is min at once; one at min waits for work
@@ -872,7 +864,7 @@ class Core:
                         self._dispatch(head, pool, now, False, group)
                         free -= 1
                 continue
-            best, jumped = self._pick(pool, nonempty, now)
+            best, jumped = self.scorer.pick(pool.lanes, nonempty, now)
             group = self._place(best, pool, now)
             if group is not None:
                 self._dispatch(best, pool, now, jumped, group)
@@ -924,49 +916,9 @@ class Core:
         for t in pool.unpark_labels():
             self._enqueue(t, pool)
 
-    def _pick(self, pool: PoolState, classes: Iterable[int], now: int) -> tuple[TaskState, bool]:
-        """Highest score among the heads of the non-empty classes; ties to lower sequence."""
-        best: TaskState | None = None
-        best_score = -1.0
-        best_class = 0
-        first_class = -1
-        base, rate, cap = self._base, self._rate, self._cap
-        for c in classes:
-            if first_class < 0:
-                first_class = c
-            lane = pool.lanes[c]
-            for t in (lane.fifo_head(), lane.dl_head()):
-                if t is None:
-                    continue
-                age = rate[c] * (now - t.ready_at)
-                score = base[c] + (age if age < cap[c] else cap[c])
-                if t.deadline is not None:
-                    score += self._urgency(t, now)
-                if score > best_score or (score == best_score and best is not None and t.id < best.id):
-                    best, best_score, best_class = t, score, c
-        if best is None:  # pragma: no cover - callers check pool.ready
-            raise AssertionError("no ready task although pool.ready > 0")
-        return best, best_class != first_class
-
-    def _urgency(self, t: TaskState, now: int) -> float:
-        slack = t.latest_start - now
-        expected = (t.deadline or 0) - t.latest_start
-        w = self._u_window if self._u_window > expected else expected
-        if slack >= w:
-            return 0.0
-        if slack >= 0:
-            return self._u_max * (1.0 - slack / w) if w > 0 else self._u_max
-        over = self._u_overdue_rate * -slack
-        return self._u_max + (over if over < self._u_overdue_cap else self._u_overdue_cap)
-
     def score(self, t: TaskState, now: int) -> float:
         """The dispatch score of a ready task (SPEC §5.1), for tests and introspection."""
-        c = t.opts.priority
-        age = self._rate[c] * (now - t.ready_at)
-        s = self._base[c] + min(age, self._cap[c])
-        if t.deadline is not None:
-            s += self._urgency(t, now)
-        return s
+        return self.scorer.score(t, now)
 
     def _dispatch(self, t: TaskState, pool: PoolState, now: int, jumped: bool, group: Group) -> None:
         new = FLAT[t.status * 16 + EV_DISPATCH]
