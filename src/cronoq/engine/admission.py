@@ -22,21 +22,35 @@ free).  Planning, in :func:`plan_admission`, goes through:
    (a single submission applies the pool's overflow policy instead, which may shed a task).
 
 Any failure raises :class:`~cronoq.errors.SubmitError` before the core has created anything.
+Resolving a task's options against the core (:func:`resolve_pool`: its pool, its resources
+checked, both cached on the options) and a full pool's overflow policy (:func:`overflow`)
+are admission decisions too, shared with the core's single-task fast path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cronoq.engine.deps import kids_have_cycle, plan_member_edges, reaches
-from cronoq.engine.model import BLOCKED, FIRST_TERMINAL, ON_SUCCESS, TaskOptions, edge_satisfied
+from cronoq.engine.model import (
+    BLOCKED,
+    EV_SHED,
+    FIRST_TERMINAL,
+    MSG_SHED,
+    NUM_CLASSES,
+    ON_SUCCESS,
+    TaskOptions,
+    TaskState,
+    edge_satisfied,
+)
 from cronoq.engine.reservations import max_overlap, reservation_limit
-from cronoq.errors import SubmitError
+from cronoq.errors import InvalidSubmission, SubmitError
 
 if TYPE_CHECKING:
     from cronoq.engine.core import Core
     from cronoq.engine.pools import PoolState
+    from cronoq.engine.resources import Semaphore, TokenBucket
 
 # kinds of the edges of a member to something outside the batch
 E_TASK = 0  # an existing live task (the target is its TaskState)
@@ -131,6 +145,59 @@ class Plan:
         self.simple = False
         self.windows: list[tuple[int, int] | None] = [None] * n
         self.provided: list[tuple[int, str]] = []
+
+
+def resolve_pool(core: Core, opts: TaskOptions) -> int:
+    """The pool index of ``opts``, its resources checked; both cached on it for ``core``."""
+    if opts.pool is None:
+        idx = core.default_pool
+    else:
+        found = core.pool_index.get(opts.pool)
+        if found is None:
+            raise SubmitError("unknown_pool", f"unknown pool '{opts.pool}'")
+        idx = found
+    if opts.resources is not None:
+        check_resources(core.resources, opts)
+    opts.pool_index = idx
+    opts.stats_key = (idx, opts.kind)
+    opts.resolver = core
+    return idx
+
+
+def check_resources(resources: Mapping[str, Semaphore | TokenBucket], opts: TaskOptions) -> None:
+    """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid`` (SPEC §11)."""
+    for name, amount in (opts.resources or {}).items():
+        r = resources.get(name)
+        if r is None:
+            raise SubmitError("unknown_resource", f"unknown resource '{name}'")
+        if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
+            raise InvalidSubmission(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
+        if amount > r.capacity:
+            raise SubmitError(
+                "resource_exceeds_capacity",
+                f"requested amount exceeds capacity of resource '{name}' "
+                f"(the task needs {amount} units, its capacity is {r.capacity})",
+            )
+
+
+def overflow(core: Core, pool: PoolState, priority: int, now: int) -> None:
+    """``pool`` is at ``max_pending``: apply its overflow policy (shed a task) or raise."""
+    policy = pool.cfg.overflow
+    if policy == "wait":
+        pool.waiting_space = True
+        raise SubmitError("full", f"pool '{pool.name}' is full")
+    victim: TaskState | None = None
+    if policy == "shed_lowest":
+        for c in range(NUM_CLASSES - 1, priority, -1):
+            if pool.lane_ready[c]:
+                victim = pool.lanes[c].newest()
+                break
+    elif policy == "shed_oldest" and pool.lane_ready[NUM_CLASSES - 1]:
+        victim = pool.lanes[NUM_CLASSES - 1].oldest()
+    if victim is None:
+        raise SubmitError("overloaded", f"pool '{pool.name}' is overloaded")
+    core.counters["shed"] += 1
+    core._terminate(victim, now, EV_SHED, MSG_SHED)
 
 
 def plan_admission(core: Core, now: int, items: Sequence[BatchItem], single: bool) -> Plan:
@@ -314,7 +381,7 @@ def _check_bounds(core: Core, plan: Plan, now: int, single: bool) -> None:
         if mp is None or pool.pending + k <= mp:
             continue
         if single:
-            core._overflow(pool, plan.items[0].opts.priority, now)
+            overflow(core, pool, plan.items[0].opts.priority, now)
         elif k > mp:
             raise SubmitError(
                 "overloaded", f"batch of {k} tasks exceeds max_pending {mp} of pool '{pool.name}'"

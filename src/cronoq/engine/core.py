@@ -32,7 +32,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
-from cronoq.engine.admission import E_TASK, BatchItem, KeyIndex, Plan, plan_admission
+from cronoq.engine.admission import (
+    E_TASK,
+    BatchItem,
+    KeyIndex,
+    Plan,
+    check_resources,
+    overflow,
+    plan_admission,
+    resolve_pool,
+)
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.deps import link
 from cronoq.engine.model import (
@@ -49,7 +58,6 @@ from cronoq.engine.model import (
     EV_OCCURRENCE_SKIP,
     EV_PERMANENT,
     EV_RETRY,
-    EV_SHED,
     EV_START_DUE,
     EV_SUCCEED,
     EV_UNBLOCK,
@@ -62,7 +70,6 @@ from cronoq.engine.model import (
     MSG_LEASE_LOST,
     MSG_MISSED,
     MSG_PREVIOUS_RUNNING,
-    MSG_SHED,
     MSG_TIMEOUT,
     NUM_CLASSES,
     ON_COMPLETE,
@@ -122,7 +129,7 @@ from cronoq.engine.timers import (
     Timers,
     task_timer_live,
 )
-from cronoq.errors import InvalidSubmission, SubmitError
+from cronoq.errors import SubmitError
 
 EPOCH_SHIFT = 48
 SEQ_MASK = (1 << EPOCH_SHIFT) - 1
@@ -213,19 +220,11 @@ class Core:
         """
         if opts.resolver is self:
             return opts.pool_index
-        if opts.pool is None:
-            idx = self.default_pool
-        else:
-            found = self.pool_index.get(opts.pool)
-            if found is None:
-                raise SubmitError("unknown_pool", f"unknown pool '{opts.pool}'")
-            idx = found
-        if opts.resources is not None:
-            self.check_resources(opts)
-        opts.pool_index = idx
-        opts.stats_key = (idx, opts.kind)
-        opts.resolver = self
-        return idx
+        return resolve_pool(self, opts)
+
+    def check_resources(self, opts: TaskOptions) -> None:
+        """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid`` (SPEC §11)."""
+        check_resources(self.resources, opts)
 
     def submit(
         self,
@@ -259,26 +258,11 @@ class Core:
         pool = self.pools[pi]
         mp = pool.cfg.max_pending
         if mp is not None and pool.pending >= mp:
-            self._overflow(pool, opts.priority, now)
+            overflow(self, pool, opts.priority, now)
         tid = self._create(now, pool, opts, payload, key, deadline)
         if self.persist:
             self._persist_submitted(self.tasks[tid], deadline, None, None, blob)
         return tid, False
-
-    def check_resources(self, opts: TaskOptions) -> None:
-        """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid`` (SPEC §11)."""
-        for name, amount in (opts.resources or {}).items():
-            r = self.resources.get(name)
-            if r is None:
-                raise SubmitError("unknown_resource", f"unknown resource '{name}'")
-            if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
-                raise InvalidSubmission(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
-            if amount > r.capacity:
-                raise SubmitError(
-                    "resource_exceeds_capacity",
-                    f"requested amount exceeds capacity of resource '{name}' "
-                    f"(the task needs {amount} units, its capacity is {r.capacity})",
-                )
 
     def submit_batch(self, now: int, items: Sequence[BatchItem | tuple[Any, ...]]) -> list[tuple[int, bool]]:
         """Accept a batch atomically: all members are created or none (SubmitError).
@@ -497,25 +481,6 @@ class Core:
             t.latest_start = deadline - self.expected_duration(t)
         self._enqueue(t, pool)
         return t.id
-
-    def _overflow(self, pool: PoolState, priority: int, now: int) -> None:
-        """The pool is at ``max_pending``: apply its overflow policy or raise."""
-        policy = pool.cfg.overflow
-        if policy == "wait":
-            pool.waiting_space = True
-            raise SubmitError("full", f"pool '{pool.name}' is full")
-        victim: TaskState | None = None
-        if policy == "shed_lowest":
-            for c in range(NUM_CLASSES - 1, priority, -1):
-                if pool.lane_ready[c]:
-                    victim = pool.lanes[c].newest()
-                    break
-        elif policy == "shed_oldest" and pool.lane_ready[NUM_CLASSES - 1]:
-            victim = pool.lanes[NUM_CLASSES - 1].oldest()
-        if victim is None:
-            raise SubmitError("overloaded", f"pool '{pool.name}' is overloaded")
-        self.counters["shed"] += 1
-        self._terminate(victim, now, EV_SHED, MSG_SHED)
 
     # ------------------------------------------------------------------ lifecycle helpers
 
