@@ -473,7 +473,7 @@ class Core:
         pool.ready += 1
         pool.ready_by_class[c] += 1
         sc = pool.scaler
-        if sc is not None:  # an arrival (see _arrived)
+        if sc is not None:  # an arrival (see PoolState.arrived)
             sc.arrivals += 1
         if self.publish and self.emit_transitions:
             self._event(t, now, None)
@@ -604,50 +604,14 @@ class Core:
             self._push_timer(f.start, T_START, t, 0)
             hold_at = f.start - MAX_HOLD_NS
             if hold_at <= now:
-                self._hold(t, pool)
+                pool.hold(t)
             else:
                 self._push_timer(hold_at, T_HOLD, t, 0)
         else:
             self._move(t, EV_UNBLOCK, now)
-            self._arrived(pool)
-            self._to_due(t, pool, now)
+            pool.arrived()
+            pool.to_due(t, now)
         self._push_timer(f.start + t.opts.tolerance + 1, T_MISS, t, 0)
-
-    @staticmethod
-    def _arrived(pool: PoolState) -> None:
-        """New work became ready (not a retry): one arrival for the autoscaler's λ (SPEC §10).
-        Counted here rather than at submission, so that tasks blocked on dependencies or with a
-        start ahead (R covers those) do not inflate the arrival rate."""
-        sc = pool.scaler
-        if sc is not None:
-            sc.arrivals += 1
-
-    def _to_due(self, t: TaskState, pool: PoolState, now: int) -> None:
-        """A ready fixed-start task: queue it where free slots go first, holding one for it."""
-        f = t.fixed
-        t.ready_at = now
-        f.in_due = True
-        # (by id, not seq: sequences restart in each epoch, ids are unique and ordered by them)
-        heapq.heappush(pool.due, (f.start, t.id, t))
-        self._hold(t, pool)
-
-    @staticmethod
-    def _hold(t: TaskState, pool: PoolState) -> None:
-        f = t.fixed
-        if not f.holding:
-            f.holding = True
-            pool.held += 1
-
-    @staticmethod
-    def _release_fixed(t: TaskState, pool: PoolState) -> None:
-        """Drop the hold and the reservation of a fixed-start task that started or ended."""
-        f = t.fixed
-        if f.holding:
-            f.holding = False
-            pool.held -= 1
-        if f.reserved:
-            f.reserved = False
-            del pool.res[t.id]
 
     def _miss(self, t: TaskState, now: int) -> None:
         """Not started by start + tolerance: apply ``on_miss`` (SPEC §6)."""
@@ -664,9 +628,7 @@ class Core:
             self.counters["failed"] += 1
             self._terminate(t, now, EV_MISS_FAIL, MSG_MISSED)
         else:  # run_late: stays ready, now in its class lane at its sequence position
-            if f.holding:
-                f.holding = False
-                pool.held -= 1
+            pool.unhold(t)
             if t.status == READY and f.in_due:
                 f.in_due = False
                 self._enqueue(t, pool)
@@ -680,7 +642,7 @@ class Core:
         t.payload = None
         self.live -= 1
         if t.fixed is not None:
-            self._release_fixed(t, self.pools[t.opts.pool_index])
+            self.pools[t.opts.pool_index].release_fixed(t)
         self.retained.append(t)
         self.actions.append(Resolve(t))
         if len(self.retained) > self.config.retention_max:
@@ -929,7 +891,7 @@ class Core:
             slot.jumped += 1
         if f is not None:
             f.in_due = False
-            self._release_fixed(t, pool)
+            pool.release_fixed(t)
             if not f.counted:
                 f.counted = True
                 slot.fs_total += 1
@@ -972,10 +934,10 @@ class Core:
             t.fixed.prev = None  # checked: drop it, so occurrences do not chain in memory forever
             self._move(t, EV_START_DUE, now)
             pool = self.pools[t.opts.pool_index]
-            self._arrived(pool)
-            self._to_due(t, pool, now)
+            pool.arrived()
+            pool.to_due(t, now)
         elif kind == T_HOLD:
-            self._hold(t, self.pools[t.opts.pool_index])
+            self.pools[t.opts.pool_index].hold(t)
         elif kind == T_MISS:
             self._miss(t, now)
         elif kind == T_AWAIT:

@@ -21,6 +21,7 @@ until :meth:`PoolState.scale_idle`.  Nothing here emits actions or touches timer
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from itertools import chain, islice
 from typing import Any
@@ -122,6 +123,48 @@ class PoolState:
         self.window = PoolWindow(window_ns)
         self.capacity_integral = CapacityIntegral(now, self.capacity)
         self.waiting_space = False
+
+    # ---------------------------------------------------------------- fixed-start tasks
+
+    def arrived(self) -> None:
+        """New work became ready (not a retry): one arrival for the autoscaler's λ (SPEC §10).
+        Counted then rather than at submission, so that tasks blocked on dependencies or with
+        a start ahead (R covers those) do not inflate the arrival rate."""
+        sc = self.scaler
+        if sc is not None:
+            sc.arrivals += 1
+
+    def to_due(self, t: TaskState, now: int) -> None:
+        """A ready fixed-start task: queue it where free slots go first, holding one for it."""
+        f = t.fixed
+        t.ready_at = now
+        f.in_due = True
+        # (by id, not seq: sequences restart in each epoch, ids are unique and ordered by them)
+        heapq.heappush(self.due, (f.start, t.id, t))
+        self.hold(t)
+
+    def hold(self, t: TaskState) -> None:
+        """Keep a slot free for fixed-start task ``t`` (from start - max_hold on)."""
+        f = t.fixed
+        if not f.holding:
+            f.holding = True
+            self.held += 1
+
+    def unhold(self, t: TaskState) -> None:
+        f = t.fixed
+        if f.holding:
+            f.holding = False
+            self.held -= 1
+
+    def release_fixed(self, t: TaskState) -> None:
+        """Drop the hold and the reservation of a fixed-start task that started or ended."""
+        self.unhold(t)
+        f = t.fixed
+        if f.reserved:
+            f.reserved = False
+            del self.res[t.id]
+
+    # ---------------------------------------------------------------- groups and scaling
 
     def resize_group(self, labels: dict[str, str] | None, n: int) -> bool:
         """Size the group with ``labels`` (None/{}: the unlabelled one); ``n = 0`` removes a
