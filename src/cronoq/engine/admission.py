@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from cronoq.engine.deps import kids_have_cycle, plan_member_edges, reaches
+from cronoq.engine.deps import kids_have_cycle, link, plan_member_edges, reaches
 from cronoq.engine.model import (
     BLOCKED,
     EV_SHED,
@@ -44,7 +44,8 @@ from cronoq.engine.model import (
     TaskState,
     edge_satisfied,
 )
-from cronoq.engine.reservations import max_overlap, reservation_limit
+from cronoq.engine.reservations import FixedStart, max_overlap, reservation_limit
+from cronoq.engine.timers import T_AWAIT
 from cronoq.errors import InvalidSubmission, SubmitError
 
 if TYPE_CHECKING:
@@ -391,3 +392,90 @@ def _check_bounds(core: Core, plan: Plan, now: int, single: bool) -> None:
             raise SubmitError("full", f"pool '{pool.name}' is full")
         else:
             raise SubmitError("overloaded", f"pool '{pool.name}' is overloaded")
+
+
+# ------------------------------------------------------------------ committing a plan
+
+
+def create_members(
+    core: Core, now: int, plan: Plan, schedule: str | None
+) -> tuple[list[TaskState | None], list[tuple[int, bool]]]:
+    """Create the new members in order (ids increase with position); None for duplicates."""
+    created: list[TaskState | None] = []
+    out: list[tuple[int, bool]] = []
+    persist = core.persist
+    new_task = core._new_task
+    dup, pools, indeg, broken, windows = plan.dup, plan.pools, plan.indeg, plan.broken, plan.windows
+    for i, item in enumerate(plan.items):
+        d = dup[i]
+        if d is not None:
+            created.append(None)
+            out.append((d, True))
+            continue
+        pool = pools[i]
+        t = new_task(now, pool, item.opts, item.payload, item.key, item.deadline)
+        # its member edges, linked below; a broken edge never counts as met, so a cascade
+        # from another member cannot release it before it is skipped
+        t.unmet = indeg[i] + broken[i]
+        win = windows[i]
+        start_at = item.start_at
+        if win is not None and start_at is not None:
+            f = FixedStart(start_at, win[0], win[1])
+            f.reserved = True
+            f.recurring = schedule
+            pool.res[t.id] = win
+            t.fixed = f
+        created.append(t)
+        out.append((t.id, False))
+        if persist:
+            core._persist_submitted(t, item.deadline, start_at, item.deps, item.blob)
+    return created, out
+
+
+def link_members(core: Core, plan: Plan, created: list[TaskState | None]) -> None:
+    """The planned edges: between members, to live tasks, to awaited keys."""
+    made: list[Any] = created  # every member with edges was created (none is a duplicate)
+    pick = made.__getitem__
+    if plan.simple:  # every member edge ON_SUCCESS: no conditions to keep
+        for parent, kl in zip(made, plan.kids):
+            if kl:  # (the planning lists are this batch's own: reused in place)
+                kl[:] = map(pick, kl)
+                parent.dependents = kl
+    else:
+        kconds = plan.kconds
+        for j, kl in enumerate(plan.kids):
+            if kl:
+                parent = made[j]
+                parent.dependents = list(map(pick, kl))
+                parent.dep_conds = kconds[j]
+    for i, ol in enumerate(plan.other):
+        if ol is None:
+            continue
+        t = made[i]
+        for kind, target, cond in ol:
+            if kind == E_TASK:
+                link(target, t, cond)
+            else:
+                await_key(core, t, target, cond)
+
+
+def await_key(core: Core, t: TaskState, key: str, cond: int) -> None:
+    """An edge of ``t`` to ``key``, which no task holds yet (``unknown_dependency = "await"``).
+
+    The task's await timeout runs from its submission, armed with its first such edge.
+    """
+    core.awaiting.setdefault(key, []).append((t, cond))
+    t.unmet += 1
+    t.awaiting += 1
+    timeout = core.pools[t.opts.pool_index].cfg.await_timeout
+    if timeout is not None and t.awaiting == 1:
+        core.timers.push(t.created_at + timeout, T_AWAIT, t, 0)
+
+
+def bind_awaited(core: Core, key: str, provider: TaskState) -> None:
+    """``provider`` now holds ``key``: the edges awaiting it bind to it."""
+    for w, cond in core.awaiting.pop(key, ()):
+        if w.status == BLOCKED:
+            w.awaiting -= 1
+            w.unmet -= 1
+            link(provider, w, cond)

@@ -33,17 +33,17 @@ from typing import Any
 
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
 from cronoq.engine.admission import (
-    E_TASK,
     BatchItem,
     KeyIndex,
-    Plan,
+    bind_awaited,
     check_resources,
+    create_members,
+    link_members,
     overflow,
     plan_admission,
     resolve_pool,
 )
 from cronoq.engine.config import CoreConfig
-from cronoq.engine.deps import link
 from cronoq.engine.model import (
     BLOCKED,
     CANCELLED,
@@ -109,7 +109,7 @@ from cronoq.engine.recurring import (
     Schedule,
     Schedules,
 )
-from cronoq.engine.reservations import MAX_HOLD_NS, FixedStart
+from cronoq.engine.reservations import MAX_HOLD_NS
 from cronoq.engine.resources import Resources
 from cronoq.engine.scoring import Scorer
 from cronoq.engine.snapshot import TOTAL_NAMES, Snapshot, build_snapshot
@@ -286,13 +286,13 @@ class Core:
     ) -> list[tuple[int, bool]]:
         """Plan the submission (``admission.py``: nothing changes if it fails), then commit it."""
         plan = plan_admission(self, now, items, single)
-        created, out = self._create_members(now, plan, schedule)
+        created, out = create_members(self, now, plan, schedule)
         if plan.any_deps:
-            self._link_members(now, plan, created)
+            link_members(self, plan, created)
         for i, key in plan.provided:
             provider = created[i]
             if provider is not None:
-                self._bind_awaited(key, provider)
+                bind_awaited(self, key, provider)
         release = self._release
         broken = plan.broken
         for i, member in enumerate(created):
@@ -304,86 +304,6 @@ class Core:
             elif member.unmet == 0:
                 release(member, now)
         return out
-
-    def _create_members(
-        self, now: int, plan: Plan, schedule: str | None
-    ) -> tuple[list[TaskState | None], list[tuple[int, bool]]]:
-        """Create the new members in order (ids increase with position); None for duplicates."""
-        created: list[TaskState | None] = []
-        out: list[tuple[int, bool]] = []
-        persist = self.persist
-        new_task = self._new_task
-        dup, pools, indeg, broken, windows = plan.dup, plan.pools, plan.indeg, plan.broken, plan.windows
-        for i, item in enumerate(plan.items):
-            d = dup[i]
-            if d is not None:
-                created.append(None)
-                out.append((d, True))
-                continue
-            pool = pools[i]
-            t = new_task(now, pool, item.opts, item.payload, item.key, item.deadline)
-            # its member edges, linked below; a broken edge never counts as met, so a cascade
-            # from another member cannot release it before it is skipped
-            t.unmet = indeg[i] + broken[i]
-            win = windows[i]
-            start_at = item.start_at
-            if win is not None and start_at is not None:
-                f = FixedStart(start_at, win[0], win[1])
-                f.reserved = True
-                f.recurring = schedule
-                pool.res[t.id] = win
-                t.fixed = f
-            created.append(t)
-            out.append((t.id, False))
-            if persist:
-                self._persist_submitted(t, item.deadline, start_at, item.deps, item.blob)
-        return created, out
-
-    def _link_members(self, now: int, plan: Plan, created: list[TaskState | None]) -> None:
-        """The planned edges: between members, to live tasks, to awaited keys."""
-        made: list[Any] = created  # every member with edges was created (none is a duplicate)
-        pick = made.__getitem__
-        if plan.simple:  # every member edge ON_SUCCESS: no conditions to keep
-            for parent, kl in zip(made, plan.kids):
-                if kl:  # (the planning lists are this batch's own: reused in place)
-                    kl[:] = map(pick, kl)
-                    parent.dependents = kl
-        else:
-            kconds = plan.kconds
-            for j, kl in enumerate(plan.kids):
-                if kl:
-                    parent = made[j]
-                    parent.dependents = list(map(pick, kl))
-                    parent.dep_conds = kconds[j]
-        for i, ol in enumerate(plan.other):
-            if ol is None:
-                continue
-            t = made[i]
-            for kind, target, cond in ol:
-                if kind == E_TASK:
-                    link(target, t, cond)
-                else:
-                    self._await_key(t, target, cond)
-
-    def _await_key(self, t: TaskState, key: str, cond: int) -> None:
-        """An edge of ``t`` to ``key``, which no task holds yet (``unknown_dependency = "await"``).
-
-        The task's await timeout runs from its submission, armed with its first such edge.
-        """
-        self.awaiting.setdefault(key, []).append((t, cond))
-        t.unmet += 1
-        t.awaiting += 1
-        timeout = self.pools[t.opts.pool_index].cfg.await_timeout
-        if timeout is not None and t.awaiting == 1:
-            self._push_timer(t.created_at + timeout, T_AWAIT, t, 0)
-
-    def _bind_awaited(self, key: str, provider: TaskState) -> None:
-        """``provider`` now holds ``key``: the edges awaiting it bind to it."""
-        for w, cond in self.awaiting.pop(key, ()):
-            if w.status == BLOCKED:
-                w.awaiting -= 1
-                w.unmet -= 1
-                link(provider, w, cond)
 
     def _expected(self, opts: TaskOptions) -> int:
         """SPEC §5.3: hint, else learned EWMA for (pool, kind), else the pool default."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cronoq.engine.actions import Persist
+from cronoq.engine.admission import await_key
 from cronoq.engine.deps import link
 from cronoq.engine.model import (
     BLOCKED,
@@ -134,7 +135,7 @@ class Recovery:
             if parent is None:
                 cfg = core.pools[t.opts.pool_index].cfg
                 if isinstance(target, str) and cfg.unknown_dependency == "await":
-                    core._await_key(t, target, cond)
+                    await_key(core, t, target, cond)
                 elif cond != ON_COMPLETE:
                     t.message = MSG_ALREADY_FINISHED
                     t.unmet = BROKEN

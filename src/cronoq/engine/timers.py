@@ -25,10 +25,12 @@ a tight loop; everything that pushes goes through this class.
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.model import BLOCKED, READY, RETRYING, RUNNING, SCHEDULED, TaskState
-from cronoq.engine.recurring import Schedule
+
+if TYPE_CHECKING:
+    from cronoq.engine.recurring import Schedule
 
 # timer kinds
 T_RETRY = 0  # backoff over: retrying -> ready (token = the attempt)
