@@ -1026,22 +1026,13 @@ class Core:
         t = self.leases.get(lease)
         if t is None:
             return False
-        old = t.group
-        if old is not None and old.labels == labels:
-            return True
         pool = self.pools[t.opts.pool_index]
-        for g in pool.groups:
-            if g.labels == labels:
-                if g.busy >= g.capacity or not g.accepts(t.opts.labels):
-                    return False
-                g.busy += 1
-                t.group = g
-                if old is not None:
-                    old.busy -= 1
-                    if pool.label_waiters:  # a labelled task may fit the slot given back
-                        self._unpark_labels(pool)
-                return True
-        return False
+        moved = pool.move_slot(t, labels)
+        if moved is None:
+            return False
+        if moved and pool.label_waiters:  # a labelled task may fit the slot given back
+            self._unpark_labels(pool)
+        return True
 
     # ------------------------------------------------------------------ control
 

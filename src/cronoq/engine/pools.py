@@ -207,6 +207,27 @@ class PoolState:
         self.label_waiters = keep
         return out
 
+    def move_slot(self, t: TaskState, labels: dict[str, str]) -> bool | None:
+        """Move running ``t`` to the slot of the group with exactly ``labels``.
+
+        None: no such group, it does not accept ``t``'s labels, or it has no free slot (nothing
+        changes); False: nothing to do (already there); True: moved, a slot was given back.
+        """
+        old = t.group
+        if old is not None and old.labels == labels:
+            return False
+        for g in self.groups:
+            if g.labels == labels:
+                if g.busy >= g.capacity or not g.accepts(t.opts.labels):
+                    return None
+                g.busy += 1
+                t.group = g
+                if old is None:
+                    return False
+                old.busy -= 1
+                return True
+        return None
+
     def evaluate_scale(self, now: int, expected: Callable[[TaskOptions], int]) -> int | None:
         """Run the autoscaler (SPEC §10) and record its desired capacity; None: no autoscaler."""
         sc = self.scaler
