@@ -56,8 +56,7 @@ import grpc.aio
 from cronoq.client._channel import auth_metadata, make_channel, normalize_targets
 from cronoq.client.encoding import decode_payload, encode_payload, priority_from_wire
 from cronoq.client.errors import CancelTask, ClientError, Reject, from_rpc_error
-from cronoq.engine.time import valid_seconds
-from cronoq.errors import Permanent, Retryable
+from cronoq.errors import Permanent, Retryable, outcome_of
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
 
@@ -673,12 +672,10 @@ def _failure(lease: Lease, exc: BaseException) -> pb.WorkerMessage | None:
         m.cancelled.lease = lease.id
         m.cancelled.SetInParent()
         return m
-    if isinstance(exc, Permanent):
-        return _fail(lease.id, exc.message, permanent=True)
-    if isinstance(exc, Retryable):
-        return _fail(lease.id, exc.message, retry_after=valid_seconds(exc.retry_after))
-    log.warning("handler failed on task %d (attempt %d)", lease.task_id, lease.attempt, exc_info=exc)
-    return _fail(lease.id, f"{type(exc).__name__}: {exc}")
+    if not isinstance(exc, (Permanent, Retryable)):
+        log.warning("handler failed on task %d (attempt %d)", lease.task_id, lease.attempt, exc_info=exc)
+    o = outcome_of(exc)
+    return _fail(lease.id, o.message, permanent=o.permanent, retry_after=o.retry_after)
 
 
 def _fail(
