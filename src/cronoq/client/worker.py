@@ -56,6 +56,7 @@ import grpc.aio
 from cronoq.client._channel import auth_metadata, make_channel, normalize_targets
 from cronoq.client.encoding import decode_payload, encode_payload, priority_from_wire
 from cronoq.client.errors import CancelTask, ClientError, Reject, from_rpc_error
+from cronoq.engine.time import next_backoff
 from cronoq.errors import Permanent, Retryable, outcome_of
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
@@ -389,7 +390,7 @@ class Worker:
                     self._target_index += 1 if several else 0
                     if not (several and outcome == "lost"):  # a dead server: try the next one at once
                         await self._sleep(wakeup, delay)
-                        delay = min(max(delay * 2, self._backoff[0]), self._backoff[1])
+                        delay = next_backoff(delay, *self._backoff)
                 elif outcome == "not_leader":
                     delay, failed = self._backoff[0], 0
                     self._target_index += 1
@@ -400,7 +401,7 @@ class Worker:
                     # says nothing about the next one, which may be the new leader)
                     if failed % len(self._targets) == 0:
                         await self._sleep(wakeup, delay)
-                        delay = min(max(delay * 2, self._backoff[0]), self._backoff[1])
+                        delay = next_backoff(delay, *self._backoff)
         finally:
             self._running = False
             registered.clear()
