@@ -58,6 +58,7 @@ from cronoq.client.encoding import decode_payload, encode_payload, priority_from
 from cronoq.client.errors import CancelTask, ClientError, Reject, from_rpc_error
 from cronoq.engine.time import next_backoff
 from cronoq.errors import Permanent, Retryable, outcome_of
+from cronoq.proto import PROTOCOL_VERSION
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
 
@@ -65,8 +66,6 @@ __all__ = ["PROTOCOL_VERSION", "Lease", "Worker"]
 
 log = logging.getLogger("cronoq.client.worker")
 
-#: The worker protocol version this worker speaks.
-PROTOCOL_VERSION = 3
 
 #: Session errors that reconnecting cannot fix.
 FATAL_CODES = frozenset(

@@ -3,3 +3,8 @@
 Importing this package is cheap; the stubs (which need grpcio/protobuf, the ``client`` or
 ``server`` extra) load from :mod:`cronoq.proto.cronoq.v1` only when imported.
 """
+
+from typing import Final
+
+#: The version of the worker protocol (``Register`` / ``Registered``) server and workers speak.
+PROTOCOL_VERSION: Final = 3

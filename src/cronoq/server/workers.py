@@ -43,12 +43,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cronoq.errors import Permanent, Retryable
+from cronoq.proto import PROTOCOL_VERSION
 
 if TYPE_CHECKING:
     from cronoq.runtime.context import TaskContext
     from cronoq.runtime.scheduler import Scheduler
-
-PROTOCOL_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)
