@@ -21,6 +21,14 @@ the jitter generator seeded from the configuration: the same inputs give the sam
   ``lease_expires``; the expiry timer re-arms itself when it finds the lease renewed.
 * Terminal tasks are retained (lookups, key dedup, outputs) for ``retention`` and at most
   ``retention_max`` entries, oldest first; pruning is lazy, done at the start of calls.
+
+This module keeps the hot path: the single-task submit fast path, the lifecycle moves,
+dispatch and the reports of running attempts.  Each cold concern owns its state in its own
+module and is reached from here: ``admission.py`` (planning and committing submissions
+with dependencies, starts or batches; the key index), ``timers.py`` (the timer heap),
+``pools.py`` (pool and group state, autoscaler inputs), ``resources.py`` (resources and
+the tasks parked on them), ``scoring.py`` (dispatch scores), ``recurring.py`` (schedules),
+``recovery.py`` (rebuilding from a store) and ``snapshot.py`` (snapshots).
 """
 
 from __future__ import annotations
