@@ -1000,13 +1000,7 @@ class Core:
         pool.window.slot(now).retried += 1
         t.message = message
         self._move(t, EV_RETRY, now, message)
-        if retry_after is not None:
-            delay = retry_after
-        else:
-            d = policy.base_delay(t.attempt)
-            if policy.jitter and d > 0:
-                d = self.rng.uniform(d / 2, d)
-            delay = to_ns(d)
+        delay = retry_after if retry_after is not None else to_ns(policy.delay(t.attempt, self.rng))
         if delay <= 0:
             self._make_ready(t, pool, now, EV_BACKOFF_DONE)
         else:

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import math
 from enum import IntEnum
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from cronoq.engine.time import NS, check_seconds, show_number
 from cronoq.errors import ArgumentTypeError
+
+if TYPE_CHECKING:
+    import random
 
 # ---------------------------------------------------------------------------------------------
 # Priority
@@ -261,6 +264,14 @@ class RetryPolicy:
         except OverflowError:
             return self.max_backoff
         return min(d, self.max_backoff)
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """The delay (seconds) before the retry after ``attempt``: the base delay, with jitter
+        a draw from ``rng`` (the engine's seeded generator) in ``[base/2, base]``."""
+        d = self.base_delay(attempt)
+        if self.jitter and d > 0:
+            d = rng.uniform(d / 2, d)
+        return d
 
 
 DEFAULT_RETRY: Final = RetryPolicy()

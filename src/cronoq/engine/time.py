@@ -68,7 +68,7 @@ def next_backoff(delay: float, lo: float, hi: float) -> float:
     """The delay after ``delay`` in an exponential backoff: doubled, kept within [lo, hi].
 
     The reconnect and store-retry loops of the shells step with it; a task's retry policy
-    has its own closed form (``RetryPolicy.base_delay``), seeded jitter applied by the core.
+    has its own closed form with seeded jitter (``RetryPolicy.delay``).
     """
     return min(max(delay * 2, lo), hi)
 
