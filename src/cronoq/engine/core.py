@@ -107,7 +107,6 @@ from cronoq.engine.mutations import (
     Recovered,
     StatusChange,
     Submitted,
-    task_record,
 )
 from cronoq.engine.pools import Group, PoolState
 from cronoq.engine.recovery import Recovery
@@ -366,18 +365,10 @@ class Core:
         deps: Sequence[tuple[int | str, int]] | None,
         blob: bytes | None,
     ) -> None:
-        tb = self.config.time_base
-        rec = task_record(
-            self.pools[t.opts.pool_index].name,
-            t.opts,
-            t.key,
-            blob,
-            deadline=None if deadline is None else tb + deadline,
-            start=None if start_at is None else tb + start_at,
-            deps=None if not deps else list(deps),
-            recurring=t.fixed.recurring if t.fixed is not None else None,
+        pool = self.pools[t.opts.pool_index].name
+        self.actions.append(
+            Persist(Submitted.of(t, pool, self.config.time_base, deadline, start_at, deps, blob))
         )
-        self.actions.append(Persist(Submitted(t.id, t.seq, tb + t.created_at, rec)))
 
     def _persist_status(
         self, t: TaskState, now: int, output: object = None, has_output: bool = False

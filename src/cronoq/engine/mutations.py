@@ -19,6 +19,7 @@ The records are plain slotted classes with ``__eq__`` so tests can compare round
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from cronoq.engine.model import STATUS_NAMES, RetryPolicy, TaskOptions, TaskState
@@ -175,6 +176,31 @@ class Submitted(_Record):
         self.seq = seq
         self.arrival = arrival  # Unix ns
         self.spec = spec
+
+    @classmethod
+    def of(
+        cls,
+        t: TaskState,
+        pool: str,
+        tb: int,
+        deadline: int | None,
+        start_at: int | None,
+        deps: Sequence[tuple[int | str, int]] | None,
+        blob: bytes | None,
+    ) -> Submitted:
+        """The record of new task ``t`` in ``pool`` (``deadline`` / ``start_at``: engine ns,
+        ``tb``: the engine's time base; ``blob``: the encoded payload)."""
+        rec = task_record(
+            pool,
+            t.opts,
+            t.key,
+            blob,
+            deadline=None if deadline is None else tb + deadline,
+            start=None if start_at is None else tb + start_at,
+            deps=None if not deps else list(deps),
+            recurring=t.fixed.recurring if t.fixed is not None else None,
+        )
+        return cls(t.id, t.seq, tb + t.created_at, rec)
 
 
 class StatusChange(_Record):
