@@ -4,11 +4,13 @@ Every error is a plain exception class that round-trips through pickle with its 
 (``__reduce__`` passes the constructor arguments back), so errors can cross process
 boundaries (thread pools, multiprocessing, the server) unchanged.  ``str(err)`` is the
 message, except for :class:`TaskFailed` whose string names the task and its status.
+:func:`outcome_of` is the one rule turning an executor's exception into the failure it
+reports (in-process scheduler and remote worker alike).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "CronoqError",
@@ -23,6 +25,8 @@ __all__ = [
     "Retryable",
     "Permanent",
     "SUBMIT_ERROR_CODES",
+    "Outcome",
+    "outcome_of",
 ]
 
 #: Every code a :class:`SubmitError` may carry (SPEC §16.3).
@@ -171,3 +175,29 @@ class Permanent(CronoqError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class Outcome(NamedTuple):
+    """How a failed attempt is reported: its message, whether it is permanent, and the delay
+    (seconds) before the retry that the executor asked for (None: the retry policy's)."""
+
+    message: str
+    permanent: bool = False
+    retry_after: float | None = None
+
+
+def outcome_of(exc: BaseException) -> Outcome:
+    """The failure an executor's exception reports (SPEC §9).
+
+    :class:`Permanent` ends the task ``failed`` with its message; :class:`Retryable` is
+    retried, after its ``retry_after`` when that is a valid duration; anything else (an
+    ``asyncio.CancelledError`` the executor raised itself included) is retried with the
+    message ``"<Type>: <str(exc)>"``.
+    """
+    if isinstance(exc, Permanent):
+        return Outcome(exc.message, permanent=True)
+    if isinstance(exc, Retryable):
+        from cronoq.engine.time import valid_seconds  # (engine.time imports this module)
+
+        return Outcome(exc.message, retry_after=valid_seconds(exc.retry_after))
+    return Outcome(f"{type(exc).__name__}: {exc}")

@@ -53,7 +53,9 @@ from typing import Any
 from cronoq.engine.actions import Abort, Dispatch, Publish, Resolve, SpaceAvailable
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
+from cronoq.engine.model import RETRYING, RUNNING, SCHEDULED
 from cronoq.engine.time import NS
+from cronoq.engine.timers import T_LEASE, T_RETRY, T_START, T_TIMEOUT
 from cronoq.errors import SubmitError
 
 from .workload import TaskSpec
@@ -1009,6 +1011,9 @@ class Shadow:
         for t in self.tasks.values():
             if t.status in TERMINAL and t.resolved != 1:
                 self.fail("one-terminal", f"{t} resolved {t.resolved} times")
+        problem = timer_heap_problem(core)
+        if problem is not None:
+            self.fail("timers", problem)
 
     def check_snapshot(self) -> None:
         """SPEC §14 window figures and snapshot totals against the shadow (costly: periodic)."""
@@ -1050,3 +1055,41 @@ class Shadow:
                 self.fail("liveness", f"{t} not terminal/resolved after quiescence")
         if self.live:
             self.fail("liveness", f"{self.live} tasks still live after quiescence")
+
+
+def timer_heap_problem(core: Core) -> str | None:
+    """The timer heap's own invariants (``engine/timers.py``), or None when they hold.
+
+    * it is a heap of ``(when, n)`` with unique push counters;
+    * ``next_wakeup`` is the earliest *live* entry (dropping dead heads never loses one);
+    * every task waiting on a timer has a live one: a retrying task its backoff, a running
+      task its attempt timeout and lease expiry (when configured), a scheduled task its start.
+    """
+    timers = core.timers
+    heap = timers.heap
+    for i in range(1, len(heap)):
+        if heap[(i - 1) // 2][:2] > heap[i][:2]:
+            return f"timer heap order broken at entry {i}"
+    if len({e[1] for e in heap}) != len(heap):
+        return "two timer entries share a push counter"
+    live = [e for e in heap if timers.live(e[2], e[3], e[4])]
+    earliest = min((e[0] for e in live), default=None)
+    nw = core.next_wakeup()
+    if nw != earliest:
+        return f"next_wakeup {nw} != earliest live timer {earliest}"
+    armed = {(e[2], e[3].id) for e in live if e[2] in (T_RETRY, T_TIMEOUT, T_LEASE, T_START)}
+    for t in core.tasks.values():
+        need: list[int] = []
+        if t.status == RETRYING:
+            need.append(T_RETRY)
+        elif t.status == RUNNING:
+            if t.opts.timeout is not None:
+                need.append(T_TIMEOUT)
+            if core.pools[t.opts.pool_index].cfg.lease_ttl is not None:
+                need.append(T_LEASE)
+        elif t.status == SCHEDULED:
+            need.append(T_START)
+        for kind in need:
+            if (kind, t.id) not in armed:
+                return f"task {t.id} ({t.status_name}) has no live timer of kind {kind}"
+    return None

@@ -105,7 +105,7 @@ class _Sched:
 
     def _count_stale(self) -> None:
         self.sim.stale_seen += 1
-        self.sim.core._tot["stale_completions"] += 1  # as Scheduler._count_stale
+        self.sim.core.counters["stale_completions"] += 1  # as Scheduler._count_stale
 
     def _cancel_now(self, ref: int | str) -> bool:
         self.sim.cancel(ref)

@@ -155,13 +155,13 @@ def test_a_broken_recovery_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_broken_recurring_engine_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Mutation check: a cron that skips every other occurrence must fail (recurring)."""
-    orig = core_mod.CronSchedule.next_after
+    orig = CronSchedule.next_after
 
     def skip_one(self: CronSchedule, unix_s: float) -> float | None:
         x = orig(self, unix_s)
         return None if x is None else orig(self, x)
 
-    monkeypatch.setattr(core_mod.CronSchedule, "next_after", skip_one)
+    monkeypatch.setattr(CronSchedule, "next_after", skip_one)
     with pytest.raises(SimFailure):
         for seed in range(20):
             FeatureSimulator(seed, 1500).run()

@@ -76,8 +76,8 @@ from cronoq.client._channel import (
 )
 from cronoq.client.encoding import decode_payload, encode_payload, priority_from_wire
 from cronoq.client.errors import CancelTask, ClientError, Reject, from_rpc_error
-from cronoq.engine.time import valid_seconds
-from cronoq.errors import Permanent, Retryable
+from cronoq.engine.time import next_backoff
+from cronoq.errors import Permanent, Retryable, outcome_of
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
 from cronoq.proto.protocol import (
@@ -506,7 +506,7 @@ class Worker:
                     self._target_index += 1 if several else 0
                     if not (several and outcome == "lost"):  # a dead server: try the next one at once
                         await self._sleep(wakeup, delay)
-                        delay = min(max(delay * 2, self._backoff[0]), self._backoff[1])
+                        delay = next_backoff(delay, *self._backoff)
                 elif outcome == "not_leader":
                     delay, failed = self._backoff[0], 0
                     self._target_index += 1
@@ -517,7 +517,7 @@ class Worker:
                     # says nothing about the next one, which may be the new leader)
                     if failed % len(self._targets) == 0:
                         await self._sleep(wakeup, delay)
-                        delay = min(max(delay * 2, self._backoff[0]), self._backoff[1])
+                        delay = next_backoff(delay, *self._backoff)
         finally:
             self._running = False
             registered.clear()
@@ -842,12 +842,10 @@ def _failure(lease: Lease, exc: BaseException) -> pb.WorkerMessage | None:
         m.cancelled.lease = lease.id
         m.cancelled.SetInParent()
         return m
-    if isinstance(exc, Permanent):
-        return _fail(lease.id, exc.message, permanent=True)
-    if isinstance(exc, Retryable):
-        return _fail(lease.id, exc.message, retry_after=valid_seconds(exc.retry_after))
-    log.warning("handler failed on task %d (attempt %d)", lease.task_id, lease.attempt, exc_info=exc)
-    return _fail(lease.id, f"{type(exc).__name__}: {exc}")
+    if not isinstance(exc, (Permanent, Retryable)):
+        log.warning("handler failed on task %d (attempt %d)", lease.task_id, lease.attempt, exc_info=exc)
+    o = outcome_of(exc)
+    return _fail(lease.id, o.message, permanent=o.permanent, retry_after=o.retry_after)
 
 
 def _fail(

@@ -15,12 +15,20 @@ the jitter generator seeded from the configuration: the same inputs give the sam
   turn and ticks once gets batched dispatch decisions.
 * Every status change goes through :meth:`_move`, which consults the transition table in
   ``model.py`` and keeps the per-pool counters (pending, ready, per class) exact.
-* Timers (retry backoff, attempt timeout, lease expiry) live in one heap of
-  ``(when, n, kind, task, token)``; an entry whose token no longer matches the task is stale
-  and dropped when it surfaces.  Heartbeats only move ``lease_expires``; the expiry timer
-  re-arms itself when it finds the lease renewed.
+* Timers (retry backoff, attempt timeout, lease expiry, fixed starts, recurring wake-ups,
+  autoscaler evaluations, bucket refills) live in one heap owned by ``timers.py``, which also
+  decides per kind whether an entry that surfaces is still live.  Heartbeats only move
+  ``lease_expires``; the expiry timer re-arms itself when it finds the lease renewed.
 * Terminal tasks are retained (lookups, key dedup, outputs) for ``retention`` and at most
   ``retention_max`` entries, oldest first; pruning is lazy, done at the start of calls.
+
+This module keeps the hot path: the single-task submit fast path, the lifecycle moves,
+dispatch and the reports of running attempts.  Each cold concern owns its state in its own
+module and is reached from here: ``admission.py`` (planning and committing submissions
+with dependencies, starts or batches; the key index), ``timers.py`` (the timer heap),
+``pools.py`` (pool and group state, autoscaler inputs), ``resources.py`` (resources and
+the tasks parked on them), ``scoring.py`` (dispatch scores), ``recurring.py`` (schedules),
+``recovery.py`` (rebuilding from a store) and ``snapshot.py`` (snapshots).
 """
 
 from __future__ import annotations
@@ -28,17 +36,23 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
-from collections.abc import Iterable, Sequence
-from itertools import chain, islice
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any
 
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
-from cronoq.engine.autoscale import Autoscaler
-from cronoq.engine.config import CoreConfig, PoolConfig
-from cronoq.engine.deps import kids_have_cycle, plan_member_edges, reaches
-from cronoq.engine.fairness import FairLane
-from cronoq.engine.keys import ScopedKey, same_tenant, scoped_key
-from cronoq.engine.lanes import Lane
+from cronoq.engine.admission import (
+    BatchItem,
+    KeyIndex,
+    bind_awaited,
+    check_resources,
+    create_members,
+    link_members,
+    overflow,
+    plan_admission,
+    resolve_pool,
+)
+from cronoq.engine.config import CoreConfig
+from cronoq.engine.keys import ScopedKey, scoped_key
 from cronoq.engine.model import (
     BLOCKED,
     CANCELLED,
@@ -53,17 +67,22 @@ from cronoq.engine.model import (
     EV_OCCURRENCE_SKIP,
     EV_PERMANENT,
     EV_RETRY,
-    EV_SHED,
     EV_START_DUE,
     EV_SUCCEED,
     EV_UNBLOCK,
     EV_UNBLOCK_LATER,
     FAILED,
     FIRST_TERMINAL,
+    MSG_ALREADY_FINISHED,
+    MSG_AWAIT_TIMEOUT,
+    MSG_CANCELLED,
+    MSG_LEASE_LOST,
+    MSG_MISSED,
+    MSG_PREVIOUS_RUNNING,
+    MSG_TIMEOUT,
     NUM_CLASSES,
     ON_COMPLETE,
     ON_SUCCESS,
-    OUTPUT_LOST,
     READY,
     RETRYING,
     RUNNING,
@@ -74,7 +93,6 @@ from cronoq.engine.model import (
     StatusEvent,
     TaskOptions,
     TaskState,
-    edge_satisfied,
     next_status,
 )
 from cronoq.engine.model import (
@@ -88,161 +106,44 @@ from cronoq.engine.model import (
 )
 from cronoq.engine.mutations import (
     Recovered,
-    RecoveredSchedule,
-    RecoveredTask,
-    RecoveredTerminal,
-    RecurringNext,
-    RecurringRecord,
-    RecurringRemove,
-    RecurringUpsert,
     StatusChange,
     Submitted,
-    TaskRecord,
-    retry_tuple,
 )
+from cronoq.engine.pools import Group, PoolState
+from cronoq.engine.recovery import Recovery
 from cronoq.engine.recurring import (
-    OVERLAP_NAMES,
-    OVERLAP_QUEUE,
-    OVERLAP_QUEUE_ON_SUCCESS,
-    OVERLAP_SKIP,
-    CronSchedule,
     RecurringInfo,
     RecurringSpec,
     Schedule,
-    occurrence_key,
+    Schedules,
 )
-from cronoq.engine.reservations import MAX_HOLD_NS, FixedStart, max_overlap, reservation_limit
-from cronoq.engine.resources import SEMAPHORE, Semaphore, TokenBucket
-from cronoq.engine.snapshot import TOTAL_NAMES, GroupSnapshot, PoolSnapshot, Snapshot
-from cronoq.engine.stats import CapacityIntegral, DurationModel, PoolWindow
+from cronoq.engine.reservations import MAX_HOLD_NS
+from cronoq.engine.resources import Resources
+from cronoq.engine.scoring import Scorer
+from cronoq.engine.snapshot import TOTAL_NAMES, Snapshot, build_snapshot
+from cronoq.engine.stats import DurationModel
 from cronoq.engine.time import NS, to_ns
-from cronoq.errors import InvalidSubmission, SubmitError
-
-#: A batch member: (opts, payload, key, deadline, start_at, deps[, blob])
-BatchItem = tuple[Any, ...]
-
-SERVICE_SAMPLE = 64  # queued tasks per class and lane structure the autoscaler's s is estimated from
-
-# edge kinds while planning a submission
-E_TASK = 0  # an existing live task
-E_MEMBER = 1  # another member of the same batch
-E_AWAIT = 2  # a key nobody submitted yet
+from cronoq.engine.timers import (
+    T_AWAIT,
+    T_HOLD,
+    T_LEASE,
+    T_MISS,
+    T_RECUR,
+    T_REFILL,
+    T_RETRY,
+    T_SCALE,
+    T_START,
+    T_TIMEOUT,
+    Timers,
+    task_timer_live,
+)
+from cronoq.errors import SubmitError
 
 EPOCH_SHIFT = 48
 SEQ_MASK = (1 << EPOCH_SHIFT) - 1
 
-# timer kinds
-T_RETRY = 0
-T_TIMEOUT = 1
-T_LEASE = 2
-T_START = 3  # fixed start reached: scheduled -> ready
-T_HOLD = 4  # start - max_hold: hold a slot
-T_MISS = 5  # start + tolerance: apply on_miss if not started
-T_AWAIT = 6  # await_timeout of an edge to an unknown key
-T_RECUR = 7  # a recurring occurrence comes due: materialize the next one (token = generation)
-T_SCALE = 8  # autoscaler evaluation of pool ``token``
-T_REFILL = 9  # a token bucket (name in the task slot) has refilled enough for its first waiter
-
 
 _PENDING = (True, True, True, False, True) + (False,) * 7  # blocked, scheduled, ready, retrying
-
-MSG_TIMEOUT = "attempt timed out"
-MSG_LEASE_LOST = "lease expired"
-MSG_CANCELLED = "cancelled"
-MSG_SHED = "shed under overload"
-MSG_MISSED = "fixed start missed"
-MSG_ALREADY_FINISHED = "task already finished"
-MSG_AWAIT_TIMEOUT = "timed out awaiting unknown dependency"
-_STATUS_BY_NAME = {name: i for i, name in enumerate(STATUS_NAMES)}
-MSG_PREVIOUS_RUNNING = "previous occurrence still running"
-MSG_INTERRUPTED = "attempt interrupted by a restart"
-
-
-class Group:
-    """Worker slots of a pool that share one label set (SPEC §13.2)."""
-
-    __slots__ = ("labels", "capacity", "busy", "order")
-
-    def __init__(self, labels: dict[str, str], capacity: int, order: int) -> None:
-        self.labels = labels
-        self.capacity = capacity
-        self.busy = 0
-        self.order = order
-
-    def accepts(self, need: dict[str, str] | None) -> bool:
-        if not need:
-            return True
-        lab = self.labels
-        return all(lab.get(k) == v for k, v in need.items())
-
-
-class PoolState:
-    """Live state of one pool."""
-
-    __slots__ = (
-        "busy",
-        "capacity",
-        "capacity_integral",
-        "cfg",
-        "desired",
-        "due",
-        "held",
-        "index",
-        "lane_ready",
-        "lanes",
-        "name",
-        "pending",
-        "pending_by_class",
-        "queued",
-        "ready",
-        "ready_by_class",
-        "res",
-        "waiting_space",
-        "window",
-        "groups",
-        "label_waiters",
-        "fair",
-        "scaler",
-        "scale_armed",
-        "retrying",
-        "retrying_by_class",
-        "run_ewma",
-        "group_order",
-    )
-
-    def __init__(self, index: int, cfg: PoolConfig, now: int, window_ns: int) -> None:
-        self.index = index
-        self.name = cfg.name
-        self.cfg = cfg
-        # worker groups: [unlabelled, then labelled by (#labels, creation order)]
-        self.groups = [Group({}, cfg.initial_capacity, 0)]
-        self.group_order = 1
-        self.capacity = cfg.initial_capacity  # sum over groups
-        self.busy = 0  # sum over groups
-        self.held = 0
-        self.desired = self.capacity
-        self.pending = 0
-        self.pending_by_class = [0] * NUM_CLASSES
-        self.ready = 0
-        self.ready_by_class = [0] * NUM_CLASSES
-        self.lane_ready = [0] * NUM_CLASSES  # ready tasks queued in each class lane
-        self.queued = 0  # sum of lane_ready
-        # ready fixed-start tasks before their miss deadline: (start, id, task), dispatched first
-        self.due: list[tuple[int, int, TaskState]] = []
-        self.res: dict[int, tuple[int, int]] = {}  # reservation windows of not-yet-started tasks
-        self.fair = cfg.fair_share
-        self.lanes: list[Any] = [
-            FairLane(cfg.tenant_weights) if cfg.fair_share else Lane() for _ in range(NUM_CLASSES)
-        ]
-        self.label_waiters: list[tuple[int, TaskState]] = []  # ready tasks no group can take now
-        self.scaler = Autoscaler(cfg.autoscale, cfg.min, cfg.max, now) if cfg.autoscale else None
-        self.scale_armed = False
-        self.retrying = 0
-        self.retrying_by_class = [0] * NUM_CLASSES
-        self.run_ewma = 0.0  # ns, successful run times of the whole pool (autoscaler service time)
-        self.window = PoolWindow(window_ns)
-        self.capacity_integral = CapacityIntegral(now, self.capacity)
-        self.waiting_space = False
 
 
 class Core:
@@ -254,29 +155,24 @@ class Core:
         self.id_base = epoch << EPOCH_SHIFT
         self.seq = first_seq
         self.pools = [PoolState(i, p, now, config.window) for i, p in enumerate(config.pools)]
-        self.resources: dict[str, Semaphore | TokenBucket] = {
-            r.name: (Semaphore(r) if r.kind == SEMAPHORE else TokenBucket(r, now)) for r in config.resources
-        }
-        # ready tasks parked until a resource frees: name -> heap of (class, seq, token, task)
-        self.res_waiters: dict[str, list[tuple[int, int, int, TaskState]]] = {}
-        self._refill_at: dict[str, int] = {}  # armed wake-up per token bucket
+        self.timers = Timers()
+        self.res = Resources(config.resources, now, self.timers)
+        self.resources = self.res.by_name  # (the same dicts)
+        self.res_waiters = self.res.waiters
         self.pool_index = {p.name: i for i, p in enumerate(config.pools)}
         self.default_pool = config.default_pool_index()
         self.tasks: dict[int, TaskState] = {}
-        self.keys: dict[ScopedKey, int] = {}  # by engine.keys.scoped_key(tenant, key)
+        self.keys = KeyIndex()
         self.leases: dict[int, TaskState] = {}
         # awaited keys: key -> [(dependent, cond)] for edges to tasks not submitted yet
         self.awaiting: dict[ScopedKey, list[tuple[TaskState, int]]] = {}
-        self.schedules: dict[str, Schedule] = {}  # recurring schedules by name
-        self._recur_gen = 0
-        self._recur_by_gen: dict[int, Schedule] = {}  # live T_RECUR timers
+        self.recurring = Schedules(self)
+        self.schedules = self.recurring.by_name  # (the same dict)
         self.next_lease = 1
         self.retained: deque[TaskState] = deque()
-        self.timers: list[tuple[int, int, int, Any, int]] = []
-        self.timer_n = 0
         self.lane_token = 0
         self.actions: list[Any] = []
-        self._tot = dict.fromkeys(TOTAL_NAMES, 0)  # rare counters; hot ones are plain ints
+        self.counters = dict.fromkeys(TOTAL_NAMES, 0)  # rare counters; hot ones are plain ints
         self._n_submitted = 0
         self._n_dispatched = 0
         self._n_succeeded = 0
@@ -291,16 +187,7 @@ class Core:
         self.running = 0
         self.paused = False  # while True, tick fires timers but dispatches nothing (shutdown)
         self.persist = config.persist  # emit Persist(mutation) actions for a durable store
-        # priority config, flattened for the hot path
-        pc = config.priority
-        self._base = pc.base
-        self._rate = tuple(r / NS for r in pc.aging_rate)  # per ns
-        self._cap = pc.age_cap
-        uc = config.urgency
-        self._u_max = uc.max
-        self._u_window = to_ns(uc.window)
-        self._u_overdue_rate = uc.overdue_rate / NS
-        self._u_overdue_cap = uc.overdue_cap
+        self.scorer = Scorer(config.priority, config.urgency)
         # a pool that starts off its floor is evaluated from the start (SPEC §10: every
         # interval): above min it scales down with no work at all, below min (a server pool
         # before workers connect) its desired capacity is min at once; one at min waits for work
@@ -317,21 +204,12 @@ class Core:
 
     def next_wakeup(self) -> int | None:
         """The earliest instant at which ``tick`` has timer work to do (None: no timers)."""
-        timers = self.timers
-        while timers:
-            _, _, kind, t, token = timers[0]
-            if kind == T_RECUR:
-                if token in self._recur_by_gen:
-                    return timers[0][0]
-            elif kind in (T_SCALE, T_REFILL) or self._timer_valid(kind, t, token):
-                return timers[0][0]
-            heapq.heappop(timers)
-        return None
+        return self.timers.next_due()
 
     @property
     def totals(self) -> dict[str, int]:
         """Counters since start (SPEC §14), as a fresh dict."""
-        out = dict(self._tot)
+        out = dict(self.counters)
         out["submitted"] = self._n_submitted
         out["dispatched"] = self._n_dispatched
         out["succeeded"] = self._n_succeeded
@@ -350,19 +228,11 @@ class Core:
         """
         if opts.resolver is self:
             return opts.pool_index
-        if opts.pool is None:
-            idx = self.default_pool
-        else:
-            found = self.pool_index.get(opts.pool)
-            if found is None:
-                raise SubmitError("unknown_pool", f"unknown pool '{opts.pool}'")
-            idx = found
-        if opts.resources is not None:
-            self.check_resources(opts)
-        opts.pool_index = idx
-        opts.stats_key = (idx, opts.kind)
-        opts.resolver = self
-        return idx
+        return resolve_pool(self, opts)
+
+    def check_resources(self, opts: TaskOptions) -> None:
+        """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid`` (SPEC §11)."""
+        check_resources(self.resources, opts)
 
     def submit(
         self,
@@ -383,42 +253,27 @@ class Core:
         r = self.retained
         if r and (r[0].finished_at <= now - self._retention or len(r) > self._retention_max):  # type: ignore[operator]
             self._prune(now)
-        sk = None if key is None else scoped_key(opts.tenant, key)
+        sk = None if key is None else scoped_key(opts.tenant, key)  # keys are scoped by tenant
         if sk is not None:
-            existing = self.keys.get(sk)
+            existing = self.keys.find(sk)
             if existing is not None:
                 return existing, True
         pi = opts.pool_index if opts.resolver is self else self.resolve_pool(opts)
         if start_at is not None or deps or (sk is not None and sk in self.awaiting):
             # (an awaited key must bind its waiters, which only _submit_items does)
             return self._submit_items(
-                now, [(opts, payload, key, deadline, start_at, deps, blob)], single=True
+                now, [BatchItem(opts, payload, key, deadline, start_at, deps, blob)], single=True
             )[0]
         pool = self.pools[pi]
         mp = pool.cfg.max_pending
         if mp is not None and pool.pending >= mp:
-            self._overflow(pool, opts.priority, now)
+            overflow(self, pool, opts.priority, now)
         tid = self._create(now, pool, opts, payload, key, deadline)
         if self.persist:
             self._persist_submitted(self.tasks[tid], deadline, None, None, blob)
         return tid, False
 
-    def check_resources(self, opts: TaskOptions) -> None:
-        """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid`` (SPEC §11)."""
-        for name, amount in (opts.resources or {}).items():
-            r = self.resources.get(name)
-            if r is None:
-                raise SubmitError("unknown_resource", f"unknown resource '{name}'")
-            if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
-                raise InvalidSubmission(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
-            if amount > r.capacity:
-                raise SubmitError(
-                    "resource_exceeds_capacity",
-                    f"requested amount exceeds capacity of resource '{name}' "
-                    f"(the task needs {amount} units, its capacity is {r.capacity})",
-                )
-
-    def submit_batch(self, now: int, items: Sequence[BatchItem]) -> list[tuple[int, bool]]:
+    def submit_batch(self, now: int, items: Sequence[BatchItem | tuple[Any, ...]]) -> list[tuple[int, bool]]:
         """Accept a batch atomically: all members are created or none (SubmitError).
 
         Items are ``(opts, payload, key, deadline, start_at, deps)``; members may reference
@@ -426,290 +281,37 @@ class Core:
         duplicate while the others are created.
         """
         self._prune(now)
-        return self._submit_items(now, items, single=False)
+        members = [it if type(it) is BatchItem else BatchItem(*it) for it in items]
+        return self._submit_items(now, members, single=False)
 
-    def _submit_items(self, now: int, items: Sequence[BatchItem], single: bool) -> list[tuple[int, bool]]:
-        """Validate everything first (pools, keys, edges, cycles, reservations, bounds), then create."""
-        n = len(items)
-        all_pools = self.pools
-        keys = self.keys
-        pools: list[PoolState] = []
-        dup: list[int | None] = [None] * n
-        batch_keys: dict[ScopedKey, int] = {}
-        dup_keys: set[ScopedKey] = set()
-        tenanted = False  # some member has a tenant: its keys are scoped (engine/keys.py)
-        need = [0] * len(all_pools)  # new members per pool
-        need_order: list[int] = []  # pools in order of first appearance
-        any_deps = any_start = False
-        for i, item in enumerate(items):
-            key = item[2]
-            if item[0].tenant is not None:
-                tenanted = True
-            if key is not None:
-                # (self.keys does not change while planning: a key is either existing or new)
-                sk = scoped_key(item[0].tenant, key)
-                existing = keys.get(sk)
-                if existing is None:
-                    if sk in batch_keys:
-                        raise SubmitError("duplicate_key_in_batch", f"duplicate key '{key}' in batch")
-                    batch_keys[sk] = i
-                else:
-                    if sk in dup_keys:
-                        raise SubmitError("duplicate_key_in_batch", f"duplicate key '{key}' in batch")
-                    dup_keys.add(sk)
-                    dup[i] = existing
-                    # a duplicate is the existing task (SPEC §3): its other fields (pool,
-                    # resources, edges) are not looked at, as for a single submit
-                    pools.append(all_pools[self.default_pool])  # (a placeholder, never read)
-                    continue
-            opts = item[0]
-            pi = opts.pool_index if opts.resolver is self else self.resolve_pool(opts)
-            pools.append(all_pools[pi])
-            if not need[pi]:
-                need_order.append(pi)
-            need[pi] += 1
-            if item[5]:
-                any_deps = True
-            if item[4] is not None:
-                any_start = True
-        # resolve every edge: to a member, to a live task, to an awaited key; or at once.
-        # Member edges are kept per parent: the dependent members and their conditions (no
-        # per-edge tuple), in (child, dep) order, which is the order they are linked in.
-        kids: list[list[int]] = []
-        kconds: list[list[int] | None] = [None] * n  # None: every edge so far is ON_SUCCESS
-        indeg = [0] * n  # member edges of each member
-        other: list[list[tuple[int, Any, int]] | None] = [None] * n  # E_TASK / E_AWAIT edges
-        broken = [False] * n
-        forward = False  # some member depends on a later one (else the order is topological)
-        planned = None
-        if any_deps and not dup_keys and not tenanted:  # the common case: ON_SUCCESS member edges
-            # (untenanted: every scoped key is the plain key)
-            planned = plan_member_edges([item[5] for item in items], cast("dict[str, int]", batch_keys))
-        if planned is not None:
-            kids, indeg, forward = planned
-        elif any_deps:
-            tasks = self.tasks
-            kids = [[] for _ in range(n)]
-            for i, item in enumerate(items):
-                deps = item[5]
-                if not deps or dup[i] is not None:
-                    continue
-                key = item[2]
-                tenant = item[0].tenant
-                m = 0
-                for target, cond in deps:
-                    tid: int | None
-                    if isinstance(target, str):
-                        if target == key:
-                            raise SubmitError("cycle", f"dependency cycle: task '{key}' depends on itself")
-                        target_sk = scoped_key(tenant, target)
-                        j = batch_keys.get(target_sk)
-                        if j is not None:
-                            kl = kids[j]
-                            kl.append(i)
-                            kc = kconds[j]
-                            if kc is not None:
-                                kc.append(cond)
-                            elif cond != ON_SUCCESS:  # (fewer long-lived lists while planning)
-                                kc = kconds[j] = [ON_SUCCESS] * (len(kl) - 1)
-                                kc.append(cond)
-                            m += 1
-                            if j > i:
-                                forward = True
-                            continue
-                        tid = keys.get(target_sk)
-                    else:
-                        tid = target
-                    parent = tasks.get(tid) if tid is not None else None
-                    if parent is not None and not same_tenant(parent.opts.tenant, tenant):
-                        parent = None  # another tenant's task: as if it did not exist
-                    ol = other[i]
-                    if ol is None:
-                        ol = other[i] = []
-                    if parent is None:
-                        if isinstance(target, str) and pools[i].cfg.unknown_dependency == "await":
-                            ol.append((E_AWAIT, scoped_key(tenant, target), cond))
-                            continue
-                        raise SubmitError("unknown_dependency", f"unknown dependency '{target}'")
-                    if parent.status >= FIRST_TERMINAL:
-                        if not edge_satisfied(cond, parent.status):
-                            broken[i] = True
-                        continue
-                    ol.append((E_TASK, parent, cond))
-                indeg[i] = m
-        if forward and kids_have_cycle(indeg, kids):
-            raise SubmitError("cycle", "dependency cycle in batch")
-        awaiting = self.awaiting
-        provided: list[tuple[int, ScopedKey]] = []  # (member, key) of awaited keys this batch provides
-        if awaiting and batch_keys:
-            if len(awaiting) < len(batch_keys):
-                provided = [(ix, k) for k in awaiting if (ix := batch_keys.get(k)) is not None]
-                provided.sort()
-            else:
-                provided = [(i, k) for k, i in batch_keys.items() if k in awaiting]
-            parents: list[list[int]] | None = None
-            for i, key in provided:
-                waiters = awaiting[key]
-                if waiters:
-                    if parents is None:
-                        parents = [[] for _ in range(n)]
-                        for j, kl in enumerate(kids):
-                            if kl:
-                                for c in kl:
-                                    parents[c].append(j)
-                    targets = self._existing_ancestors(i, parents, other)
-                    for w, _ in waiters:
-                        if w.status == BLOCKED and reaches(w, targets):
-                            shown = key if isinstance(key, str) else key[1]
-                            raise SubmitError("cycle", f"dependency cycle through awaited key '{shown}'")
-        # fixed-start reservations
-        windows: list[tuple[int, int] | None] = [None] * n
-        if any_start:
-            added: dict[int, list[tuple[int, int]]] = {}
-            for i, item in enumerate(items):
-                start_at = item[4]
-                if dup[i] is not None or start_at is None:
-                    continue
-                opts, pool = item[0], pools[i]
-                lo = start_at - opts.tolerance
-                hi = start_at + self._expected(opts) + opts.tolerance
-                mine = added.setdefault(pool.index, [])
-                limit = reservation_limit(pool.cfg.max, pool.cfg.reservable_fraction)
-                if max_overlap([*pool.res.values(), *mine], lo, hi) >= limit:
-                    raise SubmitError("reservation_conflict", "fixed-start reservation conflict")
-                mine.append((lo, hi))
-                windows[i] = (lo, hi)
-        # queue bounds: the batch is admitted as a whole
-        for idx in need_order:
-            k = need[idx]
-            pool = all_pools[idx]
-            mp = pool.cfg.max_pending
-            if mp is None or pool.pending + k <= mp:
-                continue
-            if single:
-                self._overflow(pool, items[0][0].priority, now)
-            elif k > mp:
-                raise SubmitError(
-                    "overloaded", f"batch of {k} tasks exceeds max_pending {mp} of pool '{pool.name}'"
-                )
-            elif pool.cfg.overflow == "wait":
-                pool.waiting_space = True
-                raise SubmitError("full", f"pool '{pool.name}' is full")
-            else:
-                raise SubmitError("overloaded", f"pool '{pool.name}' is overloaded")
-        # commit: create in order (ids increase with position), link, bind awaiters, release
-        created: list[TaskState | None] = [None] * n
-        out: list[tuple[int, bool]] = []
-        persist = self.persist
-        new_task = self._new_task
-        for i, item in enumerate(items):
-            d = dup[i]
-            if d is not None:
-                out.append((d, True))
-                continue
-            pool = pools[i]
-            t = new_task(now, pool, item[0], item[1], item[2], item[3])
-            # its member edges, linked below; a broken edge never counts as met, so a cascade
-            # from another member cannot release it before it is skipped below
-            t.unmet = indeg[i] + broken[i]
-            start_at = item[4]
-            if start_at is not None:
-                win = windows[i]
-                if win is not None:
-                    f = FixedStart(start_at, win[0], win[1])
-                    f.reserved = True
-                    pool.res[t.id] = win
-                    t.fixed = f
-            created[i] = t
-            out.append((t.id, False))
-            if persist:
-                self._persist_submitted(t, item[3], start_at, item[5], item[6] if len(item) > 6 else None)
-        if any_deps:
-            made: list[Any] = created  # every member with edges was created (none is a duplicate)
-            pick = made.__getitem__
-            if planned is not None:  # every edge ON_SUCCESS: no conditions to keep
-                for parent, kl in zip(made, kids):
-                    if kl:  # (the planning lists are this batch's own: reused in place)
-                        kl[:] = map(pick, kl)
-                        parent.dependents = kl
-            else:
-                for j, kl in enumerate(kids):
-                    if kl:
-                        parent = made[j]
-                        parent.dependents = list(map(pick, kl))
-                        parent.dep_conds = kconds[j]
-            for i, ol in enumerate(other):
-                if ol is None:
-                    continue
-                t = made[i]
-                for kind, target, cond in ol:
-                    if kind == E_TASK:
-                        self._link(target, t, cond)
-                    else:
-                        awaiting.setdefault(target, []).append((t, cond))
-                        t.unmet += 1
-                        t.awaiting += 1
-                        timeout = pools[i].cfg.await_timeout
-                        if timeout is not None:
-                            self._push_timer(now + timeout, T_AWAIT, t, 0)
-        for i, key in provided:
-            bound = awaiting.pop(key, None)
+    def submit_occurrence(self, now: int, item: BatchItem, schedule: str) -> tuple[int, bool]:
+        """Submit one occurrence of recurring ``schedule`` (for ``recurring.py``): as
+        :meth:`submit` with a start, the task naming its schedule before it is persisted."""
+        self._prune(now)
+        return self._submit_items(now, [item], single=True, schedule=schedule)[0]
+
+    def _submit_items(
+        self, now: int, items: Sequence[BatchItem], single: bool, schedule: str | None = None
+    ) -> list[tuple[int, bool]]:
+        """Plan the submission (``admission.py``: nothing changes if it fails), then commit it."""
+        plan = plan_admission(self, now, items, single)
+        created, out = create_members(self, now, plan, schedule)
+        if plan.any_deps:
+            link_members(self, plan, created)
+        for i, key in plan.provided:
             provider = created[i]
-            if bound and provider is not None:
-                for w, cond in bound:
-                    if w.status == BLOCKED:  # the awaited edge now binds to the new task
-                        w.awaiting -= 1
-                        w.unmet -= 1
-                        self._link(provider, w, cond)
+            if provider is not None:
+                bind_awaited(self, key, provider)
         release = self._release
+        broken = plan.broken
         for i, member in enumerate(created):
             if member is None or member.status != BLOCKED:
                 continue
             if broken[i]:
-                self._tot["skipped"] += 1
+                self.counters["skipped"] += 1
                 self._terminate(member, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
             elif member.unmet == 0:
                 release(member, now)
-        return out
-
-    @staticmethod
-    def _link(parent: TaskState, child: TaskState, cond: int) -> None:
-        kids = parent.dependents
-        if kids is None:
-            parent.dependents = [child]
-            if cond != ON_SUCCESS:
-                parent.dep_conds = [cond]
-        else:
-            kids.append(child)
-            conds = parent.dep_conds
-            if conds is not None:
-                conds.append(cond)
-            elif cond != ON_SUCCESS:
-                conds = parent.dep_conds = [ON_SUCCESS] * len(kids)
-                conds[-1] = cond
-        child.unmet += 1
-
-    @staticmethod
-    def _existing_ancestors(
-        i: int, parents: list[list[int]], other: list[list[tuple[int, Any, int]] | None]
-    ) -> set[int]:
-        """Ids of existing tasks member ``i`` depends on, directly or through other members.
-
-        ``parents[m]``: the members ``m`` depends on; ``other[m]``: its edges to existing
-        tasks (E_TASK) and awaited keys (E_AWAIT).
-        """
-        out: set[int] = set()
-        seen = {i}
-        stack = [i]
-        while stack:
-            m = stack.pop()
-            for kind, target, _ in other[m] or ():
-                if kind == E_TASK:
-                    out.add(target.id)
-            for j in parents[m]:
-                if j not in seen:
-                    seen.add(j)
-                    stack.append(j)
         return out
 
     def _expected(self, opts: TaskOptions) -> int:
@@ -730,27 +332,32 @@ class Core:
         key: str | None,
         deadline: int | None,
     ) -> TaskState:
-        """Create a task in ``blocked`` and count it; the caller releases it."""
+        """Create a task in ``blocked`` under the next id and count it; the caller releases it."""
         seq = self.seq
         self.seq = seq + 1
-        tid = self.id_base | seq
-        t = TaskState(tid, seq, opts, payload, key, now)
-        self.tasks[tid] = t
-        if key is not None:
-            self.keys[scoped_key(opts.tenant, key)] = tid
+        t = TaskState(self.id_base | seq, seq, opts, payload, key, now)
         self._n_submitted += 1
-        self.live += 1
-        c = opts.priority
-        pool.pending += 1
-        pool.pending_by_class[c] += 1
         if deadline is not None:
             t.deadline = deadline
+        self._admit(t, pool, now)
         if self.publish and self.emit_transitions:
             self._event(t, now, None)
+        return t
+
+    def _admit(self, t: TaskState, pool: PoolState, now: int) -> None:
+        """Take a new ``blocked`` task in: indexed (id, key), live, pending in its pool.
+
+        New submissions (:meth:`_new_task`) and recovered tasks, which keep their ids, share it.
+        """
+        self.tasks[t.id] = t
+        if t.key is not None:
+            self.keys.reserve(scoped_key(t.opts.tenant, t.key), t.id)
+        self.live += 1
+        pool.pending += 1
+        pool.pending_by_class[t.opts.priority] += 1
         if pool.scaler is not None and not pool.scale_armed:
             # (its arrival counts when it becomes ready: _release / its start coming due)
             self._arm_scale(pool, now)
-        return t
 
     def _persist_submitted(
         self,
@@ -760,46 +367,15 @@ class Core:
         deps: Sequence[tuple[int | str, int]] | None,
         blob: bytes | None,
     ) -> None:
-        tb = self.config.time_base
-        o = t.opts
-        rec = TaskRecord(
-            pool=self.pools[o.pool_index].name,
-            kind=o.kind,
-            priority=o.priority,
-            key=t.key,
-            deadline=None if deadline is None else tb + deadline,
-            start=None if start_at is None else tb + start_at,
-            tolerance=o.tolerance,
-            on_miss=o.on_miss,
-            duration_hint=o.duration_hint,
-            timeout=o.timeout,
-            retry=retry_tuple(o.retry),
-            deps=None if not deps else list(deps),
-            resources=o.resources,
-            tags=o.tags,
-            labels=o.labels,
-            tenant=o.tenant,
-            payload=blob,
-            recurring=t.fixed.recurring if t.fixed is not None else None,
+        pool = self.pools[t.opts.pool_index].name
+        self.actions.append(
+            Persist(Submitted.of(t, pool, self.config.time_base, deadline, start_at, deps, blob))
         )
-        self.actions.append(Persist(Submitted(t.id, t.seq, tb + t.created_at, rec)))
 
     def _persist_status(
         self, t: TaskState, now: int, output: object = None, has_output: bool = False
     ) -> None:
-        self.actions.append(
-            Persist(
-                StatusChange(
-                    t.id,
-                    STATUS_NAMES[t.status],
-                    t.attempt,
-                    self.config.time_base + now,
-                    t.message,
-                    output,
-                    has_output,
-                )
-            )
-        )
+        self.actions.append(Persist(StatusChange.of(t, self.config.time_base + now, output, has_output)))
 
     def _create(
         self,
@@ -818,7 +394,7 @@ class Core:
         pool.ready += 1
         pool.ready_by_class[c] += 1
         sc = pool.scaler
-        if sc is not None:  # an arrival (see _arrived)
+        if sc is not None:  # an arrival (see PoolState.arrived)
             sc.arrivals += 1
         if self.publish and self.emit_transitions:
             self._event(t, now, None)
@@ -826,25 +402,6 @@ class Core:
             t.latest_start = deadline - self.expected_duration(t)
         self._enqueue(t, pool)
         return t.id
-
-    def _overflow(self, pool: PoolState, priority: int, now: int) -> None:
-        """The pool is at ``max_pending``: apply its overflow policy or raise."""
-        policy = pool.cfg.overflow
-        if policy == "wait":
-            pool.waiting_space = True
-            raise SubmitError("full", f"pool '{pool.name}' is full")
-        victim: TaskState | None = None
-        if policy == "shed_lowest":
-            for c in range(NUM_CLASSES - 1, priority, -1):
-                if pool.lane_ready[c]:
-                    victim = pool.lanes[c].newest()
-                    break
-        elif policy == "shed_oldest" and pool.lane_ready[NUM_CLASSES - 1]:
-            victim = pool.lanes[NUM_CLASSES - 1].oldest()
-        if victim is None:
-            raise SubmitError("overloaded", f"pool '{pool.name}' is overloaded")
-        self._tot["shed"] += 1
-        self._terminate(victim, now, EV_SHED, MSG_SHED)
 
     # ------------------------------------------------------------------ lifecycle helpers
 
@@ -968,50 +525,14 @@ class Core:
             self._push_timer(f.start, T_START, t, 0)
             hold_at = f.start - MAX_HOLD_NS
             if hold_at <= now:
-                self._hold(t, pool)
+                pool.hold(t)
             else:
                 self._push_timer(hold_at, T_HOLD, t, 0)
         else:
             self._move(t, EV_UNBLOCK, now)
-            self._arrived(pool)
-            self._to_due(t, pool, now)
+            pool.arrived()
+            pool.to_due(t, now)
         self._push_timer(f.start + t.opts.tolerance + 1, T_MISS, t, 0)
-
-    @staticmethod
-    def _arrived(pool: PoolState) -> None:
-        """New work became ready (not a retry): one arrival for the autoscaler's λ (SPEC §10).
-        Counted here rather than at submission, so that tasks blocked on dependencies or with a
-        start ahead (R covers those) do not inflate the arrival rate."""
-        sc = pool.scaler
-        if sc is not None:
-            sc.arrivals += 1
-
-    def _to_due(self, t: TaskState, pool: PoolState, now: int) -> None:
-        """A ready fixed-start task: queue it where free slots go first, holding one for it."""
-        f = t.fixed
-        t.ready_at = now
-        f.in_due = True
-        # (by id, not seq: sequences restart in each epoch, ids are unique and ordered by them)
-        heapq.heappush(pool.due, (f.start, t.id, t))
-        self._hold(t, pool)
-
-    @staticmethod
-    def _hold(t: TaskState, pool: PoolState) -> None:
-        f = t.fixed
-        if not f.holding:
-            f.holding = True
-            pool.held += 1
-
-    @staticmethod
-    def _release_fixed(t: TaskState, pool: PoolState) -> None:
-        """Drop the hold and the reservation of a fixed-start task that started or ended."""
-        f = t.fixed
-        if f.holding:
-            f.holding = False
-            pool.held -= 1
-        if f.reserved:
-            f.reserved = False
-            del pool.res[t.id]
 
     def _miss(self, t: TaskState, now: int) -> None:
         """Not started by start + tolerance: apply ``on_miss`` (SPEC §6)."""
@@ -1022,15 +543,13 @@ class Core:
             pool.window.slot(now).fs_total += 1
         policy = t.opts.on_miss
         if policy == MISS_SKIP:
-            self._tot["missed"] += 1
+            self.counters["missed"] += 1
             self._terminate(t, now, EV_MISS_SKIP, MSG_MISSED)
         elif policy == MISS_FAIL:
-            self._tot["failed"] += 1
+            self.counters["failed"] += 1
             self._terminate(t, now, EV_MISS_FAIL, MSG_MISSED)
         else:  # run_late: stays ready, now in its class lane at its sequence position
-            if f.holding:
-                f.holding = False
-                pool.held -= 1
+            pool.unhold(t)
             if t.status == READY and f.in_due:
                 f.in_due = False
                 self._enqueue(t, pool)
@@ -1044,7 +563,7 @@ class Core:
         t.payload = None
         self.live -= 1
         if t.fixed is not None:
-            self._release_fixed(t, self.pools[t.opts.pool_index])
+            self.pools[t.opts.pool_index].release_fixed(t)
         self.retained.append(t)
         self.actions.append(Resolve(t))
         if len(self.retained) > self.config.retention_max:
@@ -1087,7 +606,7 @@ class Core:
                         release(child, now)
                 else:
                     msg = f"dependency {p.id} ended as {STATUS_NAMES[p.status]}"
-                    self._tot["skipped"] += 1
+                    self.counters["skipped"] += 1
                     deps_of_child = child.dependents
                     child.dependents = None  # cascade iteratively, not recursively
                     self._terminate(child, now, EV_EDGE_BROKEN, msg)
@@ -1107,9 +626,7 @@ class Core:
             t = r.popleft()
             tasks.pop(t.id, None)
             if t.key is not None:
-                sk = scoped_key(t.opts.tenant, t.key)
-                if keys.get(sk) == t.id:
-                    del keys[sk]
+                keys.free(scoped_key(t.opts.tenant, t.key), t.id)
 
     # ------------------------------------------------------------------ dispatch
 
@@ -1122,18 +639,14 @@ class Core:
         keeps its reservation, as any fixed-start task that has not started.)  Timers the new
         occurrences need at once (a hold) fire in the same tick, followed by another fill pass.
         """
-        timers = self.timers
+        timers = self.timers.heap
         recur: list[Schedule] | None = None
         while True:
             while timers and timers[0][0] <= now:
                 _when, _, kind, t, token = heapq.heappop(timers)
                 if kind == T_RECUR:
-                    sched = self._recur_by_gen.pop(token, None)
-                    if (
-                        sched is not None
-                        and sched.gen == token
-                        and self.schedules.get(sched.spec.name) is sched
-                    ):
+                    sched = self.timers.take_recur(token)
+                    if sched is not None and self.recurring.current(sched, token):
                         if recur is None:
                             recur = [sched]
                         else:
@@ -1141,10 +654,9 @@ class Core:
                 elif kind == T_SCALE:
                     self._autoscale(self.pools[token], now)
                 elif kind == T_REFILL:
-                    if self._refill_at.get(t) == _when:
-                        del self._refill_at[t]
+                    self.timers.refill_fired(t, _when)
                     self._unpark_resource(t, now)
-                elif self._timer_valid(kind, t, token):
+                elif task_timer_live(kind, t, token):
                     self._fire(kind, t, token, now)
             if not self.paused:
                 for pool in self.pools:
@@ -1155,10 +667,7 @@ class Core:
             if recur is None:
                 return
             for sched in recur:
-                # a late wake-up (loaded host, long pause) does not create a burst of past
-                # occurrences: resume from now - tolerance (missed ones are dropped)
-                late = self._unix_s(now) - sched.spec.opts.tolerance / NS
-                self._materialize(sched, now, max(self._unix_s(sched.next_start or now), late))
+                self.recurring.resume(sched, now)
             recur = None
 
     def _fill(self, pool: PoolState, now: int) -> None:
@@ -1203,7 +712,7 @@ class Core:
                         self._dispatch(head, pool, now, False, group)
                         free -= 1
                 continue
-            best, jumped = self._pick(pool, nonempty, now)
+            best, jumped = self.scorer.pick(pool.lanes, nonempty, now)
             group = self._place(best, pool, now)
             if group is not None:
                 self._dispatch(best, pool, now, jumped, group)
@@ -1220,34 +729,20 @@ class Core:
                 break
         if group is None:
             if parkable:
-                self._park(t, pool, None)
+                self._park(t, pool, None, now)
             return None
         res = opts.resources
         if res is not None:
-            resources = self.resources
-            if len(res) == 1:  # the common case: one resource, taken in one call
-                ((name, k),) = res.items()
-                if resources[name].try_take(k, now):
-                    return group
-            for name, k in res.items():
-                r = resources[name]
-                if not r.can_take(k, now):
-                    if parkable:
-                        self._park(t, pool, name)
-                        self._arm_refill(name, now)
-                    elif isinstance(r, TokenBucket):  # a due fixed-start task: wake up when it refilled
-                        at = r.ready_at(k, now)
-                        armed = self._refill_at.get(name)
-                        if at is not None and (armed is None or at < armed or armed < now):
-                            self._refill_at[name] = at
-                            self.timer_n += 1
-                            heapq.heappush(self.timers, (at, self.timer_n, T_REFILL, name, 0))
-                    return None
-            for name, k in res.items():
-                resources[name].take(k, now)
+            short = self.res.take_all(res, now)
+            if short is not None:
+                if parkable:
+                    self._park(t, pool, short, now)
+                else:  # a due fixed-start task: wake up when a bucket refilled
+                    self.res.arm_refill(short, now, res[short])
+                return None
         return group
 
-    def _park(self, t: TaskState, pool: PoolState, resource: str | None) -> None:
+    def _park(self, t: TaskState, pool: PoolState, resource: str | None, now: int) -> None:
         """Take a ready task out of its lane until its resource (or a matching group) frees."""
         self._dequeued(t, pool)
         self.lane_token += 1
@@ -1256,107 +751,22 @@ class Core:
         if resource is None:
             pool.label_waiters.append((token, t))
         else:
-            heapq.heappush(self.res_waiters.setdefault(resource, []), (t.opts.priority, t.id, token, t))
-
-    def _arm_refill(self, name: str, now: int) -> None:
-        """Wake up when a token bucket holds enough tokens for its first waiter (no polling)."""
-        r = self.resources[name]
-        waiters = self.res_waiters.get(name)
-        if not isinstance(r, TokenBucket) or not waiters:
-            return
-        need = (waiters[0][3].opts.resources or {}).get(name, 1)
-        at = r.ready_at(need, now)
-        if at is None:
-            return
-        armed = self._refill_at.get(name)
-        if armed is None or at < armed or armed < now:
-            self._refill_at[name] = at
-            self.timer_n += 1
-            heapq.heappush(self.timers, (at, self.timer_n, T_REFILL, name, 0))
+            self.res.park(resource, t, token, now)
 
     def _unpark_resource(self, name: str, now: int) -> None:
         """Return parked tasks of ``name`` to their lanes while the resource can serve them."""
-        waiters = self.res_waiters.get(name)
-        if not waiters:
-            return
-        r = self.resources[name]
-        budget = r.available if isinstance(r, Semaphore) else int(r.tokens(now))
-        while waiters and budget > 0:
-            _, _, token, t = waiters[0]
-            if t.status != READY or t.lane_token != token:
-                heapq.heappop(waiters)
-                continue
-            k = (t.opts.resources or {}).get(name, 1)
-            if k > budget:
-                break
-            heapq.heappop(waiters)
-            budget -= k
-            self._enqueue(t, self.pools[t.opts.pool_index])
-        while waiters and (waiters[0][3].status != READY or waiters[0][3].lane_token != waiters[0][2]):
-            heapq.heappop(waiters)
-        if not waiters:
-            del self.res_waiters[name]
-        else:
-            self._arm_refill(name, now)
+        pools = self.pools
+        for t in self.res.unpark(name, now):
+            self._enqueue(t, pools[t.opts.pool_index])
 
     def _unpark_labels(self, pool: PoolState) -> None:
         """A labelled slot freed (or a group changed): give parked labelled tasks another chance."""
-        if not pool.label_waiters:
-            return
-        keep: list[tuple[int, TaskState]] = []
-        for token, t in pool.label_waiters:
-            if t.status != READY or t.lane_token != token:
-                continue
-            need = t.opts.labels
-            if any(g.busy < g.capacity and g.accepts(need) for g in pool.groups):
-                self._enqueue(t, pool)
-            else:
-                keep.append((token, t))
-        pool.label_waiters = keep
-
-    def _pick(self, pool: PoolState, classes: Iterable[int], now: int) -> tuple[TaskState, bool]:
-        """Highest score among the heads of the non-empty classes; ties to lower sequence."""
-        best: TaskState | None = None
-        best_score = -1.0
-        best_class = 0
-        first_class = -1
-        base, rate, cap = self._base, self._rate, self._cap
-        for c in classes:
-            if first_class < 0:
-                first_class = c
-            lane = pool.lanes[c]
-            for t in (lane.fifo_head(), lane.dl_head()):
-                if t is None:
-                    continue
-                age = rate[c] * (now - t.ready_at)
-                score = base[c] + (age if age < cap[c] else cap[c])
-                if t.deadline is not None:
-                    score += self._urgency(t, now)
-                if score > best_score or (score == best_score and best is not None and t.id < best.id):
-                    best, best_score, best_class = t, score, c
-        if best is None:  # pragma: no cover - callers check pool.ready
-            raise AssertionError("no ready task although pool.ready > 0")
-        return best, best_class != first_class
-
-    def _urgency(self, t: TaskState, now: int) -> float:
-        slack = t.latest_start - now
-        expected = (t.deadline or 0) - t.latest_start
-        w = self._u_window if self._u_window > expected else expected
-        if slack >= w:
-            return 0.0
-        if slack >= 0:
-            return self._u_max * (1.0 - slack / w) if w > 0 else self._u_max
-        over = self._u_overdue_rate * -slack
-        return self._u_max + (over if over < self._u_overdue_cap else self._u_overdue_cap)
+        for t in pool.unpark_labels():
+            self._enqueue(t, pool)
 
     def score(self, t: TaskState, now: int) -> float:
         """The dispatch score of a ready task (SPEC §5.1), for tests and introspection."""
-        c = t.opts.priority
-        age = self._rate[c] * (now - t.ready_at)
-        s = self._base[c] + min(age, self._cap[c])
-        if t.deadline is not None:
-            s += self._urgency(t, now)
-        return s
+        return self.scorer.score(t, now)
 
     def _dispatch(self, t: TaskState, pool: PoolState, now: int, jumped: bool, group: Group) -> None:
         new = FLAT[t.status * 16 + EV_DISPATCH]
@@ -1402,7 +812,7 @@ class Core:
             slot.jumped += 1
         if f is not None:
             f.in_due = False
-            self._release_fixed(t, pool)
+            pool.release_fixed(t)
             if not f.counted:
                 f.counted = True
                 slot.fs_total += 1
@@ -1422,51 +832,37 @@ class Core:
     # ------------------------------------------------------------------ timers
 
     def _push_timer(self, when: int, kind: int, t: TaskState, token: int) -> None:
-        self.timer_n += 1
-        heapq.heappush(self.timers, (when, self.timer_n, kind, t, token))
-
-    @staticmethod
-    def _timer_valid(kind: int, t: TaskState, token: int) -> bool:
-        st = t.status
-        if kind == T_RETRY:
-            return st == RETRYING and t.attempt == token
-        if kind in (T_TIMEOUT, T_LEASE):
-            return st == RUNNING and t.lease == token
-        if kind in (T_START, T_HOLD):
-            return st == SCHEDULED
-        if kind == T_MISS:
-            return st == SCHEDULED or (st == READY and t.fixed.in_due)
-        return st == BLOCKED and t.awaiting > 0  # T_AWAIT
+        self.timers.push(when, kind, t, token)
 
     def _fire(self, kind: int, t: TaskState, token: int, now: int) -> None:
         if kind == T_RETRY:
             self._make_ready(t, self.pools[t.opts.pool_index], now, EV_BACKOFF_DONE)
         elif kind == T_TIMEOUT:
-            self._tot["timeouts"] += 1
+            self.counters["timeouts"] += 1
             self._lose(t, now, MSG_TIMEOUT)
         elif kind == T_LEASE:
             if t.lease_expires > now:
                 self._push_timer(t.lease_expires, T_LEASE, t, token)
                 return
-            self._tot["lease_expiries"] += 1
+            self.counters["lease_expiries"] += 1
             self._lose(t, now, MSG_LEASE_LOST)
         elif kind == T_START:
             prev = t.fixed.prev
             if prev is not None and prev.status < FIRST_TERMINAL:  # recurring overlap=skip
-                self._tot["skipped"] += 1
+                self.counters["skipped"] += 1
                 self._terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
                 return
             t.fixed.prev = None  # checked: drop it, so occurrences do not chain in memory forever
             self._move(t, EV_START_DUE, now)
             pool = self.pools[t.opts.pool_index]
-            self._arrived(pool)
-            self._to_due(t, pool, now)
+            pool.arrived()
+            pool.to_due(t, now)
         elif kind == T_HOLD:
-            self._hold(t, self.pools[t.opts.pool_index])
+            self.pools[t.opts.pool_index].hold(t)
         elif kind == T_MISS:
             self._miss(t, now)
         elif kind == T_AWAIT:
-            self._tot["skipped"] += 1
+            self.counters["skipped"] += 1
             self._terminate(t, now, EV_EDGE_BROKEN, MSG_AWAIT_TIMEOUT)
 
     def _lose(self, t: TaskState, now: int, message: str) -> None:
@@ -1516,7 +912,7 @@ class Core:
         """The attempt under ``lease`` returned ``output``.  False (and counted) if stale."""
         t = self.leases.pop(lease, None)
         if t is None:
-            self._tot["stale_completions"] += 1
+            self.counters["stale_completions"] += 1
             return False
         new = FLAT[t.status * 16 + EV_SUCCEED]
         if new != SUCCEEDED:  # pragma: no cover - only running tasks hold leases
@@ -1576,11 +972,11 @@ class Core:
         """The attempt under ``lease`` failed.  False (and counted) if the lease is stale."""
         t = self.leases.get(lease)
         if t is None:
-            self._tot["stale_completions"] += 1
+            self.counters["stale_completions"] += 1
             return False
         self._end_attempt(t, now, succeeded=False)
         if permanent:
-            self._tot["failed"] += 1
+            self.counters["failed"] += 1
             self._terminate(t, now, EV_PERMANENT, message)
         else:
             self._after_failure(t, now, message, retry_after)
@@ -1589,21 +985,15 @@ class Core:
     def _after_failure(self, t: TaskState, now: int, message: str, retry_after: int | None) -> None:
         policy = t.opts.retry or self.pools[t.opts.pool_index].cfg.retry
         if t.attempt >= policy.max_attempts:
-            self._tot["dead_lettered"] += 1
+            self.counters["dead_lettered"] += 1
             self._terminate(t, now, EV_EXHAUSTED, message)
             return
-        self._tot["retries"] += 1
+        self.counters["retries"] += 1
         pool = self.pools[t.opts.pool_index]
         pool.window.slot(now).retried += 1
         t.message = message
         self._move(t, EV_RETRY, now, message)
-        if retry_after is not None:
-            delay = retry_after
-        else:
-            d = policy.base_delay(t.attempt)
-            if policy.jitter and d > 0:
-                d = self.rng.uniform(d / 2, d)
-            delay = to_ns(d)
+        delay = retry_after if retry_after is not None else to_ns(policy.delay(t.attempt, self.rng))
         if delay <= 0:
             self._make_ready(t, pool, now, EV_BACKOFF_DONE)
         else:
@@ -1631,22 +1021,13 @@ class Core:
         t = self.leases.get(lease)
         if t is None:
             return False
-        old = t.group
-        if old is not None and old.labels == labels:
-            return True
         pool = self.pools[t.opts.pool_index]
-        for g in pool.groups:
-            if g.labels == labels:
-                if g.busy >= g.capacity or not g.accepts(t.opts.labels):
-                    return False
-                g.busy += 1
-                t.group = g
-                if old is not None:
-                    old.busy -= 1
-                    if pool.label_waiters:  # a labelled task may fit the slot given back
-                        self._unpark_labels(pool)
-                return True
-        return False
+        moved = pool.move_slot(t, labels)
+        if moved is None:
+            return False
+        if moved and pool.label_waiters:  # a labelled task may fit the slot given back
+            self._unpark_labels(pool)
+        return True
 
     # ------------------------------------------------------------------ control
 
@@ -1654,7 +1035,7 @@ class Core:
         """A task by id, or by key among ``tenant``'s tasks (keys are scoped by tenant)."""
         self._prune(now)
         if isinstance(ref, str):
-            tid = self.keys.get(scoped_key(tenant, ref))
+            tid = self.keys.find(scoped_key(tenant, ref))
             if tid is None:
                 return None
             return self.tasks.get(tid)
@@ -1668,7 +1049,7 @@ class Core:
         if t.status == RUNNING:
             self.actions.append(Abort(t.lease, t.id, MSG_CANCELLED))
             self._end_attempt(t, now, succeeded=False)
-        self._tot["cancelled"] += 1
+        self.counters["cancelled"] += 1
         self._terminate(t, now, EV_CANCEL, MSG_CANCELLED)
         return True
 
@@ -1687,26 +1068,8 @@ class Core:
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(f"capacity must be an int >= 0 (got {n!r})")
         pool = self.pools[idx]
-        groups = pool.groups
-        if not labels:
-            group = groups[0]
-            group.capacity = n
-            if pool.scaler is None:
-                pool.desired = n
-        else:
-            lab = {str(k): str(v) for k, v in labels.items()}
-            found = next((g for g in groups[1:] if g.labels == lab), None)
-            if found is None:
-                if n == 0:
-                    return
-                groups.append(Group(lab, n, pool.group_order))
-                pool.group_order += 1
-                groups[1:] = sorted(groups[1:], key=lambda g: (len(g.labels), g.order))
-            elif n == 0:
-                groups.remove(found)
-            else:
-                found.capacity = n
-        pool.capacity = sum(g.capacity for g in groups)
+        if not pool.resize_group(labels, n):
+            return
         pool.capacity_integral.change(now, pool.capacity, self.config.window)
         if pool.label_waiters:
             self._unpark_labels(pool)
@@ -1720,218 +1083,31 @@ class Core:
         if sc is None:
             return
         pool.scale_armed = True
-        self.timer_n += 1
-        heapq.heappush(self.timers, (now + to_ns(sc.cfg.interval), self.timer_n, T_SCALE, None, pool.index))
+        self.timers.push(now + to_ns(sc.cfg.interval), T_SCALE, None, pool.index)
 
     def _autoscale(self, pool: PoolState, now: int) -> None:
         """Evaluate the pool's desired capacity; emit Scale when it changes (SPEC §10)."""
-        sc = pool.scaler
         pool.scale_armed = False
-        if sc is None:
+        desired = pool.evaluate_scale(now, self._expected)
+        if desired is None:
             return
-        by_class = [pool.ready_by_class[c] + pool.retrying_by_class[c] for c in range(NUM_CLASSES)]
-        service = self._service_time(pool, by_class)
-        horizon = now + to_ns(sc.cfg.reservation_horizon)
-        upcoming = [w for w in pool.res.values() if w[0] <= horizon and w[1] >= now]
-        peak = max_overlap(upcoming, -(1 << 62), 1 << 62) if upcoming else 0
-        g0 = pool.groups[0]
-        desired = sc.evaluate(
-            now,
-            g0.capacity,
-            service_s=service / NS,
-            backlog=pool.ready + pool.retrying,
-            backlog_by_class=by_class,
-            busy=g0.busy,
-            reservations_peak=peak,
-        )
-        pool.desired = desired
-        if desired != g0.capacity:
+        if desired != pool.groups[0].capacity:
             self.actions.append(Scale(pool.name, desired))
-        idle = pool.pending == 0 and pool.busy == 0 and g0.capacity <= sc.lo and sc.rate < 0.01
-        if not idle:
+        if not pool.scale_idle():
             self._arm_scale(pool, now)
-
-    def _service_time(self, pool: PoolState, by_class: list[int]) -> float:
-        """s of SPEC §10: the mean expected duration (§5.3: hint, learned, default) of the pool's
-        backlog, estimated from up to SERVICE_SAMPLE queued tasks per class and weighted by
-        each class's backlog; with no backlog, the pool's learned run time or its default."""
-        total = weight = 0.0
-        expected = self._expected
-        for c, lane in enumerate(pool.lanes):
-            if not by_class[c]:
-                continue
-            n = 0
-            acc = 0
-            parts = lane.lanes.values() if pool.fair else (lane,)  # a FairLane: one Lane per tenant
-            for entry in chain.from_iterable(
-                chain(
-                    islice(ln.fifo, SERVICE_SAMPLE),
-                    islice(ln.late, SERVICE_SAMPLE),
-                    islice(ln.dl, SERVICE_SAMPLE),
-                )
-                for ln in parts
-            ):
-                t = entry[-1]
-                if t.status == READY and t.lane_token == entry[-2]:
-                    acc += expected(t.opts)
-                    n += 1
-            if n:
-                total += by_class[c] * acc / n
-                weight += by_class[c]
-        if weight:
-            return total / weight
-        return pool.run_ewma if pool.run_ewma > 0 else float(pool.cfg.default_duration)
 
     # ------------------------------------------------------------------ recurring schedules
 
-    def _unix_s(self, now: int) -> float:
-        return (self.config.time_base + now) / NS
-
     def add_recurring(self, now: int, spec: RecurringSpec) -> RecurringInfo:
-        """Add or replace a schedule and materialize its first occurrence (SPEC §7).
-
-        Raises SubmitError ``unknown_pool``; the cron and time zone were validated when the
-        spec was built.  A replaced schedule's materialized occurrence still runs, and the two
-        never fire for the same instant: when the replaced schedule has an occurrence for
-        instant T materialized (whatever became of it since), that one stays the occurrence
-        ahead, and the new schedule's first occurrence, the first one after T, is created when
-        T comes due.  The new schedule's overlap policy does not chain onto it.
-        """
-        self.resolve_pool(spec.opts)
-        old = self.schedules.get(spec.name)
-        sched = Schedule(spec)
-        self.schedules[spec.name] = sched
-        if self.persist:
-            self.actions.append(Persist(RecurringUpsert(self._recurring_record(spec))))
-        if old is not None and old.ahead is not None and old.next_start is not None:
-            sched.ahead = old.ahead
-            sched.last_id = old.last_id
-            self._arm_recur(sched, old.next_start)
-        else:
-            self._materialize(sched, now, self._unix_s(now))
-        return self._info(sched)
+        """Add or replace a schedule and materialize its first occurrence (see ``recurring.py``)."""
+        return self.recurring.add(now, spec)
 
     def remove_recurring(self, now: int, name: str) -> bool:
         """Remove a schedule; its already-materialized occurrence still runs."""
-        removed = self.schedules.pop(name, None) is not None
-        if removed and self.persist:
-            self.actions.append(Persist(RecurringRemove(name)))
-        return removed
-
-    def _recurring_record(self, spec: RecurringSpec) -> RecurringRecord:
-        o = spec.opts
-        template = TaskRecord(
-            pool=self.pools[o.pool_index].name,
-            kind=o.kind,
-            priority=o.priority,
-            key=spec.key,
-            tolerance=o.tolerance,
-            on_miss=o.on_miss,
-            duration_hint=o.duration_hint,
-            timeout=o.timeout,
-            retry=retry_tuple(o.retry),
-            resources=o.resources,
-            tags=o.tags,
-            labels=o.labels,
-            tenant=o.tenant,
-            payload=spec.blob,
-        )
-        return RecurringRecord(
-            spec.name, spec.cron.expr, spec.cron.tz_name, spec.overlap, template, spec.deadline_rel
-        )
+        return self.recurring.remove(name)
 
     def list_recurring(self) -> list[RecurringInfo]:
-        return [self._info(s) for s in self.schedules.values()]
-
-    def _info(self, sched: Schedule) -> RecurringInfo:
-        spec = sched.spec
-        return RecurringInfo(
-            name=spec.name,
-            cron=spec.cron.expr,
-            tz=spec.cron.tz_name,
-            overlap=OVERLAP_NAMES[spec.overlap],
-            next_unix_ns=None if sched.next_start is None else self.config.time_base + sched.next_start,
-            last_task_id=sched.last_id,
-            pool=self.pools[spec.opts.pool_index].name,
-            key=spec.key,
-            kind=spec.opts.kind,
-        )
-
-    def _materialize(self, sched: Schedule, now: int, after_unix: float) -> None:
-        """Create the next occurrence after ``after_unix`` as a fixed-start task.
-
-        One occurrence is tried (SPEC §7: each next one is created when the previous comes
-        due): one that cannot get a reservation (or finds its pool full) is dropped and counted
-        once, and the schedule wakes up at its instant to try the following one, by when the
-        reservations it conflicted with may have been released.
-        """
-        spec = sched.spec
-        prev = sched.chain
-        tb = self.config.time_base
-        nxt = spec.cron.next_after(after_unix)
-        if nxt is None:
-            self._tot["recurring_invalid"] += 1
-            sched.ahead = None
-            sched.next_start = None
-            if self.persist:
-                self.actions.append(Persist(RecurringNext(spec.name, None, sched.last_id)))
-            return
-        start = round(nxt * NS) - tb
-        key = None if spec.key is None else occurrence_key(spec.key, tb + start)
-        deps: list[tuple[int | str, int]] | None = None
-        if prev is not None and prev.id in self.tasks:
-            if spec.overlap == OVERLAP_QUEUE:
-                deps = [(prev.id, ON_COMPLETE)]
-            elif spec.overlap == OVERLAP_QUEUE_ON_SUCCESS:
-                deps = [(prev.id, ON_SUCCESS)]
-        deadline = None if spec.deadline_rel is None else start + spec.deadline_rel
-        try:
-            tid, dup = self.submit(now, sched.opts, spec.payload, key, deadline, start, deps, spec.blob)
-        except SubmitError:  # reservation conflict or a full pool: drop this occurrence
-            self._tot["recurring_conflicts"] += 1
-            sched.ahead = None
-            self._arm_recur(sched, start)
-            return
-        t = self.tasks[tid]
-        if not dup and t.fixed is not None:
-            t.fixed.recurring = spec.name
-            if self.persist:  # the Submitted record was built before the name was set
-                for a in reversed(self.actions):
-                    m = a.mutation if type(a) is Persist else None
-                    if type(m) is Submitted and m.id == tid:
-                        m.spec.recurring = spec.name
-                        break
-            if spec.overlap == OVERLAP_SKIP:
-                # an occurrence that ended before coming due (skipped for overlap, or
-                # cancelled while scheduled) still has its start check's ``prev``: check
-                # the one it deferred to, so a long run is never overlapped by a later one
-                live = prev
-                while (
-                    live is not None
-                    and live.status >= FIRST_TERMINAL
-                    and live.fixed is not None
-                    and live.fixed.prev is not None
-                ):
-                    live = live.fixed.prev
-                t.fixed.prev = live
-        sched.ahead = t
-        sched.chain = t
-        sched.last_id = tid
-        self._arm_recur(sched, start)
-
-    def _arm_recur(self, sched: Schedule, start: int) -> None:
-        """Wake ``sched`` up at ``start`` (the instant of its occurrence ahead, or of the one
-        dropped for a conflict) and persist where it stands."""
-        sched.next_start = start
-        self._recur_gen += 1
-        sched.gen = self._recur_gen
-        self._recur_by_gen[sched.gen] = sched
-        self.timer_n += 1
-        heapq.heappush(self.timers, (start, self.timer_n, T_RECUR, None, sched.gen))
-        if self.persist:
-            self.actions.append(
-                Persist(RecurringNext(sched.spec.name, self.config.time_base + start, sched.last_id))
-            )
+        return self.recurring.infos()
 
     # ------------------------------------------------------------------ recovery
 
@@ -1943,282 +1119,16 @@ class Core:
         ``retrying``: its interrupted attempt counts and it becomes ready after the backoff its
         policy gives for that attempt, counted from now); schedules resume where they were.
         Changes recovery makes (retries, skips, quarantines) are persisted like any other.
+        See ``recovery.py``.
         """
-        tb = self.config.time_base
-        for term in sorted(rec.terminal, key=lambda x: (x.finished, x.id)):
-            self._retain_recovered(term)
-        live: list[tuple[TaskState, RecoveredTask]] = []
-        for r in sorted(rec.tasks, key=lambda x: x.id):
-            spec = r.spec
-            opts = spec.options()
-            try:
-                pool = self.pools[self.resolve_pool(opts)]
-            except SubmitError as e:
-                reason = f"cannot recover task: {e.message}"
-                rec.quarantined.append((r.id, reason))
-                rec.quarantined_rows[r.id] = RecoveredTerminal(
-                    r.id, r.seq, spec.pool or "", spec.kind, spec.key, "failed", r.attempt, r.arrival,
-                    r.started, r.arrival, reason, None, False, int(spec.priority),
-                )  # fmt: skip
-                continue
-            publish, self.publish = self.publish, False  # no event under the temporary id
-            t = self._new_task(now - 0, pool, opts, r.payload, spec.key, None)
-            self.publish = publish
-            self.seq -= 1  # _new_task consumed a sequence number: give it back, keep the old id
-            del self.tasks[t.id]
-            sk = None if spec.key is None else scoped_key(opts.tenant, spec.key)
-            if sk is not None and self.keys.get(sk) == t.id:
-                del self.keys[sk]
-            t.id = r.id
-            t.seq = r.seq
-            t.created_at = r.arrival - tb
-            self.tasks[t.id] = t
-            if sk is not None:
-                self.keys[sk] = t.id
-            self._n_submitted -= 1  # counted when it was first submitted
-            t.attempt = r.attempt
-            if publish and self.emit_transitions:
-                self._event(t, now, None)  # blocked, under its real id
-            t.started_at = None if r.started is None else r.started - tb
-            t.message = r.message
-            if spec.deadline is not None:
-                t.deadline = spec.deadline - tb
-            if spec.start is not None and r.attempt == 0:
-                start = spec.start - tb
-                lo = start - opts.tolerance
-                hi = start + self._expected(opts) + opts.tolerance
-                f = FixedStart(start, lo, hi)
-                f.reserved = True
-                f.recurring = spec.recurring
-                pool.res[t.id] = (lo, hi)
-                t.fixed = f
-            live.append((t, r))
-        for qid, reason in rec.quarantined:
-            self._quarantine(qid, reason, now, rec.quarantined_rows.get(qid))
-        # dependencies, then release (in id order, parents before children)
-        for t, r in live:
-            if r.status in ("running", "retrying") or r.attempt > 0:
-                continue
-            for target, cond in r.spec.deps or ():
-                if isinstance(target, str):
-                    tid = self.keys.get(scoped_key(t.opts.tenant, target))
-                else:
-                    tid = target
-                parent = self.tasks.get(tid) if tid is not None else None
-                if parent is None:
-                    if (
-                        isinstance(target, str)
-                        and self.pools[t.opts.pool_index].cfg.unknown_dependency == "await"
-                    ):
-                        self.awaiting.setdefault(scoped_key(t.opts.tenant, target), []).append((t, cond))
-                        t.unmet += 1
-                        t.awaiting += 1
-                        timeout = self.pools[t.opts.pool_index].cfg.await_timeout
-                        if timeout is not None and t.awaiting == 1:  # re-arm, from the submission
-                            self._push_timer(t.created_at + timeout, T_AWAIT, t, 0)
-                    elif cond != ON_COMPLETE:
-                        t.message = MSG_ALREADY_FINISHED
-                        t.unmet = -1  # broken
-                        break
-                elif parent.status >= FIRST_TERMINAL:
-                    if not edge_satisfied(cond, parent.status):
-                        t.unmet = -1
-                        break
-                else:
-                    self._link(parent, t, cond)
-        # overlap=skip: FixedStart.prev is not persisted; link each occurrence to the latest
-        # live one before it (id order), so the start check still sees an interrupted run
-        skip = {rs.spec.name for rs in rec.schedules if rs.spec.overlap == OVERLAP_SKIP}
-        last_occ: dict[str, TaskState] = {}
-        for t, r in live:
-            if t.status != BLOCKED:
-                continue
-            name = r.spec.recurring if r.spec.recurring in skip else None
-            if r.status in ("running", "retrying") or r.attempt > 0:
-                self._recover_attempt(t, now)
-            elif t.unmet < 0:
-                t.unmet = 0
-                self._tot["skipped"] += 1
-                self._terminate(t, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
-            elif t.unmet == 0:
-                prev = last_occ.get(name) if name is not None else None
-                if prev is not None and prev.status < FIRST_TERMINAL and t.fixed is not None:
-                    if t.fixed.start <= now:  # came due while the previous one is live
-                        self._tot["skipped"] += 1
-                        self._terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
-                        continue
-                    t.fixed.prev = prev
-                self._release(t, now)
-            if name is not None and t.status < FIRST_TERMINAL:
-                last_occ[name] = t
-        for rs in rec.schedules:
-            self._recover_schedule(rs, now, last_occ.get(rs.spec.name))
-        for pool in self.pools:  # work recovered is not new work: no arrivals for the scaler
-            if pool.scaler is not None:
-                pool.scaler.arrivals = 0
-
-    def _recover_attempt(self, t: TaskState, now: int) -> None:
-        """A task interrupted by the restart: its attempt counts; retry after its backoff."""
-        # blocked -> ready -> running were never persisted for this term: replay them through
-        # the table (no slot is taken), then fail the interrupted attempt retryably.
-        self._move(t, EV_UNBLOCK, now)
-        self._move(t, EV_DISPATCH, now)
-        self._after_failure(t, now, MSG_INTERRUPTED, None)
-
-    def _recover_schedule(self, rs: RecoveredSchedule, now: int, live_occ: TaskState | None = None) -> None:
-        rec = rs.spec
-        try:
-            cron = CronSchedule(rec.cron, rec.tz)
-        except ValueError as e:
-            self._tot["recurring_invalid"] += 1
-            if self.persist:
-                self.actions.append(Persist(RecurringRemove(rec.name)))
-            del e
-            return
-        opts = rec.template.options()
-        try:
-            self.resolve_pool(opts)
-        except SubmitError:
-            self._tot["recurring_invalid"] += 1
-            return
-        spec = RecurringSpec(
-            rec.name, cron, rec.overlap, opts, rec.template.payload, rec.template.key, rec.deadline_rel
-        )
-        spec.blob = rec.template.payload
-        sched = Schedule(spec)
-        self.schedules[rec.name] = sched
-        ahead = self.tasks.get(rs.last) if rs.last else None
-        if ahead is not None and ahead.status < FIRST_TERMINAL and rs.next is not None:
-            # the wake-up resumes: at the start of the occurrence ahead, or at the instant of
-            # one dropped for a conflict (``last`` is then the occurrence before it)
-            sched.chain = ahead
-            sched.last_id = ahead.id
-            sched.next_start = rs.next - self.config.time_base
-            f = ahead.fixed
-            sched.ahead = ahead if f is not None and f.start == sched.next_start else None
-            self._recur_gen += 1
-            sched.gen = self._recur_gen
-            self._recur_by_gen[sched.gen] = sched
-            self._push_timer(sched.next_start, T_RECUR, ahead, sched.gen)
-        else:
-            # (overlap=skip: the next occurrence defers to the latest live one, see recover)
-            sched.chain = ahead if live_occ is None or live_occ.status >= FIRST_TERMINAL else live_occ
-            sched.last_id = rs.last
-            after = self._unix_s(now) if rs.next is None else max(self._unix_s(now), rs.next / NS)
-            self._materialize(sched, now, after)
-
-    def _retain_recovered(self, r0: RecoveredTerminal) -> TaskState:
-        """A terminal task read back from the store: retained for lookups, dedup and outputs."""
-        tb = self.config.time_base
-        pidx = self.pool_index.get(r0.pool, self.default_pool)
-        opts = TaskOptions(pool=self.pools[pidx].name, kind=r0.kind, priority=r0.priority, tenant=r0.tenant)
-        opts.pool_index = pidx
-        opts.stats_key = (pidx, r0.kind)
-        opts.resolver = self
-        t = TaskState(r0.id, r0.seq, opts, None, r0.key, r0.arrival - tb)
-        t.status = _STATUS_BY_NAME.get(r0.status, FAILED)
-        t.attempt = r0.attempt
-        t.started_at = None if r0.started is None else r0.started - tb
-        t.finished_at = r0.finished - tb
-        t.message = r0.message
-        if r0.has_output:
-            t.output = r0.output
-        elif t.status == SUCCEEDED:
-            t.output = OUTPUT_LOST  # (awaiting it raises TaskFailed, SPEC §3: not a silent None)
-        self.tasks[t.id] = t
-        if t.key is not None:
-            self.keys[scoped_key(r0.tenant, t.key)] = t.id
-        self.retained.append(t)
-        return t
-
-    def _quarantine(self, tid: int, reason: str, now: int, row: RecoveredTerminal | None = None) -> None:
-        """A row the store could not decode: a failed task from now on, never a crash (SPEC §15.3).
-
-        With what the store could still read of the row, the task stays known as a retained
-        ``failed`` task with the reason as its message: lookups and handles answer, dependents
-        see a failed parent, and its key stays taken for the retention period.
-        """
-        if self.persist:
-            self.actions.append(Persist(StatusChange(tid, "failed", 0, self.config.time_base + now, reason)))
-        self._tot["failed"] += 1
-        if row is not None and tid not in self.tasks:
-            row.status = "failed"
-            row.message = reason
-            row.output, row.has_output = None, False
-            row.finished = self.config.time_base + now
-            if row.key is not None and scoped_key(row.tenant, row.key) in self.keys:
-                row.key = None  # another task holds the key: that one keeps it
-            self._retain_recovered(row)
+        Recovery(self, now).run(rec)
 
     # ------------------------------------------------------------------ snapshot
 
     def snapshot(self, now: int) -> Snapshot:
         self._prune(now)
-        window = self.config.window
-        pools = []
-        running_by_pool: dict[int, int] = {}
-        for t in self.leases.values():
-            el = now - t.attempt_started
-            pi = t.opts.pool_index
-            running_by_pool[pi] = running_by_pool.get(pi, 0) + (el if el < window else window)
-        total_pending = 0
-        for pool in self.pools:
-            total_pending += pool.pending
-            tot = pool.window.totals(now)
-            wait = tot.wait
-            run = tot.run
-            dispatched = tot.dispatched
-            jumped = tot.jumped
-            fs_total = tot.fs_total
-            useful_ns = tot.useful_ns
-            busy_ns = tot.busy_ns + running_by_pool.get(pool.index, 0)
-            w50, w90, w99 = wait.quantiles((0.5, 0.9, 0.99))
-            r50, r99 = run.quantiles((0.5, 0.99))
-            provisioned = pool.capacity_integral.provisioned_ns(now, window)
-            util = min(1.0, busy_ns / provisioned) if provisioned > 0 else 0.0
-            eff = min(1.0, useful_ns / provisioned) if provisioned > 0 else 0.0
-            wns = pool.capacity_integral.worker_ns(now)
-            ws = wns / NS
-            pools.append(
-                PoolSnapshot(
-                    name=pool.name,
-                    capacity=pool.capacity,
-                    busy=pool.busy,
-                    held=min(pool.held, max(0, pool.capacity - pool.busy)),
-                    desired=pool.desired,
-                    pending=pool.pending,
-                    pending_by_class=list(pool.pending_by_class),
-                    ready=pool.ready,
-                    reservations=len(pool.res),
-                    window=window / NS,
-                    dispatched=dispatched,
-                    succeeded=tot.succeeded,
-                    failed=tot.failed,
-                    retried=tot.retried,
-                    priority_adherence=1.0 - jumped / dispatched if dispatched else 1.0,
-                    fixed_start_hit_rate=tot.fs_hits / fs_total if fs_total else 1.0,
-                    utilization=util,
-                    schedule_efficiency=eff,
-                    wait_mean=wait.mean() / NS,
-                    wait_p50=w50 / NS,
-                    wait_p90=w90 / NS,
-                    wait_p99=w99 / NS,
-                    run_p50=r50 / NS,
-                    run_p99=r99 / NS,
-                    worker_seconds=ws,
-                    cost=ws * pool.cfg.cost_per_worker_second,
-                    groups=[
-                        GroupSnapshot(labels=dict(g.labels), capacity=g.capacity, busy=g.busy)
-                        for g in pool.groups
-                    ],
-                )
-            )
-        return Snapshot(
-            pools=pools,
-            live_tasks=self.live,
-            running=self.running,
-            pending=total_pending,
-            totals=self.totals,
+        return build_snapshot(
+            now, self.config.window, self.pools, self.leases.values(), self.live, self.running, self.totals
         )
 
     # ------------------------------------------------------------------ introspection

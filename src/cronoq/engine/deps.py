@@ -13,10 +13,28 @@ from itertools import chain, repeat
 from operator import eq, gt, itemgetter
 from typing import cast
 
-from cronoq.engine.model import TaskState
+from cronoq.engine.model import ON_SUCCESS, TaskState
 
 _target = itemgetter(0)
 _cond = itemgetter(1)
+
+
+def link(parent: TaskState, child: TaskState, cond: int) -> None:
+    """Add the edge ``parent -> child`` with condition ``cond``; it counts as unmet."""
+    kids = parent.dependents
+    if kids is None:
+        parent.dependents = [child]
+        if cond != ON_SUCCESS:
+            parent.dep_conds = [cond]
+    else:
+        kids.append(child)
+        conds = parent.dep_conds
+        if conds is not None:
+            conds.append(cond)
+        elif cond != ON_SUCCESS:
+            conds = parent.dep_conds = [ON_SUCCESS] * len(kids)
+            conds[-1] = cond
+    child.unmet += 1
 
 
 def reaches(start: TaskState, targets: set[int], limit: int = 1_000_000) -> bool:

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import math
 from enum import IntEnum
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from cronoq.engine.time import NS, check_seconds, show_number
 from cronoq.errors import ArgumentTypeError
+
+if TYPE_CHECKING:
+    import random
 
 # ---------------------------------------------------------------------------------------------
 # Priority
@@ -261,6 +264,14 @@ class RetryPolicy:
         except OverflowError:
             return self.max_backoff
         return min(d, self.max_backoff)
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """The delay (seconds) before the retry after ``attempt``: the base delay, with jitter
+        a draw from ``rng`` (the engine's seeded generator) in ``[base/2, base]``."""
+        d = self.base_delay(attempt)
+        if self.jitter and d > 0:
+            d = rng.uniform(d / 2, d)
+        return d
 
 
 DEFAULT_RETRY: Final = RetryPolicy()
@@ -531,3 +542,15 @@ class StatusEvent:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (StatusEvent, tuple(getattr(self, s) for s in self.__slots__))
+
+
+# the messages the engine gives the statuses it decides (SPEC §4)
+MSG_TIMEOUT: Final = "attempt timed out"
+MSG_LEASE_LOST: Final = "lease expired"
+MSG_CANCELLED: Final = "cancelled"
+MSG_SHED: Final = "shed under overload"
+MSG_MISSED: Final = "fixed start missed"
+MSG_ALREADY_FINISHED: Final = "task already finished"
+MSG_AWAIT_TIMEOUT: Final = "timed out awaiting unknown dependency"
+MSG_PREVIOUS_RUNNING: Final = "previous occurrence still running"
+MSG_INTERRUPTED: Final = "attempt interrupted by a restart"

@@ -19,9 +19,10 @@ The records are plain slotted classes with ``__eq__`` so tests can compare round
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from cronoq.engine.model import RetryPolicy, TaskOptions
+from cronoq.engine.model import STATUS_NAMES, RetryPolicy, TaskOptions, TaskState
 from cronoq.engine.time import NS
 
 
@@ -132,6 +133,41 @@ def retry_tuple(policy: RetryPolicy | None) -> tuple[int, float, float, float, b
     return (policy.max_attempts, policy.initial_backoff, policy.multiplier, policy.max_backoff, policy.jitter)
 
 
+def task_record(
+    pool: str,
+    o: TaskOptions,
+    key: str | None,
+    payload: bytes | None,
+    *,
+    deadline: int | None = None,
+    start: int | None = None,
+    deps: list[tuple[int | str, int]] | None = None,
+    recurring: str | None = None,
+) -> TaskRecord:
+    """The durable definition of a task (or a schedule's template) with options ``o`` in
+    ``pool``; ``deadline`` / ``start`` are Unix ns, ``payload`` the encoded payload."""
+    return TaskRecord(
+        pool=pool,
+        kind=o.kind,
+        priority=o.priority,
+        key=key,
+        deadline=deadline,
+        start=start,
+        tolerance=o.tolerance,
+        on_miss=o.on_miss,
+        duration_hint=o.duration_hint,
+        timeout=o.timeout,
+        retry=retry_tuple(o.retry),
+        deps=deps,
+        resources=o.resources,
+        tags=o.tags,
+        labels=o.labels,
+        tenant=o.tenant,
+        payload=payload,
+        recurring=recurring,
+    )
+
+
 class Submitted(_Record):
     __slots__ = ("id", "seq", "arrival", "spec")
 
@@ -140,6 +176,31 @@ class Submitted(_Record):
         self.seq = seq
         self.arrival = arrival  # Unix ns
         self.spec = spec
+
+    @classmethod
+    def of(
+        cls,
+        t: TaskState,
+        pool: str,
+        tb: int,
+        deadline: int | None,
+        start_at: int | None,
+        deps: Sequence[tuple[int | str, int]] | None,
+        blob: bytes | None,
+    ) -> Submitted:
+        """The record of new task ``t`` in ``pool`` (``deadline`` / ``start_at``: engine ns,
+        ``tb``: the engine's time base; ``blob``: the encoded payload)."""
+        rec = task_record(
+            pool,
+            t.opts,
+            t.key,
+            blob,
+            deadline=None if deadline is None else tb + deadline,
+            start=None if start_at is None else tb + start_at,
+            deps=None if not deps else list(deps),
+            recurring=t.fixed.recurring if t.fixed is not None else None,
+        )
+        return cls(t.id, t.seq, tb + t.created_at, rec)
 
 
 class StatusChange(_Record):
@@ -164,6 +225,11 @@ class StatusChange(_Record):
         self.message = message
         self.output = output
         self.has_output = has_output
+
+    @classmethod
+    def of(cls, t: TaskState, at: int, output: object = None, has_output: bool = False) -> StatusChange:
+        """The status ``t`` is in now, reached at Unix ns ``at``, with its message."""
+        return cls(t.id, STATUS_NAMES[t.status], t.attempt, at, t.message, output, has_output)
 
 
 class RecurringRecord(_Record):

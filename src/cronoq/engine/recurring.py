@@ -1,9 +1,19 @@
 """Recurring schedules: cron expressions → fixed-start occurrences (SPEC §7).
 
 Cron parsing and iteration come from croniter (imported lazily, so ``import cronoq`` stays
-light); time zones from the stdlib ``zoneinfo`` database, which handles DST.  Everything
-here is pure computation over Unix seconds: the core converts to engine time with its
+light); time zones from the stdlib ``zoneinfo`` database, which handles DST.  The cron
+machinery is pure computation over Unix seconds: the core converts to engine time with its
 ``time_base``, so the engine stays deterministic.
+
+:class:`Schedules` is the recurring state of one core.  A schedule has at most one occurrence
+materialized ahead, a fixed-start task created through the core's normal admission (with the
+schedule's name on its ``FixedStart`` before it is persisted); a ``T_RECUR`` wake-up at that
+occurrence's start creates the next one, after the core's fill pass, so an occurrence never
+conflicts with its own successor.  An occurrence that cannot be admitted (reservation
+conflict, full pool) is dropped and counted, and the wake-up stays armed at its instant to
+try the following one.  The overlap policy links each occurrence to the previous one: a
+dependency edge (``queue``, ``queue_on_success``), or a start-time check (``skip``).
+Replacing a schedule keeps the occurrence ahead; removing one leaves it to run.
 
 Accepted syntax: 5 fields (min hour dom mon dow), 6 (seconds first), 7 (seconds first,
 trailing year); ranges, lists, steps, names, ``?``, ``L``, ``W``, ``#``; and the macros
@@ -18,10 +28,25 @@ from __future__ import annotations
 import calendar
 import datetime as _dt
 import re
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cronoq.engine.model import TaskOptions, TaskState
+from cronoq.engine.actions import Persist
+from cronoq.engine.admission import BatchItem
+from cronoq.engine.model import FIRST_TERMINAL, ON_COMPLETE, ON_SUCCESS, TaskOptions, TaskState
+from cronoq.engine.mutations import (
+    RecoveredSchedule,
+    RecurringNext,
+    RecurringRecord,
+    RecurringRemove,
+    RecurringUpsert,
+    task_record,
+)
+from cronoq.engine.time import NS
+from cronoq.errors import SubmitError
+
+if TYPE_CHECKING:
+    from cronoq.engine.core import Core
 
 OVERLAP_SKIP: Final = 0
 OVERLAP_ALLOW: Final = 1
@@ -361,3 +386,191 @@ def occurrence_key(template: str, start_unix_ns: int) -> str:
     """``"<key>@<UTC start, ISO-8601 seconds>Z"``."""
     when = _dt.datetime.fromtimestamp(start_unix_ns // 1_000_000_000, _dt.UTC)
     return f"{template}@{when.strftime('%Y-%m-%dT%H:%M:%S')}Z"
+
+
+class Schedules:
+    """The recurring schedules of one core, by name (see the module docstring)."""
+
+    __slots__ = ("by_name", "core")
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.by_name: dict[str, Schedule] = {}
+
+    def unix_s(self, now: int) -> float:
+        return (self.core.config.time_base + now) / NS
+
+    def current(self, sched: Schedule, token: int) -> bool:
+        """Whether a fired wake-up of generation ``token`` is still ``sched``'s latest one and
+        ``sched`` still the schedule under its name (not removed or replaced since)."""
+        return sched.gen == token and self.by_name.get(sched.spec.name) is sched
+
+    def resume(self, sched: Schedule, now: int) -> None:
+        """``sched`` woke up: materialize its next occurrence.
+
+        A late wake-up (loaded host, long pause) does not create a burst of past occurrences:
+        it resumes from now - tolerance (missed ones are dropped).
+        """
+        late = self.unix_s(now) - sched.spec.opts.tolerance / NS
+        self.materialize(sched, now, max(self.unix_s(sched.next_start or now), late))
+
+    def add(self, now: int, spec: RecurringSpec) -> RecurringInfo:
+        """Add or replace a schedule and materialize its first occurrence (SPEC §7).
+
+        Raises SubmitError ``unknown_pool``; the cron and time zone were validated when the
+        spec was built.  A replaced schedule's materialized occurrence still runs, and the two
+        never fire for the same instant: when the replaced schedule has an occurrence for
+        instant T materialized (whatever became of it since), that one stays the occurrence
+        ahead, and the new schedule's first occurrence, the first one after T, is created when
+        T comes due.  The new schedule's overlap policy does not chain onto it.
+        """
+        self.core.resolve_pool(spec.opts)
+        old = self.by_name.get(spec.name)
+        sched = Schedule(spec)
+        self.by_name[spec.name] = sched
+        if self.core.persist:
+            self.core.actions.append(Persist(RecurringUpsert(self.record(spec))))
+        if old is not None and old.ahead is not None and old.next_start is not None:
+            sched.ahead = old.ahead
+            sched.last_id = old.last_id
+            self.arm(sched, old.next_start)
+        else:
+            self.materialize(sched, now, self.unix_s(now))
+        return self.info(sched)
+
+    def remove(self, name: str) -> bool:
+        """Remove a schedule; its already-materialized occurrence still runs."""
+        removed = self.by_name.pop(name, None) is not None
+        if removed and self.core.persist:
+            self.core.actions.append(Persist(RecurringRemove(name)))
+        return removed
+
+    def record(self, spec: RecurringSpec) -> RecurringRecord:
+        o = spec.opts
+        template = task_record(self.core.pools[o.pool_index].name, o, spec.key, spec.blob)
+        return RecurringRecord(
+            spec.name, spec.cron.expr, spec.cron.tz_name, spec.overlap, template, spec.deadline_rel
+        )
+
+    def infos(self) -> list[RecurringInfo]:
+        return [self.info(s) for s in self.by_name.values()]
+
+    def info(self, sched: Schedule) -> RecurringInfo:
+        spec = sched.spec
+        return RecurringInfo(
+            name=spec.name,
+            cron=spec.cron.expr,
+            tz=spec.cron.tz_name,
+            overlap=OVERLAP_NAMES[spec.overlap],
+            next_unix_ns=None if sched.next_start is None else self.core.config.time_base + sched.next_start,
+            last_task_id=sched.last_id,
+            pool=self.core.pools[spec.opts.pool_index].name,
+            key=spec.key,
+            kind=spec.opts.kind,
+        )
+
+    def materialize(self, sched: Schedule, now: int, after_unix: float) -> None:
+        """Create the next occurrence after ``after_unix`` as a fixed-start task.
+
+        One occurrence is tried (SPEC §7: each next one is created when the previous comes
+        due): one that cannot get a reservation (or finds its pool full) is dropped and counted
+        once, and the schedule wakes up at its instant to try the following one, by when the
+        reservations it conflicted with may have been released.
+        """
+        spec = sched.spec
+        prev = sched.chain
+        tb = self.core.config.time_base
+        nxt = spec.cron.next_after(after_unix)
+        if nxt is None:
+            self.core.counters["recurring_invalid"] += 1
+            sched.ahead = None
+            sched.next_start = None
+            if self.core.persist:
+                self.core.actions.append(Persist(RecurringNext(spec.name, None, sched.last_id)))
+            return
+        start = round(nxt * NS) - tb
+        key = None if spec.key is None else occurrence_key(spec.key, tb + start)
+        deps: list[tuple[int | str, int]] | None = None
+        if prev is not None and prev.id in self.core.tasks:
+            if spec.overlap == OVERLAP_QUEUE:
+                deps = [(prev.id, ON_COMPLETE)]
+            elif spec.overlap == OVERLAP_QUEUE_ON_SUCCESS:
+                deps = [(prev.id, ON_SUCCESS)]
+        deadline = None if spec.deadline_rel is None else start + spec.deadline_rel
+        try:
+            item = BatchItem(sched.opts, spec.payload, key, deadline, start, deps, spec.blob)
+            tid, dup = self.core.submit_occurrence(now, item, spec.name)
+        except SubmitError:  # reservation conflict or a full pool: drop this occurrence
+            self.core.counters["recurring_conflicts"] += 1
+            sched.ahead = None
+            self.arm(sched, start)
+            return
+        t = self.core.tasks[tid]
+        if not dup and t.fixed is not None and spec.overlap == OVERLAP_SKIP:
+            # an occurrence that ended before coming due (skipped for overlap, or cancelled
+            # while scheduled) still has its start check's ``prev``: check the one it deferred
+            # to, so a long run is never overlapped by a later one
+            live = prev
+            while (
+                live is not None
+                and live.status >= FIRST_TERMINAL
+                and live.fixed is not None
+                and live.fixed.prev is not None
+            ):
+                live = live.fixed.prev
+            t.fixed.prev = live
+        sched.ahead = t
+        sched.chain = t
+        sched.last_id = tid
+        self.arm(sched, start)
+
+    def arm(self, sched: Schedule, start: int) -> None:
+        """Wake ``sched`` up at ``start`` (the instant of its occurrence ahead, or of the one
+        dropped for a conflict) and persist where it stands."""
+        sched.next_start = start
+        self.core.timers.arm_recur(start, sched)
+        if self.core.persist:
+            self.core.actions.append(
+                Persist(RecurringNext(sched.spec.name, self.core.config.time_base + start, sched.last_id))
+            )
+
+    def recover(self, rs: RecoveredSchedule, now: int, live_occ: TaskState | None = None) -> None:
+        """Resume a schedule read back from a durable store (``live_occ``: for overlap=skip,
+        its latest live occurrence, which the next one defers to)."""
+        rec = rs.spec
+        try:
+            cron = CronSchedule(rec.cron, rec.tz)
+        except ValueError as e:
+            self.core.counters["recurring_invalid"] += 1
+            if self.core.persist:
+                self.core.actions.append(Persist(RecurringRemove(rec.name)))
+            del e
+            return
+        opts = rec.template.options()
+        try:
+            self.core.resolve_pool(opts)
+        except SubmitError:
+            self.core.counters["recurring_invalid"] += 1
+            return
+        spec = RecurringSpec(
+            rec.name, cron, rec.overlap, opts, rec.template.payload, rec.template.key, rec.deadline_rel
+        )
+        spec.blob = rec.template.payload
+        sched = Schedule(spec)
+        self.by_name[rec.name] = sched
+        ahead = self.core.tasks.get(rs.last) if rs.last else None
+        if ahead is not None and ahead.status < FIRST_TERMINAL and rs.next is not None:
+            # the wake-up resumes: at the start of the occurrence ahead, or at the instant of
+            # one dropped for a conflict (``last`` is then the occurrence before it)
+            sched.chain = ahead
+            sched.last_id = ahead.id
+            sched.next_start = rs.next - self.core.config.time_base
+            f = ahead.fixed
+            sched.ahead = ahead if f is not None and f.start == sched.next_start else None
+            self.core.timers.arm_recur(sched.next_start, sched)
+        else:
+            # (overlap=skip: the next occurrence defers to the latest live one, see recover)
+            sched.chain = ahead if live_occ is None or live_occ.status >= FIRST_TERMINAL else live_occ
+            sched.last_id = rs.last
+            after = self.unix_s(now) if rs.next is None else max(self.unix_s(now), rs.next / NS)
+            self.materialize(sched, now, after)

@@ -8,13 +8,27 @@
 
 A task is dispatched only when every resource it needs can give its amount *now*; the core
 then acquires them all at once (all-or-nothing, single-threaded, so atomic).
+
+:class:`Resources` is the resource state of one core: the resources by name, and the ready
+tasks *parked* on each one because it could not serve them, in a heap by (class, id).  A
+parked task is out of its lane (its lane token is negated, so any older entry is stale);
+when units come back (an attempt ends) or a bucket has refilled (a ``T_REFILL`` wake-up,
+armed for the first waiter's amount: no polling), waiters go back to their lanes in heap
+order while the resource can serve them.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
+from cronoq.engine.model import READY, TaskState
 from cronoq.engine.time import NS
+
+if TYPE_CHECKING:
+    from cronoq.engine.timers import Timers
 
 SEMAPHORE = "semaphore"
 TOKEN_BUCKET = "token_bucket"
@@ -149,3 +163,77 @@ class TokenBucket:
 
 #: The public name: ``Resource.semaphore(name, permits)``, ``Resource.token_bucket(name, rate, burst)``.
 Resource = ResourceConfig
+
+
+class Resources:
+    """The resources of one core and the tasks parked on them (see the module docstring)."""
+
+    __slots__ = ("by_name", "timers", "waiters")
+
+    def __init__(self, configs: Iterable[ResourceConfig], now: int, timers: Timers) -> None:
+        self.by_name: dict[str, Semaphore | TokenBucket] = {
+            r.name: (Semaphore(r) if r.kind == SEMAPHORE else TokenBucket(r, now)) for r in configs
+        }
+        # ready tasks parked until a resource frees: name -> heap of (class, id, token, task)
+        self.waiters: dict[str, list[tuple[int, int, int, TaskState]]] = {}
+        self.timers = timers
+
+    def take_all(self, need: dict[str, int], now: int) -> str | None:
+        """Take every amount of ``need`` at once; else take none and return the first short one."""
+        by_name = self.by_name
+        if len(need) == 1:  # the common case: one resource, taken in one call
+            ((name, k),) = need.items()
+            if by_name[name].try_take(k, now):
+                return None
+        for name, k in need.items():
+            if not by_name[name].can_take(k, now):
+                return name
+        for name, k in need.items():
+            by_name[name].take(k, now)
+        return None
+
+    def park(self, name: str, t: TaskState, token: int, now: int) -> None:
+        """``t`` (lane token ``token``) waits until ``name`` can serve it."""
+        heapq.heappush(self.waiters.setdefault(name, []), (t.opts.priority, t.id, token, t))
+        self.arm_refill(name, now)
+
+    def arm_refill(self, name: str, now: int, k: int | None = None) -> None:
+        """Wake up when bucket ``name`` holds ``k`` tokens (default: its first waiter's amount)."""
+        r = self.by_name[name]
+        if not isinstance(r, TokenBucket):
+            return
+        if k is None:
+            waiters = self.waiters.get(name)
+            if not waiters:
+                return
+            k = (waiters[0][3].opts.resources or {}).get(name, 1)
+        at = r.ready_at(k, now)
+        if at is not None:
+            self.timers.arm_refill(name, at, now)
+
+    def unpark(self, name: str, now: int) -> list[TaskState]:
+        """The parked tasks of ``name`` it can serve now, in order, out of the heap."""
+        waiters = self.waiters.get(name)
+        if not waiters:
+            return []
+        r = self.by_name[name]
+        budget = r.available if isinstance(r, Semaphore) else int(r.tokens(now))
+        out: list[TaskState] = []
+        while waiters and budget > 0:
+            _, _, token, t = waiters[0]
+            if t.status != READY or t.lane_token != token:
+                heapq.heappop(waiters)
+                continue
+            k = (t.opts.resources or {}).get(name, 1)
+            if k > budget:
+                break
+            heapq.heappop(waiters)
+            budget -= k
+            out.append(t)
+        while waiters and (waiters[0][3].status != READY or waiters[0][3].lane_token != waiters[0][2]):
+            heapq.heappop(waiters)
+        if not waiters:
+            del self.waiters[name]
+        else:
+            self.arm_refill(name, now)
+        return out

@@ -64,6 +64,15 @@ def valid_seconds(value: object) -> float | None:
         return None
 
 
+def next_backoff(delay: float, lo: float, hi: float) -> float:
+    """The delay after ``delay`` in an exponential backoff: doubled, kept within [lo, hi].
+
+    The reconnect and store-retry loops of the shells step with it; a task's retry policy
+    has its own closed form with seeded jitter (``RetryPolicy.delay``).
+    """
+    return min(max(delay * 2, lo), hi)
+
+
 def to_ns(seconds: float) -> int:
     """Seconds (float) to integer nanoseconds, rounded to the nearest ns."""
     return round(seconds * NS)

@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from cronoq.engine.time import next_backoff
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store.base import TransientStoreError
 
@@ -206,7 +207,7 @@ class Committer:
                     return e
                 self.retries += 1
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, self.retry_max)
+                delay = next_backoff(delay, 0.0, self.retry_max)
             except Exception as e:
                 return e
 

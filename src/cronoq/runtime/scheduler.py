@@ -48,22 +48,22 @@ from typing import Any
 
 from cronoq import otel as _otel
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
+from cronoq.engine.admission import BatchItem
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
 from cronoq.engine.model import FIRST_TERMINAL, OUTPUT_LOST, STATUS_NAMES, SUCCEEDED, TaskOptions, TaskState
 from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, parse_overlap
 from cronoq.engine.resources import ResourceConfig
 from cronoq.engine.snapshot import Snapshot
-from cronoq.engine.time import check_seconds, to_ns, valid_seconds
+from cronoq.engine.time import check_seconds, to_ns
 from cronoq.errors import (
     ArgumentTypeError,
     InvalidSubmission,
     NotStartedError,
-    Permanent,
-    Retryable,
     SchedulerError,
     SubmitError,
     TaskFailed,
+    outcome_of,
 )
 from cronoq.runtime.clock import LOOP_CLOCK, Clock, TimerHandle
 from cronoq.runtime.context import TaskContext
@@ -521,14 +521,14 @@ class Scheduler:
         core = self._core
         if core is None:
             return
-        if isinstance(exc, Permanent):
-            core.fail(self._now(), lease, exc.message, permanent=True)
-        elif isinstance(exc, Retryable):
-            ra = None if (sec := valid_seconds(exc.retry_after)) is None else to_ns(sec)
-            core.fail(self._now(), lease, exc.message, retry_after=ra)
-        else:
-            core.fail(self._now(), lease, _error_message(exc))
+        self._fail_attempt(core, lease, exc)
         self._kick()
+
+    def _fail_attempt(self, core: Core, lease: int, exc: BaseException) -> None:
+        """Report the attempt under ``lease`` failed with ``exc`` (see ``errors.outcome_of``)."""
+        o = outcome_of(exc)
+        ra = None if o.retry_after is None else to_ns(o.retry_after)
+        core.fail(self._now(), lease, o.message, permanent=o.permanent, retry_after=ra)
 
     def _on_done(self, lease: int, ctx: TaskContext, fut: asyncio.Future[Any]) -> None:
         entry = self._running.get(lease)
@@ -549,23 +549,10 @@ class Scheduler:
             return
         try:
             result = fut.result()
-        except Permanent as exc:
+        except (asyncio.CancelledError, Exception) as exc:  # (cancelled by itself: retryable)
             del self._running[lease]
             entry[1]._ended = True
-            core.fail(self._now(), lease, exc.message, permanent=True)
-        except Retryable as exc:
-            del self._running[lease]
-            entry[1]._ended = True
-            ra = None if (sec := valid_seconds(exc.retry_after)) is None else to_ns(sec)
-            core.fail(self._now(), lease, exc.message, retry_after=ra)
-        except asyncio.CancelledError as exc:  # the executor cancelled itself: retryable
-            del self._running[lease]
-            entry[1]._ended = True
-            core.fail(self._now(), lease, _error_message(exc))
-        except Exception as exc:
-            del self._running[lease]
-            entry[1]._ended = True
-            core.fail(self._now(), lease, _error_message(exc))
+            self._fail_attempt(core, lease, exc)
         else:
             if not isinstance(fut, asyncio.Task) and inspect.isawaitable(result):
                 # a plain function returned an awaitable: await it within the same attempt
@@ -590,7 +577,7 @@ class Scheduler:
         """A report arrived for a lease that is no longer current (remote workers)."""
         core = self._core
         if core is not None:
-            core._tot["stale_completions"] += 1
+            core.counters["stale_completions"] += 1
 
     def _late_report(self, ctx: TaskContext) -> None:
         """An in-process attempt ended after the engine aborted it: a stale report (SPEC §9).
@@ -779,7 +766,7 @@ class Scheduler:
             now = self._now()
             with gc_paused():  # many long-lived objects at once, no cycles: see gcpause
                 items = [
-                    (
+                    BatchItem(
                         t._opts if trace is None else _otel.traced_options(t._opts, trace),
                         t._payload,
                         t._key,

@@ -1,0 +1,246 @@
+"""Recovery: rebuild a fresh core from what a durable store read back (SPEC §15.3).
+
+Theory of operation
+-------------------
+A :class:`Recovery` runs once, on a core that has done nothing yet, in four passes:
+
+1. *Retain* the terminal tasks (oldest first), so lookups, key dedup, outputs and the edges
+   of live dependents see them.
+2. *Rebuild* every live task in id order under its own id, sequence and arrival: the core
+   admits it as it admits a new submission (indexed, live, pending) but it is neither counted
+   as submitted again nor given a new id, so nothing is undone afterwards.  A task whose pool
+   or resources no longer exist is quarantined: a retained ``failed`` task with the reason.
+3. *Re-link* the dependencies of the tasks that never started (parents come first in id
+   order): to live parents, to awaited keys (their timeout counted from the submission), or
+   settled at once against a terminal parent; a broken edge marks the task for skipping.
+4. *Release* in id order: an interrupted attempt (``running`` / ``retrying``) counts and
+   retries after its backoff; a broken task is skipped; a free one is released as at
+   submission.  Occurrences of ``overlap=skip`` schedules are chained to the latest live one
+   before them (that link is not persisted), and the schedules resume where they stood.
+
+Every change recovery makes (retries, skips, quarantines) is persisted like any other.  The
+work recovered is not new work: the autoscalers' arrival counts are reset at the end.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cronoq.engine.actions import Persist
+from cronoq.engine.admission import await_key
+from cronoq.engine.deps import link
+from cronoq.engine.keys import scoped_key
+from cronoq.engine.model import (
+    BLOCKED,
+    EV_DISPATCH,
+    EV_EDGE_BROKEN,
+    EV_OCCURRENCE_SKIP,
+    EV_UNBLOCK,
+    FAILED,
+    FIRST_TERMINAL,
+    MSG_ALREADY_FINISHED,
+    MSG_INTERRUPTED,
+    MSG_PREVIOUS_RUNNING,
+    ON_COMPLETE,
+    OUTPUT_LOST,
+    STATUS_BY_NAME,
+    SUCCEEDED,
+    TaskOptions,
+    TaskState,
+    edge_satisfied,
+)
+from cronoq.engine.mutations import Recovered, RecoveredTask, RecoveredTerminal, StatusChange
+from cronoq.engine.recurring import OVERLAP_SKIP
+from cronoq.engine.reservations import FixedStart
+from cronoq.errors import SubmitError
+
+if TYPE_CHECKING:
+    from cronoq.engine.core import Core
+
+BROKEN = -1  # ``unmet`` of a task with a broken edge, until it is skipped
+
+
+class Recovery:
+    """One recovery of ``core`` at engine instant ``now`` (see the module docstring)."""
+
+    __slots__ = ("core", "now", "tb")
+
+    def __init__(self, core: Core, now: int) -> None:
+        self.core = core
+        self.now = now
+        self.tb = core.config.time_base
+
+    def run(self, rec: Recovered) -> None:
+        core = self.core
+        for term in sorted(rec.terminal, key=lambda x: (x.finished, x.id)):
+            self.retain(term)
+        live: list[tuple[TaskState, RecoveredTask]] = []
+        for r in sorted(rec.tasks, key=lambda x: x.id):
+            t = self.rebuild(r, rec)
+            if t is not None:
+                live.append((t, r))
+        for qid, reason in rec.quarantined:
+            self.quarantine(qid, reason, rec.quarantined_rows.get(qid))
+        for t, r in live:
+            if not _interrupted(r):
+                self.relink(t, r)
+        last_occ = self.release_all(live, rec)
+        for rs in rec.schedules:
+            core.recurring.recover(rs, self.now, last_occ.get(rs.spec.name))
+        for pool in core.pools:
+            if pool.scaler is not None:
+                pool.scaler.arrivals = 0
+
+    def rebuild(self, r: RecoveredTask, rec: Recovered) -> TaskState | None:
+        """The live task of row ``r`` under its own id, blocked; None: quarantined instead."""
+        core, tb, now = self.core, self.tb, self.now
+        spec = r.spec
+        opts = spec.options()
+        try:
+            pool = core.pools[core.resolve_pool(opts)]
+        except SubmitError as e:
+            reason = f"cannot recover task: {e.message}"
+            rec.quarantined.append((r.id, reason))
+            rec.quarantined_rows[r.id] = RecoveredTerminal(
+                r.id, r.seq, spec.pool or "", spec.kind, spec.key, "failed", r.attempt, r.arrival,
+                r.started, r.arrival, reason, None, False, int(spec.priority),
+            )  # fmt: skip
+            return None
+        t = TaskState(r.id, r.seq, opts, r.payload, spec.key, now)
+        t.created_at = r.arrival - tb
+        core._admit(t, pool, now)  # (counted as submitted when it first was)
+        t.attempt = r.attempt
+        if core.publish and core.emit_transitions:
+            core._event(t, now, None)
+        t.started_at = None if r.started is None else r.started - tb
+        t.message = r.message
+        if spec.deadline is not None:
+            t.deadline = spec.deadline - tb
+        if spec.start is not None and r.attempt == 0:
+            start = spec.start - tb
+            lo = start - opts.tolerance
+            hi = start + core._expected(opts) + opts.tolerance
+            f = FixedStart(start, lo, hi)
+            f.reserved = True
+            f.recurring = spec.recurring
+            pool.res[t.id] = (lo, hi)
+            t.fixed = f
+        return t
+
+    def relink(self, t: TaskState, r: RecoveredTask) -> None:
+        """The dependency edges of a task that never started (its parents are rebuilt)."""
+        core = self.core
+        tenant = t.opts.tenant
+        for target, cond in r.spec.deps or ():
+            tid: int | None
+            if isinstance(target, str):
+                sk = scoped_key(tenant, target)
+                tid = core.keys.find(sk)
+            else:
+                sk, tid = None, target
+            parent = core.tasks.get(tid) if tid is not None else None
+            if parent is None:
+                cfg = core.pools[t.opts.pool_index].cfg
+                if sk is not None and cfg.unknown_dependency == "await":
+                    await_key(core, t, sk, cond)
+                elif cond != ON_COMPLETE:
+                    t.message = MSG_ALREADY_FINISHED
+                    t.unmet = BROKEN
+                    return
+            elif parent.status >= FIRST_TERMINAL:
+                if not edge_satisfied(cond, parent.status):
+                    t.unmet = BROKEN
+                    return
+            else:
+                link(parent, t, cond)
+
+    def release_all(
+        self, live: list[tuple[TaskState, RecoveredTask]], rec: Recovered
+    ) -> dict[str, TaskState]:
+        """Resume, skip or release every rebuilt task in id order; returns the latest live
+        occurrence of each ``overlap=skip`` schedule."""
+        core, now = self.core, self.now
+        # overlap=skip: FixedStart.prev is not persisted; link each occurrence to the latest
+        # live one before it (id order), so the start check still sees an interrupted run
+        skip = {rs.spec.name for rs in rec.schedules if rs.spec.overlap == OVERLAP_SKIP}
+        last_occ: dict[str, TaskState] = {}
+        for t, r in live:
+            if t.status != BLOCKED:
+                continue
+            name = r.spec.recurring if r.spec.recurring in skip else None
+            if _interrupted(r):
+                self.resume_attempt(t)
+            elif t.unmet < 0:
+                t.unmet = 0
+                core.counters["skipped"] += 1
+                core._terminate(t, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
+            elif t.unmet == 0:
+                prev = last_occ.get(name) if name is not None else None
+                if prev is not None and prev.status < FIRST_TERMINAL and t.fixed is not None:
+                    if t.fixed.start <= now:  # came due while the previous one is live
+                        core.counters["skipped"] += 1
+                        core._terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
+                        continue
+                    t.fixed.prev = prev
+                core._release(t, now)
+            if name is not None and t.status < FIRST_TERMINAL:
+                last_occ[name] = t
+        return last_occ
+
+    def resume_attempt(self, t: TaskState) -> None:
+        """A task interrupted by the restart: its attempt counts; retry after its backoff."""
+        # blocked -> ready -> running were never persisted for this term: replay them through
+        # the table (no slot is taken), then fail the interrupted attempt retryably.
+        core, now = self.core, self.now
+        core._move(t, EV_UNBLOCK, now)
+        core._move(t, EV_DISPATCH, now)
+        core._after_failure(t, now, MSG_INTERRUPTED, None)
+
+    def retain(self, r0: RecoveredTerminal) -> TaskState:
+        """A terminal task read back from the store: retained for lookups, dedup and outputs."""
+        core, tb = self.core, self.tb
+        pidx = core.pool_index.get(r0.pool, core.default_pool)
+        opts = TaskOptions(pool=core.pools[pidx].name, kind=r0.kind, priority=r0.priority, tenant=r0.tenant)
+        opts.pool_index = pidx
+        opts.stats_key = (pidx, r0.kind)
+        opts.resolver = core
+        t = TaskState(r0.id, r0.seq, opts, None, r0.key, r0.arrival - tb)
+        t.status = STATUS_BY_NAME.get(r0.status, FAILED)
+        t.attempt = r0.attempt
+        t.started_at = None if r0.started is None else r0.started - tb
+        t.finished_at = r0.finished - tb
+        t.message = r0.message
+        if r0.has_output:
+            t.output = r0.output
+        elif t.status == SUCCEEDED:
+            t.output = OUTPUT_LOST  # (awaiting it raises TaskFailed, SPEC §3: not a silent None)
+        core.tasks[t.id] = t
+        if t.key is not None:
+            core.keys.reserve(scoped_key(r0.tenant, t.key), t.id)
+        core.retained.append(t)
+        return t
+
+    def quarantine(self, tid: int, reason: str, row: RecoveredTerminal | None = None) -> None:
+        """A row the store could not decode: a failed task from now on, never a crash (SPEC §15.3).
+
+        With what the store could still read of the row, the task stays known as a retained
+        ``failed`` task with the reason as its message: lookups and handles answer, dependents
+        see a failed parent, and its key stays taken for the retention period.
+        """
+        core = self.core
+        if core.persist:
+            core.actions.append(Persist(StatusChange(tid, "failed", 0, self.tb + self.now, reason)))
+        core.counters["failed"] += 1
+        if row is not None and tid not in core.tasks:
+            row.status = "failed"
+            row.message = reason
+            row.output, row.has_output = None, False
+            row.finished = self.tb + self.now
+            if row.key is not None and core.keys.find(scoped_key(row.tenant, row.key)) is not None:
+                row.key = None  # another task holds the key: that one keeps it
+            self.retain(row)
+
+
+def _interrupted(r: RecoveredTask) -> bool:
+    """The row's task had started an attempt: it resumes as ``retrying``."""
+    return r.status in ("running", "retrying") or r.attempt > 0
