@@ -23,8 +23,8 @@ example: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples conftest.py
-	$(BIN)/ruff format --check src tests bench examples conftest.py
+	$(BIN)/ruff check src tests bench examples conftest.py docs/hooks scripts
+	$(BIN)/ruff format --check src tests bench examples conftest.py docs/hooks scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -33,10 +33,10 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest
 
 docs: $(STAMP)
-	$(BIN)/mkdocs serve
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 docs-check: $(STAMP)
-	$(BIN)/mkdocs build --strict --site-dir .site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir .site
 
 test: lint typecheck docs-check unit
 
