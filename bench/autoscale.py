@@ -82,8 +82,9 @@ T_WAIT_RATIO = 2.0  # wait p99 within 2× of the fixed pool
 # scale of ~1 s tasks; "responsive" also evaluates 4×/s and steps up by up to 16 slots, so a
 # burst from a quiet pool is absorbed within about a second.
 # The target is judged on HEADLINE: the configuration a user would give a pool of ~1 s tasks.
-# The others are context: the SPEC's defaults (§10: one slot down per 30 s after a 60 s window)
-# are built for minutes-long work and keep most of the burst's capacity through this short day.
+# The others are context: the documented defaults (docs/reference/behaviour.md#autoscaling: one slot down per
+# 30 s after a 60 s window) are built for minutes-long work and keep most of the burst's capacity through this
+# short day.
 HEADLINE = "responsive"
 CONFIGS: dict[str, dict[str, Any]] = {
     "defaults": {},

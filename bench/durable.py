@@ -54,7 +54,7 @@ DEFAULT_JSON = _HERE / "results" / "durable.json"
 DSN = os.environ.get("CRONOQ_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 STORES = ("sqlite", "sqlite_nosync", "postgres")
 
-# Targets (issues; SPEC §21: measured here, never by timed unit tests)
+# Targets (issues; docs/benchmarks.md#targets: measured here, never by timed unit tests)
 T_SQLITE = 5_000.0  # tasks/s, SQLite with full_sync
 T_POSTGRES = 3_000.0  # tasks/s
 T_COMMITS = 0.1  # commits per task under load

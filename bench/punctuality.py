@@ -58,7 +58,7 @@ from cronoq import Pool, Scheduler, Task  # noqa: E402
 DEFAULT_JSON = _HERE / "results" / "punctuality.json"
 GROUPS = ("fixed", "dag")
 
-# Targets (issues; SPEC §21: measured here, never by timed unit tests)
+# Targets (issues; docs/benchmarks.md#targets: measured here, never by timed unit tests)
 T_HIT_RATE = 1.0  # fraction started within tolerance
 T_LATE_P99 = 5.0  # ms
 T_DAG_OVERHEAD = 1.30  # DAG run time / independent run time

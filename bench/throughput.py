@@ -85,7 +85,7 @@ from cronoq.engine.actions import Dispatch  # noqa: E402
 DEFAULT_JSON = _HERE / "results" / "throughput.json"
 GROUPS = ("engine", "e2e", "submit", "named", "memory", "latency", "preempt", "resources")
 
-# Targets (issues; SPEC §21 says the numbers are measured here, never by timed unit tests)
+# Targets (issues; docs/benchmarks.md#targets says the numbers are measured here, never by timed unit tests)
 T_ENGINE = 250_000.0  # cycles/s
 T_E2E = 45_000.0  # tasks/s (enqueue, submit_batch)
 T_SUBMIT = 25_000.0  # tasks/s (submit + await handles)

@@ -1,4 +1,5 @@
-"""The ``cronoq`` command line (SPEC §19) as subprocesses against a real ``cronoq serve``.
+"""The ``cronoq`` command line (docs/reference/behaviour.md#cli) as subprocesses against a real
+``cronoq serve``.
 
 One server (``server/procs.py``) and one ``cronoq worker tests.cli_handlers:handle`` process
 serve the module; every test runs ``python -m cronoq.cli ...`` and checks its output and exit
@@ -256,7 +257,8 @@ def _http_get(srv: ServerProc, path: str) -> object:
 
 
 def test_json_output_has_the_http_api_shapes(srv: ServerProc, worker: Path, tmp_path: Path) -> None:
-    """SPEC §17.9 "Ids are strings in all JSON": `--json` prints what the HTTP API returns."""
+    """docs/reference/behaviour.md#server-details "Ids are strings in all JSON": `--json` prints what the HTTP
+    API returns."""
     key = f"cli-shape-{time.time_ns()}"
     err = tmp_path / "watch.err"
     with open(err, "w") as ef:

@@ -1,5 +1,5 @@
 """``--server``, ``--token`` and ``--tls`` before the subcommand (``cronoq --token T get 1``;
-SPEC §19), as subprocesses against a real ``cronoq serve`` with tokens.
+docs/reference/behaviour.md#cli), as subprocesses against a real ``cronoq serve`` with tokens.
 
 A subcommand's own option wins over the group's, the group's over the environment
 (``CRONOQ_SERVER``, ``CRONOQ_TOKEN``, ``CRONOQ_TLS``), which keeps working.

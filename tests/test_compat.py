@@ -1,4 +1,5 @@
-"""cronoq.compat: the prototype's synchronous ElasticPriorityScheduler facade (SPEC §16.4)."""
+"""cronoq.compat: the prototype's synchronous ElasticPriorityScheduler facade
+(docs/reference/behaviour.md#blocking-api)."""
 
 from __future__ import annotations
 
@@ -177,8 +178,8 @@ def test_pending_id_resubmitted_is_a_true_noop(eps: ElasticPriorityScheduler) ->
 
 
 def test_completed_id_submitted_again_runs_again(eps: ElasticPriorityScheduler) -> None:
-    """Only a *pending* id is a no-op (SPEC §16.4): a completed one is a new submission that
-    runs (never a True that leaves it pending forever)."""
+    """Only a *pending* id is a no-op (docs/reference/behaviour.md#blocking-api): a completed one is a new
+    submission that runs (never a True that leaves it pending forever)."""
     eps.start()
     first = Task("a", 0.01)
     assert eps.submit(first)

@@ -1,4 +1,5 @@
-"""OpenTelemetry support (SPEC §14): metrics from the snapshot, trace propagation, attempt spans."""
+"""OpenTelemetry support (docs/reference/behaviour.md#metrics): metrics from the snapshot, trace propagation,
+attempt spans."""
 
 from __future__ import annotations
 

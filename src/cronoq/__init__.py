@@ -1,6 +1,7 @@
 """cronoq: an elastic, priority-aware asyncio task scheduler.
 
-Public names only (SPEC §16); imports stay light (no server, store or gRPC modules).
+Public names only (docs/reference/behaviour.md#python-api); imports stay light (no server, store or gRPC
+modules).
 """
 
 from cronoq.app import App

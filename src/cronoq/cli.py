@@ -1,9 +1,9 @@
-"""The ``cronoq`` command line (SPEC §19).
+"""The ``cronoq`` command line (docs/reference/behaviour.md#cli).
 
 Structure: :data:`cli` is a click group; each subcommand is a function decorated with
 ``@cli.command()``:
 
-* ``serve`` — the server (SPEC §17);
+* ``serve`` — the server (docs/reference/behaviour.md#server);
 * ``worker`` — serve a pool with a Python function (``MODULE:FUNCTION``) or every task of an
   app (``MODULE:APP``, a :class:`cronoq.App`) as a remote worker;
 * ``submit``, ``get``, ``wait``, ``cancel`` — one task (``submit --task NAME`` a named one);
@@ -16,12 +16,12 @@ Shared conventions:
 * errors are reported with :func:`fail` (a clear one-line message on stderr, non-zero exit);
   usage errors are click's (exit 2); the exit codes are :data:`EXIT_CODES` (``cronoq --help``);
 * human output goes through :data:`console` (rich); ``--json`` output is plain ``json.dumps``
-  on stdout in the shapes of the HTTP/JSON API (SPEC §17.6, §17.9; the ``to_json()`` of the
-  client's types, :mod:`cronoq.client.json_shapes`): ids as strings, proto field names —
-  ``submit`` like ``POST /v1/tasks``, ``get`` like ``GET /v1/tasks/{ref}``, ``wait`` like
-  ``GET /v1/tasks/{ref}/result``, ``cancel`` like ``POST /v1/tasks/{ref}/cancel``, ``watch``
-  like the ``/v1/events`` data, ``top`` like ``GET /v1/snapshot`` (``watch --json`` and
-  ``top --json`` write one object a line);
+  on stdout in the shapes of the HTTP/JSON API (docs/reference/http.md#conventions,
+  docs/reference/behaviour.md#server-details; the ``to_json()`` of the client's types,
+  :mod:`cronoq.client.json_shapes`): ids as strings, proto field names — ``submit`` like ``POST /v1/tasks``,
+  ``get`` like ``GET /v1/tasks/{ref}``, ``wait`` like ``GET /v1/tasks/{ref}/result``, ``cancel`` like
+  ``POST /v1/tasks/{ref}/cancel``, ``watch`` like the ``/v1/events`` data, ``top`` like ``GET /v1/snapshot``
+  (``watch --json`` and ``top --json`` write one object a line);
 * client subcommands take ``--server`` (env ``CRONOQ_SERVER``, default ``127.0.0.1:7070``),
   ``--token`` (env ``CRONOQ_TOKEN``) and ``--tls``: see :func:`client_options`; they are also
   accepted before the subcommand (``cronoq --token T get 1``; :class:`GroupOptions`);

@@ -1,4 +1,4 @@
-"""Compatibility facade of the original prototype design (SPEC §16.4).
+"""Compatibility facade of the original prototype design (docs/reference/behaviour.md#blocking-api).
 
 ``ElasticPriorityScheduler`` is a synchronous, thread-safe scheduler of sleep-tasks built on
 :class:`~cronoq.runtime.blocking.BlockingScheduler`.  A task "runs" by sleeping its
@@ -94,9 +94,10 @@ class ScalingConfig:
     """The prototype's scaling knobs, in its field order (so positional use keeps working).
 
     ``min_workers`` is the pool's floor and ``initial_workers`` (ours, last) its starting size;
-    the thresholds are accepted and ignored: scaling follows queue pressure (SPEC §10).  The
-    scheduler's own config (``ElasticPriorityScheduler.config``) shows the values in use: its
-    ``cooldown_seconds`` is the autoscaler's cooldown."""
+    the thresholds are accepted and ignored: scaling follows queue pressure
+    (docs/reference/behaviour.md#autoscaling).  The scheduler's own config
+    (``ElasticPriorityScheduler.config``) shows the values in use: its ``cooldown_seconds`` is the
+    autoscaler's cooldown."""
 
     min_workers: int = 1
     max_workers: int = 10
@@ -115,7 +116,8 @@ STOP_GRACE = 2.0
 DRAIN_TIME = 2.0
 STABILIZATION_WINDOW = 5.0
 COOLDOWN = 2.0
-#: share of ``max_workers`` that overlapping fixed starts may reserve (SPEC §16.4)
+#: share of ``max_workers`` that overlapping fixed starts may reserve
+#: (docs/reference/behaviour.md#blocking-api)
 RESERVABLE_FRACTION = 0.5
 #: submit errors that make ``submit`` answer False (rejected), not raise
 _REJECTED = frozenset({"cycle", "reservation_conflict", "unknown_dependency", "overloaded"})
@@ -376,8 +378,9 @@ class ElasticPriorityScheduler:
     def _offline_reservation_ok(self, task: Task) -> bool:
         """Before start: reject a fixed start that conflicts with the pending ones' reservations.
 
-        The same arithmetic as the engine's (SPEC §6): a window ``[start - tolerance, start +
-        duration + tolerance]``, at most ``max(1, floor(max_workers * 0.5))`` overlapping.
+        The same arithmetic as the engine's (docs/reference/behaviour.md#fixed-starts): a window
+        ``[start - tolerance, start + duration + tolerance]``, at most ``max(1, floor(max_workers * 0.5))``
+        overlapping.
         """
         if task.fixed_start is None:
             return True

@@ -1,4 +1,4 @@
-"""The cronoq error family (SPEC §16.3).
+"""The cronoq error family (docs/reference/behaviour.md#types).
 
 Every error is a plain exception class that round-trips through pickle with its attributes
 (``__reduce__`` passes the constructor arguments back), so errors can cross process
@@ -29,7 +29,7 @@ __all__ = [
     "outcome_of",
 ]
 
-#: Every code a :class:`SubmitError` may carry (SPEC §16.3).
+#: Every code a :class:`SubmitError` may carry (docs/reference/behaviour.md#types).
 SUBMIT_ERROR_CODES = frozenset(
     {
         "unknown_pool",
@@ -147,8 +147,9 @@ class EventsLagged(CronoqError):
 class Retryable(CronoqError):
     """Raised by an executor: this attempt failed, try again (optionally after ``retry_after`` s).
 
-    ``retry_after`` is used as is (SPEC §9) when it is a finite number >= 0; any other value is
-    ignored and the retry policy's backoff applies (never an error raised from an error path).
+    ``retry_after`` is used as is (docs/reference/behaviour.md#reliability) when it is a finite number >= 0;
+    any other value is ignored and the retry policy's backoff applies (never an error raised from an error
+    path).
     """
 
     def __init__(self, message: str = "", retry_after: float | None = None) -> None:
@@ -187,7 +188,7 @@ class Outcome(NamedTuple):
 
 
 def outcome_of(exc: BaseException) -> Outcome:
-    """The failure an executor's exception reports (SPEC §9).
+    """The failure an executor's exception reports (docs/reference/behaviour.md#reliability).
 
     :class:`Permanent` ends the task ``failed`` with its message; :class:`Retryable` is
     retried, after its ``retry_after`` when that is a valid duration; anything else (an

@@ -1,4 +1,4 @@
-"""OpenTelemetry support (SPEC §14): metrics, trace propagation and attempt spans.
+"""OpenTelemetry support (docs/reference/behaviour.md#metrics): metrics, trace propagation and attempt spans.
 
 Everything here is optional.  ``opentelemetry-api`` (the ``otel`` extra) is *detected*, never
 required: :func:`available` looks for the package once per process without importing it, and
@@ -166,7 +166,7 @@ def merge_tags(tags: dict[str, str] | None, extra: Mapping[str, str] | None) -> 
 
 
 def inject(tags: dict[str, str] | None) -> dict[str, str] | None:
-    """``tags`` plus ``traceparent``/``tracestate`` of the current span (SPEC §14).
+    """``tags`` plus ``traceparent``/``tracestate`` of the current span (docs/reference/behaviour.md#metrics).
 
     Returns ``tags`` itself (unchanged, not copied) when opentelemetry is absent, when there is
     no valid current span, or when ``tags`` already has a ``traceparent``; otherwise a new dict.
@@ -393,7 +393,7 @@ def instrument(
     trace_all: bool = True,
     timeout: float = 5.0,
 ) -> Instrumentation | None:
-    """Report ``scheduler``'s snapshot figures as OpenTelemetry metrics (SPEC §14).
+    """Report ``scheduler``'s snapshot figures as OpenTelemetry metrics (docs/reference/behaviour.md#metrics).
 
     ``meter_provider``/``tracer_provider`` default to the global ones.  With ``trace_all``
     every attempt runs in a span (root spans for tasks that carry no trace context), made by

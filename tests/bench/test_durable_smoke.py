@@ -1,6 +1,6 @@
 """Keeps bench/durable.py from rotting: every store runs with tiny sizes.
 
-No timing assertions (SPEC §21: targets are measured by ``bench/``, never by timed tests);
+No timing assertions (docs/benchmarks.md#targets: targets are measured by ``bench/``, never by timed tests);
 only that each figure comes out positive, that group commit batched (fewer commits than
 tasks) and that the JSON report is written.  PostgreSQL figures are skipped, saying why, when
 the server cannot be reached.

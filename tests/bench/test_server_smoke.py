@@ -1,7 +1,7 @@
 """Keeps bench/server.py from rotting: every group runs with tiny sizes against a real
 ``cronoq serve`` subprocess, real worker and load-generator processes.
 
-No timing assertions (SPEC §21: targets are measured by ``bench/``, never by timed tests);
+No timing assertions (docs/benchmarks.md#targets: targets are measured by ``bench/``, never by timed tests);
 only that each figure comes out as a positive number and the JSON report is written.  The
 Celery + Redis baseline is left out here (``celery=None``: baselines 0, ratios NaN) except for
 a check that its setup either works or says why not.

@@ -1,6 +1,6 @@
 """Keeps bench/throughput.py from rotting: every benchmark function runs with tiny sizes.
 
-No timing assertions (SPEC §21: targets are measured by ``bench/``, never by timed tests);
+No timing assertions (docs/benchmarks.md#targets: targets are measured by ``bench/``, never by timed tests);
 only that each figure and its baseline come out as positive numbers.
 """
 

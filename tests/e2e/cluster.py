@@ -1,4 +1,5 @@
-"""Real ``cronoq serve`` clusters for the HA tests and ``bench/failover.py`` (SPEC §17.7).
+"""Real ``cronoq serve`` clusters for the HA tests and ``bench/failover.py``
+(docs/reference/behaviour.md#high-availability).
 
 Self-contained (no imports from the test packages) so the benchmark can load it by path.
 

@@ -1,4 +1,5 @@
-"""No acknowledged submission is lost by a crash (SPEC §9, §15) — SIGKILL, for real.
+"""No acknowledged submission is lost by a crash (docs/reference/behaviour.md#reliability,
+docs/reference/behaviour.md#durable-state) — SIGKILL, for real.
 
 A child process (``child_scheduler.py``) runs a Scheduler on a durable store and submits
 tasks with unique keys from 8 concurrent coroutines, printing each key once ``await submit``

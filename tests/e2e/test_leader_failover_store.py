@@ -1,4 +1,6 @@
-"""Leader failover and fencing between Scheduler processes on one store (SPEC §15.2-15.4, §17.7).
+"""Leader failover and fencing between Scheduler processes on one store (docs/reference/behaviour.md#stores,
+docs/reference/behaviour.md#recovery, docs/reference/behaviour.md#fencing,
+docs/reference/behaviour.md#high-availability).
 
 Two ``child_scheduler.py`` processes share one SQLite file, or one PostgreSQL schema: the first
 leads, the second blocks in ``Scheduler.start()`` as a standby.

@@ -1,4 +1,5 @@
-"""High availability of real ``cronoq serve`` processes (SPEC §15.4, §17.7, §17.9).
+"""High availability of real ``cronoq serve`` processes (docs/reference/behaviour.md#fencing,
+docs/reference/behaviour.md#high-availability, docs/reference/behaviour.md#server-details).
 
 Every test runs real server processes (``tests/e2e/cluster.py``) on one PostgreSQL schema (its
 own, dropped afterwards) or one SQLite file, real worker processes (``ha_worker.py``) that list

@@ -1,4 +1,5 @@
-"""SPEC §10: the queue-pressure autoscaler, under virtual time, plus unit tests of its formula.
+"""docs/reference/behaviour.md#autoscaling: the queue-pressure autoscaler, under virtual time, plus unit tests
+of its formula.
 
 ``raw = max(slots(λ·s/target_utilization + B·s/drain_time), max_c slots(B_c·s/slo[c]), busy) + R``
 clamped to [min, max], ``slots(x) = 0 if x < 0.01 else ceil(x)``; up by at most
@@ -333,7 +334,8 @@ def test_scale_down_to_min_and_then_the_timer_stops(make):
 
 
 def test_pool_starting_above_min_scales_down_with_no_work_at_all(make):
-    """SPEC §10 evaluates every interval from the start: initial > min and nothing submitted."""
+    """docs/reference/behaviour.md#autoscaling evaluates every interval from the start: initial > min and
+    nothing submitted."""
     d = make([scaled_pool(min=1, max=10, initial=5, stabilization_window=0.1, cooldown=0.3)])
     assert d.core.next_wakeup() == sec(1.0), "armed at construction"
     run = Run(d).until(60)
@@ -481,7 +483,8 @@ def test_learned_service_time_feeds_the_backlog_term(make):
 
 
 def test_service_time_uses_duration_hints(make):
-    """SPEC §10: s is the mean expected duration (§5.3) of the pool's work: hints count."""
+    """docs/reference/behaviour.md#autoscaling: s is the mean expected duration
+    (docs/reference/behaviour.md#expected-duration) of the pool's work: hints count."""
     d = make([scaled_pool(min=0, max=100, initial=0, drain_time=40.0, max_step_up_abs=100)])
     backlog(d, 30, duration_hint=sec(10))
     Run(d, apply=False).until(40)  # capacity stays 0: the backlog stays queued

@@ -1,4 +1,5 @@
-"""SPEC §8: submit_batch — atomic, forward references, duplicate keys, ids in list order."""
+"""docs/reference/behaviour.md#dependencies: submit_batch — atomic, forward references, duplicate keys, ids in
+list order."""
 
 from __future__ import annotations
 

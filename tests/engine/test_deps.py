@@ -1,4 +1,5 @@
-"""SPEC §8: dependency edges, skip messages and propagation, unknown targets, cycles."""
+"""docs/reference/behaviour.md#dependencies: dependency edges, skip messages and propagation, unknown targets,
+cycles."""
 
 from __future__ import annotations
 

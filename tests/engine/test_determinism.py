@@ -1,4 +1,5 @@
-"""SPEC §1: the engine is deterministic — the same inputs give the same outputs."""
+"""docs/reference/behaviour.md#concepts: the engine is deterministic — the same inputs give the same
+outputs."""
 
 from __future__ import annotations
 

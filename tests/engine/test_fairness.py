@@ -1,4 +1,4 @@
-"""SPEC §13.1: weighted fair sharing between tenants within a priority class.
+"""docs/reference/behaviour.md#fairness: weighted fair sharing between tenants within a priority class.
 
 Each dispatch adds ``1/weight`` to its tenant's virtual time; the tenant with the lowest virtual
 time and ready work goes next (ties FIFO); tasks without a tenant form one tenant; a tenant that

@@ -1,4 +1,5 @@
-"""SPEC §6: fixed starts — scheduled until start, holds, miss policies, reservations, hit rate."""
+"""docs/reference/behaviour.md#fixed-starts: fixed starts — scheduled until start, holds, miss policies,
+reservations, hit rate."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §13.2: worker groups with label sets, and label-constrained placement.
+"""docs/reference/behaviour.md#labels: worker groups with label sets, and label-constrained placement.
 
 A task with ``labels`` runs only on a group whose labels include them all; when several groups
 can take a task, the one with the fewest labels goes first (the unlabelled group first, ties in
@@ -274,8 +274,8 @@ def test_set_group_capacity_validation(make, mkpool):
 
 
 def test_move_attempt_to_another_group(make, mkpool):
-    """A lease handed back unrun may run on a worker of another group (SPEC §17.5, Nack): the
-    attempt keeps its number and lease and takes that group's slot, giving its own back."""
+    """A lease handed back unrun may run on a worker of another group (docs/reference/grpc.md#worker-protocol,
+    Nack): the attempt keeps its number and lease and takes that group's slot, giving its own back."""
     d = make([mkpool(cap=1)])
     group(d, GPU, 1)
     group(d, {"zone": "eu"}, 1)

@@ -1,4 +1,4 @@
-"""SPEC §3: ids, key dedup, retention by age and by count."""
+"""docs/reference/behaviour.md#ids-keys-retention: ids, key dedup, retention by age and by count."""
 
 from __future__ import annotations
 

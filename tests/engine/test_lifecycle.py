@@ -1,4 +1,5 @@
-"""SPEC §4: the lifecycle — transition table, events, messages, exactly one terminal status."""
+"""docs/reference/behaviour.md#lifecycle: the lifecycle — transition table, events, messages, exactly one
+terminal status."""
 
 from __future__ import annotations
 
@@ -49,14 +50,16 @@ NON_TERMINAL = (BLOCKED, SCHEDULED, READY, RUNNING, RETRYING)
 NOT_RUNNING = (BLOCKED, SCHEDULED, READY, RETRYING)
 TERMINAL = (SUCCEEDED, FAILED, DEAD_LETTERED, CANCELLED, SKIPPED, MISSED, model.SHED)
 
-# SPEC §4 table, row by row (cancel and shed rows expanded over their "from" sets), plus §7.
+# docs/reference/behaviour.md#lifecycle table, row by row (cancel and shed rows expanded over their "from"
+# sets), plus the overlap rule of docs/reference/behaviour.md#cron
 SPEC_ROWS = {
     (BLOCKED, EV_UNBLOCK): READY,
     (BLOCKED, EV_UNBLOCK_LATER): SCHEDULED,
     (BLOCKED, EV_EDGE_BROKEN): SKIPPED,
     (BLOCKED, EV_OCCURRENCE_SKIP): SKIPPED,
-    # §7 overlap="skip": an occurrence that comes due (scheduled) while the previous one is
-    # live is skipped -- implied by §7 although the §4 table lists skipped only from blocked
+    # docs/reference/behaviour.md#cron overlap="skip": an occurrence that comes due (scheduled) while the
+    # previous one is live is skipped -- implied by the cron section although the lifecycle table lists
+    # skipped only from blocked
     (SCHEDULED, EV_OCCURRENCE_SKIP): SKIPPED,
     (SCHEDULED, EV_START_DUE): READY,
     (SCHEDULED, EV_MISS_SKIP): MISSED,
@@ -283,7 +286,7 @@ def test_success_after_retry_has_no_message(drv):
     drv.complete(tid, 7)
     t = drv.task(tid)
     assert t.status_name == "succeeded"
-    assert t.message is None, "SPEC §4: success -> no message"
+    assert t.message is None, "docs/reference/behaviour.md#lifecycle: success -> no message"
     assert t.output == 7
 
 

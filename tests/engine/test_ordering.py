@@ -1,4 +1,5 @@
-"""SPEC §5: score (aging, deadline urgency), expected durations, dispatch order, adherence."""
+"""docs/reference/behaviour.md#ordering: score (aging, deadline urgency), expected durations, dispatch order,
+adherence."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §12: max_pending and the overflow policies; batches."""
+"""docs/reference/behaviour.md#overload: max_pending and the overflow policies; batches."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""SPEC §7: recurring schedules — cron syntax, time zones and DST, materialization, keys,
-overlap policies, replace/remove, reservation conflicts.
+"""docs/reference/behaviour.md#cron: recurring schedules — cron syntax, time zones and DST, materialization,
+keys, overlap policies, replace/remove, reservation conflicts.
 
 Engine time 0 is mapped to a known UTC instant with ``CoreConfig(time_base=...)`` so that cron
 occurrences land on predictable engine instants.
@@ -173,7 +173,8 @@ LAST_FRIDAYS_2025 = [u(2025, m, d) for m, d in ((1, 31), (2, 28), (3, 28), (4, 2
     ["0 0 * * 5L", "0 0 * * FRIL", "0 0 * * fril", "0 0 * * L5", "0 0 0 * * 5L", "0 0 0 * * FRIL 2025"],
 )
 def test_last_weekday_of_the_month_quartz_spelling(expr):
-    """SPEC §7 ``L``: ``5L`` / ``FRIL`` (day-of-week field) is the last Friday of each month."""
+    """docs/reference/behaviour.md#cron ``L``: ``5L`` / ``FRIL`` (day-of-week field) is the last Friday of
+    each month."""
     assert occurrences(expr, (2025, 1, 1), n=6) == LAST_FRIDAYS_2025
     assert CronSchedule(expr).expr == expr  # echoed as given
 
@@ -287,7 +288,8 @@ def test_time_zone_shifts_occurrences():
     ],
 )
 def test_invalid_cron_raises_value_error(expr, reason):
-    """The message quotes the expression as written and says what is wrong with it (SPEC §7:
+    """The message quotes the expression as written and says what is wrong with it
+    (docs/reference/behaviour.md#cron:
     ``SchedulerError("configuration error: invalid cron '<expr>': <reason>")`` at the API)."""
     with pytest.raises(ValueError) as e:
         CronSchedule(expr)
@@ -363,7 +365,7 @@ def test_fall_back_ambiguous_time():
     Observed (croniter): a daily '0 2 * * *' fires at both instants of the repeated hour
     (00:00 UTC = 02:00 CEST and 01:00 UTC = 02:00 CET).  They are distinct instants with
     distinct occurrence keys, so nothing is created twice; whether a fixed-time job should run
-    once (Vixie cron) is not specified by SPEC §7 ("DST handled by the tz database").
+    once (Vixie cron) is not specified by docs/reference/behaviour.md#cron ("DST handled by the tz database").
     """
     got = occurrences("0 2 * * *", (2025, 10, 24), 5, tz="Europe/Berlin")
     assert got == [
@@ -884,8 +886,8 @@ def test_conflicting_occurrence_is_dropped_and_counted(eng):
 
 
 def test_a_conflict_drops_one_occurrence_and_retries_when_it_comes_due(eng):
-    """SPEC §7: occurrences are created one ahead, each when the previous one comes due.  A
-    conflict drops that one occurrence (counted once); the schedule tries the following one at
+    """docs/reference/behaviour.md#cron: occurrences are created one ahead, each when the previous one comes
+    due.  A conflict drops that one occurrence (counted once); the schedule tries the following one at
     the dropped one's instant, by when the reservation it conflicted with may be released, rather
     than dropping every later occurrence that conflicts now."""
     d = eng()  # limit 1
@@ -968,9 +970,9 @@ def test_every_second_with_the_default_expected_duration_does_not_skip(eng, mkpo
 
 
 def test_a_due_occurrence_that_cannot_start_keeps_its_reservation(eng, mkpool):
-    """Only a started occurrence releases its reservation (SPEC §6): one still waiting for a slot
-    at its start blocks its overlapping successors, which are dropped and counted (one per
-    instant, as each comes due)."""
+    """Only a started occurrence releases its reservation (docs/reference/behaviour.md#fixed-starts): one
+    still waiting for a slot at its start blocks its overlapping successors, which are dropped and counted
+    (one per instant, as each comes due)."""
     d = eng(pools=[mkpool(cap=1)])
     add(d, "s", "* * * * * *")
     first = ahead(d, "s")

@@ -1,4 +1,4 @@
-"""SPEC §9: retries and backoff, timeouts, leases, stale reports."""
+"""docs/reference/behaviour.md#reliability: retries and backoff, timeouts, leases, stale reports."""
 
 from __future__ import annotations
 
@@ -308,7 +308,7 @@ def test_lease_loss_on_last_attempt_dead_letters(make, mkpool):
     d.tick()
     t = d.task(tid)
     assert t.status_name == "dead_lettered"
-    assert t.message  # the lost-lease message (not fixed by the SPEC)
+    assert t.message  # the lost-lease message (not fixed by the reference)
     assert len(d.resolves(tid)) == 1
 
 

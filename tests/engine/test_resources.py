@@ -1,4 +1,4 @@
-"""SPEC §11: shared resources (semaphores, token buckets), under virtual time.
+"""docs/reference/behaviour.md#resources: shared resources (semaphores, token buckets), under virtual time.
 
 Semaphores bound concurrent holders across every pool; token buckets start full, refill at
 ``rate`` up to ``burst`` and never hand out more than ``burst + rate × t`` over any interval;

@@ -1,4 +1,4 @@
-"""SPEC §14: snapshot counts, windowed quality metrics, worker-seconds, totals."""
+"""docs/reference/behaviour.md#metrics: snapshot counts, windowed quality metrics, worker-seconds, totals."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Shared helpers for the in-process runtime tests (SPEC §16)."""
+"""Shared helpers for the in-process runtime tests (docs/reference/behaviour.md#python-api)."""
 
 from __future__ import annotations
 

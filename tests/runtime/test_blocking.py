@@ -1,4 +1,5 @@
-"""BlockingScheduler: the Scheduler API, synchronous, on a private loop thread (SPEC §16.4)."""
+"""BlockingScheduler: the Scheduler API, synchronous, on a private loop thread
+(docs/reference/behaviour.md#blocking-api)."""
 
 from __future__ import annotations
 
@@ -242,7 +243,8 @@ def test_set_group_capacity(bs: BlockingScheduler) -> None:
 
 
 def test_same_api_as_scheduler() -> None:
-    """SPEC §16.4: every public method and property of Scheduler, same parameters, synchronous."""
+    """docs/reference/behaviour.md#blocking-api: every public method and property of Scheduler, same
+    parameters, synchronous."""
     import inspect
 
     from cronoq import Scheduler
@@ -264,7 +266,8 @@ def test_same_api_as_scheduler() -> None:
 
 
 def test_shutdown_grace_defaults() -> None:
-    """``shutdown()`` defaults to 5.0 s (SPEC §16.1); ``with`` uses the scheduler's shutdown_grace."""
+    """``shutdown()`` defaults to 5.0 s (docs/reference/behaviour.md#scheduler-api); ``with`` uses the
+    scheduler's shutdown_grace."""
     import inspect
 
     assert inspect.signature(BlockingScheduler.shutdown).parameters["grace"].default == 5.0
@@ -326,14 +329,16 @@ def test_events_end_at_shutdown() -> None:
     s.shutdown()
     t.join(SAFETY)
     assert done.is_set()
-    # at shutdown the stream ends and so does iteration: cleanly, nothing left (SPEC §16.1)
+    # at shutdown the stream ends and so does iteration: cleanly, nothing left
+    # (docs/reference/behaviour.md#scheduler-api)
     assert leftovers == []
     assert stream.closed
 
 
 def test_events_buffered_before_shutdown_are_read_after_it() -> None:
-    """Reading an ended stream needs no loop: what it buffered, then StopIteration (SPEC §16.1,
-    §16.4) -- not NotStartedError because the scheduler is gone."""
+    """Reading an ended stream needs no loop: what it buffered, then StopIteration
+    (docs/reference/behaviour.md#scheduler-api, docs/reference/behaviour.md#blocking-api) -- not
+    NotStartedError because the scheduler is gone."""
     s = BlockingScheduler([bpool()])
     s.start()
     stream = s.events()

@@ -1,4 +1,5 @@
-"""Group commit (SPEC §15.1): one store transaction per batch, acknowledgement after commit."""
+"""Group commit (docs/reference/behaviour.md#mutations): one store transaction per batch, acknowledgement
+after commit."""
 
 from __future__ import annotations
 

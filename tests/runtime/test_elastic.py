@@ -1,6 +1,7 @@
-"""Elasticity in the asyncio runtime (SPEC §10, §11, §13.2, §16): shared resources, worker
-groups and ``ctx.group``, pluggable scalers (custom async, failing, external) and autoscaling
-with the default SlotScaler.
+"""Elasticity in the asyncio runtime (docs/reference/behaviour.md#autoscaling,
+docs/reference/behaviour.md#resources, docs/reference/behaviour.md#labels,
+docs/reference/behaviour.md#python-api): shared resources, worker groups and ``ctx.group``, pluggable scalers
+(custom async, failing, external) and autoscaling with the default SlotScaler.
 
 Waits are event-driven with a generous safety timeout; the only polling is of ``snapshot()``
 while real-time autoscaler evaluations (interval 0.05 s) happen.

@@ -1,4 +1,4 @@
-"""The error family (SPEC §16.3): attributes, str formats, pickling."""
+"""The error family (docs/reference/behaviour.md#types): attributes, str formats, pickling."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Status events and EventStream (SPEC §4 Events, §16.1 EventStream)."""
+"""Status events and EventStream (events: docs/reference/behaviour.md#lifecycle; EventStream:
+docs/reference/behaviour.md#scheduler-api)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Executors and attempts: outcomes, retries, timeouts, leases, TaskContext (SPEC §4, §9, §16.2/3)."""
+"""Executors and attempts: outcomes, retries, timeouts, leases, TaskContext
+(docs/reference/behaviour.md#lifecycle, docs/reference/behaviour.md#reliability,
+docs/reference/behaviour.md#pool-api, docs/reference/behaviour.md#types)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TaskHandle semantics and shutdown (SPEC §16.1 shutdown, §16.3 TaskHandle)."""
+"""TaskHandle semantics and shutdown (shutdown: docs/reference/behaviour.md#scheduler-api; TaskHandle:
+docs/reference/behaviour.md#types)."""
 
 from __future__ import annotations
 
@@ -250,7 +251,8 @@ async def test_async_with_uses_shutdown_grace(gate: Gate):
 
 
 async def test_shutdown_default_grace_is_five_seconds_not_shutdown_grace(gate: Gate):
-    """SPEC §16.1 ``shutdown(grace=5.0)``: only ``async with`` uses the scheduler's shutdown_grace."""
+    """docs/reference/behaviour.md#scheduler-api ``shutdown(grace=5.0)``: only ``async with`` uses the
+    scheduler's shutdown_grace."""
     s = Scheduler([pool(executor=gate)], shutdown_grace=0.0)
     await s.start()
     h = await s.submit("x")
@@ -340,9 +342,9 @@ async def test_shutdown_grace_covers_awaitable_returned_by_plain_function():
     ],
 )
 async def test_a_live_key_is_a_duplicate_whatever_its_other_fields(other):
-    """SPEC §3: a key that is live returns the existing task; the resubmission's other fields
-    (pool, resources, edges, times) are not looked at - an idempotent retry of a submission
-    never fails for them (as in the published implementation)."""
+    """docs/reference/behaviour.md#ids-keys-retention: a key that is live returns the existing task; the
+    resubmission's other fields (pool, resources, edges, times) are not looked at - an idempotent retry of a
+    submission never fails for them (as in the published implementation)."""
     from cronoq import Resource, Task
 
     gate = Gate()

@@ -1,4 +1,4 @@
-"""Queue bounds and overload policies (SPEC §12)."""
+"""Queue bounds and overload policies (docs/reference/behaviour.md#overload)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Pipelines and time: dependencies, batches, fixed starts and recurring schedules (SPEC §6-§8).
+"""Pipelines and time: dependencies, batches, fixed starts and recurring schedules
+(docs/reference/behaviour.md#fixed-starts, docs/reference/behaviour.md#cron,
+docs/reference/behaviour.md#dependencies).
 
 Everything goes through the public ``Scheduler`` API.  Ordering is observed through handles,
 event streams and executor gates; wall-clock waits appear only as generous safety timeouts
@@ -782,7 +784,8 @@ async def test_add_recurring_same_name_replaces() -> None:
         assert listed[0].cron == "@hourly" and listed[0].overlap == "allow"
         assert listed[0] == info
         # the replaced schedule's occurrence (next midnight) stays the one ahead: the new
-        # schedule's first occurrence is the first hour after it (SPEC §7, one per instant)
+        # schedule's first occurrence is the first hour after it (docs/reference/behaviour.md#cron, one per
+        # instant)
         nxt = listed[0].next_run
         assert nxt is not None and nxt % 86400 == 0 and 0 < nxt - time.time() <= 86400
         assert (await s.snapshot()).pool("default").pending == 1
@@ -995,7 +998,7 @@ async def test_recurring_conflicts_are_dropped_and_counted() -> None:
         blocker = await s.submit("blocker", start_in=30, duration_hint=1, tolerance=1)
         info = await s.add_recurring("r", "*/10 * * * * *", None, duration_hint=60)
         # the first occurrence overlaps the blocker's window: dropped and counted once; the
-        # schedule tries the following one when the dropped one comes due (SPEC §7)
+        # schedule tries the following one when the dropped one comes due (docs/reference/behaviour.md#cron)
         assert (await s.snapshot()).totals["recurring_conflicts"] == 1
         assert info.last_task_id == 0
         assert info.next_run is not None and info.next_run % 10 == 0

@@ -1,4 +1,5 @@
-"""Every public name of SPEC §16 that exists today is importable from ``cronoq``."""
+"""Every public name of docs/reference/behaviour.md#python-api that exists today is importable from
+``cronoq``."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import inspect
 
 import cronoq
 
-# Names of SPEC §16 implemented in the in-process runtime today (stores, resources, codecs and
-# BlockingScheduler arrive later and are deliberately not listed).
+# Names of docs/reference/behaviour.md#python-api implemented in the in-process runtime today (stores,
+# resources, codecs and BlockingScheduler arrive later and are deliberately not listed).
 PUBLIC = [
     "Scheduler",
     "Pool",

@@ -1,4 +1,6 @@
-"""Scheduler construction, lifecycle, submission, queries and snapshots (SPEC §3, §14, §16.1)."""
+"""Scheduler construction, lifecycle, submission, queries and snapshots
+(docs/reference/behaviour.md#ids-keys-retention, docs/reference/behaviour.md#metrics,
+docs/reference/behaviour.md#scheduler-api)."""
 
 from __future__ import annotations
 

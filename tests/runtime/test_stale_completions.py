@@ -1,4 +1,5 @@
-"""Late reports of aborted in-process attempts are ignored and counted (SPEC §9).
+"""Late reports of aborted in-process attempts are ignored and counted
+(docs/reference/behaviour.md#reliability).
 
 A thread cannot be interrupted and a coroutine may swallow its cancellation: when such an
 executor returns or raises after the engine aborted its attempt (timeout, lease loss), that

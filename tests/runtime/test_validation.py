@@ -1,4 +1,6 @@
-"""Validation of task fields, Task, Pool, RetryPolicy and Priority (SPEC §2, §9, §16.2, §16.3)."""
+"""Validation of task fields, Task, Pool, RetryPolicy and Priority (docs/reference/behaviour.md#task-fields,
+docs/reference/behaviour.md#reliability, docs/reference/behaviour.md#pool-api,
+docs/reference/behaviour.md#types)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from cronoq import AutoscaleConfig, Pool, Priority, RetryPolicy, Scheduler, Task
 
 from .conftest import echo, pool, wait
 
-# numbers print as the published implementation prints them (SPEC §2 "(got -1)")
+# numbers print as the published implementation prints them
+# (docs/reference/behaviour.md#task-fields "(got -1)")
 BAD_DURATIONS = [
     (-1, "-1"),
     (-1.0, "-1"),
@@ -98,7 +101,8 @@ async def test_a_cached_valid_option_does_not_admit_an_equal_invalid_one(good, b
 
 @pytest.mark.parametrize("amount", [0, -1, True, 1.5, "1", None])
 async def test_bad_resource_amount_is_an_invalid_submit_error_and_a_value_error(amount):
-    """SPEC §11: amounts are ints >= 1, else SubmitError ``invalid`` (still a ValueError)."""
+    """docs/reference/behaviour.md#resources: amounts are ints >= 1, else SubmitError ``invalid`` (still a
+    ValueError)."""
     from cronoq import Resource, SubmitError
 
     msg = f"resource amount must be an int >= 1 (got {amount!r} for 'db')"
@@ -118,7 +122,8 @@ async def test_bad_resource_amount_is_an_invalid_submit_error_and_a_value_error(
 
 
 async def test_other_field_errors_stay_plain_value_errors():
-    """The SPEC gives these as ValueError, not as SubmitError ``invalid`` (§2)."""
+    """The reference gives these as ValueError, not as SubmitError ``invalid``
+    (docs/reference/behaviour.md#task-fields)."""
     from cronoq import SubmitError
 
     for kw in ({"timeout": -1}, {"priority": "x"}, {"on_miss": "never"}, {"key": ""}):
@@ -429,7 +434,8 @@ def test_priority_enum():
 
 async def test_none_means_the_default_for_every_field():
     """The published implementation's fields all default to None: passing None explicitly
-    gives the SPEC §2 default (kind "default", priority normal, tolerance 1 s, run_late)."""
+    gives the docs/reference/behaviour.md#task-fields default (kind "default", priority normal, tolerance 1 s,
+    run_late)."""
     nones = {"priority": None, "kind": None, "tolerance": None, "on_miss": None, "pool": None}
     t = Task("p", **nones)
     assert (t._opts.kind, t._opts.priority, t._opts.tolerance, t._opts.on_miss) == (
@@ -448,7 +454,8 @@ async def test_none_means_the_default_for_every_field():
 
 @pytest.mark.parametrize("field", [*TASK_DURATION_FIELDS, "start_in"])
 def test_durations_beyond_a_century_are_accepted(field):
-    """SPEC §2: any finite duration >= 0 is valid; the engine keeps at most 2**62 ns."""
+    """docs/reference/behaviour.md#task-fields: any finite duration >= 0 is valid; the engine keeps at most
+    2**62 ns."""
     t = Task("p", **{field: 1e12})
     assert t is not None
     assert Task("p", timeout=4e9)._opts.timeout == 4 * 10**18  # 127 years: kept as given
@@ -482,8 +489,8 @@ async def test_far_instants_are_kept_within_range():
     ],
 )
 def test_wrong_types_are_value_errors_and_type_errors(fields):
-    """SPEC: bad input is a ValueError; the published implementation raises TypeError for a
-    wrong type - ours is both, so either ``except`` keeps working."""
+    """The reference (docs/reference/behaviour.md#task-fields): bad input is a ValueError; the published
+    implementation raises TypeError for a wrong type - ours is both, so either ``except`` keeps working."""
     with pytest.raises(ValueError) as ei:
         Task("p", **fields)
     assert isinstance(ei.value, TypeError)
@@ -498,7 +505,7 @@ async def test_wrong_types_on_the_scheduler_too():
 
 
 async def test_messages_the_published_implementation_gives():
-    """Where the SPEC names no text, ours contains the published implementation's (code that
+    """Where the reference names no text, ours contains the published implementation's (code that
     matches on it keeps working), with detail after it."""
     from cronoq import Dep, EventsLagged, Resource, SubmitError
 

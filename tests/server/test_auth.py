@@ -1,5 +1,6 @@
-"""SPEC §17.2, §17.9: bearer tokens (SHA-256 digests, constant-time compare), roles × actions,
-pool restriction, tenant stamping, and the loopback Host check (DNS-rebinding protection)."""
+"""docs/reference/behaviour.md#auth, docs/reference/behaviour.md#server-details: bearer tokens (SHA-256
+digests, constant-time compare), roles × actions, pool restriction, tenant stamping, and the loopback Host
+check (DNS-rebinding protection)."""
 
 from __future__ import annotations
 

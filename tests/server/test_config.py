@@ -1,4 +1,6 @@
-"""SPEC §17.1, §17.3, §17.9: `cronoq serve` configuration (TOML → validated, frozen dataclasses)."""
+"""docs/reference/behaviour.md#server-start-up, docs/reference/config.md#limits,
+docs/reference/behaviour.md#server-details: `cronoq serve` configuration (TOML → validated, frozen
+dataclasses)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The dashboard (SPEC §20) in a real browser: headless Chromium (Debian's ``chromium``
-package) driven by Playwright for Python, against uvicorn serving ``create_http_app`` in the
+"""The dashboard (docs/reference/behaviour.md#dashboard) in a real browser: headless Chromium (Debian's
+``chromium`` package) driven by Playwright for Python, against uvicorn serving ``create_http_app`` in the
 test's event loop with a fake worker (like test_http_real.py).
 
 Every browser test saves screenshots under its ``tmp_path``.  Without Playwright or

@@ -1,4 +1,6 @@
-"""HTTP/JSON front end of ``cronoq serve`` (SPEC §17.2, §17.6, §17.8, §17.9), in process.
+"""HTTP/JSON front end of ``cronoq serve`` (docs/reference/behaviour.md#auth,
+docs/reference/http.md#conventions, docs/reference/metrics.md#prometheus,
+docs/reference/behaviour.md#server-details), in process.
 
 A ServerApp with a memory store is led in the test's loop and driven through its Starlette
 app with ``httpx.ASGITransport``; a fake worker (a session registered on the registry)
@@ -317,7 +319,8 @@ async def test_bad_bodies() -> None:
     ],
 )
 async def test_any_content_type_is_parsed_as_json(content_type: str | None) -> None:
-    """No Content-Type is required (SPEC §17.6/§17.9 list no 415): every body is parsed as JSON."""
+    """No Content-Type is required (docs/reference/http.md#conventions,
+    docs/reference/behaviour.md#server-details list no 415): every body is parsed as JSON."""
     async with serve() as (_app, c):
         headers = {} if content_type is None else {"content-type": content_type}
         body = json.dumps({"key": "ct", "payload": {"n": 1}, "tags": {"via": "form"}}).encode()
@@ -460,7 +463,8 @@ async def test_list_tasks_paging_and_filters() -> None:
 
 
 async def test_list_tasks_default_limit_capped_by_max_list() -> None:
-    # limit 0 (absent) means 100, and that default is capped by limits.max_list too (§17.9)
+    # limit 0 (absent) means 100, and that default is capped by limits.max_list too
+    # (docs/reference/behaviour.md#server-details)
     async with serve(base="[limits]\nmax_list = 3\n" + BASE) as (_app, c):
         ids = [(await c.post("/v1/tasks", json={})).json()["id"] for _ in range(5)]
         for params in ({}, {"limit": 0}, {"limit": 100}):
@@ -746,7 +750,8 @@ async def test_recurring_crud() -> None:
         r = await c.put("/v1/recurring/nightly", json={"cron": "@hourly"})
         assert r.json()["cron"] == "@hourly" and r.json()["overlap"] == "skip" and r.json()["tz"] == ""
         # errors
-        # a bad cron or time zone is no SubmitError: the code is the status name (SPEC §17.9)
+        # a bad cron or time zone is no SubmitError: the code is the status name
+        # (docs/reference/behaviour.md#server-details)
         assert err(await c.put("/v1/recurring/x", json={"cron": "not a cron"})) == (400, "invalid_argument")
         assert err(await c.put("/v1/recurring/x", json={"cron": "@hourly", "tz": "Mars/Base"})) == (
             400,
@@ -1109,7 +1114,7 @@ async def test_after_accepts_one_id_or_key() -> None:
 
 async def test_tags_and_labels_scalars_are_stringified() -> None:
     """Tag and label values: numbers and booleans become their Python ``str()`` (as in-process,
-    SPEC §2); strings stay as they are."""
+    docs/reference/behaviour.md#task-fields); strings stay as they are."""
     async with serve() as (app, c):
         body = {
             "key": "tagged",

@@ -1,4 +1,5 @@
-"""Tasks and Admin services of a real ``cronoq serve`` process (SPEC §17.4, §17.9)."""
+"""Tasks and Admin services of a real ``cronoq serve`` process (docs/reference/grpc.md#services,
+docs/reference/behaviour.md#server-details)."""
 
 from __future__ import annotations
 
@@ -293,7 +294,7 @@ async def test_watch_data_loss_when_consumer_lags(api_server: ServerProc, raw: R
 
 
 # ---------------------------------------------------------------------------------------------
-# status codes of §17.4
+# status codes of docs/reference/grpc.md#services
 
 
 async def test_not_found_codes(client: Client, raw: Raw) -> None:
@@ -410,8 +411,9 @@ async def test_snapshot_and_list_workers(api_server: ServerProc, client: Client)
 
 
 async def test_idle_pool_desires_its_min_before_any_worker(client: Client) -> None:
-    """SPEC §10/§17.9: min bounds the desired capacity exported to scalers (KEDA reads it) -
-    also for a pool nobody has submitted to and no worker serves yet."""
+    """docs/reference/behaviour.md#autoscaling, docs/reference/behaviour.md#server-details: min bounds the
+    desired capacity exported to scalers (KEDA reads it) - also for a pool nobody has submitted to and no
+    worker serves yet."""
 
     async def floor() -> bool:
         p = {p.name: p for p in (await client.snapshot()).pools}["floor"]

@@ -1,4 +1,5 @@
-"""Auth of a real ``cronoq serve`` (SPEC §17.2): each role × each call, pools, tenants, tokens."""
+"""Auth of a real ``cronoq serve`` (docs/reference/behaviour.md#auth): each role × each call, pools, tenants,
+tokens."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """``cronoq serve`` as a process: the CLI, SIGTERM (Shutdown to workers, grace, exit 0, nothing
-lost), restart on the same SQLite file, and a standby taking over (SPEC §17.1, §17.7, §17.9)."""
+lost), restart on the same SQLite file, and a standby taking over
+(docs/reference/behaviour.md#server-start-up, docs/reference/behaviour.md#high-availability,
+docs/reference/behaviour.md#server-details)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""A real ``cronoq serve`` with tokens: tenant-scoped event streams (SPEC §17.2), the HTTP error
-code of a bad cron / time zone (SPEC §17.9), and lenient HTTP inputs (integer priorities, status
-filters in any case; SPEC §2, §17.6)."""
+"""A real ``cronoq serve`` with tokens: tenant-scoped event streams (docs/reference/behaviour.md#auth), the
+HTTP error code of a bad cron / time zone (docs/reference/behaviour.md#server-details), and lenient HTTP
+inputs (integer priorities, status filters in any case; docs/reference/behaviour.md#task-fields,
+docs/reference/http.md#conventions)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Remote workers against a real ``cronoq serve`` (SPEC §17.5, §17.9): a worker killed mid-
-attempt, lease expiry, Nack re-offer, SetSlots(0) drain, tasks too large for one Lease."""
+"""Remote workers against a real ``cronoq serve`` (docs/reference/grpc.md#worker-protocol,
+docs/reference/behaviour.md#server-details): a worker killed mid-attempt, lease expiry, Nack re-offer,
+SetSlots(0) drain, tasks too large for one Lease."""
 
 from __future__ import annotations
 
@@ -133,8 +134,8 @@ async def test_nack_reoffers_to_another_worker_same_attempt(api_server: ServerPr
 
 
 async def test_nack_reoffers_to_a_worker_of_another_group(api_server: ServerProc, client: Client) -> None:
-    """SPEC §17.5: a lease handed back goes to "another free worker" - also one registered
-    with other labels, when the task requires none of them; same attempt number."""
+    """docs/reference/grpc.md#worker-protocol: a lease handed back goes to "another free worker" - also one
+    registered with other labels, when the task requires none of them; same attempt number."""
     accepted: list[tuple[int, str]] = []
 
     async def picky(lease):  # type: ignore[no-untyped-def]

@@ -1,7 +1,8 @@
-"""Shadow model and invariants of the autoscaler (SPEC §10) for the feature simulator.
+"""Shadow model and invariants of the autoscaler (docs/reference/behaviour.md#autoscaling) for the feature
+simulator.
 
-The shadow recomputes every evaluation from SPEC §10 with its own inputs: λ, the EWMA
-(α = 0.3) of arrivals per second, counted from the ``ready`` event of new work (from blocked or
+The shadow recomputes every evaluation from docs/reference/behaviour.md#autoscaling with its own inputs: λ,
+the EWMA (α = 0.3) of arrivals per second, counted from the ``ready`` event of new work (from blocked or
 scheduled; a retry is not an arrival);
 s, the service time; B and B_c, the pool's ready + retrying tasks by class; busy, the
 unlabelled group's running attempts; R, the peak overlap of the pool's reservation windows that
@@ -10,12 +11,12 @@ start within ``reservation_horizon`` (and have not ended).  Then
 clamped to ``[min, max]``, the step-up limit, and the stabilization window / cooldown /
 ``max_step_down`` for steps down.
 
-s: SPEC says "the mean expected duration of the pool's work (§5.3)".  The engine estimates it
-from a sample (up to 64 queued tasks per class and lane structure, weighted by each class's
-backlog), falling back to the pool's run-time EWMA or ``default_duration`` when no ready task
-is queued.  Which tasks the sample holds is an engine detail (parked tasks, due fixed starts and
-retrying ones are not in the lanes), so the shadow does not predict s exactly: it records the s
-the engine used (a recording proxy around the pool's ``Autoscaler``) and checks it is either
+s: the reference says "the mean expected duration of the pool's work"
+(docs/reference/behaviour.md#expected-duration).  The engine estimates it from a sample (up to 64 queued tasks
+per class and lane structure, weighted by each class's backlog), falling back to the pool's run-time EWMA or
+``default_duration`` when no ready task is queued.  Which tasks the sample holds is an engine detail (parked
+tasks, due fixed starts and retrying ones are not in the lanes), so the shadow does not predict s exactly: it
+records the s the engine used (a recording proxy around the pool's ``Autoscaler``) and checks it is either
 the fallback or within the expected durations of the pool's ready tasks, which the shadow
 computes itself (hint, else its own EWMA α = 0.2 of successful runs per (pool, kind), else the
 pool default).  Everything else is recomputed exactly with that s.
@@ -57,7 +58,8 @@ NUM_CLASSES = 4
 
 
 def slots(x: float) -> int:
-    """SPEC §10: ``0 if x < 0.01 else ceil(x)`` (with a 1e-9 tolerance for float noise)."""
+    """docs/reference/behaviour.md#autoscaling: ``0 if x < 0.01 else ceil(x)`` (with a 1e-9 tolerance for
+    float noise)."""
     return 0 if x < 0.01 else math.ceil(x - 1e-9)
 
 
@@ -130,7 +132,8 @@ class AutoscaleShadow:
                 self.pools[i] = PoolScaler(i, p.autoscale, p.min, p.max, 0)
         self.stats = {"evaluations": 0, "scales": 0, "ups": 0, "downs": 0}
         self.pred: dict[int, tuple[int, int, int, int, bool]] | None = None
-        self.learned: dict[tuple[int, str], float] = {}  # SPEC §5.3 EWMA per (pool, kind)
+        # docs/reference/behaviour.md#expected-duration EWMA per (pool, kind)
+        self.learned: dict[tuple[int, str], float] = {}
         self.recorders: dict[int, Recorder] = {}
 
     def fail(self, detail: str) -> None:
@@ -181,7 +184,7 @@ class AutoscaleShadow:
     # ------------------------------------------------------------------ evaluation
 
     def _desired(self, ps: PoolScaler, now: int) -> tuple[int, int]:
-        """One evaluation as SPEC §10 describes it: (desired, raw)."""
+        """One evaluation as docs/reference/behaviour.md#autoscaling describes it: (desired, raw)."""
         sh = self.sh
         cfg = ps.cfg
         dt = (now - ps.last_eval) / NS
@@ -295,7 +298,7 @@ class AutoscaleShadow:
             self.stats["evaluations"] += 1
             desired, raw, cap, busy, idle = self.pred[i]
             if got != desired:
-                self.fail(f"pool {name}: desired {got}, SPEC §10 gives {desired} (raw {raw}, capacity {cap})")
+                self.fail(f"pool {name}: desired {got}, expected {desired} (raw {raw}, capacity {cap})")
             if (name in scales) != (desired != cap) or scales.get(name, desired) != desired:
                 self.fail(f"pool {name}: actions {scales} for desired {desired} at capacity {cap}")
             self._check_bounds(ps, name, cap, desired, busy)

@@ -1,4 +1,5 @@
-"""An independent model of the cron expressions the feature simulator generates (SPEC §7).
+"""An independent model of the cron expressions the feature simulator generates
+(docs/reference/behaviour.md#cron).
 
 The simulator does not ask the engine (or croniter) when a schedule fires: it generates cron
 expressions from explicit field sets and computes their occurrences here, by scanning wall-clock
@@ -8,8 +9,8 @@ time in the schedule's zone with the stdlib ``zoneinfo`` database:
   instants of a repeated hour count) has its second, minute and hour in the field sets
   (day, month and weekday are always ``*`` here);
 * a spring-forward gap that swallows matching local times may fire once, at some instant from
-  the end of the gap up to (excluding) the next natural occurrence: SPEC §7 only says "DST
-  handled by the tz database", and croniter's choice there is quirky (``30 30 2 * * *`` fires
+  the end of the gap up to (excluding) the next natural occurrence: docs/reference/behaviour.md#cron only says
+  "DST handled by the tz database", and croniter's choice there is quirky (``30 30 2 * * *`` fires
   at 03:00:30, ``10 * 2 * * *`` in Lord Howe's 30-minute gap not at all).  :meth:`gap_before`
   finds such a gap; the simulator then takes the engine's instant and checks it lies in that
   range (everything else it computes itself).

@@ -6,8 +6,8 @@ labels, tenants, crashes.
 engine configured with the later features and checks them with
 :class:`~tests.sim.feature_invariants.FeatureShadow`.
 
-Crash recovery (SPEC §15): with ``CoreConfig(persist=True)`` every engine call's ``Persist``
-mutations are buffered; at the end of a step they are *committed* (group commit, with
+Crash recovery (docs/reference/behaviour.md#durable-state): with ``CoreConfig(persist=True)`` every engine
+call's ``Persist`` mutations are buffered; at the end of a step they are *committed* (group commit, with
 probability ``p_commit``, else they wait for a later step) into a row table folded exactly as
 the SQL stores fold them (:func:`cronoq.store._records.fold`), and only then are that step's
 submitters acknowledged.  A crash (random, during the fault phase) drops the engine, the
@@ -231,7 +231,8 @@ class FeatureSimulator:
         self._after(actions)
 
     def move_attempt(self, lease: int, labels: dict[str, str]) -> bool:
-        """A Nacked remote lease re-offered to a worker of another group (SPEC §17.5)."""
+        """A Nacked remote lease re-offered to a worker of another group
+        (docs/reference/grpc.md#worker-protocol)."""
         self.calls += 1
         sh = self.shadow
         sh.begin(self.now, "move_attempt")
@@ -595,8 +596,9 @@ class FeatureSimulator:
     # ------------------------------------------------------------------ the pools' scaler
 
     def _scale(self, a: Scale) -> None:
-        """Play the pool's Scaler (SPEC §10): follow at once (SlotScaler), later and in request
-        order (a slow external scaler), up to a quota, or never (capacity managed elsewhere)."""
+        """Play the pool's Scaler (docs/reference/behaviour.md#autoscaling): follow at once (SlotScaler),
+        later and in request order (a slow external scaler), up to a quota, or never (capacity managed
+        elsewhere)."""
         mode = self.scaler
         n = a.desired
         if mode == "ignore":
@@ -604,7 +606,9 @@ class FeatureSimulator:
         if mode == "quota":
             n = min(n, self.quota[a.pool])
         if self.phase == "quiesce":
-            n = max(n, 1)  # SPEC §10 may ask for 0 slots with a small backlog: the scaler floors it
+            # docs/reference/behaviour.md#autoscaling may ask for 0 slots with a small backlog:
+            # the scaler floors it
+            n = max(n, 1)
         if mode == "lag":
             at = self.now + int(self.rng.uniform(0.0, 1.5) * NS)
             if self.scale_agenda:

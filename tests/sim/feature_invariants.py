@@ -1,15 +1,17 @@
 """Shadow model and invariants for the feature simulator (``tests/sim/featsim.py``).
 
-Covers what the base shadow (:mod:`tests.sim.invariants`) does not: dependencies (SPEC §8),
-fixed starts and reservations (§6), shared resources (§11), worker labels and groups (§13.2),
-tenants (§13.1) and crash recovery from the mutation log (§15).  Like the base shadow it is built
-only from the inputs and the returned actions; the engine's state is read only to compare.
+Covers what the base shadow (:mod:`tests.sim.invariants`) does not: dependencies
+(docs/reference/behaviour.md#dependencies), fixed starts and reservations
+(docs/reference/behaviour.md#fixed-starts), shared resources (docs/reference/behaviour.md#resources), worker
+labels and groups (docs/reference/behaviour.md#labels), tenants (docs/reference/behaviour.md#fairness) and
+crash recovery from the mutation log (docs/reference/behaviour.md#durable-state).  Like the base shadow it is
+built only from the inputs and the returned actions; the engine's state is read only to compare.
 
 Invariants (each violation names one of these):
 
-``lifecycle``     every Publish is a legal SPEC §4 transition with the right pool/key/attempt/time;
-                  new tasks publish ``blocked`` first; a ``running`` event is followed by its
-                  Dispatch (except the replayed attempt of a recovered task).
+``lifecycle``     every Publish is a legal docs/reference/behaviour.md#lifecycle transition with the right
+                  pool/key/attempt/time; new tasks publish ``blocked`` first; a ``running`` event is followed
+                  by its Dispatch (except the replayed attempt of a recovered task).
 ``one-terminal``  exactly one terminal status per task, nothing after it, one Resolve in the same
                   call; across crashes: at most one terminal status is ever *committed* per task.
 ``cause``         succeeded/failed/retrying/dead_lettered/cancelled only from their report,
@@ -17,7 +19,7 @@ Invariants (each violation names one of these):
                   restart``); ``shed`` never (no queue bounds here).
 ``deps``          a dependent never leaves ``blocked`` (and is never dispatched) before every
                   edge is bound and satisfied; it leaves ``blocked`` in the very call the last
-                  edge is satisfied; ``skipped`` carries a SPEC message that is true:
+                  edge is satisfied; ``skipped`` carries a documented message that is true:
                   ``dependency <id> ended as <status>`` (that parent ended so, breaking the
                   edge), ``task already finished`` (a target was already terminal and unmet), or
                   ``timed out awaiting unknown dependency`` (an edge still awaited, after
@@ -74,21 +76,24 @@ def _sk(tenant: str | None, key: Any) -> Any:
     return key if tenant is None or not isinstance(key, str) else (tenant, key)
 
 
-MSG_INTERRUPTED = "attempt interrupted by a restart"  # ours (SPEC §15.3 names no message)
+# ours (docs/reference/behaviour.md#recovery names no message)
+MSG_INTERRUPTED = "attempt interrupted by a restart"
 MSG_TIMEOUT = "attempt timed out"
 MSG_LEASE = "lease expired"
 MSG_CANCELLED = "cancelled"
 
 
 def satisfied(cond: int, status: str) -> bool:
-    """SPEC §8: success edges need ``succeeded``, failure edges any other terminal status."""
+    """docs/reference/behaviour.md#dependencies: success edges need ``succeeded``, failure edges any other
+    terminal status."""
     if cond == ON_COMPLETE:
         return True
     return (status == "succeeded") == (cond == ON_SUCCESS)
 
 
 def max_overlap(windows: Sequence[tuple[int, int]], lo: int, hi: int) -> int:
-    """Most windows overlapping at one instant inside the open interval (lo, hi) (SPEC §6)."""
+    """Most windows overlapping at one instant inside the open interval (lo, hi)
+    (docs/reference/behaviour.md#fixed-starts)."""
     pts: list[tuple[int, int]] = []
     for a, b in windows:
         a, b = max(a, lo), min(b, hi)
@@ -267,7 +272,9 @@ class FeatureShadow:
     def predict_submit(
         self, specs: Sequence[TaskSpec], batch: bool
     ) -> tuple[str | None, list[tuple[int, bool]]]:
-        """SPEC §3/§6/§8 in the engine's validation order: (error code, (id, duplicate) items)."""
+        """docs/reference/behaviour.md#ids-keys-retention, docs/reference/behaviour.md#fixed-starts,
+        docs/reference/behaviour.md#dependencies in the engine's validation order: (error code, (id,
+        duplicate) items)."""
         keys = self.keys
         n = len(specs)
         if not batch and specs[0].key is not None and _sk(specs[0].tenant, specs[0].key) in keys:
@@ -588,8 +595,8 @@ class FeatureShadow:
             self.scale.evaluate_due()
         overlap_skip = occ is not None and new == "skipped" and ev.message == MSG_PREVIOUS_RUNNING
         if overlap_skip:
-            # SPEC §7 (scheduled -> skipped is not in the §4 table): an occurrence due while
-            # the previous one is live; at recovery also blocked -> skipped (it came due)
+            # docs/reference/behaviour.md#cron (scheduled -> skipped is not in the lifecycle table): an
+            # occurrence due while the previous one is live; at recovery also blocked -> skipped (it came due)
             if old not in ("scheduled", "blocked") or (old == "blocked") != (self.call == "recover"):
                 self.fail("lifecycle", f"{t}: {old} -> skipped for overlap in {self.call}")
             self.recur.check_skip(t, ev)
@@ -750,7 +757,7 @@ class FeatureShadow:
         spec = t.spec
         if spec.start_at is not None and now < spec.start_at:
             self.fail("fixed-start", f"{t} dispatched before its start {spec.start_at}")
-        # placement (SPEC §13.2): labels, per-group capacity, fewest labels first
+        # placement (docs/reference/behaviour.md#labels): labels, per-group capacity, fewest labels first
         need = spec.labels
         glabels = d.group or {}
         if need and any(glabels.get(k) != v for k, v in need.items()):
@@ -765,7 +772,7 @@ class FeatureShadow:
             )
         first.running += 1
         t.group = first
-        # shared resources (SPEC §11), taken atomically at dispatch
+        # shared resources (docs/reference/behaviour.md#resources), taken atomically at dispatch
         for name, k in (spec.resources or {}).items():
             if name in self.sem:
                 self.sem[name] += k
@@ -898,8 +905,8 @@ class FeatureShadow:
                     self.fail(
                         "recovery", f"terminal {tid} was {st}/{output!r}, now {ts.status_name}/{ts.output!r}"
                     )
-            # SPEC §15.3: a running task resumes as retrying (its attempt counted), ready at
-            # once after a zero backoff, dead-lettered if that was its last attempt
+            # docs/reference/behaviour.md#recovery: a running task resumes as retrying (its attempt counted),
+            # ready at once after a zero backoff, dead-lettered if that was its last attempt
             elif st in ("running", "retrying") and (tid not in self.interrupted or ts.attempt != attempt):
                 self.fail("recovery", f"{tid} was {st} (attempt {attempt}), recovered as {ts!r}")
         self.check_full()

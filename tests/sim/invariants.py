@@ -4,27 +4,30 @@ The shadow is built only from what a shell can see: the inputs it gave the engin
 specs, reports, cancels, capacity changes, the clock) and the actions the engine returned
 (``Publish`` events with ``emit_transitions=True``, ``Dispatch``, ``Abort``, ``Resolve``,
 ``SpaceAvailable``).  Lifecycle rules, messages, retry timing, retention and overflow are
-written down here from SPEC §3/§4/§5/§9/§12/§14, not imported from the engine.  The engine's
-state is read only to *compare* against the shadow (counters, totals, task table, keys, leases)
-and, for the priority check, through the public ``Core.score``.
+written down here from docs/reference/behaviour.md#ids-keys-retention, docs/reference/behaviour.md#lifecycle,
+docs/reference/behaviour.md#ordering, docs/reference/behaviour.md#reliability,
+docs/reference/behaviour.md#overload, docs/reference/behaviour.md#metrics, not imported from the engine.  The
+engine's state is read only to *compare* against the shadow (counters, totals, task table, keys, leases) and,
+for the priority check, through the public ``Core.score``.
 
 Invariants (each violation names one of these):
 
-``lifecycle``      every Publish is a legal SPEC §4 transition of a known task, with the right
-                   pool/key/attempt/time; new tasks publish ``blocked`` then ``ready``.
+``lifecycle``      every Publish is a legal docs/reference/behaviour.md#lifecycle transition of a known task,
+                   with the right pool/key/attempt/time; new tasks publish ``blocked`` then ``ready``.
 ``one-terminal``   exactly one terminal status per task: nothing after it, one Resolve.
 ``cause``          every transition has its cause: ``succeeded`` only from a successful report,
                    ``failed`` from a Permanent report, ``retrying``/``dead_lettered`` from a
                    retryable report, timeout or lost lease (dead-lettered iff attempts are used
                    up), ``cancelled`` from a cancel, ``shed`` from an overflowing submit; with
-                   the SPEC's messages.
+                   the documented messages.
 ``ids``            ids are ``seq`` 1, 2, 3 ... (epoch 0), strictly increasing, never reused; a
                    duplicate consumes none.
-``keys``           a key maps to one id while that task is live or retained (SPEC §3); the
-                   duplicate answer is predicted exactly, including after retention frees it.
+``keys``           a key maps to one id while that task is live or retained
+                   (docs/reference/behaviour.md#ids-keys-retention); the duplicate answer is predicted
+                   exactly, including after retention frees it.
 ``submit``         the outcome of every submit/batch is predicted: id, duplicate, or the error
                    code (``unknown_pool``, ``duplicate_key_in_batch``, ``full``, ``overloaded``)
-                   and the shed victim (SPEC §12).
+                   and the shed victim (docs/reference/behaviour.md#overload).
 ``reports``        complete/fail/heartbeat/cancel return True iff the lease/task is current;
                    stale reports change nothing and are counted.
 ``capacity``       a Dispatch happens only while running < capacity (per pool).
@@ -70,7 +73,8 @@ class InvariantViolation(AssertionError):
         self.detail = detail
 
 
-# SPEC §4, written down from the table (deliberately not imported from cronoq.engine.model)
+# docs/reference/behaviour.md#lifecycle, written down from the table (deliberately not imported from
+# cronoq.engine.model)
 LEGAL: dict[str, frozenset[str]] = {
     "blocked": frozenset({"ready", "scheduled", "skipped", "cancelled", "shed"}),
     "scheduled": frozenset({"ready", "missed", "failed", "cancelled", "shed"}),
@@ -81,11 +85,12 @@ LEGAL: dict[str, frozenset[str]] = {
 TERMINAL = frozenset({"succeeded", "failed", "dead_lettered", "cancelled", "skipped", "missed", "shed"})
 PENDING = frozenset({"blocked", "scheduled", "ready", "retrying"})
 NUM_CLASSES = 4
-MSG_TIMEOUT = "attempt timed out"  # SPEC §4
-MSG_CANCELLED = "cancelled"  # SPEC §4
-MSG_SHED = "shed under overload"  # SPEC §4
-MSG_LEASE = "lease expired"  # ours (SPEC §9 names no message for a lost lease)
-EWMA_ALPHA = 0.2  # SPEC §5.3
+MSG_TIMEOUT = "attempt timed out"  # docs/reference/behaviour.md#lifecycle
+MSG_CANCELLED = "cancelled"  # docs/reference/behaviour.md#lifecycle
+MSG_SHED = "shed under overload"  # docs/reference/behaviour.md#lifecycle
+# ours (docs/reference/behaviour.md#reliability names no message for a lost lease)
+MSG_LEASE = "lease expired"
+EWMA_ALPHA = 0.2  # docs/reference/behaviour.md#expected-duration
 TRACKED_TOTALS = (
     "submitted",
     "dispatched",
@@ -103,9 +108,9 @@ TRACKED_TOTALS = (
     "recurring_conflicts",
     "recurring_invalid",
 )
-#: SPEC §12: shed_lowest/shed_oldest evict a *queued* task.  The engine picks victims among
-#: ``ready`` tasks only (its lanes); see docs/architecture/testing.md.  Widen this set to check the broader
-#: reading of "queued" (all not-yet-running statuses).
+#: docs/reference/behaviour.md#overload: shed_lowest/shed_oldest evict a *queued* task.  The engine picks
+#: victims among ``ready`` tasks only (its lanes); see docs/architecture/testing.md.  Widen this set to check
+#: the broader reading of "queued" (all not-yet-running statuses).
 SHED_CANDIDATE_STATUSES = frozenset({"ready"})
 #: the informational full scan for lane inversions is skipped above this many ready tasks
 FULL_SCAN_MAX = 256
@@ -301,8 +306,8 @@ class Shadow:
         return self.pool_by_name.get(spec.pool)
 
     def prune(self, now: int) -> None:
-        """SPEC §3 retention: terminal tasks are kept for ``retention`` and at most
-        ``retention_max`` entries, oldest first.  The surviving set at any instant does not
+        """docs/reference/behaviour.md#ids-keys-retention retention: terminal tasks are kept for ``retention``
+        and at most ``retention_max`` entries, oldest first.  The surviving set at any instant does not
         depend on when pruning ran, so the shadow may prune eagerly."""
         r = self.retained
         horizon = now - self.config.retention
@@ -325,7 +330,8 @@ class Shadow:
         return t
 
     def expected_duration(self, t: TaskRec) -> int:
-        """SPEC §5.3: hint, else the learned EWMA for (pool, kind), else the pool default."""
+        """docs/reference/behaviour.md#expected-duration: hint, else the learned EWMA for (pool, kind), else
+        the pool default."""
         if t.hint is not None:
             return t.hint
         v = self.ewma.get((t.pool, t.kind))
@@ -334,7 +340,8 @@ class Shadow:
         return self.pools[t.pool].cfg.default_duration
 
     def spec_score(self, t: TaskRec, now: int) -> float:
-        """SPEC §5.1/§5.2, computed from the shadow's own ready time and latest start."""
+        """docs/reference/behaviour.md#score, docs/reference/behaviour.md#urgency, computed from the shadow's
+        own ready time and latest start."""
         c = t.cls
         wait_s = (now - t.ready_at) / NS
         s = self.base[c] + min(self.aging[c] * wait_s, self.age_cap[c])
@@ -366,7 +373,8 @@ class Shadow:
         self.cancel_target = None
 
     def predict_submit(self, specs: Sequence[TaskSpec], batch: bool) -> SubmitPrediction:
-        """SPEC §3/§12: what submit/submit_batch must answer."""
+        """docs/reference/behaviour.md#ids-keys-retention, docs/reference/behaviour.md#overload: what
+        submit/submit_batch must answer."""
         now = self.now
         self.prune(now)
         pred = SubmitPrediction()
@@ -422,8 +430,9 @@ class Shadow:
         return pred
 
     def _shed_victim(self, pool: PoolShadow, new_class: int) -> TaskRec | None:
-        """SPEC §12: shed_lowest evicts the newest queued task of the least important class
-        present if less important than the new task; shed_oldest the oldest queued Low task."""
+        """docs/reference/behaviour.md#overload: shed_lowest evicts the newest queued task of the least
+        important class present if less important than the new task; shed_oldest the oldest queued Low
+        task."""
         ids: Iterable[int] = pool.ready if {"ready"} >= SHED_CANDIDATE_STATUSES else self.live_ids
         cands = [
             t
@@ -746,7 +755,9 @@ class Shadow:
         retry_after = cause[2] if len(cause) > 2 else None
         if retry_after is not None:
             t.retry_lo = t.retry_hi = now + max(retry_after, 0)
-        else:  # SPEC §9: min(initial * multiplier^(n-1), max_backoff), jitter in [d/2, d]
+        # docs/reference/behaviour.md#reliability: min(initial * multiplier^(n-1), max_backoff),
+        # jitter in [d/2, d]
+        else:
             p = t.retry
             try:
                 d = min(p.initial_backoff * p.multiplier ** (t.attempt - 1), p.max_backoff)
@@ -868,7 +879,8 @@ class Shadow:
     # ----------------------------------------------------------------------------- priority
 
     def _check_priority(self, d: TaskRec, pool: PoolShadow, now: int) -> None:
-        """SPEC §5.4, with the engine's documented lane-head approximation (lanes.py).
+        """docs/reference/behaviour.md#dispatch, with the engine's documented lane-head approximation
+        (lanes.py).
 
         Per class the engine looks at two heads only: the FIFO head (lowest sequence among
         ready tasks without a deadline) and the deadline head (lowest (latest start, seq)
@@ -877,8 +889,9 @@ class Shadow:
         1. the dispatched task is the head with the highest ``Core.score`` (ties: lower seq);
            heads are computed here from the shadow's ready set, so this also proves FIFO
            within a class and that the lanes hold exactly the ready tasks;
-        2. its ``Core.score`` equals the SPEC formula computed from the shadow's own ready
-           time, deadline and expected duration (§5.1-5.3);
+        2. its ``Core.score`` equals the documented formula computed from the shadow's own ready
+           time, deadline and expected duration (docs/reference/behaviour.md#score,
+           docs/reference/behaviour.md#urgency, docs/reference/behaviour.md#expected-duration);
         3. a dispatch that passes over a more important class with ready work scores at least
            that class's base (only aging/urgency may lift a task over a class).
 
@@ -917,7 +930,7 @@ class Shadow:
                 self.fail(
                     "priority",
                     f"{h}: engine latest_start {ts.latest_start} != deadline - expected duration "  # type: ignore[union-attr]
-                    f"{h.latest_start} (SPEC §5.3)",
+                    f"{h.latest_start} (docs/reference/behaviour.md#expected-duration)",
                 )
             k = (core.score(ts, now), -h.seq)  # type: ignore[arg-type]
             if best_key is None or k > best_key:
@@ -933,7 +946,7 @@ class Shadow:
         d_score = best_key[0]
         mine = self.spec_score(d, now)
         if not math.isclose(mine, d_score, rel_tol=1e-9, abs_tol=1e-6):
-            self.fail("priority", f"{d}: Core.score {d_score!r} != SPEC score {mine!r}")
+            self.fail("priority", f"{d}: Core.score {d_score!r} != documented score {mine!r}")
         if states[d.id].ready_at != d.ready_at:
             self.fail("priority", f"{d}: engine ready_at {states[d.id].ready_at} != shadow {d.ready_at}")
         if d.cls != first_class:
@@ -1016,7 +1029,8 @@ class Shadow:
             self.fail("timers", problem)
 
     def check_snapshot(self) -> None:
-        """SPEC §14 window figures and snapshot totals against the shadow (costly: periodic)."""
+        """docs/reference/behaviour.md#metrics window figures and snapshot totals against the shadow (costly:
+        periodic)."""
         now = self.now
         snap = self.core.snapshot(now)
         nslots = max(1, -(-self.config.window // NS))

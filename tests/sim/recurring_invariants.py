@@ -1,4 +1,5 @@
-"""Shadow model and invariants of recurring schedules (SPEC §7) for the feature simulator.
+"""Shadow model and invariants of recurring schedules (docs/reference/behaviour.md#cron) for the feature
+simulator.
 
 The shadow keeps every schedule it added (cron expression, zone, overlap policy, occurrence
 template) and predicts each materialization itself: the next occurrence comes from
@@ -7,7 +8,7 @@ included), the occurrence is a fixed-start submission of the template whose outc
 :class:`~tests.sim.feature_invariants.FeatureShadow` predicts like any other (new id, duplicate
 occurrence key, ``reservation_conflict`` → that occurrence is dropped and counted, and the
 schedule wakes up at its instant to try the following one).  Only one thing is taken from the
-engine: the instant a spring-forward gap fires at, which SPEC leaves open (see
+engine: the instant a spring-forward gap fires at, which the reference leaves open (see
 :mod:`tests.sim.cronmodel`); it is checked to lie in the allowed range.
 
 Replacing a schedule whose occurrence for instant T is materialized creates nothing: that
@@ -293,7 +294,7 @@ class RecurringShadow:
         gap = s.cron.gap_before(after, nat)
         if gap is None:
             return nat
-        # SPEC leaves the instant after a spring-forward gap open: take the engine's, check it
+        # The reference leaves the instant after a spring-forward gap open: take the engine's, check it
         got = CronSchedule(s.cron.expr, s.cron.tz).next_after(after / NS)
         x = None if got is None else round(got)
         if x is None or not (x == nat or gap <= x < nat):
@@ -461,8 +462,8 @@ class RecurringShadow:
                 p = pt.occ.prev if pt.occ is not None else None
         # After a crash the engine knows an occurrence's schedule only by its name (generations
         # are not persisted): the schedule of that name at recovery decides the policy, and any
-        # earlier live occurrence of that name counts (SPEC §7 does not say how a replaced
-        # schedule's occurrences relate to the new one's).
+        # earlier live occurrence of that name counts (docs/reference/behaviour.md#cron does not say how a
+        # replaced schedule's occurrences relate to the new one's).
         if self.sh.stats["recoveries"]:
             for o in self.sh.tasks.values():
                 live = o.occ is not None and o.id < t.id and o.status not in TERMINAL

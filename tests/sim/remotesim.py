@@ -22,8 +22,8 @@ to simulated worker sessions, and pool capacity is what those sessions are grant
   ``Abort`` stops it, though a zombie may still report (stale); some reports go to the wrong
   session (stale).
 
-Invariants (``remote``), from SPEC §17.5/§17.9, checked against the simulator's own model of
-the sessions:
+Invariants (``remote``), from docs/reference/grpc.md#worker-protocol,
+docs/reference/behaviour.md#server-details, checked against the simulator's own model of the sessions:
 
 * a ``Lease`` goes only into a free granted slot of a connected worker of the attempt's pool
   whose labels are exactly the engine group's, carries the engine's lease and attempt number,
@@ -257,7 +257,8 @@ class RemoteSimulator(FeatureSimulator):
         self.aborts = {}
 
     def _workers_return(self) -> None:
-        """The new leader's registry: the workers reconnect (SPEC §17.7)."""
+        """The new leader's registry: the workers reconnect
+        (docs/reference/behaviour.md#high-availability)."""
         self._new_registry()
         for pool, labels, slots in self.profiles:
             self.register(pool, labels, slots)
@@ -336,7 +337,8 @@ class RemoteSimulator(FeatureSimulator):
             return None if best is None else best.id
         # a re-offer after a Nack with no worker of the group free: a worker of another group
         # whose labels suit the task, fewest labels first, then most free slots (then the
-        # earliest registered), whose group has a free slot in the model (SPEC §17.5)
+        # earliest registered), whose group has a free slot in the model
+        # (docs/reference/grpc.md#worker-protocol)
         need = a.ctx._task.opts.labels
         others = [
             w

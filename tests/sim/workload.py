@@ -464,8 +464,8 @@ def recurring_template(rng: random.Random, sc: Scenario, name: str) -> TaskSpec:
     The template key is one of two per name: a replacement of the schedule may keep it (the
     replaced schedule's occurrence ahead stays the one for its instant; the new schedule's
     first comes after it, so a duplicate key shows up only rarely).  Two schedules of
-    different names never share one: SPEC §7 does not say how their overlap rules would
-    combine (the engine chains ``skip`` through the shared occurrence, so a schedule's own
+    different names never share one: docs/reference/behaviour.md#cron does not say how their overlap rules
+    would combine (the engine chains ``skip`` through the shared occurrence, so a schedule's own
     earlier run can be overlapped)."""
     return TaskSpec(
         pool=CRON_POOL,

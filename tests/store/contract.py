@@ -1,4 +1,5 @@
-"""Behaviour every durable store must show (SPEC §15), run against each real backend.
+"""Behaviour every durable store must show (docs/reference/behaviour.md#durable-state), run against each real
+backend.
 
 Each ``check_*`` coroutine takes ``make(**kw)``: a factory of *unopened* stores that all share
 one database (one SQLite file or one PostgreSQL schema), so several instances model several

@@ -1,4 +1,5 @@
-"""Codecs (SPEC §15.2): compact UTF-8 JSON, decoding never runs code, clear encode errors."""
+"""Codecs (docs/reference/behaviour.md#stores): compact UTF-8 JSON, decoding never runs code, clear encode
+errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""PostgresStore against a real PostgreSQL (SPEC §15.2-15.4, §17.7).
+"""PostgresStore against a real PostgreSQL (docs/reference/behaviour.md#stores,
+docs/reference/behaviour.md#recovery, docs/reference/behaviour.md#fencing,
+docs/reference/behaviour.md#high-availability).
 
 Each test uses its own schema and drops it afterwards.  The server is taken from
 ``CRONOQ_TEST_PG_DSN`` (default ``postgresql://postgres@127.0.0.1:5432/test``); the tests

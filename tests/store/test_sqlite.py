@@ -1,4 +1,5 @@
-"""SqliteStore against real SQLite files (SPEC §15.2-15.4)."""
+"""SqliteStore against real SQLite files (docs/reference/behaviour.md#stores,
+docs/reference/behaviour.md#recovery, docs/reference/behaviour.md#fencing)."""
 
 from __future__ import annotations
 

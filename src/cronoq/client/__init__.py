@@ -1,5 +1,5 @@
-"""Remote client and worker of a cronoq server (SPEC §18); needs the ``client`` extra
-(grpcio, protobuf).
+"""Remote client and worker of a cronoq server (docs/reference/behaviour.md#client-worker); needs the
+``client`` extra (grpcio, protobuf).
 
     from cronoq.client import Client, Worker, task
 

@@ -64,7 +64,8 @@ def is_loopback_host(host: str) -> bool:
 
 
 def auth_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
-    """``authorization: Bearer <token>`` metadata (SPEC §17.2), empty without a token."""
+    """``authorization: Bearer <token>`` metadata (docs/reference/behaviour.md#auth), empty without a
+    token."""
     if token is None:
         return ()
     if not isinstance(token, str) or not token:

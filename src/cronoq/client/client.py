@@ -1,4 +1,5 @@
-"""The asyncio gRPC client of a cronoq server (SPEC §17.4, §18).
+"""The asyncio gRPC client of a cronoq server (docs/reference/grpc.md#services,
+docs/reference/behaviour.md#client-worker).
 
 Theory of operation
 -------------------
@@ -7,8 +8,9 @@ Theory of operation
 * Failover: ``Client(["a:7070", "b:7070"])``. A call that fails with a retryable status
   (``unavailable``, ``resource_exhausted``) is tried once against each next address; the
   address that answered becomes the first choice for later calls.  A standby server answers
-  UNAVAILABLE, so this follows the leader of an active-passive cluster (SPEC §17.7).  Note that
-  a submit retried after a dropped connection may create the task twice unless it has a key.
+  UNAVAILABLE, so this follows the leader of an active-passive cluster
+  (docs/reference/behaviour.md#high-availability).  Note that a submit retried after a dropped connection may
+  create the task twice unless it has a key.
 * Errors: every failed call raises :class:`~cronoq.client.ClientError` (lower-case gRPC status
   name as ``code``); waits that run out of time raise
   :class:`~cronoq.client.WaitTimeout`, which is also a ``TimeoutError``.
@@ -181,8 +183,8 @@ class Client:
         call_timeout: float | None = None,
         **fields: Any,
     ) -> Submitted:
-        """Submit one task (task fields as in SPEC §2). With ``wait=True`` the answer carries
-        the outcome in ``.result``; a wait that runs out raises :class:`WaitTimeout`.
+        """Submit one task (task fields as in docs/reference/behaviour.md#task-fields). With ``wait=True`` the
+        answer carries the outcome in ``.result``; a wait that runs out raises :class:`WaitTimeout`.
 
         Concurrent calls (without ``wait`` or ``call_timeout``) are sent together as one
         ``SubmitMany`` call, each caller still getting its own answer or error; see
@@ -324,7 +326,7 @@ class Client:
     # -- admin --------------------------------------------------------------------------------
 
     async def snapshot(self, *, call_timeout: float | None = None) -> Snapshot:
-        """Per-pool figures, counts and totals of the server (SPEC §14)."""
+        """Per-pool figures, counts and totals of the server (docs/reference/behaviour.md#metrics)."""
         timeout = seconds_or_none("call_timeout", call_timeout)
         return Snapshot.from_wire(await self._call("admin", "Snapshot", pb.Empty(), timeout=timeout))
 

@@ -1,4 +1,5 @@
-"""Payload encoding and task-spec building for the wire (SPEC §17.9, §18).
+"""Payload encoding and task-spec building for the wire (docs/reference/behaviour.md#server-details,
+docs/reference/behaviour.md#client-worker).
 
 Payloads (and handler outputs) travel as bytes plus a content type:
 
@@ -11,9 +12,9 @@ bytes-like          as is                              ``application/octet-strea
 anything else       compact UTF-8 JSON                 ``application/json``
 ==================  =================================  ===============================
 
-:func:`build_spec` maps the task fields of SPEC §2 onto ``cronoq.v1.TaskSpec``: priority names
-to the enum, durations in seconds to ``*_s``, instants (Unix seconds or aware datetimes) to
-``*_unix_ns``, ``after=[refs]`` and ``deps=[Dep]`` to ``deps`` with ``EdgeCond``, a
+:func:`build_spec` maps the task fields of docs/reference/behaviour.md#task-fields onto
+``cronoq.v1.TaskSpec``: priority names to the enum, durations in seconds to ``*_s``, instants (Unix seconds or
+aware datetimes) to ``*_unix_ns``, ``after=[refs]`` and ``deps=[Dep]`` to ``deps`` with ``EdgeCond``, a
 :class:`~cronoq.RetryPolicy` to the wire ``RetryPolicy``. Validation errors are the in-process
 ``ValueError`` messages; an unknown field is a ``TypeError``.
 
@@ -145,7 +146,7 @@ _STATUS_FROM_NAME: dict[str, int] = {n: v for v, n in _STATUS_TO_NAME.items() if
 _PRIORITY_TO_NAME: dict[int, str] = {
     v.number: v.name[len("PRIORITY_") :].lower() for v in pb.Priority.DESCRIPTOR.values
 }
-#: Wire Overlap values by policy name (SPEC §7).
+#: Wire Overlap values by policy name (docs/reference/behaviour.md#cron).
 OVERLAPS: dict[str, int] = {
     "skip": pb.OVERLAP_SKIP,
     "allow": pb.OVERLAP_ALLOW,
@@ -272,7 +273,8 @@ def _unix_ns(name: str, value: object) -> int:
 
 
 def build_spec(payload: object = None, **fields: Any) -> pb.TaskSpec:
-    """Validate ``payload`` and the task fields (SPEC §2) into a wire ``TaskSpec``.
+    """Validate ``payload`` and the task fields (docs/reference/behaviour.md#task-fields) into a wire
+    ``TaskSpec``.
 
     Unset fields stay unset, so the server applies its (pool's) defaults. ``content_type``
     overrides the content type the payload encoding picked.

@@ -1,4 +1,4 @@
-r"""Errors of the remote client and worker (SPEC §18).
+r"""Errors of the remote client and worker (docs/reference/behaviour.md#client-worker).
 
 * :class:`ClientError` — a call failed; ``code`` is the lower-case gRPC status name
   (``not_found``, ``invalid_argument``, ``unavailable``, ...), ``message`` the server's details.

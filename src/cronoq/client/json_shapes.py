@@ -1,4 +1,5 @@
-"""The JSON shapes of the HTTP/JSON API (SPEC §17.6, §17.9), shared by the server and the CLI.
+"""The JSON shapes of the HTTP/JSON API (docs/reference/http.md#conventions,
+docs/reference/behaviour.md#server-details), shared by the server and the CLI.
 
 Pure functions over protobuf messages and plain values (no grpc, no server imports), so the
 ``cronoq`` client commands print the same JSON as ``cronoq serve``'s HTTP API
@@ -32,7 +33,7 @@ __all__ = [
     "result_json",
 ]
 
-#: 64-bit integer fields rendered as JSON strings (ids; SPEC §17.6).
+#: 64-bit integer fields rendered as JSON strings (ids; docs/reference/http.md#conventions).
 ID_FIELDS: Final = frozenset({"id", "next_after", "last_task_id", "task_id", "worker_id"})
 
 _FD = pb.TaskInfo.DESCRIPTOR.fields_by_name["id"]
@@ -112,8 +113,9 @@ def json_output(data: bytes) -> tuple[bool, Any]:
 
 
 def guess_content_type(data: bytes) -> str:
-    """The content type a cronoq worker gives an output of these bytes (SPEC §18 payload
-    encoding): ``""`` when empty, JSON, UTF-8 text, else ``application/octet-stream``.
+    """The content type a cronoq worker gives an output of these bytes
+    (docs/reference/behaviour.md#client-worker payload encoding): ``""`` when empty, JSON, UTF-8 text, else
+    ``application/octet-stream``.
 
     For outputs read over gRPC, whose ``TaskResult`` carries no content type.
     """

@@ -1,12 +1,14 @@
-"""Plain Python views of the wire messages the client returns (SPEC §17.9, §18).
+"""Plain Python views of the wire messages the client returns (docs/reference/behaviour.md#server-details,
+docs/reference/behaviour.md#client-worker).
 
 Statuses, priorities and overlap policies are lower-case names; instants are Unix seconds
 (floats, None when unset); ids are ints.  Each type has ``from_wire(message)``.
 
 ``to_json()`` (on :class:`Result`, :class:`Submitted`, :class:`TaskInfo`, :class:`Event`,
-:class:`Snapshot`) gives the shape the server's HTTP/JSON API uses for the same thing (SPEC
-§17.6, §17.9: proto field names, ids as strings; :mod:`cronoq.client.json_shapes`), built from
-the wire message the value was read from (kept aside by ``from_wire``; not a dataclass field).
+:class:`Snapshot`) gives the shape the server's HTTP/JSON API uses for the same thing
+(docs/reference/http.md#conventions, docs/reference/behaviour.md#server-details: proto field names, ids as
+strings; :mod:`cronoq.client.json_shapes`), built from the wire message the value was read from (kept aside by
+``from_wire``; not a dataclass field).
 """
 
 from __future__ import annotations
@@ -299,7 +301,7 @@ class WorkerGroup:
 
 @dataclass(frozen=True)
 class PoolSnapshot:
-    """Per-pool figures of a server snapshot (SPEC §14); ``pending_by_class`` is
+    """Per-pool figures of a server snapshot (docs/reference/behaviour.md#metrics); ``pending_by_class`` is
     ``[critical, high, normal, low]``."""
 
     name: str

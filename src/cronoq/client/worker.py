@@ -1,4 +1,5 @@
-"""Remote worker: serves a server pool with a Python handler over ``Workers.Work`` (SPEC §17.5).
+"""Remote worker: serves a server pool with a Python handler over ``Workers.Work``
+(docs/reference/grpc.md#worker-protocol).
 
 Theory of operation
 -------------------

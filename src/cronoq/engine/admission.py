@@ -170,7 +170,8 @@ def resolve_pool(core: Core, opts: TaskOptions) -> int:
 
 
 def check_resources(resources: Mapping[str, Semaphore | TokenBucket], opts: TaskOptions) -> None:
-    """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid`` (SPEC §11)."""
+    """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid``
+    (docs/reference/behaviour.md#resources)."""
     for name, amount in (opts.resources or {}).items():
         r = resources.get(name)
         if r is None:
@@ -244,8 +245,8 @@ def _plan_members(core: Core, plan: Plan) -> None:
                     raise SubmitError("duplicate_key_in_batch", f"duplicate key '{key}' in batch")
                 dup_keys.add(sk)
                 plan.dup[i] = existing
-                # a duplicate is the existing task (SPEC §3): its other fields (pool,
-                # resources, edges) are not looked at, as for a single submit
+                # a duplicate is the existing task (docs/reference/behaviour.md#ids-keys-retention): its other
+                # fields (pool, resources, edges) are not looked at, as for a single submit
                 plan.pools.append(all_pools[core.default_pool])  # (a placeholder, never read)
                 continue
         opts = item.opts

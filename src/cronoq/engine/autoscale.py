@@ -1,4 +1,4 @@
-"""Desired-capacity policy of a pool (SPEC §10), evaluated every ``interval``.
+"""Desired-capacity policy of a pool (docs/reference/behaviour.md#autoscaling), evaluated every ``interval``.
 
 ``raw = max(slots(λ·s/target_utilization + B·s/drain_time), max_c slots(B_c·s/slo[c]), busy) + R``
 clamped to ``[min, max]``, with ``slots(x) = 0 if x < 0.01 else ceil(x)``, where λ is an EWMA

@@ -1,8 +1,9 @@
 """Engine configuration: validated once, immutable afterwards.
 
 The public constructors (``AutoscaleConfig``, and ``PoolConfig`` behind the runtime's
-``Pool``) raise ``ValueError`` with the SPEC's messages (§10, §16.2).  The engine converts
-seconds to integer nanoseconds once, here, so nothing on the hot path does float work.
+``Pool``) raise ``ValueError`` with the documented messages (docs/reference/behaviour.md#autoscaling,
+docs/reference/behaviour.md#pool-api).  The engine converts seconds to integer nanoseconds once, here, so
+nothing on the hot path does float work.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class PriorityConfig:
 
 
 class UrgencyConfig:
-    """Deadline urgency curve (SPEC §5.2)."""
+    """Deadline urgency curve (docs/reference/behaviour.md#urgency)."""
 
     __slots__ = ("max", "overdue_cap", "overdue_rate", "window")
 
@@ -70,7 +71,7 @@ def _parse_slo(slo: Mapping[Any, float] | None) -> dict[int, float]:
 
 
 class AutoscaleConfig:
-    """Queue-pressure autoscaling parameters (SPEC §10)."""
+    """Queue-pressure autoscaling parameters (docs/reference/behaviour.md#autoscaling)."""
 
     __slots__ = (
         "cooldown",
@@ -143,7 +144,7 @@ def _is_int(v: object) -> bool:
 
 
 class PoolConfig:
-    """A pool's engine configuration (SPEC §16.2), validated at construction."""
+    """A pool's engine configuration (docs/reference/behaviour.md#pool-api), validated at construction."""
 
     __slots__ = (
         "autoscale",
@@ -245,7 +246,7 @@ class PoolConfig:
 
     @property
     def initial_capacity(self) -> int:
-        """SPEC §10: ``initial`` (default ``min``), clamped to ``max``."""
+        """docs/reference/behaviour.md#autoscaling: ``initial`` (default ``min``), clamped to ``max``."""
         base = self.min if self.initial is None else self.initial
         return base if base < self.max else self.max
 
@@ -314,7 +315,8 @@ class CoreConfig:
         self.resources = tuple(resources)
 
     def default_pool_index(self) -> int:
-        """SPEC §1: the first pool is the default; a pool named ``default`` wins if present."""
+        """docs/reference/behaviour.md#concepts: the first pool is the default; a pool named ``default`` wins
+        if present."""
         for i, p in enumerate(self.pools):
             if p.name == "default":
                 return i

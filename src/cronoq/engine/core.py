@@ -188,9 +188,10 @@ class Core:
         self.paused = False  # while True, tick fires timers but dispatches nothing (shutdown)
         self.persist = config.persist  # emit Persist(mutation) actions for a durable store
         self.scorer = Scorer(config.priority, config.urgency)
-        # a pool that starts off its floor is evaluated from the start (SPEC §10: every
-        # interval): above min it scales down with no work at all, below min (a server pool
-        # before workers connect) its desired capacity is min at once; one at min waits for work
+        # a pool that starts off its floor is evaluated from the start
+        # (docs/reference/behaviour.md#autoscaling: every interval): above min it scales down with no work at
+        # all, below min (a server pool before workers connect) its desired capacity is min at once; one at
+        # min waits for work
         for pool in self.pools:
             if pool.scaler is not None and pool.capacity != pool.scaler.lo:
                 self._arm_scale(pool, now)
@@ -208,7 +209,7 @@ class Core:
 
     @property
     def totals(self) -> dict[str, int]:
-        """Counters since start (SPEC §14), as a fresh dict."""
+        """Counters since start (docs/reference/behaviour.md#metrics), as a fresh dict."""
         out = dict(self.counters)
         out["submitted"] = self._n_submitted
         out["dispatched"] = self._n_dispatched
@@ -231,7 +232,8 @@ class Core:
         return resolve_pool(self, opts)
 
     def check_resources(self, opts: TaskOptions) -> None:
-        """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid`` (SPEC §11)."""
+        """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid``
+        (docs/reference/behaviour.md#resources)."""
         check_resources(self.resources, opts)
 
     def submit(
@@ -315,7 +317,8 @@ class Core:
         return out
 
     def _expected(self, opts: TaskOptions) -> int:
-        """SPEC §5.3: hint, else learned EWMA for (pool, kind), else the pool default."""
+        """docs/reference/behaviour.md#expected-duration: hint, else learned EWMA for (pool, kind), else the
+        pool default."""
         if opts.duration_hint is not None:
             return opts.duration_hint
         learned = self.durations.values.get(opts.stats_key)
@@ -464,7 +467,7 @@ class Core:
         self.actions.append(Publish(ev))
 
     def expected_duration(self, t: TaskState) -> int:
-        """The expected run time of ``t`` (SPEC §5.3)."""
+        """The expected run time of ``t`` (docs/reference/behaviour.md#expected-duration)."""
         return self._expected(t.opts)
 
     def _make_ready(self, t: TaskState, pool: PoolState, now: int, ev: int) -> None:
@@ -507,7 +510,8 @@ class Core:
             pool.ready += 1
             pool.ready_by_class[c] += 1
             sc = pool.scaler
-            if sc is not None:  # an arrival for the autoscaler: new work became ready (SPEC §10)
+            # an arrival for the autoscaler: new work became ready (docs/reference/behaviour.md#autoscaling)
+            if sc is not None:
                 sc.arrivals += 1
             if self.publish and self.emit_transitions:
                 self._event(t, now, None)
@@ -535,7 +539,7 @@ class Core:
         self._push_timer(f.start + t.opts.tolerance + 1, T_MISS, t, 0)
 
     def _miss(self, t: TaskState, now: int) -> None:
-        """Not started by start + tolerance: apply ``on_miss`` (SPEC §6)."""
+        """Not started by start + tolerance: apply ``on_miss`` (docs/reference/behaviour.md#fixed-starts)."""
         pool = self.pools[t.opts.pool_index]
         f = t.fixed
         if not f.counted:
@@ -633,11 +637,12 @@ class Core:
     def tick(self, now: int) -> None:
         """Fire due timers, then fill free slots of every pool.
 
-        A recurring schedule's next occurrence is created *after* the fill pass (SPEC §6/§7):
-        the occurrence that just came due has then started on its held slot and released its
-        reservation, so it never conflicts with its own successor.  (One that could not start
-        keeps its reservation, as any fixed-start task that has not started.)  Timers the new
-        occurrences need at once (a hold) fire in the same tick, followed by another fill pass.
+        A recurring schedule's next occurrence is created *after* the fill pass
+        (docs/reference/behaviour.md#fixed-starts, docs/reference/behaviour.md#cron): the occurrence that just
+        came due has then started on its held slot and released its reservation, so it never conflicts with
+        its own successor.  (One that could not start keeps its reservation, as any fixed-start task that has
+        not started.)  Timers the new occurrences need at once (a hold) fire in the same tick, followed by
+        another fill pass.
         """
         timers = self.timers.heap
         recur: list[Schedule] | None = None
@@ -765,7 +770,8 @@ class Core:
             self._enqueue(t, pool)
 
     def score(self, t: TaskState, now: int) -> float:
-        """The dispatch score of a ready task (SPEC §5.1), for tests and introspection."""
+        """The dispatch score of a ready task (docs/reference/behaviour.md#score), for tests and
+        introspection."""
         return self.scorer.score(t, now)
 
     def _dispatch(self, t: TaskState, pool: PoolState, now: int, jumped: bool, group: Group) -> None:
@@ -943,7 +949,8 @@ class Core:
         self._n_succeeded += 1
         # running -> succeeded (hot path of _terminate; running is not pending)
         t.status = new
-        t.message = None  # SPEC §4: success carries no message (not a retry's leftover)
+        # docs/reference/behaviour.md#lifecycle: success carries no message (not a retry's leftover)
+        t.message = None
         t.output = output
         t.finished_at = now
         t.payload = None
@@ -1013,8 +1020,8 @@ class Core:
         """Move the running attempt under ``lease`` to the worker group with exactly ``labels``.
 
         A remote worker handed the lease back unrun (``Nack``) and the only worker with a free
-        slot is in another group (SPEC §17.5): the attempt keeps its number and takes that
-        group's slot, giving its own back.  True when the move is done (or not needed); False
+        slot is in another group (docs/reference/grpc.md#worker-protocol): the attempt keeps its number and
+        takes that group's slot, giving its own back.  True when the move is done (or not needed); False
         when the lease is not current, no such group exists, it does not accept the task's
         labels, or it has no free slot - nothing changes then.
         """
@@ -1086,7 +1093,8 @@ class Core:
         self.timers.push(now + to_ns(sc.cfg.interval), T_SCALE, None, pool.index)
 
     def _autoscale(self, pool: PoolState, now: int) -> None:
-        """Evaluate the pool's desired capacity; emit Scale when it changes (SPEC §10)."""
+        """Evaluate the pool's desired capacity; emit Scale when it changes
+        (docs/reference/behaviour.md#autoscaling)."""
         pool.scale_armed = False
         desired = pool.evaluate_scale(now, self._expected)
         if desired is None:
@@ -1112,7 +1120,8 @@ class Core:
     # ------------------------------------------------------------------ recovery
 
     def recover(self, now: int, rec: Recovered) -> None:
-        """Rebuild state read back from a durable store (SPEC §15.3) into this fresh core.
+        """Rebuild state read back from a durable store (docs/reference/behaviour.md#recovery) into this fresh
+        core.
 
         Retained terminal tasks come back for lookups, dedup, dependents and outputs; live tasks
         are re-linked and released (a task that was ``running`` or ``retrying`` resumes as

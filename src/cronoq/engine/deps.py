@@ -1,4 +1,5 @@
-"""Dependency graph helpers (SPEC §8): cycle checks over batches and awaited keys.
+"""Dependency graph helpers (docs/reference/behaviour.md#dependencies): cycle checks over batches and awaited
+keys.
 
 Edges point from a parent to its dependents (``TaskState.dependents``).  Only two things can
 close a cycle: edges between members of one batch (forward references by key), and an awaited

@@ -1,4 +1,4 @@
-"""Weighted fair sharing of a priority class between tenants (SPEC §13.1).
+"""Weighted fair sharing of a priority class between tenants (docs/reference/behaviour.md#fairness).
 
 A :class:`FairLane` replaces a class's plain :class:`~cronoq.engine.lanes.Lane` when the pool
 has ``fair_share=True``.  Each tenant has its own Lane and a virtual time; the head offered

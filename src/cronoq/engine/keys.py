@@ -1,4 +1,5 @@
-"""Task keys are scoped by tenant: the key index's entries (SPEC §3 keys, §13.1 tenants).
+"""Task keys are scoped by tenant: the key index's entries (keys:
+docs/reference/behaviour.md#ids-keys-retention; tenants: docs/reference/behaviour.md#fairness).
 
 Theory of operation
 -------------------

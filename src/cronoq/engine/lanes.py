@@ -1,4 +1,5 @@
-"""Ready queues of one pool: per priority class a FIFO lane and a deadline heap (SPEC §5).
+"""Ready queues of one pool: per priority class a FIFO lane and a deadline heap
+(docs/reference/behaviour.md#ordering).
 
 Theory of operation
 -------------------
@@ -19,7 +20,8 @@ Entries carry the ``lane_token`` the task had when pushed; a task that left the 
 (dispatched, cancelled, shed, missed) is dropped lazily when it reaches a head.  Dispatch
 therefore inspects at most 2 heads per class: O(classes + log n).
 
-The score of a head is ``base + min(aging_rate * wait_s, age_cap) + urgency`` (SPEC §5.1/5.2).
+The score of a head is ``base + min(aging_rate * wait_s, age_cap) + urgency``
+(docs/reference/behaviour.md#score, docs/reference/behaviour.md#urgency).
 """
 
 from __future__ import annotations

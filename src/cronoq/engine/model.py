@@ -5,8 +5,8 @@ Theory of operation
 -------------------
 * Statuses and lifecycle events are small ints on the hot path; their lower-case names are
   the public spelling (``STATUS_NAMES``).
-* :data:`TRANSITIONS` is *the* lifecycle (SPEC §4): ``(from_status, event) -> to_status``.
-  The core moves a task only through :func:`next_status`, which raises
+* :data:`TRANSITIONS` is *the* lifecycle (docs/reference/behaviour.md#lifecycle):
+  ``(from_status, event) -> to_status``. The core moves a task only through :func:`next_status`, which raises
   :class:`IllegalTransition` (a bug, never user error) for anything not in the table.
 * :class:`TaskOptions` holds everything about a task that submissions commonly share
   (pool, kind, priority, timeout, retry, ...).  It is validated once and may be reused by any
@@ -106,7 +106,7 @@ def is_terminal(status: int) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# Lifecycle events and the transition table (SPEC §4)
+# Lifecycle events and the transition table (docs/reference/behaviour.md#lifecycle)
 
 EV_UNBLOCK: Final = 0  # all edges satisfied, no fixed start (or start already due)
 EV_UNBLOCK_LATER: Final = 1  # all edges satisfied, fixed start in the future
@@ -192,7 +192,7 @@ def next_status(current: int, event: int) -> int:
 
 
 class RetryPolicy:
-    """Retry behaviour for retryable failures (SPEC §9).
+    """Retry behaviour for retryable failures (docs/reference/behaviour.md#reliability).
 
     Delay after attempt n: ``min(initial_backoff * multiplier**(n-1), max_backoff)``; with
     jitter a seeded uniform draw in ``[delay/2, delay]``.
@@ -512,7 +512,8 @@ class TaskState:
 
 
 class StatusEvent:
-    """A status transition as published to subscribers (SPEC §4). ``at`` is Unix seconds."""
+    """A status transition as published to subscribers (docs/reference/behaviour.md#lifecycle). ``at`` is Unix
+    seconds."""
 
     __slots__ = ("at", "attempt", "id", "key", "message", "pool", "status")
 
@@ -544,7 +545,7 @@ class StatusEvent:
         return (StatusEvent, tuple(getattr(self, s) for s in self.__slots__))
 
 
-# the messages the engine gives the statuses it decides (SPEC §4)
+# the messages the engine gives the statuses it decides (docs/reference/behaviour.md#lifecycle)
 MSG_TIMEOUT: Final = "attempt timed out"
 MSG_LEASE_LOST: Final = "lease expired"
 MSG_CANCELLED: Final = "cancelled"

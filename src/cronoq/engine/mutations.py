@@ -1,4 +1,5 @@
-"""Durable mutations (SPEC §15.1) and the state a store hands back on recovery (§15.3).
+"""Durable mutations (docs/reference/behaviour.md#mutations) and the state a store hands back on recovery
+(docs/reference/behaviour.md#recovery).
 
 With ``CoreConfig(persist=True)`` the core emits a :class:`~cronoq.engine.actions.Persist`
 action carrying one of these records for every durable change:
@@ -45,7 +46,8 @@ class _Record:
 
 
 class TaskRecord(_Record):
-    """Everything durable about a task's definition (the ``spec`` of SPEC §15.1)."""
+    """Everything durable about a task's definition (the ``spec`` of
+    docs/reference/behaviour.md#mutations)."""
 
     __slots__ = (
         "pool",

@@ -1,4 +1,5 @@
-"""Pool and worker-group state, with the pool's autoscaler evaluation (SPEC §10, §13.2).
+"""Pool and worker-group state, with the pool's autoscaler evaluation
+(docs/reference/behaviour.md#autoscaling, docs/reference/behaviour.md#labels).
 
 Theory of operation
 -------------------
@@ -39,7 +40,7 @@ SERVICE_SAMPLE = 64  # queued tasks per class and lane structure the autoscaler'
 
 
 class Group:
-    """Worker slots of a pool that share one label set (SPEC §13.2)."""
+    """Worker slots of a pool that share one label set (docs/reference/behaviour.md#labels)."""
 
     __slots__ = ("labels", "capacity", "busy", "order")
 
@@ -127,9 +128,9 @@ class PoolState:
     # ---------------------------------------------------------------- fixed-start tasks
 
     def arrived(self) -> None:
-        """New work became ready (not a retry): one arrival for the autoscaler's λ (SPEC §10).
-        Counted then rather than at submission, so that tasks blocked on dependencies or with
-        a start ahead (R covers those) do not inflate the arrival rate."""
+        """New work became ready (not a retry): one arrival for the autoscaler's λ
+        (docs/reference/behaviour.md#autoscaling). Counted then rather than at submission, so that tasks
+        blocked on dependencies or with a start ahead (R covers those) do not inflate the arrival rate."""
         sc = self.scaler
         if sc is not None:
             sc.arrivals += 1
@@ -229,7 +230,8 @@ class PoolState:
         return None
 
     def evaluate_scale(self, now: int, expected: Callable[[TaskOptions], int]) -> int | None:
-        """Run the autoscaler (SPEC §10) and record its desired capacity; None: no autoscaler."""
+        """Run the autoscaler (docs/reference/behaviour.md#autoscaling) and record its desired capacity; None:
+        no autoscaler."""
         sc = self.scaler
         if sc is None:
             return None
@@ -259,9 +261,10 @@ class PoolState:
         )
 
     def service_time(self, by_class: list[int], expected: Callable[[TaskOptions], int]) -> float:
-        """s of SPEC §10: the mean expected duration (§5.3: hint, learned, default) of the pool's
-        backlog, estimated from up to SERVICE_SAMPLE queued tasks per class and weighted by
-        each class's backlog; with no backlog, the pool's learned run time or its default."""
+        """s of docs/reference/behaviour.md#autoscaling: the mean expected duration
+        (docs/reference/behaviour.md#expected-duration: hint, learned, default) of the pool's backlog,
+        estimated from up to SERVICE_SAMPLE queued tasks per class and weighted by each class's backlog; with
+        no backlog, the pool's learned run time or its default."""
         total = weight = 0.0
         for c, lane in enumerate(self.lanes):
             if not by_class[c]:

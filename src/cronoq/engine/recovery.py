@@ -1,4 +1,4 @@
-"""Recovery: rebuild a fresh core from what a durable store read back (SPEC §15.3).
+"""Recovery: rebuild a fresh core from what a durable store read back (docs/reference/behaviour.md#recovery).
 
 Theory of operation
 -------------------
@@ -213,7 +213,9 @@ class Recovery:
         if r0.has_output:
             t.output = r0.output
         elif t.status == SUCCEEDED:
-            t.output = OUTPUT_LOST  # (awaiting it raises TaskFailed, SPEC §3: not a silent None)
+            # awaiting it raises TaskFailed, not a silent None
+            # (docs/reference/behaviour.md#ids-keys-retention)
+            t.output = OUTPUT_LOST
         core.tasks[t.id] = t
         if t.key is not None:
             core.keys.reserve(scoped_key(r0.tenant, t.key), t.id)
@@ -221,7 +223,8 @@ class Recovery:
         return t
 
     def quarantine(self, tid: int, reason: str, row: RecoveredTerminal | None = None) -> None:
-        """A row the store could not decode: a failed task from now on, never a crash (SPEC §15.3).
+        """A row the store could not decode: a failed task from now on, never a crash
+        (docs/reference/behaviour.md#recovery).
 
         With what the store could still read of the row, the task stays known as a retained
         ``failed`` task with the reason as its message: lookups and handles answer, dependents

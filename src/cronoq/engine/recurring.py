@@ -1,4 +1,4 @@
-"""Recurring schedules: cron expressions → fixed-start occurrences (SPEC §7).
+"""Recurring schedules: cron expressions → fixed-start occurrences (docs/reference/behaviour.md#cron).
 
 Cron parsing and iteration come from croniter (imported lazily, so ``import cronoq`` stays
 light); time zones from the stdlib ``zoneinfo`` database, which handles DST.  The cron
@@ -415,7 +415,7 @@ class Schedules:
         self.materialize(sched, now, max(self.unix_s(sched.next_start or now), late))
 
     def add(self, now: int, spec: RecurringSpec) -> RecurringInfo:
-        """Add or replace a schedule and materialize its first occurrence (SPEC §7).
+        """Add or replace a schedule and materialize its first occurrence (docs/reference/behaviour.md#cron).
 
         Raises SubmitError ``unknown_pool``; the cron and time zone were validated when the
         spec was built.  A replaced schedule's materialized occurrence still runs, and the two
@@ -472,8 +472,8 @@ class Schedules:
     def materialize(self, sched: Schedule, now: int, after_unix: float) -> None:
         """Create the next occurrence after ``after_unix`` as a fixed-start task.
 
-        One occurrence is tried (SPEC §7: each next one is created when the previous comes
-        due): one that cannot get a reservation (or finds its pool full) is dropped and counted
+        One occurrence is tried (docs/reference/behaviour.md#cron: each next one is created when the previous
+        comes due): one that cannot get a reservation (or finds its pool full) is dropped and counted
         once, and the schedule wakes up at its instant to try the following one, by when the
         reservations it conflicted with may have been released.
         """

@@ -1,4 +1,4 @@
-"""Fixed-start reservation arithmetic (SPEC §6), pure functions over windows.
+"""Fixed-start reservation arithmetic (docs/reference/behaviour.md#fixed-starts), pure functions over windows.
 
 A fixed-start task reserves ``[start - tolerance, start + expected + tolerance]`` in its
 pool until it is dispatched or ends.  A pool accepts at most
@@ -13,7 +13,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-#: How long before its start a free slot is held for a fixed-start task (SPEC §6, fixed).
+#: How long before its start a free slot is held for a fixed-start task
+#: (docs/reference/behaviour.md#fixed-starts, fixed).
 MAX_HOLD_NS = 1_000_000_000
 
 

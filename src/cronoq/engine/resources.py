@@ -1,4 +1,5 @@
-"""Shared resources (SPEC §11): semaphores and token buckets, shared by every pool.
+"""Shared resources (docs/reference/behaviour.md#resources): semaphores and token buckets, shared by every
+pool.
 
 * :class:`Semaphore` — ``permits`` units; a running task holds its units until its attempt ends.
 * :class:`TokenBucket` — starts full (``burst`` tokens), refills continuously at ``rate`` per

@@ -1,4 +1,4 @@
-"""Dispatch scores (SPEC §5.1): base priority, aging, deadline urgency.
+"""Dispatch scores (docs/reference/behaviour.md#score): base priority, aging, deadline urgency.
 
 Theory of operation
 -------------------

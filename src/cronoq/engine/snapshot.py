@@ -1,4 +1,5 @@
-"""Snapshots (SPEC §14): the records, and how they are built from the live engine state.
+"""Snapshots (docs/reference/behaviour.md#metrics): the records, and how they are built from the live engine
+state.
 
 Theory of operation
 -------------------

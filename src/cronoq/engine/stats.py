@@ -3,10 +3,10 @@
 * :class:`DurationModel` — EWMA (alpha 0.2) of successful run times per (pool, kind).
 * :class:`LogHistogram` — a sparse log-linear histogram of ns values (8 sub-buckets per
   power of two, so quantiles are within ~6%); bounded memory whatever the sample count.
-* :class:`PoolWindow` — a ring of one-second slots covering the quality window (SPEC §14):
-  counters and histograms per slot.  Recording a sample is O(1); nothing keeps a list of
-  samples.  A snapshot adds the current slot to the sum of the earlier live slots, which is
-  computed once per second (earlier slots never change), not per snapshot.
+* :class:`PoolWindow` — a ring of one-second slots covering the quality window
+  (docs/reference/behaviour.md#metrics): counters and histograms per slot.  Recording a sample is O(1);
+  nothing keeps a list of samples.  A snapshot adds the current slot to the sum of the earlier live slots,
+  which is computed once per second (earlier slots never change), not per snapshot.
 * :class:`CapacityIntegral` — capacity as a step function over time: worker-seconds since
   start and provisioned slot-time inside the window.
 """

@@ -17,14 +17,14 @@ MS = 1_000_000
 US = 1_000
 
 #: The longest duration the engine keeps (2**62 ns, about 146 years): any finite duration is
-#: accepted (SPEC §2) and longer ones are cut to this, so that instants and stored Unix
-#: nanoseconds (now + duration) stay within int64 — "never" in practice.
+#: accepted (docs/reference/behaviour.md#task-fields) and longer ones are cut to this, so that instants and
+#: stored Unix nanoseconds (now + duration) stay within int64 — "never" in practice.
 MAX_NS = 1 << 62
 MAX_SECONDS = MAX_NS / NS
 
 
 def show_number(value: object) -> str:
-    """A number as the SPEC's messages print it (``(got <v>)``), as the published
+    """A number as the reference's messages print it (``(got <v>)``), as the published
     implementation does: integral floats without ``.0`` (``-1``), ``NaN``/``inf``/``-inf``, no
     exponent (``0.0000001``); anything else as its ``repr``."""
     if isinstance(value, float):
@@ -41,7 +41,7 @@ def show_number(value: object) -> str:
 
 
 def check_seconds(name: str, value: object) -> float:
-    """Validate a duration in seconds: finite and >= 0, else the SPEC's ValueError.  Durations
+    """Validate a duration in seconds: finite and >= 0, else the documented ValueError.  Durations
     beyond :data:`MAX_SECONDS` are cut to it."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ArgumentTypeError(f"{name} must be a finite, non-negative number of seconds (got {value!r})")

@@ -1,4 +1,5 @@
-"""``BlockingScheduler``: the Scheduler API for code without asyncio (SPEC §16.4).
+"""``BlockingScheduler``: the Scheduler API for code without asyncio
+(docs/reference/behaviour.md#blocking-api).
 
 Theory of operation
 -------------------
@@ -73,8 +74,8 @@ class BlockingEventStream:
     """Blocking iterator over a subscriber's events.
 
     Reads go through the scheduler's loop while the stream is live.  Once it ended (the
-    scheduler shut down: SPEC §16.1) nothing pushes to it any more, so what it buffered before
-    is read on the caller's thread, without the loop (which may be gone), and iteration then
+    scheduler shut down: docs/reference/behaviour.md#scheduler-api) nothing pushes to it any more, so what it
+    buffered before is read on the caller's thread, without the loop (which may be gone), and iteration then
     stops.  ``close()`` takes effect for this view at once; the subscription itself is dropped
     on the loop thread.
     """

@@ -1,4 +1,4 @@
-"""``TaskContext``: what an executor sees of its running attempt (SPEC §16.3)."""
+"""``TaskContext``: what an executor sees of its running attempt (docs/reference/behaviour.md#types)."""
 
 from __future__ import annotations
 

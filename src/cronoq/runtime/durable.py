@@ -1,4 +1,5 @@
-"""Group commit between the engine's ``Persist`` actions and a durable store (SPEC §15.1).
+"""Group commit between the engine's ``Persist`` actions and a durable store
+(docs/reference/behaviour.md#mutations).
 
 The scheduler hands every engine step's mutations to :meth:`Committer.add` (cheap, no I/O)
 and, for submissions, awaits :meth:`Committer.barrier` before acknowledging: the barrier

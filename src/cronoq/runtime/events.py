@@ -1,4 +1,5 @@
-"""``EventStream``: one subscriber's bounded view of status events (SPEC §4, §16.1).
+"""``EventStream``: one subscriber's bounded view of status events (docs/reference/behaviour.md#lifecycle,
+docs/reference/behaviour.md#scheduler-api).
 
 Each stream has a ring buffer of ``capacity`` events.  The scheduler pushes without ever
 waiting; when the buffer is full the oldest event is dropped and counted in ``lagged``.  With

@@ -1,4 +1,5 @@
-"""``Pool``: a named set of worker slots plus the executor that runs its attempts (SPEC §16.2)."""
+"""``Pool``: a named set of worker slots plus the executor that runs its attempts
+(docs/reference/behaviour.md#pool-api)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Scalers carry out the autoscaler's capacity decisions (SPEC §10).
+"""Scalers carry out the autoscaler's capacity decisions (docs/reference/behaviour.md#autoscaling).
 
 A scaler is any object with ``scale_to(pool, desired) -> capacity`` (sync or async).  The
 returned capacity is applied to the pool (``None`` leaves capacity alone: it is managed

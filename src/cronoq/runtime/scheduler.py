@@ -1,4 +1,4 @@
-"""``Scheduler``: the asyncio shell around the engine (SPEC §16.1).
+"""``Scheduler``: the asyncio shell around the engine (docs/reference/behaviour.md#scheduler-api).
 
 Theory of operation
 -------------------
@@ -26,7 +26,8 @@ everything submitted this turn), carries out the resulting actions and arms a si
 * an executor that returns or raises after the engine aborted its attempt (a thread still
   running at a timeout or lease loss, a coroutine that swallowed the cancellation) made a
   report for a lease that is no longer current: it is ignored and counted
-  (``stale_completions``, SPEC §9), unless the scheduler shut down (or restarted) since;
+  (``stale_completions``, docs/reference/behaviour.md#reliability), unless the scheduler shut down (or
+  restarted) since;
 * ``submit``/``enqueue`` without task fields go straight to ``core.submit`` (no nested
   coroutine); with fields, or when the pool is full, through ``_submit``;
 * handles are plain futures resolved by the driver; ``enqueue`` creates none;
@@ -174,7 +175,8 @@ class Scheduler:
         self._fenced: BaseException | None = None
         #: called (with the error) when a durable store fences this scheduler off (server hook)
         self.on_fenced: Any = None
-        # key retention (SPEC §3); the server sets these from limits.key_retention_*
+        # key retention (docs/reference/behaviour.md#ids-keys-retention); the server sets these from
+        # limits.key_retention_*
         self._key_retention = 3600.0
         self._key_retention_max = 1_000_000
         #: server mode: a full pool answers SubmitError('full') instead of waiting for space
@@ -296,8 +298,8 @@ class Scheduler:
     async def shutdown(self, grace: float | None = 5.0) -> None:
         """Stop accepting, wait up to ``grace`` s for running attempts, cancel the rest.
 
-        ``grace`` defaults to 5.0 s (SPEC §16.1); ``None`` means the scheduler's
-        ``shutdown_grace`` (what ``async with`` uses).  Every unfinished handle fails with
+        ``grace`` defaults to 5.0 s (docs/reference/behaviour.md#scheduler-api); ``None`` means the
+        scheduler's ``shutdown_grace`` (what ``async with`` uses).  Every unfinished handle fails with
         ``TaskFailed(status="shutdown")``.  Idempotent.
         """
         core = self._core
@@ -432,7 +434,8 @@ class Scheduler:
                         ctx._cancelled = True
                         ctx._ended = True
                         ctx.abort_reason = a.reason
-                        ctx._aborted_by = core  # a later report from it is stale (SPEC §9)
+                        # a later report from it is stale (docs/reference/behaviour.md#reliability)
+                        ctx._aborted_by = core
                         if not ctx._in_thread:
                             fut.cancel()
                         # else: a thread cannot be interrupted; its outcome, when it comes, is a
@@ -484,7 +487,8 @@ class Scheduler:
         fut.add_done_callback(partial(self._on_done, lease, ctx))
 
     async def _attempt(self, lease: int, ctx: TaskContext, executor: Any, payload: object) -> None:
-        """Run one attempt of an async executor and report its outcome (SPEC §9).
+        """Run one attempt of an async executor and report its outcome
+        (docs/reference/behaviour.md#reliability).
 
         An abort by the engine (timeout, cancel, lease loss) or by shutdown sets
         ``ctx._cancelled`` *before* cancelling this task, and such an attempt reports nothing
@@ -580,7 +584,8 @@ class Scheduler:
             core.counters["stale_completions"] += 1
 
     def _late_report(self, ctx: TaskContext) -> None:
-        """An in-process attempt ended after the engine aborted it: a stale report (SPEC §9).
+        """An in-process attempt ended after the engine aborted it: a stale report
+        (docs/reference/behaviour.md#reliability).
 
         Not counted when shutdown aborted it or the scheduler shut down (or restarted) since.
         """
@@ -640,7 +645,7 @@ class Scheduler:
         core = self._require()
         opts, key, dl, st, deps = self._prepare(fields)
         # (core.submit resolves the pool after the key: a duplicate's other fields are not
-        # looked at, SPEC §3)
+        # looked at, docs/reference/behaviour.md#ids-keys-retention)
         blob = self._encode(payload) if self._committer is not None else None
         while True:
             now = self._now()
@@ -728,7 +733,8 @@ class Scheduler:
         return tid
 
     async def submit(self, payload: object, **fields: Any) -> TaskHandle:
-        """Submit one task (SPEC §2 fields) and return a handle to its outcome."""
+        """Submit one task (docs/reference/behaviour.md#task-fields fields) and return a handle to its
+        outcome."""
         if not fields or _SPECIAL_FIELDS.isdisjoint(fields):
             tid = self._submit_plain(payload, fields)
             if tid is not None:
@@ -871,7 +877,8 @@ class Scheduler:
         on_miss: str = "run_late",
         **fields: Any,
     ) -> RecurringInfo:
-        """Add (or replace) a cron schedule whose occurrences are fixed-start tasks (SPEC §7).
+        """Add (or replace) a cron schedule whose occurrences are fixed-start tasks
+        (docs/reference/behaviour.md#cron).
 
         Invalid cron, time zone or pool: ``SchedulerError("configuration error: ...")``, e.g.
         ``configuration error: invalid cron '61 * * * *': minute value 61 out of range 0-59``.

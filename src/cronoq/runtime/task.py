@@ -1,4 +1,4 @@
-"""Task fields: validation and conversion of the SPEC §2 keyword arguments.
+"""Task fields: validation and conversion of the docs/reference/behaviour.md#task-fields keyword arguments.
 
 Fields that many tasks share (pool, kind, priority, timeout, retry, ...) become one
 :class:`~cronoq.engine.model.TaskOptions`, cached per distinct argument set, so submitting
@@ -17,7 +17,7 @@ from cronoq.engine.model import ON_SUCCESS, Dep, Priority, RetryPolicy, TaskOpti
 from cronoq.engine.time import MAX_NS, NS, check_seconds, to_ns
 from cronoq.errors import ArgumentTypeError, InvalidSubmission
 
-#: SPEC §2: the fixed-start tolerance when none is given (1 s).
+#: docs/reference/behaviour.md#task-fields: the fixed-start tolerance when none is given (1 s).
 DEFAULT_TOLERANCE_NS = NS
 
 PER_TASK_FIELDS = frozenset({"key", "deadline_in", "deadline_at", "start_in", "start_at", "after", "deps"})
@@ -50,8 +50,8 @@ def make_options(
     labels: Mapping[str, str] | None = None,
     tenant: str | None = None,
 ) -> TaskOptions:
-    """Validate the shared task fields (SPEC §2) into a TaskOptions.  None for any field means
-    its default (as in the published implementation, whose fields all default to None)."""
+    """Validate the shared task fields (docs/reference/behaviour.md#task-fields) into a TaskOptions.  None for
+    any field means its default (as in the published implementation, whose fields all default to None)."""
     if pool is not None and not isinstance(pool, str):
         raise ArgumentTypeError(f"pool must be a string (got {pool!r})")
     if kind is None:
@@ -74,7 +74,7 @@ def make_options(
             if not isinstance(name, str):
                 raise ArgumentTypeError(f"resource names must be strings (got {name!r})")
             if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
-                # SPEC §11: a SubmitError ``invalid`` that is also a ValueError
+                # docs/reference/behaviour.md#resources: a SubmitError ``invalid`` that is also a ValueError
                 raise InvalidSubmission(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
             res[name] = amount
         res = res or None

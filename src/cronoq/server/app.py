@@ -73,7 +73,7 @@ class ApiError(Exception):
     """A request failed: ``status`` is the lower-case gRPC status name.
 
     ``code`` is what the HTTP error body carries: the SubmitError code for submit errors,
-    else the status name (SPEC §17.9).
+    else the status name (docs/reference/behaviour.md#server-details).
     """
 
     def __init__(self, status: str, message: str, code: str | None = None) -> None:
@@ -519,7 +519,8 @@ class ServerApp:
             msg = str(e)
             if "unknown pool" in msg:
                 raise ApiError("not_found", msg, "unknown_pool") from None
-            # not a SubmitError: the body's code is the status name (SPEC §17.9)
+            # not a SubmitError: the body's code is the status name
+            # (docs/reference/behaviour.md#server-details)
             raise ApiError("invalid_argument", msg) from None
         except ValueError as e:
             raise ApiError("invalid_argument", str(e), "invalid") from None
@@ -546,7 +547,8 @@ class ServerApp:
             check_tenant(principal, t.opts.tenant)
 
     def task_of_tenant(self, tid: int, tenant: str) -> bool:
-        """Whether task ``tid`` belongs to ``tenant`` (a watch's tenant check, SPEC §17.2).
+        """Whether task ``tid`` belongs to ``tenant`` (a watch's tenant check,
+        docs/reference/behaviour.md#auth).
 
         A task this server no longer knows (pruned, or another leadership term) does not:
         its event is withheld from tenant-scoped watchers (fail closed).
@@ -564,13 +566,15 @@ def event_filter(
     all_transitions: bool,
     task_of_tenant: Callable[[int, str], bool] | None = None,
 ) -> Callable[[Any], bool] | None:
-    """Which StatusEvents a watch passes on (SPEC §17.9 ``Watch``); None when every event does.
+    """Which StatusEvents a watch passes on (docs/reference/behaviour.md#server-details ``Watch``); None when
+    every event does.
 
     ``pools`` restricts (and the principal's pools, when it has a restriction); when ``ids`` or
     ``keys`` are given an event passes if its id is in ``ids`` or its key is in ``keys``;
     without ``all_transitions`` only terminal transitions pass.  A principal with a tenant
-    sees only events of that tenant's tasks (SPEC §17.2), as ``task_of_tenant(id, tenant)``
-    tells (:meth:`ServerApp.task_of_tenant`; without it such a principal sees no event).
+    sees only events of that tenant's tasks (docs/reference/behaviour.md#auth), as
+    ``task_of_tenant(id, tenant)`` tells (:meth:`ServerApp.task_of_tenant`; without it such a principal sees
+    no event).
     """
     allowed = set(pools) if pools else None
     if principal is not None and principal.pools is not None:
@@ -610,7 +614,8 @@ def filter_group(
     """What identifies an :func:`event_filter`: streams with equal groups pass the same events,
     so a fan-out (``sse.EventHub``) encodes and hands them out once for all of them."""
     restricted = None if principal is None or principal.pools is None else frozenset(principal.pools)
-    tenant = None if principal is None else principal.tenant  # (SPEC §17.2: part of the filter)
+    # the tenant is part of the filter (docs/reference/behaviour.md#auth)
+    tenant = None if principal is None else principal.tenant
     return (all_transitions, frozenset(pools), restricted, frozenset(ids), frozenset(keys), tenant)
 
 

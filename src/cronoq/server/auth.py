@@ -1,4 +1,5 @@
-"""Authentication and authorization of `cronoq serve` (SPEC §17.2, §17.9).
+"""Authentication and authorization of `cronoq serve` (docs/reference/behaviour.md#auth,
+docs/reference/behaviour.md#server-details).
 
 * Tokens are ``authorization: Bearer <token>`` (gRPC metadata and HTTP header), checked before
   the body is read. They are kept only as SHA-256 digests and compared in constant time
@@ -62,7 +63,7 @@ __all__ = [
 
 class AuthError(CronoqError):
     """Base of the auth errors; ``code`` is the lower-case gRPC status name, ``http_status``
-    the HTTP status (SPEC §17.9)."""
+    the HTTP status (docs/reference/behaviour.md#server-details)."""
 
     code: str = ""
     http_status: int = 0
@@ -315,7 +316,8 @@ class Authenticator:
             )
             for t in config.tokens
         )
-        #: SPEC §17.9: once any token is configured, auth applies on every address.
+        #: docs/reference/behaviour.md#server-details: once any token is configured, auth applies on every
+        #: address.
         self.auth_enabled: bool = bool(self._entries)
 
     def authenticate(self, authorization_header: str | None) -> Principal | None:

@@ -1,4 +1,5 @@
-"""Server configuration (SPEC §17.1, §17.3): TOML → validated, frozen dataclasses.
+"""Server configuration (docs/reference/behaviour.md#server-start-up, docs/reference/config.md#limits): TOML →
+validated, frozen dataclasses.
 
 ``load_config(path)`` reads a TOML file (stdlib ``tomllib``); without a path it uses the file
 named by ``$CRONOQ_CONFIG`` or, failing that, the defaults (one pool ``default``, gRPC on
@@ -193,7 +194,7 @@ class StoreConfig:
 
 @dataclass(frozen=True)
 class LimitsConfig:
-    """``[limits]`` (SPEC §17.3)."""
+    """``[limits]`` (docs/reference/config.md#limits)."""
 
     max_tasks_per_batch: int = 1000
     max_pending_total: int = 1_000_000
@@ -216,7 +217,7 @@ class LimitsConfig:
     key_retention_s: float = 3600.0
     key_retention_max: int = 1_000_000
     max_list: int = 1000
-    # (ours, hardening; after the SPEC's limits so positional construction keeps working)
+    # (ours, hardening; after the documented limits so positional construction keeps working)
     max_labels: int = 64
     max_label_len: int = 1024
     max_tenant_len: int = 256
@@ -245,7 +246,8 @@ class ScalerConfig:
 
 @dataclass(frozen=True)
 class PoolSpec:
-    """One ``[[pools]]`` entry; defaults are the in-process ``Pool`` defaults (SPEC §16.2)."""
+    """One ``[[pools]]`` entry; defaults are the in-process ``Pool`` defaults
+    (docs/reference/behaviour.md#pool-api)."""
 
     name: str
     min: int = 1
@@ -307,7 +309,8 @@ class ServerConfig:
 
     @property
     def auth_enabled(self) -> bool:
-        """SPEC §17.9: once any token is configured, auth applies on every address."""
+        """docs/reference/behaviour.md#server-details: once any token is configured, auth applies on every
+        address."""
         return bool(self.tokens)
 
     @property
@@ -316,7 +319,7 @@ class ServerConfig:
 
     @property
     def default_pool(self) -> str:
-        """SPEC §1: the first pool, unless one is named ``default``."""
+        """docs/reference/behaviour.md#concepts: the first pool, unless one is named ``default``."""
         for p in self.pools:
             if p.name == DEFAULT_POOL:
                 return p.name
@@ -349,8 +352,8 @@ def pool_config(p: PoolSpec, *, initial: int | None = 0) -> PoolConfig:
     """The engine ``PoolConfig`` of a ``[[pools]]`` entry.
 
     ``initial`` defaults to 0: a server pool's capacity is the granted slots of its connected
-    workers (SPEC §17.9), 0 until one registers. An unknown dependency is awaited for
-    ``await_unknown_dependencies_s`` when set, else rejected.
+    workers (docs/reference/behaviour.md#server-details), 0 until one registers. An unknown dependency is
+    awaited for ``await_unknown_dependencies_s`` when set, else rejected.
     """
     awaits = p.await_unknown_dependencies_s is not None
     autoscale = autoscale_config(p)

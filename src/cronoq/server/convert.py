@@ -5,8 +5,8 @@
   converted; violations are :class:`InvalidArgument`).
 * :func:`task_info` / :func:`task_result` / :func:`status_event` / :func:`snapshot_msg` build
   the response messages from engine state.
-* :func:`submit_error_status` maps SubmitError codes to gRPC status names (SPEC §17.4) and
-  :data:`HTTP_STATUS` maps status names to HTTP codes (SPEC §17.9).
+* :func:`submit_error_status` maps SubmitError codes to gRPC status names (docs/reference/grpc.md#services)
+  and :data:`HTTP_STATUS` maps status names to HTTP codes (docs/reference/behaviour.md#server-details).
 
 Wire enums are offset by one from the engine's (0 = UNSPECIFIED): priority class ``c`` is
 ``c + 1``, status ``s`` is ``s + 1``.
@@ -61,7 +61,7 @@ SUBMIT_STATUS = {
     "unknown_resource": "invalid_argument",
 }
 
-#: gRPC status name -> HTTP status code (SPEC §17.9).
+#: gRPC status name -> HTTP status code (docs/reference/behaviour.md#server-details).
 HTTP_STATUS = {
     "invalid_argument": 400,
     "unauthenticated": 401,
@@ -194,7 +194,7 @@ def submit_args(spec: pb.TaskSpec, limits: LimitsConfig) -> tuple[Blob, dict[str
 
 
 def retry_from_wire(r: pb.RetryPolicy) -> RetryPolicy:
-    """Zero fields mean that field's default (SPEC §17.9)."""
+    """Zero fields mean that field's default (docs/reference/behaviour.md#server-details)."""
     try:
         return RetryPolicy(
             max_attempts=r.max_attempts or 3,
@@ -293,7 +293,8 @@ def snapshot_msg(snap: Snapshot, workers_by_pool: dict[str, int]) -> pb.Snapshot
 
 
 def recurring_msg(info: Any) -> pb.RecurringInfo:
-    """A schedule as listed (``RecurringInfo``): cron/tz echo what was given (SPEC §17.9)."""
+    """A schedule as listed (``RecurringInfo``): cron/tz echo what was given
+    (docs/reference/behaviour.md#server-details)."""
     msg = pb.RecurringInfo(
         name=info.name,
         cron=info.cron,

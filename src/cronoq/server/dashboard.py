@@ -1,4 +1,5 @@
-"""The dashboard of ``cronoq serve`` at ``/`` (SPEC §20): static files shipped in the package.
+"""The dashboard of ``cronoq serve`` at ``/`` (docs/reference/behaviour.md#dashboard): static files shipped in
+the package.
 
 :func:`dashboard_routes` returns the Starlette routes mounted by
 :func:`cronoq.server.http_api.create_http_app` (after the API routes, so ``/v1/...``,

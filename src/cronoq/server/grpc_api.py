@@ -1,4 +1,5 @@
-"""gRPC front end of ``cronoq serve``: the ``Tasks`` and ``Admin`` services (SPEC §17.4, §17.9).
+"""gRPC front end of ``cronoq serve``: the ``Tasks`` and ``Admin`` services (docs/reference/grpc.md#services,
+docs/reference/behaviour.md#server-details).
 
 Theory of operation
 -------------------
@@ -121,7 +122,8 @@ def _rejecter(code: grpc.StatusCode, message: str, client_streaming: bool) -> gr
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):
-    """Authenticates every call and checks its role before the body is read (SPEC §17.2)."""
+    """Authenticates every call and checks its role before the body is read
+    (docs/reference/behaviour.md#auth)."""
 
     def __init__(self, app: ServerApp) -> None:
         self.app = app
@@ -345,7 +347,8 @@ class TasksServicer(pb_grpc.TasksServicer):
             await _abort(context, e)
             return
         try:
-            await context.send_initial_metadata(())  # the subscription is live (SPEC §17.9)
+            # the subscription is live (docs/reference/behaviour.md#server-details)
+            await context.send_initial_metadata(())
             while True:
                 await sub.wait(WATCH_IDLE_S)
                 if sub.chunks:  # what was published before an end is still sent

@@ -1,4 +1,5 @@
-"""gRPC ``Watch`` streams: one shared fan-out, and stream budgets (SPEC §17.4, §17.9).
+"""gRPC ``Watch`` streams: one shared fan-out, and stream budgets (docs/reference/grpc.md#services,
+docs/reference/behaviour.md#server-details).
 
 Theory of operation
 -------------------

@@ -1,4 +1,5 @@
-"""HTTP/JSON front end of ``cronoq serve`` (SPEC §17.6, §17.8, §17.9) on Starlette (ASGI).
+"""HTTP/JSON front end of ``cronoq serve`` (docs/reference/http.md#conventions,
+docs/reference/metrics.md#prometheus, docs/reference/behaviour.md#server-details) on Starlette (ASGI).
 
 Theory of operation
 -------------------
@@ -186,7 +187,8 @@ class HttpError(Exception):
 
 
 def _invalid(message: str) -> HttpError:
-    """A malformed task field: the SubmitError code ``invalid`` (SPEC §17.9)."""
+    """A malformed task field: the SubmitError code ``invalid``
+    (docs/reference/behaviour.md#server-details)."""
     return HttpError(400, message, "invalid")
 
 
@@ -348,8 +350,8 @@ def _object(v: Any, where: str) -> dict[str, Any]:
 
 def _str_map(v: Any, where: str) -> dict[str, str]:
     """``tags`` / ``labels``: string values; numbers and booleans are stringified with ``str()``
-    as in-process (SPEC §2: ``True`` → ``"True"``, ``1`` → ``"1"``); null, arrays and objects
-    are refused."""
+    as in-process (docs/reference/behaviour.md#task-fields: ``True`` → ``"True"``, ``1`` → ``"1"``); null,
+    arrays and objects are refused."""
     obj = _object(v, where)
     out: dict[str, str] = {}
     for k, val in obj.items():
@@ -370,8 +372,8 @@ def _choice(v: Any, where: str, options: dict[str, int]) -> int:
 
 
 def _priority(v: Any, where: str) -> int:
-    """A priority as its wire value: a name (case-insensitive) or, as in-process (SPEC §2), an
-    integer 0..3 (0 = critical ... 3 = low)."""
+    """A priority as its wire value: a name (case-insensitive) or, as in-process
+    (docs/reference/behaviour.md#task-fields), an integer 0..3 (0 = critical ... 3 = low)."""
     if isinstance(v, int) and not isinstance(v, bool):
         if not 0 <= v <= 3:
             raise _invalid(f"{where} must be 0..=3 (0 = critical) or a name (got {v})")
@@ -430,7 +432,8 @@ def _set_payload(spec: pb.TaskSpec, obj: dict[str, Any], where: str) -> None:
 
 
 def task_spec_from_json(obj: Any, where: str = "", limits: LimitsConfig | None = None) -> pb.TaskSpec:
-    """The task fields of SPEC §17.9 as a protobuf ``TaskSpec`` (400 ``invalid`` when malformed).
+    """The task fields of docs/reference/behaviour.md#server-details as a protobuf ``TaskSpec`` (400
+    ``invalid`` when malformed).
 
     With ``limits``, every count and length is checked before anything is converted
     (``request_limits.check_json_task``: what a body costs is bounded by the limits).
@@ -487,7 +490,7 @@ def task_spec_from_json(obj: Any, where: str = "", limits: LimitsConfig | None =
                     deps.append(pb.Dep(target=_dep_target(d, dw), cond=1))  # type: ignore[arg-type]
         after = obj.get("after")
         if isinstance(after, (str, int)) and not isinstance(after, bool):
-            # one id or key, as in-process `after=ref` (SPEC §2)
+            # one id or key, as in-process `after=ref` (docs/reference/behaviour.md#task-fields)
             deps.append(pb.Dep(target=_dep_target(after, w("after")), cond=1))  # type: ignore[arg-type]
         elif after is not None:
             if not isinstance(after, list):

@@ -1,4 +1,4 @@
-"""Prometheus exposition of the scheduler snapshot (``GET /metrics``, SPEC §17.8).
+"""Prometheus exposition of the scheduler snapshot (``GET /metrics``, docs/reference/metrics.md#prometheus).
 
 Every scrape takes a fresh :meth:`Scheduler.snapshot` and renders it through a one-shot
 ``prometheus_client`` collector (nothing is kept between scrapes, so a standby or restarted
@@ -23,7 +23,7 @@ from cronoq.engine.snapshot import Snapshot
 
 __all__ = ["CONTENT_TYPE", "SnapshotCollector", "render"]
 
-#: SPEC §17.8: the classic text format.
+#: docs/reference/metrics.md#prometheus: the classic text format.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 CLASS_NAMES = ("critical", "high", "normal", "low")

@@ -1,4 +1,4 @@
-"""The OpenAPI 3.0 document of the HTTP/JSON API (``GET /openapi.json``, SPEC §17.6).
+"""The OpenAPI 3.0 document of the HTTP/JSON API (``GET /openapi.json``, docs/reference/http.md#conventions).
 
 Response schemas of the messages rendered from protobuf (``TaskInfo``, ``SnapshotResponse``,
 ``WorkerInfo``, ``RecurringInfo``, ``StatusEvent``) are derived from the message descriptors
@@ -113,7 +113,8 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
             },
         ]
     }
-    #: tags/labels in requests: numbers and booleans are stringified (as in-process, SPEC §2)
+    #: tags/labels in requests: numbers and booleans are stringified (as in-process,
+    #: docs/reference/behaviour.md#task-fields)
     str_map_in = {
         "type": "object",
         "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]},

@@ -1,4 +1,5 @@
-"""``cronoq serve``: the process around :class:`~cronoq.server.app.ServerApp` (SPEC §17.1, §17.9).
+"""``cronoq serve``: the process around :class:`~cronoq.server.app.ServerApp`
+(docs/reference/behaviour.md#server-start-up, docs/reference/behaviour.md#server-details).
 
 :func:`serve` binds the listeners first (gRPC on ``server.grpc_addr``; the HTTP API on
 ``server.http_addr`` and, when set, the unauthenticated metrics app on ``server.metrics_addr``),
@@ -48,7 +49,7 @@ class ServeError(Exception):
 
 
 def grpc_options(config: ServerConfig) -> list[tuple[str, Any]]:
-    """Channel arguments of the gRPC server (SPEC §17.3 limits)."""
+    """Channel arguments of the gRPC server (docs/reference/config.md#limits limits)."""
     lim = config.limits
     return [
         ("grpc.max_receive_message_length", lim.max_message_bytes + _FRAMING),
@@ -292,8 +293,8 @@ async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> 
         lead_task = loop.create_task(lead())
         await stop.wait()
     finally:
-        # stop accepting new calls: they answer UNAVAILABLE (SPEC §17.4) while running ones, e.g.
-        # worker streams, go on during the grace; the listeners close after the scheduler stopped
+        # stop accepting new calls: they answer UNAVAILABLE (docs/reference/grpc.md#services) while running
+        # ones, e.g. worker streams, go on during the grace; the listeners close after the scheduler stopped
         app.stopping = True
         if lead_task is not None and not lead_task.done():
             lead_task.cancel()

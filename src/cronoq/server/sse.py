@@ -1,5 +1,5 @@
-"""The fan-out behind ``/v1/events`` (Server-Sent Events; SPEC §17.6) and gRPC ``Watch``: one
-scheduler subscription shared by every open stream of a front end.
+"""The fan-out behind ``/v1/events`` (Server-Sent Events; docs/reference/http.md#conventions) and gRPC
+``Watch``: one scheduler subscription shared by every open stream of a front end.
 
 Theory of operation
 -------------------
@@ -21,10 +21,10 @@ The hub is generic in what it hands out: SSE encodes each event as its frame (``
 (``grpc_api.py``) encodes each event as one ``StatusEvent`` message, built once and shared by
 every stream it goes to, and a batch is a list of them (``encode``, ``join`` and ``merge``).
 
-Semantics kept per stream (SPEC §4, §17.6): a stream sees only events published after it joined
-(:meth:`EventHub.join` first hands what the hub has buffered to the streams already there);
-events in publication order; at most ``capacity`` events pending per stream (the scheduler's
-``event_capacity``) — a stream whose client does not keep up with more than that pending ends
+Semantics kept per stream (docs/reference/behaviour.md#lifecycle, docs/reference/http.md#conventions): a
+stream sees only events published after it joined (:meth:`EventHub.join` first hands what the hub has buffered
+to the streams already there); events in publication order; at most ``capacity`` events pending per stream
+(the scheduler's ``event_capacity``) — a stream whose client does not keep up with more than that pending ends
 with ``data_loss``, and so does every stream when the hub's own subscription lags (a burst of
 more than ``capacity`` events at once); when the scheduler stops, each stream gets what was
 published before, then ``unavailable``.
@@ -64,10 +64,10 @@ def _name(s: str) -> bytes:
 
 
 def event_frame(ev: Any) -> bytes:
-    """The SSE frame of a ``StatusEvent``: ``event: status`` and ``data:`` its JSON (SPEC §17.6:
-    the proto ``StatusEvent`` fields with the id as a string and the status as its lower-case
-    name, plus ``at`` in Unix seconds; the same bytes as ``http_api.event_json`` through
-    ``json.dumps``, built directly: a float's JSON is its ``repr``)."""
+    """The SSE frame of a ``StatusEvent``: ``event: status`` and ``data:`` its JSON
+    (docs/reference/http.md#conventions: the proto ``StatusEvent`` fields with the id as a string and the
+    status as its lower-case name, plus ``at`` in Unix seconds; the same bytes as ``http_api.event_json``
+    through ``json.dumps``, built directly: a float's JSON is its ``repr``)."""
     at = ev.at
     key = ev.key
     msg = ev.message

@@ -334,8 +334,8 @@ class WorkerRegistry:
     ) -> list[WorkerSession]:
         """Workers of the pool's *other* groups that could take a re-offered lease: a free
         granted slot, labels that include all of ``need`` (the task's), not in ``exclude``; the
-        groups with the fewest labels first (the engine's group order, SPEC §13.2), then the
-        most free slots."""
+        groups with the fewest labels first (the engine's group order, docs/reference/behaviour.md#labels),
+        then the most free slots."""
         out = [
             s
             for s in self.sessions.values()
@@ -386,7 +386,8 @@ class RemoteExecutor:
             session = self.registry.pick(self.pool, group, att.refused_by)
             if session is None and att.refused_by:
                 # handed back: a worker of another group may take it, if the engine moves the
-                # attempt onto a free slot of that group (SPEC §17.5: "another free worker")
+                # attempt onto a free slot of that group (docs/reference/grpc.md#worker-protocol: "another
+                # free worker")
                 for other in self.registry.others(self.pool, group, opts.labels, att.refused_by):
                     if sched._move_attempt(ctx, other.labels):
                         session, group = other, other.labels

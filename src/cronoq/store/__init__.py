@@ -1,4 +1,5 @@
-"""Durable state behind one protocol (SPEC §15): memory, SQLite and PostgreSQL stores, codecs.
+"""Durable state behind one protocol (docs/reference/behaviour.md#durable-state): memory, SQLite and
+PostgreSQL stores, codecs.
 
 Importing this package stays light: the PostgreSQL driver is imported only when a
 :class:`~cronoq.store.postgres.PostgresStore` is opened.

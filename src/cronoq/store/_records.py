@@ -227,7 +227,8 @@ def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
 
 
 def _quarantine(rec: Recovered, row: Sequence[Any], reason: str) -> None:
-    """An undecodable row: its id and reason, and what is still readable of it (SPEC §15.3)."""
+    """An undecodable row: its id and reason, and what is still readable of it
+    (docs/reference/behaviour.md#recovery)."""
     tid, seq, arrival, pool, kind, priority, key = row[:7]
     attempt, started, finished = row[10:13]
     rec.quarantined.append((tid, reason))

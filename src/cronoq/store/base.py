@@ -1,11 +1,12 @@
-"""The store protocol: durable state and leadership behind one interface (SPEC §15, §17.7).
+"""The store protocol: durable state and leadership behind one interface
+(docs/reference/behaviour.md#durable-state, docs/reference/behaviour.md#high-availability).
 
 Theory of operation
 ===================
 
 The engine is sans-IO.  With ``CoreConfig(persist=True, time_base=<Unix ns at engine zero>)``
-it emits ``Persist(mutation)`` actions (SPEC §15.1) — ``Submitted``, ``StatusChange``,
-``RecurringUpsert``/``RecurringRemove``/``RecurringNext`` — with every time already in Unix
+it emits ``Persist(mutation)`` actions (docs/reference/behaviour.md#mutations) — ``Submitted``,
+``StatusChange``, ``RecurringUpsert``/``RecurringRemove``/``RecurringNext`` — with every time already in Unix
 nanoseconds.  A store turns those mutations into rows and turns rows back into a
 :class:`~cronoq.engine.mutations.Recovered` for ``Core.recover``.  The store keeps *state*,
 not a log: one row per task (its definition, encoded payload, last persisted status and
@@ -86,7 +87,8 @@ from cronoq.store.codec import Codec
 
 __all__ = ["CommitDeadline", "Store", "TransientStoreError", "TERMINAL_STATUSES", "bounded", "lease_left"]
 
-#: Terminal status names (SPEC §4); a row with one of these has ``finished`` set.
+#: Terminal status names (docs/reference/behaviour.md#lifecycle); a row with one of these has ``finished``
+#: set.
 TERMINAL_STATUSES = frozenset(
     {"succeeded", "failed", "dead_lettered", "cancelled", "skipped", "missed", "shed"}
 )

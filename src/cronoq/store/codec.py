@@ -1,4 +1,4 @@
-"""Codecs: how payloads and outputs become bytes for a durable store (SPEC §15.2).
+"""Codecs: how payloads and outputs become bytes for a durable store (docs/reference/behaviour.md#stores).
 
 A codec is any object with ``encode(obj) -> bytes`` and ``decode(bytes) -> obj``.  The default,
 :class:`JsonCodec`, writes compact UTF-8 JSON and decodes with :func:`json.loads`, which never

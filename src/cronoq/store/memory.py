@@ -1,4 +1,4 @@
-"""MemoryStore: the default in-process store — nothing is persisted (SPEC §15.2)."""
+"""MemoryStore: the default in-process store — nothing is persisted (docs/reference/behaviour.md#stores)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""PostgresStore: durable state in PostgreSQL with active-passive leadership (SPEC §15.2, §17.7).
+"""PostgresStore: durable state in PostgreSQL with active-passive leadership
+(docs/reference/behaviour.md#stores, docs/reference/behaviour.md#high-availability).
 
 Driver: **asyncpg** (optional extra ``cronoq[postgres]``).  Chosen over psycopg 3 because it is
 natively asyncio (no thread hop per query, fitting the runtime's single event loop), the

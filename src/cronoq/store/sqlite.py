@@ -1,4 +1,5 @@
-"""SqliteStore: one SQLite file, WAL journal, leadership by a renewed lease row (SPEC §15.2).
+"""SqliteStore: one SQLite file, WAL journal, leadership by a renewed lease row
+(docs/reference/behaviour.md#stores).
 
 All database access happens on one dedicated thread (a single-thread executor owning the only
 connection), so the event loop never blocks on disk I/O and sqlite3 is used from one thread.

@@ -1,5 +1,5 @@
-// The public HTTP/JSON API of `cronoq serve` (SPEC §17.6): same origin only, bearer token from
-// session storage, errors as ApiError {status, code, message}, and the /v1/events stream.
+// The public HTTP/JSON API of `cronoq serve` (docs/reference/http.md#conventions): same origin only, bearer
+// token from session storage, errors as ApiError {status, code, message}, and the /v1/events stream.
 
 const TOKEN_KEY = "cronoq.token";
 

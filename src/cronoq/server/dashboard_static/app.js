@@ -1,5 +1,5 @@
-// cronoq dashboard (SPEC §20): pools, tasks, workers and recurring schedules of `cronoq serve`,
-// live over /v1/events and /v1/snapshot.  Only the public HTTP API is used (api.js).
+// cronoq dashboard (docs/reference/behaviour.md#dashboard): pools, tasks, workers and recurring schedules of
+// `cronoq serve`, live over /v1/events and /v1/snapshot.  Only the public HTTP API is used (api.js).
 
 import { api, ApiError, EventStream, getToken, onUnauthorized, setToken, taskPath } from "./api.js";
 import { TimeChart } from "./chart.js";

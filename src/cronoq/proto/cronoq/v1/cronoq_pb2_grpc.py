@@ -415,7 +415,8 @@ class Tasks:
 
 
 class WorkersStub:
-    """The remote worker session (token role `worker` or `admin`; protocol in SPEC §17.5).
+    """The remote worker session (token role `worker` or `admin`; protocol in
+    docs/reference/grpc.md#worker-protocol).
     """
 
     def __init__(self, channel):
@@ -432,7 +433,8 @@ class WorkersStub:
 
 
 class WorkersServicer:
-    """The remote worker session (token role `worker` or `admin`; protocol in SPEC §17.5).
+    """The remote worker session (token role `worker` or `admin`; protocol in
+    docs/reference/grpc.md#worker-protocol).
     """
 
     def Work(self, request_iterator, context):
@@ -460,7 +462,8 @@ def add_WorkersServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Workers:
-    """The remote worker session (token role `worker` or `admin`; protocol in SPEC §17.5).
+    """The remote worker session (token role `worker` or `admin`; protocol in
+    docs/reference/grpc.md#worker-protocol).
     """
 
     @staticmethod
