@@ -525,8 +525,9 @@ def openapi_document(app: ServerApp | None = None) -> dict[str, Any]:
                 op["operationId"] = f"{method}_{slug}".replace(".", "_")
     max_body = app.limits.max_http_body_bytes if app is not None else None
     info_desc = (
-        "HTTP/JSON API of `cronoq serve` (SPEC §17.6). Ids are decimal strings; errors are "
-        '`{"error", "code"}`. Auth: `authorization: Bearer <token>` once any token is configured. '
+        "HTTP/JSON API of `cronoq serve` (its reference: docs/reference/http.md). Ids are decimal "
+        'strings; errors are `{"error", "code"}`. Auth: `authorization: Bearer <token>` once any token is '
+        "configured. "
         "Request bodies are parsed as JSON whatever their Content-Type. Without auth, state-changing "
         "requests (POST, PUT, DELETE, PATCH) that a browser marks as cross-site are refused (403)."
     )
