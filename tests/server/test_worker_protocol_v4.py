@@ -54,8 +54,13 @@ def leases_of(msg: pb.ServerMessage) -> list[pb.Lease]:
     return [m.lease for m in msg.batch.messages if m.WhichOneof("msg") == "lease"]
 
 
-def completions(leases: list[pb.Lease]) -> pb.WorkerBatch:
-    return pb.WorkerBatch(messages=[pb.WorkerMessage(complete=pb.Complete(lease=x.lease)) for x in leases])
+async def complete_all(raw: Raw, w: RawWorker, leases: list[pb.Lease]) -> None:
+    """Report every lease complete in one ``WorkerBatch``; each task then ends succeeded."""
+    complete = [pb.WorkerMessage(complete=pb.Complete(lease=x.lease)) for x in leases]
+    w.send(batch=pb.WorkerBatch(messages=complete))
+    for x in leases:
+        res = await raw.tasks.Wait(pb.WaitRequest(task=pb.TaskRef(id=x.task_id), timeout_s=10))
+        assert res.status == pb.TASK_STATUS_SUCCEEDED
 
 
 async def submit_batch(raw: Raw, pool: str, n: int, payload: bytes = b"") -> list[int]:
@@ -90,15 +95,7 @@ async def test_v4_session_gets_leases_in_batches_and_reports_in_one(server: Serv
             messages += 1
         assert sorted(lease.task_id for lease in got) == ids
         assert messages < 32  # dispatched in one engine step: far fewer messages than leases
-        # every completion in one message
-        w.send(
-            batch=pb.WorkerBatch(
-                messages=[pb.WorkerMessage(complete=pb.Complete(lease=x.lease)) for x in got]
-            )
-        )
-        for tid in ids:
-            res = await raw.tasks.Wait(pb.WaitRequest(task=pb.TaskRef(id=tid), timeout_s=10))
-            assert res.status == pb.TASK_STATUS_SUCCEEDED
+        await complete_all(raw, w, got)  # every completion in one message
         await w.close()
     finally:
         await raw.close()
@@ -122,14 +119,7 @@ async def test_batches_are_split_at_max_message_bytes(server: ServerProc) -> Non
             got += batch
         assert max(sizes) == 2, sizes  # batched, and split by bytes, not by count
         assert sorted(x.task_id for x in got) == ids and all(x.payload == payload for x in got)
-        w.send(
-            batch=pb.WorkerBatch(
-                messages=[pb.WorkerMessage(complete=pb.Complete(lease=x.lease)) for x in got]
-            )
-        )
-        for tid in ids:
-            res = await raw.tasks.Wait(pb.WaitRequest(task=pb.TaskRef(id=tid), timeout_s=10))
-            assert res.status == pb.TASK_STATUS_SUCCEEDED
+        await complete_all(raw, w, got)  # every completion in one message
         await w.close()
     finally:
         await raw.close()
