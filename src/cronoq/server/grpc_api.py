@@ -54,6 +54,7 @@ __all__ = [
     "AdminServicer",
     "AuthInterceptor",
     "TasksServicer",
+    "UnaryBudget",
     "add_generic_only",
     "grpc_status",
     "register",
@@ -487,7 +488,51 @@ def add_generic_only(add: Callable[[Any, Any], None], servicer: Any, server: Any
     add(servicer, _GenericOnly(server))
 
 
-def register(server: Any, app: ServerApp) -> None:
-    """Add the Tasks and Admin services to a ``grpc.aio`` server (see :func:`add_generic_only`)."""
-    add_generic_only(pb_grpc.add_TasksServicer_to_server, TasksServicer(app), server)
-    add_generic_only(pb_grpc.add_AdminServicer_to_server, AdminServicer(app), server)
+class UnaryBudget:
+    """``limits.max_concurrent_requests``: the unary calls in progress on the gRPC listener.
+
+    The listener's global limit is the sum of three budgets (unary calls, Watch streams, worker
+    sessions); each is enforced by its own handlers, so a flood of one kind (e.g. thousands of
+    long ``Wait`` calls) is refused with RESOURCE_EXHAUSTED before it can take the others'
+    share, and clients never lock workers out.
+    """
+
+    def __init__(self, app: ServerApp) -> None:
+        self.app = app
+        self.inflight = 0
+
+    def wrap(self, method: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]) -> Any:
+        async def budgeted(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            limit = self.app.limits.max_concurrent_requests
+            if self.inflight >= limit:
+                await context.abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"too many concurrent requests (max_concurrent_requests {limit})",
+                )
+            self.inflight += 1
+            try:
+                return await method(request, context)
+            finally:
+                self.inflight -= 1
+
+        return budgeted
+
+
+def _budget_unary(servicer: Any, service: str, budget: UnaryBudget) -> Any:
+    """Wrap every unary-unary method of ``servicer`` (read from the compiled contract) in
+    ``budget``; streaming methods keep their own budgets."""
+    for m in pb.DESCRIPTOR.services_by_name[service].methods:
+        if not (m.client_streaming or m.server_streaming):
+            setattr(servicer, m.name, budget.wrap(getattr(servicer, m.name)))
+    return servicer
+
+
+def register(server: Any, app: ServerApp) -> UnaryBudget:
+    """Add the Tasks and Admin services to a ``grpc.aio`` server (see :func:`add_generic_only`),
+    their unary calls under one :class:`UnaryBudget` (returned)."""
+    budget = UnaryBudget(app)
+    tasks = _budget_unary(TasksServicer(app), "Tasks", budget)
+    admin = _budget_unary(AdminServicer(app), "Admin", budget)
+    add_generic_only(pb_grpc.add_TasksServicer_to_server, tasks, server)
+    add_generic_only(pb_grpc.add_AdminServicer_to_server, admin, server)
+    return budget
