@@ -78,3 +78,28 @@ async def test_scoping_survives_a_restart(tmp_path: pathlib.Path) -> None:
         fresh = await s.submit("x", key="D", tenant="t2", start_in=7200)
         assert not fresh.duplicate and fresh.id != done.id
         assert not (await s.submit("x", key="L", tenant="t1", start_in=10800)).duplicate
+
+
+async def test_lookups_by_key_are_scoped_by_tenant() -> None:
+    """status / handle / cancel take ``tenant=``: a key names that tenant's task, and with a
+    tenant given another tenant's task (by id too) is as unknown as a missing one."""
+    gate = Gate()
+    async with Scheduler([pool("a", gate, max=1)]) as s:
+        t1 = await s.submit("t1's", key="K", tenant="t1")
+        t2 = await s.submit("t2's", key="K", tenant="t2")
+        plain = await s.submit("nobody's", key="K")
+        assert await s.status("K", tenant="t1") is not None
+        h1, h2, h0 = await s.handle("K", tenant="t1"), await s.handle("K", tenant="t2"), await s.handle("K")
+        assert (h1.id, h2.id, h0.id) == (t1.id, t2.id, plain.id)  # type: ignore[union-attr]
+        assert await s.status("K", tenant="t3") is None and await s.handle("K", tenant="t3") is None
+        # another tenant's task by id: unknown to a tenant, known without one
+        assert await s.status(t2.id, tenant="t1") is None
+        assert await s.cancel(t2.id, tenant="t1") is False
+        assert await s.status(t2.id) is not None
+        # cancel by key cancels the caller's own task only
+        assert await s.cancel("K", tenant="t2") is True
+        assert await s.status(t2.id) == "cancelled"
+        assert await s.status(t1.id) != "cancelled" and await s.status(plain.id) != "cancelled"
+        with pytest.raises(TypeError, match="tenant must be a string"):
+            await s.status("K", tenant=1)  # type: ignore[arg-type]
+        gate.release_all()

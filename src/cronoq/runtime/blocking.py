@@ -305,14 +305,14 @@ class BlockingScheduler:
     def submit_batch(self, tasks: Iterable[Task]) -> list[BlockingHandle]:
         return [BlockingHandle(self, h) for h in self._call(self._sched.submit_batch(list(tasks)))]
 
-    def cancel(self, ref: int | str) -> bool:
-        return self._call(self._sched.cancel(ref))
+    def cancel(self, ref: int | str, *, tenant: str | None = None) -> bool:
+        return self._call(self._sched.cancel(ref, tenant=tenant))
 
-    def status(self, ref: int | str) -> str | None:
-        return self._call(self._sched.status(ref))
+    def status(self, ref: int | str, *, tenant: str | None = None) -> str | None:
+        return self._call(self._sched.status(ref, tenant=tenant))
 
-    def handle(self, ref: int | str) -> BlockingHandle | None:
-        h = self._call(self._sched.handle(ref))
+    def handle(self, ref: int | str, *, tenant: str | None = None) -> BlockingHandle | None:
+        h = self._call(self._sched.handle(ref, tenant=tenant))
         return None if h is None else BlockingHandle(self, h)
 
     def snapshot(self) -> Snapshot:

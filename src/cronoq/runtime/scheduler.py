@@ -52,6 +52,7 @@ from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Sc
 from cronoq.engine.admission import BatchItem
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
+from cronoq.engine.keys import same_tenant
 from cronoq.engine.model import FIRST_TERMINAL, OUTPUT_LOST, STATUS_NAMES, SUCCEEDED, TaskOptions, TaskState
 from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, parse_overlap
 from cronoq.engine.resources import ResourceConfig
@@ -835,24 +836,33 @@ class Scheduler:
             self._kick()
         return ok
 
-    async def cancel(self, ref: int | str) -> bool:
-        """Cancel a task by id or key; False if unknown or already terminal."""
+    def _find(self, ref: object, tenant: object) -> TaskState | None:
+        """The task ``ref`` names for ``tenant``: keys are scoped by tenant, and with a tenant
+        given, another tenant's task (by id too) is as unknown as a missing one."""
         _check_ref(ref)
-        self._require()
-        return self._cancel_now(ref)
-
-    async def status(self, ref: int | str) -> str | None:
-        """The task's status name, or None if unknown (or no longer retained)."""
-        _check_ref(ref)
+        if tenant is not None and not isinstance(tenant, str):
+            raise ArgumentTypeError(f"tenant must be a string (got {tenant!r})")
         core = self._require()
-        t = core.lookup(self._now(), ref)
+        t = core.lookup(self._now(), ref, tenant)  # type: ignore[arg-type]
+        if t is not None and tenant is not None and not same_tenant(t.opts.tenant, tenant):
+            return None
+        return t
+
+    async def cancel(self, ref: int | str, *, tenant: str | None = None) -> bool:
+        """Cancel a task by id or key (a key of ``tenant``'s tasks); False if unknown or
+        already terminal."""
+        t = self._find(ref, tenant)
+        return False if t is None else self._cancel_now(t.id)
+
+    async def status(self, ref: int | str, *, tenant: str | None = None) -> str | None:
+        """The task's status name, or None if unknown (or no longer retained). Keys are
+        looked up among ``tenant``'s tasks (docs/reference/behaviour.md#auth)."""
+        t = self._find(ref, tenant)
         return None if t is None else STATUS_NAMES[t.status]
 
-    async def handle(self, ref: int | str) -> TaskHandle | None:
-        """A handle to an existing task (live or retained), or None."""
-        _check_ref(ref)
-        core = self._require()
-        t = core.lookup(self._now(), ref)
+    async def handle(self, ref: int | str, *, tenant: str | None = None) -> TaskHandle | None:
+        """A handle to an existing task (live or retained) of ``tenant``, or None."""
+        t = self._find(ref, tenant)
         return None if t is None else self._handle_for(t.id, False)
 
     async def snapshot(self) -> Snapshot:
