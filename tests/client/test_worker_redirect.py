@@ -99,16 +99,23 @@ async def test_a_registration_resets_the_redirect_count(fake: Any) -> None:
         assert not run.done()
 
 
-async def test_failed_precondition_without_an_endpoint_is_fatal(fake: Any) -> None:
-    w = Worker(fake.target, "p", echo, backoff=(0.01, 0.01))
+async def refused_fatally(fake: Any, endpoint: str | None, **worker: Any) -> ClientError:
+    """Run a worker against ``fake``, refuse its registration naming ``endpoint``, and return
+    the error its ``run()`` ends with (it must not reconnect)."""
+    w = Worker(fake.target, "p", echo, backoff=(0.01, 0.01), **worker)
     run = asyncio.create_task(w.run())
     conn = await fake.next_conn()
     await conn.recv_kind("register")
-    refuse(conn, None)
+    refuse(conn, endpoint)
     with pytest.raises(ClientError) as info:
         await asyncio.wait_for(run, 10)
     assert info.value.code == "failed_precondition"
     assert fake.conns.empty()  # no reconnect loop
+    return info.value
+
+
+async def test_failed_precondition_without_an_endpoint_is_fatal(fake: Any) -> None:
+    await refused_fatally(fake, None)
 
 
 @pytest.mark.parametrize(
@@ -122,16 +129,8 @@ async def test_failed_precondition_without_an_endpoint_is_fatal(fake: Any) -> No
     ],
 )
 async def test_unsafe_redirects_are_refused(fake: Any, endpoint: str, needle: str) -> None:
-    w = Worker(fake.target, "p", echo, token="worker-token-0123456789", backoff=(0.01, 0.01))
-    run = asyncio.create_task(w.run())
-    conn = await fake.next_conn()
-    await conn.recv_kind("register")
-    refuse(conn, endpoint)
-    with pytest.raises(ClientError) as info:
-        await asyncio.wait_for(run, 10)
-    assert info.value.code == "failed_precondition"
-    assert needle in info.value.message
-    assert fake.conns.empty()
+    err = await refused_fatally(fake, endpoint, token="worker-token-0123456789")
+    assert needle in err.message
 
 
 async def test_token_over_plain_http_to_another_host_when_allowed(fake: Any) -> None:

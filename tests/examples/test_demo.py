@@ -6,7 +6,6 @@ Each run uses a temporary working directory (so ``cronoq.db`` goes there) and an
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -14,16 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+from server.procs import child_env
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo.py"
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("CRONOQ_CONFIG", None)
-    env["PYTHONUNBUFFERED"] = "1"
-    env["COLUMNS"] = "200"
-    return env
 
 
 def _cmd(*extra: str) -> list[str]:
@@ -33,7 +26,7 @@ def _cmd(*extra: str) -> list[str]:
 def test_demo_runs_for_its_duration_and_exits_cleanly(tmp_path: Path) -> None:
     t0 = time.monotonic()
     r = subprocess.run(
-        _cmd("--duration", "8"), cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=150
+        _cmd("--duration", "8"), cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=150
     )
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
@@ -56,7 +49,12 @@ def test_demo_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     log = tmp_path / "demo.log"
     with open(log, "w") as f:
         proc = subprocess.Popen(
-            _cmd(), cwd=tmp_path, env=_env(), stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            _cmd(),
+            cwd=tmp_path,
+            env=child_env(),
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
     try:
         deadline = time.monotonic() + 90

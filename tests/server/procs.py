@@ -83,6 +83,16 @@ class ServerProc:
             self.proc.wait()
 
 
+def child_env() -> dict[str, str]:
+    """The environment of a ``cronoq`` child process: no inherited config file, unbuffered
+    output (the tests read it line by line), wide enough for the tables they parse."""
+    env = dict(os.environ)
+    env.pop("CRONOQ_CONFIG", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["COLUMNS"] = "200"
+    return env
+
+
 def config_text(
     db_path: Path, body: str, *, grace: float = 5.0, server_extra: str = "", store: str | None = None
 ) -> str:
@@ -117,10 +127,7 @@ def start_server(
     cfg.write_text(config_text(db, body, grace=grace, server_extra=server_extra, store=store))
     log_path = directory / f"{name}.log"
     start_len = log_path.stat().st_size if log_path.exists() else 0
-    env = dict(os.environ)
-    env.pop("CRONOQ_CONFIG", None)
-    env["PYTHONUNBUFFERED"] = "1"
-    env["COLUMNS"] = "200"
+    env = child_env()
     with open(log_path, "ab") as logf:
         proc = subprocess.Popen(
             [sys.executable, "-m", "cronoq.cli", "serve", "--config", str(cfg)],
@@ -180,6 +187,7 @@ async def code_of(coro: object) -> grpc.StatusCode:
 
 __all__ = [
     "AUTH_TOML",
+    "child_env",
     "TOKENS",
     "Raw",
     "RawWorker",

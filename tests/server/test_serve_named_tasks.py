@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from cronoq import TaskFailed
 from cronoq.client import Client
 
 from .named_app import Order, add, app, echo, flaky, ship
-from .procs import ServerProc, start_server
+from .procs import ServerProc, child_env, start_server
 
 HERE = Path(__file__).resolve().parent
 
@@ -30,14 +29,6 @@ retry = {max_attempts = 3, initial_backoff_s = 0.05, max_backoff_s = 0.1}
 """
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("CRONOQ_CONFIG", None)
-    env["PYTHONUNBUFFERED"] = "1"
-    env["COLUMNS"] = "200"
-    return env
-
-
 CLI = (sys.executable, "-m", "cronoq.cli")
 
 
@@ -46,7 +37,7 @@ def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         [*CLI, *args],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=child_env(),
         timeout=timeout,
     )
 
@@ -60,7 +51,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
         worker = subprocess.Popen(
             [*CLI, "worker", "named_app:app", "--pool", "default", "--slots", "4", "--app-dir", str(HERE),
              "--server", sp.grpc],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=_env(),
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
         )  # fmt: skip
     try:
         deadline = time.monotonic() + 30
