@@ -21,12 +21,15 @@ Groups (``--only``):
     For each store (sqlite, memory) and 1 and 4 worker processes: tasks/s with
     ``submit_batch`` (one client process, batches of 1000) and with per-task ``submit`` from 8
     concurrent clients — as 8 processes (one ``Client`` each) and as 8 coroutines in this
-    driver (one ``Client`` each, separate channels).  The server's CPU seconds per 1000 tasks
-    (``/proc/PID/stat``) are in each figure's ``extra``.
+    driver (one ``Client`` each, separate channels), and from 64 coroutines sharing one
+    ``Client`` (the client coalesces each loop turn's submits into one ``SubmitMany``).  The
+    server's CPU seconds per 1000 tasks (``/proc/PID/stat``) are in each figure's ``extra``.
 ``latency``
     Dispatch latency, submit → the worker's handler start (``time.monotonic_ns`` in both
     processes), p50/p99 over 2,000 tasks submitted one at a time, 2 ms apart, on an idle
-    server with one worker process (SQLite store).
+    server with one worker process (SQLite store); and the round trip of lone ``submit()``
+    calls through a coalescing ``Client`` against one with ``coalesce_submits=False``,
+    alternated call by call (target: coalescing adds at most 1 ms at p50).
 ``sse``
     ``submit_batch`` and 8-process per-task tasks/s with 20 concurrent Server-Sent-Events
     subscribers on ``/v1/events?all_transitions=true`` (in one separate process, counting
@@ -115,6 +118,10 @@ T_BATCH = 5000.0  # tasks/s with submit_batch
 T_SUBMIT = 2000.0  # tasks/s with per-task submits from 8 concurrent clients
 T_LAT_P99 = 10.0  # ms, submit → handler start
 T_SSE_COST = 0.10  # at most 10 % fewer tasks/s with 20 SSE subscribers
+T_LONE_GROWTH_MS = 1.0  # coalescing may delay a lone submit by at most 1 ms (p50)
+
+#: coroutines sharing one Client in the ``submit_shared`` figure (coalesced submits)
+SHARED_COROS = 64
 
 SIZES: dict[str, dict[str, int]] = {
     "full": {
@@ -435,6 +442,33 @@ async def cronoq_coros(sv: Server, clients: int, n: int) -> Run:
     return Run(n / (t1 - t0), t1 - t0, sub_end[0], (c1 - c0) / n * 1000, n)
 
 
+async def cronoq_shared(sv: Server, coros: int, n: int) -> Run:
+    """Per-task submits from ``coros`` coroutines sharing ONE Client (one channel): the
+    client coalesces the submissions of each loop turn into one ``SubmitMany`` call."""
+    per = [n // coros + (1 if i < n % coros else 0) for i in range(coros)]
+    c = Client(sv.grpc, options=[("grpc.use_local_subchannel_pool", 1)])
+    try:
+        await c.snapshot()
+        base = await sv.succeeded()
+        c0 = sv.cpu()
+        t0 = time.perf_counter()
+        sub_end = [0.0]
+
+        async def one(k: int) -> None:
+            submit = c.submit
+            for _ in range(k):
+                await submit(pool=POOL)
+            sub_end[0] = max(sub_end[0], time.perf_counter() - t0)
+
+        loads = asyncio.gather(*(one(k) for k in per))
+        t1 = await _until(sv.succeeded, base + n, 600)
+        await loads
+        c1 = sv.cpu()
+    finally:
+        await c.close()
+    return Run(n / (t1 - t0), t1 - t0, sub_end[0], (c1 - c0) / n * 1000, n)
+
+
 async def _warm(sv: Server) -> None:
     """A few tasks end to end so every connection and code path is warm."""
     assert sv.client is not None
@@ -640,11 +674,12 @@ async def bench_throughput(
                 ws = await start_workers(sv, k, slots)
                 try:
                     await _warm(sv)
-                    runs = {"batch": [], "submit_procs": [], "submit_coros": []}
+                    runs = {"batch": [], "submit_procs": [], "submit_coros": [], "submit_shared": []}
                     for _ in range(rep):
                         runs["batch"].append(await cronoq_procs(sv, "batch", 1, bn, chunk))
                         runs["submit_procs"].append(await cronoq_procs(sv, "submit", clients, sn, chunk))
                         runs["submit_coros"].append(await cronoq_coros(sv, clients, sn))
+                        runs["submit_shared"].append(await cronoq_shared(sv, SHARED_COROS, sn))
                 finally:
                     await stop_workers(ws)
                 crun = cel.get(str(k), {})
@@ -652,6 +687,12 @@ async def bench_throughput(
                     ("batch", f"submit_batch of {chunk}, 1 client process", T_BATCH, "batch"),
                     ("submit_procs", f"per-task submit, {clients} client processes", T_SUBMIT, "submit"),
                     ("submit_coros", f"per-task submit, {clients} client coroutines", T_SUBMIT, "submit"),
+                    (
+                        "submit_shared",
+                        f"per-task submit, {SHARED_COROS} coroutines on one Client",
+                        T_SUBMIT,
+                        "submit",
+                    ),
                 ):
                     rs = runs[key]
                     crs = crun.get(ckey, [])
@@ -718,6 +759,26 @@ async def cronoq_latency(sv: Server, n: int, interval: float) -> list[float]:
     return [(starts[str(i)] - submitted[i]) / 1e6 for i in range(n) if str(i) in starts]
 
 
+async def lone_submits(sv: Server, n: int) -> tuple[list[float], list[float]]:
+    """Round trips of lone ``submit()`` calls (one in flight, 1 ms apart) through a Client with
+    coalescing on and one with it off, alternated call by call so both see the same load."""
+    on = Client(sv.grpc, options=[("grpc.use_local_subchannel_pool", 1)])
+    off = Client(sv.grpc, options=[("grpc.use_local_subchannel_pool", 1)], coalesce_submits=False)
+    lat: tuple[list[float], list[float]] = ([], [])
+    try:
+        await asyncio.gather(on.snapshot(), off.snapshot())
+        for i in range(2 * n):
+            c = (on, off)[i % 2]
+            t0 = time.monotonic_ns()
+            await c.submit(pool=POOL)
+            lat[i % 2].append((time.monotonic_ns() - t0) / 1e6)
+            await asyncio.sleep(0.001)
+    finally:
+        await on.close()
+        await off.close()
+    return lat
+
+
 async def grpc_floor(sv: Server, n: int) -> list[float]:
     """Round trip of a trivial unary call (ListWorkers, no workers): the transport floor."""
     assert sv.client is not None
@@ -745,6 +806,11 @@ async def bench_latency(sz: dict[str, int], opts: argparse.Namespace, celery: Ce
     try:
         lat = await cronoq_latency(sv, n, interval)
         floor = await grpc_floor(sv, min(n, 500))
+        ws = await start_workers(sv, 1, 4)
+        try:
+            lone_on, lone_off = await lone_submits(sv, min(n, 500))
+        finally:
+            await stop_workers(ws)
     finally:
         await stop_server(sv)
     extra = {
@@ -758,11 +824,21 @@ async def bench_latency(sz: dict[str, int], opts: argparse.Namespace, celery: Ce
         "celery_measured": len(base),
         "celery_max_ms": max(base) if base else None,
     }
+    lone = {
+        "n": len(lone_on),
+        "coalescing_off_p50_ms": percentile(lone_off, 50),
+        "coalescing_off_p99_ms": percentile(lone_off, 99),
+        "coalescing_on_p99_ms": percentile(lone_on, 99),
+        "store": "sqlite",
+    }
     return [
         Result("latency", "dispatch latency p50 (submit → handler start)", percentile(lat, 50), "ms",
                percentile(base, 50), bname, False, None, extra=extra),
         Result("latency", "dispatch latency p99 (submit → handler start)", percentile(lat, 99), "ms",
                percentile(base, 99), bname, False, T_LAT_P99, extra=extra),
+        Result("latency", "lone submit() round trip p50, coalescing on − off", percentile(lone_on, 50)
+               - percentile(lone_off, 50), "ms", 0.0, "the same run with Client(coalesce_submits=False)",
+               False, T_LONE_GROWTH_MS, extra=lone),
     ]  # fmt: skip
 
 
