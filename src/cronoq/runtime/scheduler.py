@@ -72,6 +72,7 @@ from cronoq.runtime.context import TaskContext
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.gcpause import gc_paused
 from cronoq.runtime.handles import TaskHandle
+from cronoq.runtime.operations import Operations
 from cronoq.runtime.pool import Pool
 from cronoq.runtime.scalers import SlotScaler
 from cronoq.runtime.task import (
@@ -116,7 +117,7 @@ def _error_message(exc: BaseException) -> str:
 _SPECIAL_FIELDS = frozenset(("key", "deadline_in", "deadline_at", "start_in", "start_at", "after", "deps"))
 
 
-class Scheduler:
+class Scheduler(Operations):
     """An elastic, priority-aware asyncio task scheduler: pools of worker slots around the engine.
 
     ```python
