@@ -12,8 +12,8 @@ Bulk actions (:meth:`Operations.cancel_where`, :meth:`Operations.replay_where`) 
 of :data:`~cronoq.engine.bulk.PAGE` tasks and sleep between pages for four times as long as
 the page took (:data:`BULK_SHARE`): other submissions and reports interleave, the loop is never
 held for more than a page, and a concurrent load keeps at least 80 % of its rate (a bulk
-action alone takes five times its scheduler time in wall time; bench/bulk.py measures both).  A ``request_key``
-makes a bulk call idempotent: the result of the first call with that key (per action and
+action alone takes five times its scheduler time in wall time; bench/bulk.py measures both).
+A ``request_key`` makes a bulk call idempotent: the result of the first call with that key (per action and
 tenant) is remembered among the last :data:`REQUEST_KEYS` keys and returned again; a
 concurrent call with the same key waits for the first one.  A replay with a durable store
 reads the original payload back from the store (``store.load_payload``), since the engine
