@@ -31,13 +31,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.append(str(_HERE))  # (as a script it is sys.path[0] already)
 
 from _common import Result, describe, machine_info, run_async, source_info, table, write_json  # noqa: E402
 
 from cronoq import Pool, Scheduler  # noqa: E402
 
-_HERE = Path(__file__).resolve().parent
 DEFAULT_JSON = _HERE / "results" / "bulk.json"
 SIZES = {"full": {"n": 100_000, "repeat": 3}, "quick": {"n": 5_000, "repeat": 1}}
 
@@ -48,7 +49,10 @@ async def _noop(ctx: Any, payload: Any) -> None:
 
 def _sched() -> Scheduler:
     return Scheduler(
-        [Pool("queued", _noop, min=4, max=4, autoscale=False), Pool("live", _noop, min=64, max=64, autoscale=False)]
+        [
+            Pool("queued", _noop, min=4, max=4, autoscale=False),
+            Pool("live", _noop, min=64, max=64, autoscale=False),
+        ]
     )
 
 
