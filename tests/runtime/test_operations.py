@@ -167,3 +167,19 @@ async def test_durable_pause_and_replay_survive_a_restart(tmp_path: Path) -> Non
         again = await s.replay(h.id)  # the original is still retained, by id
         with pytest.raises(TaskFailed, match="upstream down"):
             await wait(again)
+
+
+async def test_replay_of_a_payload_no_longer_held_is_refused() -> None:
+    """Without a durable store and with ended tasks' payloads not kept (a server's choice, see
+    ``Scheduler._keep_payloads``), a replay has nothing to resubmit: payload_unavailable."""
+    s = Scheduler([pool("default", failing, max=1)])
+    s._keep_payloads = False
+    async with s:
+        h = await s.submit({"fail": True})
+        with pytest.raises(TaskFailed):
+            await wait(h)
+        with pytest.raises(ReplayError) as ei:
+            await s.replay(h.id)
+        assert ei.value.code == "payload_unavailable" and "no longer retained" in str(ei.value)
+        res = await s.replay_where(statuses="failed")
+        assert res == BulkResult(1, 0)  # matched, not acted on: never a silent half-done count

@@ -188,9 +188,7 @@ class Core:
         self.running = 0
         self.paused = False  # while True, tick fires timers but dispatches nothing (shutdown)
         self.persist = config.persist  # emit Persist(mutation) actions for a durable store
-        # ended tasks keep their payloads for replays (engine/replay.py) unless a durable store
-        # holds them (the shell then reads a replayed payload back from the store)
-        self.keep_payloads = not config.persist
+        self.keep_payloads = config.keep_payloads  # ended tasks keep payloads (engine/replay.py)
         self.scorer = Scorer(config.priority, config.urgency)
         # a pool that starts off its floor is evaluated from the start
         # (docs/reference/behaviour.md#autoscaling: every interval): above min it scales down with no work at

@@ -181,6 +181,9 @@ class Scheduler(Operations):
         # limits.key_retention_*
         self._key_retention = 3600.0
         self._key_retention_max = 1_000_000
+        # whether ended tasks keep their payloads in memory, for replays (None: unless the store
+        # is durable, which holds them; docs/how-to/operations.md#replay)
+        self._keep_payloads: bool | None = None
         #: server mode: a full pool answers SubmitError('full') instead of waiting for space
         self._nowait = False
         self._shutdown_grace = check_seconds("shutdown_grace", shutdown_grace)
@@ -266,6 +269,7 @@ class Scheduler(Operations):
             persist=store is not None,
             retention=self._key_retention,
             retention_max=self._key_retention_max,
+            keep_payloads=self._keep_payloads,
         )
         self._fenced = None
         if store is None:
