@@ -3,6 +3,8 @@ in the engine under virtual time."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -151,14 +153,22 @@ def test_pause_is_persisted_and_recovered():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from(["submit", "pause", "resume", "tick", "done", "later"]), max_size=60))
+@given(
+    st.lists(
+        st.sampled_from(["submit", "fixed", "fixed_skip", "pause", "resume", "tick", "done", "later"]),
+        max_size=60,
+    )
+)
 def test_nothing_is_dispatched_from_a_paused_pool(ops):
-    from tests.engine.conftest import Driver, pool
+    from tests.engine.conftest import Driver
 
-    d = Driver([pool(cap=2, lease_ttl=3.0)])
+    d = Driver([PoolConfig("default", min=2, max=4, initial=2, autoscale=False, lease_ttl=3.0)])
     for op in ops:
         if op == "submit":
             d.submit()
+        elif op in ("fixed", "fixed_skip"):
+            with contextlib.suppress(SubmitError):  # (a reservation conflict)
+                fixed(d, d.now / 1e9 + 1.5, on_miss=SKIP if op == "fixed_skip" else RUN_LATE)
         elif op == "pause":
             pause(d)
         elif op == "resume":
@@ -170,6 +180,15 @@ def test_nothing_is_dispatched_from_a_paused_pool(ops):
         was_paused = d.core.pools[0].paused
         dispatched = d.tick()
         assert not (was_paused and dispatched)
+    pause(d, False)  # resumed, everything ends (liveness)
+    for _ in range(200):
+        if not d.core.live:
+            break
+        for lease in list(d.core.leases):
+            d.complete_lease(lease)
+        d.advance(1.0)
+        d.tick()
+    assert d.core.live == 0
 
 
 # ---------------------------------------------------------------------------- schedules
