@@ -15,6 +15,7 @@ from cronoq.errors import (
     EventsLagged,
     Fenced,
     Permanent,
+    ReplayError,
     Retryable,
     SchedulerError,
     SubmitError,
@@ -24,6 +25,7 @@ from cronoq.runtime.blocking import BlockingEventStream, BlockingHandle, Blockin
 from cronoq.runtime.context import TaskContext
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.handles import TaskHandle
+from cronoq.runtime.operations import BulkResult
 from cronoq.runtime.pool import Pool
 from cronoq.runtime.scalers import ExternalScaler, Scaler, SlotScaler
 from cronoq.runtime.scheduler import Scheduler
@@ -41,6 +43,7 @@ __all__ = [
     "BlockingEventStream",
     "BlockingHandle",
     "BlockingScheduler",
+    "BulkResult",
     "CronoqError",
     "Dep",
     "EventStream",
@@ -56,6 +59,7 @@ __all__ = [
     "Scaler",
     "SlotScaler",
     "ExternalScaler",
+    "ReplayError",
     "Retryable",
     "RetryPolicy",
     "Scheduler",

@@ -21,6 +21,8 @@ __all__ = [
     "NotStartedError",
     "Fenced",
     "TaskFailed",
+    "ReplayError",
+    "REPLAY_ERROR_CODES",
     "EventsLagged",
     "Retryable",
     "Permanent",
@@ -131,6 +133,25 @@ class TaskFailed(CronoqError):
 
     def __repr__(self) -> str:
         return f"TaskFailed({self.status!r}, {self.message!r}, {self.task_id!r})"
+
+
+#: Every code a :class:`ReplayError` may carry (docs/how-to/operations.md#replay).
+REPLAY_ERROR_CODES = frozenset({"unknown_task", "not_finished", "succeeded", "payload_unavailable"})
+
+
+class ReplayError(CronoqError):
+    """A replay was refused; ``code`` is one of :data:`REPLAY_ERROR_CODES`: ``unknown_task``
+    (unknown, no longer retained, or another tenant's), ``not_finished``, ``succeeded`` (pass
+    ``force=True`` to replay it anyway) or ``payload_unavailable`` (its payload is no longer
+    held, e.g. a task finished before a restart)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.code, self.message))
 
 
 class EventsLagged(CronoqError):

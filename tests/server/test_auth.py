@@ -210,7 +210,19 @@ def test_errors_are_cronoq_errors_and_pickle() -> None:
 # ---------------------------------------------------------------------------------------------
 # roles × actions
 
-TASKS = {"submit", "submit_batch", "cancel", "get", "list_tasks", "wait", "watch"}
+TASKS = {
+    "submit",
+    "submit_batch",
+    "cancel",
+    "get",
+    "list_tasks",
+    "wait",
+    "watch",
+    # docs/how-to/operations.md: replays and bulk actions are task actions
+    "replay",
+    "replay_where",
+    "cancel_where",
+}
 EXPECTED: dict[Role, set[str]] = {
     Role.CLIENT: TASKS,
     Role.WORKER: {"work"},
@@ -228,6 +240,11 @@ def test_action_enumeration() -> None:
         "metrics",
         "add_recurring",
         "remove_recurring",
+        "pause_pool",
+        "resume_pool",
+        "pause_recurring",
+        "resume_recurring",
+        "trigger_recurring",
     }
     assert {r.value for r in Role} == {"client", "worker", "metrics", "admin"}
     assert {r: {a.value for a in acts} for r, acts in ROLE_ACTIONS.items()} == EXPECTED

@@ -20,6 +20,7 @@ import sys
 import time
 
 from .featsim import FeatureSimulator
+from .opsim import OpsSimulator
 from .remotesim import RemoteSimulator
 from .simulator import SimFailure, SimStats, Simulator
 
@@ -32,6 +33,8 @@ def _run(seed: int, steps: int, verbose: bool, only: str | None = None) -> list[
         out.append(FeatureSimulator(seed, steps, verbose=verbose).run())
     if only in (None, "remote"):
         out.append(RemoteSimulator(seed, steps, verbose=verbose).run())
+    if only in (None, "ops"):
+        out.append(OpsSimulator(seed, steps).run())
     return out
 
 
@@ -54,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=10.0, help="soak duration (default 10)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every engine call")
     ap.add_argument(
-        "--only", choices=("base", "features", "remote"), default=None, help="run one simulator only"
+        "--only", choices=("base", "features", "remote", "ops"), default=None, help="run one simulator only"
     )
     args = ap.parse_args(argv)
 

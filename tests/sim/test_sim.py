@@ -18,6 +18,7 @@ from cronoq.server import workers as workers_mod
 from .__main__ import main
 from .cronmodel import OTHER_ZONES, TRANSITIONS, random_cron
 from .featsim import FeatureSimulator
+from .opsim import OpsSimulator
 from .remotesim import RemoteSimulator
 from .simulator import SimFailure, Simulator
 
@@ -38,6 +39,9 @@ REMOTE_SEEDS = range(32)
 REMOTE_STEPS = 2000
 REMOTE_LONG_SEEDS = (3002,)  # crashes, cron
 REMOTE_LONG_STEPS = 10_000
+#: the operations simulator (pause/resume, replays, bulk actions, crashes)
+OPS_SEEDS = range(24)
+OPS_STEPS = 1500
 
 
 @pytest.mark.parametrize("seed", CI_SEEDS)
@@ -238,3 +242,37 @@ def test_a_broken_engine_is_caught_with_seed_and_replay(monkeypatch: pytest.Monk
 
 def test_cli_runs_seeds() -> None:
     assert main(["--seed", "5", "--seeds", "3", "--steps", "300"]) == 0
+
+
+@pytest.mark.parametrize("seed", OPS_SEEDS)
+def test_ops_seed(seed: int) -> None:
+    st = OpsSimulator(seed, OPS_STEPS).run()
+    assert st.shadow["replays"] > 0 and st.shadow["pauses"] > 0 and st.shadow["dispatches"] > 0
+
+
+def test_ops_simulator_catches_dispatch_from_a_paused_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mutation check: an engine whose fill pass ignores the paused flag must fail."""
+    orig = core_mod.Core.tick
+
+    def broken(self: core_mod.Core, now: int) -> None:
+        saved = [p.paused for p in self.pools]
+        for p in self.pools:
+            p.paused = False
+        orig(self, now)
+        for p, was in zip(self.pools, saved):
+            p.paused = was
+
+    monkeypatch.setattr(core_mod.Core, "tick", broken)
+    with pytest.raises(SimFailure) as info:
+        OpsSimulator(0, OPS_STEPS).run()
+    assert "invariant paused" in str(info.value)
+
+
+def test_ops_simulator_catches_a_reused_replay_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mutation check: a replay answering the original's id must fail."""
+    from cronoq.engine import replay as replay_mod
+
+    monkeypatch.setattr(replay_mod, "replay", lambda core, now, t, payload, blob: t.id)
+    with pytest.raises(SimFailure) as info:
+        OpsSimulator(0, OPS_STEPS).run()
+    assert "invariant replay_id" in str(info.value)

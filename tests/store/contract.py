@@ -445,3 +445,54 @@ async def check_close_releases(make: Make) -> None:
         await asyncio.wait_for(b.acquire(wait=False), SAFETY)  # free at once after close
     finally:
         await b.close()
+
+
+# ---------------------------------------------------------------------------------- operations
+
+
+async def check_pause_and_replay_survive_restart(make: Make) -> None:
+    """docs/how-to/operations.md: paused pools/schedules and replay links come back on recovery,
+    and a replay's payload can be read back (``load_payload``)."""
+    from cronoq.engine import control, replay
+
+    s, ep = await leader(make)
+    tb = now_ns()
+    core = Core(_cfg(tb), epoch=ep)
+    o = TaskOptions()
+    a, _ = core.submit(0, o, {"p": 1}, key="k", blob=codec.encode({"p": 1}))
+    core.cancel(0, a)
+    spec = RecurringSpec(
+        "nightly", CronSchedule("0 3 * * *"), 0, TaskOptions(), "R", None, None, codec.encode("R")
+    )
+    core.add_recurring(0, spec)
+    control.set_pool_paused(core, 0, "default", True)
+    control.set_recurring_paused(core, "nightly", True)
+    _, muts = _persisted(core)
+    await s.commit(muts, ep, codec)
+    blob = await s.load_payload(a)
+    assert blob is not None and codec.decode(blob) == {"p": 1}
+    assert await s.load_payload(123456789) is None
+    r = replay.replay(core, 0, core.tasks[a], codec.decode(blob), blob)
+    _, muts = _persisted(core)
+    await s.commit(muts, ep, codec)
+    await s.close()
+
+    s2, ep2 = await leader(make)
+    try:
+        rec = await s2.load(codec)
+        assert sorted(rec.paused) == [("pool", "default"), ("recurring", "nightly")]
+        core2 = Core(_cfg(tb), now=NS, epoch=ep2)
+        core2.recover(NS, rec)
+        assert core2.pools[0].paused and "nightly" in core2.recurring.paused
+        assert replay.replayed_by(core2.tasks[a]) == r and replay.replay_of(core2.tasks[r]) == a
+        assert core2.keys.find("k") == r
+        core2.tick(NS)
+        assert core2.tasks[r].status_name == "ready"  # paused: nothing dispatched
+        # resuming is durable too
+        control.set_pool_paused(core2, NS, "default", False)
+        control.set_recurring_paused(core2, "nightly", False)
+        _, muts = _persisted(core2)
+        await s2.commit(muts, ep2, codec)
+        assert (await s2.load(codec)).paused == []
+    finally:
+        await s2.close()

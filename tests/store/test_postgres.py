@@ -197,3 +197,16 @@ async def test_unreachable_server_is_a_clear_error() -> None:
 def test_schema_name_is_validated() -> None:
     with pytest.raises(ValueError, match="identifier"):
         PostgresStore(DSN, schema='x"; DROP TABLE y; --')
+
+
+async def test_pause_and_replay_survive_restart(make: Any) -> None:
+    await contract.check_pause_and_replay_survive_restart(make)
+
+
+async def test_paused_table_is_added_to_an_existing_schema(make: Any, schema: str) -> None:
+    """A schema written before the table existed gets it on open (additive migration)."""
+    s = make()
+    await s.open()
+    await s.close()
+    await sql(f'DROP TABLE "{schema}".cronoq_paused')
+    await contract.check_pause_and_replay_survive_restart(make)

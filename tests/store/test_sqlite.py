@@ -226,3 +226,19 @@ async def test_a_lost_output_is_an_error_to_await_not_none(tmp_path: pathlib.Pat
         h2, h3 = await s.handle(kept.id), await s.handle(none.id)
         assert h2 is not None and h3 is not None
         assert await h2 == "x" and await h3 is None, "a real None output stays None"
+
+
+async def test_pause_and_replay_survive_restart(make: Any) -> None:
+    await contract.check_pause_and_replay_survive_restart(make)
+
+
+async def test_paused_table_is_added_to_an_existing_database(make: Any, db: pathlib.Path) -> None:
+    """A database written before the table existed gets it on open (additive migration)."""
+    s = make()
+    await s.open()
+    await s.close()
+    conn = sqlite3.connect(db)
+    conn.execute("DROP TABLE cronoq_paused")
+    conn.commit()
+    conn.close()
+    await contract.check_pause_and_replay_survive_restart(make)

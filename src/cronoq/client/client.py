@@ -43,6 +43,7 @@ from cronoq.client.encoding import (
 )
 from cronoq.client.errors import ClientError, WaitTimeout, from_rpc_error
 from cronoq.client.types import (
+    BulkResult,
     Event,
     RecurringInfo,
     Result,
@@ -382,6 +383,107 @@ class Client:
         timeout = seconds_or_none("call_timeout", call_timeout)
         response = await self._call("admin", "ListRecurring", pb.Empty(), timeout=timeout)
         return [RecurringInfo.from_wire(r) for r in response.schedules]
+
+    # -- operations (docs/how-to/operations.md) -----------------------------------------------
+
+    async def _admin_changed(self, method: str, request: Any, call_timeout: float | None) -> bool:
+        timeout = seconds_or_none("call_timeout", call_timeout)
+        response = await self._call("admin", method, request, timeout=timeout)
+        return bool(response.changed)
+
+    async def pause(self, pool: str, *, call_timeout: float | None = None) -> bool:
+        """Pause ``pool`` (admin): it dispatches nothing new until resumed; True if changed."""
+        return await self._admin_changed("PausePool", pb.PoolRequest(pool=_name("pool", pool)), call_timeout)
+
+    async def resume(self, pool: str, *, call_timeout: float | None = None) -> bool:
+        """Resume a paused ``pool`` (admin); True if changed."""
+        return await self._admin_changed("ResumePool", pb.PoolRequest(pool=_name("pool", pool)), call_timeout)
+
+    async def pause_recurring(self, name: str, *, call_timeout: float | None = None) -> bool:
+        """Pause a recurring schedule (admin): occurrences due meanwhile are skipped."""
+        request = pb.RecurringNameRequest(name=_name("name", name))
+        return await self._admin_changed("PauseRecurring", request, call_timeout)
+
+    async def resume_recurring(self, name: str, *, call_timeout: float | None = None) -> bool:
+        """Resume a paused recurring schedule (admin)."""
+        request = pb.RecurringNameRequest(name=_name("name", name))
+        return await self._admin_changed("ResumeRecurring", request, call_timeout)
+
+    async def trigger_recurring(self, name: str, *, call_timeout: float | None = None) -> Submitted:
+        """ "Run now": one occurrence of schedule ``name`` at once (admin)."""
+        timeout = seconds_or_none("call_timeout", call_timeout)
+        request = pb.RecurringNameRequest(name=_name("name", name))
+        return Submitted.from_wire(await self._call("admin", "TriggerRecurring", request, timeout=timeout))
+
+    async def replay(
+        self, ref: object, *, force: bool = False, call_timeout: float | None = None
+    ) -> Submitted:
+        """Replay a finished task that did not succeed (``force``: also a succeeded one) as a new
+        task; ``ClientError('not_found')`` / ``('failed_precondition')`` when refused."""
+        timeout = seconds_or_none("call_timeout", call_timeout)
+        request = pb.ReplayRequest(task=task_ref(ref), force=bool(force))
+        return Submitted.from_wire(await self._call("tasks", "Replay", request, timeout=timeout))
+
+    async def replay_where(
+        self, *, force: bool = False, request_key: str = "", call_timeout: float | None = None, **filter: Any
+    ) -> BulkResult:
+        """Replay every finished, not succeeded task matching ``filter`` (keywords as
+        ``Scheduler.replay_where``: pools, statuses, kinds, tags, tenant, created_after,
+        created_before, finished_after, finished_before, limit)."""
+        return await self._bulk("ReplayWhere", filter, request_key, force, call_timeout)
+
+    async def cancel_where(
+        self, *, request_key: str = "", call_timeout: float | None = None, **filter: Any
+    ) -> BulkResult:
+        """Cancel every not finished task matching ``filter`` (as :meth:`replay_where`)."""
+        return await self._bulk("CancelWhere", filter, request_key, False, call_timeout)
+
+    async def _bulk(
+        self, method: str, filter: dict[str, Any], request_key: str, force: bool, call_timeout: float | None
+    ) -> BulkResult:
+        timeout = seconds_or_none("call_timeout", call_timeout)
+        request = pb.BulkRequest(filter=task_filter(filter), request_key=request_key or "", force=bool(force))
+        response = await self._call("tasks", method, request, timeout=timeout)
+        return BulkResult(int(response.matched), int(response.acted))
+
+
+def _name(what: str, v: object) -> str:
+    if not isinstance(v, str) or not v:
+        raise ValueError(f"{what} must be a non-empty string (got {v!r})")
+    return v
+
+
+def task_filter(kw: dict[str, Any]) -> pb.TaskFilter:
+    """Bulk filter keywords as a ``TaskFilter`` message (times: aware datetimes or Unix s)."""
+    import datetime as _dt
+
+    f = pb.TaskFilter()
+    for k, v in kw.items():
+        if v is None:
+            continue
+        if k in ("pools", "kinds"):
+            getattr(f, k).extend([v] if isinstance(v, str) else list(v))
+        elif k == "statuses":
+            f.statuses.extend(status_to_wire(s) for s in ([v] if isinstance(v, str) else v))  # type: ignore[misc]
+        elif k == "tags":
+            f.tags.update(dict(v))
+        elif k == "tenant":
+            f.tenant = v
+        elif k in ("created_after", "created_before", "finished_after", "finished_before"):
+            if isinstance(v, _dt.datetime):
+                if v.tzinfo is None:
+                    raise ValueError(f"{k} must be an aware datetime")
+                v = v.timestamp()
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise ValueError(f"{k} must be an aware datetime or Unix seconds (got {v!r})")
+            setattr(f, f"{k}_unix_ns", round(v * 1e9))
+        elif k == "limit":
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"limit must be an int >= 1 (got {v!r})")
+            f.limit = v
+        else:
+            raise ValueError(f"unknown filter keyword '{k}'")
+    return f
 
 
 class Watch:

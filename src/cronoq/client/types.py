@@ -26,8 +26,10 @@ from cronoq.client.encoding import (
 )
 from cronoq.errors import TaskFailed
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.runtime.operations import BulkResult
 
 __all__ = [
+    "BulkResult",
     "Event",
     "PoolSnapshot",
     "RecurringInfo",
@@ -184,6 +186,9 @@ class TaskInfo:
     output_available: bool
     tenant: str | None
     priority: str
+    #: the task this one replays, and the latest replay of this one (docs/how-to/operations.md)
+    replay_of: int | None = None
+    replayed_by: int | None = None
 
     @classmethod
     def from_wire(cls, msg: pb.TaskInfo) -> TaskInfo:
@@ -202,6 +207,8 @@ class TaskInfo:
             output_available=msg.output_available,
             tenant=msg.tenant or None,
             priority=priority_from_wire(msg.priority),
+            replay_of=msg.replay_of if msg.HasField("replay_of") else None,
+            replayed_by=msg.replayed_by if msg.HasField("replayed_by") else None,
         )
         _keep_wire(info, msg)
         return info
@@ -324,6 +331,7 @@ class PoolSnapshot:
     cost: float
     workers_connected: int
     groups: list[WorkerGroup]
+    paused: bool = False  # dispatches nothing new (docs/how-to/operations.md)
 
     @classmethod
     def from_wire(cls, msg: pb.PoolSnapshot) -> PoolSnapshot:
@@ -348,6 +356,7 @@ class PoolSnapshot:
             cost=msg.cost,
             workers_connected=msg.workers_connected,
             groups=[WorkerGroup.from_wire(g) for g in msg.groups],
+            paused=msg.paused,
         )
 
     @property
@@ -446,6 +455,8 @@ class RecurringInfo:
     overlap: str
     next_at: float | None
     last_task_id: int | None
+    paused: bool = False
+    skipped_paused: int = 0  # occurrences skipped while paused
 
     @classmethod
     def from_wire(cls, msg: pb.RecurringInfo) -> RecurringInfo:
@@ -458,4 +469,6 @@ class RecurringInfo:
             overlap=overlap_from_wire(msg.overlap),
             next_at=_opt_s(msg, "next_unix_ns"),
             last_task_id=msg.last_task_id if msg.HasField("last_task_id") else None,
+            paused=msg.paused,
+            skipped_paused=msg.skipped_paused,
         )

@@ -258,6 +258,7 @@ class CoreConfig:
         "resources",
         "emit_transitions",
         "ewma_alpha",
+        "keep_payloads",
         "max_hold",
         "persist",
         "pools",
@@ -284,6 +285,7 @@ class CoreConfig:
         urgency: UrgencyConfig | None = None,
         window: float = 60.0,
         resources: Sequence[Any] = (),
+        keep_payloads: bool | None = None,
     ) -> None:
         if not pools:
             raise ValueError("at least one pool is required")
@@ -302,6 +304,9 @@ class CoreConfig:
         #: Unix ns at engine time zero, used only to stamp events and records.
         self.time_base = time_base
         self.persist = persist
+        #: ended tasks keep their payloads, for replays (docs/how-to/operations.md#replay);
+        #: None: unless ``persist`` (a durable store holds them, the shell reads them back)
+        self.keep_payloads = (not persist) if keep_payloads is None else bool(keep_payloads)
         self.priority = priority or PriorityConfig()
         self.urgency = urgency or UrgencyConfig()
         self.window = to_ns(check_seconds("window", window))

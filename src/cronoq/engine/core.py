@@ -52,6 +52,7 @@ from cronoq.engine.admission import (
     resolve_pool,
 )
 from cronoq.engine.config import CoreConfig
+from cronoq.engine.control import skip_if_paused
 from cronoq.engine.keys import ScopedKey, scoped_key
 from cronoq.engine.model import (
     BLOCKED,
@@ -187,6 +188,7 @@ class Core:
         self.running = 0
         self.paused = False  # while True, tick fires timers but dispatches nothing (shutdown)
         self.persist = config.persist  # emit Persist(mutation) actions for a durable store
+        self.keep_payloads = config.keep_payloads  # ended tasks keep payloads (engine/replay.py)
         self.scorer = Scorer(config.priority, config.urgency)
         # a pool that starts off its floor is evaluated from the start
         # (docs/reference/behaviour.md#autoscaling: every interval): above min it scales down with no work at
@@ -564,7 +566,8 @@ class Core:
         t.output = output
         t.finished_at = now
         self._move(t, ev, now, message)
-        t.payload = None
+        if not self.keep_payloads:
+            t.payload = None
         self.live -= 1
         if t.fixed is not None:
             self.pools[t.opts.pool_index].release_fixed(t)
@@ -665,8 +668,10 @@ class Core:
                     self._fire(kind, t, token, now)
             if not self.paused:
                 for pool in self.pools:
-                    if pool.busy < pool.capacity and (
-                        pool.due or (pool.queued and pool.busy + pool.held < pool.capacity)
+                    if (
+                        not pool.paused
+                        and pool.busy < pool.capacity
+                        and (pool.due or (pool.queued and pool.busy + pool.held < pool.capacity))
                     ):
                         self._fill(pool, now)
             if recur is None:
@@ -853,6 +858,8 @@ class Core:
             self.counters["lease_expiries"] += 1
             self._lose(t, now, MSG_LEASE_LOST)
         elif kind == T_START:
+            if t.fixed.recurring is not None and self.recurring.paused and skip_if_paused(self, t, now):
+                return
             prev = t.fixed.prev
             if prev is not None and prev.status < FIRST_TERMINAL:  # recurring overlap=skip
                 self.counters["skipped"] += 1
@@ -953,7 +960,8 @@ class Core:
         t.message = None
         t.output = output
         t.finished_at = now
-        t.payload = None
+        if not self.keep_payloads:
+            t.payload = None
         self.live -= 1
         if self.publish:
             self._event(t, now, None)
@@ -1099,6 +1107,8 @@ class Core:
         desired = pool.evaluate_scale(now, self._expected)
         if desired is None:
             return
+        if pool.paused and desired > pool.groups[0].capacity:  # nothing to dispatch to new workers
+            desired = pool.desired = pool.groups[0].capacity
         if desired != pool.groups[0].capacity:
             self.actions.append(Scale(pool.name, desired))
         if not pool.scale_idle():

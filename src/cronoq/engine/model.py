@@ -460,6 +460,7 @@ class TaskState:
         "output",
         "payload",
         "ready_at",
+        "replayed_by",  # (set only on a replayed task: read it with getattr, engine/replay.py)
         "seq",
         "started_at",
         "status",

@@ -7,7 +7,9 @@ action carrying one of these records for every durable change:
 * :class:`Submitted` — a new task, with everything needed to rebuild it (:class:`TaskRecord`);
 * :class:`StatusChange` — the task moved to ``running`` (attempt started), ``retrying`` or a
   terminal status (with message and, on success, the output object);
-* :class:`RecurringUpsert` / :class:`RecurringRemove` / :class:`RecurringNext` — schedules.
+* :class:`RecurringUpsert` / :class:`RecurringRemove` / :class:`RecurringNext` — schedules;
+* :class:`PauseChange` — a pool or a recurring schedule was paused or resumed
+  (docs/how-to/operations.md): stores keep the set of paused names, recovery restores it.
 
 ``blocked``/``ready``/``scheduled`` are not persisted: recovery derives them from the
 dependency edges and start times.  Times in records are Unix nanoseconds, so a record means
@@ -281,7 +283,19 @@ class RecurringNext(_Record):
         self.last = last
 
 
-Mutation = Submitted | StatusChange | RecurringUpsert | RecurringRemove | RecurringNext
+class PauseChange(_Record):
+    """Pool or recurring schedule ``name`` (``kind`` ``"pool"`` / ``"recurring"``) is now
+    ``paused`` (True) or running again (False)."""
+
+    __slots__ = ("kind", "name", "paused")
+
+    def __init__(self, kind: str, name: str, paused: bool) -> None:
+        self.kind = kind
+        self.name = name
+        self.paused = paused
+
+
+Mutation = Submitted | StatusChange | RecurringUpsert | RecurringRemove | RecurringNext | PauseChange
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,6 +349,7 @@ class RecoveredTerminal(_Record):
         "has_output",
         "priority",
         "tenant",
+        "replay_of",
     )
 
     def __init__(
@@ -354,7 +369,9 @@ class RecoveredTerminal(_Record):
         has_output: bool = False,
         priority: int = 2,
         tenant: str | None = None,
+        replay_of: int | None = None,
     ) -> None:
+        self.replay_of = replay_of  # the task it replays (its ``cronoq.replay_of`` tag), if any
         self.id = id
         self.seq = seq
         self.pool = pool
@@ -384,7 +401,7 @@ class RecoveredSchedule(_Record):
 class Recovered(_Record):
     """Engine state restored from durable storage, passed to ``Core.recover``."""
 
-    __slots__ = ("tasks", "terminal", "schedules", "quarantined", "quarantined_rows")
+    __slots__ = ("tasks", "terminal", "schedules", "quarantined", "quarantined_rows", "paused")
 
     def __init__(
         self,
@@ -393,6 +410,7 @@ class Recovered(_Record):
         schedules: list[RecoveredSchedule] | None = None,
         quarantined: list[tuple[int, str]] | None = None,
         quarantined_rows: dict[int, RecoveredTerminal] | None = None,
+        paused: list[tuple[str, str]] | None = None,
     ) -> None:
         self.tasks = tasks or []
         self.terminal = terminal or []
@@ -401,3 +419,5 @@ class Recovered(_Record):
         # what the store could still read of a quarantined row (id, key, pool, times): the
         # engine keeps it as a retained failed task, so lookups answer and its key stays taken
         self.quarantined_rows = quarantined_rows or {}
+        # (kind, name) of the paused pools ("pool") and recurring schedules ("recurring")
+        self.paused = paused or []

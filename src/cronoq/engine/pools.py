@@ -89,6 +89,7 @@ class PoolState:
         "retrying_by_class",
         "run_ewma",
         "group_order",
+        "paused",
     )
 
     def __init__(self, index: int, cfg: PoolConfig, now: int, window_ns: int) -> None:
@@ -124,6 +125,7 @@ class PoolState:
         self.window = PoolWindow(window_ns)
         self.capacity_integral = CapacityIntegral(now, self.capacity)
         self.waiting_space = False
+        self.paused = False  # dispatches nothing new while True (docs/how-to/operations.md)
 
     # ---------------------------------------------------------------- fixed-start tasks
 

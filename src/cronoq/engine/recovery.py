@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from cronoq.engine.actions import Persist
 from cronoq.engine.admission import await_key
+from cronoq.engine.control import restore_paused
 from cronoq.engine.deps import link
 from cronoq.engine.keys import scoped_key
 from cronoq.engine.model import (
@@ -51,6 +52,7 @@ from cronoq.engine.model import (
 )
 from cronoq.engine.mutations import Recovered, RecoveredTask, RecoveredTerminal, StatusChange
 from cronoq.engine.recurring import OVERLAP_SKIP
+from cronoq.engine.replay import REPLAY_TAG, link_replays
 from cronoq.engine.reservations import FixedStart
 from cronoq.errors import SubmitError
 
@@ -87,6 +89,8 @@ class Recovery:
         last_occ = self.release_all(live, rec)
         for rs in rec.schedules:
             core.recurring.recover(rs, self.now, last_occ.get(rs.spec.name))
+        restore_paused(core, rec.paused)
+        link_replays(core, rec)
         for pool in core.pools:
             if pool.scaler is not None:
                 pool.scaler.arrivals = 0
@@ -200,7 +204,10 @@ class Recovery:
         """A terminal task read back from the store: retained for lookups, dedup and outputs."""
         core, tb = self.core, self.tb
         pidx = core.pool_index.get(r0.pool, core.default_pool)
-        opts = TaskOptions(pool=core.pools[pidx].name, kind=r0.kind, priority=r0.priority, tenant=r0.tenant)
+        tags = None if r0.replay_of is None else {REPLAY_TAG: str(r0.replay_of)}
+        opts = TaskOptions(
+            pool=core.pools[pidx].name, kind=r0.kind, priority=r0.priority, tenant=r0.tenant, tags=tags
+        )
         opts.pool_index = pidx
         opts.stats_key = (pidx, r0.kind)
         opts.resolver = core

@@ -35,6 +35,7 @@ from cronoq.engine.actions import Persist
 from cronoq.engine.admission import BatchItem
 from cronoq.engine.model import FIRST_TERMINAL, ON_COMPLETE, ON_SUCCESS, TaskOptions, TaskState
 from cronoq.engine.mutations import (
+    PauseChange,
     RecoveredSchedule,
     RecurringNext,
     RecurringRecord,
@@ -328,7 +329,19 @@ class RecurringInfo:
     materialized ahead (or of one dropped for a reservation conflict: the following one is tried
     then); ``last_task_id`` the latest occurrence (0: none yet)."""
 
-    __slots__ = ("cron", "key", "kind", "last_task_id", "name", "next_unix_ns", "overlap", "pool", "tz")
+    __slots__ = (
+        "cron",
+        "key",
+        "kind",
+        "last_task_id",
+        "name",
+        "next_unix_ns",
+        "overlap",
+        "paused",
+        "pool",
+        "skipped_paused",
+        "tz",
+    )
 
     def __init__(
         self,
@@ -341,7 +354,11 @@ class RecurringInfo:
         pool: str,
         key: str | None,
         kind: str = "default",
+        paused: bool = False,
+        skipped_paused: int = 0,
     ) -> None:
+        self.paused = paused  # occurrences coming due are skipped (docs/how-to/operations.md)
+        self.skipped_paused = skipped_paused  # occurrences skipped while paused (since start)
         self.kind = kind
         self.name = name
         self.cron = cron
@@ -391,11 +408,14 @@ def occurrence_key(template: str, start_unix_ns: int) -> str:
 class Schedules:
     """The recurring schedules of one core, by name (see the module docstring)."""
 
-    __slots__ = ("by_name", "core")
+    __slots__ = ("by_name", "core", "paused", "skipped_paused")
 
     def __init__(self, core: Core) -> None:
         self.core = core
         self.by_name: dict[str, Schedule] = {}
+        # names of the paused schedules (kept when a schedule is replaced, dropped when removed)
+        self.paused: set[str] = set()
+        self.skipped_paused: dict[str, int] = {}  # name -> occurrences skipped while paused
 
     def unix_s(self, now: int) -> float:
         return (self.core.config.time_base + now) / NS
@@ -443,6 +463,10 @@ class Schedules:
         removed = self.by_name.pop(name, None) is not None
         if removed and self.core.persist:
             self.core.actions.append(Persist(RecurringRemove(name)))
+        if removed and name in self.paused:
+            self.paused.discard(name)
+            if self.core.persist:
+                self.core.actions.append(Persist(PauseChange("recurring", name, False)))
         return removed
 
     def record(self, spec: RecurringSpec) -> RecurringRecord:
@@ -467,6 +491,8 @@ class Schedules:
             pool=self.core.pools[spec.opts.pool_index].name,
             key=spec.key,
             kind=spec.opts.kind,
+            paused=spec.name in self.paused,
+            skipped_paused=self.skipped_paused.get(spec.name, 0),
         )
 
     def materialize(self, sched: Schedule, now: int, after_unix: float) -> None:

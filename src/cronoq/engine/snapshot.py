@@ -64,6 +64,7 @@ class PoolSnapshot:
     worker_seconds: float
     cost: float
     groups: list[GroupSnapshot] = field(default_factory=list)
+    paused: bool = False  # dispatches nothing new (docs/how-to/operations.md#pause)
 
 
 @dataclass(frozen=True)
@@ -167,4 +168,5 @@ def _pool_snapshot(pool: PoolState, now: int, window: int, running_ns: int) -> P
         worker_seconds=ws,
         cost=ws * pool.cfg.cost_per_worker_second,
         groups=[GroupSnapshot(labels=dict(g.labels), capacity=g.capacity, busy=g.busy) for g in pool.groups],
+        paused=pool.paused,
     )

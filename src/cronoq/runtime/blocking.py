@@ -16,7 +16,8 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
-from collections.abc import Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 from cronoq.engine.model import StatusEvent
@@ -26,6 +27,7 @@ from cronoq.errors import NotStartedError
 from cronoq.runtime.clock import Clock
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.handles import TaskHandle
+from cronoq.runtime.operations import BulkResult
 from cronoq.runtime.pool import Pool
 from cronoq.runtime.scheduler import Scheduler
 from cronoq.runtime.task import Task
@@ -348,6 +350,61 @@ class BlockingScheduler:
     def list_recurring(self) -> list[RecurringInfo]:
         return self._call(self._sched.list_recurring())
 
+    # operations (docs/how-to/operations.md)
+
+    def pause(self, pool: str) -> bool:
+        return self._call(self._sched.pause(pool))
+
+    def resume(self, pool: str) -> bool:
+        return self._call(self._sched.resume(pool))
+
+    def pause_recurring(self, name: str) -> bool:
+        return self._call(self._sched.pause_recurring(name))
+
+    def resume_recurring(self, name: str) -> bool:
+        return self._call(self._sched.resume_recurring(name))
+
+    def trigger_recurring(self, name: str) -> BlockingHandle:
+        return BlockingHandle(self, self._call(self._sched.trigger_recurring(name)))
+
+    def replay(self, ref: int | str, *, force: bool = False, tenant: str | None = None) -> BlockingHandle:
+        return BlockingHandle(self, self._call(self._sched.replay(ref, force=force, tenant=tenant)))
+
+    def cancel_where(
+        self,
+        *,
+        pools: str | Iterable[str] | None = None,
+        statuses: str | Iterable[str] | None = None,
+        kinds: str | Iterable[str] | None = None,
+        tags: Mapping[str, str] | None = None,
+        tenant: str | None = None,
+        created_after: datetime | float | None = None,
+        created_before: datetime | float | None = None,
+        finished_after: datetime | float | None = None,
+        finished_before: datetime | float | None = None,
+        limit: int | None = None,
+        request_key: str | None = None,
+    ) -> BulkResult:
+        return self._call(self._sched.cancel_where(**_args(locals())))
+
+    def replay_where(
+        self,
+        *,
+        pools: str | Iterable[str] | None = None,
+        statuses: str | Iterable[str] | None = None,
+        kinds: str | Iterable[str] | None = None,
+        tags: Mapping[str, str] | None = None,
+        tenant: str | None = None,
+        created_after: datetime | float | None = None,
+        created_before: datetime | float | None = None,
+        finished_after: datetime | float | None = None,
+        finished_before: datetime | float | None = None,
+        limit: int | None = None,
+        force: bool = False,
+        request_key: str | None = None,
+    ) -> BulkResult:
+        return self._call(self._sched.replay_where(**_args(locals())))
+
     def events(self, on_lag: str = "skip") -> BlockingEventStream:
         async def subscribe() -> EventStream:
             return self._sched.events(on_lag)
@@ -356,3 +413,8 @@ class BlockingScheduler:
 
     def __repr__(self) -> str:
         return f"<BlockingScheduler pools={self.pools} started={self.started}>"
+
+
+def _args(local: dict[str, Any]) -> dict[str, Any]:
+    """A method's keyword arguments from its ``locals()`` (without ``self``)."""
+    return {k: v for k, v in local.items() if k != "self"}

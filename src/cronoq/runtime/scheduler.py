@@ -72,6 +72,7 @@ from cronoq.runtime.context import TaskContext
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.gcpause import gc_paused
 from cronoq.runtime.handles import TaskHandle
+from cronoq.runtime.operations import Operations
 from cronoq.runtime.pool import Pool
 from cronoq.runtime.scalers import SlotScaler
 from cronoq.runtime.task import (
@@ -116,7 +117,7 @@ def _error_message(exc: BaseException) -> str:
 _SPECIAL_FIELDS = frozenset(("key", "deadline_in", "deadline_at", "start_in", "start_at", "after", "deps"))
 
 
-class Scheduler:
+class Scheduler(Operations):
     """An elastic, priority-aware asyncio task scheduler: pools of worker slots around the engine.
 
     ```python
@@ -180,6 +181,9 @@ class Scheduler:
         # limits.key_retention_*
         self._key_retention = 3600.0
         self._key_retention_max = 1_000_000
+        # whether ended tasks keep their payloads in memory, for replays (None: unless the store
+        # is durable, which holds them; docs/how-to/operations.md#replay)
+        self._keep_payloads: bool | None = None
         #: server mode: a full pool answers SubmitError('full') instead of waiting for space
         self._nowait = False
         self._shutdown_grace = check_seconds("shutdown_grace", shutdown_grace)
@@ -265,6 +269,7 @@ class Scheduler:
             persist=store is not None,
             retention=self._key_retention,
             retention_max=self._key_retention_max,
+            keep_payloads=self._keep_payloads,
         )
         self._fenced = None
         if store is None:

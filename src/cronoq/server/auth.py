@@ -125,6 +125,16 @@ class Action(StrEnum):
     # Admin, changing (admin only)
     ADD_RECURRING = "add_recurring"
     REMOVE_RECURRING = "remove_recurring"
+    # Operations (docs/how-to/operations.md): replay and bulk actions are task actions (client)
+    REPLAY = "replay"
+    REPLAY_WHERE = "replay_where"
+    CANCEL_WHERE = "cancel_where"
+    # ... pausing, resuming and "run now" are admin only
+    PAUSE_POOL = "pause_pool"
+    RESUME_POOL = "resume_pool"
+    PAUSE_RECURRING = "pause_recurring"
+    RESUME_RECURRING = "resume_recurring"
+    TRIGGER_RECURRING = "trigger_recurring"
 
 
 TASK_ACTIONS: Final = frozenset(
@@ -136,6 +146,9 @@ TASK_ACTIONS: Final = frozenset(
         Action.LIST_TASKS,
         Action.WAIT,
         Action.WATCH,
+        Action.REPLAY,
+        Action.REPLAY_WHERE,
+        Action.CANCEL_WHERE,
     }
 )
 METRICS_ACTIONS: Final = frozenset(
@@ -168,6 +181,14 @@ GRPC_METHOD_ACTIONS: Final[Mapping[str, Action]] = MappingProxyType(
         "/cronoq.v1.Admin/RemoveRecurring": Action.REMOVE_RECURRING,
         "/cronoq.v1.Admin/ListWorkers": Action.LIST_WORKERS,
         "/cronoq.v1.Admin/ListRecurring": Action.LIST_RECURRING,
+        "/cronoq.v1.Tasks/Replay": Action.REPLAY,
+        "/cronoq.v1.Tasks/ReplayWhere": Action.REPLAY_WHERE,
+        "/cronoq.v1.Tasks/CancelWhere": Action.CANCEL_WHERE,
+        "/cronoq.v1.Admin/PausePool": Action.PAUSE_POOL,
+        "/cronoq.v1.Admin/ResumePool": Action.RESUME_POOL,
+        "/cronoq.v1.Admin/PauseRecurring": Action.PAUSE_RECURRING,
+        "/cronoq.v1.Admin/ResumeRecurring": Action.RESUME_RECURRING,
+        "/cronoq.v1.Admin/TriggerRecurring": Action.TRIGGER_RECURRING,
     }
 )
 

@@ -27,6 +27,7 @@ from cronoq.engine.model import (
     StatusEvent,
     TaskState,
 )
+from cronoq.engine.replay import replay_of, replayed_by
 from cronoq.engine.snapshot import Snapshot
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server.request_limits import InvalidArgument, check_spec
@@ -230,7 +231,18 @@ def task_info(t: TaskState, pool: str, max_attempts: int, time_base: int) -> pb.
         info.started_unix_ns = time_base + t.started_at
     if t.finished_at is not None and t.status >= FIRST_TERMINAL:
         info.finished_unix_ns = time_base + t.finished_at
+    replay_links(info, t)
     return info
+
+
+def replay_links(info: pb.TaskInfo, t: TaskState) -> None:
+    """``replay_of`` / ``replayed_by`` of ``t`` on its TaskInfo (docs/how-to/operations.md#replay)."""
+    of = replay_of(t)
+    if of is not None:
+        info.replay_of = of
+    by = replayed_by(t)
+    if by is not None:
+        info.replayed_by = by
 
 
 def task_result(t: TaskState) -> pb.TaskResult:
@@ -278,6 +290,7 @@ def snapshot_msg(snap: Snapshot, workers_by_pool: dict[str, int]) -> pb.Snapshot
                 cost=p.cost,
                 workers_connected=workers_by_pool.get(p.name, 0),
                 groups=[pb.WorkerGroup(labels=g.labels, capacity=g.capacity, busy=g.busy) for g in p.groups],
+                paused=p.paused,
             )
         )
     tot = snap.totals
@@ -307,6 +320,9 @@ def recurring_msg(info: Any) -> pb.RecurringInfo:
         msg.next_unix_ns = info.next_unix_ns
     if info.last_task_id:
         msg.last_task_id = info.last_task_id
+    if getattr(info, "paused", False):
+        msg.paused = True
+    msg.skipped_paused = getattr(info, "skipped_paused", 0)
     return msg
 
 

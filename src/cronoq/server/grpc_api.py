@@ -40,7 +40,7 @@ from cronoq.engine.model import STATUS_NAMES
 from cronoq.errors import NotStartedError, SchedulerError
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
-from cronoq.server import convert
+from cronoq.server import convert, ops
 from cronoq.server.app import ApiError, ServerApp, event_filter, filter_group, store_failure
 from cronoq.server.auth import (
     GRPC_METHOD_ACTIONS,
@@ -362,6 +362,40 @@ class TasksServicer(pb_grpc.TasksServicer):
             self.watches.leave(principal, hub, sub)
         await context.abort(grpc_status(err.status), err.message)
 
+    # -- operations (docs/how-to/operations.md) ------------------------------------------------
+
+    async def Replay(self, request: pb.ReplayRequest, context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
+        app = self.app
+        try:
+            tid = await ops.replay(app, _principal(app, context), _ref(request.task), request.force)
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+        return pb.SubmitResponse(id=tid)
+
+    async def ReplayWhere(
+        self, request: pb.BulkRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BulkResponse:
+        return await self._bulk("replay", request, context)
+
+    async def CancelWhere(
+        self, request: pb.BulkRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BulkResponse:
+        return await self._bulk("cancel", request, context)
+
+    async def _bulk(
+        self, action: str, request: pb.BulkRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BulkResponse:
+        app = self.app
+        try:
+            principal = _principal(app, context)
+            filt = ops.filter_from_msg(request.filter)
+            res = await ops.bulk(app, principal, action, filt, request.request_key, request.force)
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+        return pb.BulkResponse(matched=res.matched, acted=res.acted)
+
 
 # ---------------------------------------------------------------------------------------------
 # Admin
@@ -371,7 +405,53 @@ def _recurring_info(app: ServerApp, info: Any) -> pb.RecurringInfo:
     return convert.recurring_msg(info)
 
 
-class AdminServicer(pb_grpc.AdminServicer):
+class _OpsAdmin:
+    """The operations RPCs of the Admin service (docs/how-to/operations.md), admin only."""
+
+    app: ServerApp
+
+    async def PausePool(self, request: pb.PoolRequest, context: grpc.aio.ServicerContext) -> pb.PauseResponse:
+        return await self._pause(context, "pool", request.pool, True)
+
+    async def ResumePool(
+        self, request: pb.PoolRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PauseResponse:
+        return await self._pause(context, "pool", request.pool, False)
+
+    async def PauseRecurring(
+        self, request: pb.RecurringNameRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PauseResponse:
+        return await self._pause(context, "recurring", request.name, True)
+
+    async def ResumeRecurring(
+        self, request: pb.RecurringNameRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PauseResponse:
+        return await self._pause(context, "recurring", request.name, False)
+
+    async def _pause(
+        self, context: grpc.aio.ServicerContext, kind: str, name: str, paused: bool
+    ) -> pb.PauseResponse:
+        app = self.app
+        try:
+            changed = await ops.set_paused(app, _principal(app, context), kind, name, paused)
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+        return pb.PauseResponse(changed=changed)
+
+    async def TriggerRecurring(
+        self, request: pb.RecurringNameRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SubmitResponse:
+        app = self.app
+        try:
+            tid = await ops.trigger(app, _principal(app, context), request.name)
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+        return pb.SubmitResponse(id=tid)
+
+
+class AdminServicer(_OpsAdmin, pb_grpc.AdminServicer):
     def __init__(self, app: ServerApp) -> None:
         self.app = app
 

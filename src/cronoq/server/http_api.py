@@ -88,7 +88,7 @@ from cronoq.client.json_shapes import message_json
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES, SUCCEEDED, TaskState
 from cronoq.errors import SchedulerError
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
-from cronoq.server import convert, request_limits
+from cronoq.server import convert, ops, request_limits
 from cronoq.server import metrics as metrics_mod
 from cronoq.server.app import ApiError, ServerApp, Slices, event_filter, filter_group, store_failure
 from cronoq.server.auth import Action, AuthError, Principal, restrict_pools
@@ -932,7 +932,7 @@ class HttpApi:
         parts = rest.split("/")
         if len(parts) == 1:
             sub = ""
-        elif len(parts) == 2 and parts[1] in ("result", "cancel"):
+        elif len(parts) == 2 and parts[1] in ("result", "cancel", "replay"):
             sub = parts[1]
         else:
             raise HttpError(
@@ -974,10 +974,70 @@ class HttpApi:
             principal = self.auth(request, Action.CANCEL)
             ok = await self.app.cancel(principal, ref, tenant)
             return json_response({"cancelled": ok})
-        allow = "POST" if sub == "cancel" else "GET"
+        if sub == "replay" and method == "POST":
+            return await self.replay(request, ref, tenant)
+        allow = "POST" if sub in ("cancel", "replay") else "GET"
         raise HttpError(
             405, f"method {method} not allowed here (use {allow})", "unimplemented", headers={"allow": allow}
         )
+
+    # -- operations (docs/how-to/operations.md) ------------------------------------------------
+
+    async def _optional_json(self, request: Request) -> dict[str, Any]:
+        """A JSON object body, or {} when there is none."""
+        cl = request.headers.get("content-length")
+        if (cl is None or cl.strip() == "0") and "transfer-encoding" not in request.headers:
+            return {}
+        data: dict[str, Any] = await self.read_json(request)
+        return data
+
+    async def replay(self, request: Request, ref: int | str, tenant: str | None) -> Response:
+        """``POST /v1/tasks/{ref}/replay`` (body ``{"force": bool}``, optional)."""
+        principal = self.auth(request, Action.REPLAY)
+        body = await self._optional_json(request)
+        for k in body:
+            if k != "force":
+                raise _bad(f"unknown field '{k}' (expected force)")
+        force = _bool(body.get("force", False), "force")
+        tid = await ops.replay(self.app, principal, ref, force, tenant)
+        return json_response({"id": str(tid), "duplicate": False})
+
+    @_handler
+    async def bulk(self, request: Request) -> Response:
+        """``POST /v1/tasks:replay`` / ``POST /v1/tasks:cancel``."""
+        action = "replay" if request.url.path.endswith(":replay") else "cancel"
+        principal = self.auth(request, Action.REPLAY_WHERE if action == "replay" else Action.CANCEL_WHERE)
+        filt, key, force = ops.bulk_from_json(await self.read_json(request))
+        res = await ops.bulk(self.app, principal, action, filt, key, force)
+        return json_response({"matched": res.matched, "acted": res.acted})
+
+    @_handler
+    async def pool_op(self, request: Request) -> Response:
+        """``POST /v1/pools/{name}/pause|resume``."""
+        name, op = request.path_params["name"], request.path_params["op"]
+        if op not in ("pause", "resume"):
+            raise HttpError(404, f"no such route: {request.method} {request.url.path}", "not_found")
+        principal = self.auth(request, Action.PAUSE_POOL if op == "pause" else Action.RESUME_POOL)
+        changed = await ops.set_paused(self.app, principal, "pool", name, op == "pause")
+        return json_response({"changed": changed})
+
+    @_handler
+    async def recurring_op(self, request: Request) -> Response:
+        """``POST /v1/recurring/{name}/pause|resume|run``."""
+        name, op = request.path_params["name"], request.path_params["op"]
+        actions = {
+            "pause": Action.PAUSE_RECURRING,
+            "resume": Action.RESUME_RECURRING,
+            "run": Action.TRIGGER_RECURRING,
+        }
+        if op not in actions:
+            raise HttpError(404, f"no such route: {request.method} {request.url.path}", "not_found")
+        principal = self.auth(request, actions[op])
+        if op == "run":
+            tid = await ops.trigger(self.app, principal, name)
+            return json_response({"id": str(tid), "duplicate": False})
+        changed = await ops.set_paused(self.app, principal, "recurring", name, op == "pause")
+        return json_response({"changed": changed})
 
     # -- events (SSE) -------------------------------------------------------------------------
 
@@ -1188,6 +1248,10 @@ def create_http_app(
             Route("/v1/workers", api.workers, methods=["GET"]),
             Route("/v1/recurring", api.list_recurring, methods=["GET"]),
             Route("/v1/recurring/{name}", api.recurring, methods=["GET", "PUT", "DELETE"]),
+            Route("/v1/tasks:replay", api.bulk, methods=["POST"]),
+            Route("/v1/tasks:cancel", api.bulk, methods=["POST"]),
+            Route("/v1/pools/{name}/{op}", api.pool_op, methods=["POST"]),
+            Route("/v1/recurring/{name}/{op}", api.recurring_op, methods=["POST"]),
         ]
         routes += dashboard_routes()
     star = Starlette(routes=routes, exception_handlers={HTTPException: _http_exception})

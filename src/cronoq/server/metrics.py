@@ -52,6 +52,7 @@ _POOL_GAUGES: tuple[tuple[str, str, str], ...] = (
     ("failed_window", "failed", "Attempts failed in the window."),
     ("retried_window", "retried", "Retries scheduled in the window."),
     ("window_seconds", "window", "Length of the metrics window."),
+    ("paused", "paused", "1 while the pool is paused (dispatches nothing new), else 0."),
 )
 
 _TOTAL_HELP = {

@@ -299,7 +299,140 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
     ev["description"] = "`data:` of an SSE `event: status` on /v1/events"
     out["TaskInfo"]["properties"]["status"]["nullable"] = False
     out["TaskInfo"]["properties"]["priority"]["nullable"] = False
+    out.update(_ops_schemas())
     return out
+
+
+def _ops_schemas() -> dict[str, Any]:
+    """Schemas of the operations routes (docs/how-to/operations.md)."""
+    instant = {
+        "oneOf": [{"type": "string", "format": "date-time"}, {"type": "number"}],
+        "description": "RFC 3339 time or Unix seconds",
+    }
+    names = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+    return {
+        "PauseResponse": {
+            "type": "object",
+            "properties": {"changed": {"type": "boolean", "description": "false: it already was so"}},
+            "required": ["changed"],
+        },
+        "ReplayRequest": {
+            "type": "object",
+            "properties": {"force": {"type": "boolean", "description": "also replay a succeeded task"}},
+            "additionalProperties": False,
+        },
+        "TaskFilter": {
+            "type": "object",
+            "description": "every criterion given must hold; at least one is required",
+            "minProperties": 1,
+            "additionalProperties": False,
+            "properties": {
+                "pools": names,
+                "statuses": {
+                    "oneOf": [
+                        {"type": "string", "enum": list(STATUS_NAMES)},
+                        {"type": "array", "items": {"type": "string", "enum": list(STATUS_NAMES)}},
+                    ]
+                },
+                "kinds": names,
+                "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+                "tenant": {"type": "string"},
+                "created_after": instant,
+                "created_before": instant,
+                "finished_after": instant,
+                "finished_before": instant,
+                "limit": {"type": "integer", "minimum": 1},
+            },
+        },
+        "BulkRequest": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["filter"],
+            "properties": {
+                "filter": _ref("TaskFilter"),
+                "request_key": {"type": "string", "description": "a retry with it answers the first result"},
+                "force": {"type": "boolean", "description": "tasks:replay: also succeeded tasks"},
+            },
+        },
+        "BulkResponse": {
+            "type": "object",
+            "properties": {"matched": {"type": "integer"}, "acted": {"type": "integer"}},
+            "required": ["matched", "acted"],
+        },
+    }
+
+
+def _ops_paths(
+    ref_param: dict[str, Any], key_param: dict[str, Any], name_param: dict[str, Any]
+) -> dict[str, Any]:
+    """The operations routes (docs/how-to/operations.md): pause/resume, run now, replay, bulk."""
+    pool_param = {**name_param, "description": "pool name"}
+    admin = ("admin",)
+    replay = _op("Replay a finished task as a new one", _ok("SubmitResponse"), (400, 404, 409, *_COMMON))
+    replay["parameters"] = [ref_param, key_param]
+    replay["requestBody"] = {
+        "required": False,
+        "content": {"application/json": {"schema": _ref("ReplayRequest")}},
+    }
+    replay["description"] = (
+        "409 with code not_finished, succeeded (use force) or payload_unavailable when refused"
+    )
+    return {
+        "/v1/tasks/{ref}/replay": {"post": replay},
+        "/v1/tasks:replay": {
+            "post": _op(
+                "Replay every finished task matching a filter",
+                _ok("BulkResponse"),
+                (400, 404, 408, 413, *_COMMON),
+                body="BulkRequest",
+            )
+        },
+        "/v1/tasks:cancel": {
+            "post": _op(
+                "Cancel every unfinished task matching a filter",
+                _ok("BulkResponse"),
+                (400, 404, 408, 413, *_COMMON),
+                body="BulkRequest",
+            )
+        },
+        "/v1/pools/{name}/pause": {
+            "post": _op(
+                "Pause a pool", _ok("PauseResponse"), (404, *_COMMON), params=[pool_param], tags=admin
+            )
+        },
+        "/v1/pools/{name}/resume": {
+            "post": _op(
+                "Resume a pool", _ok("PauseResponse"), (404, *_COMMON), params=[pool_param], tags=admin
+            )
+        },
+        "/v1/recurring/{name}/pause": {
+            "post": _op(
+                "Pause a recurring schedule",
+                _ok("PauseResponse"),
+                (404, *_COMMON),
+                params=[name_param],
+                tags=admin,
+            )
+        },
+        "/v1/recurring/{name}/resume": {
+            "post": _op(
+                "Resume a recurring schedule",
+                _ok("PauseResponse"),
+                (404, *_COMMON),
+                params=[name_param],
+                tags=admin,
+            )
+        },
+        "/v1/recurring/{name}/run": {
+            "post": _op(
+                "Run a recurring schedule now",
+                _ok("SubmitResponse"),
+                (404, *_COMMON),
+                params=[name_param],
+                tags=admin,
+            )
+        },
+    }
 
 
 def _error_responses(*codes: int) -> dict[str, Any]:
@@ -518,6 +651,7 @@ def openapi_document(app: ServerApp | None = None) -> dict[str, Any]:
             }
         },
     }
+    paths.update(_ops_paths(ref_param, key_param, name_param))
     for path, item in paths.items():
         for method, op in item.items():
             if not op.get("operationId"):

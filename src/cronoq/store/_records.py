@@ -14,6 +14,7 @@ from typing import Any
 
 from cronoq.engine.mutations import (
     Mutation,
+    PauseChange,
     Recovered,
     RecoveredSchedule,
     RecoveredTask,
@@ -149,7 +150,7 @@ class _Row:
 class Batch:
     """One commit's worth of row writes, folded per task/schedule."""
 
-    __slots__ = ("inserts", "updates", "schedule_ops")
+    __slots__ = ("inserts", "updates", "schedule_ops", "pause_ops")
 
     def __init__(self) -> None:
         #: full rows in TASK_COLUMNS order (upserted)
@@ -158,6 +159,8 @@ class Batch:
         self.updates: list[tuple[Any, ...]] = []
         #: ("upsert", name, spec, payload) | ("remove", name) | ("next", name, next, last)
         self.schedule_ops: list[tuple[Any, ...]] = []
+        #: (kind, name, paused): ``cronoq_paused`` rows to add (paused) or delete, in order
+        self.pause_ops: list[tuple[str, str, bool]] = []
 
 
 def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
@@ -214,6 +217,8 @@ def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
             batch.schedule_ops.append(("remove", m.name))
         elif type(m) is RecurringNext:
             batch.schedule_ops.append(("next", m.name, m.next, m.last))
+        elif type(m) is PauseChange:
+            batch.pause_ops.append((m.kind, m.name, m.paused))
         else:
             raise TypeError(f"not a mutation: {m!r}")
     for r in rows.values():
@@ -250,16 +255,30 @@ def _tenant(spec: str) -> str | None:
     return t if isinstance(t, str) and t else None
 
 
+def _replay_of(spec: str) -> int | None:
+    """The ``cronoq.replay_of`` tag of a finished task's definition (decoded only when the
+    definition names it)."""
+    if '"cronoq.replay_of"' not in spec:
+        return None
+    try:
+        v = (json.loads(spec).get("tags") or {}).get("cronoq.replay_of")
+    except (ValueError, AttributeError):
+        return None
+    return int(v) if isinstance(v, str) and v.isdigit() else None
+
+
 def build_recovered(
     task_rows: Iterable[Sequence[Any]],
     schedule_rows: Iterable[Sequence[Any]],
     codec: Codec,
     cutoff_ns: int,
+    paused_rows: Iterable[Sequence[Any]] = (),
 ) -> Recovered:
-    """Rows (TASK_COLUMNS order; schedules as (name, spec, payload, next, last)) -> Recovered."""
+    """Rows (TASK_COLUMNS order; schedules as (name, spec, payload, next, last); paused names
+    as (kind, name)) -> Recovered."""
     rec = Recovered()
     add_task_rows(rec, task_rows, codec, cutoff_ns)
-    return finish_recovered(rec, schedule_rows, codec)
+    return finish_recovered(rec, schedule_rows, codec, paused_rows)
 
 
 def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Codec, cutoff_ns: int) -> None:
@@ -311,6 +330,7 @@ def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Cod
                     bool(has_output) and output is not None,
                     priority,
                     _tenant(spec),
+                    _replay_of(spec),
                 )
             )
             continue
@@ -329,8 +349,14 @@ def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Cod
         rec.tasks.append(RecoveredTask(tid, seq, arrival, spec_rec, obj, status, attempt, started, message))
 
 
-def finish_recovered(rec: Recovered, schedule_rows: Iterable[Sequence[Any]], codec: Codec) -> Recovered:
-    """Add the schedules and put ``rec`` in id order."""
+def finish_recovered(
+    rec: Recovered,
+    schedule_rows: Iterable[Sequence[Any]],
+    codec: Codec,
+    paused_rows: Iterable[Sequence[Any]] = (),
+) -> Recovered:
+    """Add the schedules and the paused names, and put ``rec`` in id order."""
+    rec.paused = [(str(kind), str(name)) for kind, name in paused_rows]
     for name, spec, payload, nxt, last in schedule_rows:
         try:
             obj = None if payload is None else codec.decode(bytes(payload))

@@ -170,6 +170,9 @@ class Store(Protocol):
         """
         ...
 
+    # Optional: ``async def load_payload(task_id) -> bytes | None``, the stored payload of a
+    # task, read for a replay (docs/how-to/operations.md#replay); the SQL stores have it.
+
     async def prune(self, now_unix_ns: int) -> int:
         """Delete terminal rows finished more than ``retention`` before ``now_unix_ns``."""
         ...

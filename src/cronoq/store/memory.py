@@ -44,6 +44,9 @@ class MemoryStore:
     async def commit(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:
         self.commits += 1
 
+    async def load_payload(self, task_id: int) -> bytes | None:
+        return None  # (not durable: the engine keeps ended tasks' payloads itself)
+
     async def prune(self, now_unix_ns: int) -> int:
         return 0
 

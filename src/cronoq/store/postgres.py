@@ -8,7 +8,7 @@ rows in one round trip; it ships binary wheels for every supported CPython.  It 
 stubs, hence the ``type: ignore`` on its import.  It is imported only when a store opens.
 
 Tables live in the configured schema (created on open): ``cronoq_meta``, ``cronoq_leader``
-(``id=1, epoch, owner, since``), ``cronoq_tasks``, ``cronoq_schedules`` — the same rows as
+(``id=1, epoch, owner, since``), ``cronoq_tasks``, ``cronoq_schedules``, ``cronoq_paused`` — the same rows as
 :mod:`cronoq.store.sqlite`.
 
 Leadership: the leader holds the session advisory lock ``(hashtext('cronoq'),
@@ -273,6 +273,11 @@ class PostgresStore:
                     next bigint,
                     last bigint NOT NULL DEFAULT 0
                 );
+                CREATE TABLE IF NOT EXISTS {q}.cronoq_paused (
+                    kind text NOT NULL,
+                    name text NOT NULL,
+                    PRIMARY KEY (kind, name)
+                );
                 """
             )
             v = await conn.fetchval(f"SELECT v FROM {q}.cronoq_meta WHERE k = 'schema'")
@@ -456,7 +461,10 @@ class PostgresStore:
                 schedules = await conn.fetch(
                     f"SELECT name, spec, payload, next, last FROM {self._q}.cronoq_schedules ORDER BY name"
                 )
-            return finish_recovered(rec, schedules, codec)
+                paused = await conn.fetch(
+                    f"SELECT kind, name FROM {self._q}.cronoq_paused ORDER BY kind, name"
+                )
+            return finish_recovered(rec, schedules, codec, paused)
 
         result: Recovered = await self._run(op)
         return result
@@ -502,8 +510,31 @@ class PostgresStore:
                             o[2],
                             o[3],
                         )
+                for kind, name, paused in batch.pause_ops:
+                    if paused:
+                        await conn.execute(
+                            f"INSERT INTO {q}.cronoq_paused (kind, name) VALUES ($1, $2) "
+                            "ON CONFLICT DO NOTHING",
+                            kind,
+                            name,
+                        )
+                    else:
+                        await conn.execute(
+                            f"DELETE FROM {q}.cronoq_paused WHERE kind = $1 AND name = $2", kind, name
+                        )
 
         await bounded(self, self._run(op), "PostgresStore")
+
+    async def load_payload(self, task_id: int) -> bytes | None:
+        """The stored payload bytes of task ``task_id`` (None: no such row or no payload), for
+        a replay (docs/how-to/operations.md#replay)."""
+
+        async def op(conn: Any) -> bytes | None:
+            v = await conn.fetchval(f"SELECT payload FROM {self._q}.cronoq_tasks WHERE id = $1", task_id)
+            return None if v is None else bytes(v)
+
+        result: bytes | None = await self._run(op)
+        return result
 
     async def prune(self, now_unix_ns: int) -> int:
         cutoff = now_unix_ns - round(self.retention * 1e9)

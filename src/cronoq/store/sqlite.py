@@ -11,7 +11,9 @@ Tables (created on open):
   epoch, the owner id of the leader (NULL after a clean release) and when its lease lapses
   (Unix seconds, wall clock: every sharer is on one host);
 * ``cronoq_tasks`` — one row per task (see :data:`cronoq.store._records.TASK_COLUMNS`);
-* ``cronoq_schedules(name, spec, payload, next, last)``.
+* ``cronoq_schedules(name, spec, payload, next, last)``;
+* ``cronoq_paused(kind, name)`` — the paused pools and recurring schedules (added by a later
+  version: ``CREATE TABLE IF NOT EXISTS`` adds it to an existing database on open).
 
 A standby polls the lease row every ``lock_poll`` seconds and takes it (bumping the epoch) when
 it has lapsed or was released.  The leader renews it every ``lease_renew`` seconds; every commit
@@ -82,6 +84,11 @@ CREATE TABLE IF NOT EXISTS cronoq_schedules (
     payload BLOB,
     next INTEGER,
     last INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS cronoq_paused (
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    PRIMARY KEY (kind, name)
 );
 """
 
@@ -375,13 +382,14 @@ class SqliteStore:
             schedules = conn.execute(
                 "SELECT name, spec, payload, next, last FROM cronoq_schedules ORDER BY name"
             ).fetchall()
+            paused = conn.execute("SELECT kind, name FROM cronoq_paused ORDER BY kind, name").fetchall()
             # rows are decoded as they are read (a cursor, not fetchall): the table's payloads
             # are never all in memory twice, as rows and as decoded payloads
             tasks = conn.execute(
                 f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NULL OR finished >= ? ORDER BY id",
                 (cutoff,),
             )
-            return build_recovered(tasks, schedules, codec, cutoff)
+            return build_recovered(tasks, schedules, codec, cutoff, paused)
         finally:
             conn.execute("COMMIT")
 
@@ -424,11 +432,27 @@ class SqliteStore:
                     conn.execute(
                         "UPDATE cronoq_schedules SET next = ?, last = ? WHERE name = ?", (op[2], op[3], op[1])
                     )
+            for kind, name, paused in batch.pause_ops:
+                if paused:
+                    conn.execute(
+                        "INSERT OR IGNORE INTO cronoq_paused (kind, name) VALUES (?, ?)", (kind, name)
+                    )
+                else:
+                    conn.execute("DELETE FROM cronoq_paused WHERE kind = ? AND name = ?", (kind, name))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    async def load_payload(self, task_id: int) -> bytes | None:
+        """The stored payload bytes of task ``task_id`` (None: no such row or no payload), for
+        a replay (docs/how-to/operations.md#replay)."""
+        return await self._call(self._load_payload_sync, task_id)
+
+    def _load_payload_sync(self, task_id: int) -> bytes | None:
+        row = self._db().execute("SELECT payload FROM cronoq_tasks WHERE id = ?", (task_id,)).fetchone()
+        return None if row is None or row[0] is None else bytes(row[0])
 
     async def prune(self, now_unix_ns: int) -> int:
         cutoff = now_unix_ns - round(self.retention * 1e9)

@@ -258,7 +258,7 @@ class GetRequest(_message.Message):
     def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("id", "status", "pool", "key", "kind", "attempt", "max_attempts", "created_unix_ns", "started_unix_ns", "finished_unix_ns", "message", "output_available", "tenant", "priority")
+    __slots__ = ("id", "status", "pool", "key", "kind", "attempt", "max_attempts", "created_unix_ns", "started_unix_ns", "finished_unix_ns", "message", "output_available", "tenant", "priority", "replay_of", "replayed_by")
     ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
@@ -273,6 +273,8 @@ class TaskInfo(_message.Message):
     OUTPUT_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_OF_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_BY_FIELD_NUMBER: _ClassVar[int]
     id: int
     status: TaskStatus
     pool: str
@@ -287,7 +289,9 @@ class TaskInfo(_message.Message):
     output_available: bool
     tenant: str
     priority: Priority
-    def __init__(self, id: _Optional[int] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., pool: _Optional[str] = ..., key: _Optional[str] = ..., kind: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., created_unix_ns: _Optional[int] = ..., started_unix_ns: _Optional[int] = ..., finished_unix_ns: _Optional[int] = ..., message: _Optional[str] = ..., output_available: _Optional[bool] = ..., tenant: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ...) -> None: ...
+    replay_of: int
+    replayed_by: int
+    def __init__(self, id: _Optional[int] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., pool: _Optional[str] = ..., key: _Optional[str] = ..., kind: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., created_unix_ns: _Optional[int] = ..., started_unix_ns: _Optional[int] = ..., finished_unix_ns: _Optional[int] = ..., message: _Optional[str] = ..., output_available: _Optional[bool] = ..., tenant: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ..., replay_of: _Optional[int] = ..., replayed_by: _Optional[int] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
     __slots__ = ("pools", "statuses", "after", "limit")
@@ -550,7 +554,7 @@ class Empty(_message.Message):
     def __init__(self) -> None: ...
 
 class PoolSnapshot(_message.Message):
-    __slots__ = ("name", "capacity", "busy", "held", "desired", "pending_by_class", "reservations", "dispatched", "succeeded", "failed", "priority_adherence", "fixed_start_hit_rate", "utilization", "schedule_efficiency", "wait_p50_s", "wait_p90_s", "wait_p99_s", "cost", "workers_connected", "groups")
+    __slots__ = ("name", "capacity", "busy", "held", "desired", "pending_by_class", "reservations", "dispatched", "succeeded", "failed", "priority_adherence", "fixed_start_hit_rate", "utilization", "schedule_efficiency", "wait_p50_s", "wait_p90_s", "wait_p99_s", "cost", "workers_connected", "groups", "paused")
     NAME_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
     BUSY_FIELD_NUMBER: _ClassVar[int]
@@ -571,6 +575,7 @@ class PoolSnapshot(_message.Message):
     COST_FIELD_NUMBER: _ClassVar[int]
     WORKERS_CONNECTED_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
     name: str
     capacity: int
     busy: int
@@ -591,7 +596,8 @@ class PoolSnapshot(_message.Message):
     cost: float
     workers_connected: int
     groups: _containers.RepeatedCompositeFieldContainer[WorkerGroup]
-    def __init__(self, name: _Optional[str] = ..., capacity: _Optional[int] = ..., busy: _Optional[int] = ..., held: _Optional[int] = ..., desired: _Optional[int] = ..., pending_by_class: _Optional[_Iterable[int]] = ..., reservations: _Optional[int] = ..., dispatched: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., priority_adherence: _Optional[float] = ..., fixed_start_hit_rate: _Optional[float] = ..., utilization: _Optional[float] = ..., schedule_efficiency: _Optional[float] = ..., wait_p50_s: _Optional[float] = ..., wait_p90_s: _Optional[float] = ..., wait_p99_s: _Optional[float] = ..., cost: _Optional[float] = ..., workers_connected: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[WorkerGroup, _Mapping]]] = ...) -> None: ...
+    paused: bool
+    def __init__(self, name: _Optional[str] = ..., capacity: _Optional[int] = ..., busy: _Optional[int] = ..., held: _Optional[int] = ..., desired: _Optional[int] = ..., pending_by_class: _Optional[_Iterable[int]] = ..., reservations: _Optional[int] = ..., dispatched: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., priority_adherence: _Optional[float] = ..., fixed_start_hit_rate: _Optional[float] = ..., utilization: _Optional[float] = ..., schedule_efficiency: _Optional[float] = ..., wait_p50_s: _Optional[float] = ..., wait_p90_s: _Optional[float] = ..., wait_p99_s: _Optional[float] = ..., cost: _Optional[float] = ..., workers_connected: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[WorkerGroup, _Mapping]]] = ..., paused: _Optional[bool] = ...) -> None: ...
 
 class WorkerGroup(_message.Message):
     __slots__ = ("labels", "capacity", "busy")
@@ -718,7 +724,7 @@ class ListWorkersResponse(_message.Message):
     def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ..., unavailable_shards: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RecurringInfo(_message.Message):
-    __slots__ = ("name", "cron", "tz", "pool", "kind", "overlap", "next_unix_ns", "last_task_id")
+    __slots__ = ("name", "cron", "tz", "pool", "kind", "overlap", "next_unix_ns", "last_task_id", "paused", "skipped_paused")
     NAME_FIELD_NUMBER: _ClassVar[int]
     CRON_FIELD_NUMBER: _ClassVar[int]
     TZ_FIELD_NUMBER: _ClassVar[int]
@@ -727,6 +733,8 @@ class RecurringInfo(_message.Message):
     OVERLAP_FIELD_NUMBER: _ClassVar[int]
     NEXT_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
     LAST_TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_PAUSED_FIELD_NUMBER: _ClassVar[int]
     name: str
     cron: str
     tz: str
@@ -735,7 +743,9 @@ class RecurringInfo(_message.Message):
     overlap: Overlap
     next_unix_ns: int
     last_task_id: int
-    def __init__(self, name: _Optional[str] = ..., cron: _Optional[str] = ..., tz: _Optional[str] = ..., pool: _Optional[str] = ..., kind: _Optional[str] = ..., overlap: _Optional[_Union[Overlap, str]] = ..., next_unix_ns: _Optional[int] = ..., last_task_id: _Optional[int] = ...) -> None: ...
+    paused: bool
+    skipped_paused: int
+    def __init__(self, name: _Optional[str] = ..., cron: _Optional[str] = ..., tz: _Optional[str] = ..., pool: _Optional[str] = ..., kind: _Optional[str] = ..., overlap: _Optional[_Union[Overlap, str]] = ..., next_unix_ns: _Optional[int] = ..., last_task_id: _Optional[int] = ..., paused: _Optional[bool] = ..., skipped_paused: _Optional[int] = ...) -> None: ...
 
 class ListRecurringResponse(_message.Message):
     __slots__ = ("schedules", "unavailable_shards")
@@ -744,3 +754,78 @@ class ListRecurringResponse(_message.Message):
     schedules: _containers.RepeatedCompositeFieldContainer[RecurringInfo]
     unavailable_shards: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, schedules: _Optional[_Iterable[_Union[RecurringInfo, _Mapping]]] = ..., unavailable_shards: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PoolRequest(_message.Message):
+    __slots__ = ("pool",)
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    pool: str
+    def __init__(self, pool: _Optional[str] = ...) -> None: ...
+
+class RecurringNameRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class PauseResponse(_message.Message):
+    __slots__ = ("changed",)
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    changed: bool
+    def __init__(self, changed: _Optional[bool] = ...) -> None: ...
+
+class ReplayRequest(_message.Message):
+    __slots__ = ("task", "force")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    task: TaskRef
+    force: bool
+    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class TaskFilter(_message.Message):
+    __slots__ = ("pools", "statuses", "kinds", "tags", "tenant", "created_after_unix_ns", "created_before_unix_ns", "finished_after_unix_ns", "finished_before_unix_ns", "limit")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AFTER_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BEFORE_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AFTER_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_BEFORE_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    pools: _containers.RepeatedScalarFieldContainer[str]
+    statuses: _containers.RepeatedScalarFieldContainer[TaskStatus]
+    kinds: _containers.RepeatedScalarFieldContainer[str]
+    tags: _containers.ScalarMap[str, str]
+    tenant: str
+    created_after_unix_ns: int
+    created_before_unix_ns: int
+    finished_after_unix_ns: int
+    finished_before_unix_ns: int
+    limit: int
+    def __init__(self, pools: _Optional[_Iterable[str]] = ..., statuses: _Optional[_Iterable[_Union[TaskStatus, str]]] = ..., kinds: _Optional[_Iterable[str]] = ..., tags: _Optional[_Mapping[str, str]] = ..., tenant: _Optional[str] = ..., created_after_unix_ns: _Optional[int] = ..., created_before_unix_ns: _Optional[int] = ..., finished_after_unix_ns: _Optional[int] = ..., finished_before_unix_ns: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class BulkRequest(_message.Message):
+    __slots__ = ("filter", "request_key", "force")
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_KEY_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    filter: TaskFilter
+    request_key: str
+    force: bool
+    def __init__(self, filter: _Optional[_Union[TaskFilter, _Mapping]] = ..., request_key: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class BulkResponse(_message.Message):
+    __slots__ = ("matched", "acted")
+    MATCHED_FIELD_NUMBER: _ClassVar[int]
+    ACTED_FIELD_NUMBER: _ClassVar[int]
+    matched: int
+    acted: int
+    def __init__(self, matched: _Optional[int] = ..., acted: _Optional[int] = ...) -> None: ...

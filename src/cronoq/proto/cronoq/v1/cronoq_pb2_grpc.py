@@ -75,6 +75,21 @@ class TasksStub:
                 request_serializer=cronoq_dot_v1_dot_cronoq__pb2.SubmitManyRequest.SerializeToString,
                 response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.SubmitManyResponse.FromString,
                 _registered_method=True)
+        self.Replay = channel.unary_unary(
+                '/cronoq.v1.Tasks/Replay',
+                request_serializer=cronoq_dot_v1_dot_cronoq__pb2.ReplayRequest.SerializeToString,
+                response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.SubmitResponse.FromString,
+                _registered_method=True)
+        self.ReplayWhere = channel.unary_unary(
+                '/cronoq.v1.Tasks/ReplayWhere',
+                request_serializer=cronoq_dot_v1_dot_cronoq__pb2.BulkRequest.SerializeToString,
+                response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.BulkResponse.FromString,
+                _registered_method=True)
+        self.CancelWhere = channel.unary_unary(
+                '/cronoq.v1.Tasks/CancelWhere',
+                request_serializer=cronoq_dot_v1_dot_cronoq__pb2.BulkRequest.SerializeToString,
+                response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.BulkResponse.FromString,
+                _registered_method=True)
 
 
 class TasksServicer:
@@ -142,6 +157,29 @@ class TasksServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Replay(self, request, context):
+        """Replay a finished task that did not succeed (`force`: also a succeeded one) as a new task
+        (docs/how-to/operations.md#replay). NOT_FOUND: unknown; FAILED_PRECONDITION: not finished,
+        succeeded without force, or its payload is no longer retained.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReplayWhere(self, request, context):
+        """Bulk replay / cancel of the tasks matching a filter, restricted to the caller's pools and
+        tenant; idempotent by `request_key` (docs/how-to/operations.md#bulk-actions).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelWhere(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TasksServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -184,6 +222,21 @@ def add_TasksServicer_to_server(servicer, server):
                     servicer.SubmitMany,
                     request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.SubmitManyRequest.FromString,
                     response_serializer=cronoq_dot_v1_dot_cronoq__pb2.SubmitManyResponse.SerializeToString,
+            ),
+            'Replay': grpc.unary_unary_rpc_method_handler(
+                    servicer.Replay,
+                    request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.ReplayRequest.FromString,
+                    response_serializer=cronoq_dot_v1_dot_cronoq__pb2.SubmitResponse.SerializeToString,
+            ),
+            'ReplayWhere': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReplayWhere,
+                    request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.BulkRequest.FromString,
+                    response_serializer=cronoq_dot_v1_dot_cronoq__pb2.BulkResponse.SerializeToString,
+            ),
+            'CancelWhere': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelWhere,
+                    request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.BulkRequest.FromString,
+                    response_serializer=cronoq_dot_v1_dot_cronoq__pb2.BulkResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -413,6 +466,87 @@ class Tasks:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def Replay(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronoq.v1.Tasks/Replay',
+            cronoq_dot_v1_dot_cronoq__pb2.ReplayRequest.SerializeToString,
+            cronoq_dot_v1_dot_cronoq__pb2.SubmitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReplayWhere(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronoq.v1.Tasks/ReplayWhere',
+            cronoq_dot_v1_dot_cronoq__pb2.BulkRequest.SerializeToString,
+            cronoq_dot_v1_dot_cronoq__pb2.BulkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelWhere(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronoq.v1.Tasks/CancelWhere',
+            cronoq_dot_v1_dot_cronoq__pb2.BulkRequest.SerializeToString,
+            cronoq_dot_v1_dot_cronoq__pb2.BulkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class WorkersStub:
     """The remote worker session (token role `worker` or `admin`; protocol in
@@ -530,6 +664,31 @@ class AdminStub:
                 request_serializer=cronoq_dot_v1_dot_cronoq__pb2.Empty.SerializeToString,
                 response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.ListRecurringResponse.FromString,
                 _registered_method=True)
+        self.PausePool = channel.unary_unary(
+                '/cronoq.v1.Admin/PausePool',
+                request_serializer=cronoq_dot_v1_dot_cronoq__pb2.PoolRequest.SerializeToString,
+                response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.PauseResponse.FromString,
+                _registered_method=True)
+        self.ResumePool = channel.unary_unary(
+                '/cronoq.v1.Admin/ResumePool',
+                request_serializer=cronoq_dot_v1_dot_cronoq__pb2.PoolRequest.SerializeToString,
+                response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.PauseResponse.FromString,
+                _registered_method=True)
+        self.PauseRecurring = channel.unary_unary(
+                '/cronoq.v1.Admin/PauseRecurring',
+                request_serializer=cronoq_dot_v1_dot_cronoq__pb2.RecurringNameRequest.SerializeToString,
+                response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.PauseResponse.FromString,
+                _registered_method=True)
+        self.ResumeRecurring = channel.unary_unary(
+                '/cronoq.v1.Admin/ResumeRecurring',
+                request_serializer=cronoq_dot_v1_dot_cronoq__pb2.RecurringNameRequest.SerializeToString,
+                response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.PauseResponse.FromString,
+                _registered_method=True)
+        self.TriggerRecurring = channel.unary_unary(
+                '/cronoq.v1.Admin/TriggerRecurring',
+                request_serializer=cronoq_dot_v1_dot_cronoq__pb2.RecurringNameRequest.SerializeToString,
+                response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.SubmitResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -570,6 +729,39 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PausePool(self, request, context):
+        """Pause / resume a pool or a recurring schedule (role `admin`;
+        docs/how-to/operations.md#pause). Unknown name → NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumePool(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseRecurring(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeRecurring(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TriggerRecurring(self, request, context):
+        """"Run now": one occurrence of the schedule, submitted at once (role `admin`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -597,6 +789,31 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListRecurring,
                     request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.Empty.FromString,
                     response_serializer=cronoq_dot_v1_dot_cronoq__pb2.ListRecurringResponse.SerializeToString,
+            ),
+            'PausePool': grpc.unary_unary_rpc_method_handler(
+                    servicer.PausePool,
+                    request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.PoolRequest.FromString,
+                    response_serializer=cronoq_dot_v1_dot_cronoq__pb2.PauseResponse.SerializeToString,
+            ),
+            'ResumePool': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumePool,
+                    request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.PoolRequest.FromString,
+                    response_serializer=cronoq_dot_v1_dot_cronoq__pb2.PauseResponse.SerializeToString,
+            ),
+            'PauseRecurring': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseRecurring,
+                    request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.RecurringNameRequest.FromString,
+                    response_serializer=cronoq_dot_v1_dot_cronoq__pb2.PauseResponse.SerializeToString,
+            ),
+            'ResumeRecurring': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeRecurring,
+                    request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.RecurringNameRequest.FromString,
+                    response_serializer=cronoq_dot_v1_dot_cronoq__pb2.PauseResponse.SerializeToString,
+            ),
+            'TriggerRecurring': grpc.unary_unary_rpc_method_handler(
+                    servicer.TriggerRecurring,
+                    request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.RecurringNameRequest.FromString,
+                    response_serializer=cronoq_dot_v1_dot_cronoq__pb2.SubmitResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -736,6 +953,141 @@ class Admin:
             '/cronoq.v1.Admin/ListRecurring',
             cronoq_dot_v1_dot_cronoq__pb2.Empty.SerializeToString,
             cronoq_dot_v1_dot_cronoq__pb2.ListRecurringResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PausePool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronoq.v1.Admin/PausePool',
+            cronoq_dot_v1_dot_cronoq__pb2.PoolRequest.SerializeToString,
+            cronoq_dot_v1_dot_cronoq__pb2.PauseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumePool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronoq.v1.Admin/ResumePool',
+            cronoq_dot_v1_dot_cronoq__pb2.PoolRequest.SerializeToString,
+            cronoq_dot_v1_dot_cronoq__pb2.PauseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseRecurring(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronoq.v1.Admin/PauseRecurring',
+            cronoq_dot_v1_dot_cronoq__pb2.RecurringNameRequest.SerializeToString,
+            cronoq_dot_v1_dot_cronoq__pb2.PauseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeRecurring(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronoq.v1.Admin/ResumeRecurring',
+            cronoq_dot_v1_dot_cronoq__pb2.RecurringNameRequest.SerializeToString,
+            cronoq_dot_v1_dot_cronoq__pb2.PauseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TriggerRecurring(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronoq.v1.Admin/TriggerRecurring',
+            cronoq_dot_v1_dot_cronoq__pb2.RecurringNameRequest.SerializeToString,
+            cronoq_dot_v1_dot_cronoq__pb2.SubmitResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,114 @@
+"""Replays: a finished task submitted again as a new task (docs/how-to/operations.md#replay).
+
+Theory of operation
+-------------------
+A replay is an ordinary submission built from a retained task: the same options (pool, kind,
+priority, retry, timeout, resources, labels, tenant, tags) and payload, a new id, and the tag
+``cronoq.replay_of=<original id>``.  Its deadline, fixed start and dependencies are not
+carried over (they were instants and edges of the original run): a replay is ready at once.
+If the original holds its key, the key *moves* to the replay (lookups by key find the replay;
+the original stays retained and findable by id); a key already held by another task (an
+earlier replay) stays where it is and the replay has none.
+
+:func:`check` refuses, with a :class:`~cronoq.errors.ReplayError`, a task that is unknown
+(or another tenant's), not finished, or succeeded without ``force``.  The payload comes from
+the engine when it kept it (``Core.keep_payloads``: no durable store) or from the shell (read
+back from the store: :func:`payload_of` is None then); with neither it is
+``payload_unavailable``.
+
+Links: the replay's ``replay_of`` is its tag, so it is as durable as the task; the
+original's ``replayed_by`` (the latest replay) is a ``TaskState`` slot set here, and after a
+restart rebuilt from the replays' tags (:func:`link_replays`), so no extra mutation exists.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from cronoq.engine.keys import scoped_key
+from cronoq.engine.model import FIRST_TERMINAL, SUCCEEDED, TaskState
+from cronoq.engine.mutations import Recovered
+from cronoq.errors import ReplayError
+
+if TYPE_CHECKING:
+    from cronoq.engine.core import Core
+
+REPLAY_TAG: Final = "cronoq.replay_of"
+
+__all__ = ["REPLAY_TAG", "check", "link_replays", "payload_of", "replay", "replay_of", "replayed_by"]
+
+
+def replay_of(t: TaskState) -> int | None:
+    """The id of the task ``t`` replays (its ``cronoq.replay_of`` tag), or None."""
+    tags = t.opts.tags
+    if not tags:
+        return None
+    v = tags.get(REPLAY_TAG)
+    return int(v) if v is not None and v.isdigit() else None
+
+
+def replayed_by(t: TaskState) -> int | None:
+    """The id of the latest replay of ``t``, or None."""
+    v: int | None = getattr(t, "replayed_by", None)
+    return v
+
+
+def check(t: TaskState | None, ref: int | str, force: bool) -> TaskState:
+    """``t`` (the task ``ref`` names) may be replayed; else ReplayError."""
+    if t is None:
+        raise ReplayError("unknown_task", f"unknown task {ref!r}")
+    if t.status < FIRST_TERMINAL:
+        raise ReplayError("not_finished", f"task {t.id} is not finished")
+    if t.status == SUCCEEDED and not force:
+        raise ReplayError("succeeded", f"task {t.id} succeeded (replay it with force)")
+    return t
+
+
+def payload_of(core: Core, t: TaskState) -> tuple[bool, object]:
+    """``(held, payload)``: whether the engine still holds ``t``'s payload, and the payload."""
+    if core.keep_payloads:
+        return True, t.payload
+    return False, None
+
+
+def replay(core: Core, now: int, t: TaskState, payload: object, blob: bytes | None) -> int:
+    """Submit the replay of finished task ``t`` with ``payload`` (``blob``: its encoding, for
+    a durable store); returns the new id.  SubmitError as for ``Core.submit`` (the key then
+    stays with ``t``)."""
+    opts = t.opts.unresolved()
+    opts.tags = {**(t.opts.tags or {}), REPLAY_TAG: str(t.id)}
+    key = t.key
+    sk = None
+    if key is not None:
+        sk = scoped_key(t.opts.tenant, key)
+        if core.keys.find(sk) == t.id:
+            core.keys.free(sk, t.id)
+        else:
+            key = sk = None  # held by another task (an earlier replay): the replay has no key
+    try:
+        tid, _dup = core.submit(now, opts, payload, key, None, None, None, blob)
+    except BaseException:
+        if sk is not None:
+            core.keys.reserve(sk, t.id)
+        raise
+    t.replayed_by = tid  # type: ignore[attr-defined]  # (a slot set only on replayed tasks)
+    return tid
+
+
+def link_replays(core: Core, rec: Recovered) -> None:
+    """Recovery: set ``replayed_by`` on the originals of the recovered replays (id order, so
+    the latest replay wins)."""
+    tasks = core.tasks
+    pairs: list[tuple[int, int]] = []
+    for term in rec.terminal:
+        if term.replay_of is not None:
+            pairs.append((term.id, term.replay_of))
+    for r in rec.tasks:
+        tags = r.spec.tags
+        v = tags.get(REPLAY_TAG) if tags else None
+        if v is not None and v.isdigit():
+            pairs.append((r.id, int(v)))
+    for tid, orig in sorted(pairs):
+        t = tasks.get(orig)
+        if t is not None and tid in tasks:
+            t.replayed_by = tid  # type: ignore[attr-defined]

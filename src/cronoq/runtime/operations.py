@@ -1,0 +1,391 @@
+"""Operator actions of the in-process Scheduler: pause/resume, run now, replay and bulk
+actions (docs/how-to/operations.md).
+
+Theory of operation
+-------------------
+:class:`Operations` is a mixin of :class:`~cronoq.runtime.scheduler.Scheduler`: each method
+validates its arguments, makes one engine call (``engine/control.py``, ``engine/replay.py``,
+``engine/bulk.py``) at the loop's current instant, carries out the actions it produced
+(``_settle``) and, with a durable store, returns only once they are committed.
+
+Bulk actions (:meth:`Operations.cancel_where`, :meth:`Operations.replay_where`) run in pages
+of :data:`~cronoq.engine.bulk.PAGE` tasks and sleep between pages for four times as long as
+the page took (:data:`BULK_SHARE`): other submissions and reports interleave, the loop is never
+held for more than a page, and a concurrent load keeps at least 80 % of its rate (a bulk
+action alone takes five times its scheduler time in wall time; bench/bulk.py measures both).
+A ``request_key`` makes a bulk call idempotent: the result of the first call with that key (per action and
+tenant) is remembered among the last :data:`REQUEST_KEYS` keys and returned again; a
+concurrent call with the same key waits for the first one.  A replay with a durable store
+reads the original payload back from the store (``store.load_payload``), since the engine
+drops ended tasks' payloads then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from cronoq.engine import bulk, control
+from cronoq.engine import replay as _replay
+from cronoq.engine.model import STATUS_BY_NAME, TaskState
+from cronoq.errors import ArgumentTypeError, ReplayError
+
+if TYPE_CHECKING:
+    from cronoq.engine.core import Core
+    from cronoq.runtime.handles import TaskHandle
+
+__all__ = ["BULK_SHARE", "REQUEST_KEYS", "BulkResult", "Operations", "parse_filter"]
+
+#: how many recent bulk request keys are remembered (idempotency)
+REQUEST_KEYS: Final = 1024
+#: the most of the loop's time a bulk action takes while it runs (it sleeps between pages)
+BULK_SHARE: Final = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class BulkResult:
+    """What a bulk action did: ``matched`` tasks matched its filter, ``acted`` of them were
+    cancelled (or replayed)."""
+
+    matched: int
+    acted: int
+
+
+def _names(what: str, value: object) -> frozenset[str] | None:
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, Iterable) or isinstance(items, Mapping):
+        raise ArgumentTypeError(f"{what} must be a string or a list of strings (got {value!r})")
+    out = []
+    for v in items:
+        if not isinstance(v, str) or not v:
+            raise ArgumentTypeError(f"{what} must be non-empty strings (got {v!r})")
+        out.append(v)
+    if not out:
+        raise ValueError(f"{what} must not be empty (leave it out to match any)")
+    return frozenset(out)
+
+
+def _instant(what: str, value: object, time_base: int) -> int | None:
+    """An aware datetime or Unix seconds -> engine ns."""
+    if value is None:
+        return None
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"{what} must be an aware datetime (got a naive one)")
+        secs = value.timestamp()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        secs = float(value)
+        if not math.isfinite(secs):
+            raise ValueError(f"{what} must be finite (got {value!r})")
+    else:
+        raise ArgumentTypeError(f"{what} must be an aware datetime or Unix seconds (got {value!r})")
+    return round(secs * 1e9) - time_base
+
+
+def parse_filter(
+    core: Core,
+    time_base: int,
+    eligible: frozenset[int],
+    action: str,
+    *,
+    pools: object = None,
+    statuses: object = None,
+    kinds: object = None,
+    tags: object = None,
+    tenant: object = None,
+    created_after: object = None,
+    created_before: object = None,
+    finished_after: object = None,
+    finished_before: object = None,
+    limit: object = None,
+) -> bulk.TaskFilter:
+    """Validate bulk filter keywords (ValueError naming the keyword) into an engine filter."""
+    pool_names = _names("pools", pools)
+    pidx = None
+    if pool_names is not None:
+        for p in sorted(pool_names):
+            if p not in core.pool_index:
+                raise control.unknown_pool(p)
+        pidx = frozenset(core.pool_index[p] for p in pool_names)
+    status_names = _names("statuses", statuses)
+    if status_names is None:
+        st = eligible
+    else:
+        nums = set()
+        for n in sorted(status_names):
+            s = STATUS_BY_NAME.get(n)
+            if s is None:
+                raise ValueError(f"statuses: unknown status '{n}'")
+            if s not in eligible:
+                raise ValueError(f"statuses: {action} does not apply to '{n}' tasks")
+            nums.add(s)
+        st = frozenset(nums)
+    kind_set = _names("kinds", kinds)
+    tag_map = None
+    if tags is not None:
+        if not isinstance(tags, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in tags.items()
+        ):
+            raise ArgumentTypeError(f"tags must be a dict of str to str (got {tags!r})")
+        tag_map = dict(tags) or None
+    if tenant is not None and (not isinstance(tenant, str) or not tenant):
+        raise ArgumentTypeError(f"tenant must be a non-empty string (got {tenant!r})")
+    times = {}
+    for name, v in (
+        ("created_after", created_after),
+        ("created_before", created_before),
+        ("finished_after", finished_after),
+        ("finished_before", finished_before),
+    ):
+        times[name] = _instant(name, v, time_base)
+    for lo, hi in (("created_after", "created_before"), ("finished_after", "finished_before")):
+        a, b = times[lo], times[hi]
+        if a is not None and b is not None and a > b:
+            raise ValueError(f"malformed time range: {lo} is later than {hi}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be an int >= 1 or None (got {limit!r})")
+    return bulk.TaskFilter(
+        st,
+        pools=pidx,
+        kinds=kind_set,
+        tags=tag_map,
+        tenant=tenant,
+        created_after=times["created_after"],
+        created_before=times["created_before"],
+        finished_after=times["finished_after"],
+        finished_before=times["finished_before"],
+        limit=limit,
+    )
+
+
+class Operations:
+    """Operator actions (mixed into ``Scheduler``; see the module docstring)."""
+
+    # (provided by Scheduler)
+    _store: Any
+    _codec: Any
+    _committer: Any
+    _time_base: int
+
+    if TYPE_CHECKING:
+
+        def _require(self) -> Core: ...
+        def _now(self) -> int: ...
+        def _settle(self) -> None: ...
+        async def _durable(self) -> None: ...
+        def _encode(self, payload: object) -> bytes: ...
+        def _handle_for(self, tid: int, dup: bool) -> TaskHandle: ...
+        def _find(self, ref: object, tenant: object) -> TaskState | None: ...
+
+    _bulk_keys: OrderedDict[tuple[str, str | None, str], asyncio.Future[BulkResult]] | None = None
+
+    async def _done(self) -> None:
+        self._settle()
+        if self._committer is not None:
+            await self._durable()
+
+    # ------------------------------------------------------------------ pause / resume
+
+    async def pause(self, pool: str) -> bool:
+        """Pause ``pool``: it dispatches nothing new (running attempts finish, submissions are
+        still accepted) until :meth:`resume`.  True when its state changed; durable with a
+        durable store.  ValueError ``unknown pool 'x'``."""
+        core = self._require()
+        changed = control.set_pool_paused(core, self._now(), pool, True)
+        await self._done()
+        return changed
+
+    async def resume(self, pool: str) -> bool:
+        """Resume a paused ``pool``: its backlog dispatches at once.  True when its state changed."""
+        core = self._require()
+        changed = control.set_pool_paused(core, self._now(), pool, False)
+        await self._done()
+        return changed
+
+    async def pause_recurring(self, name: str) -> bool:
+        """Pause recurring schedule ``name``: occurrences coming due while it is paused are
+        skipped and counted (``RecurringInfo.skipped_paused``).  True when its state changed.
+        ValueError ``unknown recurring schedule 'x'``."""
+        changed = control.set_recurring_paused(self._require(), name, True)
+        await self._done()
+        return changed
+
+    async def resume_recurring(self, name: str) -> bool:
+        """Resume a paused recurring schedule.  True when its state changed."""
+        changed = control.set_recurring_paused(self._require(), name, False)
+        await self._done()
+        return changed
+
+    async def trigger_recurring(self, name: str) -> TaskHandle:
+        """ "Run now": submit one occurrence of schedule ``name`` at once (its options, tag
+        ``cronoq.recurring``, payload; no key; no overlap check, also while paused)."""
+        core = self._require()
+        tid, dup = control.trigger_recurring(core, self._now(), name)
+        await self._done()
+        return self._handle_for(tid, dup)
+
+    # ------------------------------------------------------------------ replay
+
+    async def _payload(self, core: Core, t: TaskState) -> tuple[bool, object, bytes | None]:
+        held, payload = _replay.payload_of(core, t)
+        if held:
+            return True, payload, self._encode(payload) if self._committer is not None else None
+        load = getattr(self._store, "load_payload", None)
+        if load is None:
+            return False, None, None
+        blob = await load(t.id)
+        if blob is None:
+            return False, None, None
+        return True, self._codec.decode(blob), blob
+
+    async def replay(self, ref: int | str, *, force: bool = False, tenant: str | None = None) -> TaskHandle:
+        """Replay a finished task that did not succeed (``force=True``: also a succeeded one):
+        a new task with the same options and payload, a new id and the tag
+        ``cronoq.replay_of=<id>``; the original's key moves to it.  Returns the new task's
+        handle.  ReplayError ``unknown_task`` / ``not_finished`` / ``succeeded`` /
+        ``payload_unavailable``."""
+        if not isinstance(force, bool):
+            raise ArgumentTypeError(f"force must be a bool (got {force!r})")
+        core = self._require()
+        t = _replay.check(self._find(ref, tenant), ref, force)
+        ok, payload, blob = await self._payload(core, t)
+        core = self._require()
+        _replay.check(core.tasks.get(t.id), ref, force)  # (still so after the store read)
+        if not ok:
+            raise ReplayError("payload_unavailable", f"the payload of task {t.id} is no longer retained")
+        tid = _replay.replay(core, self._now(), t, payload, blob)
+        await self._done()
+        return self._handle_for(tid, False)
+
+    # ------------------------------------------------------------------ bulk actions
+
+    async def cancel_where(
+        self,
+        *,
+        pools: str | Iterable[str] | None = None,
+        statuses: str | Iterable[str] | None = None,
+        kinds: str | Iterable[str] | None = None,
+        tags: Mapping[str, str] | None = None,
+        tenant: str | None = None,
+        created_after: _dt.datetime | float | None = None,
+        created_before: _dt.datetime | float | None = None,
+        finished_after: _dt.datetime | float | None = None,
+        finished_before: _dt.datetime | float | None = None,
+        limit: int | None = None,
+        request_key: str | None = None,
+    ) -> BulkResult:
+        """Cancel every not-finished task matching the filter (every given criterion must
+        hold), in pages; ``BulkResult(matched, acted)``.  Idempotent by ``request_key``."""
+        core = self._require()
+        f = parse_filter(
+            core, self._time_base, bulk.CANCELLABLE, "cancel", pools=pools, statuses=statuses, kinds=kinds,
+            tags=tags, tenant=tenant, created_after=created_after, created_before=created_before,
+            finished_after=finished_after, finished_before=finished_before, limit=limit,
+        )  # fmt: skip
+        return await self._once("cancel", tenant, request_key, f, False)
+
+    async def replay_where(
+        self,
+        *,
+        pools: str | Iterable[str] | None = None,
+        statuses: str | Iterable[str] | None = None,
+        kinds: str | Iterable[str] | None = None,
+        tags: Mapping[str, str] | None = None,
+        tenant: str | None = None,
+        created_after: _dt.datetime | float | None = None,
+        created_before: _dt.datetime | float | None = None,
+        finished_after: _dt.datetime | float | None = None,
+        finished_before: _dt.datetime | float | None = None,
+        limit: int | None = None,
+        force: bool = False,
+        request_key: str | None = None,
+    ) -> BulkResult:
+        """Replay every finished task matching the filter that did not succeed (with
+        ``force``, succeeded ones too), in pages; ``BulkResult(matched, acted)`` (a task whose
+        payload is no longer retained is matched, not acted on).  Idempotent by
+        ``request_key``."""
+        if not isinstance(force, bool):
+            raise ArgumentTypeError(f"force must be a bool (got {force!r})")
+        core = self._require()
+        eligible = bulk.REPLAYABLE_FORCED if force else bulk.REPLAYABLE
+        f = parse_filter(
+            core, self._time_base, eligible, "replay", pools=pools, statuses=statuses, kinds=kinds,
+            tags=tags, tenant=tenant, created_after=created_after, created_before=created_before,
+            finished_after=finished_after, finished_before=finished_before, limit=limit,
+        )  # fmt: skip
+        return await self._once("replay", tenant, request_key, f, True)
+
+    async def _once(
+        self, action: str, tenant: str | None, request_key: str | None, f: bulk.TaskFilter, replaying: bool
+    ) -> BulkResult:
+        if request_key is None or request_key == "":
+            return await self._bulk(f, replaying)
+        if not isinstance(request_key, str):
+            raise ArgumentTypeError(f"request_key must be a string (got {request_key!r})")
+        keys = self._bulk_keys
+        if keys is None:
+            keys = self._bulk_keys = OrderedDict()
+        k = (action, tenant, request_key)
+        fut = keys.get(k)
+        if fut is not None:
+            keys.move_to_end(k)
+            return await asyncio.shield(fut)
+        fut = asyncio.get_running_loop().create_future()
+        keys[k] = fut
+        while len(keys) > REQUEST_KEYS:
+            keys.popitem(last=False)
+        try:
+            result = await self._bulk(f, replaying)
+        except BaseException as e:
+            keys.pop(k, None)  # nothing was answered: a retry with the key runs again
+            fut.set_exception(e)
+            fut.exception()  # (retrieved: no "never retrieved" warning)
+            raise
+        fut.set_result(result)
+        return result
+
+    async def _bulk(self, f: bulk.TaskFilter, replaying: bool) -> BulkResult:
+        core = self._require()
+        ids = bulk.candidates(core)
+        matched = acted = 0
+        limit = f.limit
+        started = time.perf_counter()
+        for i in range(0, len(ids), bulk.PAGE):
+            room = None if limit is None else limit - matched
+            if room is not None and room <= 0:
+                break
+            page = ids[i : i + bulk.PAGE]
+            hits = bulk.select(core, page, f, room)
+            matched += len(hits)
+            if replaying:
+                payloads = {t.id: await self._payload(core, t) for t in hits}
+                core = self._require()
+                acted += bulk.replay_all(core, self._now(), hits, _lookup(payloads))
+            else:
+                acted += bulk.cancel_all(core, self._now(), hits)
+            self._settle()
+            # let the loop run between pages, long enough that this action takes at most
+            # BULK_SHARE of it: other submissions keep (1 - BULK_SHARE) of their rate
+            spent = time.perf_counter() - started
+            await asyncio.sleep(spent * (1.0 - BULK_SHARE) / BULK_SHARE)
+            started = time.perf_counter()
+            core = self._require()
+        await self._done()
+        return BulkResult(matched, acted)
+
+
+def _lookup(
+    payloads: dict[int, tuple[bool, object, bytes | None]],
+) -> Callable[[TaskState], tuple[bool, object, bytes | None]]:
+    def get(t: TaskState) -> tuple[bool, object, bytes | None]:
+        return payloads[t.id]
+
+    return get

@@ -1,0 +1,242 @@
+"""Operator actions over the wire: pause/resume, run now, replay and bulk actions, with their
+authorization (docs/how-to/operations.md; shared by ``grpc_api.py`` and ``http_api.py``).
+
+Theory of operation
+-------------------
+The role of each action is checked by the caller's transport (the gRPC interceptor, the HTTP
+route) before the request is read; here the *scope* is checked: a pool-restricted token may
+pause only its pools and schedules of its pools, replay only its own tasks (another pool's or
+tenant's task is as unknown as a missing one), and a bulk filter is narrowed to the token's
+pools (a filter naming another pool is PERMISSION_DENIED; no pool filter means the token's
+pools) and to its tenant.  Engine errors map to wire statuses: an unknown pool, schedule or
+task is NOT_FOUND, a bad filter INVALID_ARGUMENT, a refused replay FAILED_PRECONDITION with
+the :class:`~cronoq.errors.ReplayError` code, a store failure UNAVAILABLE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from cronoq.errors import ArgumentTypeError, ReplayError, SchedulerError, SubmitError
+from cronoq.runtime.operations import BulkResult
+from cronoq.server.app import ApiError, store_failure
+from cronoq.server.auth import PermissionDenied, Principal, check_pool, restrict_pools
+
+if TYPE_CHECKING:
+    from cronoq.server.app import ServerApp
+
+__all__ = [
+    "FILTER_FIELDS",
+    "bulk",
+    "bulk_from_json",
+    "filter_from_msg",
+    "replay",
+    "set_paused",
+    "trigger",
+]
+
+T = TypeVar("T")
+
+#: the keyword arguments of a bulk filter (``Scheduler.cancel_where`` / ``replay_where``)
+FILTER_FIELDS = (
+    "pools",
+    "statuses",
+    "kinds",
+    "tags",
+    "tenant",
+    "created_after",
+    "created_before",
+    "finished_after",
+    "finished_before",
+    "limit",
+)
+
+
+async def _run(aw: Callable[[], Awaitable[T]]) -> T:
+    try:
+        return await aw()
+    except ReplayError as e:
+        if e.code == "unknown_task":
+            raise ApiError("not_found", e.message, e.code) from None
+        raise ApiError("failed_precondition", e.message, e.code) from None
+    except SubmitError as e:
+        raise ApiError.from_submit(e) from None
+    except ValueError as e:
+        msg = str(e)
+        if msg.startswith(("unknown pool", "unknown recurring schedule")):
+            raise ApiError("not_found", msg) from None
+        raise ApiError("invalid_argument", msg, "invalid") from None
+    except SchedulerError as e:
+        raise store_failure(e) from None
+
+
+async def _schedule_pool(app: ServerApp, name: str) -> str:
+    for info in await app.require_leader().list_recurring():
+        if info.name == name:
+            return str(info.pool)
+    raise ApiError("not_found", f"unknown recurring schedule '{name}'")
+
+
+async def set_paused(app: ServerApp, principal: Principal | None, kind: str, name: str, paused: bool) -> bool:
+    """Pause or resume pool (``kind`` "pool") or recurring schedule ``name``; True if changed."""
+    sched = app.require_leader()
+    if kind == "pool":
+        if name not in sched.pools:
+            raise ApiError("not_found", f"unknown pool '{name}'")
+        check_pool(principal, name)
+        return await _run(lambda: sched.pause(name) if paused else sched.resume(name))
+    check_pool(principal, await _schedule_pool(app, name))
+    return await _run(lambda: sched.pause_recurring(name) if paused else sched.resume_recurring(name))
+
+
+async def trigger(app: ServerApp, principal: Principal | None, name: str) -> int:
+    """ "Run now" schedule ``name``: the new task's id."""
+    sched = app.require_leader()
+    check_pool(principal, await _schedule_pool(app, name))
+    h = await _run(lambda: sched.trigger_recurring(name))
+    return h.id
+
+
+async def replay(
+    app: ServerApp, principal: Principal | None, ref: int | str, force: bool, tenant: str | None = None
+) -> int:
+    """Replay the caller's task ``ref``: the new task's id."""
+    sched = app.require_leader()
+    t = app.get(principal, ref, tenant)  # (NOT_FOUND for another pool's or tenant's task)
+    h = await _run(lambda: sched.replay(t.id, force=force))
+    return h.id
+
+
+async def bulk(
+    app: ServerApp,
+    principal: Principal | None,
+    action: str,
+    filt: Mapping[str, Any],
+    request_key: str,
+    force: bool,
+) -> BulkResult:
+    """``action`` ("cancel" / "replay") every task matching ``filt`` (FILTER_FIELDS keywords)
+    within the caller's pools and tenant."""
+    sched = app.require_leader()
+    if not any(v not in (None, (), [], {}) for v in filt.values()):
+        raise ApiError("invalid_argument", "a bulk action needs at least one filter criterion", "invalid")
+    kw = dict(filt)
+    pools = list(kw.get("pools") or ())
+    for p in pools:
+        if p not in sched.pools:
+            raise ApiError("not_found", f"unknown pool '{p}'")
+    kw["pools"] = restrict_pools(principal, pools)  # (PERMISSION_DENIED for another token's pool)
+    if principal is not None and principal.tenant is not None:
+        asked = kw.get("tenant")
+        if asked and asked != principal.tenant:
+            raise PermissionDenied(f"token is not allowed to act for tenant '{asked}'")
+        kw["tenant"] = principal.tenant
+    key = request_key or None
+    if key is not None and principal is not None:
+        key = f"{principal.name}:{key}"  # (tokens never share a request key)
+    if not isinstance(force, bool):
+        raise ArgumentTypeError("force must be a bool")
+    if action == "replay":
+        return await _run(lambda: sched.replay_where(**kw, force=force, request_key=key))
+    return await _run(lambda: sched.cancel_where(**kw, request_key=key))
+
+
+def filter_from_msg(f: Any) -> dict[str, Any]:
+    """A ``TaskFilter`` message as bulk filter keywords (unset fields left out)."""
+    from cronoq.engine.model import STATUS_NAMES
+
+    kw: dict[str, Any] = {}
+    if f.pools:
+        kw["pools"] = list(f.pools)
+    if f.statuses:
+        names = []
+        for v in f.statuses:
+            if not 1 <= v <= len(STATUS_NAMES):
+                raise ApiError("invalid_argument", f"unknown task status value {v}", "invalid")
+            names.append(STATUS_NAMES[v - 1])
+        kw["statuses"] = names
+    if f.kinds:
+        kw["kinds"] = list(f.kinds)
+    if f.tags:
+        kw["tags"] = dict(f.tags)
+    if f.tenant:
+        kw["tenant"] = f.tenant
+    for name in ("created_after", "created_before", "finished_after", "finished_before"):
+        field = f"{name}_unix_ns"
+        if f.HasField(field):
+            kw[name] = getattr(f, field) / 1e9
+    if f.limit:
+        kw["limit"] = int(f.limit)
+    return kw
+
+
+def _bad(message: str) -> ApiError:
+    return ApiError("invalid_argument", message, "invalid_argument")
+
+
+def _json_names(v: Any, where: str) -> list[str]:
+    items = [v] if isinstance(v, str) else v
+    if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+        raise _bad(f"{where} must be a string or a list of strings")
+    return items
+
+
+def _json_instant(v: Any, where: str) -> float:
+    """RFC 3339 string or Unix seconds -> Unix seconds."""
+    import datetime as _dt
+    import math
+
+    if isinstance(v, bool) or v is None:
+        raise _bad(f"{where} must be an RFC 3339 time or Unix seconds")
+    if isinstance(v, int | float):
+        if not math.isfinite(v):
+            raise _bad(f"{where} must be finite")
+        return float(v)
+    if isinstance(v, str):
+        try:
+            d = _dt.datetime.fromisoformat(v.strip())
+        except ValueError:
+            raise _bad(f"{where} is not an RFC 3339 time: {v!r}") from None
+        if d.tzinfo is None:
+            raise _bad(f"{where} must name its UTC offset (e.g. 'Z'): {v!r}")
+        return d.timestamp()
+    raise _bad(f"{where} must be an RFC 3339 time or Unix seconds")
+
+
+def bulk_from_json(body: Mapping[str, Any]) -> tuple[dict[str, Any], str, bool]:
+    """``POST /v1/tasks:replay|cancel`` body -> ``(filter keywords, request_key, force)``."""
+    for k in body:
+        if k not in ("filter", "request_key", "force"):
+            raise _bad(f"unknown field '{k}' (expected filter, request_key, force)")
+    f = body.get("filter")
+    if not isinstance(f, dict) or not f:
+        raise _bad("filter must be an object with at least one criterion")
+    kw: dict[str, Any] = {}
+    for k, v in f.items():
+        where = f"filter.{k}"
+        if k in ("pools", "statuses", "kinds"):
+            kw[k] = _json_names(v, where)
+        elif k == "tags":
+            if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
+                raise _bad(f"{where} must be an object of strings")
+            kw[k] = dict(v)
+        elif k == "tenant":
+            if not isinstance(v, str):
+                raise _bad(f"{where} must be a string")
+            kw[k] = v or None
+        elif k in ("created_after", "created_before", "finished_after", "finished_before"):
+            kw[k] = _json_instant(v, where)
+        elif k == "limit":
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise _bad(f"{where} must be an integer >= 1")
+            kw[k] = v
+        else:
+            raise _bad(f"unknown filter field '{k}' (expected {', '.join(FILTER_FIELDS)})")
+    key = body.get("request_key", "")
+    if not isinstance(key, str):
+        raise _bad("request_key must be a string")
+    force = body.get("force", False)
+    if not isinstance(force, bool):
+        raise _bad("force must be true or false")
+    return kw, key, force
