@@ -141,7 +141,7 @@ async def test_history_endpoint() -> None:
 
 
 async def test_history_sampled_by_the_server() -> None:
-    async with serve() as (app, c):
+    async with serve() as (_app, c):
 
         async def first() -> None:
             while not (await c.get("/v1/history")).json()["points"]:
