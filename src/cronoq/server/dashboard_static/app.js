@@ -631,6 +631,7 @@ async function loadTasks(mode) {
       t.loading = false;
       t.lastRefresh = performance.now();
       $("#tasks-table").setAttribute("aria-busy", "false");
+      if (!t.rows.length) renderTaskTable(); // "Loading…" → "No tasks."
       renderPager();
     }
   }
