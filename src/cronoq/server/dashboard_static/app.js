@@ -1232,7 +1232,7 @@ async function openTask(id, info) {
 
 /** The statuses of a task's parents and children (at most DEPS_MAX of each) for the graph. */
 async function loadDeps(i) {
-  const ids = [...(i.parents || []).slice(0, DEPS_MAX), ...(i.children || []).slice(0, DEPS_MAX)];
+  const ids = [...(i.parents || []).slice(0, DEPS_MAX), ...(i.children || []).slice(0, DEPS_MAX)].map(String);
   if (!ids.length) return;
   const got = await Promise.all(ids.map((id) => api("GET", taskPath(id)).catch(() => null)));
   if (!state.detail || state.detail.id !== i.id) return;
@@ -1281,8 +1281,8 @@ function renderDetail() {
   ];
   if (i.name) kv.splice(2, 0, ["Name", i.name]);
   const link = (id, label) => h("button.link", { type: "button", text: id, "aria-label": `${label} ${id}`, onclick: () => openTask(id) });
-  if (i.replay_of) kv.push(["Replay of", link(i.replay_of, "Open the original task")]);
-  if (i.replayed_by) kv.push(["Replayed by", link(i.replayed_by, "Open the replay task")]);
+  if (i.replay_of && i.replay_of !== "0") kv.push(["Replay of", link(String(i.replay_of), "Open the original task")]);
+  if (i.replayed_by && i.replayed_by !== "0") kv.push(["Replayed by", link(String(i.replayed_by), "Open the replay task")]);
   const prog = state.progress.get(i.id) || normProgress(i.progress);
   const hist = (state.history.get(i.id) || []).slice();
   const items = [];
@@ -1465,8 +1465,8 @@ function attemptTimeline(i) {
 
 /** Parents → this task → children, with statuses; every other node opens its task. */
 function depGraph(i, known) {
-  const parents = (i.parents || []).slice(0, DEPS_MAX);
-  const children = (i.children || []).slice(0, DEPS_MAX);
+  const parents = (i.parents || []).slice(0, DEPS_MAX).map(String);
+  const children = (i.children || []).slice(0, DEPS_MAX).map(String);
   const rows = Math.max(parents.length, children.length, 1);
   const W = 640;
   const nodeW = 150;
