@@ -416,7 +416,7 @@ function updatePoolCard(pc, p, now) {
   pc.paused = Boolean(p.paused);
   pc.badge.hidden = !pc.paused;
   pc.card.dataset.paused = String(pc.paused);
-  if ("paused" in p && state.features.pausePool !== false) state.features.pausePool = true;
+  if ("paused" in p) hint("pausePool");
   pc.pauseBtn.hidden = !state.features.pausePool;
   pc.pauseBtn.textContent = pc.paused ? "Resume" : "Pause";
   pc.pauseBtn.setAttribute("aria-label", `${pc.paused ? "Resume" : "Pause"} pool ${pc.name}`);
@@ -639,6 +639,7 @@ async function loadTasks(mode) {
 
 function setRows(rows) {
   const t = state.tasks;
+  if (rows.length) hintFromTask(rows[0]);
   t.rows = rows;
   t.byId = new Map(rows.map((r) => [r.id, r]));
   renderTaskTable();
@@ -1218,6 +1219,7 @@ async function openTask(id, info) {
   try {
     const i = info || (await api("GET", taskPath(id)));
     if (!state.detail || state.detail.id !== String(id)) return;
+    hintFromTask(i);
     state.detail.id = i.id;
     state.detail.info = i;
     renderDetail();
@@ -1689,7 +1691,7 @@ async function loadRecurring(force) {
       body.replaceChildren(h("tr", null, h("td.empty", { colspan: 10, text: "No recurring schedules." })));
       return;
     }
-    if (list.some((x) => "paused" in x)) state.features.pauseRecurring = state.features.pauseRecurring !== false;
+    if (list.some((x) => "paused" in x)) hint("pauseRecurring", "runRecurring");
     state.recurring = new Map(list.map((x) => [x.name, x]));
     body.replaceChildren(...list.flatMap((x) => recurringRows(x)));
   } catch (e) {
@@ -1748,6 +1750,7 @@ function recurringRows(sc) {
 async function recurringVerb(name, verb) {
   try {
     const r = await api("POST", `/v1/recurring/${encodeURIComponent(name)}/${verb}`);
+    await loadRecurring(true); // (clears the note: the outcome is written after it)
     if (verb === "run") {
       noteId(r.id);
       $("#recurring-note").replaceChildren(
@@ -1757,13 +1760,15 @@ async function recurringVerb(name, verb) {
       $("#recurring-note").hidden = false;
     } else note("#recurring-note", "");
   } catch (e) {
+    let msg;
     if (isMissingRoute(e)) {
       if (verb === "run") state.features.runRecurring = false;
       else state.features.pauseRecurring = false;
-      note("#recurring-note", "This server does not offer that action.");
-    } else note("#recurring-note", forbidden(e) || explain(e, `${verb} ${name}`));
+      msg = "This server does not offer that action.";
+    } else msg = forbidden(e) || explain(e, `${verb} ${name}`);
+    await loadRecurring(true);
+    note("#recurring-note", msg);
   }
-  loadRecurring(true);
 }
 
 function editRecurring(name) {
@@ -1914,6 +1919,26 @@ function tickRate() {
   const el = $("#rate");
   el.textContent = `${fmtNum(state.evCount)} ev/s`;
   state.evCount = 0;
+}
+
+/**
+ * Data showing what the server has although its OpenAPI document does not say so (a pool
+ * snapshot with `paused`, a task with `replay_of`): the feature is on unless an endpoint already
+ * answered "no such route" (false).
+ */
+function hint(...names) {
+  let changed = false;
+  for (const n of names) {
+    if (state.features[n] === undefined) {
+      state.features[n] = true;
+      changed = true;
+    }
+  }
+  if (changed) applyFeatures();
+}
+
+function hintFromTask(info) {
+  if (info && "replay_of" in info) hint("replay", "bulkCancel", "bulkReplay");
 }
 
 function applyFeatures() {
