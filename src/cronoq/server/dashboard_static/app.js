@@ -1474,9 +1474,10 @@ function depGraph(i, known) {
   const nodeW = 150;
   const nodeH = 30;
   const gap = 10;
-  const H = rows * (nodeH + gap) + gap;
+  const top = 16; // the column headings
+  const H = top + rows * (nodeH + gap) + gap;
   const col = [10, (W - nodeW) / 2, W - nodeW - 10];
-  const yOf = (k, n) => gap + k * (nodeH + gap) + ((rows - n) * (nodeH + gap)) / 2;
+  const yOf = (k, n) => top + gap + k * (nodeH + gap) + ((rows - n) * (nodeH + gap)) / 2;
   const svg = svgEl("svg", {
     class: "depgraph",
     viewBox: `0 0 ${W} ${H}`,
@@ -1484,6 +1485,10 @@ function depGraph(i, known) {
     "aria-label": `Dependencies: ${parents.length} parent(s), ${children.length} child(ren)`,
   });
   const cy = yOf(0, 1);
+  svg.append(
+    svgEl("text", { x: col[0], y: 12, class: "tl-axis", text: parents.length ? "depends on" : "" }),
+    svgEl("text", { x: col[2], y: 12, class: "tl-axis", text: children.length ? "needed by" : "" }),
+  );
   const node = (id, x, y, self) => {
     const info = self ? i : known.get(id);
     const status = info ? info.status : "";
