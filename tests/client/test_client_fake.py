@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -399,3 +400,21 @@ async def test_unreachable_server_is_unavailable() -> None:
         with pytest.raises(ClientError) as exc:
             await client.get(1, call_timeout=5)
         assert exc.value.code == "unavailable" and exc.value.retryable
+
+
+async def test_list_tasks_filters_on_the_wire(fake: Any) -> None:
+    """kinds, tags and the creation range reach ListTasksRequest (datetime or Unix seconds)."""
+    async with Client(fake.target) as client:
+        after = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+        await client.list_tasks(kinds="mail", tags={"team": "a"}, created_after=after, created_before=1.5)
+        req, _ = fake.last("ListTasks")
+        assert list(req.kinds) == ["mail"] and dict(req.tags) == {"team": "a"}
+        assert req.created_after_unix_ns == int(after.timestamp()) * 10**9
+        assert req.created_before_unix_ns == 1_500_000_000
+        await client.list_tasks()
+        req, _ = fake.last("ListTasks")
+        assert not req.HasField("created_after_unix_ns") and not req.kinds and not req.tags
+        with pytest.raises(ValueError, match="created_before must be an aware datetime or Unix seconds"):
+            await client.list_tasks(created_before="yesterday")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="kinds must contain strings"):
+            await client.list_tasks(kinds=[1])  # type: ignore[list-item]

@@ -1214,6 +1214,7 @@ async def test_openapi_document() -> None:
         ("/v1/recurring/{name}/run", "post"),
         ("/v1/events", "get"),
         ("/v1/snapshot", "get"),
+        ("/v1/history", "get"),
         ("/v1/workers", "get"),
         ("/v1/recurring", "get"),
         ("/v1/recurring/{name}", "get"),
@@ -1266,6 +1267,8 @@ async def test_responses_match_openapi_schemas() -> None:
         check("TaskList", (await c.get("/v1/tasks")).json())
         check("SubmitBatchResponse", (await c.post("/v1/tasks:batch", json={"tasks": [{}]})).json())
         check("SnapshotResponse", (await c.get("/v1/snapshot")).json())
+        app.history.record(app.sched.clock.time_ns() / 1e9, await app.sched.snapshot())
+        check("History", (await c.get("/v1/history")).json())
         check("WorkerList", (await c.get("/v1/workers")).json())
         check("RecurringInfo", (await c.put("/v1/recurring/r", json={"cron": "@daily"})).json())
         check("RecurringList", (await c.get("/v1/recurring")).json())

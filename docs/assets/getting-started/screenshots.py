@@ -90,6 +90,12 @@ async def main() -> None:
                 await expect(page.locator("#tasks-table")).to_have_attribute("aria-busy", "false")
                 await page.wait_for_timeout(500)
                 await shoot(page, "tasks")
+                # two rows selected: the bulk bar
+                for box in (await page.locator("#tasks-body td.c-sel input").all())[1:3]:
+                    await box.check()
+                await page.wait_for_timeout(200)
+                await shoot(page, "tasks-selected", "#tasks-table")
+                await page.get_by_role("button", name="Clear selection").click()
                 await page.goto(f"{url}#tasks/{await failed_task(url)}")  # its detail dialog
                 await expect(page.locator("#task-dialog")).to_be_visible()
                 await page.wait_for_timeout(300)
@@ -101,6 +107,11 @@ async def main() -> None:
                 await page.get_by_role("link", name="Recurring").click()
                 await page.wait_for_timeout(500)
                 await shoot(page, "recurring", "#view-recurring")
+                await page.locator("#recurring-body button", has_text="Edit").first.click()
+                await page.locator(".edit-form input[name=cron]").fill("61 * * * *")
+                await page.locator(".edit-form button[type=submit]").click()
+                await expect(page.locator("#edit-err-cron")).not_to_be_empty()
+                await shoot(page, "recurring-edit", "#view-recurring")
                 await browser.close()
         finally:
             if proc.returncode is None:

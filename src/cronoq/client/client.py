@@ -22,8 +22,10 @@ Theory of operation
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 import grpc
@@ -61,6 +63,17 @@ __all__ = ["Client", "Watch"]
 # Extra time given to a waiting call beyond the server-side wait, so that the server's
 # DEADLINE_EXCEEDED (or the result) arrives before the client's own deadline.
 _WAIT_GRACE = 5.0
+
+
+def _instant_ns(name: str, v: object) -> int:
+    """An aware ``datetime`` or Unix seconds as Unix ns (ValueError naming ``name``)."""
+    if isinstance(v, datetime):
+        if v.tzinfo is None:
+            raise ValueError(f"{name} must be an aware datetime (got a naive one: {v})")
+        return round(v.timestamp() * 1e6) * 1000
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(f"{name} must be an aware datetime or Unix seconds (got {v!r})")
+    return round(v * 1e9)
 
 
 class Client:
@@ -237,11 +250,20 @@ class Client:
         after: int | None = 0,
         limit: int = 0,
         *,
+        kinds: Iterable[str] | str | None = None,
+        tags: dict[str, str] | None = None,
+        created_after: datetime | float | None = None,
+        created_before: datetime | float | None = None,
         call_timeout: float | None = None,
     ) -> TaskPage:
         """One page of live and retained tasks in ascending id order with ids > ``after``
         (``limit`` 0 = the server default, 100). Pass ``page.next_after`` as ``after`` for the
-        next page; it is None when no more may follow (``after=None`` is 0)."""
+        next page; it is None when no more may follow (``after=None`` is 0).
+
+        ``kinds`` (any of), ``tags`` (all must be equal) and the creation range
+        ``created_after`` (inclusive) / ``created_before`` (exclusive), each an aware
+        ``datetime`` or Unix seconds, narrow the page (a server without these filters ignores
+        them)."""
         if isinstance(statuses, str):
             statuses = [statuses]
         if after is None:
@@ -255,7 +277,18 @@ class Client:
             statuses=[status_to_wire(s) for s in statuses or ()],  # type: ignore[misc]
             after=after,
             limit=limit,
+            kinds=str_list("kinds", kinds),
         )
+        if tags is not None:
+            if not isinstance(tags, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in tags.items()
+            ):
+                raise ValueError(f"tags must be a dict of str to str (got {tags!r})")
+            request.tags.update(tags)
+        if created_after is not None:
+            request.created_after_unix_ns = _instant_ns("created_after", created_after)
+        if created_before is not None:
+            request.created_before_unix_ns = _instant_ns("created_before", created_before)
         timeout = seconds_or_none("call_timeout", call_timeout)
         return TaskPage.from_wire(await self._call("tasks", "ListTasks", request, timeout=timeout))
 
@@ -267,13 +300,27 @@ class Client:
         limit: int = 0,
         *,
         page_size: int | None = None,
+        kinds: Iterable[str] | str | None = None,
+        tags: dict[str, str] | None = None,
+        created_after: datetime | float | None = None,
+        created_before: datetime | float | None = None,
     ) -> AsyncIterator[TaskInfo]:
         """Every matching task, fetching pages of ``limit`` (0 = server default) as needed;
-        ``page_size`` is the published client's name for ``limit``."""
+        ``page_size`` is the published client's name for ``limit``; the filters are those of
+        :meth:`list_tasks`."""
         if page_size is not None:
             limit = page_size
         while True:
-            page = await self.list_tasks(pools, statuses, after, limit)
+            page = await self.list_tasks(
+                pools,
+                statuses,
+                after,
+                limit,
+                kinds=kinds,
+                tags=tags,
+                created_after=created_after,
+                created_before=created_before,
+            )
             for info in page.tasks:
                 yield info
             if not page.next_after or not page.tasks:

@@ -41,6 +41,7 @@ from cronoq.runtime.task import Task
 from cronoq.server import convert, request_limits
 from cronoq.server.auth import Authenticator, Principal, check_tenant, stamp_tenant
 from cronoq.server.config import ServerConfig, pool_config, resource_configs
+from cronoq.server.history import HistoryRing, run_sampler
 from cronoq.server.payload_budget import PayloadBudget
 from cronoq.server.workers import Blob, RemoteExecutor, WorkerRegistry
 from cronoq.store.base import lease_left
@@ -155,6 +156,9 @@ class ServerApp:
         )
         self.sched = self._make_scheduler()
         self.payloads = PayloadBudget(config.limits.max_pending_bytes)
+        # per-second pool figures of the last 30 min (GET /v1/history), filled while leading
+        self.history = HistoryRing()
+        self._history_task: asyncio.Task[None] | None = None
 
     def _make_scheduler(self) -> Scheduler:
         """A scheduler for one leadership term, its pools run by remote workers via the registry."""
@@ -198,6 +202,8 @@ class ServerApp:
             self.leading = True
             self._leader_event.set()
             self._watch_lost()
+            if self._history_task is None:
+                self._history_task = asyncio.get_running_loop().create_task(run_sampler(self, self.history))
             log.info("leading (epoch %s)", self.sched._core.epoch if self.sched._core else "?")
             return
 
@@ -241,6 +247,10 @@ class ServerApp:
     async def stop(self) -> None:
         """Graceful stop: Shutdown to workers, grace for running attempts, release leadership."""
         self.stopping = True
+        if self._history_task is not None:
+            self._history_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._history_task
         self.registry.shutdown_all("server shutting down")
         if self.leading or self.sched.started:
             self.leading = False
@@ -455,7 +465,14 @@ class ServerApp:
         statuses: list[str],
         after: int,
         limit: int,
+        *,
+        kinds: list[str] | None = None,
+        tags: dict[str, str] | None = None,
+        created_after_ns: int | None = None,
+        created_before_ns: int | None = None,
     ) -> tuple[list[TaskState], int]:
+        """One page of the caller's tasks with ids > ``after``; ``kinds``, ``tags`` (all must
+        match) and the creation range (Unix ns: at or after / strictly before) narrow it."""
         sched = self.require_leader()
         core = sched._core
         assert core is not None
@@ -464,6 +481,11 @@ class ServerApp:
         if principal is not None and principal.pools is not None:
             allowed = (allowed & principal.pools) if allowed is not None else set(principal.pools)
         want = {STATUS_BY_NAME[s] for s in statuses} if statuses else None
+        want_kinds = set(kinds) if kinds else None
+        want_tags = list(tags.items()) if tags else None
+        base = sched._time_base
+        lo = None if created_after_ns is None else created_after_ns - base
+        hi = None if created_before_ns is None else created_before_ns - base
         cap = self.limits.max_list
         n = min(100 if limit <= 0 else limit, cap)
         out: list[TaskState] = []
@@ -474,6 +496,16 @@ class ServerApp:
                 continue
             if want is not None and t.status not in want:
                 continue
+            if want_kinds is not None and t.opts.kind not in want_kinds:
+                continue
+            if lo is not None and t.created_at < lo:
+                continue
+            if hi is not None and t.created_at >= hi:
+                continue
+            if want_tags is not None:
+                have = t.opts.tags or {}
+                if any(have.get(k) != v for k, v in want_tags):
+                    continue
             if principal is not None and principal.tenant is not None and t.opts.tenant != principal.tenant:
                 continue
             if len(out) == n:

@@ -315,7 +315,19 @@ class TasksServicer(pb_grpc.TasksServicer):
             principal = _principal(app, context)
             pools = _pools_filter(app, principal, request.pools)
             tasks, next_after = app.list_tasks(
-                principal, pools, _statuses(request.statuses), request.after, request.limit
+                principal,
+                pools,
+                _statuses(request.statuses),
+                request.after,
+                request.limit,
+                kinds=[k for k in request.kinds if k],
+                tags=dict(request.tags),
+                created_after_ns=(
+                    request.created_after_unix_ns if request.HasField("created_after_unix_ns") else None
+                ),
+                created_before_ns=(
+                    request.created_before_unix_ns if request.HasField("created_before_unix_ns") else None
+                ),
             )
             return pb.ListTasksResponse(tasks=[app.task_info(t) for t in tasks], next_after=next_after)
         except Exception as e:

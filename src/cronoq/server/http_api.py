@@ -71,8 +71,11 @@ import functools
 import json
 import logging
 import math
+import re
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
@@ -556,6 +559,52 @@ def _q_int(request: Request, name: str, hi: int) -> int:
     return n
 
 
+def parse_instant(v: str, where: str) -> int:
+    """An instant as Unix ns: RFC 3339 (``2026-12-02T10:00:00Z``, an offset is required) or
+    Unix seconds (``1733133600``, ``1733133600.5``); else 400 naming ``where``."""
+    s = v.strip()
+    try:
+        dec = Decimal(s)  # (exact: a float would lose the nanoseconds)
+    except InvalidOperation:
+        pass
+    else:
+        if not dec.is_finite() or not -9_200_000_000 < dec < 9_200_000_000:
+            raise _bad(f"{where} must be an RFC 3339 time or Unix seconds (got {v!r})")
+        return int((dec * 1_000_000_000).to_integral_value())
+    # an unencoded "+01:00" in a query string arrives as " 01:00"
+    s = re.sub(r" (\d\d:?\d\d)$", r"+\1", s)
+    try:
+        d = datetime.fromisoformat(s)
+    except ValueError:
+        d = None
+    if d is None or d.tzinfo is None:
+        raise _bad(
+            f"{where} must be an RFC 3339 time with an offset (2026-12-02T10:00:00Z) "
+            f"or Unix seconds (got {v!r})"
+        )
+    return round(d.timestamp() * 1e6) * 1000
+
+
+def _q_time(request: Request, name: str) -> int | None:
+    v = request.query_params.get(name)
+    if v is None or v.strip() == "":
+        return None
+    return parse_instant(v, f"query parameter {name}")
+
+
+def _q_tags(request: Request) -> dict[str, str]:
+    """``tag=k=v`` (repeatable; all must match)."""
+    out: dict[str, str] = {}
+    for v in request.query_params.getlist("tag"):
+        k, eq, val = v.partition("=")
+        if not eq or not k:
+            raise _bad(f"query parameter tag must be key=value (got {v!r})")
+        if k in out and out[k] != val:
+            raise _bad(f"query parameter tag gives {k!r} two values ({out[k]!r} and {val!r})")
+        out[k] = val
+    return out
+
+
 def _q_list(request: Request, name: str) -> list[str]:
     """A repeatable query parameter whose values may also be comma-separated."""
     out: list[str] = []
@@ -914,7 +963,17 @@ class HttpApi:
                 raise _bad(f"unknown status {s!r} (one of {', '.join(STATUS_NAMES)})")
         after = _q_int(request, "after", UINT64_MAX)
         limit = _q_int(request, "limit", UINT32_MAX)
-        tasks, next_after = self.app.list_tasks(principal, pools, statuses, after, limit)
+        tasks, next_after = self.app.list_tasks(
+            principal,
+            pools,
+            statuses,
+            after,
+            limit,
+            kinds=_q_list(request, "kind"),
+            tags=_q_tags(request),
+            created_after_ns=_q_time(request, "created_after"),
+            created_before_ns=_q_time(request, "created_before"),
+        )
         return json_response(
             {"tasks": [message_json(self.app.task_info(t)) for t in tasks], "next_after": str(next_after)}
         )
@@ -1071,6 +1130,27 @@ class HttpApi:
             msg.pools.extend(keep)
             msg.workers_connected = sum(p.workers_connected for p in keep)
         return json_response(message_json(msg))
+
+    @_handler
+    async def history(self, request: Request) -> Response:
+        """``GET /v1/history?seconds=N``: the per-second pool figures of the last N seconds
+        (default and at most the ring's 1,800), oldest first (docs/reference/http.md#history)."""
+        principal = self.auth(request, Action.SNAPSHOT)
+        ring = self.app.history
+        raw = request.query_params.get("seconds")
+        seconds = ring.capacity
+        if raw is not None and raw != "":
+            if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= ring.capacity:
+                raise _bad(
+                    f"query parameter seconds must be an integer from 1 to {ring.capacity} (got {raw!r})"
+                )
+            seconds = int(raw)
+        sched = self.app.require_leader()
+        now = sched.clock.time_ns() / 1e9
+        allowed = None if principal is None or principal.pools is None else principal.pools
+        keep = None if allowed is None else allowed.__contains__
+        points = [p.as_json(keep) for p in ring.since(now - seconds)]
+        return json_response({"interval_s": 1, "points": points})
 
     @_handler
     async def workers(self, request: Request) -> Response:
@@ -1245,6 +1325,7 @@ def create_http_app(
             Route("/v1/tasks/{rest:path}", api.task_ref, methods=["GET", "POST"]),
             Route("/v1/events", api.events, methods=["GET"]),
             Route("/v1/snapshot", api.snapshot, methods=["GET"]),
+            Route("/v1/history", api.history, methods=["GET"]),
             Route("/v1/workers", api.workers, methods=["GET"]),
             Route("/v1/recurring", api.list_recurring, methods=["GET"]),
             Route("/v1/recurring/{name}", api.recurring, methods=["GET", "PUT", "DELETE"]),

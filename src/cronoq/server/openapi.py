@@ -283,6 +283,52 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
             "properties": {"removed": {"type": "boolean"}},
             "required": ["removed"],
         },
+        "History": {
+            "type": "object",
+            "description": "GET /v1/history: one point per second, oldest first",
+            "properties": {
+                "interval_s": {"type": "integer"},
+                "points": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "at": {"type": "integer", "description": "Unix seconds"},
+                            "pools": {"type": "object", "additionalProperties": _ref("HistoryPool")},
+                        },
+                        "required": ["at", "pools"],
+                    },
+                },
+            },
+            "required": ["interval_s", "points"],
+        },
+        "HistoryPool": {
+            "type": "object",
+            "properties": {
+                **{
+                    k: {"type": "integer", "minimum": 0}
+                    for k in ("busy", "capacity", "desired", "held", "pending")
+                },
+                "pending_by_class": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                **{
+                    k: {"type": "integer", "minimum": 0, "description": "in the 60 s window"}
+                    for k in ("dispatched", "succeeded", "failed")
+                },
+                "paused": {"type": "boolean"},
+            },
+            "required": [
+                "busy",
+                "capacity",
+                "desired",
+                "held",
+                "pending",
+                "pending_by_class",
+                "dispatched",
+                "succeeded",
+                "failed",
+                "paused",
+            ],
+        },
         "Health": {"type": "object", "properties": {"status": {"type": "string"}}, "required": ["status"]},
     }
     for desc in (
@@ -543,6 +589,15 @@ def openapi_document(app: ServerApp | None = None) -> dict[str, Any]:
                     ),
                     _q("after", {"type": "string", "pattern": "^[0-9]+$"}, "only ids greater than this"),
                     _q("limit", {"type": "integer", "minimum": 0}, "at most this many (0 = 100; max_list)"),
+                    _q("kind", {"type": "string"}, "only these kinds (repeat or comma-separate)", array=True),
+                    _q(
+                        "tag",
+                        {"type": "string", "pattern": "^[^=]+=.*$"},
+                        "key=value; all must match",
+                        array=True,
+                    ),
+                    _q("created_after", {"type": "string"}, "created at or after (RFC 3339 or Unix seconds)"),
+                    _q("created_before", {"type": "string"}, "created before (RFC 3339 or Unix seconds)"),
                 ],
             ),
         },
@@ -590,6 +645,15 @@ def openapi_document(app: ServerApp | None = None) -> dict[str, Any]:
             )
         },
         "/v1/snapshot": {"get": _op("Scheduler snapshot", _ok("SnapshotResponse"), _COMMON, tags=("admin",))},
+        "/v1/history": {
+            "get": _op(
+                "Per-second pool figures of the last 30 minutes",
+                _ok("History"),
+                (400, *_COMMON),
+                params=[_q("seconds", {"type": "integer", "minimum": 1, "maximum": 1800}, "how far back")],
+                tags=("admin",),
+            )
+        },
         "/v1/workers": {"get": _op("Connected workers", _ok("WorkerList"), _COMMON, tags=("admin",))},
         "/v1/recurring": {"get": _op("Recurring schedules", _ok("RecurringList"), _COMMON, tags=("admin",))},
         "/v1/recurring/{name}": {

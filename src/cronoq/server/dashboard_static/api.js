@@ -100,6 +100,45 @@ export function taskPath(ref, sub) {
   return sub ? `${base}/${sub}` : base;
 }
 
+/** Whether an error means "this server has no such route" (an older server or an unmerged feature). */
+export function isMissingRoute(e) {
+  return e instanceof ApiError && (e.status === 404 || e.status === 405) && /^no such route/.test(e.message);
+}
+
+/**
+ * What this server offers, from its OpenAPI document (no token needed): the dashboard shows only
+ * the controls whose endpoints exist, so it works against older servers too.
+ */
+export async function detectFeatures() {
+  let doc;
+  try {
+    doc = await api("GET", "/openapi.json");
+  } catch {
+    doc = null;
+  }
+  const paths = (doc && doc.paths) || {};
+  const has = (p, m) => Boolean(paths[p] && paths[p][m]);
+  const params = (p, m) => ((paths[p] && paths[p][m] && paths[p][m].parameters) || []).map((x) => x.name);
+  const info = (((doc && doc.components) || {}).schemas || {}).TaskInfo || {};
+  const taskProps = new Set(Object.keys(info.properties || {}));
+  const known = doc !== null;
+  return {
+    known,
+    history: !known || has("/v1/history", "get"),
+    listFilters: !known || params("/v1/tasks", "get").includes("kind"),
+    // true: documented; undefined: not documented, the data may still show it (app.js hints)
+    pausePool: has("/v1/pools/{name}/pause", "post") || undefined,
+    pauseRecurring: has("/v1/recurring/{name}/pause", "post") || undefined,
+    runRecurring: has("/v1/recurring/{name}/run", "post") || undefined,
+    replay: has("/v1/tasks/{ref}/replay", "post") || taskProps.has("replay_of") || undefined,
+    bulkCancel: has("/v1/tasks:cancel", "post") || undefined,
+    bulkReplay: has("/v1/tasks:replay", "post") || undefined,
+    progress: taskProps.has("progress"),
+    attempts: taskProps.has("attempts"),
+    deps: taskProps.has("parents"),
+  };
+}
+
 /**
  * The live event stream (`/v1/events?all_transitions=true`).
  *
@@ -109,8 +148,9 @@ export function taskPath(ref, sub) {
  * the connection state; the stream reconnects with backoff until `close()`.
  */
 export class EventStream {
-  constructor({ onEvent, onState, query }) {
+  constructor({ onEvent, onState, onProgress, query }) {
     this.onEvent = onEvent;
+    this.onProgress = onProgress || (() => {});
     this.onState = onState || (() => {});
     this.query = query || { all_transitions: "true" };
     this.closed = false;
@@ -172,6 +212,14 @@ export class EventStream {
         return;
       }
       this.onEvent(ev);
+    } else if (event === "progress") {
+      let ev;
+      try {
+        ev = JSON.parse(data);
+      } catch {
+        return;
+      }
+      this.onProgress(ev);
     } else if (event === "error") {
       let why = "stream ended";
       try {
@@ -196,6 +244,7 @@ export class EventStream {
     this.source = es;
     es.onopen = () => this._live();
     es.addEventListener("status", (m) => this._dispatch("status", m.data));
+    es.addEventListener("progress", (m) => this._dispatch("progress", m.data));
     es.addEventListener("error", (m) => {
       if (m && typeof m.data === "string") this._dispatch("error", m.data);
       else this._probeThenRetry();

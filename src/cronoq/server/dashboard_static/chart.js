@@ -26,7 +26,7 @@ function niceScale(v) {
  * The canvas gets role="img" and an aria-label summing up the latest values.
  */
 export class TimeChart {
-  constructor(canvas, { series, stacked = false, windowMs = 5 * 60 * 1000, title = "", capacity = 2000 }) {
+  constructor(canvas, { series, stacked = false, windowMs = 5 * 60 * 1000, title = "", capacity = 4000 }) {
     this.canvas = canvas;
     this.series = series;
     this.stacked = stacked;
@@ -59,6 +59,25 @@ export class TimeChart {
     this.canvas.dataset.samples = String(this.samples);
     const latest = this.series.map((s) => `${s.label} ${fmt(row[s.key])}`).join(", ");
     this.canvas.setAttribute("aria-label", `${this.title}: ${latest}`);
+    this.dirty = true;
+  }
+
+  /**
+   * Samples from before the page was opened (the server's history), [{t, row}] oldest first:
+   * those older than the first sample already held go in front; the rest are dropped.
+   */
+  load(samples) {
+    const first = this.t.length ? this.t[0] : Infinity;
+    const older = samples.filter((s) => s.t < first);
+    if (!older.length) return;
+    this.t.unshift(...older.map((s) => s.t));
+    for (const s of this.series) this.values[s.key].unshift(...older.map((x) => Number(x.row[s.key]) || 0));
+    if (this.t.length > this.capacity) {
+      const cut = this.t.length - this.capacity;
+      this.t.splice(0, cut);
+      for (const s of this.series) this.values[s.key].splice(0, cut);
+    }
+    this.canvas.dataset.history = String(older.length);
     this.dirty = true;
   }
 
