@@ -150,7 +150,9 @@ DESCRIPTIONS: Mapping[str, str] = {
     "[[auth.tokens]] token_env": "the environment variable holding the token",
     "[[auth.tokens]] role": "`client` (Tasks), `worker` (Workers.Work), `metrics` (read-only), `admin` (all)",
     "[[auth.tokens]] pools": "restrict the token to these pools (default: every pool)",
-    "[[auth.tokens]] labels": "worker labels the token's workers register with",
+    "[[auth.tokens]] labels": (
+        'worker labels the token\'s workers register with: a table or a list `["zone=z1", "gpu=a100"]`'
+    ),
     "[[auth.tokens]] tenant": "stamp and enforce this tenant on the token's submissions",
     "[store] kind": "`memory` (nothing persisted), `sqlite` or `postgres`",
     "[store] path": "SQLite file",

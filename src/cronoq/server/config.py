@@ -632,6 +632,29 @@ def _str_map(v: Any) -> Mapping[str, str]:
     return FrozenMap(v)
 
 
+def _labels(v: Any) -> Mapping[str, str]:
+    """A token's ``labels``: a table of strings, or the list form ``["zone=z1", "gpu=a100"]``
+    (docs/reference/config.md#auth)."""
+    if isinstance(v, dict):
+        return _str_map(v)
+    if not isinstance(v, list):
+        raise _Bad(f'must be a table of strings or an array of "key=value" strings (got {_show(v)})')
+    out: dict[str, str] = {}
+    for i, x in enumerate(v):
+        if not isinstance(x, str):
+            raise _Bad(f'item {i} must be a "key=value" string (got {_show(x)})')
+        k, eq, val = x.partition("=")
+        k = k.strip()
+        if not eq:
+            raise _Bad(f'item {i} must be "key=value" (got {x!r}: no "=")')
+        if not k:
+            raise _Bad(f'item {i} must be "key=value" with a non-empty key (got {x!r})')
+        if k in out:
+            raise _Bad(f"item {i}: duplicate label {k!r}")
+        out[k] = val.strip()
+    return FrozenMap(out)
+
+
 def _weights(v: Any) -> Mapping[str, float]:
     if not isinstance(v, dict):
         raise _Bad(f"must be a table of tenant = weight (got {_show(v)})")
@@ -733,7 +756,7 @@ class _Parser:
                     if p not in pool_names:
                         self.error(f"{path}.pools", f"unknown pool {p!r} (pools: {', '.join(pool_names)})")
             no_labels: Mapping[str, str] = FrozenMap()
-            labels = self.get(tt, "labels", path, _str_map, no_labels)
+            labels = self.get(tt, "labels", path, _labels, no_labels)
             tenant = self.opt(tt, "tenant", path, _name)
             token: str | None = None
             token_env: str | None = None
