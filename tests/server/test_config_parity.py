@@ -1,5 +1,5 @@
-"""docs/reference/config.md#auth, docs/reference/config.md#outputs,
-docs/reference/config.md#grpc-web: the server-parity sections of the configuration (token labels
+"""docs/reference/config.md#auth-tokens, docs/reference/config.md#outputs,
+docs/reference/config.md#server-grpc-web: the server-parity sections of the configuration (token labels
 in list form, ``[outputs]``, ``[[auth.certs]]``, ``[server.grpc_web]``)."""
 
 from __future__ import annotations
@@ -58,3 +58,26 @@ def test_token_labels_list_form_errors() -> None:
     assert one_error(BASE + 'labels = "zone=z1"\n').startswith(
         'auth.tokens[0].labels: must be a table of strings or an array of "key=value" strings'
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# [outputs]
+
+
+def test_outputs_defaults_and_values() -> None:
+    d = cfg("").outputs
+    assert (d.cache_entries, d.cache_bytes, d.info_entries) == (100_000, 256 * 1024 * 1024, 1_000_000)
+    o = cfg("[outputs]\ncache_entries = 5\ncache_bytes = 4096\ninfo_entries = 10\n").outputs
+    assert (o.cache_entries, o.cache_bytes, o.info_entries) == (5, 4096, 10)
+
+
+def test_outputs_validated() -> None:
+    with pytest.raises(ConfigError) as ei:
+        cfg('[outputs]\ncache_entries = 0\ncache_bytes = "1M"\ninfo_entries = -1\ncache = 1\n')
+    assert ei.value.errors == (
+        "outputs.cache: unknown key (did you mean 'cache_bytes'?)",
+        "outputs.cache_entries: must be an integer >= 1 (got 0)",
+        "outputs.cache_bytes: must be an integer >= 1 (got '1M')",
+        "outputs.info_entries: must be an integer >= 1 (got -1)",
+    )
+    assert one_error("outputs = 3\n") == "outputs: must be a table (got 3)"
