@@ -4,6 +4,7 @@ in list form, ``[outputs]``, ``[[auth.certs]]``, ``[server.grpc_web]``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -81,3 +82,67 @@ def test_outputs_validated() -> None:
         "outputs.info_entries: must be an integer >= 1 (got -1)",
     )
     assert one_error("outputs = 3\n") == "outputs: must be a table (got 3)"
+
+
+# ---------------------------------------------------------------------------------------------
+# [[auth.certs]]
+
+
+def mtls(tmp_path: Path, *, client_ca: bool = True) -> str:
+    for n in ("c.pem", "k.pem", "ca.pem"):
+        (tmp_path / n).write_text("x")
+    ca = f'client_ca = "{tmp_path}/ca.pem"\n' if client_ca else ""
+    return f'[server.tls]\ncert = "{tmp_path}/c.pem"\nkey = "{tmp_path}/k.pem"\n{ca}[[pools]]\nname = "a"\n'
+
+
+def test_certs_parsed(tmp_path: Path) -> None:
+    c = cfg(
+        mtls(tmp_path)
+        + '[[auth.certs]]\ndns = "W1.Example.com."\nrole = "worker"\npools = ["a"]\nlabels = ["zone=z1"]\n'
+        + '[[auth.certs]]\ndns = "client.example.com"\nrole = "client"\ntenant = "t1"\n'
+    )
+    w, cl = c.certs
+    assert (w.dns, w.role, w.pools, dict(w.labels), w.tenant, w.name) == (
+        "w1.example.com",
+        "worker",
+        ("a",),
+        {"zone": "z1"},
+        None,
+        "auth.certs[0]",
+    )
+    assert (cl.dns, cl.role, cl.tenant) == ("client.example.com", "client", "t1")
+    assert c.auth_enabled and not c.tokens
+    # certificates alone are auth: listening beyond loopback is allowed
+    wide = cfg(
+        mtls(tmp_path) + '[[auth.certs]]\ndns = "a.b"\nrole = "admin"\n[server]\ngrpc_addr = "0.0.0.0:7070"\n'
+    )
+    assert wide.auth_enabled
+
+
+def test_certs_validated(tmp_path: Path) -> None:
+    base = mtls(tmp_path)
+    with pytest.raises(ConfigError) as ei:
+        cfg(base + '[[auth.certs]]\nrole = 1\npools = ["z"]\nfoo = 1\n')
+    assert ei.value.errors == (
+        "auth.certs[0].foo: unknown key (known: dns, role, pools, labels, tenant)",
+        "auth.certs[0].role: must be one of client, worker, metrics, admin (got 1)",
+        "auth.certs[0].dns: required (a client certificate's DNS subjectAltName)",
+        "auth.certs[0].pools: unknown pool 'z' (pools: a)",
+    )
+    assert one_error(base + '[[auth.certs]]\ndns = "a.b"\n') == (
+        "auth.certs[0].role: required (one of client, worker, metrics, admin)"
+    )
+    assert one_error(base + '[[auth.certs]]\ndns = "bad name"\nrole = "client"\n') == (
+        "auth.certs[0].dns: must be a DNS name such as 'worker-1.example.com' (got 'bad name')"
+    )
+    entry = '[[auth.certs]]\ndns = "a.example.com"\nrole = "client"\n'
+    assert one_error(base + entry + entry.replace("A", "a").replace('"a.', '"A.')) == (
+        "auth.certs[1].dns: duplicate certificate principal 'a.example.com' (same as auth.certs[0])"
+    )
+    assert one_error(mtls(tmp_path, client_ca=False) + entry) == (
+        "auth.certs: certificate principals need mutual TLS: set server.tls.client_ca"
+    )
+    assert one_error(entry) == "auth.certs: certificate principals need mutual TLS: set server.tls.client_ca"
+    assert one_error("[auth]\ncerts = 3\n").startswith(
+        "auth.certs: must be an array of tables ([[auth.certs]])"
+    )
