@@ -1199,6 +1199,13 @@ def create_http_app(
     star.state.cronoq_app = app
     star.state.http_api = api
     star.add_middleware(_GuardMiddleware, api=api, listen_addr=listen_addr)
+    grpc_web = app.config.server.grpc_web
+    if grpc_web is not None and not metrics_only:  # outermost: before the guard (grpc_web.py)
+        from cronoq.server.grpc_web import GrpcWebMiddleware
+
+        star.add_middleware(
+            GrpcWebMiddleware, api=app, listen_addr=listen_addr, origins=grpc_web.allowed_origins
+        )
     return star
 
 
