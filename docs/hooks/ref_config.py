@@ -116,8 +116,9 @@ TABLES: tuple[Table, ...] = (
         "The leader's in-memory cache of recent outputs and finished task records, which "
         "answers `Wait`/`Get` after completion. Beyond `cache_entries` outputs or "
         "`cache_bytes` bytes (data and content type) the oldest outputs are dropped: the task "
-        "answers `succeeded` with `output_available` false. Beyond `info_entries` finished tasks "
-        "(or `limits.key_retention_max`, the smaller) the oldest are forgotten (`not_found`, "
+        "answers `succeeded` with `output_available` false (the newest output always stays). "
+        "Beyond `info_entries` finished tasks (or `limits.key_retention_max`, the smaller) the "
+        "oldest are forgotten (`not_found`, "
         "their keys free). The store keeps its copy for `store.keep_finished_s`.",
     ),
     Table(

@@ -167,7 +167,12 @@ class ServerApp:
             if core is not None:
                 core.forget_output(task_id, blob)
 
-        return OutputCache(oc.cache_entries, oc.cache_bytes, drop)
+        def held(task_id: int, blob: Blob) -> bool:
+            core = self.sched._core
+            t = core.tasks.get(task_id) if core is not None else None
+            return t is not None and t.output is blob
+
+        return OutputCache(oc.cache_entries, oc.cache_bytes, drop, held)
 
     def _noting(self, executor: RemoteExecutor) -> Callable[[Any, object], Any]:
         """``executor`` noting every output it returns in the output cache."""

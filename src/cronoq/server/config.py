@@ -207,9 +207,9 @@ class OutputsConfig:
     """``[outputs]`` (ours: the defaults): the leader's in-memory cache of recent outputs and
     finished task records, which answers ``Wait``/``Get`` after completion
     (docs/reference/config.md#outputs). Beyond ``cache_entries`` outputs or ``cache_bytes``
-    bytes the oldest outputs are dropped (the task stays known, ``output_available`` false);
-    beyond ``info_entries`` (or ``limits.key_retention_max``, the smaller) the oldest finished
-    tasks are forgotten."""
+    bytes the oldest outputs are dropped (the task stays known, ``output_available`` false; the
+    newest output always stays); beyond ``info_entries`` (or ``limits.key_retention_max``, the
+    smaller) the oldest finished tasks are forgotten."""
 
     cache_entries: int = 100_000
     cache_bytes: int = 256 * MIB

@@ -9,7 +9,9 @@ outputs.info_entries)`` records (the engine's own retention, set by ``ServerApp`
 are the heavy part of a record, so they have their own, smaller bound: :class:`OutputCache`
 remembers the succeeded tasks' outputs in completion order and, once there are more than
 ``cache_entries`` of them or they hold more than ``cache_bytes`` bytes (data plus content
-type), drops the oldest outputs from the engine (``EngineCore.forget_output``).  Such a task
+type), drops the oldest outputs from the engine (``EngineCore.forget_output``); the newest
+output always stays (it is noted just before the engine records it), even one larger than
+``cache_bytes``, until the next one arrives.  Such a task
 answers as one whose output is lost: ``status`` succeeded, ``output`` unset,
 ``output_available`` false (docs/reference/behaviour.md#task-result).  The durable store
 keeps its copy for ``store.keep_finished_s``; the next leader's recovery reads those back
@@ -18,7 +20,10 @@ under the same bounds.
 Outputs are noted as the remote executor returns them (``ServerApp`` wraps each pool's
 executor) and, at the start of a leadership term, from what recovery brought back (oldest
 first).  A note for an attempt the engine then refused (a stale report) is harmless: the drop
-only happens when the task still holds that very output object.
+only happens when the task still holds that very output object.  Entries whose task no
+longer holds its output (forgotten by the engine's retention, or a stale report) leave the
+front of the queue as soon as they reach it (``held``), so they do not keep bytes alive or
+count against the bounds for long.
 """
 
 from __future__ import annotations
@@ -39,13 +44,21 @@ def blob_size(blob: Blob) -> int:
 class OutputCache:
     """Recent outputs, oldest first, bounded by count and bytes (see the module docstring)."""
 
-    __slots__ = ("_drop", "_entries", "bytes", "max_bytes", "max_entries")
+    __slots__ = ("_drop", "_entries", "_held", "bytes", "max_bytes", "max_entries")
 
-    def __init__(self, max_entries: int, max_bytes: int, drop: Callable[[int, Blob], object]) -> None:
+    def __init__(
+        self,
+        max_entries: int,
+        max_bytes: int,
+        drop: Callable[[int, Blob], object],
+        held: Callable[[int, Blob], bool] = lambda tid, blob: True,
+    ) -> None:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         #: ``drop(task_id, blob)``: forget that output (``EngineCore.forget_output``)
         self._drop = drop
+        #: ``held(task_id, blob)``: whether the task still holds that output
+        self._held = held
         self._entries: deque[tuple[int, Blob, int]] = deque()
         self.bytes = 0
 
@@ -58,7 +71,10 @@ class OutputCache:
         self._entries.append((task_id, blob, n))
         self.bytes += n
         entries = self._entries
-        while entries and (len(entries) > self.max_entries or self.bytes > self.max_bytes):
+        # (the newest entry stays: its task gets the output only after this note)
+        while len(entries) > 1 and not self._held(entries[0][0], entries[0][1]):
+            self.bytes -= entries.popleft()[2]
+        while len(entries) > 1 and (len(entries) > self.max_entries or self.bytes > self.max_bytes):
             tid, old, size = entries.popleft()
             self.bytes -= size
             self._drop(tid, old)
