@@ -5,6 +5,7 @@ without auth."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import http.client
 import re
@@ -182,3 +183,27 @@ def test_without_auth_only_loopback_hosts(tmp_path: Path) -> None:
         assert "loopback" in got["grpc-message"]
     finally:
         assert sp.terminate() == 0, sp.log()
+
+
+async def test_watch_streams_over_grpc_web(web_server: ServerProc) -> None:
+    ch = WebChannel(web_server.http)
+    try:
+        tasks = pb_grpc.TasksStub(ch)  # type: ignore[no-untyped-call]
+        call = tasks.Watch(
+            pb.WatchRequest(pools=["a"], all_transitions=True), metadata=md(TOKENS["client_a"])
+        )
+        # the headers come once the subscription is live: nothing submitted afterwards is missed
+        await asyncio.wait_for(call.initial_metadata(), 10)
+        sub = await tasks.Submit(
+            pb.SubmitRequest(task=pb.TaskSpec(pool="a")), metadata=md(TOKENS["client_a"])
+        )
+        event = await asyncio.wait_for(call.read(), 10)
+        assert event.id == sub.id and event.pool == "a"
+        call.__exit__(None, None, None)  # the client goes away: the server ends the stream
+        # a pool outside the token's: refused as a trailers-only answer
+        bad = tasks.Watch(pb.WatchRequest(pools=["default"]), metadata=md(TOKENS["client_a"]))
+        with pytest.raises(grpc.RpcError) as ei:
+            await asyncio.wait_for(bad.read(), 10)
+        assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    finally:
+        await ch.close()

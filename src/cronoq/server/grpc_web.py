@@ -38,6 +38,8 @@ served: gRPC-Web cannot stream requests.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -92,64 +94,123 @@ def _same_origin(origin: str, scope: Scope, host: str | None) -> bool:
     )
 
 
+def _sonora_app() -> Any:
+    """sonora's ASGI gRPC-Web server with the adapter's corrections (module docstring)."""
+    try:
+        from sonora import protocol
+        from sonora.asgi import grpcASGI
+    except ModuleNotFoundError:
+        raise RuntimeError(
+            "[server.grpc_web] needs sonora (install the server extra: pip install 'cronoq[server]')"
+        ) from None
+
+    def trailer_frame(wrap: Any, context: Any) -> bytes:
+        trailers = [("grpc-status", str(context.code.value[0]))]
+        if context.details:
+            trailers.append(("grpc-message", quote(context.details.encode("utf8"))))
+        if context._trailing_metadata:
+            trailers.extend(context._trailing_metadata)
+        frame: bytes = wrap(True, False, protocol.pack_trailers(trailers))
+        return frame
+
+    class Sonora(grpcASGI):  # (sonora is untyped: no stubs)
+        async def _do_unary_response(
+            self, rpc_method: Any, receive: Any, send: Any, wrap: Any, context: Any, coroutine: Any
+        ) -> None:
+            """sonora 0.2.3's unary answer with its trailers as text: its own packs them as
+            ``b'grpc-status': b'0'`` (public/sonora#67), which clients cannot read."""
+            message = None if coroutine is None else await coroutine
+            headers = context._response_headers
+            if context._initial_metadata:
+                headers.extend(context._initial_metadata)
+            data = b"" if message is None else wrap(False, False, rpc_method.response_serializer(message))
+            tail = trailer_frame(wrap, context)
+            headers.append((b"content-length", str(len(data) + len(tail)).encode()))
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+            await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+        async def _do_streaming_response(
+            self, rpc_method: Any, receive: Any, send: Any, wrap: Any, context: Any, coroutine: Any
+        ) -> None:
+            """A server stream whose headers go out as soon as the servicer sends its initial
+            metadata (``Watch``: once the subscription is live) or its first message, whichever
+            comes first (sonora's waits for the first message), ended when the client goes."""
+            started = False
+
+            async def start() -> None:
+                nonlocal started
+                if not started:
+                    started = True
+                    headers = context._response_headers
+                    if context._initial_metadata:
+                        headers.extend(context._initial_metadata)
+                    await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+            send_metadata = context.send_initial_metadata
+
+            async def send_initial_metadata(metadata: Any) -> None:
+                await send_metadata(metadata)
+                await start()
+
+            context.send_initial_metadata = send_initial_metadata
+
+            async def pump() -> None:
+                async for message in coroutine:
+                    await start()
+                    body = wrap(False, False, rpc_method.response_serializer(message))
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+
+            streaming = asyncio.ensure_future(pump())
+            gone = asyncio.ensure_future(_disconnected(receive))
+            try:
+                await asyncio.wait({streaming, gone}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                gone.cancel()
+                if not streaming.done():  # the client went away (or this call was cancelled)
+                    streaming.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await streaming
+            if streaming.cancelled():
+                return
+            try:
+                streaming.result()
+            except grpc.RpcError:  # aborted: the status set by abort() goes out below
+                if not started:
+                    raise  # trailers-only (sonora's _do_grpc_error)
+            await start()
+            await send(
+                {"type": "http.response.body", "body": trailer_frame(wrap, context), "more_body": False}
+            )
+
+        def _create_context(self, scope: Scope) -> Any:
+            """sonora's context, its ``auth_context()`` holding the client certificate's DNS
+            names (``[[auth.certs]]``; sonora's own raises NotImplementedError)."""
+            ctx = super()._create_context(scope)
+            names = {"peer_dns": [n.encode() for n in scope_peer_dns(scope)]}
+            ctx.auth_context = lambda: names
+            return ctx
+
+    return Sonora(None, enable_cors=False)
+
+
+async def _disconnected(receive: Any) -> None:
+    """Return when the client has gone (``http.disconnect``)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 class GrpcWebMiddleware:
     """The gRPC-Web front (module docstring), an ASGI middleware around the JSON app."""
 
     def __init__(
         self, app: ASGIApp, api: ServerApp, listen_addr: str | None, origins: tuple[str, ...]
     ) -> None:
-        try:
-            from sonora.asgi import grpcASGI
-        except ModuleNotFoundError:
-            raise RuntimeError(
-                "[server.grpc_web] needs sonora (install the server extra: pip install 'cronoq[server]')"
-            ) from None
-
-        from sonora import protocol
-
-        class _Sonora(grpcASGI):  # (sonora is untyped: no stubs)
-            async def _do_unary_response(
-                self,
-                rpc_method: Any,
-                receive: Any,
-                send: Any,
-                wrap: Any,
-                context: Any,
-                coroutine: Any,
-            ) -> None:
-                """sonora 0.2.3's unary answer with its trailers as text: its own packs them as
-                ``b'grpc-status': b'0'`` (public/sonora#67), which clients cannot read."""
-                message = None if coroutine is None else await coroutine
-                headers = context._response_headers
-                if context._initial_metadata:
-                    headers.extend(context._initial_metadata)
-                data = b""
-                if message is not None:
-                    data = wrap(False, False, rpc_method.response_serializer(message))
-                trailers = [("grpc-status", str(context.code.value[0]))]
-                if context.details:
-                    trailers.append(("grpc-message", quote(context.details.encode("utf8"))))
-                if context._trailing_metadata:
-                    trailers.extend(context._trailing_metadata)
-                tail = wrap(True, False, protocol.pack_trailers(trailers))
-                headers.append((b"content-length", str(len(data) + len(tail)).encode()))
-                await send({"type": "http.response.start", "status": 200, "headers": headers})
-                await send({"type": "http.response.body", "body": data, "more_body": True})
-                await send({"type": "http.response.body", "body": tail, "more_body": False})
-
-            def _create_context(self, scope: Scope) -> Any:
-                """sonora's context, its ``auth_context()`` holding the client certificate's DNS
-                names (``[[auth.certs]]``; sonora's own raises NotImplementedError)."""
-                ctx = super()._create_context(scope)
-                names = {"peer_dns": [n.encode() for n in scope_peer_dns(scope)]}
-                ctx.auth_context = lambda: names
-                return ctx
-
         self.inner = app
         self.app = api
         self.listen_addr = listen_addr
         self.origins = frozenset(origins)
-        self.grpc = _Sonora(None, enable_cors=False)
+        self.grpc = _sonora_app()
         grpc_api.register(self.grpc, api)
         self.max_body = api.limits.max_message_bytes + _FRAMING
 
