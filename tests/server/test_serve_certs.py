@@ -5,9 +5,11 @@ certificates (mutual TLS) to roles with a token's restrictions, over gRPC and HT
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import shutil
 import ssl
+import struct
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -29,6 +31,9 @@ CLIENTS = {
 }
 
 BODY = f"""
+[server.grpc_web]
+allowed_origins = ["https://dash.example.com"]
+
 [[pools]]
 name = "a"
 
@@ -208,3 +213,33 @@ def test_http_certificate_principals(mtls: Mtls) -> None:
     # a sent token decides, here for a certificate no entry maps
     status, _ = mtls.http("stranger", "POST", "/v1/tasks", {"pool": "b"}, token=TOKENS["client"])
     assert status == 200
+
+
+def test_grpc_web_with_a_client_certificate(mtls: Mtls) -> None:
+    pytest.importorskip("sonora")
+    host, port = mtls.sp.http.rsplit(":", 1)
+
+    def call(name: str, method: str, msg: bytes) -> tuple[dict[str, str], bytes]:
+        ctx = ssl.create_default_context(cafile=str(mtls.dir / "ca.pem"))
+        ctx.load_cert_chain(mtls.dir / f"{name}.pem", mtls.dir / f"{name}.key")
+        conn = http.client.HTTPSConnection(host, int(port), timeout=10, context=ctx)
+        try:
+            body = struct.pack(">BI", 0, len(msg)) + msg
+            conn.request("POST", method, body=body, headers={"content-type": "application/grpc-web+proto"})
+            r = conn.getresponse()
+            return {k.lower(): v for k, v in r.getheaders()}, r.read()
+        finally:
+            conn.close()
+
+    # the certificate's principal reaches the servicer (pool restriction of the client cert)
+    ok = pb.SubmitRequest(task=pb.TaskSpec(pool="a")).SerializeToString()
+    headers, data = call("client", "/cronoq.v1.Tasks/Submit", ok)
+    assert (
+        "grpc-status" not in headers
+        and pb.SubmitResponse.FromString(data[5 : 5 + int.from_bytes(data[1:5])]).id
+    )
+    denied = pb.SubmitRequest(task=pb.TaskSpec(pool="b")).SerializeToString()
+    assert call("client", "/cronoq.v1.Tasks/Submit", denied)[0]["grpc-status"] == "7"
+    assert call("stranger", "/cronoq.v1.Admin/Snapshot", b"")[0]["grpc-status"] == "16"
+    headers, data = call("admin", "/cronoq.v1.Admin/Snapshot", b"")
+    assert "grpc-status" not in headers and b"grpc-status: 0" in data
