@@ -207,3 +207,11 @@ async def test_watch_streams_over_grpc_web(web_server: ServerProc) -> None:
         assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED
     finally:
         await ch.close()
+
+
+def test_a_body_past_max_message_bytes_is_refused(web_server: ServerProc) -> None:
+    headers = {"content-type": "application/grpc-web+proto", "authorization": f"Bearer {TOKENS['admin']}"}
+    big = frame(b"\0" * (4 * 1024 * 1024 + 128 * 1024))
+    status, got, _ = request(web_server, "POST", "/cronoq.v1.Tasks/Submit", headers, big)
+    assert status == 200 and got["grpc-status"] == str(grpc.StatusCode.RESOURCE_EXHAUSTED.value[0])
+    assert "max_message_bytes" in got["grpc-message"]
