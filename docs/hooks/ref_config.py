@@ -161,7 +161,7 @@ TABLES: tuple[Table, ...] = (
 #: The meaning of every key, by "<table name> <key>". Keep to one line each.
 DESCRIPTIONS: Mapping[str, str] = {
     "top level server": "the `[server]` table",
-    "top level auth": "the `[auth]` table (`[[auth.tokens]]`)",
+    "top level auth": "the `[auth]` table (`[[auth.tokens]]`, `[[auth.certs]]`)",
     "top level store": "the `[store]` table",
     "top level limits": "the `[limits]` table",
     "top level pools": "the `[[pools]]` array of tables",

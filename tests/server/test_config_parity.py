@@ -146,3 +146,41 @@ def test_certs_validated(tmp_path: Path) -> None:
     assert one_error("[auth]\ncerts = 3\n").startswith(
         "auth.certs: must be an array of tables ([[auth.certs]])"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# [server.grpc_web]
+
+
+def test_grpc_web_origins() -> None:
+    assert cfg("").server.grpc_web is None
+    gw = cfg(
+        '[server.grpc_web]\nallowed_origins = ["https://Dash.Example.com/", "https://dash.example.com:443", '
+        '"http://localhost:8000", "http://a.example:80"]\n'
+    ).server.grpc_web
+    assert gw is not None
+    assert gw.allowed_origins == ("https://dash.example.com", "http://localhost:8000", "http://a.example")
+    assert cfg("[server.grpc_web]\nallowed_origins = []\n").server.grpc_web is not None
+
+
+def test_grpc_web_validated() -> None:
+    assert one_error("[server.grpc_web]\n") == (
+        'server.grpc_web.allowed_origins: required (e.g. ["https://dash.example.com"])'
+    )
+    assert one_error('[server.grpc_web]\nallowed_origins = ["*"]\n') == (
+        "server.grpc_web.allowed_origins: item 0: '*' is not allowed; list each origin"
+    )
+    assert one_error('[server.grpc_web]\nallowed_origins = ["https://a.example/app"]\n') == (
+        "server.grpc_web.allowed_origins: item 0 must be an origin 'http(s)://host[:port]' without a path "
+        "(got 'https://a.example/app')"
+    )
+    assert one_error('[server.grpc_web]\nallowed_origins = ["dash.example.com"]\n').startswith(
+        "server.grpc_web.allowed_origins: item 0 must be an origin"
+    )
+    assert one_error('[server.grpc_web]\nallowed_origins = "https://a.example"\n').startswith(
+        "server.grpc_web.allowed_origins: must be an array of origins"
+    )
+    assert one_error('[server.grpc_web]\norigins = ["https://a.example"]\nallowed_origins = []\n') == (
+        "server.grpc_web.origins: unknown key (did you mean 'allowed_origins'?)"
+    )
+    assert one_error("[server]\ngrpc_web = 1\n") == "server.grpc_web: must be a table (got 1)"

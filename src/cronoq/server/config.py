@@ -726,7 +726,11 @@ def _origins(v: Any) -> tuple[str, ...]:
         m = re.match(r"^(https?)://([^/?#@\s]+)$", x.rstrip("/"))
         if not m:
             raise _Bad(f"item {i} must be an origin 'http(s)://host[:port]' without a path (got {x!r})")
-        origin = f"{m.group(1)}://{m.group(2)}".lower()
+        scheme, host = m.group(1), m.group(2).lower()
+        default_port = ":443" if scheme == "https" else ":80"
+        if host.endswith(default_port):  # browsers leave the default port out of Origin
+            host = host[: -len(default_port)]
+        origin = f"{scheme}://{host}"
         if origin not in out:
             out.append(origin)
     return tuple(out)
