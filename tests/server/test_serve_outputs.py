@@ -66,3 +66,21 @@ async def test_outputs_are_evicted_oldest_first_by_count_and_bytes(outputs_serve
             await c.get(ids[0])
         assert ei.value.code == "not_found"
         assert (await c.get(ids[1])).status == "succeeded"
+
+
+async def test_recovered_outputs_are_bounded_too(tmp_path: Path) -> None:
+    sp = start_server(tmp_path, "[outputs]\ncache_entries = 10\n")
+    try:
+        async with Client(sp.grpc) as c, Worker(sp.grpc, "default", echo):
+            ids = [(await c.submit(p, wait=True, wait_timeout=20)).id for p in (b"a", b"b", b"c")]
+    finally:
+        assert sp.terminate() == 0, sp.log()
+    # the next leader reads the outputs back from the store, under its own bounds (oldest out)
+    sp = start_server(tmp_path, "[outputs]\ncache_entries = 2\n", db_path=sp.db_path)
+    try:
+        async with Client(sp.grpc) as c:
+            got = [await c.wait(tid, timeout=5) for tid in ids]
+        assert [r.status for r in got] == ["succeeded"] * 3
+        assert [r.output for r in got] == [None, b"b", b"c"]
+    finally:
+        assert sp.terminate() == 0, sp.log()
