@@ -152,20 +152,27 @@ def _cert_checked(handler: grpc.RpcMethodHandler, app: ServerApp, action: str) -
         except AuthError as e:
             await context.abort(*_status(e))
 
-    deserialize = handler.request_deserializer or (lambda raw: raw)
+    parse = handler.request_deserializer or (lambda raw: raw)
+
+    async def deserialize(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return parse(raw)
+        except Exception:  # (what gRPC answers for a request it cannot parse)
+            await context.abort(grpc.StatusCode.INTERNAL, "could not deserialize the request")
+
     if handler.unary_unary is not None:
         uu: Any = handler.unary_unary
 
         async def unary(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
             await check(context)
-            return await uu(deserialize(raw), context)
+            return await uu(await deserialize(raw, context), context)
 
         return grpc.unary_unary_rpc_method_handler(unary, None, handler.response_serializer)
     us: Any = handler.unary_stream
 
     async def stream(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         await check(context)
-        async for msg in us(deserialize(raw), context):
+        async for msg in us(await deserialize(raw, context), context):
             yield msg
 
     return grpc.unary_stream_rpc_method_handler(stream, None, handler.response_serializer)
