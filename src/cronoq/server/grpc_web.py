@@ -194,6 +194,10 @@ def _sonora_app() -> Any:
     return Sonora(None, enable_cors=False)
 
 
+class _ClientGone(Exception):
+    """The client disconnected before its request body was complete."""
+
+
 async def _disconnected(receive: Any) -> None:
     """Return when the client has gone (``http.disconnect``)."""
     while (await receive())["type"] != "http.disconnect":
@@ -239,7 +243,10 @@ class GrpcWebMiddleware:
                 send, grpc_api.grpc_status(e.code), e.message, reply_type, origin if cors else None
             )
             return
-        body = await self._read_body(receive, ctype)
+        try:
+            body = await self._read_body(receive, ctype)
+        except _ClientGone:
+            return  # nothing to answer, and never a call with half a request
         if body is None:
             await self._status(
                 send,
@@ -295,7 +302,7 @@ class GrpcWebMiddleware:
         while more:
             message = await receive()
             if message["type"] != "http.request":
-                return b""
+                raise _ClientGone
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
