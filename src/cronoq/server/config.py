@@ -9,8 +9,11 @@ Everything is checked at start: unknown keys are errors at every level, every va
 validated, and every problem is reported (all of them at once) as ``<key path>: <message>``,
 e.g. ``pools[0].max: must be an integer >= 1 (got 0)``. Durations are integers or floats of
 seconds, finite, >= 0 and <= 365 days. Listening on ``grpc_addr`` / ``http_addr`` beyond
-loopback needs ``[[auth.tokens]]`` (or ``server.insecure_no_auth`` / ``--insecure-no-auth``);
-``metrics_addr`` serves only the unauthenticated /metrics, /healthz and /readyz.
+loopback needs ``[[auth.tokens]]`` or ``[[auth.certs]]`` (or ``server.insecure_no_auth`` /
+``--insecure-no-auth``); ``metrics_addr`` serves only the unauthenticated /metrics, /healthz
+and /readyz. Certificate principals need mutual TLS (``server.tls.client_ca``). The
+server-parity sections (token ``labels`` in list form, ``[[auth.certs]]``, ``[outputs]``,
+``[server.grpc_web]``) are parsed by their own methods (``certs``, ``outputs``, ``grpc_web``).
 
 Secrets are not kept in clear: tokens are stored as SHA-256 digests (``TokenConfig.digest``);
 the store URL and webhook token are excluded from ``repr``.
