@@ -15,7 +15,7 @@ import pytest
 from cronoq.server.config import loads_config
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ["production", "postgresql", "tls-and-tokens"]
+PAGES = ["production", "postgresql", "tls-and-tokens", "grpc-web"]
 BLOCK = re.compile(r"^```toml\n(.*?)^```", re.S | re.M)
 INCLUDE = re.compile(r'^--8<-- "([^"]+)"$', re.M)
 

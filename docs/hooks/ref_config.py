@@ -72,6 +72,14 @@ TABLES: tuple[Table, ...] = (
         None,
         "TLS for both listeners (PEM files). `client_ca` turns on mutual TLS.",
     ),
+    Table(
+        "[server.grpc_web]",
+        lambda t: {"server": {"grpc_web": t}},
+        "server.grpc_web",
+        None,
+        "gRPC-Web for browser clients on the HTTP listener (off when absent); see "
+        "[gRPC-Web](../how-to/grpc-web.md).",
+    ),
     Table("[auth]", lambda t: {"auth": t}, "auth", None, "Authentication."),
     Table(
         "[[auth.tokens]]",
@@ -82,6 +90,16 @@ TABLES: tuple[Table, ...] = (
         "configured, auth applies on every address (loopback included).",
         lambda key: {"role": "client"},
     ),
+    Table(
+        "[[auth.certs]]",
+        lambda t: {"auth": {"certs": [t]}},
+        "auth.certs[0]",
+        None,
+        "Certificate principals (mutual TLS, needs `server.tls.client_ca`): a client certificate "
+        "whose DNS subjectAltName equals `dns` gets `role`, with the restrictions of a token. "
+        "See [certificate principals](../how-to/security.md#certificate-principals).",
+        lambda key: {"role": "client", "dns": "w.example.com"},
+    ),
     Table("[store]", lambda t: {"store": t}, "store", lambda c: c.store, "Where durable state lives."),
     Table(
         "[limits]",
@@ -89,6 +107,19 @@ TABLES: tuple[Table, ...] = (
         "limits",
         lambda c: c.limits,
         "Bounds on requests, streams and memory.",
+    ),
+    Table(
+        "[outputs]",
+        lambda t: {"outputs": t},
+        "outputs",
+        lambda c: c.outputs,
+        "The leader's in-memory cache of recent outputs and finished task records, which "
+        "answers `Wait`/`Get` after completion. Beyond `cache_entries` outputs or "
+        "`cache_bytes` bytes (data and content type) the oldest outputs are dropped: the task "
+        "answers `succeeded` with `output_available` false (the newest output always stays). "
+        "Beyond `info_entries` finished tasks (or `limits.key_retention_max`, the smaller) the "
+        "oldest are forgotten (`not_found`, "
+        "their keys free). The store keeps its copy for `store.keep_finished_s`.",
     ),
     Table(
         "[[pools]]",
@@ -130,7 +161,7 @@ TABLES: tuple[Table, ...] = (
 #: The meaning of every key, by "<table name> <key>". Keep to one line each.
 DESCRIPTIONS: Mapping[str, str] = {
     "top level server": "the `[server]` table",
-    "top level auth": "the `[auth]` table (`[[auth.tokens]]`)",
+    "top level auth": "the `[auth]` table (`[[auth.tokens]]`, `[[auth.certs]]`)",
     "top level store": "the `[store]` table",
     "top level limits": "the `[limits]` table",
     "top level pools": "the `[[pools]]` array of tables",
@@ -150,8 +181,22 @@ DESCRIPTIONS: Mapping[str, str] = {
     "[[auth.tokens]] token_env": "the environment variable holding the token",
     "[[auth.tokens]] role": "`client` (Tasks), `worker` (Workers.Work), `metrics` (read-only), `admin` (all)",
     "[[auth.tokens]] pools": "restrict the token to these pools (default: every pool)",
-    "[[auth.tokens]] labels": "worker labels the token's workers register with",
+    "[[auth.tokens]] labels": (
+        'worker labels the token\'s workers register with: a table or a list `["zone=z1", "gpu=a100"]`'
+    ),
     "[[auth.tokens]] tenant": "stamp and enforce this tenant on the token's submissions",
+    "[auth] certs": "the `[[auth.certs]]` entries (certificate principals, mutual TLS)",
+    "[[auth.certs]] dns": "the DNS subjectAltName a client certificate must carry (case-insensitive)",
+    "[[auth.certs]] role": "`client`, `worker`, `metrics` or `admin`, as for a token",
+    "[[auth.certs]] pools": "restrict the certificate to these pools (default: every pool)",
+    "[[auth.certs]] labels": "worker labels the certificate's workers register with (table or list)",
+    "[[auth.certs]] tenant": "stamp and enforce this tenant on the certificate's submissions",
+    "[server] grpc_web": "the `[server.grpc_web]` table (gRPC-Web for browsers; off when absent)",
+    "[server.grpc_web] allowed_origins": "browser origins (`https://host[:port]`) answered CORS preflights",
+    "top level outputs": "the `[outputs]` table",
+    "[outputs] cache_entries": "outputs kept in memory (oldest dropped first)",
+    "[outputs] cache_bytes": "bytes of outputs kept in memory (oldest dropped first)",
+    "[outputs] info_entries": "finished task records kept in memory (`limits.key_retention_max` if smaller)",
     "[store] kind": "`memory` (nothing persisted), `sqlite` or `postgres`",
     "[store] path": "SQLite file",
     "[store] url": "PostgreSQL URL (`postgresql://...`)",

@@ -156,6 +156,37 @@ def start_server(
 
 
 # ---------------------------------------------------------------------------------------------
+# certificates (mutual TLS)
+
+
+def make_certs(directory: Path, clients: dict[str, str]) -> None:
+    """A throwaway CA (``ca.pem``), a server certificate for localhost/127.0.0.1
+    (``server.pem``/``server.key``) and one client certificate per ``clients`` entry
+    (``<name>.pem``/``<name>.key``, its subjectAltName e.g. ``"DNS:w1.example.com"``), made
+    with the openssl command (callers skip without it)."""
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True, timeout=60)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+        "-subj", "/CN=cronoq-test-ca")  # fmt: skip
+    for name, san in {"server": "IP:127.0.0.1,DNS:localhost", **clients}.items():
+        (directory / f"{name}.ext").write_text(f"subjectAltName={san}\n")
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+            "-subj", f"/CN={name}")  # fmt: skip
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext")  # fmt: skip
+
+
+def tls_toml(directory: Path) -> str:
+    """The ``[server.tls]`` table of :func:`make_certs`' server with mutual TLS."""
+    return (
+        f'[server.tls]\ncert = "{directory / "server.pem"}"\nkey = "{directory / "server.key"}"\n'
+        f'client_ca = "{directory / "ca.pem"}"\n'
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # raw stubs (independent of cronoq.client)
 
 
@@ -193,10 +224,12 @@ __all__ = [
     "RawWorker",
     "ServerProc",
     "code_of",
+    "make_certs",
     "md",
     "pb",
     "pb_grpc",
     "start_server",
+    "tls_toml",
 ]
 
 

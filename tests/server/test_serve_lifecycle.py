@@ -18,7 +18,7 @@ import pytest
 
 from cronoq.client import Client, ClientError, Worker
 
-from .procs import Raw, RawWorker, pb, start_server
+from .procs import Raw, RawWorker, make_certs, pb, start_server, tls_toml
 
 POOL_TOML = """
 [[pools]]
@@ -206,27 +206,10 @@ async def test_http_and_metrics_listeners(tmp_path: Path) -> None:
         assert sp.terminate() == 0, sp.log()
 
 
-def _make_certs(d: Path) -> None:
-    def run(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
-
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-        "-subj", "/CN=cronoq-test-ca")  # fmt: skip
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    for name in ("server", "client"):
-        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-            "-subj", f"/CN={name}")  # fmt: skip
-        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", f"{name}.pem", "-days", "2", "-extfile", "san.ext")  # fmt: skip
-
-
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make certificates")
 async def test_mutual_tls(tmp_path: Path) -> None:
-    _make_certs(tmp_path)
-    tls = (
-        f'[server.tls]\ncert = "{tmp_path / "server.pem"}"\nkey = "{tmp_path / "server.key"}"\n'
-        f'client_ca = "{tmp_path / "ca.pem"}"\n'
-    )
+    make_certs(tmp_path, {"client": "IP:127.0.0.1,DNS:localhost"})
+    tls = tls_toml(tmp_path)
     sp = start_server(tmp_path, tls + POOL_TOML, name="tls")
     try:
         ca = (tmp_path / "ca.pem").read_bytes()

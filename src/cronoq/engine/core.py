@@ -84,6 +84,7 @@ from cronoq.engine.model import (
     NUM_CLASSES,
     ON_COMPLETE,
     ON_SUCCESS,
+    OUTPUT_LOST,
     READY,
     RETRYING,
     RUNNING,
@@ -1055,6 +1056,16 @@ class Core:
                 return None
             return self.tasks.get(tid)
         return self.tasks.get(ref)
+
+    def forget_output(self, task_id: int, output: object) -> bool:
+        """Drop the output of the retained succeeded task ``task_id`` if it is still ``output``
+        (a bounded output cache above the engine, e.g. the server's ``[outputs]``): from then on
+        it answers as a lost output (``OUTPUT_LOST``).  False when there was nothing to drop."""
+        t = self.tasks.get(task_id)
+        if t is None or t.status != SUCCEEDED or t.output is not output:
+            return False
+        t.output = OUTPUT_LOST
+        return True
 
     def cancel(self, now: int, ref: int | str) -> bool:
         """Cancel a non-terminal task (aborting a running attempt).  False if unknown/terminal."""

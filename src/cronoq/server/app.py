@@ -42,6 +42,7 @@ from cronoq.server import convert, request_limits
 from cronoq.server.auth import Authenticator, Principal, check_tenant, stamp_tenant
 from cronoq.server.config import ServerConfig, pool_config, resource_configs
 from cronoq.server.history import HistoryRing, run_sampler
+from cronoq.server.outputs import OutputCache
 from cronoq.server.payload_budget import PayloadBudget
 from cronoq.server.workers import Blob, RemoteExecutor, WorkerRegistry
 from cronoq.store.base import lease_left
@@ -154,17 +155,46 @@ class ServerApp:
             lease_ttl_s={p.name: p.lease_ttl_s for p in config.pools},
             max_message_bytes=config.limits.max_message_bytes,
         )
+        self.outputs = self._output_cache()
         self.sched = self._make_scheduler()
         self.payloads = PayloadBudget(config.limits.max_pending_bytes)
         # per-second pool figures of the last 30 min (GET /v1/history), filled while leading
         self.history = HistoryRing()
         self._history_task: asyncio.Task[None] | None = None
 
+    def _output_cache(self) -> OutputCache:
+        """The ``[outputs]`` cache of one leadership term (cronoq.server.outputs)."""
+        oc = self.config.outputs
+
+        def drop(task_id: int, blob: Blob) -> None:
+            core = self.sched._core
+            if core is not None:
+                core.forget_output(task_id, blob)
+
+        def held(task_id: int, blob: Blob) -> bool:
+            core = self.sched._core
+            t = core.tasks.get(task_id) if core is not None else None
+            return t is not None and t.output is blob
+
+        return OutputCache(oc.cache_entries, oc.cache_bytes, drop, held)
+
+    def _noting(self, executor: RemoteExecutor) -> Callable[[Any, object], Any]:
+        """``executor`` noting every output it returns in the output cache."""
+
+        async def run(ctx: Any, payload: object) -> Blob:
+            blob = await executor(ctx, payload)
+            self.outputs.note(ctx.id, blob)
+            return blob
+
+        return run
+
     def _make_scheduler(self) -> Scheduler:
         """A scheduler for one leadership term, its pools run by remote workers via the registry."""
         cfg = self.config
         pools = [
-            Pool.from_config(pool_config(p), RemoteExecutor(self.registry, p.name), scaler=ExternalScaler())
+            Pool.from_config(
+                pool_config(p), self._noting(RemoteExecutor(self.registry, p.name)), scaler=ExternalScaler()
+            )
             for p in cfg.pools
         ]
         sched = Scheduler(
@@ -177,7 +207,8 @@ class ServerApp:
             codec=BlobCodec(),
         )
         sched._key_retention = cfg.limits.key_retention_s
-        sched._key_retention_max = cfg.limits.key_retention_max
+        # finished task records: the smaller of the key retention and [outputs].info_entries
+        sched._key_retention_max = min(cfg.limits.key_retention_max, cfg.outputs.info_entries)
         sched._nowait = True
         sched.on_fenced = self._fenced
         self.registry.sched = sched
@@ -197,8 +228,11 @@ class ServerApp:
                 continue
             core = self.sched._core
             self.payloads = PayloadBudget(self.limits.max_pending_bytes)
+            self.outputs = self._output_cache()
             if core is not None:  # what recovery brought back is held too
                 self.payloads.hold_recovered(t.payload for t in core.tasks.values())
+                done = sorted(core.tasks.values(), key=lambda t: (t.finished_at or 0, t.id))
+                self.outputs.note_recovered((t.id, t.output) for t in done if isinstance(t.output, Blob))
             self.leading = True
             self._leader_event.set()
             self._watch_lost()

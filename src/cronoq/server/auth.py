@@ -13,6 +13,17 @@ docs/reference/behaviour.md#server-details).
   tenant → :class:`PermissionDenied` (PERMISSION_DENIED / 403).
 * Without auth on loopback, HTTP requests must carry a loopback ``Host`` (DNS-rebinding
   protection): :func:`host_is_loopback`, :meth:`Authenticator.check_http_host`.
+* Certificate principals (``[[auth.certs]]``, mutual TLS): a client certificate whose DNS
+  subject alternative name equals an entry's ``dns`` (case-insensitive) is that entry's
+  principal, with the same role, pools, labels and tenant rules as a token. The transport
+  verified the certificate against ``server.tls.client_ca``; the front ends pass the DNS names
+  of the verified peer certificate (gRPC: the ``peer_dns`` auth property; HTTP: the TLS
+  socket's peer certificate) to :meth:`Authenticator.authenticate`. Precedence (ours): a bearer
+  token, when one is sent, decides alone (an invalid one is UNAUTHENTICATED even beside a
+  mapped certificate): an explicit credential beats the ambient one, and a caller holding a
+  broad certificate can act with a narrower token. Without a token the certificate decides;
+  when several entries match, the first configured one wins. Auth is on once any token or
+  certificate principal is configured.
 
 The HTTP layer maps routes to actions itself: ``/v1/tasks…`` and ``/v1/events`` → the Tasks
 actions (``/v1/events`` = :attr:`Action.WATCH`), ``GET /v1/snapshot`` → ``SNAPSHOT``,
@@ -31,7 +42,15 @@ from types import MappingProxyType
 from typing import Final
 
 from cronoq.errors import CronoqError
-from cronoq.server.config import FrozenMap, ServerConfig, is_loopback, split_host_port, token_digest
+from cronoq.server.config import (
+    CertConfig,
+    FrozenMap,
+    ServerConfig,
+    TokenConfig,
+    is_loopback,
+    split_host_port,
+    token_digest,
+)
 
 __all__ = [
     "GRPC_METHOD_ACTIONS",
@@ -202,7 +221,8 @@ class Principal:
     pools: frozenset[str] | None = None
     labels: Mapping[str, str] = field(default_factory=FrozenMap)
     tenant: str | None = None
-    #: which token matched (``"auth.tokens[0]"``), for logs; never the token itself.
+    #: which token or certificate entry matched (``"auth.tokens[0]"``, ``"auth.certs[0]"``), for
+    #: logs and per-principal budgets; never the token itself.
     name: str = ""
 
     def can(self, action: Action | str) -> bool:
@@ -318,36 +338,49 @@ def parse_bearer(authorization_header: str | None) -> str:
 # the authenticator
 
 
-class Authenticator:
-    """Checks bearer tokens against the configured digests."""
+def _principal_of(entry: TokenConfig | CertConfig) -> Principal:
+    return Principal(
+        role=Role(entry.role),
+        pools=None if entry.pools is None else frozenset(entry.pools),
+        labels=FrozenMap(entry.labels),
+        tenant=entry.tenant,
+        name=entry.name,
+    )
 
-    __slots__ = ("_entries", "auth_enabled")
+
+class Authenticator:
+    """Checks bearer tokens against the configured digests, and client certificates' DNS
+    names against ``[[auth.certs]]``."""
+
+    __slots__ = ("_certs", "_entries", "auth_enabled", "certs_enabled")
 
     def __init__(self, config: ServerConfig) -> None:
         self._entries: tuple[tuple[bytes, Principal], ...] = tuple(
-            (
-                t.digest,
-                Principal(
-                    role=Role(t.role),
-                    pools=None if t.pools is None else frozenset(t.pools),
-                    labels=FrozenMap(t.labels),
-                    tenant=t.tenant,
-                    name=t.name,
-                ),
-            )
-            for t in config.tokens
+            (t.digest, _principal_of(t)) for t in config.tokens
         )
-        #: docs/reference/behaviour.md#server-details: once any token is configured, auth applies on every
-        #: address.
-        self.auth_enabled: bool = bool(self._entries)
+        self._certs: tuple[tuple[str, Principal], ...] = tuple(
+            (c.dns, _principal_of(c)) for c in config.certs
+        )
+        #: whether the front ends must look at peer certificates (``[[auth.certs]]`` configured)
+        self.certs_enabled: bool = bool(self._certs)
+        #: docs/reference/behaviour.md#server-details: once any token (or certificate principal) is
+        #: configured, auth applies on every address.
+        self.auth_enabled: bool = bool(self._entries) or self.certs_enabled
 
-    def authenticate(self, authorization_header: str | None) -> Principal | None:
+    def authenticate(
+        self, authorization_header: str | None, peer_dns: Iterable[str] = ()
+    ) -> Principal | None:
         """The caller's principal; None when auth is off (whatever header was sent).
 
-        Raises :class:`Unauthenticated` for a missing, malformed or unknown token.
+        ``peer_dns``: the DNS subject alternative names of the caller's verified client
+        certificate (none without mutual TLS). A sent token decides alone; without one the
+        certificate does (module docstring). Raises :class:`Unauthenticated` for a missing,
+        malformed or unknown token, or a certificate no ``[[auth.certs]]`` entry maps.
         """
         if not self.auth_enabled:
             return None
+        if self.certs_enabled and (authorization_header is None or not authorization_header.strip()):
+            return self.cert_principal(peer_dns)
         token = parse_bearer(authorization_header)
         digest = token_digest(token)
         found: Principal | None = None
@@ -358,14 +391,34 @@ class Authenticator:
             raise Unauthenticated("invalid token")
         return found
 
+    def cert_principal(self, peer_dns: Iterable[str]) -> Principal:
+        """The ``[[auth.certs]]`` principal of a client certificate with these DNS names (the first
+        configured entry that matches), else :class:`Unauthenticated`."""
+        names = {d.lower().rstrip(".") for d in peer_dns}
+        for dns, principal in self._certs:
+            if dns in names:
+                return principal
+        if not names:
+            raise Unauthenticated(
+                "missing authorization header (expected 'Bearer <token>') and no client certificate "
+                "mapped by [[auth.certs]]"
+            )
+        raise Unauthenticated(
+            f"client certificate (DNS {', '.join(sorted(names))}) is not mapped by [[auth.certs]]"
+        )
+
     def authorize(self, principal: Principal | None, action: Action | str, pool: str | None = None) -> None:
         authorize(principal, action, pool)
 
     def check(
-        self, authorization_header: str | None, action: Action | str, pool: str | None = None
+        self,
+        authorization_header: str | None,
+        action: Action | str,
+        pool: str | None = None,
+        peer_dns: Iterable[str] = (),
     ) -> Principal | None:
         """``authenticate`` then ``authorize``: the usual one-liner of a handler."""
-        principal = self.authenticate(authorization_header)
+        principal = self.authenticate(authorization_header, peer_dns)
         authorize(principal, action, pool)
         return principal
 
@@ -383,5 +436,5 @@ class Authenticator:
 
     @property
     def roles(self) -> Sequence[Role]:
-        """The roles of the configured tokens (for a start-up log line)."""
-        return [p.role for _, p in self._entries]
+        """The roles of the configured tokens and certificate principals (for a start-up log line)."""
+        return [p.role for _, p in self._entries + self._certs]

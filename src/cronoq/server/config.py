@@ -9,8 +9,11 @@ Everything is checked at start: unknown keys are errors at every level, every va
 validated, and every problem is reported (all of them at once) as ``<key path>: <message>``,
 e.g. ``pools[0].max: must be an integer >= 1 (got 0)``. Durations are integers or floats of
 seconds, finite, >= 0 and <= 365 days. Listening on ``grpc_addr`` / ``http_addr`` beyond
-loopback needs ``[[auth.tokens]]`` (or ``server.insecure_no_auth`` / ``--insecure-no-auth``);
-``metrics_addr`` serves only the unauthenticated /metrics, /healthz and /readyz.
+loopback needs ``[[auth.tokens]]`` or ``[[auth.certs]]`` (or ``server.insecure_no_auth`` /
+``--insecure-no-auth``); ``metrics_addr`` serves only the unauthenticated /metrics, /healthz
+and /readyz. Certificate principals need mutual TLS (``server.tls.client_ca``). The
+server-parity sections (token ``labels`` in list form, ``[[auth.certs]]``, ``[outputs]``,
+``[server.grpc_web]``) are parsed by their own methods (``certs``, ``outputs``, ``grpc_web``).
 
 Secrets are not kept in clear: tokens are stored as SHA-256 digests (``TokenConfig.digest``);
 the store URL and webhook token are excluded from ``repr``.
@@ -43,7 +46,10 @@ __all__ = [
     "FrozenMap",
     "MAX_DURATION_S",
     "MIN_TOKEN_LEN",
+    "CertConfig",
     "ConfigError",
+    "GrpcWebConfig",
+    "OutputsConfig",
     "LimitsConfig",
     "PoolSpec",
     "ResourceSpec",
@@ -148,6 +154,14 @@ class TlsConfig:
 
 
 @dataclass(frozen=True)
+class GrpcWebConfig:
+    """``[server.grpc_web]``: gRPC-Web for browser clients on the HTTP listener
+    (docs/how-to/grpc-web.md); CORS preflights are answered for ``allowed_origins`` only."""
+
+    allowed_origins: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ServerSection:
     """``[server]``."""
 
@@ -157,6 +171,8 @@ class ServerSection:
     tls: TlsConfig | None = None
     insecure_no_auth: bool = False
     shutdown_grace_s: float = 10.0
+    #: ``[server.grpc_web]``; None = off
+    grpc_web: GrpcWebConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +189,34 @@ class TokenConfig:
     name: str = ""
     #: the environment variable it was read from, if any.
     token_env: str | None = None
+
+
+@dataclass(frozen=True)
+class CertConfig:
+    """One ``[[auth.certs]]`` entry: a client certificate (mutual TLS) whose DNS subject
+    alternative name equals ``dns`` gets ``role`` with the restrictions of a token."""
+
+    dns: str
+    role: str
+    pools: tuple[str, ...] | None = None
+    labels: Mapping[str, str] = field(default_factory=FrozenMap)
+    tenant: str | None = None
+    #: ``"auth.certs[0]"``, for messages and logs
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class OutputsConfig:
+    """``[outputs]`` (ours: the defaults): the leader's in-memory cache of recent outputs and
+    finished task records, which answers ``Wait``/``Get`` after completion
+    (docs/reference/config.md#outputs). Beyond ``cache_entries`` outputs or ``cache_bytes``
+    bytes the oldest outputs are dropped (the task stays known, ``output_available`` false; the
+    newest output always stays); beyond ``info_entries`` (or ``limits.key_retention_max``, the
+    smaller) the oldest finished tasks are forgotten."""
+
+    cache_entries: int = 100_000
+    cache_bytes: int = 256 * MIB
+    info_entries: int = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -306,12 +350,15 @@ class ServerConfig:
     resources: tuple[ResourceSpec, ...] = ()
     #: the file it was read from (None: defaults / a string).
     source: str | None = None
+    #: ``[[auth.certs]]`` certificate principals (mutual TLS)
+    certs: tuple[CertConfig, ...] = ()
+    outputs: OutputsConfig = field(default_factory=OutputsConfig)
 
     @property
     def auth_enabled(self) -> bool:
-        """docs/reference/behaviour.md#server-details: once any token is configured, auth applies on every
-        address."""
-        return bool(self.tokens)
+        """docs/reference/behaviour.md#server-details: once any token (or certificate principal) is
+        configured, auth applies on every address."""
+        return bool(self.tokens) or bool(self.certs)
 
     @property
     def pool_names(self) -> list[str]:
@@ -632,6 +679,66 @@ def _str_map(v: Any) -> Mapping[str, str]:
     return FrozenMap(v)
 
 
+def _labels(v: Any) -> Mapping[str, str]:
+    """A token's ``labels``: a table of strings, or the list form ``["zone=z1", "gpu=a100"]``
+    (docs/reference/config.md#auth)."""
+    if isinstance(v, dict):
+        return _str_map(v)
+    if not isinstance(v, list):
+        raise _Bad(f'must be a table of strings or an array of "key=value" strings (got {_show(v)})')
+    out: dict[str, str] = {}
+    for i, x in enumerate(v):
+        if not isinstance(x, str):
+            raise _Bad(f'item {i} must be a "key=value" string (got {_show(x)})')
+        k, eq, val = x.partition("=")
+        k = k.strip()
+        if not eq:
+            raise _Bad(f'item {i} must be "key=value" (got {x!r}: no "=")')
+        if not k:
+            raise _Bad(f'item {i} must be "key=value" with a non-empty key (got {x!r})')
+        if k in out:
+            raise _Bad(f"item {i}: duplicate label {k!r}")
+        out[k] = val.strip()
+    return FrozenMap(out)
+
+
+_DNS_LABEL: Final = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+_DNS_RE: Final = re.compile(rf"^(?=.{{1,253}}$){_DNS_LABEL}(\.{_DNS_LABEL})*$")
+
+
+def _dns_name(v: Any) -> str:
+    """A DNS name as it appears in a certificate's subjectAltName (compared case-insensitively)."""
+    if not isinstance(v, str) or not v:
+        raise _Bad(f"must be a non-empty DNS name (got {_show(v)})")
+    name = v.lower().rstrip(".")
+    if not _DNS_RE.match(name):
+        raise _Bad(f"must be a DNS name such as 'worker-1.example.com' (got {v!r})")
+    return name
+
+
+def _origins(v: Any) -> tuple[str, ...]:
+    """``allowed_origins``: browser origins ``scheme://host[:port]`` (no path), as sent in ``Origin``."""
+    if not isinstance(v, list):
+        raise _Bad(f'must be an array of origins such as "https://dash.example.com" (got {_show(v)})')
+    out: list[str] = []
+    for i, x in enumerate(v):
+        if not isinstance(x, str):
+            raise _Bad(f"item {i} must be a string (got {_show(x)})")
+        if x == "*":
+            raise _Bad(f"item {i}: '*' is not allowed; list each origin")
+        m = re.match(r"^(https?)://([^/?#@\s]+)$", x.rstrip("/"))
+        if not m:
+            raise _Bad(f"item {i} must be an origin 'http(s)://host[:port]' without a path (got {x!r})")
+        scheme, host = m.group(1), m.group(2).lower()
+        default_port = ":443" if scheme == "https" else ":80"
+        if host.endswith(default_port):  # browsers leave the default port out of Origin
+            host = host[: -len(default_port)]
+        origin = f"{scheme}://{host}"
+        if origin not in out:
+            out.append(origin)
+    return tuple(out)
+
+
 def _weights(v: Any) -> Mapping[str, float]:
     if not isinstance(v, dict):
         raise _Bad(f"must be a table of tenant = weight (got {_show(v)})")
@@ -686,7 +793,8 @@ class _Parser:
     # ---- sections ------------------------------------------------------------------------
 
     def server(self, v: Any) -> ServerSection:
-        keys = ("grpc_addr", "http_addr", "metrics_addr", "tls", "insecure_no_auth", "shutdown_grace_s")
+        keys: tuple[str, ...] = ("grpc_addr", "http_addr", "metrics_addr", "tls", "insecure_no_auth")
+        keys += ("shutdown_grace_s", "grpc_web")
         t = self.table(v, "server", keys)
         if t is None:
             return ServerSection()
@@ -710,10 +818,11 @@ class _Parser:
             tls=tls,
             insecure_no_auth=self.get(t, "insecure_no_auth", "server", _bool, False),
             shutdown_grace_s=self.get(t, "shutdown_grace_s", "server", _duration(), d.shutdown_grace_s),
+            grpc_web=self.grpc_web(t["grpc_web"]) if "grpc_web" in t else None,
         )
 
     def tokens(self, v: Any, pool_names: Sequence[str]) -> tuple[TokenConfig, ...]:
-        t = self.table(v, "auth", ("tokens",))
+        t = self.table(v, "auth", ("tokens", "certs"))
         if t is None or "tokens" not in t:
             return ()
         out: list[TokenConfig] = []
@@ -727,14 +836,7 @@ class _Parser:
             role = self.get(tt, "role", path, _choice(ROLES), "")
             if "role" not in tt:
                 self.error(f"{path}.role", f"required (one of {', '.join(ROLES)})")
-            pools = self.opt(tt, "pools", path, _str_list)
-            if pools is not None:
-                for p in pools:
-                    if p not in pool_names:
-                        self.error(f"{path}.pools", f"unknown pool {p!r} (pools: {', '.join(pool_names)})")
-            no_labels: Mapping[str, str] = FrozenMap()
-            labels = self.get(tt, "labels", path, _str_map, no_labels)
-            tenant = self.opt(tt, "tenant", path, _name)
+            pools, labels, tenant = self.restrictions(tt, path, pool_names)
             token: str | None = None
             token_env: str | None = None
             if "token" in tt and "token_env" in tt:
@@ -763,6 +865,69 @@ class _Parser:
             seen[digest] = path
             out.append(TokenConfig(digest, role, pools, labels, tenant, name=path, token_env=token_env))
         return tuple(out)
+
+    def restrictions(
+        self, tt: Mapping[str, Any], path: str, pool_names: Sequence[str]
+    ) -> tuple[tuple[str, ...] | None, Mapping[str, str], str | None]:
+        """The ``pools``, ``labels`` and ``tenant`` of a token or certificate principal."""
+        pools = self.opt(tt, "pools", path, _str_list)
+        if pools is not None:
+            for p in pools:
+                if p not in pool_names:
+                    self.error(f"{path}.pools", f"unknown pool {p!r} (pools: {', '.join(pool_names)})")
+        no_labels: Mapping[str, str] = FrozenMap()
+        labels = self.get(tt, "labels", path, _labels, no_labels)
+        tenant = self.opt(tt, "tenant", path, _name)
+        return pools, labels, tenant
+
+    def certs(self, v: Any, pool_names: Sequence[str]) -> tuple[CertConfig, ...]:
+        """``[[auth.certs]]`` (the ``[auth]`` table itself is checked by :meth:`tokens`)."""
+        if not isinstance(v, dict) or "certs" not in v:
+            return ()
+        out: list[CertConfig] = []
+        seen: dict[str, str] = {}
+        for i, raw in enumerate(self.tables(v["certs"], "auth.certs", "[[auth.certs]]")):
+            path = f"auth.certs[{i}]"
+            tt = self.table(raw, path, ("dns", "role", "pools", "labels", "tenant"))
+            if tt is None:
+                continue
+            role = self.get(tt, "role", path, _choice(ROLES), "")
+            if "role" not in tt:
+                self.error(f"{path}.role", f"required (one of {', '.join(ROLES)})")
+            if "dns" not in tt:
+                self.error(f"{path}.dns", "required (a client certificate's DNS subjectAltName)")
+            dns = self.get(tt, "dns", path, _dns_name, "")
+            pools, labels, tenant = self.restrictions(tt, path, pool_names)
+            if not dns or not role:
+                continue
+            if dns in seen:
+                self.error(f"{path}.dns", f"duplicate certificate principal {dns!r} (same as {seen[dns]})")
+                continue
+            seen[dns] = path
+            out.append(CertConfig(dns, role, pools, labels, tenant, name=path))
+        return tuple(out)
+
+    def outputs(self, v: Any) -> OutputsConfig:
+        t = self.table(v, "outputs", ("cache_entries", "cache_bytes", "info_entries"))
+        d = OutputsConfig()
+        if t is None:
+            return d
+        return OutputsConfig(
+            cache_entries=self.get(t, "cache_entries", "outputs", _int(1), d.cache_entries),
+            cache_bytes=self.get(t, "cache_bytes", "outputs", _int(1), d.cache_bytes),
+            info_entries=self.get(t, "info_entries", "outputs", _int(1), d.info_entries),
+        )
+
+    def grpc_web(self, v: Any) -> GrpcWebConfig | None:
+        t = self.table(v, "server.grpc_web", ("allowed_origins",))
+        if t is None:
+            return None
+        origins: tuple[str, ...] = ()
+        if "allowed_origins" not in t:
+            self.error("server.grpc_web.allowed_origins", 'required (e.g. ["https://dash.example.com"])')
+        else:
+            origins = self.get(t, "allowed_origins", "server.grpc_web", _origins, ())
+        return GrpcWebConfig(origins)
 
     def store(self, v: Any) -> StoreConfig:
         t = self.table(
@@ -1030,7 +1195,7 @@ class _Parser:
         return tuple(out)
 
 
-_TOP_KEYS: Final = ("server", "auth", "store", "limits", "pools", "resources")
+_TOP_KEYS: Final = ("server", "auth", "store", "limits", "pools", "resources", "outputs")
 
 
 def parse_config(
@@ -1050,12 +1215,16 @@ def parse_config(
         pools = _default_pools()
     pool_names = [x.name for x in pools if x.name]
     tokens = p.tokens(top["auth"], pool_names) if "auth" in top else ()
+    certs = p.certs(top["auth"], pool_names) if "auth" in top else ()
+    outputs = p.outputs(top["outputs"]) if "outputs" in top else OutputsConfig()
     store = p.store(top["store"]) if "store" in top else StoreConfig()
     server = p.server(top["server"]) if "server" in top else ServerSection()
     resources = p.resources(top["resources"]) if "resources" in top else ()
     if insecure_no_auth and not server.insecure_no_auth:
         server = dataclasses.replace(server, insecure_no_auth=True)
-    auth_configured = bool(tokens) or any(True for e in p.errors if e.startswith("auth.tokens"))
+    auth_configured = bool(tokens) or bool(certs) or any(True for e in p.errors if e.startswith("auth."))
+    if certs and (server.tls is None or server.tls.client_ca is None):
+        p.error("auth.certs", "certificate principals need mutual TLS: set server.tls.client_ca")
 
     # listening beyond loopback needs auth (metrics_addr is unauthenticated by design)
     if not auth_configured and not server.insecure_no_auth:
@@ -1091,6 +1260,8 @@ def parse_config(
         pools=pools,
         resources=resources,
         source=source,
+        certs=certs,
+        outputs=outputs,
     )
 
 

@@ -18,6 +18,14 @@ Auth happens twice, on purpose:
   metadata (cheap: one SHA-256) and enforce what depends on the body: the token's pools
   (PERMISSION_DENIED) and tenant (stamped on submissions, enforced on existing tasks).
 
+Certificate principals (``[[auth.certs]]``): the interceptor sees only the metadata, not the
+connection, so a call *without* a bearer token is checked one step later, by
+:func:`_cert_checked`, which wraps the method's handler: it reads the verified peer
+certificate's DNS names (:func:`peer_dns`, the ``peer_dns`` auth property of the TLS
+connection) and checks the role before the request is deserialized (the wrapped handler takes
+the raw bytes and parses them after the check).  ``Work`` (a client stream) authenticates in
+its own handler and is passed through.
+
 ``Watch`` joins the front end's shared event fan-out first (``grpc_watch.py``: one
 subscription and one message per event for all streams, budgets per token) and then sends the
 initial metadata, so a client that waited for the metadata misses nothing submitted
@@ -57,6 +65,7 @@ __all__ = [
     "UnaryBudget",
     "add_generic_only",
     "grpc_status",
+    "peer_dns",
     "register",
 ]
 
@@ -122,6 +131,53 @@ def _rejecter(code: grpc.StatusCode, message: str, client_streaming: bool) -> gr
     return grpc.stream_stream_rpc_method_handler(reject)
 
 
+def peer_dns(context: grpc.aio.ServicerContext) -> list[str]:
+    """The DNS subject alternative names of the caller's verified client certificate (none
+    without mutual TLS)."""
+    try:
+        names = context.auth_context().get("peer_dns", ())
+    except Exception:  # (no security context)
+        return []
+    return [n.decode("ascii", "replace") if isinstance(n, bytes) else str(n) for n in names]
+
+
+def _cert_checked(handler: grpc.RpcMethodHandler, app: ServerApp, action: str) -> grpc.RpcMethodHandler:
+    """``handler`` authenticating the caller by its client certificate first (module doc)."""
+    if handler.request_streaming:
+        return handler  # Work: its handler authenticates (grpc_workers.py)
+
+    async def check(context: grpc.aio.ServicerContext) -> None:
+        try:
+            app.auth.check(None, action, peer_dns=peer_dns(context))
+        except AuthError as e:
+            await context.abort(*_status(e))
+
+    parse = handler.request_deserializer or (lambda raw: raw)
+
+    async def deserialize(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return parse(raw)
+        except Exception:  # (what gRPC answers for a request it cannot parse)
+            await context.abort(grpc.StatusCode.INTERNAL, "could not deserialize the request")
+
+    if handler.unary_unary is not None:
+        uu: Any = handler.unary_unary
+
+        async def unary(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+            await check(context)
+            return await uu(await deserialize(raw, context), context)
+
+        return grpc.unary_unary_rpc_method_handler(unary, None, handler.response_serializer)
+    us: Any = handler.unary_stream
+
+    async def stream(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        await check(context)
+        async for msg in us(await deserialize(raw, context), context):
+            yield msg
+
+    return grpc.unary_stream_rpc_method_handler(stream, None, handler.response_serializer)
+
+
 class AuthInterceptor(grpc.aio.ServerInterceptor):
     """Authenticates every call and checks its role before the body is read
     (docs/reference/behaviour.md#auth)."""
@@ -137,6 +193,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         action = GRPC_METHOD_ACTIONS.get(handler_call_details.method)
         if action is not None:
             header = _auth_header(handler_call_details.invocation_metadata)
+            if header is None and self.app.auth.certs_enabled:
+                handler = await continuation(handler_call_details)
+                return None if handler is None else _cert_checked(handler, self.app, action)
             try:
                 self.app.auth.check(header, action)
             except AuthError as e:
@@ -153,7 +212,10 @@ def _principal(app: ServerApp, context: grpc.aio.ServicerContext) -> Principal |
     auth = app.auth
     if not auth.auth_enabled:
         return None  # (what authenticate answers without auth; skips copying the metadata)
-    return auth.authenticate(_auth_header(context.invocation_metadata()))
+    header = _auth_header(context.invocation_metadata())
+    if header is None and auth.certs_enabled:
+        return auth.authenticate(None, peer_dns(context))
+    return auth.authenticate(header)
 
 
 def _ref(r: pb.TaskRef) -> int | str:

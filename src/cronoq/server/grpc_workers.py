@@ -28,7 +28,7 @@ from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
 from cronoq.proto.protocol import BATCH_MARGIN_BYTES, BATCHING_VERSION, MAX_BATCH_ITEMS
 from cronoq.server.app import ApiError, ServerApp
 from cronoq.server.auth import PermissionDenied, Unauthenticated, stamp_labels
-from cronoq.server.grpc_api import add_generic_only
+from cronoq.server.grpc_api import add_generic_only, peer_dns
 from cronoq.server.workers import (
     AbortMsg,
     LeaseMsg,
@@ -129,7 +129,9 @@ class WorkersServicer(pb_grpc.WorkersServicer):
     ) -> AsyncIterator[pb.ServerMessage]:
         app = self.app
         try:
-            principal = app.auth.check(_auth_header(context), "work")
+            header = _auth_header(context)
+            dns = peer_dns(context) if header is None and app.auth.certs_enabled else ()
+            principal = app.auth.check(header, "work", peer_dns=dns)
         except Unauthenticated as e:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(e))
             return

@@ -97,6 +97,7 @@ from cronoq.server.app import ApiError, ServerApp, Slices, event_filter, filter_
 from cronoq.server.auth import Action, AuthError, Principal, restrict_pools
 from cronoq.server.config import LimitsConfig, split_host_port
 from cronoq.server.dashboard import dashboard_routes
+from cronoq.server.http_conn import scope_peer_dns
 from cronoq.server.sse import EventHub, Subscriber
 from cronoq.server.workers import Blob
 
@@ -858,7 +859,11 @@ class HttpApi:
 
     def auth(self, request: Request, action: Action) -> Principal | None:
         """Authenticate and check the role of the route; never reads the body."""
-        return self.app.auth.check(request.headers.get("authorization"), action)
+        auth = self.app.auth
+        header = request.headers.get("authorization")
+        if header is None and auth.certs_enabled:  # a client certificate (mutual TLS) instead
+            return auth.check(None, action, peer_dns=scope_peer_dns(request.scope))
+        return auth.check(header, action)
 
     async def read_json(self, request: Request) -> Any:
         # (whatever the content type: none is required; see the module docstring)
@@ -1339,6 +1344,13 @@ def create_http_app(
     star.state.cronoq_app = app
     star.state.http_api = api
     star.add_middleware(_GuardMiddleware, api=api, listen_addr=listen_addr)
+    grpc_web = app.config.server.grpc_web
+    if grpc_web is not None and not metrics_only:  # outermost: before the guard (grpc_web.py)
+        from cronoq.server.grpc_web import GrpcWebMiddleware
+
+        star.add_middleware(
+            GrpcWebMiddleware, api=app, listen_addr=listen_addr, origins=grpc_web.allowed_origins
+        )
     return star
 
 

@@ -19,6 +19,11 @@ listener:
   closed.  A request in progress is never cut by it (its body is bounded by the handlers'
   ``request_timeout_s``).
 
+It also hands the DNS subject alternative names of a verified client certificate (mutual TLS)
+to the app: :data:`PEER_DNS_STATE` in the ASGI scope's ``state`` (uvicorn copies a connection's
+``app_state`` into every request's scope; the ASGI TLS extension is not implemented by uvicorn),
+read by :func:`scope_peer_dns` for ``[[auth.certs]]``.
+
 The gRPC listener gets the same two limits from gRPC core's channel arguments
 (``grpc.max_allowed_incoming_connections``, ``grpc.server_handshake_timeout_ms``; see
 ``run.grpc_options``).  Limits and defaults: docs/how-to/security.md.
@@ -28,10 +33,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["guarded_protocol"]
+__all__ = ["PEER_DNS_STATE", "guarded_protocol", "peer_cert_dns", "scope_peer_dns"]
+
+#: the scope ``state`` key holding a verified client certificate's DNS names (a tuple)
+PEER_DNS_STATE = "cronoq_peer_dns"
+
+
+def peer_cert_dns(cert: Any) -> tuple[str, ...]:
+    """The DNS subject alternative names of ``ssl.SSLSocket.getpeercert()`` (a verified
+    certificate's dict; None/empty without one)."""
+    if not isinstance(cert, dict):
+        return ()
+    return tuple(v for k, v in cert.get("subjectAltName", ()) if k == "DNS")
+
+
+def scope_peer_dns(scope: Mapping[str, Any]) -> tuple[str, ...]:
+    """The client certificate's DNS names a request's scope carries (none without mTLS)."""
+    state = scope.get("state")
+    names = state.get(PEER_DNS_STATE, ()) if isinstance(state, dict) else ()
+    return tuple(names)
+
 
 log = logging.getLogger("cronoq.server.http")
 
@@ -48,6 +74,9 @@ def guarded_protocol(max_connections: int, head_timeout: float) -> type[asyncio.
                 log.warning("HTTP connection refused: %d open (limits.max_connections)", max_connections)
                 transport.close()
                 return
+            dns = peer_cert_dns(transport.get_extra_info("peercert"))
+            if dns:  # this connection's requests carry them (module docstring)
+                self.app_state = {**self.app_state, PEER_DNS_STATE: dns}
             self._arm_head_timer()
 
         def _arm_head_timer(self) -> None:

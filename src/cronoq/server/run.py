@@ -240,6 +240,13 @@ async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> 
             "serving gRPC only"
         )
     else:
+        if config.server.grpc_web is not None:
+            from cronoq.server.grpc_web import grpc_web_available
+
+            if not grpc_web_available():
+                raise ServeError(
+                    "[server.grpc_web] needs sonora (install the server extra: pip install 'cronoq[server]')"
+                )
         sock = _bind_tcp(config.server.http_addr)
         https.append(_Http(factory(app), sock, config))
         h, p = sock.getsockname()[:2]
@@ -272,10 +279,11 @@ async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> 
         for h_ in https:
             h_.start()
         log.info(
-            "listening: gRPC %s%s, HTTP %s, metrics %s; store %s; pools %s; auth %s",
+            "listening: gRPC %s%s, HTTP %s%s, metrics %s; store %s; pools %s; auth %s",
             grpc_shown,
             " (TLS)" if creds is not None else "",
             http_shown,
+            " (+gRPC-Web)" if config.server.grpc_web is not None and https else "",
             metrics_shown,
             config.store.kind,
             ", ".join(config.pool_names),
