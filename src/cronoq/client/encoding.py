@@ -32,7 +32,7 @@ from typing import Any
 from cronoq.engine.model import ON_COMPLETE, ON_FAILURE, ON_SUCCESS, Priority, RetryPolicy, parse_on_miss
 from cronoq.engine.time import check_seconds
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
-from cronoq.runtime.task import _str_map, check_key, parse_deps, unix_seconds
+from cronoq.runtime.task import check_key, parse_deps, str_map, unix_seconds
 
 __all__ = [
     "CONTENT_TYPE_BYTES",
@@ -348,7 +348,7 @@ def build_spec(payload: object = None, **fields: Any) -> pb.TaskSpec:
                 raise ValueError(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
             spec.resources[name] = amount
     for name in ("tags", "labels"):
-        mapping = _str_map(name, fields.get(name))
+        mapping = str_map(name, fields.get(name))
         if mapping:
             getattr(spec, name).update(mapping)
     tenant = fields.get("tenant")

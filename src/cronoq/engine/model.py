@@ -325,6 +325,11 @@ class Dep:
         self.on = COND_NAMES[cond]
         self._cond = cond
 
+    @property
+    def cond(self) -> int:
+        """The edge condition as the engine's number (``ON_SUCCESS``, ``ON_FAILURE``, ``ON_COMPLETE``)."""
+        return self._cond
+
     def __repr__(self) -> str:
         return f"Dep({self.target!r}, on={self.on!r})"
 

@@ -23,7 +23,8 @@ DEFAULT_TOLERANCE_NS = NS
 PER_TASK_FIELDS = frozenset({"key", "deadline_in", "deadline_at", "start_in", "start_at", "after", "deps"})
 
 
-def _str_map(name: str, value: object) -> dict[str, str] | None:
+def str_map(name: str, value: object) -> dict[str, str] | None:
+    """A ``tags``/``labels`` value as a ``dict[str, str]`` (values stringified), None if empty."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
@@ -89,8 +90,8 @@ def make_options(
         duration_hint=hint,
         tolerance=tol,
         on_miss=miss,
-        tags=_str_map("tags", tags),
-        labels=_str_map("labels", labels),
+        tags=str_map("tags", tags),
+        labels=str_map("labels", labels),
         tenant=tenant,
         resources=res,
     )
@@ -161,7 +162,7 @@ def parse_deps(after: object, deps: object) -> list[tuple[int | str, int]] | Non
             raise ArgumentTypeError(f"after must be a task id, a key or a list of them (got {after!r})")
         for r in refs:
             if isinstance(r, Dep):
-                out.append((r.target, r._cond))
+                out.append((r.target, r.cond))
                 continue
             if isinstance(r, bool) or not isinstance(r, (int, str)) or (isinstance(r, int) and r < 1):
                 raise ArgumentTypeError(f"a dependency is a task id (int >= 1) or a key (str), got {r!r}")
@@ -172,7 +173,7 @@ def parse_deps(after: object, deps: object) -> list[tuple[int | str, int]] | Non
         for d in deps:
             if not isinstance(d, Dep):
                 raise ArgumentTypeError(f"deps must contain Dep objects (got {d!r})")
-            out.append((d.target, d._cond))
+            out.append((d.target, d.cond))
     return out or None
 
 

@@ -171,10 +171,10 @@ class ServerApp:
             event_capacity=16384,  # per subscriber: a 1000-task batch makes ~3000 events (ours)
             store=make_store(cfg),
             codec=BlobCodec(),
+            key_retention=cfg.limits.key_retention_s,
+            key_retention_max=cfg.limits.key_retention_max,
+            wait_for_space=False,  # a request never waits for space: a full pool answers `full`
         )
-        sched._key_retention = cfg.limits.key_retention_s
-        sched._key_retention_max = cfg.limits.key_retention_max
-        sched._nowait = True
         sched.on_fenced = self._fenced
         self.registry.sched = sched
         return sched
@@ -191,14 +191,15 @@ class ServerApp:
                 log.error("cannot start the scheduler: %s; retrying", e)
                 await asyncio.sleep(1.0)
                 continue
-            core = self.sched._core
+            seam = self.sched.seam
             self.payloads = PayloadBudget(self.limits.max_pending_bytes)
-            if core is not None:  # what recovery brought back is held too
-                self.payloads.hold_recovered(t.payload for t in core.tasks.values())
+            # what recovery brought back is held too
+            self.payloads.hold_recovered(t.payload for t in seam.tasks.values())
             self.leading = True
             self._leader_event.set()
             self._watch_lost()
-            log.info("leading (epoch %s)", self.sched._core.epoch if self.sched._core else "?")
+            epoch = seam.epoch
+            log.info("leading (epoch %s)", "?" if epoch is None else epoch)
             return
 
     def _watch_lost(self) -> None:
@@ -209,7 +210,7 @@ class ServerApp:
         answers ``unavailable`` and sends its workers ``Shutdown{not_leader}`` right away, so
         they move to the new leader.
         """
-        store = self.sched._store
+        store = self.sched.seam.store
         inner = getattr(store, "on_lost", None)
         if store is None or inner is None:
             return
@@ -264,22 +265,19 @@ class ServerApp:
         over, so two servers are never ready at once."""
         if self.stopping or not self.leading or not self.sched.started:
             return False
-        left = lease_left(self.sched._store)
+        left = lease_left(self.sched.seam.store)
         return left is None or left > READY_MARGIN_S
 
     def pool_of(self, t: TaskState) -> str:
-        return self.sched._pool_names[t.opts.pool_index]
+        return self.sched.seam.pool_at(t.opts.pool_index).name
 
     def max_attempts(self, t: TaskState) -> int:
-        policy = t.opts.retry or self.sched._pools[t.opts.pool_index].config.retry
+        policy = t.opts.retry or self.sched.seam.pool_at(t.opts.pool_index).config.retry
         return policy.max_attempts
 
     def lookup(self, ref: int | str, tenant: str | None = None) -> TaskState | None:
         """A task by id, or by key among ``tenant``'s tasks (keys are scoped by tenant)."""
-        sched = self.require_leader()
-        core = sched._core
-        assert core is not None
-        return core.lookup(sched._now(), ref, tenant)
+        return self.require_leader().seam.lookup(ref, tenant)
 
     def visible(self, principal: Principal | None, t: TaskState) -> bool:
         if principal is None:
@@ -309,14 +307,14 @@ class ServerApp:
         token may not use (then PERMISSION_DENIED, without its id)."""
         if principal is None or principal.pools is None:
             return
-        t = self.sched._core.tasks.get(tid) if self.sched._core is not None else None
+        t = self.sched.seam.tasks.get(tid)
         if t is None or not self.visible(principal, t):
             raise ApiError(
                 "permission_denied", "this key is taken by a task in a pool this token may not use"
             )
 
     def task_info(self, t: TaskState) -> Any:
-        return convert.task_info(t, self.pool_of(t), self.max_attempts(t), self.sched._time_base)
+        return convert.task_info(t, self.pool_of(t), self.max_attempts(t), self.sched.seam.time_base)
 
     # ------------------------------------------------------------------ operations
 
@@ -326,7 +324,7 @@ class ServerApp:
         except convert.InvalidArgument as e:
             raise ApiError("invalid_argument", str(e), "invalid") from None
         pool = kw.get("pool") or self.config.default_pool
-        if pool not in self.sched._pool_names:
+        if pool not in self.sched.pools:
             raise ApiError("not_found", f"unknown pool '{pool}'", "unknown_pool")
         self.auth.authorize(principal, "submit", pool)
         if principal is not None and principal.tenant is not None:
@@ -340,9 +338,8 @@ class ServerApp:
                 f"too many pending payload bytes (max_pending_bytes {self.limits.max_pending_bytes})",
                 "overloaded",
             )
-        core = self.sched._core
-        if core is not None:
-            pending = sum(p.pending for p in core.pools)
+        if self.sched.started:
+            pending = self.sched.seam.pending_total()
             if pending + n > self.limits.max_pending_total:
                 raise ApiError(
                     "resource_exhausted",
@@ -357,7 +354,7 @@ class ServerApp:
         known = key is not None and self.lookup(key, kw.get("tenant")) is not None
         self._check_total(1, None if known else [payload])  # (a duplicate holds nothing new)
         try:
-            tid, dup = await sched._submit(payload, kw)
+            tid, dup = await sched.seam.submit(payload, kw)
             if dup:
                 self._own_duplicate(principal, tid)
             else:
@@ -411,10 +408,10 @@ class ServerApp:
         sched = self.require_leader()
         t = self.get(principal, ref, tenant)
         self.auth.authorize(principal, "cancel", self.pool_of(t))
-        ok = sched._cancel_now(t.id)
-        if sched._committer is not None:
+        ok = sched.seam.cancel(t.id)
+        if sched.seam.durable:
             try:
-                await sched._durable()
+                await sched.seam.commit()
             except SchedulerError as e:
                 raise store_failure(e) from None
         return ok
@@ -434,9 +431,9 @@ class ServerApp:
             return t
         limit = self.limits.max_wait_s
         timeout = limit if timeout is None else min(timeout, limit)
-        h = sched._handle_for(t.id, False)
+        h = sched.seam.handle(t.id)
         try:
-            await asyncio.wait_for(asyncio.shield(h._fut), timeout)
+            await asyncio.wait_for(h.result(), timeout)
         except TimeoutError:
             raise ApiError("deadline_exceeded", f"task {t.id} did not finish within {timeout:g} s") from None
         except Exception:
@@ -457,9 +454,7 @@ class ServerApp:
         limit: int,
     ) -> tuple[list[TaskState], int]:
         sched = self.require_leader()
-        core = sched._core
-        assert core is not None
-        core._prune(sched._now())
+        tasks = sched.seam.retained_tasks()
         allowed = set(pools) if pools else None
         if principal is not None and principal.pools is not None:
             allowed = (allowed & principal.pools) if allowed is not None else set(principal.pools)
@@ -468,8 +463,8 @@ class ServerApp:
         n = min(100 if limit <= 0 else limit, cap)
         out: list[TaskState] = []
         more = False
-        for tid in sorted(i for i in core.tasks if i > after):
-            t = core.tasks[tid]
+        for tid in sorted(i for i in tasks if i > after):
+            t = tasks[tid]
             if allowed is not None and self.pool_of(t) not in allowed:
                 continue
             if want is not None and t.status not in want:
@@ -489,7 +484,7 @@ class ServerApp:
     async def snapshot(self) -> Any:
         sched = self.require_leader()
         snap = await sched.snapshot()
-        by_pool = {name: self.registry.connected(name) for name in sched._pool_names}
+        by_pool = {name: self.registry.connected(name) for name in sched.pools}
         return snap, by_pool
 
     async def add_recurring(self, principal: Principal | None, req: Any) -> None:
@@ -553,8 +548,7 @@ class ServerApp:
         A task this server no longer knows (pruned, or another leadership term) does not:
         its event is withheld from tenant-scoped watchers (fail closed).
         """
-        core = self.sched._core
-        t = core.tasks.get(tid) if core is not None else None
+        t = self.sched.seam.tasks.get(tid)
         return t is not None and t.opts.tenant == tenant
 
 

@@ -179,7 +179,7 @@ def _wait_timeout(request: Any, name: str) -> float | None:
 def _pools_filter(app: ServerApp, principal: Principal | None, requested: Any) -> list[str]:
     """A ListTasks/Watch pool filter: unknown pool → NOT_FOUND, another token's → PERMISSION_DENIED."""
     for p in requested:
-        if p not in app.sched._pool_names:
+        if p not in app.sched.pools:
             raise ApiError("not_found", f"unknown pool '{p}'", "unknown_pool")
     return restrict_pools(principal, requested) or []
 

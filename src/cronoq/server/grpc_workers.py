@@ -151,7 +151,7 @@ class WorkersServicer(pb_grpc.WorkersServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be Register")
             return
         reg = first.register
-        if reg.pool not in app.sched._pool_names:
+        if reg.pool not in app.sched.pools:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown pool '{reg.pool}'")
             return
         try:

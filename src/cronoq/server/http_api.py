@@ -804,7 +804,7 @@ class HttpApi:
         sched = self.app.require_leader()
         hub = self.hub
         if hub is None or hub.closed or hub.stream.closed:
-            hub = self.hub = EventHub(self.app.events(), sched._event_capacity, SSE_FLUSH_S)
+            hub = self.hub = EventHub(self.app.events(), sched.seam.event_capacity, SSE_FLUSH_S)
         return hub, hub.subscribe(group, keep)
 
     def auth(self, request: Request, action: Action) -> Principal | None:
@@ -858,7 +858,7 @@ class HttpApi:
 
     def _pools_filter(self, principal: Principal | None, requested: list[str]) -> list[str]:
         for p in requested:
-            if p not in self.app.sched._pool_names:
+            if p not in self.app.sched.pools:
                 raise HttpError(404, f"unknown pool '{p}'", "not_found")
         return restrict_pools(principal, requested) or []
 
@@ -1070,7 +1070,7 @@ class HttpApi:
                 snap, _ = await app.snapshot()
             except ApiError:
                 leading = False
-        by_pool = {name: app.registry.connected(name) for name in app.sched._pool_names}
+        by_pool = {name: app.registry.connected(name) for name in app.sched.pools}
         body = metrics_mod.render(snap, by_pool, leader=leading, pools=pools)
         return Response(body, media_type=metrics_mod.CONTENT_TYPE)
 
