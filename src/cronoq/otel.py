@@ -45,6 +45,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from cronoq.engine.model import CLASS_NAMES  # pending_by_class order (Priority.value)
+
 if TYPE_CHECKING:
     from cronoq.engine.model import TaskOptions
     from cronoq.engine.snapshot import Snapshot
@@ -55,7 +57,6 @@ _log = logging.getLogger("cronoq.otel")
 
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
-CLASS_NAMES = ("critical", "high", "normal", "low")  # pending_by_class order (Priority.value)
 
 _AVAILABLE: bool | None = None  # detection result (None: not looked yet); tests may set it
 _api: Any = None  # the loaded opentelemetry modules (see _load)

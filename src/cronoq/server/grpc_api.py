@@ -40,6 +40,7 @@ from cronoq.engine.model import STATUS_NAMES
 from cronoq.errors import NotStartedError, SchedulerError
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
+from cronoq.proto.enums import STATUS_FROM_WIRE
 from cronoq.server import convert
 from cronoq.server.app import ApiError, ServerApp, event_filter, filter_group, store_failure
 from cronoq.server.auth import (
@@ -187,9 +188,9 @@ def _pools_filter(app: ServerApp, principal: Principal | None, requested: Any) -
 def _statuses(values: Any) -> list[str]:
     out = []
     for v in values:
-        if not 1 <= v <= len(STATUS_NAMES):
+        if v not in STATUS_FROM_WIRE:
             raise ApiError("invalid_argument", f"unknown task status value {v}", "invalid")
-        out.append(STATUS_NAMES[v - 1])
+        out.append(STATUS_NAMES[STATUS_FROM_WIRE[v]])
     return out
 
 

@@ -87,6 +87,7 @@ from cronoq.client import json_shapes
 from cronoq.client.json_shapes import message_json
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES, SUCCEEDED, TaskState
 from cronoq.errors import SchedulerError
+from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server import convert, request_limits
 from cronoq.server import metrics as metrics_mod
@@ -117,17 +118,13 @@ SSE_KEEPALIVE_S: Final = 15.0
 #: so they go out together (one wake-up and one send per stream instead of one per event)
 SSE_FLUSH_S: Final = 0.05
 
-PRIORITY_FROM_JSON: Final = {"critical": 1, "high": 2, "normal": 3, "low": 4}
-MISS_FROM_JSON: Final = {"run_late": 1, "skip": 2, "fail": 3}
+# JSON names → wire numbers (cronoq.proto.enums); a condition also without its `on_`
+PRIORITY_FROM_JSON: Final = dict(enums.PRIORITY.numbers)
+MISS_FROM_JSON: Final = dict(enums.MISS_POLICY.numbers)
 COND_FROM_JSON: Final = {
-    "on_success": 1,
-    "success": 1,
-    "on_complete": 2,
-    "complete": 2,
-    "on_failure": 3,
-    "failure": 3,
+    name: v for n, v in enums.EDGE_COND.numbers.items() for name in (n, n.removeprefix("on_"))
 }
-OVERLAP_FROM_JSON: Final = dict(convert.OVERLAP_TO_WIRE)
+OVERLAP_FROM_JSON: Final = dict(enums.OVERLAP.numbers)
 
 TASK_FIELDS: Final = frozenset(
     {
@@ -377,7 +374,7 @@ def _priority(v: Any, where: str) -> int:
     if isinstance(v, int) and not isinstance(v, bool):
         if not 0 <= v <= 3:
             raise _invalid(f"{where} must be 0..=3 (0 = critical) or a name (got {v})")
-        return v + 1  # (the wire enum counts from 1: 0 is UNSPECIFIED)
+        return enums.PRIORITY_TO_WIRE[v]
     return _choice(v, where, PRIORITY_FROM_JSON)
 
 

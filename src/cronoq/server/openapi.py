@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.model import STATUS_NAMES
+from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 
 if TYPE_CHECKING:
@@ -152,7 +153,10 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
                 "target": task_target,
                 "cond": {
                     "type": "string",
-                    "enum": ["on_success", "on_failure", "on_complete", "success", "failure", "complete"],
+                    "enum": [
+                        *enums.EDGE_COND.numbers,
+                        *(n.removeprefix("on_") for n in enums.EDGE_COND.numbers),
+                    ],
                 },
             },
             "required": ["target"],
@@ -168,7 +172,7 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
                 "priority": {
                     "description": "a name (case-insensitive) or an integer 0..3 (0 = critical, 3 = low)",
                     "oneOf": [
-                        {"type": "string", "enum": ["critical", "high", "normal", "low"]},
+                        {"type": "string", "enum": list(enums.PRIORITY.numbers)},
                         {"type": "integer", "minimum": 0, "maximum": 3},
                     ],
                 },
@@ -178,7 +182,7 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
                 "start_in_s": seconds,
                 "start_unix_ns": unix_ns,
                 "tolerance_s": seconds,
-                "on_miss": {"type": "string", "enum": ["run_late", "skip", "fail"]},
+                "on_miss": {"type": "string", "enum": list(enums.MISS_POLICY.numbers)},
                 "timeout_s": seconds,
                 "duration_hint_s": seconds,
                 "retry": _ref("RetryPolicy"),
@@ -270,9 +274,9 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
                 "name": {"type": "string", "description": "optional; must equal the path's name"},
                 "cron": {"type": "string", "minLength": 1},
                 "tz": {"type": "string", "description": "IANA time zone (default UTC)"},
-                "overlap": {"type": "string", "enum": ["skip", "allow", "queue", "queue_on_success"]},
+                "overlap": {"type": "string", "enum": list(enums.OVERLAP.numbers)},
                 "tolerance_s": seconds,
-                "on_miss": {"type": "string", "enum": ["run_late", "skip", "fail"]},
+                "on_miss": {"type": "string", "enum": list(enums.MISS_POLICY.numbers)},
                 "task": _ref("TaskSpec"),
             },
             "required": ["cron"],
