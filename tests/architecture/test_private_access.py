@@ -61,11 +61,11 @@ def modules(src: Path = SRC) -> dict[Path, ast.Module]:
 def defined_names(tree: ast.Module) -> set[str]:
     """The underscore names a module defines (see the module docstring)."""
     out: set[str] = set()
-    for node in tree.body:  # module level
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    for stmt in tree.body:  # module level
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(stmt.name)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             out.update(t.id for t in targets if isinstance(t, ast.Name))
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):

@@ -33,6 +33,7 @@ from cronoq.engine.model import Priority, RetryPolicy, parse_on_miss
 from cronoq.engine.time import check_seconds
 from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.runtime import task_fields
 from cronoq.runtime.task import check_key, parse_deps, str_map, unix_seconds
 
 __all__ = [
@@ -65,31 +66,11 @@ UINT32_MAX = 2**32 - 1
 UINT64_MAX = 2**64 - 1
 INT64_MAX = 2**63 - 1
 
-#: Keyword arguments :func:`build_spec` accepts besides the payload.
-TASK_FIELDS = frozenset(
-    {
-        "pool",
-        "kind",
-        "priority",
-        "key",
-        "deadline_in",
-        "deadline_at",
-        "start_in",
-        "start_at",
-        "tolerance",
-        "on_miss",
-        "duration_hint",
-        "timeout",
-        "retry",
-        "after",
-        "deps",
-        "resources",
-        "tags",
-        "labels",
-        "tenant",
-        "content_type",
-    }
-)
+#: Keyword arguments :func:`build_spec` accepts besides the payload: the task fields
+#: (runtime.task_fields) and the payload's ``content_type``.
+TASK_FIELDS = task_fields.names() | {"content_type"}
+#: the option fields that are durations, sent as their ``*_s`` wire field
+_SECONDS_OPTIONS = tuple(f for f in task_fields.of_shape("seconds") if f.option)
 
 # ---------------------------------------------------------------------------------------------
 # Payloads
@@ -304,14 +285,11 @@ def build_spec(payload: object = None, **fields: Any) -> pb.TaskSpec:
     if start_at is not None:
         spec.start_unix_ns = _unix_ns("start_at", start_at)
 
-    if fields.get("tolerance") is not None:
-        spec.tolerance_s = check_seconds("tolerance", fields["tolerance"])
+    for f in _SECONDS_OPTIONS:  # tolerance, duration_hint, timeout
+        if fields.get(f.name) is not None:
+            setattr(spec, f.wire, check_seconds(f.name, fields[f.name]))
     if fields.get("on_miss") is not None:
         spec.on_miss = enums.MISS_TO_WIRE[parse_on_miss(fields["on_miss"])]  # type: ignore[assignment]
-    if fields.get("duration_hint") is not None:
-        spec.duration_hint_s = check_seconds("duration_hint", fields["duration_hint"])
-    if fields.get("timeout") is not None:
-        spec.timeout_s = check_seconds("timeout", fields["timeout"])
     if fields.get("retry") is not None:
         spec.retry.CopyFrom(retry_to_wire(fields["retry"]))
 
@@ -328,10 +306,10 @@ def build_spec(payload: object = None, **fields: Any) -> pb.TaskSpec:
             if isinstance(amount, bool) or not isinstance(amount, int) or not 1 <= amount <= UINT32_MAX:
                 raise ValueError(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
             spec.resources[name] = amount
-    for name in ("tags", "labels"):
-        mapping = str_map(name, fields.get(name))
+    for f in task_fields.of_shape("str_map"):  # tags, labels
+        mapping = str_map(f.name, fields.get(f.name))
         if mapping:
-            getattr(spec, name).update(mapping)
+            getattr(spec, f.wire).update(mapping)
     tenant = fields.get("tenant")
     if tenant is not None:
         if not isinstance(tenant, str):

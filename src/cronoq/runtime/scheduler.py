@@ -76,6 +76,7 @@ from cronoq.runtime.pool import Pool
 from cronoq.runtime.scalers import SlotScaler
 from cronoq.runtime.seam import SchedulerSeam
 from cronoq.runtime.task import (
+    PER_TASK_FIELDS,
     OptionsCache,
     Task,
     TimeSpec,
@@ -114,7 +115,7 @@ def _error_message(exc: BaseException) -> str:
 
 
 # submission fields that are not task options: a submission without them takes the fast path
-_SPECIAL_FIELDS = frozenset(("key", "deadline_in", "deadline_at", "start_in", "start_at", "after", "deps"))
+_SPECIAL_FIELDS = PER_TASK_FIELDS
 
 
 class Scheduler:

@@ -16,11 +16,13 @@ from typing import Any
 from cronoq.engine.model import ON_SUCCESS, Dep, Priority, RetryPolicy, TaskOptions, parse_on_miss
 from cronoq.engine.time import MAX_NS, NS, check_seconds, to_ns
 from cronoq.errors import ArgumentTypeError, InvalidSubmission
+from cronoq.runtime import task_fields
 
 #: docs/reference/behaviour.md#task-fields: the fixed-start tolerance when none is given (1 s).
 DEFAULT_TOLERANCE_NS = NS
 
-PER_TASK_FIELDS = frozenset({"key", "deadline_in", "deadline_at", "start_in", "start_at", "after", "deps"})
+#: the fields that are not task options: key, times and edges (runtime.task_fields)
+PER_TASK_FIELDS = task_fields.names(option=False)
 
 
 def str_map(name: str, value: object) -> dict[str, str] | None:

@@ -29,6 +29,7 @@ from cronoq.engine.model import (
 from cronoq.engine.snapshot import Snapshot
 from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.runtime import task_fields
 from cronoq.server.request_limits import InvalidArgument, check_spec
 from cronoq.server.workers import Blob
 
@@ -119,21 +120,24 @@ def _check_message_size(spec: pb.TaskSpec, limit: int) -> None:
         )
 
 
+_STRINGS = task_fields.of_shape("string")
+_SECONDS_OPTIONS = tuple(f for f in task_fields.of_shape("seconds") if f.option)
+_STR_MAPS = task_fields.of_shape("str_map")
+
+
 def submit_args(spec: pb.TaskSpec, limits: LimitsConfig) -> tuple[Blob, dict[str, Any]]:
     """A TaskSpec as ``(payload, Scheduler.submit keyword arguments)``."""
     kw: dict[str, Any] = {}
     check_spec(spec, limits)  # counts and lengths first: nothing below loops over more than they allow
     _check_message_size(spec, limits.max_message_bytes)
-    if spec.pool:
-        kw["pool"] = spec.pool
-    if spec.kind:
-        kw["kind"] = spec.kind
+    for f in _STRINGS:  # pool, kind, key, tenant: "" is unset
+        v = getattr(spec, f.wire)
+        if v:
+            kw[f.name] = v
     if spec.priority:
         if spec.priority not in enums.PRIORITY_FROM_WIRE:
             raise InvalidArgument(f"unknown priority value {spec.priority}")
         kw["priority"] = enums.PRIORITY_FROM_WIRE[spec.priority]
-    if spec.key:
-        kw["key"] = spec.key
     has = spec.HasField
     if has("deadline_in_s") and has("deadline_unix_ns"):
         raise InvalidArgument("deadline_in_s and deadline_unix_ns are mutually exclusive")
@@ -147,16 +151,13 @@ def submit_args(spec: pb.TaskSpec, limits: LimitsConfig) -> tuple[Blob, dict[str
         kw["start_in"] = _seconds("start_in_s", spec.start_in_s)
     elif has("start_unix_ns"):
         kw["start_at"] = spec.start_unix_ns / 1e9
-    if has("tolerance_s"):
-        kw["tolerance"] = _seconds("tolerance_s", spec.tolerance_s)
+    for f in _SECONDS_OPTIONS:  # tolerance, duration_hint, timeout
+        if has(f.wire):
+            kw[f.name] = _seconds(f.wire, getattr(spec, f.wire))
     if spec.on_miss:
         if spec.on_miss not in MISS_NAMES:
             raise InvalidArgument(f"unknown on_miss value {spec.on_miss}")
         kw["on_miss"] = MISS_NAMES[spec.on_miss]
-    if has("duration_hint_s"):
-        kw["duration_hint"] = _seconds("duration_hint_s", spec.duration_hint_s)
-    if has("timeout_s"):
-        kw["timeout"] = _seconds("timeout_s", spec.timeout_s)
     if has("retry"):
         kw["retry"] = retry_from_wire(spec.retry)
     if spec.deps:
@@ -184,12 +185,10 @@ def submit_args(spec: pb.TaskSpec, limits: LimitsConfig) -> tuple[Blob, dict[str
                 raise InvalidArgument(f"resource amount must be >= 1 (got {amount} for '{name}')")
             res[name] = int(amount)
         kw["resources"] = res
-    if spec.tags:
-        kw["tags"] = dict(spec.tags)
-    if spec.labels:
-        kw["labels"] = dict(spec.labels)
-    if spec.tenant:
-        kw["tenant"] = spec.tenant
+    for f in _STR_MAPS:  # tags, labels
+        m = getattr(spec, f.wire)
+        if m:
+            kw[f.name] = dict(m)
     return Blob(bytes(spec.payload), spec.content_type), kw
 
 

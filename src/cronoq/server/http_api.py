@@ -89,6 +89,7 @@ from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES, SUCCEEDED, TaskSta
 from cronoq.errors import SchedulerError
 from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.runtime import task_fields
 from cronoq.server import convert, request_limits
 from cronoq.server import metrics as metrics_mod
 from cronoq.server.app import ApiError, ServerApp, Slices, event_filter, filter_group, store_failure
@@ -126,32 +127,14 @@ COND_FROM_JSON: Final = {
 }
 OVERLAP_FROM_JSON: Final = dict(enums.OVERLAP.numbers)
 
-TASK_FIELDS: Final = frozenset(
-    {
-        "pool",
-        "kind",
-        "priority",
-        "key",
-        "deadline_in_s",
-        "deadline_unix_ns",
-        "start_in_s",
-        "start_unix_ns",
-        "tolerance_s",
-        "on_miss",
-        "timeout_s",
-        "duration_hint_s",
-        "retry",
-        "deps",
-        "resources",
-        "tags",
-        "labels",
-        "tenant",
-        "payload",
-        "payload_base64",
-        "content_type",
-        "after",
-    }
-)
+#: the JSON names of the task fields (runtime.task_fields) and of the payload
+PAYLOAD_FIELDS: Final = ("payload", "payload_base64", "content_type")
+TASK_FIELDS: Final = frozenset(f.json for f in task_fields.TASK_FIELDS) | frozenset(PAYLOAD_FIELDS)
+# the fields of one shape, converted by one loop each in task_spec_from_json
+_STRING_FIELDS: Final = tuple(f.json for f in task_fields.of_shape("string"))
+_SECONDS_FIELDS: Final = tuple(f.json for f in task_fields.of_shape("seconds"))
+_UNIX_NS_FIELDS: Final = tuple(f.json for f in task_fields.of_shape("unix_ns"))
+_STR_MAP_FIELDS: Final = tuple(f.json for f in task_fields.of_shape("str_map"))
 RETRY_FIELDS: Final = frozenset(
     {"max_attempts", "initial_backoff_s", "multiplier", "max_backoff_s", "jitter"}
 )
@@ -446,17 +429,17 @@ def task_spec_from_json(obj: Any, where: str = "", limits: LimitsConfig | None =
     w = functools.partial(_where, where)
     try:
         _set_payload(spec, obj, where)
-        for name in ("pool", "kind", "key", "tenant"):
+        for name in _STRING_FIELDS:  # pool, kind, key, tenant
             if name in obj and obj[name] is not None:
                 setattr(spec, name, _str(obj[name], w(name)))
         if obj.get("priority") is not None:
             spec.priority = _priority(obj["priority"], w("priority"))  # type: ignore[assignment]
         if obj.get("on_miss") is not None:
             spec.on_miss = _choice(obj["on_miss"], w("on_miss"), MISS_FROM_JSON)  # type: ignore[assignment]
-        for name in ("deadline_in_s", "start_in_s", "tolerance_s", "timeout_s", "duration_hint_s"):
+        for name in _SECONDS_FIELDS:  # deadline_in_s, start_in_s, tolerance_s, ...
             if obj.get(name) is not None:
                 setattr(spec, name, _seconds(obj[name], w(name)))
-        for name in ("deadline_unix_ns", "start_unix_ns"):
+        for name in _UNIX_NS_FIELDS:  # deadline_unix_ns, start_unix_ns
             if obj.get(name) is not None:
                 setattr(spec, name, _integer(obj[name], w(name), INT64_MIN, INT64_MAX, strings=True))
         if obj.get("retry") is not None:
@@ -502,7 +485,7 @@ def task_spec_from_json(obj: Any, where: str = "", limits: LimitsConfig | None =
             res = _object(obj["resources"], w("resources"))
             for k, v in res.items():
                 spec.resources[k] = _integer(v, w(f"resources.{k}"), 1, UINT32_MAX)
-        for name in ("tags", "labels"):
+        for name in _STR_MAP_FIELDS:  # tags, labels
             if obj.get(name) is not None:
                 getattr(spec, name).update(_str_map(obj[name], w(name)))
     except HttpError:
