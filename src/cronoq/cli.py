@@ -61,6 +61,8 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from cronoq.engine.model import CLASS_NAMES
+
 if TYPE_CHECKING:  # pragma: no cover
     from rich.table import Table
 
@@ -114,7 +116,7 @@ _STATUS_STYLE = {
     "blocked": "dim",
 }
 
-_PRIORITIES = ("critical", "high", "normal", "low")
+_PRIORITIES = CLASS_NAMES
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:

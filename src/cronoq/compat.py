@@ -210,7 +210,7 @@ class ElasticPriorityScheduler:
             if pending:
                 # handed over in one call on the scheduler's loop, so all are queued before
                 # the first dispatch decision (one call each would let the first start alone)
-                bs._call(self._enqueue_all(bs, pending))
+                bs.run_coroutine(self._enqueue_all(bs, pending))
 
     def stop(self) -> None:
         """Stop running: running tasks get ``STOP_GRACE`` seconds to finish; unfinished tasks

@@ -45,8 +45,10 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from cronoq.engine.model import CLASS_NAMES  # pending_by_class order (Priority.value)
+
 if TYPE_CHECKING:
-    from cronoq.engine.model import TaskOptions, TaskState
+    from cronoq.engine.model import TaskOptions
     from cronoq.engine.snapshot import Snapshot
     from cronoq.runtime.context import TaskContext
     from cronoq.runtime.scheduler import Scheduler
@@ -55,7 +57,6 @@ _log = logging.getLogger("cronoq.otel")
 
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
-CLASS_NAMES = ("critical", "high", "normal", "low")  # pending_by_class order (Priority.value)
 
 _AVAILABLE: bool | None = None  # detection result (None: not looked yet); tests may set it
 _api: Any = None  # the loaded opentelemetry modules (see _load)
@@ -225,15 +226,16 @@ def attempt_span(
         yield span
 
 
-def attempt_attributes(t: TaskState, pool: str) -> dict[str, Any]:
+def attempt_attributes(ctx: TaskContext) -> dict[str, Any]:
     attrs: dict[str, Any] = {
-        "cronoq.task_id": t.id,
-        "cronoq.attempt": t.attempt,
-        "cronoq.pool": pool,
-        "cronoq.kind": t.opts.kind,
+        "cronoq.task_id": ctx.id,
+        "cronoq.attempt": ctx.attempt,
+        "cronoq.pool": ctx.pool,
+        "cronoq.kind": ctx.kind,
     }
-    if t.key is not None:
-        attrs["cronoq.key"] = t.key
+    key = ctx.key
+    if key is not None:
+        attrs["cronoq.key"] = key
     return attrs
 
 
@@ -241,10 +243,9 @@ def traced_executor(
     executor: Callable[..., Any], ctx: TaskContext, is_async: bool, tracer: Any = None
 ) -> Callable[..., Any]:
     """``executor`` wrapped to run one attempt inside its :func:`attempt_span`."""
-    t = ctx._task
-    tags = t.opts.tags
-    name = f"cronoq.attempt {t.opts.kind}"
-    attrs = attempt_attributes(t, ctx.pool)
+    tags = ctx.tags
+    name = f"cronoq.attempt {ctx.kind}"
+    attrs = attempt_attributes(ctx)
     if is_async:
 
         async def run_async(c: Any, payload: Any) -> Any:
@@ -328,12 +329,13 @@ class _SnapshotCache:
         self._have = True
         self.refreshes += 1
         sched = self._sched
-        loop = sched._loop
-        if sched._core is None or loop is None or loop.is_closed():
+        seam = sched.seam
+        loop = seam.loop
+        if not sched.started or loop is None or loop.is_closed():
             self._snap = None
             return
-        if threading.get_ident() == sched._loop_thread:
-            self._snap = _take(sched)
+        if seam.on_loop_thread():
+            self._snap = seam.snapshot_now()
             return
         # another thread (a periodic exporter): the core is only touched on its loop
         fut: concurrent.futures.Future[Snapshot | None] = concurrent.futures.Future()
@@ -341,7 +343,7 @@ class _SnapshotCache:
         def take() -> None:
             if fut.set_running_or_notify_cancel():
                 try:
-                    fut.set_result(_take(sched))
+                    fut.set_result(seam.snapshot_now())
                 except BaseException as exc:  # pragma: no cover - defensive
                     fut.set_exception(exc)
 
@@ -353,11 +355,6 @@ class _SnapshotCache:
         except concurrent.futures.TimeoutError:
             fut.cancel()
             _log.debug("cronoq snapshot for OpenTelemetry timed out; reporting the previous one")
-
-
-def _take(sched: Scheduler) -> Snapshot | None:
-    core = sched._core
-    return None if core is None else core.snapshot(sched._now())
 
 
 class Instrumentation:
@@ -380,9 +377,9 @@ class Instrumentation:
 
     def close(self) -> None:
         self._cache.closed = True
-        sched = self.scheduler
-        sched._otel_all = False
-        sched._otel_tracer = None
+        seam = self.scheduler.seam
+        seam.trace_all = False
+        seam.tracer = None
 
 
 def instrument(
@@ -489,11 +486,12 @@ def instrument(
             meter.create_observable_counter(name, [total(name, key)], "1", f"totals.{key} since start")
         )
 
+    seam = scheduler.seam
     if trace_all:
-        scheduler._otel_tracer = _tracer_from(tracer_provider) if tracer_provider is not None else None
-        scheduler._otel_all = True
+        seam.tracer = _tracer_from(tracer_provider) if tracer_provider is not None else None
+        seam.trace_all = True
     elif tracer_provider is not None:
-        scheduler._otel_tracer = _tracer_from(tracer_provider)
+        seam.tracer = _tracer_from(tracer_provider)
     return Instrumentation(scheduler, cache, instruments)
 
 

@@ -7,10 +7,11 @@ worker layer (``cronoq.server.workers``), Nacks and disconnects included.
 :class:`~cronoq.server.workers.WorkerRegistry` and :class:`~cronoq.server.workers.RemoteExecutor`
 to simulated worker sessions, and pool capacity is what those sessions are granted:
 
-* the registry and executor run unmodified; the simulator stands in for the ``Scheduler``
-  (``_core``, ``_now``, ``_kick``, ``_count_stale``, ``_cancel_now``, ``_time_base``) and for
-  the attempt's ``TaskContext``.  Executor coroutines are stepped by hand (``send``/``throw``)
-  inside one asyncio loop that never runs a task, so everything stays deterministic: a
+* the registry and executor run unmodified; the simulator stands in for the ``Scheduler``'s
+  seam (``sched.seam``: ``set_group_capacity``, ``count_stale``, ``cancel``, ``move_attempt``,
+  ``task_of``, ``time_base``, ``loop``) and for the attempt's ``TaskContext``.  Executor
+  coroutines are stepped by hand (``send``/``throw``) inside one asyncio loop that never runs
+  a task, so everything stays deterministic: a
   coroutine resumes when the future it awaits is done (a worker report, a disconnect) and gets
   ``CancelledError`` thrown in when the engine aborts its attempt, as a cancelled asyncio task
   would.  Outcomes are reported to the engine as ``Scheduler._attempt`` does;
@@ -77,41 +78,32 @@ MSG_NO_WORKER = "no worker accepted the lease: "
 R_REPORT, R_HEARTBEAT, R_NACK, R_CANCELLED = 10, 11, 12, 13
 
 
-class _Core:
-    """What the registry calls on the scheduler's core: routed through the checked wrappers."""
+class _Sched:
+    """The parts of ``Scheduler`` the worker registry and the remote executor use: its seam
+    (``runtime/seam.py``), here the scheduler stand-in itself (``sched.seam is sched``)."""
 
     def __init__(self, sim: RemoteSimulator) -> None:
         self.sim = sim
+        self.seam = self
+        self.time_base = sim.sc.config.time_base
+        self.loop = sim.loop
 
-    def set_group_capacity(self, now: int, pool: str, labels: dict[str, str] | None, n: int) -> None:
-        assert now == self.sim.now
+    def set_group_capacity(self, pool: str, labels: dict[str, str] | None, n: int) -> None:
+        """Routed through the simulator's checked wrapper (the simulator ticks on its own)."""
         self.sim.set_group_capacity(pool, labels, n)
 
-
-class _Sched:
-    """The parts of ``Scheduler`` the worker registry and the remote executor use."""
-
-    def __init__(self, sim: RemoteSimulator) -> None:
-        self.sim = sim
-        self._core = _Core(sim)
-        self._time_base = sim.sc.config.time_base
-        self._loop = sim.loop
-
-    def _now(self) -> int:
-        return self.sim.now
-
-    def _kick(self) -> None:
-        """The simulator ticks on its own schedule."""
-
-    def _count_stale(self) -> None:
+    def count_stale(self) -> None:
         self.sim.stale_seen += 1
-        self.sim.core.counters["stale_completions"] += 1  # as Scheduler._count_stale
+        self.sim.core.counters["stale_completions"] += 1  # as Scheduler's seam.count_stale
 
-    def _cancel_now(self, ref: int | str) -> bool:
+    def cancel(self, ref: int | str) -> bool:
         self.sim.cancel(ref)
         return True
 
-    def _move_attempt(self, ctx: _Ctx, labels: dict[str, str]) -> bool:
+    def task_of(self, ctx: _Ctx) -> TaskState:
+        return ctx._task
+
+    def move_attempt(self, ctx: _Ctx, labels: dict[str, str]) -> bool:
         if not self.sim.move_attempt(ctx.lease, labels):
             return False
         ctx.group = dict(labels)

@@ -29,10 +29,12 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from cronoq.engine.model import ON_COMPLETE, ON_FAILURE, ON_SUCCESS, Priority, RetryPolicy, parse_on_miss
+from cronoq.engine.model import Priority, RetryPolicy, parse_on_miss
 from cronoq.engine.time import check_seconds
+from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
-from cronoq.runtime.task import _str_map, check_key, parse_deps, unix_seconds
+from cronoq.runtime import task_fields
+from cronoq.runtime.task import check_key, parse_deps, str_map, unix_seconds
 
 __all__ = [
     "CONTENT_TYPE_BYTES",
@@ -64,31 +66,11 @@ UINT32_MAX = 2**32 - 1
 UINT64_MAX = 2**64 - 1
 INT64_MAX = 2**63 - 1
 
-#: Keyword arguments :func:`build_spec` accepts besides the payload.
-TASK_FIELDS = frozenset(
-    {
-        "pool",
-        "kind",
-        "priority",
-        "key",
-        "deadline_in",
-        "deadline_at",
-        "start_in",
-        "start_at",
-        "tolerance",
-        "on_miss",
-        "duration_hint",
-        "timeout",
-        "retry",
-        "after",
-        "deps",
-        "resources",
-        "tags",
-        "labels",
-        "tenant",
-        "content_type",
-    }
-)
+#: Keyword arguments :func:`build_spec` accepts besides the payload: the task fields
+#: (runtime.task_fields) and the payload's ``content_type``.
+TASK_FIELDS = task_fields.names() | {"content_type"}
+#: the option fields that are durations, sent as their ``*_s`` wire field
+_SECONDS_OPTIONS = tuple(f for f in task_fields.of_shape("seconds") if f.option)
 
 # ---------------------------------------------------------------------------------------------
 # Payloads
@@ -138,60 +120,40 @@ def decode_payload(data: bytes, content_type: str) -> Any:
 # ---------------------------------------------------------------------------------------------
 # Enums
 
-_STATUS_PREFIX = "TASK_STATUS_"
-_STATUS_TO_NAME: dict[int, str] = {
-    v.number: v.name[len(_STATUS_PREFIX) :].lower() for v in pb.TaskStatus.DESCRIPTOR.values
-}
-_STATUS_FROM_NAME: dict[str, int] = {n: v for v, n in _STATUS_TO_NAME.items() if v != 0}
-_PRIORITY_TO_NAME: dict[int, str] = {
-    v.number: v.name[len("PRIORITY_") :].lower() for v in pb.Priority.DESCRIPTOR.values
-}
 #: Wire Overlap values by policy name (docs/reference/behaviour.md#cron).
-OVERLAPS: dict[str, int] = {
-    "skip": pb.OVERLAP_SKIP,
-    "allow": pb.OVERLAP_ALLOW,
-    "queue": pb.OVERLAP_QUEUE,
-    "queue_on_success": pb.OVERLAP_QUEUE_ON_SUCCESS,
-}
-_OVERLAP_TO_NAME = {v: n for n, v in OVERLAPS.items()}
-# engine edge conditions (ON_SUCCESS=0, ON_FAILURE=1, ON_COMPLETE=2) → wire EdgeCond
-_COND_TO_WIRE = {
-    ON_SUCCESS: pb.EDGE_COND_ON_SUCCESS,
-    ON_FAILURE: pb.EDGE_COND_ON_FAILURE,
-    ON_COMPLETE: pb.EDGE_COND_ON_COMPLETE,
-}
-# engine miss policies (run_late=0, skip=1, fail=2) → wire MissPolicy
-_MISS_TO_WIRE = (pb.MISS_POLICY_RUN_LATE, pb.MISS_POLICY_SKIP, pb.MISS_POLICY_FAIL)
+OVERLAPS: dict[str, int] = dict(enums.OVERLAP.numbers)
 
 
 def status_from_wire(value: int) -> str:
     """Lower-case status name (``"succeeded"``); ``"unspecified"`` for 0, ``"unknown(n)"`` for
     values newer than this client."""
-    return _STATUS_TO_NAME.get(value, f"unknown({value})")
+    if value == 0:
+        return "unspecified"
+    return enums.TASK_STATUS.names.get(value, f"unknown({value})")
 
 
 def status_to_wire(value: object) -> int:
     """A status name (case-insensitive) or wire value → wire ``TaskStatus``."""
     if isinstance(value, str):
-        v = _STATUS_FROM_NAME.get(value.lower())
+        v = enums.TASK_STATUS.numbers.get(value.lower())
         if v is None:
             raise ValueError(f"unknown status {value!r}")
         return v
-    if isinstance(value, int) and not isinstance(value, bool) and value in _STATUS_TO_NAME and value:
+    if isinstance(value, int) and not isinstance(value, bool) and value in enums.TASK_STATUS.names:
         return value
     raise ValueError(f"unknown status {value!r}")
 
 
 def priority_to_wire(value: object) -> int:
     """``Priority``, int 0..3 or name → wire ``Priority`` (CRITICAL=1 .. LOW=4)."""
-    return int(Priority.parse(value)) + 1
+    return enums.PRIORITY_TO_WIRE[Priority.parse(value)]
 
 
 def priority_from_wire(value: int) -> str:
     """Lower-case class name; ``"normal"`` for UNSPECIFIED (the server default)."""
     if value == pb.PRIORITY_UNSPECIFIED:
         return "normal"
-    name = _PRIORITY_TO_NAME.get(value)
+    name = enums.PRIORITY.names.get(value)
     return f"unknown({value})" if name is None else name
 
 
@@ -204,7 +166,7 @@ def overlap_to_wire(value: object) -> int:
 def overlap_from_wire(value: int) -> str:
     if value == pb.OVERLAP_UNSPECIFIED:
         return "skip"
-    return _OVERLAP_TO_NAME.get(value, f"unknown({value})")
+    return enums.OVERLAP.names.get(value, f"unknown({value})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,19 +285,16 @@ def build_spec(payload: object = None, **fields: Any) -> pb.TaskSpec:
     if start_at is not None:
         spec.start_unix_ns = _unix_ns("start_at", start_at)
 
-    if fields.get("tolerance") is not None:
-        spec.tolerance_s = check_seconds("tolerance", fields["tolerance"])
+    for f in _SECONDS_OPTIONS:  # tolerance, duration_hint, timeout
+        if fields.get(f.name) is not None:
+            setattr(spec, f.wire, check_seconds(f.name, fields[f.name]))
     if fields.get("on_miss") is not None:
-        spec.on_miss = _MISS_TO_WIRE[parse_on_miss(fields["on_miss"])]
-    if fields.get("duration_hint") is not None:
-        spec.duration_hint_s = check_seconds("duration_hint", fields["duration_hint"])
-    if fields.get("timeout") is not None:
-        spec.timeout_s = check_seconds("timeout", fields["timeout"])
+        spec.on_miss = enums.MISS_TO_WIRE[parse_on_miss(fields["on_miss"])]  # type: ignore[assignment]
     if fields.get("retry") is not None:
         spec.retry.CopyFrom(retry_to_wire(fields["retry"]))
 
     for target, cond in parse_deps(fields.get("after"), fields.get("deps")) or ():
-        spec.deps.append(pb.Dep(target=task_ref(target), cond=_COND_TO_WIRE[cond]))
+        spec.deps.append(pb.Dep(target=task_ref(target), cond=enums.COND_TO_WIRE[cond]))  # type: ignore[arg-type]
 
     resources = fields.get("resources")
     if resources is not None:
@@ -347,10 +306,10 @@ def build_spec(payload: object = None, **fields: Any) -> pb.TaskSpec:
             if isinstance(amount, bool) or not isinstance(amount, int) or not 1 <= amount <= UINT32_MAX:
                 raise ValueError(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
             spec.resources[name] = amount
-    for name in ("tags", "labels"):
-        mapping = _str_map(name, fields.get(name))
+    for f in task_fields.of_shape("str_map"):  # tags, labels
+        mapping = str_map(f.name, fields.get(f.name))
         if mapping:
-            getattr(spec, name).update(mapping)
+            getattr(spec, f.wire).update(mapping)
     tenant = fields.get("tenant")
     if tenant is not None:
         if not isinstance(tenant, str):

@@ -1047,6 +1047,10 @@ class Core:
 
     # ------------------------------------------------------------------ control
 
+    def prune(self, now: int) -> None:
+        """Forget the terminal tasks past retention (age or count) now, as lookups do."""
+        self._prune(now)
+
     def lookup(self, now: int, ref: int | str, tenant: str | None = None) -> TaskState | None:
         """A task by id, or by key among ``tenant``'s tasks (keys are scoped by tenant)."""
         self._prune(now)

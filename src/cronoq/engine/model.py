@@ -17,6 +17,7 @@ Theory of operation
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Final
 
@@ -191,33 +192,27 @@ def next_status(current: int, event: int) -> int:
 # Retry policy
 
 
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """Retry behaviour for retryable failures (docs/reference/behaviour.md#reliability).
 
     Delay after attempt n: ``min(initial_backoff * multiplier**(n-1), max_backoff)``; with
-    jitter a seeded uniform draw in ``[delay/2, delay]``.
+    jitter a seeded uniform draw in ``[delay/2, delay]``.  Immutable; validated (and durations
+    normalized to float seconds) when built.
     """
 
-    __slots__ = ("initial_backoff", "jitter", "max_attempts", "max_backoff", "multiplier")
+    max_attempts: int = 3
+    initial_backoff: float = 1.0
+    multiplier: float = 2.0
+    max_backoff: float = 60.0
+    jitter: bool = True
 
-    max_attempts: int
-    initial_backoff: float
-    multiplier: float
-    max_backoff: float
-    jitter: bool
-
-    def __init__(
-        self,
-        max_attempts: int = 3,
-        initial_backoff: float = 1.0,
-        multiplier: float = 2.0,
-        max_backoff: float = 60.0,
-        jitter: bool = True,
-    ) -> None:
+    def __post_init__(self) -> None:
+        max_attempts, multiplier = self.max_attempts, self.multiplier
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ValueError(f"max_attempts must be an int >= 1 (got {max_attempts!r})")
-        ib = check_seconds("initial_backoff", initial_backoff)
-        mb = check_seconds("max_backoff", max_backoff)
+        ib = check_seconds("initial_backoff", self.initial_backoff)
+        mb = check_seconds("max_backoff", self.max_backoff)
         if (
             isinstance(multiplier, bool)
             or not isinstance(multiplier, (int, float))
@@ -225,37 +220,22 @@ class RetryPolicy:
             or multiplier <= 0
         ):
             raise ValueError(f"multiplier must be finite and > 0 (got {show_number(multiplier)})")
-        object.__setattr__(self, "max_attempts", max_attempts)
         object.__setattr__(self, "initial_backoff", ib)
         object.__setattr__(self, "multiplier", float(multiplier))
         object.__setattr__(self, "max_backoff", mb)
-        object.__setattr__(self, "jitter", bool(jitter))
+        object.__setattr__(self, "jitter", bool(self.jitter))
 
     @classmethod
     def none(cls) -> RetryPolicy:
         """A single attempt, no retries."""
         return cls(max_attempts=1)
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("RetryPolicy is immutable")
-
-    def _key(self) -> tuple[Any, ...]:
-        return (self.max_attempts, self.initial_backoff, self.multiplier, self.max_backoff, self.jitter)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RetryPolicy) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return (
-            f"RetryPolicy(max_attempts={self.max_attempts}, initial_backoff={self.initial_backoff},"
-            f" multiplier={self.multiplier}, max_backoff={self.max_backoff}, jitter={self.jitter})"
-        )
-
     def __reduce__(self) -> tuple[Any, ...]:
-        return (RetryPolicy, self._key())
+        # (by the constructor, as before the dataclass: old pickles and new ones alike)
+        return (
+            RetryPolicy,
+            (self.max_attempts, self.initial_backoff, self.multiplier, self.max_backoff, self.jitter),
+        )
 
     def base_delay(self, attempt: int) -> float:
         """The un-jittered delay (seconds) after ``attempt`` (numbered from 1)."""
@@ -308,12 +288,20 @@ _COND_PARSE: Final = {
 }
 
 
+@dataclass(frozen=True, slots=True)
 class Dep:
-    """A dependency edge: ``Dep(target, on="success")`` with target an id (int) or key (str)."""
+    """A dependency edge: ``Dep(target, on="success")`` with target an id (int) or key (str).
 
-    __slots__ = ("_cond", "on", "target")
+    ``on`` is normalized (``"on_failure"`` → ``"failure"``); ``cond`` is the same condition as
+    the engine's number (``ON_SUCCESS``, ``ON_FAILURE``, ``ON_COMPLETE``).
+    """
 
-    def __init__(self, target: int | str, on: str = "success") -> None:
+    target: int | str
+    on: str = "success"
+    cond: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        target, on = self.target, self.on
         if isinstance(target, bool) or not isinstance(target, (int, str)):
             raise ArgumentTypeError(f"dependency target must be a task id or key (got {target!r})")
         if isinstance(target, int) and target < 1:
@@ -321,18 +309,11 @@ class Dep:
         cond = _COND_PARSE.get(on) if isinstance(on, str) else None
         if cond is None:
             raise ValueError(f"on must be 'success', 'failure' or 'complete' (got {on!r})")
-        self.target = target
-        self.on = COND_NAMES[cond]
-        self._cond = cond
+        object.__setattr__(self, "on", COND_NAMES[cond])
+        object.__setattr__(self, "cond", cond)
 
     def __repr__(self) -> str:
         return f"Dep({self.target!r}, on={self.on!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Dep) and (self.target, self._cond) == (other.target, other._cond)
-
-    def __hash__(self) -> int:
-        return hash((self.target, self._cond))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Dep, (self.target, self.on))

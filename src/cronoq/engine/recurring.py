@@ -28,7 +28,8 @@ from __future__ import annotations
 import calendar
 import datetime as _dt
 import re
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronoq.engine.actions import Persist
@@ -324,50 +325,25 @@ class Schedule:
         self.opts = occurrence_options(spec)
 
 
+@dataclass(frozen=True, slots=True)
 class RecurringInfo:
     """A schedule as listed: ``next_unix_ns`` is its next wake-up, the start of the occurrence
     materialized ahead (or of one dropped for a reservation conflict: the following one is tried
     then); ``last_task_id`` the latest occurrence (0: none yet)."""
 
-    __slots__ = (
-        "cron",
-        "key",
-        "kind",
-        "last_task_id",
-        "name",
-        "next_unix_ns",
-        "overlap",
-        "paused",
-        "pool",
-        "skipped_paused",
-        "tz",
-    )
-
-    def __init__(
-        self,
-        name: str,
-        cron: str,
-        tz: str | None,
-        overlap: str,
-        next_unix_ns: int | None,
-        last_task_id: int,
-        pool: str,
-        key: str | None,
-        kind: str = "default",
-        paused: bool = False,
-        skipped_paused: int = 0,
-    ) -> None:
-        self.paused = paused  # occurrences coming due are skipped (docs/how-to/operations.md)
-        self.skipped_paused = skipped_paused  # occurrences skipped while paused (since start)
-        self.kind = kind
-        self.name = name
-        self.cron = cron
-        self.tz = tz
-        self.overlap = overlap
-        self.next_unix_ns = next_unix_ns
-        self.last_task_id = last_task_id
-        self.pool = pool
-        self.key = key
+    name: str
+    cron: str
+    tz: str | None
+    overlap: str
+    next_unix_ns: int | None
+    last_task_id: int
+    pool: str
+    key: str | None
+    kind: str = "default"
+    #: occurrences coming due are skipped while paused (docs/how-to/operations.md)
+    paused: bool = False
+    #: occurrences skipped while paused (since start)
+    skipped_paused: int = 0
 
     @property
     def next_run(self) -> float | None:
@@ -379,13 +355,6 @@ class RecurringInfo:
             f"RecurringInfo(name={self.name!r}, cron={self.cron!r}, tz={self.tz!r}, overlap={self.overlap!r},"
             f" next_unix_ns={self.next_unix_ns}, last_task_id={self.last_task_id})"
         )
-
-    def __eq__(self, other: Any) -> bool:
-        return isinstance(other, RecurringInfo) and all(
-            getattr(self, s) == getattr(other, s) for s in self.__slots__
-        )
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def occurrence_options(spec: RecurringSpec) -> TaskOptions:

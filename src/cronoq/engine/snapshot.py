@@ -3,7 +3,7 @@ state.
 
 Theory of operation
 -------------------
-A snapshot is a plain, immutable-by-convention copy of what an operator reads: per pool its
+A snapshot is a plain, immutable (frozen, slotted) copy of what an operator reads: per pool its
 capacity, counters and the quality metrics of the sliding window (dispatch waits, run times,
 priority adherence, fixed-start hit rate, utilisation against the capacity provisioned over
 the window, cost), plus engine-wide totals.  :func:`build_snapshot` reads the core's pools
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from cronoq.engine.pools import PoolState
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GroupSnapshot:
     """Capacity of the workers of a pool that share one label set."""
 
@@ -33,7 +33,7 @@ class GroupSnapshot:
     busy: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PoolSnapshot:
     """State and windowed quality metrics of one pool."""
 
@@ -67,7 +67,7 @@ class PoolSnapshot:
     paused: bool = False  # dispatches nothing new (docs/how-to/operations.md#pause)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Engine-wide snapshot."""
 

@@ -30,6 +30,7 @@ from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.operations import BulkResult
 from cronoq.runtime.pool import Pool
 from cronoq.runtime.scheduler import Scheduler
+from cronoq.runtime.seam import SchedulerSeam
 from cronoq.runtime.task import Task
 
 T = TypeVar("T")
@@ -179,6 +180,10 @@ class BlockingScheduler:
         store: Any = None,
         codec: Any = None,
         clock: Clock | None = None,
+        key_retention: float = 3600.0,
+        key_retention_max: int = 1_000_000,
+        wait_for_space: bool = True,
+        keep_payloads: bool | None = None,
     ) -> None:
         self._sched = Scheduler(
             pools,
@@ -189,6 +194,10 @@ class BlockingScheduler:
             store=store,
             codec=codec,
             clock=clock,
+            key_retention=key_retention,
+            key_retention_max=key_retention_max,
+            wait_for_space=wait_for_space,
+            keep_payloads=keep_payloads,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -221,6 +230,15 @@ class BlockingScheduler:
         finally:
             calls.discard(fut)
 
+    def run_coroutine(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the scheduler's loop and return its result (``TimeoutError`` after
+        ``timeout`` s): several scheduler calls made in one hop onto the loop, in order.
+
+        Not from the loop's own thread (``RuntimeError``); before ``start()``,
+        ``SchedulerError``.
+        """
+        return self._call(coro, timeout)
+
     # -------------------------------------------------------------- lifecycle
 
     @property
@@ -238,6 +256,11 @@ class BlockingScheduler:
     @property
     def clock(self) -> Clock:
         return self._sched.clock
+
+    @property
+    def seam(self) -> SchedulerSeam:
+        """The underlying scheduler's seam (its methods run on the private loop only)."""
+        return self._sched.seam
 
     @property
     def scheduler(self) -> Scheduler:

@@ -75,7 +75,9 @@ from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.operations import Operations
 from cronoq.runtime.pool import Pool
 from cronoq.runtime.scalers import SlotScaler
+from cronoq.runtime.seam import SchedulerSeam
 from cronoq.runtime.task import (
+    PER_TASK_FIELDS,
     OptionsCache,
     Task,
     TimeSpec,
@@ -114,7 +116,7 @@ def _error_message(exc: BaseException) -> str:
 
 
 # submission fields that are not task options: a submission without them takes the fast path
-_SPECIAL_FIELDS = frozenset(("key", "deadline_in", "deadline_at", "start_in", "start_at", "after", "deps"))
+_SPECIAL_FIELDS = PER_TASK_FIELDS
 
 
 class Scheduler(Operations):
@@ -131,6 +133,12 @@ class Scheduler(Operations):
     ``store`` (default: a ``MemoryStore``) makes the state durable and ``codec`` (default:
     ``JsonCodec``) encodes payloads and outputs for it; ``emit_transitions`` publishes every
     transition, not only terminal ones; ``event_capacity`` is each event subscriber's buffer.
+    ``key_retention`` (s) and ``key_retention_max`` bound how long and how many finished tasks
+    stay retained (docs/reference/behaviour.md#retention); ``wait_for_space=False`` makes a
+    submission to a full pool fail with ``SubmitError("full")`` instead of waiting (the server's
+    choice: a request never waits for space); ``keep_payloads`` says whether finished tasks keep
+    their payloads in memory so they can be replayed (default ``None``: yes, unless the store is
+    durable, which holds them; docs/how-to/operations.md#replay).
     """
 
     def __init__(
@@ -144,6 +152,10 @@ class Scheduler(Operations):
         store: Any = None,
         codec: Any = None,
         clock: Clock | None = None,
+        key_retention: float = 3600.0,
+        key_retention_max: int = 1_000_000,
+        wait_for_space: bool = True,
+        keep_payloads: bool | None = None,
     ) -> None:
         pool_list = list(pools)
         if not pool_list:
@@ -177,15 +189,19 @@ class Scheduler(Operations):
         self._fenced: BaseException | None = None
         #: called (with the error) when a durable store fences this scheduler off (server hook)
         self.on_fenced: Any = None
-        # key retention (docs/reference/behaviour.md#ids-keys-retention); the server sets these from
-        # limits.key_retention_*
-        self._key_retention = 3600.0
-        self._key_retention_max = 1_000_000
+        # key retention (docs/reference/behaviour.md#retention); the server passes limits.key_retention_*
+        self._key_retention = check_seconds("key_retention", key_retention)
+        kmax = key_retention_max
+        if isinstance(kmax, bool) or not isinstance(kmax, int) or kmax < 0:
+            raise ValueError(f"key_retention_max must be an int >= 0 (got {key_retention_max!r})")
+        self._key_retention_max = key_retention_max
         # whether ended tasks keep their payloads in memory, for replays (None: unless the store
         # is durable, which holds them; docs/how-to/operations.md#replay)
-        self._keep_payloads: bool | None = None
-        #: server mode: a full pool answers SubmitError('full') instead of waiting for space
-        self._nowait = False
+        if keep_payloads is not None and not isinstance(keep_payloads, bool):
+            raise ValueError(f"keep_payloads must be a bool or None (got {keep_payloads!r})")
+        self._keep_payloads: bool | None = keep_payloads
+        #: wait_for_space=False (the server): a full pool answers SubmitError('full') at once
+        self._nowait = not wait_for_space
         self._shutdown_grace = check_seconds("shutdown_grace", shutdown_grace)
         if isinstance(event_capacity, bool) or not isinstance(event_capacity, int) or event_capacity < 1:
             raise ValueError(f"event_capacity must be an int >= 1 (got {event_capacity!r})")
@@ -218,6 +234,7 @@ class Scheduler(Operations):
         self._otel_all = False  # set by otel.instrument(): every attempt runs in a span
         self._otel_tracer: Any = None  # the tracer of those spans (None: the global one)
         self._scaling: dict[str, asyncio.Task[None]] = {}
+        self._seam = SchedulerSeam(self)
         probe = CoreConfig([p.config for p in pool_list], resources=res_list)
         self._default_pool = pool_list[probe.default_pool_index()].name
 
@@ -239,6 +256,12 @@ class Scheduler(Operations):
     def clock(self) -> Clock:
         """The clock this scheduler runs on (see :mod:`cronoq.runtime.clock`)."""
         return self._clock
+
+    @property
+    def seam(self) -> SchedulerSeam:
+        """What shells built on this scheduler (the server, ``cronoq.otel``) use of it; not for
+        applications (see :mod:`cronoq.runtime.seam`)."""
+        return self._seam
 
     # ------------------------------------------------------------------ lifecycle
 

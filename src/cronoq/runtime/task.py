@@ -16,14 +16,17 @@ from typing import Any
 from cronoq.engine.model import ON_SUCCESS, Dep, Priority, RetryPolicy, TaskOptions, parse_on_miss
 from cronoq.engine.time import MAX_NS, NS, check_seconds, to_ns
 from cronoq.errors import ArgumentTypeError, InvalidSubmission
+from cronoq.runtime import task_fields
 
 #: docs/reference/behaviour.md#task-fields: the fixed-start tolerance when none is given (1 s).
 DEFAULT_TOLERANCE_NS = NS
 
-PER_TASK_FIELDS = frozenset({"key", "deadline_in", "deadline_at", "start_in", "start_at", "after", "deps"})
+#: the fields that are not task options: key, times and edges (runtime.task_fields)
+PER_TASK_FIELDS = task_fields.names(option=False)
 
 
-def _str_map(name: str, value: object) -> dict[str, str] | None:
+def str_map(name: str, value: object) -> dict[str, str] | None:
+    """A ``tags``/``labels`` value as a ``dict[str, str]`` (values stringified), None if empty."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
@@ -89,8 +92,8 @@ def make_options(
         duration_hint=hint,
         tolerance=tol,
         on_miss=miss,
-        tags=_str_map("tags", tags),
-        labels=_str_map("labels", labels),
+        tags=str_map("tags", tags),
+        labels=str_map("labels", labels),
         tenant=tenant,
         resources=res,
     )
@@ -161,7 +164,7 @@ def parse_deps(after: object, deps: object) -> list[tuple[int | str, int]] | Non
             raise ArgumentTypeError(f"after must be a task id, a key or a list of them (got {after!r})")
         for r in refs:
             if isinstance(r, Dep):
-                out.append((r.target, r._cond))
+                out.append((r.target, r.cond))
                 continue
             if isinstance(r, bool) or not isinstance(r, (int, str)) or (isinstance(r, int) and r < 1):
                 raise ArgumentTypeError(f"a dependency is a task id (int >= 1) or a key (str), got {r!r}")
@@ -172,7 +175,7 @@ def parse_deps(after: object, deps: object) -> list[tuple[int | str, int]] | Non
         for d in deps:
             if not isinstance(d, Dep):
                 raise ArgumentTypeError(f"deps must contain Dep objects (got {d!r})")
-            out.append((d.target, d._cond))
+            out.append((d.target, d.cond))
     return out or None
 
 

@@ -167,13 +167,10 @@ class ServerApp:
         oc = self.config.outputs
 
         def drop(task_id: int, blob: Blob) -> None:
-            core = self.sched._core
-            if core is not None:
-                core.forget_output(task_id, blob)
+            self.sched.seam.forget_output(task_id, blob)
 
         def held(task_id: int, blob: Blob) -> bool:
-            core = self.sched._core
-            t = core.tasks.get(task_id) if core is not None else None
+            t = self.sched.seam.tasks.get(task_id)
             return t is not None and t.output is blob
 
         return OutputCache(oc.cache_entries, oc.cache_bytes, drop, held)
@@ -205,11 +202,15 @@ class ServerApp:
             event_capacity=16384,  # per subscriber: a 1000-task batch makes ~3000 events (ours)
             store=make_store(cfg),
             codec=BlobCodec(),
+            key_retention=cfg.limits.key_retention_s,
+            # finished task records: the smaller of the key retention and [outputs].info_entries
+            key_retention_max=min(cfg.limits.key_retention_max, cfg.outputs.info_entries),
+            wait_for_space=False,  # a request never waits for space: a full pool answers `full`
+            # ended tasks' payloads are not kept in memory (the payload budget stays honest): a
+            # durable store reads them back for a replay; the memory store answers
+            # payload_unavailable (docs/how-to/operations.md#replay)
+            keep_payloads=False,
         )
-        sched._key_retention = cfg.limits.key_retention_s
-        # finished task records: the smaller of the key retention and [outputs].info_entries
-        sched._key_retention_max = min(cfg.limits.key_retention_max, cfg.outputs.info_entries)
-        sched._nowait = True
         sched.on_fenced = self._fenced
         self.registry.sched = sched
         return sched
@@ -226,19 +227,20 @@ class ServerApp:
                 log.error("cannot start the scheduler: %s; retrying", e)
                 await asyncio.sleep(1.0)
                 continue
-            core = self.sched._core
+            seam = self.sched.seam
             self.payloads = PayloadBudget(self.limits.max_pending_bytes)
             self.outputs = self._output_cache()
-            if core is not None:  # what recovery brought back is held too
-                self.payloads.hold_recovered(t.payload for t in core.tasks.values())
-                done = sorted(core.tasks.values(), key=lambda t: (t.finished_at or 0, t.id))
-                self.outputs.note_recovered((t.id, t.output) for t in done if isinstance(t.output, Blob))
+            # what recovery brought back is held too
+            self.payloads.hold_recovered(t.payload for t in seam.tasks.values())
+            done = sorted(seam.tasks.values(), key=lambda t: (t.finished_at or 0, t.id))
+            self.outputs.note_recovered((t.id, t.output) for t in done if isinstance(t.output, Blob))
             self.leading = True
             self._leader_event.set()
             self._watch_lost()
             if self._history_task is None:
                 self._history_task = asyncio.get_running_loop().create_task(run_sampler(self, self.history))
-            log.info("leading (epoch %s)", self.sched._core.epoch if self.sched._core else "?")
+            epoch = seam.epoch
+            log.info("leading (epoch %s)", "?" if epoch is None else epoch)
             return
 
     def _watch_lost(self) -> None:
@@ -249,7 +251,7 @@ class ServerApp:
         answers ``unavailable`` and sends its workers ``Shutdown{not_leader}`` right away, so
         they move to the new leader.
         """
-        store = self.sched._store
+        store = self.sched.seam.store
         inner = getattr(store, "on_lost", None)
         if store is None or inner is None:
             return
@@ -308,22 +310,19 @@ class ServerApp:
         over, so two servers are never ready at once."""
         if self.stopping or not self.leading or not self.sched.started:
             return False
-        left = lease_left(self.sched._store)
+        left = lease_left(self.sched.seam.store)
         return left is None or left > READY_MARGIN_S
 
     def pool_of(self, t: TaskState) -> str:
-        return self.sched._pool_names[t.opts.pool_index]
+        return self.sched.seam.pool_at(t.opts.pool_index).name
 
     def max_attempts(self, t: TaskState) -> int:
-        policy = t.opts.retry or self.sched._pools[t.opts.pool_index].config.retry
+        policy = t.opts.retry or self.sched.seam.pool_at(t.opts.pool_index).config.retry
         return policy.max_attempts
 
     def lookup(self, ref: int | str, tenant: str | None = None) -> TaskState | None:
         """A task by id, or by key among ``tenant``'s tasks (keys are scoped by tenant)."""
-        sched = self.require_leader()
-        core = sched._core
-        assert core is not None
-        return core.lookup(sched._now(), ref, tenant)
+        return self.require_leader().seam.lookup(ref, tenant)
 
     def visible(self, principal: Principal | None, t: TaskState) -> bool:
         if principal is None:
@@ -353,14 +352,14 @@ class ServerApp:
         token may not use (then PERMISSION_DENIED, without its id)."""
         if principal is None or principal.pools is None:
             return
-        t = self.sched._core.tasks.get(tid) if self.sched._core is not None else None
+        t = self.sched.seam.tasks.get(tid)
         if t is None or not self.visible(principal, t):
             raise ApiError(
                 "permission_denied", "this key is taken by a task in a pool this token may not use"
             )
 
     def task_info(self, t: TaskState) -> Any:
-        return convert.task_info(t, self.pool_of(t), self.max_attempts(t), self.sched._time_base)
+        return convert.task_info(t, self.pool_of(t), self.max_attempts(t), self.sched.seam.time_base)
 
     # ------------------------------------------------------------------ operations
 
@@ -370,7 +369,7 @@ class ServerApp:
         except convert.InvalidArgument as e:
             raise ApiError("invalid_argument", str(e), "invalid") from None
         pool = kw.get("pool") or self.config.default_pool
-        if pool not in self.sched._pool_names:
+        if pool not in self.sched.pools:
             raise ApiError("not_found", f"unknown pool '{pool}'", "unknown_pool")
         self.auth.authorize(principal, "submit", pool)
         if principal is not None and principal.tenant is not None:
@@ -384,9 +383,8 @@ class ServerApp:
                 f"too many pending payload bytes (max_pending_bytes {self.limits.max_pending_bytes})",
                 "overloaded",
             )
-        core = self.sched._core
-        if core is not None:
-            pending = sum(p.pending for p in core.pools)
+        if self.sched.started:
+            pending = self.sched.seam.pending_total()
             if pending + n > self.limits.max_pending_total:
                 raise ApiError(
                     "resource_exhausted",
@@ -401,7 +399,7 @@ class ServerApp:
         known = key is not None and self.lookup(key, kw.get("tenant")) is not None
         self._check_total(1, None if known else [payload])  # (a duplicate holds nothing new)
         try:
-            tid, dup = await sched._submit(payload, kw)
+            tid, dup = await sched.seam.submit(payload, kw)
             if dup:
                 self._own_duplicate(principal, tid)
             else:
@@ -455,10 +453,10 @@ class ServerApp:
         sched = self.require_leader()
         t = self.get(principal, ref, tenant)
         self.auth.authorize(principal, "cancel", self.pool_of(t))
-        ok = sched._cancel_now(t.id)
-        if sched._committer is not None:
+        ok = sched.seam.cancel(t.id)
+        if sched.seam.durable:
             try:
-                await sched._durable()
+                await sched.seam.commit()
             except SchedulerError as e:
                 raise store_failure(e) from None
         return ok
@@ -478,9 +476,9 @@ class ServerApp:
             return t
         limit = self.limits.max_wait_s
         timeout = limit if timeout is None else min(timeout, limit)
-        h = sched._handle_for(t.id, False)
+        h = sched.seam.handle(t.id)
         try:
-            await asyncio.wait_for(asyncio.shield(h._fut), timeout)
+            await asyncio.wait_for(h.result(), timeout)
         except TimeoutError:
             raise ApiError("deadline_exceeded", f"task {t.id} did not finish within {timeout:g} s") from None
         except Exception:
@@ -508,9 +506,7 @@ class ServerApp:
         """One page of the caller's tasks with ids > ``after``; ``kinds``, ``tags`` (all must
         match) and the creation range (Unix ns: at or after / strictly before) narrow it."""
         sched = self.require_leader()
-        core = sched._core
-        assert core is not None
-        core._prune(sched._now())
+        tasks = sched.seam.retained_tasks()
         allowed = set(pools) if pools else None
         if principal is not None and principal.pools is not None:
             allowed = (allowed & principal.pools) if allowed is not None else set(principal.pools)
@@ -524,8 +520,8 @@ class ServerApp:
         n = min(100 if limit <= 0 else limit, cap)
         out: list[TaskState] = []
         more = False
-        for tid in sorted(i for i in core.tasks if i > after):
-            t = core.tasks[tid]
+        for tid in sorted(i for i in tasks if i > after):
+            t = tasks[tid]
             if allowed is not None and self.pool_of(t) not in allowed:
                 continue
             if want is not None and t.status not in want:
@@ -555,7 +551,7 @@ class ServerApp:
     async def snapshot(self) -> Any:
         sched = self.require_leader()
         snap = await sched.snapshot()
-        by_pool = {name: self.registry.connected(name) for name in sched._pool_names}
+        by_pool = {name: self.registry.connected(name) for name in sched.pools}
         return snap, by_pool
 
     async def add_recurring(self, principal: Principal | None, req: Any) -> None:
@@ -619,8 +615,7 @@ class ServerApp:
         A task this server no longer knows (pruned, or another leadership term) does not:
         its event is withheld from tenant-scoped watchers (fail closed).
         """
-        core = self.sched._core
-        t = core.tasks.get(tid) if core is not None else None
+        t = self.sched.seam.tasks.get(tid)
         return t is not None and t.opts.tenant == tenant
 
 

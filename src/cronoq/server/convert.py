@@ -8,8 +8,8 @@
 * :func:`submit_error_status` maps SubmitError codes to gRPC status names (docs/reference/grpc.md#services)
   and :data:`HTTP_STATUS` maps status names to HTTP codes (docs/reference/behaviour.md#server-details).
 
-Wire enums are offset by one from the engine's (0 = UNSPECIFIED): priority class ``c`` is
-``c + 1``, status ``s`` is ``s + 1``.
+Wire enum numbers come from the proto descriptors, matched to the engine's by name
+(:mod:`cronoq.proto.enums`; 0 = UNSPECIFIED is "not given").
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from cronoq.engine.model import (
     COND_NAMES,
     FIRST_TERMINAL,
-    STATUS_NAMES,
     SUCCEEDED,
     Dep,
     RetryPolicy,
@@ -29,19 +28,21 @@ from cronoq.engine.model import (
 )
 from cronoq.engine.replay import replay_of, replayed_by
 from cronoq.engine.snapshot import Snapshot
+from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.runtime import task_fields
 from cronoq.server.request_limits import InvalidArgument, check_spec
 from cronoq.server.workers import Blob
 
 if TYPE_CHECKING:
     from cronoq.server.config import LimitsConfig
 
-MISS_NAMES = {0: "run_late", 1: "run_late", 2: "skip", 3: "fail"}
-COND_FROM_WIRE = {0: "success", 1: "success", 2: "complete", 3: "failure"}
-COND_TO_WIRE = {"success": 1, "complete": 2, "failure": 3}
-OVERLAP_FROM_WIRE = {0: "skip", 1: "skip", 2: "allow", 3: "queue", 4: "queue_on_success"}
-OVERLAP_TO_WIRE = {"skip": 1, "allow": 2, "queue": 3, "queue_on_success": 4}
-CLASS_NAMES = ("critical", "high", "normal", "low")
+# wire number → the engine's name (0 = UNSPECIFIED: the default), and back; from the descriptors
+MISS_NAMES = {0: "run_late", **enums.MISS_POLICY.names}
+COND_FROM_WIRE = {0: "success", **{v: n.removeprefix("on_") for v, n in enums.EDGE_COND.names.items()}}
+COND_TO_WIRE = {n: v for v, n in COND_FROM_WIRE.items() if v}
+OVERLAP_FROM_WIRE = {0: "skip", **enums.OVERLAP.names}
+OVERLAP_TO_WIRE = dict(enums.OVERLAP.numbers)
 
 #: Room a ``Lease`` needs beyond the task's payload, content type, kind, key and tags (ids,
 #: attempt, times, pool, framing).  The published worker keeps the same margin below
@@ -120,21 +121,24 @@ def _check_message_size(spec: pb.TaskSpec, limit: int) -> None:
         )
 
 
+_STRINGS = task_fields.of_shape("string")
+_SECONDS_OPTIONS = tuple(f for f in task_fields.of_shape("seconds") if f.option)
+_STR_MAPS = task_fields.of_shape("str_map")
+
+
 def submit_args(spec: pb.TaskSpec, limits: LimitsConfig) -> tuple[Blob, dict[str, Any]]:
     """A TaskSpec as ``(payload, Scheduler.submit keyword arguments)``."""
     kw: dict[str, Any] = {}
     check_spec(spec, limits)  # counts and lengths first: nothing below loops over more than they allow
     _check_message_size(spec, limits.max_message_bytes)
-    if spec.pool:
-        kw["pool"] = spec.pool
-    if spec.kind:
-        kw["kind"] = spec.kind
+    for f in _STRINGS:  # pool, kind, key, tenant: "" is unset
+        v = getattr(spec, f.wire)
+        if v:
+            kw[f.name] = v
     if spec.priority:
-        if spec.priority not in (1, 2, 3, 4):
+        if spec.priority not in enums.PRIORITY_FROM_WIRE:
             raise InvalidArgument(f"unknown priority value {spec.priority}")
-        kw["priority"] = spec.priority - 1
-    if spec.key:
-        kw["key"] = spec.key
+        kw["priority"] = enums.PRIORITY_FROM_WIRE[spec.priority]
     has = spec.HasField
     if has("deadline_in_s") and has("deadline_unix_ns"):
         raise InvalidArgument("deadline_in_s and deadline_unix_ns are mutually exclusive")
@@ -148,16 +152,13 @@ def submit_args(spec: pb.TaskSpec, limits: LimitsConfig) -> tuple[Blob, dict[str
         kw["start_in"] = _seconds("start_in_s", spec.start_in_s)
     elif has("start_unix_ns"):
         kw["start_at"] = spec.start_unix_ns / 1e9
-    if has("tolerance_s"):
-        kw["tolerance"] = _seconds("tolerance_s", spec.tolerance_s)
+    for f in _SECONDS_OPTIONS:  # tolerance, duration_hint, timeout
+        if has(f.wire):
+            kw[f.name] = _seconds(f.wire, getattr(spec, f.wire))
     if spec.on_miss:
         if spec.on_miss not in MISS_NAMES:
             raise InvalidArgument(f"unknown on_miss value {spec.on_miss}")
         kw["on_miss"] = MISS_NAMES[spec.on_miss]
-    if has("duration_hint_s"):
-        kw["duration_hint"] = _seconds("duration_hint_s", spec.duration_hint_s)
-    if has("timeout_s"):
-        kw["timeout"] = _seconds("timeout_s", spec.timeout_s)
     if has("retry"):
         kw["retry"] = retry_from_wire(spec.retry)
     if spec.deps:
@@ -185,12 +186,10 @@ def submit_args(spec: pb.TaskSpec, limits: LimitsConfig) -> tuple[Blob, dict[str
                 raise InvalidArgument(f"resource amount must be >= 1 (got {amount} for '{name}')")
             res[name] = int(amount)
         kw["resources"] = res
-    if spec.tags:
-        kw["tags"] = dict(spec.tags)
-    if spec.labels:
-        kw["labels"] = dict(spec.labels)
-    if spec.tenant:
-        kw["tenant"] = spec.tenant
+    for f in _STR_MAPS:  # tags, labels
+        m = getattr(spec, f.wire)
+        if m:
+            kw[f.name] = dict(m)
     return Blob(bytes(spec.payload), spec.content_type), kw
 
 
@@ -208,6 +207,9 @@ def retry_from_wire(r: pb.RetryPolicy) -> RetryPolicy:
         raise InvalidArgument(str(e)) from None
 
 
+STATUS_TO_WIRE = enums.STATUS_TO_WIRE
+
+
 def _ns(tb: int, v: int | None) -> int | None:
     return None if v is None else tb + v
 
@@ -215,7 +217,7 @@ def _ns(tb: int, v: int | None) -> int | None:
 def task_info(t: TaskState, pool: str, max_attempts: int, time_base: int) -> pb.TaskInfo:
     info = pb.TaskInfo(
         id=t.id,
-        status=_enum(t.status + 1),
+        status=_enum(STATUS_TO_WIRE[t.status]),
         pool=pool,
         key=t.key or "",
         kind=t.opts.kind,
@@ -224,7 +226,7 @@ def task_info(t: TaskState, pool: str, max_attempts: int, time_base: int) -> pb.
         message=t.message or "",
         output_available=t.status == SUCCEEDED and isinstance(t.output, Blob),
         tenant=t.opts.tenant or "",
-        priority=_enum(t.opts.priority + 1),
+        priority=_enum(enums.PRIORITY_TO_WIRE[t.opts.priority]),
     )
     info.created_unix_ns = time_base + t.created_at
     if t.started_at is not None:
@@ -246,7 +248,7 @@ def replay_links(info: pb.TaskInfo, t: TaskState) -> None:
 
 
 def task_result(t: TaskState) -> pb.TaskResult:
-    res = pb.TaskResult(id=t.id, status=_enum(t.status + 1), message=t.message or "")
+    res = pb.TaskResult(id=t.id, status=_enum(STATUS_TO_WIRE[t.status]), message=t.message or "")
     if t.status == SUCCEEDED and isinstance(t.output, Blob):
         res.output = t.output.data
         res.output_available = True
@@ -258,7 +260,7 @@ def status_event(ev: StatusEvent) -> pb.StatusEvent:
         id=ev.id,
         pool=ev.pool,
         key=ev.key or "",
-        status=_enum(STATUS_NAMES.index(ev.status) + 1),
+        status=_enum(enums.TASK_STATUS.numbers[ev.status]),
         attempt=ev.attempt,
         at_unix_ns=round(ev.at * 1e9),
         message=ev.message or "",

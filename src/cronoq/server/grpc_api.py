@@ -48,6 +48,7 @@ from cronoq.engine.model import STATUS_NAMES
 from cronoq.errors import NotStartedError, SchedulerError
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
+from cronoq.proto.enums import STATUS_FROM_WIRE
 from cronoq.server import convert, ops
 from cronoq.server.app import ApiError, ServerApp, event_filter, filter_group, store_failure
 from cronoq.server.auth import (
@@ -241,7 +242,7 @@ def _wait_timeout(request: Any, name: str) -> float | None:
 def _pools_filter(app: ServerApp, principal: Principal | None, requested: Any) -> list[str]:
     """A ListTasks/Watch pool filter: unknown pool → NOT_FOUND, another token's → PERMISSION_DENIED."""
     for p in requested:
-        if p not in app.sched._pool_names:
+        if p not in app.sched.pools:
             raise ApiError("not_found", f"unknown pool '{p}'", "unknown_pool")
     return restrict_pools(principal, requested) or []
 
@@ -249,9 +250,9 @@ def _pools_filter(app: ServerApp, principal: Principal | None, requested: Any) -
 def _statuses(values: Any) -> list[str]:
     out = []
     for v in values:
-        if not 1 <= v <= len(STATUS_NAMES):
+        if v not in STATUS_FROM_WIRE:
             raise ApiError("invalid_argument", f"unknown task status value {v}", "invalid")
-        out.append(STATUS_NAMES[v - 1])
+        out.append(STATUS_NAMES[STATUS_FROM_WIRE[v]])
     return out
 
 

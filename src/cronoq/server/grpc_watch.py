@@ -76,7 +76,7 @@ class WatchFanout:
         if hub is None or hub.closed or hub.stream.closed:
             hub = self.hub = EventHub(
                 self.app.events(),
-                sched._event_capacity,
+                sched.seam.event_capacity,
                 FLUSH_S,
                 encode=convert.status_event,
                 join=list,

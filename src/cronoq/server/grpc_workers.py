@@ -25,6 +25,7 @@ import grpc
 
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
+from cronoq.proto.enums import PRIORITY_TO_WIRE
 from cronoq.proto.protocol import BATCH_MARGIN_BYTES, BATCHING_VERSION, MAX_BATCH_ITEMS
 from cronoq.server.app import ApiError, ServerApp
 from cronoq.server.auth import PermissionDenied, Unauthenticated, stamp_labels
@@ -63,7 +64,7 @@ def to_proto(msg: ServerMsg, out: pb.ServerMessage | None = None) -> pb.ServerMe
             lease.tags.update(msg.tags)
         if msg.pool:
             lease.pool = msg.pool
-        lease.priority = msg.priority + 1  # type: ignore[assignment]
+        lease.priority = PRIORITY_TO_WIRE[msg.priority]  # type: ignore[assignment]
         if msg.timeout_s is not None:
             lease.timeout_s = msg.timeout_s
         if msg.deadline_unix_ns is not None:
@@ -153,7 +154,7 @@ class WorkersServicer(pb_grpc.WorkersServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be Register")
             return
         reg = first.register
-        if reg.pool not in app.sched._pool_names:
+        if reg.pool not in app.sched.pools:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown pool '{reg.pool}'")
             return
         try:

@@ -90,7 +90,9 @@ from cronoq.client import json_shapes
 from cronoq.client.json_shapes import message_json
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES, SUCCEEDED, TaskState
 from cronoq.errors import SchedulerError
+from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.runtime import task_fields
 from cronoq.server import convert, ops, request_limits
 from cronoq.server import metrics as metrics_mod
 from cronoq.server.app import ApiError, ServerApp, Slices, event_filter, filter_group, store_failure
@@ -121,44 +123,22 @@ SSE_KEEPALIVE_S: Final = 15.0
 #: so they go out together (one wake-up and one send per stream instead of one per event)
 SSE_FLUSH_S: Final = 0.05
 
-PRIORITY_FROM_JSON: Final = {"critical": 1, "high": 2, "normal": 3, "low": 4}
-MISS_FROM_JSON: Final = {"run_late": 1, "skip": 2, "fail": 3}
+# JSON names → wire numbers (cronoq.proto.enums); a condition also without its `on_`
+PRIORITY_FROM_JSON: Final = dict(enums.PRIORITY.numbers)
+MISS_FROM_JSON: Final = dict(enums.MISS_POLICY.numbers)
 COND_FROM_JSON: Final = {
-    "on_success": 1,
-    "success": 1,
-    "on_complete": 2,
-    "complete": 2,
-    "on_failure": 3,
-    "failure": 3,
+    name: v for n, v in enums.EDGE_COND.numbers.items() for name in (n, n.removeprefix("on_"))
 }
-OVERLAP_FROM_JSON: Final = dict(convert.OVERLAP_TO_WIRE)
+OVERLAP_FROM_JSON: Final = dict(enums.OVERLAP.numbers)
 
-TASK_FIELDS: Final = frozenset(
-    {
-        "pool",
-        "kind",
-        "priority",
-        "key",
-        "deadline_in_s",
-        "deadline_unix_ns",
-        "start_in_s",
-        "start_unix_ns",
-        "tolerance_s",
-        "on_miss",
-        "timeout_s",
-        "duration_hint_s",
-        "retry",
-        "deps",
-        "resources",
-        "tags",
-        "labels",
-        "tenant",
-        "payload",
-        "payload_base64",
-        "content_type",
-        "after",
-    }
-)
+#: the JSON names of the task fields (runtime.task_fields) and of the payload
+PAYLOAD_FIELDS: Final = ("payload", "payload_base64", "content_type")
+TASK_FIELDS: Final = frozenset(f.json for f in task_fields.TASK_FIELDS) | frozenset(PAYLOAD_FIELDS)
+# the fields of one shape, converted by one loop each in task_spec_from_json
+_STRING_FIELDS: Final = tuple(f.json for f in task_fields.of_shape("string"))
+_SECONDS_FIELDS: Final = tuple(f.json for f in task_fields.of_shape("seconds"))
+_UNIX_NS_FIELDS: Final = tuple(f.json for f in task_fields.of_shape("unix_ns"))
+_STR_MAP_FIELDS: Final = tuple(f.json for f in task_fields.of_shape("str_map"))
 RETRY_FIELDS: Final = frozenset(
     {"max_attempts", "initial_backoff_s", "multiplier", "max_backoff_s", "jitter"}
 )
@@ -381,7 +361,7 @@ def _priority(v: Any, where: str) -> int:
     if isinstance(v, int) and not isinstance(v, bool):
         if not 0 <= v <= 3:
             raise _invalid(f"{where} must be 0..=3 (0 = critical) or a name (got {v})")
-        return v + 1  # (the wire enum counts from 1: 0 is UNSPECIFIED)
+        return enums.PRIORITY_TO_WIRE[v]
     return _choice(v, where, PRIORITY_FROM_JSON)
 
 
@@ -453,17 +433,17 @@ def task_spec_from_json(obj: Any, where: str = "", limits: LimitsConfig | None =
     w = functools.partial(_where, where)
     try:
         _set_payload(spec, obj, where)
-        for name in ("pool", "kind", "key", "tenant"):
+        for name in _STRING_FIELDS:  # pool, kind, key, tenant
             if name in obj and obj[name] is not None:
                 setattr(spec, name, _str(obj[name], w(name)))
         if obj.get("priority") is not None:
             spec.priority = _priority(obj["priority"], w("priority"))  # type: ignore[assignment]
         if obj.get("on_miss") is not None:
             spec.on_miss = _choice(obj["on_miss"], w("on_miss"), MISS_FROM_JSON)  # type: ignore[assignment]
-        for name in ("deadline_in_s", "start_in_s", "tolerance_s", "timeout_s", "duration_hint_s"):
+        for name in _SECONDS_FIELDS:  # deadline_in_s, start_in_s, tolerance_s, ...
             if obj.get(name) is not None:
                 setattr(spec, name, _seconds(obj[name], w(name)))
-        for name in ("deadline_unix_ns", "start_unix_ns"):
+        for name in _UNIX_NS_FIELDS:  # deadline_unix_ns, start_unix_ns
             if obj.get(name) is not None:
                 setattr(spec, name, _integer(obj[name], w(name), INT64_MIN, INT64_MAX, strings=True))
         if obj.get("retry") is not None:
@@ -509,7 +489,7 @@ def task_spec_from_json(obj: Any, where: str = "", limits: LimitsConfig | None =
             res = _object(obj["resources"], w("resources"))
             for k, v in res.items():
                 spec.resources[k] = _integer(v, w(f"resources.{k}"), 1, UINT32_MAX)
-        for name in ("tags", "labels"):
+        for name in _STR_MAP_FIELDS:  # tags, labels
             if obj.get(name) is not None:
                 getattr(spec, name).update(_str_map(obj[name], w(name)))
     except HttpError:
@@ -854,7 +834,7 @@ class HttpApi:
         sched = self.app.require_leader()
         hub = self.hub
         if hub is None or hub.closed or hub.stream.closed:
-            hub = self.hub = EventHub(self.app.events(), sched._event_capacity, SSE_FLUSH_S)
+            hub = self.hub = EventHub(self.app.events(), sched.seam.event_capacity, SSE_FLUSH_S)
         return hub, hub.subscribe(group, keep)
 
     def auth(self, request: Request, action: Action) -> Principal | None:
@@ -912,7 +892,7 @@ class HttpApi:
 
     def _pools_filter(self, principal: Principal | None, requested: list[str]) -> list[str]:
         for p in requested:
-            if p not in self.app.sched._pool_names:
+            if p not in self.app.sched.pools:
                 raise HttpError(404, f"unknown pool '{p}'", "not_found")
         return restrict_pools(principal, requested) or []
 
@@ -1215,7 +1195,7 @@ class HttpApi:
                 snap, _ = await app.snapshot()
             except ApiError:
                 leading = False
-        by_pool = {name: app.registry.connected(name) for name in app.sched._pool_names}
+        by_pool = {name: app.registry.connected(name) for name in app.sched.pools}
         body = metrics_mod.render(snap, by_pool, leader=leading, pools=pools)
         return Response(body, media_type=metrics_mod.CONTENT_TYPE)
 

@@ -19,14 +19,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from cronoq.engine.model import CLASS_NAMES
 from cronoq.engine.snapshot import Snapshot
 
 __all__ = ["CONTENT_TYPE", "SnapshotCollector", "render"]
 
 #: docs/reference/metrics.md#prometheus: the classic text format.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-CLASS_NAMES = ("critical", "high", "normal", "low")
 
 #: (metric suffix, PoolSnapshot attribute, help) of the plain per-pool gauges.
 _POOL_GAUGES: tuple[tuple[str, str, str], ...] = (

@@ -4,7 +4,8 @@ Response schemas of the messages rendered from protobuf (``TaskInfo``, ``Snapsho
 ``WorkerInfo``, ``RecurringInfo``, ``StatusEvent``) are derived from the message descriptors
 with the rendering rules of :func:`cronoq.client.json_shapes.message_json` (ids as strings, enums
 as lower-case names, unset optional fields null), so they cannot drift from the wire contract;
-the request schemas (task fields, recurring schedules) are written out here.
+the task fields of the request schemas come from their declaration (``runtime.task_fields``,
+one schema per value shape); the rest of the request schemas are written out here.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.model import STATUS_NAMES
+from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.runtime import task_fields
 
 if TYPE_CHECKING:
     from cronoq.server.app import ServerApp
@@ -120,6 +123,35 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
         "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]},
         "description": "string values; numbers and booleans are stringified with Python's str()",
     }
+    #: the schema of a task field's JSON value, by its shape (runtime.task_fields)
+    by_shape: dict[str, Any] = {
+        "string": {"type": "string"},
+        "priority": {
+            "description": "a name (case-insensitive) or an integer 0..3 (0 = critical, 3 = low)",
+            "oneOf": [
+                {"type": "string", "enum": list(enums.PRIORITY.numbers)},
+                {"type": "integer", "minimum": 0, "maximum": 3},
+            ],
+        },
+        "seconds": seconds,
+        "unix_ns": unix_ns,
+        "on_miss": {"type": "string", "enum": list(enums.MISS_POLICY.numbers)},
+        "retry": _ref("RetryPolicy"),
+        "deps": {"type": "array", "items": _ref("Dep")},
+        "after": {
+            "oneOf": [
+                {"type": "array", "items": task_target},
+                {"type": "integer", "minimum": 1, "format": "int64"},
+                {"type": "string", "minLength": 1},
+            ],
+            "description": "ids or keys (on_success): an array, or one id or key",
+        },
+        "resources": {
+            "type": "object",
+            "additionalProperties": {"type": "integer", "minimum": 1, "maximum": 4294967295},
+        },
+        "str_map": str_map_in,
+    }
     out: dict[str, Any] = {
         "Error": {
             "type": "object",
@@ -152,7 +184,10 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
                 "target": task_target,
                 "cond": {
                     "type": "string",
-                    "enum": ["on_success", "on_failure", "on_complete", "success", "failure", "complete"],
+                    "enum": [
+                        *enums.EDGE_COND.numbers,
+                        *(n.removeprefix("on_") for n in enums.EDGE_COND.numbers),
+                    ],
                 },
             },
             "required": ["target"],
@@ -163,41 +198,7 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
             "description": "Task fields (proto TaskSpec names); `payload` is any JSON value "
             "(sent as application/json), or `payload_base64` with `content_type`.",
             "properties": {
-                "pool": {"type": "string"},
-                "kind": {"type": "string"},
-                "priority": {
-                    "description": "a name (case-insensitive) or an integer 0..3 (0 = critical, 3 = low)",
-                    "oneOf": [
-                        {"type": "string", "enum": ["critical", "high", "normal", "low"]},
-                        {"type": "integer", "minimum": 0, "maximum": 3},
-                    ],
-                },
-                "key": {"type": "string"},
-                "deadline_in_s": seconds,
-                "deadline_unix_ns": unix_ns,
-                "start_in_s": seconds,
-                "start_unix_ns": unix_ns,
-                "tolerance_s": seconds,
-                "on_miss": {"type": "string", "enum": ["run_late", "skip", "fail"]},
-                "timeout_s": seconds,
-                "duration_hint_s": seconds,
-                "retry": _ref("RetryPolicy"),
-                "deps": {"type": "array", "items": _ref("Dep")},
-                "after": {
-                    "oneOf": [
-                        {"type": "array", "items": task_target},
-                        {"type": "integer", "minimum": 1, "format": "int64"},
-                        {"type": "string", "minLength": 1},
-                    ],
-                    "description": "ids or keys (on_success): an array, or one id or key",
-                },
-                "resources": {
-                    "type": "object",
-                    "additionalProperties": {"type": "integer", "minimum": 1, "maximum": 4294967295},
-                },
-                "tags": str_map_in,
-                "labels": str_map_in,
-                "tenant": {"type": "string"},
+                **{f.json: by_shape[f.shape] for f in task_fields.TASK_FIELDS},
                 "payload": {"description": "any JSON value", "nullable": True},
                 "payload_base64": {"type": "string", "format": "byte"},
                 "content_type": {"type": "string"},
@@ -270,9 +271,9 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
                 "name": {"type": "string", "description": "optional; must equal the path's name"},
                 "cron": {"type": "string", "minLength": 1},
                 "tz": {"type": "string", "description": "IANA time zone (default UTC)"},
-                "overlap": {"type": "string", "enum": ["skip", "allow", "queue", "queue_on_success"]},
+                "overlap": {"type": "string", "enum": list(enums.OVERLAP.numbers)},
                 "tolerance_s": seconds,
-                "on_miss": {"type": "string", "enum": ["run_late", "skip", "fail"]},
+                "on_miss": by_shape["on_miss"],
                 "task": _ref("TaskSpec"),
             },
             "required": ["cron"],

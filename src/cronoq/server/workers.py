@@ -172,13 +172,13 @@ class WorkerSession:
     def _take(self, lease: int) -> Attempt | None:
         att = self.attempts.pop(lease, None)
         if att is None:
-            self.registry.sched._count_stale()
+            self.registry.sched.seam.count_stale()
         return att
 
     def heartbeat(self, lease: int) -> None:
         att = self.attempts.get(lease)
         if att is None:
-            self.registry.sched._count_stale()
+            self.registry.sched.seam.count_stale()
             return
         att.ctx.heartbeat()
 
@@ -303,14 +303,10 @@ class WorkerRegistry:
 
     def _resize(self, pool: str, labels: dict[str, str]) -> None:
         total = sum(s.slots for s in self.sessions.values() if s.pool == pool and s.labels == labels)
-        sched = self.sched
-        if sched._core is not None:
-            core = sched._core
-            try:
-                core.set_group_capacity(sched._now(), pool, labels or None, total)
-            except Exception:  # pragma: no cover - the pool was validated at registration
-                return
-            sched._kick()
+        try:
+            self.sched.seam.set_group_capacity(pool, labels or None, total)
+        except Exception:  # pragma: no cover - the pool was validated at registration
+            return
         if self.on_change is not None:
             self.on_change()
 
@@ -359,10 +355,11 @@ class RemoteExecutor:
 
     async def __call__(self, ctx: TaskContext, payload: object) -> Blob:
         blob = payload if isinstance(payload, Blob) else Blob(b"", "")
-        t = ctx._task
-        opts = t.opts
         sched = self.registry.sched
-        deadline = None if t.deadline is None else sched._time_base + t.deadline
+        seam = sched.seam
+        t = seam.task_of(ctx)
+        opts = t.opts
+        deadline = None if t.deadline is None else seam.time_base + t.deadline
         msg = LeaseMsg(
             lease=ctx.lease,
             task_id=t.id,
@@ -379,7 +376,7 @@ class RemoteExecutor:
             lease_ttl_s=self.registry.lease_ttl_s.get(self.pool),
         )
         group = ctx.group
-        loop = sched._loop or asyncio.get_running_loop()  # (the scheduler's loop runs this)
+        loop = seam.loop or asyncio.get_running_loop()  # (the scheduler's loop runs this)
         att = Attempt(ctx.lease, ctx, msg, loop.create_future())
         reason = "no worker available"
         while True:
@@ -389,7 +386,7 @@ class RemoteExecutor:
                 # attempt onto a free slot of that group (docs/reference/grpc.md#worker-protocol: "another
                 # free worker")
                 for other in self.registry.others(self.pool, group, opts.labels, att.refused_by):
-                    if sched._move_attempt(ctx, other.labels):
+                    if seam.move_attempt(ctx, other.labels):
                         session, group = other, other.labels
                         break
             if session is None:
@@ -425,5 +422,5 @@ class RemoteExecutor:
                 reason = outcome[1] or "rejected"
                 continue
             # cancelled by the worker: the task ends cancelled
-            sched._cancel_now(t.id)
+            seam.cancel(t.id)
             raise asyncio.CancelledError()

@@ -13,28 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from cronoq.errors import ArgumentTypeError
+from cronoq.runtime import task_fields
 from cronoq.runtime.task import Task
 
 __all__ = ["CALL_FIELDS", "DEFINITION_FIELDS", "RECURRING_FIELDS", "check_fields"]
 
-#: what ``@app.task(...)`` takes besides ``name``: the defaults of every call
-DEFINITION_FIELDS = frozenset(
-    {
-        "pool",
-        "kind",
-        "priority",
-        "tolerance",
-        "on_miss",
-        "duration_hint",
-        "timeout",
-        "retry",
-        "resources",
-        "tags",
-        "labels",
-        "tenant",
-        "deadline_in",
-    }
-)
+#: what ``@app.task(...)`` takes besides ``name``: the defaults of every call (the task options
+#: of runtime.task_fields, and a relative deadline)
+DEFINITION_FIELDS = task_fields.names(option=True) | {"deadline_in"}
 
 #: what ``t.options(...)`` takes: per-call overrides (``kind`` is fixed: it names the task)
 CALL_FIELDS = (DEFINITION_FIELDS - {"kind"}) | {

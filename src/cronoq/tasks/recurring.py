@@ -37,7 +37,7 @@ def check_schedule(cron: object, tz: object, overlap: object, where: str) -> Non
         raise TaskDefinitionError(f"{where}: {e}") from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RecurringDefinition:
     """One schedule of an app: ``name``, ``cron``, ``tz``, ``overlap``, the task it calls, the
     bound ``payload`` and the task ``fields`` of each occurrence."""

@@ -1,0 +1,207 @@
+"""``SchedulerSeam``: what the shells built on a :class:`Scheduler` may use of it.
+
+Theory of operation
+-------------------
+The server (``cronoq.server``), the OpenTelemetry bridge (``cronoq.otel``) and the task layer
+run *on* a scheduler: they read the engine's task table, submit without making a handle, cancel
+by id on the loop, wait for the group commit, size worker groups as remote workers come and go.
+None of that is user API (``Scheduler``'s public methods are specified in
+docs/reference/behaviour.md#scheduler-api, and ``BlockingScheduler`` mirrors them), yet none of it
+may be done by reaching into the scheduler's private attributes either
+(docs/architecture/index.md#seam).
+
+So every scheduler has one ``seam`` (``sched.seam``): a small object, created with it, whose
+methods and properties are that whole surface, each documented.  It holds nothing but the
+scheduler and never outlives a leadership term's scheduler.  Everything here runs on the
+scheduler's loop (the thread that started it) unless said otherwise, and what it returns of the
+engine (``TaskState`` objects, the task mapping) is read-only for the caller: state changes only
+through ``Core``'s methods, called by the scheduler.
+
+Options that a shell used to set as attributes after construction (key retention, "a full pool
+answers ``full``") are constructor options of :class:`Scheduler` instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cronoq.engine.model import TaskState
+    from cronoq.engine.snapshot import Snapshot
+    from cronoq.runtime.context import TaskContext
+    from cronoq.runtime.handles import TaskHandle
+    from cronoq.runtime.pool import Pool
+    from cronoq.runtime.scheduler import Scheduler
+
+_NO_TASKS: Mapping[int, TaskState] = MappingProxyType({})
+
+
+class SchedulerSeam:
+    """The shell-facing surface of one :class:`Scheduler` (see the module docstring)."""
+
+    __slots__ = ("_s",)
+
+    def __init__(self, sched: Scheduler) -> None:
+        self._s = sched
+
+    # ------------------------------------------------------------------ configuration and time
+
+    @property
+    def store(self) -> Any:
+        """The store the scheduler was given (None: in memory only)."""
+        return self._s._store
+
+    @property
+    def durable(self) -> bool:
+        """Whether acknowledgements wait for a store commit (started with a store)."""
+        return self._s._committer is not None
+
+    @property
+    def time_base(self) -> int:
+        """Unix time (ns) of engine time 0: ``time_base + t.deadline`` is a Unix instant."""
+        return self._s._time_base
+
+    @property
+    def event_capacity(self) -> int:
+        """The buffer of each event subscriber (the ``event_capacity`` option)."""
+        return self._s._event_capacity
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop the scheduler runs on (None before its first ``start()``).  Any thread."""
+        return self._s._loop
+
+    def on_loop_thread(self) -> bool:
+        """Whether the caller runs on the scheduler's loop thread.  Any thread."""
+        return threading.get_ident() == self._s._loop_thread
+
+    def pool_at(self, index: int) -> Pool:
+        """The pool with configuration index ``index`` (``TaskState.opts.pool_index``)."""
+        return self._s._pools[index]
+
+    # ------------------------------------------------------------------ the engine's state
+
+    @property
+    def epoch(self) -> int | None:
+        """The store epoch of this leadership term (None when not started)."""
+        core = self._s._core
+        return None if core is None else core.epoch
+
+    @property
+    def tasks(self) -> Mapping[int, TaskState]:
+        """The engine's live and retained tasks by id (empty when not started); read-only."""
+        core = self._s._core
+        return _NO_TASKS if core is None else core.tasks
+
+    def retained_tasks(self) -> Mapping[int, TaskState]:
+        """:attr:`tasks` after forgetting the terminal tasks past key retention."""
+        s = self._s
+        core = s._core
+        if core is None:
+            return _NO_TASKS
+        core.prune(s._now())
+        return core.tasks
+
+    def lookup(self, ref: int | str, tenant: str | None = None) -> TaskState | None:
+        """A task by id, or by key among ``tenant``'s tasks (None if unknown or not started).
+
+        Unlike ``Scheduler.status``, an id names any tenant's task: the caller checks access.
+        """
+        s = self._s
+        core = s._core
+        return None if core is None else core.lookup(s._now(), ref, tenant)
+
+    def forget_output(self, task_id: int, output: object) -> bool:
+        """Drop the retained output of succeeded task ``task_id`` if it is still ``output`` (a
+        bounded output cache above the engine, the server's ``[outputs]``); False when there was
+        nothing to drop or the scheduler is not started."""
+        core = self._s._core
+        return False if core is None else core.forget_output(task_id, output)
+
+    def pending_total(self) -> int:
+        """Tasks waiting to run, over every pool (0 when not started)."""
+        core = self._s._core
+        return 0 if core is None else sum(p.pending for p in core.pools)
+
+    def task_of(self, ctx: TaskContext) -> TaskState:
+        """The engine's state of the task ``ctx``'s attempt runs; read-only."""
+        return ctx._task
+
+    def snapshot_now(self) -> Snapshot | None:
+        """A snapshot taken synchronously (None when not started)."""
+        s = self._s
+        core = s._core
+        return None if core is None else core.snapshot(s._now())
+
+    # ------------------------------------------------------------------ operations
+
+    async def submit(self, payload: object, fields: dict[str, Any]) -> tuple[int, bool]:
+        """Submit one task, ``(id, duplicate)``, without making a handle.
+
+        ``fields`` are task fields as for ``Scheduler.submit`` and are consumed.  Durable:
+        returns once the submission is committed.  A full pool waits for space, unless the
+        scheduler was made with ``wait_for_space=False`` (then ``SubmitError('full')``).
+        """
+        return await self._s._submit(payload, fields)
+
+    def cancel(self, tid: int) -> bool:
+        """Cancel task ``tid`` now (no tenant check); False if unknown, terminal or not started.
+
+        Durable: the cancellation is committed by a later :meth:`commit`.
+        """
+        return self._s._cancel_now(tid)
+
+    async def commit(self) -> None:
+        """Wait until every change made so far is committed to the store (no store: nothing)."""
+        if self._s._committer is not None:
+            await self._s._durable()
+
+    def handle(self, tid: int) -> TaskHandle:
+        """A handle to task ``tid``, which the caller knows exists."""
+        return self._s._handle_for(tid, False)
+
+    def count_stale(self) -> None:
+        """Count a report for a lease that is no longer current (``stale_completions``)."""
+        self._s._count_stale()
+
+    def set_group_capacity(self, pool: str, labels: dict[str, str] | None, n: int) -> None:
+        """Size a worker group at once, as ``Scheduler.set_group_capacity`` does (a no-op when
+        not started); validation errors propagate."""
+        s = self._s
+        core = s._core
+        if core is None:
+            return
+        core.set_group_capacity(s._now(), pool, labels, n)
+        s._kick()
+
+    def move_attempt(self, ctx: TaskContext, labels: dict[str, str]) -> bool:
+        """Move ``ctx``'s running attempt to the worker group with ``labels`` (a remote lease
+        handed back unrun, re-offered to a worker of another group); ``ctx.group`` follows."""
+        return self._s._move_attempt(ctx, labels)
+
+    # ------------------------------------------------------------------ tracing (cronoq.otel)
+
+    @property
+    def trace_all(self) -> bool:
+        """Whether every attempt runs in a span (``otel.instrument(trace_all=True)``)."""
+        return self._s._otel_all
+
+    @trace_all.setter
+    def trace_all(self, value: bool) -> None:
+        self._s._otel_all = bool(value)
+
+    @property
+    def tracer(self) -> Any:
+        """The tracer of attempt spans (None: the global tracer provider's)."""
+        return self._s._otel_tracer
+
+    @tracer.setter
+    def tracer(self, value: Any) -> None:
+        self._s._otel_tracer = value
+
+
+__all__ = ["SchedulerSeam"]
