@@ -513,7 +513,7 @@ class ServerApp:
         want = {STATUS_BY_NAME[s] for s in statuses} if statuses else None
         want_kinds = set(kinds) if kinds else None
         want_tags = list(tags.items()) if tags else None
-        base = sched._time_base
+        base = sched.seam.time_base
         lo = None if created_after_ns is None else created_after_ns - base
         hi = None if created_before_ns is None else created_before_ns - base
         cap = self.limits.max_list
