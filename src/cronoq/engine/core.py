@@ -51,6 +51,7 @@ from cronoq.engine.admission import (
     plan_admission,
     resolve_pool,
 )
+from cronoq.engine.attempts import AttemptLog
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.keys import ScopedKey, scoped_key
 from cronoq.engine.model import (
@@ -110,6 +111,7 @@ from cronoq.engine.mutations import (
     Submitted,
 )
 from cronoq.engine.pools import Group, PoolState
+from cronoq.engine.progress import ProgressTracker
 from cronoq.engine.recovery import Recovery
 from cronoq.engine.recurring import (
     RecurringInfo,
@@ -128,6 +130,7 @@ from cronoq.engine.timers import (
     T_HOLD,
     T_LEASE,
     T_MISS,
+    T_PROGRESS,
     T_RECUR,
     T_REFILL,
     T_RETRY,
@@ -188,6 +191,8 @@ class Core:
         self.paused = False  # while True, tick fires timers but dispatches nothing (shutdown)
         self.persist = config.persist  # emit Persist(mutation) actions for a durable store
         self.scorer = Scorer(config.priority, config.urgency)
+        self.progress = ProgressTracker(self)  # latest progress per task (progress.py)
+        self.attempts = AttemptLog(self)  # attempt timelines and links (attempts.py)
         # a pool that starts off its floor is evaluated from the start
         # (docs/reference/behaviour.md#autoscaling: every interval): above min it scales down with no work at
         # all, below min (a server pool before workers connect) its desired capacity is min at once; one at
@@ -304,6 +309,8 @@ class Core:
             provider = created[i]
             if provider is not None:
                 bind_awaited(self, key, provider)
+        if plan.any_deps or plan.provided:
+            self.attempts.link_plan(plan, created)
         release = self._release
         broken = plan.broken
         for i, member in enumerate(created):
@@ -626,9 +633,13 @@ class Core:
         cap = self.config.retention_max
         tasks = self.tasks
         keys = self.keys
+        extras = (self.progress.by_task, self.attempts.by_task)
         while r and (len(r) > cap or r[0].finished_at <= horizon):  # type: ignore[operator]
             t = r.popleft()
             tasks.pop(t.id, None)
+            for d in extras:
+                if d:
+                    d.pop(t.id, None)
             if t.key is not None:
                 keys.free(scoped_key(t.opts.tenant, t.key), t.id)
 
@@ -867,6 +878,8 @@ class Core:
             self.pools[t.opts.pool_index].hold(t)
         elif kind == T_MISS:
             self._miss(t, now)
+        elif kind == T_PROGRESS:
+            self.progress.flush(t, now)
         elif kind == T_AWAIT:
             self.counters["skipped"] += 1
             self._terminate(t, now, EV_EDGE_BROKEN, MSG_AWAIT_TIMEOUT)
@@ -999,6 +1012,7 @@ class Core:
         pool = self.pools[t.opts.pool_index]
         pool.window.slot(now).retried += 1
         t.message = message
+        self.attempts.ended(t, now, message)
         self._move(t, EV_RETRY, now, message)
         delay = retry_after if retry_after is not None else to_ns(policy.delay(t.attempt, self.rng))
         if delay <= 0:
