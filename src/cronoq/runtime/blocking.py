@@ -357,9 +357,9 @@ class BlockingScheduler:
     def attempts(self, ref: int | str, *, tenant: str | None = None) -> list[AttemptRecord]:
         return self._call(self._sched.attempts(ref, tenant=tenant))
 
-    def task_extras(self, t: TaskState) -> TaskExtras:
+    def task_extras(self, t: TaskState, full: bool = True) -> TaskExtras:
         async def extras() -> TaskExtras:
-            return self._sched.task_extras(t)
+            return self._sched.task_extras(t, full)
 
         return self._call(extras())
 

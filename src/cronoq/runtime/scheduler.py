@@ -1047,13 +1047,15 @@ class Scheduler:
         t = self._find(ref, tenant)
         return [] if t is None else self._require().attempts.timeline(t)
 
-    def task_extras(self, t: TaskState) -> TaskExtras:
+    def task_extras(self, t: TaskState, full: bool = True) -> TaskExtras:
         """What the engine keeps beside the task record ``t`` (a record this scheduler's
-        lookups returned): its latest progress, attempt timeline and dependency links, for a
-        task's detail view (the server's ``TaskInfo``).  In memory only."""
+        lookups returned): its latest progress and, when ``full``, its attempt timeline and
+        dependency links, for a task's detail view (the server's ``TaskInfo``).  In memory only."""
         core = self._core
         if core is None:
             return TaskExtras(None, [], [], [])
+        if not full:
+            return TaskExtras(core.progress.latest(t), [], [], [])
         att = core.attempts
         return TaskExtras(core.progress.latest(t), att.timeline(t), att.parents(t), att.children(t))
 
