@@ -24,6 +24,8 @@ from cronoq.client.encoding import (
     priority_from_wire,
     status_from_wire,
 )
+from cronoq.engine.attempts import AttemptRecord
+from cronoq.engine.progress import Progress
 from cronoq.errors import TaskFailed
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 
@@ -52,6 +54,22 @@ def _ns_to_s(ns: int) -> float:
 
 def _opt_s(msg: Any, name: str) -> float | None:
     return _ns_to_s(getattr(msg, name)) if msg.HasField(name) else None
+
+
+def _progress(p: pb.Progress) -> Progress:
+    total = p.total if p.HasField("total") else None
+    return Progress(p.done, total, p.message or None, _ns_to_s(p.at_unix_ns), p.attempt)
+
+
+def _attempt(a: pb.AttemptInfo) -> AttemptRecord:
+    return AttemptRecord(
+        a.number,
+        _opt_s(a, "started_unix_ns"),
+        _opt_s(a, "ended_unix_ns"),
+        a.worker,
+        a.outcome,
+        a.message or None,
+    )
 
 
 def _keep_wire(obj: Any, msg: Any) -> None:
@@ -168,7 +186,10 @@ class Submitted:
 @dataclass(frozen=True)
 class TaskInfo:
     """State of one task (wire ``TaskInfo``); ``key`` is None for a task without a key, times
-    are Unix seconds (None until they happen)."""
+    are Unix seconds (None until they happen). ``progress`` is the latest attempt's progress
+    (None: none reported); ``attempts``, ``parents`` and ``children`` are filled by
+    ``Client.get`` (docs/how-to/progress.md), empty in listings; ``name`` is the named task's
+    name when the server knows it, else ""."""
 
     id: int
     status: str
@@ -184,6 +205,11 @@ class TaskInfo:
     output_available: bool
     tenant: str | None
     priority: str
+    progress: Progress | None = None
+    attempts: tuple[AttemptRecord, ...] = ()
+    parents: tuple[int, ...] = ()
+    children: tuple[int, ...] = ()
+    name: str = ""
 
     @classmethod
     def from_wire(cls, msg: pb.TaskInfo) -> TaskInfo:
@@ -202,6 +228,11 @@ class TaskInfo:
             output_available=msg.output_available,
             tenant=msg.tenant or None,
             priority=priority_from_wire(msg.priority),
+            progress=_progress(msg.progress) if msg.HasField("progress") else None,
+            attempts=tuple(_attempt(a) for a in msg.attempts),
+            parents=tuple(msg.parents),
+            children=tuple(msg.children),
+            name=msg.name,
         )
         _keep_wire(info, msg)
         return info
@@ -248,7 +279,9 @@ class TaskPage:
 
 @dataclass(frozen=True)
 class Event:
-    """A status transition (wire ``StatusEvent``); ``at`` in Unix seconds."""
+    """A status transition (wire ``StatusEvent``); ``at`` in Unix seconds. On a watch with
+    ``progress=True``, a progress update has ``progress`` set (``status`` is then running;
+    docs/how-to/progress.md#event-streams); None on every status transition."""
 
     id: int
     pool: str
@@ -257,6 +290,7 @@ class Event:
     attempt: int
     at: float
     message: str
+    progress: Progress | None = None
 
     @classmethod
     def from_wire(cls, msg: pb.StatusEvent) -> Event:
@@ -269,6 +303,13 @@ class Event:
             at=_ns_to_s(msg.at_unix_ns),
             message=msg.message,
         )
+        if msg.HasField("progress"):
+            up = msg.progress
+            total = up.total if up.HasField("total") else None
+            ev = cls(
+                ev.id, ev.pool, ev.key, ev.status, ev.attempt, ev.at, ev.message,
+                Progress(up.done, total, up.message or None, ev.at, ev.attempt),
+            )  # fmt: skip
         _keep_wire(ev, msg)
         return ev
 
