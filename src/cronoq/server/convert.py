@@ -235,13 +235,19 @@ def task_info(t: TaskState, pool: str, max_attempts: int, time_base: int) -> pb.
     return info
 
 
+#: The kind of a task submitted without one (it has no name).
+DEFAULT_KIND = "default"
+
+
 def _unix_ns(seconds: float) -> int:
     return round(seconds * 1e9)
 
 
 def add_extras(info: pb.TaskInfo, extras: TaskExtras) -> pb.TaskInfo:
     """``info`` with what the engine keeps beside the task record (docs/how-to/progress.md):
-    progress, attempt timeline, dependency links (``TaskInfo`` fields 15 and 18-20)."""
+    progress, attempt timeline, dependency links (``TaskInfo`` fields 15 and 18-20), and the
+    name (21): the kind a task was given (a named task's kind is its name), "" for the default
+    kind."""
     p = extras.progress
     if p is not None:
         prog = info.progress
@@ -260,6 +266,8 @@ def add_extras(info: pb.TaskInfo, extras: TaskExtras) -> pb.TaskInfo:
             ai.ended_unix_ns = _unix_ns(a.ended_at)
     info.parents.extend(extras.parents)
     info.children.extend(extras.children)
+    if info.kind and info.kind != DEFAULT_KIND:  # a named task's kind is its name
+        info.name = info.kind
     return info
 
 
