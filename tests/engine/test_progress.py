@@ -7,6 +7,8 @@ import itertools
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cronoq.engine.model import RetryPolicy, TaskOptions
 from cronoq.engine.progress import MAX_PROGRESS_MESSAGE, PROGRESS_INTERVAL, PublishProgress, check_progress
@@ -207,3 +209,83 @@ def test_extras_forgotten_when_pruned(make, mkpool):
     d.advance(2)
     assert d.core.lookup(d.now, tid) is None
     assert d.core.progress.by_task == {} and d.core.attempts.by_task == {}
+
+
+# ------------------------------------------------------------------ property: random schedules
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["submit", "progress", "progress", "progress", "complete", "fail", "cancel", "wait"]),
+        st.integers(0, 7),  # which task (or which lease, stale ones included)
+        st.integers(0, 400),  # ms to advance first
+    ),
+    max_size=120,
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_progress_events_only_for_running_attempts_rate_limited_newest_delivered(make, mkpool, ops):
+    """Whatever happens: a progress event is only ever published for a task that is running
+    that attempt; events of one attempt are at least 250 ms apart; an attempt that keeps running
+    250 ms past its last report has published that report (the trailing update)."""
+    d = make([mkpool(cap=3, retry=RetryPolicy(max_attempts=3, initial_backoff=0.1, jitter=False))])
+    core = d.core
+    core.progress.publish = True
+    ids: list[int] = []
+    leases: list[int] = []
+    last_pub: dict[tuple[int, int], int] = {}
+    latest: dict[tuple[int, int], tuple[float, int]] = {}  # (task, attempt) -> (done, reported at)
+    n = 0
+
+    def check(actions):
+        for a in actions:
+            if isinstance(a, PublishProgress):
+                ev = a.event
+                t = core.tasks[ev.id]
+                assert t.status_name == "running" and t.attempt == ev.attempt, (ev, t)
+                k = (ev.id, ev.attempt)
+                assert k not in last_pub or d.now - last_pub[k] >= PROGRESS_INTERVAL
+                last_pub[k] = d.now
+                assert ev.done == latest[k][0]  # always the newest value
+
+    for op, which, ms in ops:
+        d.advance(ms / 1000)
+        d.core.tick(d.now)
+        check(d.collect())
+        if op == "submit":
+            ids.append(d.submit())
+        elif op == "wait":
+            pass
+        elif not ids:
+            continue
+        else:
+            t = core.tasks.get(ids[which % len(ids)])
+            if op == "progress":
+                lease = leases[which % len(leases)] if leases and which % 3 == 0 else (t.lease if t else 0)
+                n += 1
+                running = core.leases.get(lease)
+                if core.progress.report(d.now, lease, n, None, None):
+                    assert running is not None
+                    latest[(running.id, running.attempt)] = (float(n), d.now)
+                else:
+                    assert running is None
+            elif t is not None and t.status_name == "running":
+                leases.append(t.lease)
+                if op == "complete":
+                    d.complete(t.id)
+                elif op == "fail":
+                    d.fail(t.id)
+                else:
+                    d.cancel(t.id)
+        check(d.collect())
+        d.core.tick(d.now)
+        check(d.collect())
+    # the trailing update: every attempt still running has published its newest value
+    d.advance(1)
+    d.core.tick(d.now)
+    check(d.collect())
+    for t in core.tasks.values():
+        k = (t.id, t.attempt)
+        if t.status_name == "running" and k in latest:
+            assert k in last_pub and last_pub[k] >= latest[k][1]
