@@ -120,3 +120,28 @@ async def test_progress_from_a_thread_and_after_the_attempt_ended():
         seen[0].progress(4, 4)  # the attempt ended: a no-op
         await asyncio.sleep(0)
         assert (await s.progress(h.id)).done == 3
+
+
+def test_blocking_scheduler_progress_attempts_and_events():
+    import threading
+
+    gate = threading.Event()
+
+    def work(ctx, payload):
+        ctx.progress(1, 2, "half")
+        gate.wait(10)
+        return "ok"
+
+    with cronoq.BlockingScheduler([Pool("p", work, min=1, max=1, autoscale=False)]) as bs:
+        events = bs.events(progress=True)
+        h = bs.submit(None)
+        first = events.next(timeout=10)
+        while not isinstance(first, ProgressEvent):
+            first = events.next(timeout=10)
+        assert (first.done, first.total, first.message) == (1, 2, "half")
+        assert bs.progress(h.id).message == "half"
+        assert [a.outcome for a in bs.attempts(h.id)] == ["running"]
+        gate.set()
+        assert h.result(10) == "ok"
+        assert [a.outcome for a in bs.attempts(h.id)] == ["succeeded"]
+        events.close()

@@ -188,3 +188,37 @@ async def test_older_sessions_may_not_send_progress(server: ServerProc, version:
         await w2.close()
     finally:
         await raw.close()
+
+
+async def test_python_worker_and_client_end_to_end(server: ServerProc) -> None:
+    """cronoq.client.Worker's lease.progress → Client.get and Client.watch(progress=True)."""
+    from cronoq.client import Client, Lease, Worker
+
+    step = asyncio.Event()
+    finish = asyncio.Event()
+
+    async def handle(lease: Lease) -> object:
+        await lease.progress(1, 4, "one")
+        step.set()
+        await finish.wait()
+        return "ok"
+
+    async with Client(server.grpc) as client, Worker(server.grpc, "p", handle, name="py-w5") as w:
+        await w.wait_registered(10)
+        assert w.server_protocol == 5
+        async with client.watch(pools=["p"], progress=True) as events:
+            h = await client.submit(b"", pool="p")
+            await asyncio.wait_for(step.wait(), 10)
+            ev = await asyncio.wait_for(events.__anext__(), 10)
+            while ev.progress is None:
+                ev = await asyncio.wait_for(events.__anext__(), 10)
+            assert ev.id == h.id and ev.status == "running" and ev.progress.done == 1
+            assert (ev.progress.total, ev.progress.message, ev.progress.attempt) == (4, "one", 1)
+            info = await client.get(h.id)
+            assert info.progress is not None and info.progress.message == "one"
+            assert [(a.number, a.outcome, a.worker) for a in info.attempts] == [(1, "running", "py-w5")]
+            finish.set()
+            res = await client.wait(h.id, timeout=10)
+            assert res.status == "succeeded"
+            info = await client.get(h.id)
+            assert [a.outcome for a in info.attempts] == ["succeeded"] and info.attempts[0].ended_at
