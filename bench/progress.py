@@ -178,8 +178,7 @@ async def bench(sz: dict[str, Any]) -> list[Result]:
     v = median([r.rate for r in with_])
     res = Result(
         "progress",
-        f"tasks/s with progress at the rate limit, {subs} SSE subscribers (memory, "
-        f"{sz['workers']} workers x {sz['slots']} slots, {sz['duration']} s tasks)",
+        f"tasks/s, progress at 4/s, {subs} SSE subs",
         v,
         "tasks/s",
         b,
@@ -191,6 +190,7 @@ async def bench(sz: dict[str, Any]) -> list[Result]:
         {
             "n": n,
             "subscribers": subs,
+            "shape": f"memory store, {sz['workers']} workers x {sz['slots']} slots, {sz['duration']} s tasks",
             "cost": 1 - v / b if b else None,
             "paired_cost": 1 - median([w.rate / o.rate for w, o in zip(with_, without, strict=True)]),
             "max_cost": T_COST,
