@@ -28,7 +28,8 @@ module and is reached from here: ``admission.py`` (planning and committing submi
 with dependencies, starts or batches; the key index), ``timers.py`` (the timer heap),
 ``pools.py`` (pool and group state, autoscaler inputs), ``resources.py`` (resources and
 the tasks parked on them), ``scoring.py`` (dispatch scores), ``recurring.py`` (schedules),
-``recovery.py`` (rebuilding from a store) and ``snapshot.py`` (snapshots).
+``recovery.py`` (rebuilding from a store), ``snapshot.py`` (snapshots), ``progress.py``
+(progress reports, their rate-limited events) and ``attempts.py`` (attempt timelines, links).
 """
 
 from __future__ import annotations
@@ -633,13 +634,14 @@ class Core:
         cap = self.config.retention_max
         tasks = self.tasks
         keys = self.keys
-        extras = (self.progress.by_task, self.attempts.by_task)
+        progress, attempts = self.progress.by_task, self.attempts.by_task  # (mostly empty)
         while r and (len(r) > cap or r[0].finished_at <= horizon):  # type: ignore[operator]
             t = r.popleft()
             tasks.pop(t.id, None)
-            for d in extras:
-                if d:
-                    d.pop(t.id, None)
+            if progress:
+                progress.pop(t.id, None)
+            if attempts:
+                attempts.pop(t.id, None)
             if t.key is not None:
                 keys.free(scoped_key(t.opts.tenant, t.key), t.id)
 
