@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from test_worker_fake import running
 
+import cronoq
 from cronoq.client import Lease, Worker
 from cronoq.client.worker import PROGRESS_INTERVAL_S
 
@@ -91,3 +92,24 @@ async def test_held_progress_dropped_when_the_lease_ends(fake: Any) -> None:
         assert [(m.WhichOneof("msg"), m.progress.done) for m in got] == [("progress", 1.0), ("complete", 0.0)]
         with pytest.raises(asyncio.TimeoutError):
             await conn.recv(timeout=PROGRESS_INTERVAL_S * 2)
+
+
+async def test_named_task_context_reports_through_its_lease(fake: Any) -> None:
+    """A named task on a remote worker (``cronoq worker MODULE:APP``) calls ``ctx.progress``:
+    the LeaseHandler's context sends it as the lease's progress."""
+    app = cronoq.App("progress-test")
+
+    @app.task(name="count")
+    async def count(ctx: cronoq.TaskContext, n: int) -> int:
+        for i in range(1, n + 1):
+            ctx.progress(i, n)
+        return n
+
+    async with running(Worker(fake.target, "p", app.handler(), slots=1)):
+        conn = await fake.next_conn()
+        await conn.recv_kind("register")
+        conn.register_ok(slots=1, version=5)
+        conn.lease(1, payload=b'{"args": [3], "kwargs": {}}', kind="count", content_type="application/json")
+        got = await until_complete(conn)
+        # the first report at once; the two held behind it are dropped when the lease ends
+        assert [m.WhichOneof("msg") for m in got] == ["progress", "complete"] and got[0].progress.done == 1
