@@ -216,6 +216,7 @@ def test_submit_fields_get_and_wait_by_key(srv: ServerProc, worker: Path) -> Non
     assert by_id["key"] == key
     human = cli(srv, "get", key)
     assert human.returncode == 0 and "succeeded" in human.stdout and key in human.stdout
+    assert "progress" in human.stdout and "attempt 1" in human.stdout  # the attempt timeline
     dup = ok_json(srv, "submit", "[1, 2]", "--key", key)
     assert dup == {"id": tid, "duplicate": True}
     r = cli(srv, "wait", str(tid))

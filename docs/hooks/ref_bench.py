@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets" / "bench"
-NAMES = ("throughput", "punctuality", "durable", "server", "failover")
+NAMES = ("throughput", "punctuality", "durable", "server", "failover", "progress")
 
 
 def _fmt(v: float, unit: str) -> str:

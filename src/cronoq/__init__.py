@@ -5,8 +5,10 @@ modules).
 """
 
 from cronoq.app import App
+from cronoq.engine.attempts import AttemptRecord
 from cronoq.engine.config import AutoscaleConfig
 from cronoq.engine.model import Dep, Priority, RetryPolicy, StatusEvent
+from cronoq.engine.progress import Progress, ProgressEvent
 from cronoq.engine.recurring import RecurringInfo
 from cronoq.engine.resources import Resource
 from cronoq.engine.snapshot import GroupSnapshot, PoolSnapshot, Snapshot
@@ -23,7 +25,7 @@ from cronoq.errors import (
 )
 from cronoq.runtime.blocking import BlockingEventStream, BlockingHandle, BlockingScheduler
 from cronoq.runtime.context import TaskContext
-from cronoq.runtime.events import EventStream
+from cronoq.runtime.events import EventStream, ProgressEventStream
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.operations import BulkResult
 from cronoq.runtime.pool import Pool
@@ -39,6 +41,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "App",
+    "AttemptRecord",
     "AutoscaleConfig",
     "BlockingEventStream",
     "BlockingHandle",
@@ -54,6 +57,9 @@ __all__ = [
     "Pool",
     "PoolSnapshot",
     "Priority",
+    "Progress",
+    "ProgressEvent",
+    "ProgressEventStream",
     "RecurringInfo",
     "Resource",
     "Scaler",

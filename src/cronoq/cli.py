@@ -1047,12 +1047,44 @@ def get(ref: int | str, server: str, token: str | None, tls: bool, as_json: bool
             ("finished", _fmt_time(info.finished_at)),
             ("message", info.message or "-"),
             ("output", "available" if info.output_available else "-"),
+            *_detail_rows(info),
         ]
         for k, v in rows:
             t.add_row(k, v if k == "status" else escape(v))
         console.print(t, highlight=False)
 
     _run(main(), server)
+
+
+def _progress_text(p: Any) -> str:
+    """``3 of 10 (30%) - message`` (``3`` without a total), with the attempt that reported it."""
+    done = f"{p.done:g}"
+    text = done if p.total is None else f"{done} of {p.total:g} ({100 * p.done / p.total:.0f}%)"
+    if p.message:
+        text += f" - {p.message}"
+    return f"{text} (attempt {p.attempt}, {_fmt_time(p.at)})"
+
+
+def _detail_rows(info: Any) -> list[tuple[str, str]]:
+    """The rows of ``cronoq get`` for progress, named-task name, links and attempts
+    (docs/how-to/progress.md)."""
+    rows: list[tuple[str, str]] = []
+    if info.name:
+        rows.append(("name", info.name))
+    rows.append(("progress", "-" if info.progress is None else _progress_text(info.progress)))
+    if info.parents:
+        rows.append(("parents", ", ".join(map(str, info.parents))))
+    if info.children:
+        rows.append(("children", ", ".join(map(str, info.children))))
+    for a in info.attempts:
+        ended = "running" if a.ended_at is None else _fmt_time(a.ended_at)
+        text = f"{a.outcome}: {_fmt_time(a.started_at)} - {ended}"
+        if a.worker:
+            text += f" on {a.worker}"
+        if a.message:
+            text += f" ({a.message})"
+        rows.append((f"attempt {a.number}", text))
+    return rows
 
 
 @cli.command("wait", epilog=EPILOG)

@@ -47,7 +47,7 @@ def test_plot_keeps_figures_with_a_baseline(tmp_path: Path) -> None:
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("name", ["throughput", "punctuality", "durable", "server", "failover"])
+@pytest.mark.parametrize("name", ["throughput", "punctuality", "durable", "server", "failover", "progress"])
 def test_every_committed_plot_has_its_results(name: str) -> None:
     plot = _plot_module()
     assert (BENCH_ASSETS / f"{name}.png").is_file()

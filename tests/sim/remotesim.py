@@ -129,6 +129,15 @@ class _Ctx:
         if not (self._ended or self._cancelled):
             self.sim.heartbeat(self.lease)
 
+    def note_worker(self, name: str) -> None:
+        # the attempt timeline's worker name (engine/attempts.py): no state the model checks
+        if not self._ended:
+            self.sim.core.attempts.set_worker(self.lease, name)
+
+    def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        if not (self._ended or self._cancelled):
+            self.sim.core.progress.report(self.sim.now, self.lease, done, total, message)
+
 
 class _Attempt:
     __slots__ = ("coro", "ctx", "expect", "fut", "lease", "pool", "refused", "running", "task_id")

@@ -358,16 +358,19 @@ class Client:
         ids: Iterable[int] | None = None,
         keys: Iterable[str] | str | None = None,
         all_transitions: bool = False,
+        progress: bool = False,
     ) -> Watch:
         """Status events as an async iterator (terminal transitions only unless
         ``all_transitions``). ``pools`` restricts; with ``ids``/``keys`` an event passes if its
         id or key is listed. ``async with client.watch(...) as events:`` returns once the
-        subscription is live, so nothing submitted afterwards is missed."""
+        subscription is live, so nothing submitted afterwards is missed. With ``progress``,
+        progress updates come too (events whose ``progress`` is set; docs/how-to/progress.md)."""
         request = pb.WatchRequest(
             pools=str_list("pools", pools),
             ids=uint64_list("ids", ids),
             keys=str_list("keys", keys),
             all_transitions=bool(all_transitions),
+            progress=bool(progress),
         )
         return Watch(self, request)
 

@@ -156,5 +156,7 @@ def event_json(msg: pb.StatusEvent, at: float | None = None) -> dict[str, Any]:
     """A status event as on ``/v1/events``: the ``StatusEvent`` fields plus ``at`` (Unix
     seconds; from ``at_unix_ns`` unless given)."""
     out = message_json(msg)
+    if out.get("progress", 0) is None:  # (set only on a Watch's progress update)
+        del out["progress"]
     out["at"] = msg.at_unix_ns / 1e9 if at is None else at
     return out

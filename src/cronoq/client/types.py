@@ -24,6 +24,8 @@ from cronoq.client.encoding import (
     priority_from_wire,
     status_from_wire,
 )
+from cronoq.engine.attempts import AttemptRecord
+from cronoq.engine.progress import Progress
 from cronoq.errors import TaskFailed
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.runtime.operations import BulkResult
@@ -54,6 +56,22 @@ def _ns_to_s(ns: int) -> float:
 
 def _opt_s(msg: Any, name: str) -> float | None:
     return _ns_to_s(getattr(msg, name)) if msg.HasField(name) else None
+
+
+def _progress(p: pb.Progress) -> Progress:
+    total = p.total if p.HasField("total") else None
+    return Progress(p.done, total, p.message or None, _ns_to_s(p.at_unix_ns), p.attempt)
+
+
+def _attempt(a: pb.AttemptInfo) -> AttemptRecord:
+    return AttemptRecord(
+        a.number,
+        _opt_s(a, "started_unix_ns"),
+        _opt_s(a, "ended_unix_ns"),
+        a.worker,
+        a.outcome,
+        a.message or None,
+    )
 
 
 def _keep_wire(obj: Any, msg: Any) -> None:
@@ -170,7 +188,10 @@ class Submitted:
 @dataclass(frozen=True)
 class TaskInfo:
     """State of one task (wire ``TaskInfo``); ``key`` is None for a task without a key, times
-    are Unix seconds (None until they happen)."""
+    are Unix seconds (None until they happen). ``progress`` is the latest attempt's progress
+    (None: none reported); ``attempts``, ``parents`` and ``children`` are filled by
+    ``Client.get`` (docs/how-to/progress.md), empty in listings; ``name`` is the named task's
+    name when the server knows it, else ""."""
 
     id: int
     status: str
@@ -189,6 +210,11 @@ class TaskInfo:
     #: the task this one replays, and the latest replay of this one (docs/how-to/operations.md)
     replay_of: int | None = None
     replayed_by: int | None = None
+    progress: Progress | None = None
+    attempts: tuple[AttemptRecord, ...] = ()
+    parents: tuple[int, ...] = ()
+    children: tuple[int, ...] = ()
+    name: str = ""
 
     @classmethod
     def from_wire(cls, msg: pb.TaskInfo) -> TaskInfo:
@@ -209,6 +235,11 @@ class TaskInfo:
             priority=priority_from_wire(msg.priority),
             replay_of=msg.replay_of if msg.HasField("replay_of") else None,
             replayed_by=msg.replayed_by if msg.HasField("replayed_by") else None,
+            progress=_progress(msg.progress) if msg.HasField("progress") else None,
+            attempts=tuple(_attempt(a) for a in msg.attempts),
+            parents=tuple(msg.parents),
+            children=tuple(msg.children),
+            name=msg.name,
         )
         _keep_wire(info, msg)
         return info
@@ -255,7 +286,9 @@ class TaskPage:
 
 @dataclass(frozen=True)
 class Event:
-    """A status transition (wire ``StatusEvent``); ``at`` in Unix seconds."""
+    """A status transition (wire ``StatusEvent``); ``at`` in Unix seconds. On a watch with
+    ``progress=True``, a progress update has ``progress`` set (``status`` is then running;
+    docs/how-to/progress.md#event-streams); None on every status transition."""
 
     id: int
     pool: str
@@ -264,6 +297,7 @@ class Event:
     attempt: int
     at: float
     message: str
+    progress: Progress | None = None
 
     @classmethod
     def from_wire(cls, msg: pb.StatusEvent) -> Event:
@@ -276,6 +310,13 @@ class Event:
             at=_ns_to_s(msg.at_unix_ns),
             message=msg.message,
         )
+        if msg.HasField("progress"):
+            up = msg.progress
+            total = up.total if up.HasField("total") else None
+            ev = cls(
+                ev.id, ev.pool, ev.key, ev.status, ev.attempt, ev.at, ev.message,
+                Progress(up.done, total, up.message or None, ev.at, ev.attempt),
+            )  # fmt: skip
         _keep_wire(ev, msg)
         return ev
 

@@ -4,9 +4,9 @@
 Theory of operation
 -------------------
 A *session* is one bidirectional ``Work`` stream. The worker opens it with
-``Register{pool, slots, worker_name, protocol_version=4, labels}`` and waits for
+``Register{pool, slots, worker_name, protocol_version=5, labels}`` and waits for
 ``Registered`` (granted slots, lease ttl, the session's version: 3 with the published server,
-4 with ours). Then the server sends:
+5 with ours). Then the server sends:
 
 * ``Lease`` — one attempt; the worker runs ``handler(lease)`` in its own asyncio task (at most
   the granted number at once; a lease beyond that, or while draining, is handed back with
@@ -51,6 +51,13 @@ the call, so reports, heartbeats and slot changes never interleave badly. In a v
 session, whatever queued up while the stream was busy sending goes out as one ``WorkerBatch``
 (at most 64 reports and the server's ``max_message_bytes``; see :mod:`cronoq.proto.protocol`),
 and a ``ServerBatch`` of leases is handled like that many ``Lease`` messages.
+
+**Progress** (version 5). ``await lease.progress(done, total, message)`` (or the synchronous
+``lease.report_progress``) sends a ``ProgressReport`` only in a session of version 5 or more
+(with an older server it is a no-op, logged at debug level). It is coalesced per lease, newest
+wins: the first report goes out at once, later ones at most every :data:`PROGRESS_INTERVAL_S`
+seconds (a trailing report with the newest values when the interval ends); a value still held
+when the lease ends is dropped. The server rate-limits its events again (4 per second).
 """
 
 from __future__ import annotations
@@ -77,6 +84,7 @@ from cronoq.client._channel import (
 )
 from cronoq.client.encoding import decode_payload, encode_payload, priority_from_wire
 from cronoq.client.errors import CancelTask, ClientError, Reject, from_rpc_error
+from cronoq.engine.progress import check_progress
 from cronoq.engine.time import next_backoff
 from cronoq.errors import Permanent, Retryable, outcome_of
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
@@ -86,12 +94,16 @@ from cronoq.proto.protocol import (
     BATCHING_VERSION,
     MAX_BATCH_ITEMS,
     MIN_VERSION,
+    PROGRESS_VERSION,
     PROTOCOL_VERSION,
 )
 
 __all__ = ["MAX_REDIRECTS", "PROTOCOL_VERSION", "Lease", "Worker"]
 
 log = logging.getLogger("cronoq.client.worker")
+
+#: A lease sends at most one progress report per this many seconds (newest wins).
+PROGRESS_INTERVAL_S = 0.25
 
 
 #: Session errors that reconnecting cannot fix (``failed_precondition`` is a redirect when it
@@ -140,6 +152,7 @@ class Lease:
     __slots__ = (
         "_abort",
         "_cancel_flag",
+        "_progress",
         "_session",
         "_stopped",
         "attempt",
@@ -178,6 +191,7 @@ class Lease:
         self._cancel_flag: CancelFlag | None = None
         self._stopped = False
         self._session = session
+        self._progress: _ProgressState | None = None
 
     @property
     def cancelled(self) -> CancelFlag:
@@ -216,8 +230,76 @@ class Lease:
         if self._session is not None and not self._abort:
             self._session.send(pb.WorkerMessage(heartbeat=pb.Heartbeat(lease=self.id)))
 
+    async def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        """Report how far this attempt is (docs/how-to/progress.md#remote-workers): ``done`` of
+        ``total`` (None: unknown) with an optional ``message``; values are checked like
+        ``TaskContext.progress`` (ValueError). Coalesced, newest wins (see the module
+        docstring); a no-op with a server older than protocol version 5 or once the lease
+        is gone."""
+        self.report_progress(done, total, message)
+
+    def report_progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        """:meth:`progress` without ``await`` (for plain handlers and task contexts)."""
+        d, t, m = check_progress(done, total, message)
+        sess = self._session
+        if sess is None or self._abort or not sess.open:
+            return
+        if sess.version < PROGRESS_VERSION:
+            log.debug("progress of lease %d not sent: the server speaks protocol %d", self.id, sess.version)
+            return
+        st = self._progress
+        if st is None:
+            st = self._progress = _ProgressState()
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if st.timer is None and now - st.last >= PROGRESS_INTERVAL_S:
+            st.last = now
+            sess.send(_progress_msg(self.id, d, t, m))
+            return
+        st.pending = (d, t, m)
+        if st.timer is None:
+            st.timer = loop.call_at(st.last + PROGRESS_INTERVAL_S, self._flush_progress)
+
+    def _flush_progress(self) -> None:
+        st = self._progress
+        sess = self._session
+        if st is None:
+            return
+        st.timer = None
+        pending, st.pending = st.pending, None
+        if pending is None or sess is None or self._abort or self._stopped:
+            return
+        entry = sess.running.get(self.id)
+        if entry is None or entry[0] is not self:  # the lease ended: a late value is dropped
+            return
+        st.last = asyncio.get_running_loop().time()
+        sess.send(_progress_msg(self.id, *pending))
+
     def __repr__(self) -> str:
         return f"Lease(id={self.id}, task_id={self.task_id}, attempt={self.attempt}, pool={self.pool!r})"
+
+
+class _ProgressState:
+    """A lease's progress coalescing: when it last sent, what it holds, its flush timer."""
+
+    __slots__ = ("last", "pending", "timer")
+
+    def __init__(self) -> None:
+        self.last = -PROGRESS_INTERVAL_S * 2
+        self.pending: tuple[float, float | None, str | None] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+
+
+def _progress_msg(lease: int, done: float, total: float | None, message: str | None) -> pb.WorkerMessage:
+    out = pb.WorkerMessage()
+    p = out.progress
+    p.lease = lease
+    p.done = done
+    if total is not None:
+        p.total = total
+    if message:
+        p.message = message
+    return out
 
 
 class _Session:
@@ -233,6 +315,8 @@ class _Session:
         self.call: Any = None
         #: > 0 once the server agreed to protocol version 4: the byte budget of one batch
         self.batch_bytes = 0
+        #: the session's protocol version (0 until Registered)
+        self.version = 0
 
     def send(self, msg: pb.WorkerMessage) -> None:
         if self.open and not self.half_closed:
@@ -639,6 +723,7 @@ class Worker:
                     MIN_VERSION,
                     PROTOCOL_VERSION,
                 )
+            sess.version = reg.protocol_version or MIN_VERSION
             if reg.protocol_version >= BATCHING_VERSION:
                 limit = reg.max_message_bytes or 4 * 1024 * 1024
                 sess.batch_bytes = max(limit - BATCH_MARGIN_BYTES, 1)
@@ -897,6 +982,8 @@ def _report_bytes(m: pb.WorkerMessage) -> int:
         return len(m.fail.message.encode()) + 48
     if which == "nack":
         return len(m.nack.reason.encode()) + 32
+    if which == "progress":
+        return len(m.progress.message.encode()) + 48
     return 32
 
 

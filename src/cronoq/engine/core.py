@@ -28,7 +28,8 @@ module and is reached from here: ``admission.py`` (planning and committing submi
 with dependencies, starts or batches; the key index), ``timers.py`` (the timer heap),
 ``pools.py`` (pool and group state, autoscaler inputs), ``resources.py`` (resources and
 the tasks parked on them), ``scoring.py`` (dispatch scores), ``recurring.py`` (schedules),
-``recovery.py`` (rebuilding from a store) and ``snapshot.py`` (snapshots).
+``recovery.py`` (rebuilding from a store), ``snapshot.py`` (snapshots), ``progress.py``
+(progress reports, their rate-limited events) and ``attempts.py`` (attempt timelines, links).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from cronoq.engine.admission import (
     plan_admission,
     resolve_pool,
 )
+from cronoq.engine.attempts import AttemptLog
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.control import skip_if_paused
 from cronoq.engine.keys import ScopedKey, scoped_key
@@ -112,6 +114,7 @@ from cronoq.engine.mutations import (
     Submitted,
 )
 from cronoq.engine.pools import Group, PoolState
+from cronoq.engine.progress import ProgressTracker
 from cronoq.engine.recovery import Recovery
 from cronoq.engine.recurring import (
     RecurringInfo,
@@ -130,6 +133,7 @@ from cronoq.engine.timers import (
     T_HOLD,
     T_LEASE,
     T_MISS,
+    T_PROGRESS,
     T_RECUR,
     T_REFILL,
     T_RETRY,
@@ -191,6 +195,8 @@ class Core:
         self.persist = config.persist  # emit Persist(mutation) actions for a durable store
         self.keep_payloads = config.keep_payloads  # ended tasks keep payloads (engine/replay.py)
         self.scorer = Scorer(config.priority, config.urgency)
+        self.progress = ProgressTracker(self)  # latest progress per task (progress.py)
+        self.attempts = AttemptLog(self)  # attempt timelines and links (attempts.py)
         # a pool that starts off its floor is evaluated from the start
         # (docs/reference/behaviour.md#autoscaling: every interval): above min it scales down with no work at
         # all, below min (a server pool before workers connect) its desired capacity is min at once; one at
@@ -307,6 +313,8 @@ class Core:
             provider = created[i]
             if provider is not None:
                 bind_awaited(self, key, provider)
+        if plan.any_deps or plan.provided:
+            self.attempts.link_plan(plan, created)
         release = self._release
         broken = plan.broken
         for i, member in enumerate(created):
@@ -630,9 +638,14 @@ class Core:
         cap = self.config.retention_max
         tasks = self.tasks
         keys = self.keys
+        progress, attempts = self.progress.by_task, self.attempts.by_task  # (mostly empty)
         while r and (len(r) > cap or r[0].finished_at <= horizon):  # type: ignore[operator]
             t = r.popleft()
             tasks.pop(t.id, None)
+            if progress:
+                progress.pop(t.id, None)
+            if attempts:
+                attempts.pop(t.id, None)
             if t.key is not None:
                 keys.free(scoped_key(t.opts.tenant, t.key), t.id)
 
@@ -875,6 +888,8 @@ class Core:
             self.pools[t.opts.pool_index].hold(t)
         elif kind == T_MISS:
             self._miss(t, now)
+        elif kind == T_PROGRESS:
+            self.progress.flush(t, now)
         elif kind == T_AWAIT:
             self.counters["skipped"] += 1
             self._terminate(t, now, EV_EDGE_BROKEN, MSG_AWAIT_TIMEOUT)
@@ -1008,6 +1023,7 @@ class Core:
         pool = self.pools[t.opts.pool_index]
         pool.window.slot(now).retried += 1
         t.message = message
+        self.attempts.ended(t, now, message)
         self._move(t, EV_RETRY, now, message)
         delay = retry_after if retry_after is not None else to_ns(policy.delay(t.attempt, self.rng))
         if delay <= 0:

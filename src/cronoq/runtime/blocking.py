@@ -18,14 +18,16 @@ import contextlib
 import threading
 from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from cronoq.engine.model import StatusEvent
+from cronoq.engine.attempts import AttemptRecord, TaskExtras
+from cronoq.engine.model import StatusEvent, TaskState
+from cronoq.engine.progress import Progress
 from cronoq.engine.recurring import RecurringInfo
 from cronoq.engine.snapshot import Snapshot
 from cronoq.errors import NotStartedError
 from cronoq.runtime.clock import Clock
-from cronoq.runtime.events import EventStream
+from cronoq.runtime.events import EventStream, ProgressEventStream
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.operations import BulkResult
 from cronoq.runtime.pool import Pool
@@ -85,9 +87,10 @@ class BlockingEventStream:
 
     __slots__ = ("_bs", "_closed", "_s")
 
-    def __init__(self, bs: BlockingScheduler, s: EventStream) -> None:
+    def __init__(self, bs: BlockingScheduler, s: EventStream | ProgressEventStream) -> None:
         self._bs = bs
-        self._s = s
+        # (typed as the plain stream: one made with progress=True also yields ProgressEvent)
+        self._s = cast(EventStream, s)
         self._closed = False
 
     @property
@@ -428,9 +431,21 @@ class BlockingScheduler:
     ) -> BulkResult:
         return self._call(self._sched.replay_where(**_args(locals())))
 
-    def events(self, on_lag: str = "skip") -> BlockingEventStream:
-        async def subscribe() -> EventStream:
-            return self._sched.events(on_lag)
+    def progress(self, ref: int | str, *, tenant: str | None = None) -> Progress | None:
+        return self._call(self._sched.progress(ref, tenant=tenant))
+
+    def attempts(self, ref: int | str, *, tenant: str | None = None) -> list[AttemptRecord]:
+        return self._call(self._sched.attempts(ref, tenant=tenant))
+
+    def task_extras(self, t: TaskState, full: bool = True) -> TaskExtras:
+        async def extras() -> TaskExtras:
+            return self._sched.task_extras(t, full)
+
+        return self._call(extras())
+
+    def events(self, on_lag: str = "skip", *, progress: bool = False) -> BlockingEventStream:
+        async def subscribe() -> EventStream | ProgressEventStream:
+            return self._sched.events(on_lag, progress=progress)
 
         return BlockingEventStream(self, self._call(subscribe()))
 

@@ -1,10 +1,16 @@
-"""``TaskContext``: what an executor sees of its running attempt (docs/reference/behaviour.md#types)."""
+"""``TaskContext``: what an executor sees of its running attempt (docs/reference/behaviour.md#types).
+
+Its controls (``heartbeat``, ``progress``) are synchronous and never block: on the loop's
+thread they call into the scheduler at once; from a pool thread (a synchronous executor) they
+are handed to the loop with ``call_soon_threadsafe``.  Both are no-ops once the attempt ended.
+"""
 
 from __future__ import annotations
 
 import threading
 from typing import TYPE_CHECKING
 
+from cronoq.engine.progress import check_progress
 from cronoq.engine.time import NS
 
 if TYPE_CHECKING:
@@ -103,6 +109,33 @@ class TaskContext:
             loop = sched._loop
             if loop is not None and not loop.is_closed():
                 loop.call_soon_threadsafe(sched._heartbeat, self.lease)
+
+    def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        """Report how far this attempt is: ``done`` of ``total`` (None: unknown), with an
+        optional ``message`` (docs/how-to/progress.md).
+
+        ``done`` must be finite and >= 0, ``total`` None or finite and > 0 with
+        ``done <= total``, ``message`` at most 1,024 characters: anything else raises
+        ValueError.  The latest value is readable at once (``sched.progress(ref)``); events
+        are rate-limited to 4 per second per task (newest wins).  A no-op once the attempt
+        ended.  Safe to call from the executor's thread for synchronous executors.
+        """
+        d, t, m = check_progress(done, total, message)
+        if self._ended or self._cancelled:
+            return
+        sched = self._sched
+        if threading.get_ident() == sched._loop_thread:
+            sched._progress(self.lease, d, t, m)
+        else:
+            loop = sched._loop
+            if loop is not None and not loop.is_closed():
+                loop.call_soon_threadsafe(sched._progress, self.lease, d, t, m)
+
+    def note_worker(self, name: str) -> None:
+        """Name the worker this attempt runs on, for its attempt timeline (the server calls
+        this when it hands the lease to a remote worker)."""
+        if not self._ended:
+            self._sched._note_worker(self.lease, name)
 
     def __repr__(self) -> str:
         return f"<TaskContext id={self.id} attempt={self.attempt} lease={self.lease}>"

@@ -9,23 +9,33 @@ what is buffered.
 Besides one event per ``__anext__``, a reader can take everything buffered at once
 (:meth:`EventStream.take`, or :meth:`EventStream.next_batch`, which waits for the first): one
 wake-up per batch, however many events arrived (the server's SSE fan-out reads this way).
+
+A subscriber that asks for progress (``sched.events(progress=True)``) gets a
+:class:`ProgressEventStream`: the same ring, holding :class:`~cronoq.engine.progress.ProgressEvent`
+items beside the status events (docs/how-to/progress.md#event-streams).  Plain
+:class:`EventStream` subscribers never see a progress event: the scheduler pushes those only to
+the streams that asked.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from cronoq.engine.model import StatusEvent
+from cronoq.engine.progress import ProgressEvent
 from cronoq.errors import EventsLagged
 
 if TYPE_CHECKING:
     from cronoq.runtime.scheduler import Scheduler
 
 
-class EventStream:
-    """Async iterator of :class:`StatusEvent` for one subscriber."""
+E = TypeVar("E")
+
+
+class _Ring(Generic[E]):
+    """One subscriber's ring buffer of events of type ``E`` (see the module docstring)."""
 
     __slots__ = ("_buf", "_cap", "_closed", "_ended", "_lagged", "_raise", "_sched", "_unreported", "_waiter")
 
@@ -33,7 +43,7 @@ class EventStream:
         if on_lag not in ("skip", "raise"):
             raise ValueError(f"on_lag must be 'skip' or 'raise' (got {on_lag!r})")
         self._sched: Scheduler | None = sched
-        self._buf: deque[StatusEvent] = deque()
+        self._buf: deque[E] = deque()
         self._cap = capacity
         self._raise = on_lag == "raise"
         self._lagged = 0
@@ -51,7 +61,7 @@ class EventStream:
     def closed(self) -> bool:
         return self._closed or self._ended
 
-    def _push(self, ev: StatusEvent) -> None:
+    def _push(self, ev: E) -> None:
         buf = self._buf
         if len(buf) >= self._cap:
             buf.popleft()
@@ -84,10 +94,10 @@ class EventStream:
     async def aclose(self) -> None:
         self.close()
 
-    def __aiter__(self) -> EventStream:
+    def __aiter__(self) -> _Ring[E]:
         return self
 
-    async def __anext__(self) -> StatusEvent:
+    async def __anext__(self) -> E:
         while True:
             if self._closed:
                 raise StopAsyncIteration
@@ -105,7 +115,7 @@ class EventStream:
             finally:
                 self._waiter = None
 
-    def take(self) -> deque[StatusEvent]:
+    def take(self) -> deque[E]:
         """Everything buffered now, in order, without waiting (empty when nothing is, or closed).
 
         Raises ``EventsLagged`` like iteration does (``on_lag="raise"``).
@@ -122,7 +132,7 @@ class EventStream:
         self._buf = deque()
         return buf
 
-    async def next_batch(self, timeout: float | None = None) -> deque[StatusEvent]:
+    async def next_batch(self, timeout: float | None = None) -> deque[E]:
         """Everything buffered, in order, waiting up to ``timeout`` s (None: no limit) for one event.
 
         One wake-up per call however many events arrived meanwhile (the server's SSE fan-out
@@ -145,7 +155,7 @@ class EventStream:
                     timer.cancel()
             waited = True
 
-    async def __aenter__(self) -> EventStream:
+    async def __aenter__(self) -> _Ring[E]:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -153,6 +163,31 @@ class EventStream:
 
     def __repr__(self) -> str:
         return f"<EventStream buffered={len(self._buf)} lagged={self._lagged} closed={self.closed}>"
+
+
+class EventStream(_Ring[StatusEvent]):
+    """Async iterator of :class:`StatusEvent` for one subscriber."""
+
+    __slots__ = ()
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+
+class ProgressEventStream(_Ring[StatusEvent | ProgressEvent]):
+    """Async iterator of :class:`StatusEvent` and :class:`~cronoq.engine.progress.ProgressEvent`
+    for one subscriber that asked for progress (``sched.events(progress=True)``)."""
+
+    __slots__ = ()
+
+    def __aiter__(self) -> ProgressEventStream:
+        return self
+
+    async def __aenter__(self) -> ProgressEventStream:
+        return self
 
 
 def _wake(w: asyncio.Future[None]) -> None:

@@ -45,15 +45,17 @@ import logging
 import threading
 from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Literal, overload
 
 from cronoq import otel as _otel
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
 from cronoq.engine.admission import BatchItem
+from cronoq.engine.attempts import AttemptRecord, TaskExtras
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
 from cronoq.engine.keys import same_tenant
 from cronoq.engine.model import FIRST_TERMINAL, OUTPUT_LOST, STATUS_NAMES, SUCCEEDED, TaskOptions, TaskState
+from cronoq.engine.progress import Progress, PublishProgress
 from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, parse_overlap
 from cronoq.engine.resources import ResourceConfig
 from cronoq.engine.snapshot import Snapshot
@@ -69,7 +71,7 @@ from cronoq.errors import (
 )
 from cronoq.runtime.clock import LOOP_CLOCK, Clock, TimerHandle
 from cronoq.runtime.context import TaskContext
-from cronoq.runtime.events import EventStream
+from cronoq.runtime.events import EventStream, ProgressEventStream, _Ring
 from cronoq.runtime.gcpause import gc_paused
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.operations import Operations
@@ -226,7 +228,8 @@ class Scheduler(Operations):
         self._timer_at = -1
         self._running: dict[int, tuple[asyncio.Future[Any], TaskContext]] = {}
         self._waiters: dict[int, asyncio.Future[Any]] = {}
-        self._streams: set[EventStream] = set()
+        self._streams: set[_Ring[Any]] = set()
+        self._pstreams: set[ProgressEventStream] = set()  # (also in _streams) asked for progress
         self._space: dict[str, asyncio.Future[None]] = {}
         self._opts = OptionsCache()
         # OpenTelemetry (cronoq.otel): None without it, so every trace hook is one `is None` test
@@ -391,6 +394,7 @@ class Scheduler(Operations):
         for s in list(self._streams):
             s._end()
         self._streams.clear()
+        self._pstreams.clear()
 
     # ------------------------------------------------------------------ driver
 
@@ -469,6 +473,9 @@ class Scheduler(Operations):
                             fut.cancel()
                         # else: a thread cannot be interrupted; its outcome, when it comes, is a
                         # stale report (_on_done), and one not yet started is skipped
+                elif tp is PublishProgress:
+                    for ps in self._pstreams:
+                        ps._push(a.event)
                 elif tp is SpaceAvailable:
                     sf = self._space.pop(a.pool, None)
                     if sf is not None and not sf.done():
@@ -1005,18 +1012,80 @@ class Scheduler(Operations):
         self._core.set_capacity(self._now(), pool, result)
         self._settle()
 
-    def events(self, on_lag: str = "skip") -> EventStream:
-        """Subscribe to status events from now on (see :class:`EventStream`)."""
+    @overload
+    def events(self, on_lag: str = "skip", *, progress: Literal[False] = False) -> EventStream: ...
+    @overload
+    def events(self, on_lag: str = "skip", *, progress: Literal[True]) -> ProgressEventStream: ...
+    @overload
+    def events(self, on_lag: str = "skip", *, progress: bool) -> EventStream | ProgressEventStream: ...
+    def events(self, on_lag: str = "skip", *, progress: bool = False) -> EventStream | ProgressEventStream:
+        """Subscribe to status events from now on (see :class:`EventStream`).
+
+        With ``progress=True`` the stream also yields
+        :class:`~cronoq.engine.progress.ProgressEvent` items (at most 4 per second per task,
+        newest wins; docs/how-to/progress.md#event-streams).
+        """
         core = self._require()
-        stream = EventStream(self, self._event_capacity, on_lag)
+        stream: EventStream | ProgressEventStream
+        if progress:
+            stream = ProgressEventStream(self, self._event_capacity, on_lag)
+            self._pstreams.add(stream)
+            core.progress.publish = True
+        else:
+            stream = EventStream(self, self._event_capacity, on_lag)
         self._streams.add(stream)
         core.publish = True
         return stream
 
-    def _unsubscribe(self, stream: EventStream) -> None:
+    def _unsubscribe(self, stream: _Ring[Any]) -> None:
         self._streams.discard(stream)
-        if not self._streams and self._core is not None:
-            self._core.publish = False
+        if isinstance(stream, ProgressEventStream):
+            self._pstreams.discard(stream)
+        core = self._core
+        if core is not None:
+            if not self._streams:
+                core.publish = False
+            if not self._pstreams:
+                core.progress.publish = False
+
+    # ------------------------------------------------------------------ progress and attempts
+
+    def _progress(self, lease: int, done: float, total: float | None, message: str | None) -> None:
+        core = self._core
+        reported = core is not None and core.progress.report(self._now(), lease, done, total, message)
+        if reported and core is not None and (core.actions or core.progress.publish):
+            self._kick()  # publish now, or arm the trailing flush
+
+    def _note_worker(self, lease: int, name: str) -> None:
+        core = self._core
+        if core is not None:
+            core.attempts.set_worker(lease, name)
+
+    async def progress(self, ref: int | str, *, tenant: str | None = None) -> Progress | None:
+        """The latest progress of the task's latest attempt (docs/how-to/progress.md), or None:
+        none reported by that attempt yet, or the task is unknown (or no longer retained).
+        In memory only: a restart forgets it."""
+        t = self._find(ref, tenant)
+        return None if t is None else self._require().progress.latest(t)
+
+    async def attempts(self, ref: int | str, *, tenant: str | None = None) -> list[AttemptRecord]:
+        """The task's last 20 attempts, oldest first (docs/how-to/progress.md#attempts); ``[]``
+        for an unknown task or one never dispatched.  In memory only: after a restart the
+        timeline starts with the latest attempt the store knows."""
+        t = self._find(ref, tenant)
+        return [] if t is None else self._require().attempts.timeline(t)
+
+    def task_extras(self, t: TaskState, full: bool = True) -> TaskExtras:
+        """What the engine keeps beside the task record ``t`` (a record this scheduler's
+        lookups returned): its latest progress and, when ``full``, its attempt timeline and
+        dependency links, for a task's detail view (the server's ``TaskInfo``).  In memory only."""
+        core = self._core
+        if core is None:
+            return TaskExtras(None, [], [], [])
+        if not full:
+            return TaskExtras(core.progress.latest(t), [], [], [])
+        att = core.attempts
+        return TaskExtras(core.progress.latest(t), att.timeline(t), att.parents(t), att.children(t))
 
     def __repr__(self) -> str:
         return f"<Scheduler pools={self._pool_names} started={self.started}>"

@@ -358,8 +358,11 @@ class ServerApp:
                 "permission_denied", "this key is taken by a task in a pool this token may not use"
             )
 
-    def task_info(self, t: TaskState) -> Any:
-        return convert.task_info(t, self.pool_of(t), self.max_attempts(t), self.sched.seam.time_base)
+    def task_info(self, t: TaskState, detail: bool = False) -> Any:
+        """``TaskInfo`` of ``t`` with its progress; ``detail`` (GetTask): also its attempts and
+        dependency links (docs/how-to/progress.md)."""
+        info = convert.task_info(t, self.pool_of(t), self.max_attempts(t), self.sched.seam.time_base)
+        return convert.add_extras(info, self.sched.task_extras(t, detail))
 
     # ------------------------------------------------------------------ operations
 

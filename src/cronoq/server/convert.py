@@ -35,6 +35,8 @@ from cronoq.server.request_limits import InvalidArgument, check_spec
 from cronoq.server.workers import Blob
 
 if TYPE_CHECKING:
+    from cronoq.engine.attempts import TaskExtras
+    from cronoq.engine.progress import ProgressEvent
     from cronoq.server.config import LimitsConfig
 
 # wire number → the engine's name (0 = UNSPECIFIED: the default), and back; from the descriptors
@@ -245,6 +247,62 @@ def replay_links(info: pb.TaskInfo, t: TaskState) -> None:
     by = replayed_by(t)
     if by is not None:
         info.replayed_by = by
+
+
+#: The kind of a task submitted without one (it has no name).
+DEFAULT_KIND = "default"
+
+
+def _unix_ns(seconds: float) -> int:
+    return round(seconds * 1e9)
+
+
+def add_extras(info: pb.TaskInfo, extras: TaskExtras) -> pb.TaskInfo:
+    """``info`` with what the engine keeps beside the task record (docs/how-to/progress.md):
+    progress, attempt timeline, dependency links (``TaskInfo`` fields 15 and 18-20), and the
+    name (21): the kind a task was given (a named task's kind is its name), "" for the default
+    kind."""
+    p = extras.progress
+    if p is not None:
+        prog = info.progress
+        prog.done = p.done
+        if p.total is not None:
+            prog.total = p.total
+        if p.message:
+            prog.message = p.message
+        prog.at_unix_ns = _unix_ns(p.at)
+        prog.attempt = p.attempt
+    for a in extras.attempts:
+        ai = info.attempts.add(number=a.number, worker=a.worker, outcome=a.outcome, message=a.message or "")
+        if a.started_at is not None:
+            ai.started_unix_ns = _unix_ns(a.started_at)
+        if a.ended_at is not None:
+            ai.ended_unix_ns = _unix_ns(a.ended_at)
+    info.parents.extend(extras.parents)
+    info.children.extend(extras.children)
+    if info.kind and info.kind != DEFAULT_KIND:  # a named task's kind is its name
+        info.name = info.kind
+    return info
+
+
+def progress_update(ev: ProgressEvent) -> pb.StatusEvent:
+    """A progress event as the ``StatusEvent`` a Watch with ``progress`` sends: ``progress`` set,
+    ``status`` running (progress is only ever published for a running attempt)."""
+    msg = pb.StatusEvent(
+        id=ev.id,
+        pool=ev.pool,
+        key=ev.key or "",
+        status=pb.TASK_STATUS_RUNNING,
+        attempt=ev.attempt,
+        at_unix_ns=_unix_ns(ev.at),
+    )
+    up = msg.progress
+    up.done = ev.done
+    if ev.total is not None:
+        up.total = ev.total
+    if ev.message:
+        up.message = ev.message
+    return msg
 
 
 def task_result(t: TaskState) -> pb.TaskResult:

@@ -58,6 +58,7 @@ from cronoq.server.auth import (
     restrict_pools,
 )
 from cronoq.server.grpc_watch import WatchFanout
+from cronoq.server.sse import with_progress
 
 __all__ = [
     "AdminServicer",
@@ -365,7 +366,7 @@ class TasksServicer(pb_grpc.TasksServicer):
         try:
             principal = _principal(app, context)
             t = app.get(principal, _ref(request.task))
-            return app.task_info(t)
+            return app.task_info(t, detail=True)
         except Exception as e:
             await _abort(context, e)
             raise AssertionError("unreachable") from None
@@ -417,8 +418,11 @@ class TasksServicer(pb_grpc.TasksServicer):
             pools = _pools_filter(app, principal, request.pools)
             ids, keys, every = list(request.ids), list(request.keys), request.all_transitions
             keep = event_filter(principal, pools, ids, keys, every, app.task_of_tenant)
+            if request.progress:  # docs/how-to/progress.md#event-streams
+                keep_p = event_filter(principal, pools, ids, keys, True, app.task_of_tenant)
+                keep = with_progress(keep, keep_p)
             group = filter_group(principal, pools, ids, keys, every) if keep is not None else None
-            hub, sub = self.watches.subscribe(principal, group, keep)
+            hub, sub = self.watches.subscribe(principal, group, keep, request.progress)
         except Exception as e:
             await _abort(context, e)
             return

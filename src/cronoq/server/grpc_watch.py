@@ -18,6 +18,11 @@ together); past either, Watch answers RESOURCE_EXHAUSTED at once.  Worker sessio
 budget of their own (``limits.max_worker_sessions``, ``grpc_workers.py``), and the gRPC
 server's global call limit is the sum of the three budgets, so clients can never take the
 room workers need.
+
+Progress.  A Watch with ``progress`` set joins a second hub over a subscription with progress
+events (``sched.events(progress=True)``, ``sse.py``): each progress event becomes a
+``StatusEvent`` with ``progress`` set (``convert.progress_update``).  The budgets count both
+kinds of streams together.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, Final
 
+from cronoq.engine.progress import ProgressEvent
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server import convert
 from cronoq.server.app import ApiError, ServerApp
@@ -37,6 +43,10 @@ __all__ = ["FLUSH_S", "WatchFanout"]
 FLUSH_S: Final = 0.01
 
 
+def _encode_any(ev: Any) -> pb.StatusEvent:
+    return convert.progress_update(ev) if type(ev) is ProgressEvent else convert.status_event(ev)
+
+
 def _flatten(chunks: list[list[pb.StatusEvent]]) -> list[pb.StatusEvent]:
     return chunks[0] if len(chunks) == 1 else [m for c in chunks for m in c]
 
@@ -47,6 +57,7 @@ class WatchFanout:
     def __init__(self, app: ServerApp) -> None:
         self.app = app
         self.hub: EventHub[list[pb.StatusEvent]] | None = None
+        self.phub: EventHub[list[pb.StatusEvent]] | None = None  # the streams that asked for progress
         self.open = 0
         self.by_principal: dict[str, int] = {}
 
@@ -55,7 +66,11 @@ class WatchFanout:
         return "" if principal is None else principal.name
 
     def subscribe(
-        self, principal: Principal | None, group: Hashable, keep: Callable[[Any], bool] | None
+        self,
+        principal: Principal | None,
+        group: Hashable,
+        keep: Callable[[Any], bool] | None,
+        progress: bool = False,
     ) -> tuple[EventHub[list[pb.StatusEvent]], Subscriber[list[pb.StatusEvent]]]:
         """A new stream (counted until :meth:`leave`); RESOURCE_EXHAUSTED past a budget."""
         lim = self.app.limits
@@ -72,6 +87,18 @@ class WatchFanout:
                 f"(max_streams_per_principal {lim.max_streams_per_principal})",
             )
         sched = self.app.require_leader()
+        if progress:
+            hub = self.phub
+            if hub is None or hub.closed or hub.stream.closed:
+                hub = self.phub = EventHub(
+                    sched.events(progress=True),
+                    sched._event_capacity,
+                    FLUSH_S,
+                    encode=_encode_any,
+                    join=list,
+                    merge=_flatten,
+                )
+            return self._joined(principal, hub, hub.subscribe(group, keep))
         hub = self.hub
         if hub is None or hub.closed or hub.stream.closed:
             hub = self.hub = EventHub(
@@ -82,7 +109,15 @@ class WatchFanout:
                 join=list,
                 merge=_flatten,
             )
-        sub = hub.subscribe(group, keep)
+        return self._joined(principal, hub, hub.subscribe(group, keep))
+
+    def _joined(
+        self,
+        principal: Principal | None,
+        hub: EventHub[list[pb.StatusEvent]],
+        sub: Subscriber[list[pb.StatusEvent]],
+    ) -> tuple[EventHub[list[pb.StatusEvent]], Subscriber[list[pb.StatusEvent]]]:
+        who = self._who(principal)
         self.open += 1
         self.by_principal[who] = self.by_principal.get(who, 0) + 1
         return hub, sub

@@ -1,4 +1,4 @@
-"""``Workers.Work``: the bidirectional worker stream (worker protocol versions 3 and 4).
+"""``Workers.Work``: the bidirectional worker stream (worker protocol versions 3 to 5).
 
 One call is one :class:`~cronoq.server.workers.WorkerSession`.  The first message must be
 ``Register``; the server answers ``Registered`` (granted slots, lease ttl, limits, and the
@@ -7,7 +7,8 @@ task feeds the worker's reports into the session; this coroutine writes whatever
 queues (``Lease``, ``Abort``, ``Shutdown``).  In a version-4 session it writes every ``Lease``
 and ``Abort`` queued by the time it runs as one ``ServerBatch`` (bounded in items and bytes, see
 :mod:`cronoq.proto.protocol`), and the worker's ``WorkerBatch`` reports are handled in order
-like single ones.  The stream ends when the
+like single ones.  A version-5 session may also send ``ProgressReport`` (alone or inside a
+batch); an older session that sends one breaks the protocol.  The stream ends when the
 worker half-closes, disconnects, breaks the protocol (INVALID_ARGUMENT), stops reading (its
 outbound queue fills up), or the server shuts down or stops leading.
 """
@@ -26,7 +27,7 @@ import grpc
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
 from cronoq.proto.enums import PRIORITY_TO_WIRE
-from cronoq.proto.protocol import BATCH_MARGIN_BYTES, BATCHING_VERSION, MAX_BATCH_ITEMS
+from cronoq.proto.protocol import BATCH_MARGIN_BYTES, BATCHING_VERSION, MAX_BATCH_ITEMS, PROGRESS_VERSION
 from cronoq.server.app import ApiError, ServerApp
 from cronoq.server.auth import PermissionDenied, Unauthenticated, stamp_labels
 from cronoq.server.grpc_api import add_generic_only, peer_dns
@@ -247,6 +248,11 @@ def _report(s: WorkerSession, m: pb.WorkerMessage) -> None:
         s.nack(m.nack.lease, m.nack.reason)
     elif which == "cancelled":
         s.cancelled(m.cancelled.lease)
+    elif which == "progress":
+        if s.version < PROGRESS_VERSION:
+            raise _Violation("ProgressReport needs worker protocol version 5")
+        p = m.progress
+        s.progress(p.lease, p.done, p.total if p.HasField("total") else None, p.message or None)
     elif which == "register":
         raise _Violation("Register may only be sent once, first")
     else:

@@ -100,7 +100,7 @@ from cronoq.server.auth import Action, AuthError, Principal, restrict_pools
 from cronoq.server.config import LimitsConfig, split_host_port
 from cronoq.server.dashboard import dashboard_routes
 from cronoq.server.http_conn import scope_peer_dns
-from cronoq.server.sse import EventHub, Subscriber
+from cronoq.server.sse import EventHub, Subscriber, any_frame, with_progress
 from cronoq.server.workers import Blob
 
 __all__ = [
@@ -743,17 +743,23 @@ class _EventsResponse(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, api: HttpApi, group: Hashable, keep: Callable[[Any], bool] | None) -> None:
+    def __init__(
+        self, api: HttpApi, group: Hashable, keep: Callable[[Any], bool] | None, progress: bool = False
+    ) -> None:
         self.status_code = 200
         self.background = None
         self.init_headers({"cache-control": "no-cache", "x-accel-buffering": "no"})
         self.api = api
         self.group = group
         self.keep = keep
+        self.progress = progress
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            hub, sub = self.api.subscribe(self.group, self.keep)
+            if self.progress:
+                hub, sub = self.api.subscribe_progress(self.group, self.keep)
+            else:
+                hub, sub = self.api.subscribe(self.group, self.keep)
         except ApiError as e:  # the leadership went since the handler checked it
             he = _from_exception(e)
             await error_response(he.status, he.message, he.code)(scope, receive, send)
@@ -826,6 +832,7 @@ class HttpApi:
     def __init__(self, app: ServerApp) -> None:
         self.app = app
         self.hub: EventHub | None = None  # the event streams' shared subscription, while any
+        self.phub: EventHub | None = None  # the same for the streams that asked for progress
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -835,6 +842,17 @@ class HttpApi:
         hub = self.hub
         if hub is None or hub.closed or hub.stream.closed:
             hub = self.hub = EventHub(self.app.events(), sched.seam.event_capacity, SSE_FLUSH_S)
+        return hub, hub.subscribe(group, keep)
+
+    def subscribe_progress(
+        self, group: Hashable, keep: Callable[[Any], bool] | None
+    ) -> tuple[EventHub, Subscriber]:
+        """A new ``?progress=1`` event stream, on the shared subscription with progress events."""
+        sched = self.app.require_leader()
+        hub = self.phub
+        if hub is None or hub.closed or hub.stream.closed:
+            stream = sched.events(progress=True)
+            hub = self.phub = EventHub(stream, sched.seam.event_capacity, SSE_FLUSH_S, encode=any_frame)
         return hub, hub.subscribe(group, keep)
 
     def auth(self, request: Request, action: Action) -> Principal | None:
@@ -1008,7 +1026,7 @@ class HttpApi:
         if sub == "" and method in ("GET", "HEAD"):
             principal = self.auth(request, Action.GET)
             t = self.app.get(principal, ref, tenant)
-            return json_response(message_json(self.app.task_info(t)))
+            return json_response(message_json(self.app.task_info(t, detail=True)))
         if sub == "result" and method in ("GET", "HEAD"):
             principal = self.auth(request, Action.WAIT)
             timeout = _q_float(request, "timeout")
@@ -1100,6 +1118,10 @@ class HttpApi:
         keep = event_filter(principal, pools, ids, keys, all_transitions, self.app.task_of_tenant)
         group = filter_group(principal, pools, ids, keys, all_transitions) if keep is not None else None
         self.app.require_leader()  # standby → 503 before the stream starts
+        if _q_bool(request, "progress"):  # docs/how-to/progress.md#event-streams
+            keep_p = event_filter(principal, pools, ids, keys, True, self.app.task_of_tenant)
+            keep = with_progress(keep, keep_p)  # (None exactly when keep was: the same group)
+            return _EventsResponse(self, group, keep, progress=True)
         return _EventsResponse(self, group, keep)
 
     # -- admin --------------------------------------------------------------------------------

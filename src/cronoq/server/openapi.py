@@ -341,9 +341,29 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
     ):
         _message_schema(desc, out)
     ev = out["StatusEvent"]
+    ev["properties"].pop("progress", None)  # (a Watch's progress update; SSE has its own frame)
     ev["properties"]["at"] = {"type": "number", "description": "Unix seconds"}
     ev["required"] = sorted(ev["properties"])
     ev["description"] = "`data:` of an SSE `event: status` on /v1/events"
+    out["ProgressEvent"] = {
+        "type": "object",
+        "description": "`data:` of an SSE `event: progress` on /v1/events?progress=1",
+        "properties": {
+            "id": {"type": "string", "pattern": "^[0-9]+$"},
+            "pool": {"type": "string"},
+            "key": {"type": "string"},
+            "attempt": {"type": "integer"},
+            "done": {"type": "number"},
+            "total": {"type": "number", "nullable": True},
+            "message": {"type": "string"},
+            "at": {"type": "number", "description": "Unix seconds (when it was reported)"},
+        },
+        "required": ["at", "attempt", "done", "id", "key", "message", "pool", "total"],
+    }
+    # null until the attempt reports progress (a nullable allOf does not admit null in 3.0)
+    out["TaskInfo"]["properties"]["progress"] = {
+        "anyOf": [_ref("Progress"), {"type": "object", "nullable": True, "enum": [None]}]
+    }
     out["TaskInfo"]["properties"]["status"]["nullable"] = False
     out["TaskInfo"]["properties"]["priority"]["nullable"] = False
     out.update(_ops_schemas())
@@ -632,7 +652,8 @@ def openapi_document(app: ServerApp | None = None) -> dict[str, Any]:
                 {
                     "200": {
                         "description": "`event: status` with `data:` a StatusEvent (see the "
-                        "StatusEvent schema); `: live` once subscribed; `event: error` at the end",
+                        "StatusEvent schema); with `progress`, also `event: progress` with `data:` "
+                        "a ProgressEvent; `: live` once subscribed; `event: error` at the end",
                         "content": {"text/event-stream": {"schema": {"type": "string"}}},
                     }
                 },
@@ -642,6 +663,11 @@ def openapi_document(app: ServerApp | None = None) -> dict[str, Any]:
                     _q("all_transitions", {"type": "boolean"}, "every transition, not only terminal ones"),
                     _q("id", {"type": "string", "pattern": "^[0-9]+$"}, "only these task ids", array=True),
                     _q("key", {"type": "string"}, "only these task keys", array=True),
+                    _q(
+                        "progress",
+                        {"type": "boolean"},
+                        "also progress updates (`event: progress`, at most 4 per second per task)",
+                    ),
                 ],
             )
         },

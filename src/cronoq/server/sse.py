@@ -21,6 +21,15 @@ The hub is generic in what it hands out: SSE encodes each event as its frame (``
 (``grpc_api.py``) encodes each event as one ``StatusEvent`` message, built once and shared by
 every stream it goes to, and a batch is a list of them (``encode``, ``join`` and ``merge``).
 
+Progress (docs/how-to/progress.md#event-streams).  Streams that ask for progress
+(``/v1/events?progress=1``, ``WatchRequest.progress``) share a second hub over a
+``sched.events(progress=True)`` subscription; its events are status events and
+:class:`~cronoq.engine.progress.ProgressEvent` items (already rate-limited by the engine, 4 per
+second per task), encoded by :func:`any_frame` (an ``event: progress`` frame for the latter) and
+filtered by :func:`with_progress` (progress passes the stream's pool, id, key and tenant
+filters whatever its ``all_transitions``).  Streams that do not ask stay on the first hub and
+never see a progress event.
+
 Semantics kept per stream (docs/reference/behaviour.md#lifecycle, docs/reference/http.md#conventions): a
 stream sees only events published after it joined (:meth:`EventHub.join` first hands what the hub has buffered
 to the streams already there); events in publication order; at most ``capacity`` events pending per stream
@@ -38,10 +47,11 @@ import logging
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Final, Generic, TypeVar
 
-from cronoq.runtime.events import EventStream
+from cronoq.engine.progress import ProgressEvent
+from cronoq.runtime.events import EventStream, ProgressEventStream
 from cronoq.server.app import ApiError
 
-__all__ = ["EventHub", "Subscriber", "event_frame"]
+__all__ = ["EventHub", "Subscriber", "any_frame", "event_frame", "progress_frame", "with_progress"]
 
 log = logging.getLogger("cronoq.server.http")
 
@@ -81,6 +91,44 @@ def event_frame(ev: Any) -> bytes:
         _ENCODER.encode(msg).encode("utf-8") if msg else b'""',
         at,
     )
+
+
+def progress_frame(ev: ProgressEvent) -> bytes:
+    """The SSE frame of a :class:`~cronoq.engine.progress.ProgressEvent`: ``event: progress`` and
+    ``data:`` ``{id, pool, key, attempt, done, total, message, at}`` (id as a string, key and
+    message ``""`` when none, total ``null`` when unknown, ``at`` Unix seconds)."""
+    data = {
+        "id": str(ev.id),
+        "pool": ev.pool,
+        "key": ev.key or "",
+        "attempt": ev.attempt,
+        "done": ev.done,
+        "total": ev.total,
+        "message": ev.message or "",
+        "at": ev.at,
+    }
+    return b"event: progress\ndata: " + _ENCODER.encode(data).encode("utf-8") + b"\n\n"
+
+
+def any_frame(ev: Any) -> bytes:
+    """The SSE frame of a status or progress event (the encoder of a progress hub)."""
+    return progress_frame(ev) if type(ev) is ProgressEvent else event_frame(ev)
+
+
+def with_progress(
+    keep_status: Callable[[Any], bool] | None, keep_progress: Callable[[Any], bool] | None
+) -> Callable[[Any], bool] | None:
+    """The filter of a stream that asked for progress: ``keep_status`` for status events,
+    ``keep_progress`` (the same filter with every transition) for progress events; None when
+    both pass everything."""
+    if keep_status is None and keep_progress is None:
+        return None
+
+    def keep(ev: Any) -> bool:
+        k = keep_progress if type(ev) is ProgressEvent else keep_status
+        return k is None or k(ev)
+
+    return keep
 
 
 C = TypeVar("C")  # what a stream is handed: one chunk of encoded events
@@ -157,7 +205,7 @@ class EventHub(Generic[C]):
 
     def __init__(
         self,
-        stream: EventStream,
+        stream: EventStream | ProgressEventStream,
         capacity: int,
         flush_s: float,
         *,

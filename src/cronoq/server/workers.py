@@ -16,6 +16,9 @@ on the worker's session and awaits the worker's report:
   moves the attempt onto that group's slot: :meth:`Core.move_attempt`); if none, the attempt
   fails retryably (``no worker accepted the lease: …``);
 * ``Cancelled`` → the task is cancelled through the scheduler;
+* ``ProgressReport`` (protocol version 5) → the attempt's context reports it
+  (``TaskContext.progress``); a report with bad values is dropped and logged, a stale one
+  counted like any stale report;
 * a disconnect → the attempt fails retryably (``worker disconnected``).
 
 When the engine aborts an attempt (timeout, cancel, lease expiry, shutdown) the executor's
@@ -37,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +53,8 @@ if TYPE_CHECKING:
     from cronoq.runtime.scheduler import Scheduler
 
 from cronoq.proto.protocol import session_version
+
+_log = logging.getLogger("cronoq.server.workers")
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)  # (weakref: payload_budget.py)
@@ -181,6 +187,16 @@ class WorkerSession:
             self.registry.sched.seam.count_stale()
             return
         att.ctx.heartbeat()
+
+    def progress(self, lease: int, done: float, total: float | None, message: str | None) -> None:
+        att = self.attempts.get(lease)
+        if att is None:
+            self.registry.sched._count_stale()
+            return
+        try:
+            att.ctx.progress(done, total, message)
+        except ValueError as e:
+            _log.warning("worker %s '%s': progress of lease %d dropped: %s", self.id, self.name, lease, e)
 
     def complete(self, lease: int, output: bytes, content_type: str) -> None:
         att = self._take(lease)
@@ -395,6 +411,7 @@ class RemoteExecutor:
                 att.future = loop.create_future()
             att.session = session
             session.attempts[att.lease] = att
+            ctx.note_worker(session.name or f"worker {session.id}")
             if not session.send(msg):
                 session.attempts.pop(att.lease, None)
                 att.refused_by.add(session.id)

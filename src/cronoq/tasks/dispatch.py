@@ -139,6 +139,9 @@ class LeaseContext:
     def heartbeat(self) -> None:
         self._lease.heartbeat()
 
+    def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        self._lease.report_progress(done, total, message)
+
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 

@@ -23,6 +23,7 @@ from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cronoq.app import App
+from cronoq.engine.progress import check_progress
 from cronoq.errors import CronoqError, Permanent, Retryable, TaskFailed
 from cronoq.runtime.handles import TaskHandle
 
@@ -98,6 +99,10 @@ class EagerContext:
 
     def heartbeat(self) -> None:
         pass
+
+    def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        """Checked as ``TaskContext.progress`` checks it; nothing records it in eager mode."""
+        check_progress(done, total, message)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(0)  # eager: no time passes

@@ -258,7 +258,7 @@ class GetRequest(_message.Message):
     def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("id", "status", "pool", "key", "kind", "attempt", "max_attempts", "created_unix_ns", "started_unix_ns", "finished_unix_ns", "message", "output_available", "tenant", "priority", "replay_of", "replayed_by")
+    __slots__ = ("id", "status", "pool", "key", "kind", "attempt", "max_attempts", "created_unix_ns", "started_unix_ns", "finished_unix_ns", "message", "output_available", "tenant", "priority", "replay_of", "replayed_by", "progress", "attempts", "parents", "children", "name")
     ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
@@ -275,6 +275,11 @@ class TaskInfo(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     REPLAY_OF_FIELD_NUMBER: _ClassVar[int]
     REPLAYED_BY_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    PARENTS_FIELD_NUMBER: _ClassVar[int]
+    CHILDREN_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
     id: int
     status: TaskStatus
     pool: str
@@ -291,7 +296,12 @@ class TaskInfo(_message.Message):
     priority: Priority
     replay_of: int
     replayed_by: int
-    def __init__(self, id: _Optional[int] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., pool: _Optional[str] = ..., key: _Optional[str] = ..., kind: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., created_unix_ns: _Optional[int] = ..., started_unix_ns: _Optional[int] = ..., finished_unix_ns: _Optional[int] = ..., message: _Optional[str] = ..., output_available: _Optional[bool] = ..., tenant: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ..., replay_of: _Optional[int] = ..., replayed_by: _Optional[int] = ...) -> None: ...
+    progress: Progress
+    attempts: _containers.RepeatedCompositeFieldContainer[AttemptInfo]
+    parents: _containers.RepeatedScalarFieldContainer[int]
+    children: _containers.RepeatedScalarFieldContainer[int]
+    name: str
+    def __init__(self, id: _Optional[int] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., pool: _Optional[str] = ..., key: _Optional[str] = ..., kind: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., created_unix_ns: _Optional[int] = ..., started_unix_ns: _Optional[int] = ..., finished_unix_ns: _Optional[int] = ..., message: _Optional[str] = ..., output_available: _Optional[bool] = ..., tenant: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ..., replay_of: _Optional[int] = ..., replayed_by: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[AttemptInfo, _Mapping]]] = ..., parents: _Optional[_Iterable[int]] = ..., children: _Optional[_Iterable[int]] = ..., name: _Optional[str] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
     __slots__ = ("pools", "statuses", "after", "limit", "kinds", "tags", "created_after_unix_ns", "created_before_unix_ns")
@@ -353,19 +363,21 @@ class WaitRequest(_message.Message):
     def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., timeout_s: _Optional[float] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ("pools", "ids", "keys", "all_transitions")
+    __slots__ = ("pools", "ids", "keys", "all_transitions", "progress")
     POOLS_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     ALL_TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     pools: _containers.RepeatedScalarFieldContainer[str]
     ids: _containers.RepeatedScalarFieldContainer[int]
     keys: _containers.RepeatedScalarFieldContainer[str]
     all_transitions: bool
-    def __init__(self, pools: _Optional[_Iterable[str]] = ..., ids: _Optional[_Iterable[int]] = ..., keys: _Optional[_Iterable[str]] = ..., all_transitions: _Optional[bool] = ...) -> None: ...
+    progress: bool
+    def __init__(self, pools: _Optional[_Iterable[str]] = ..., ids: _Optional[_Iterable[int]] = ..., keys: _Optional[_Iterable[str]] = ..., all_transitions: _Optional[bool] = ..., progress: _Optional[bool] = ...) -> None: ...
 
 class StatusEvent(_message.Message):
-    __slots__ = ("id", "pool", "key", "status", "attempt", "at_unix_ns", "message")
+    __slots__ = ("id", "pool", "key", "status", "attempt", "at_unix_ns", "message", "progress")
     ID_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -373,6 +385,7 @@ class StatusEvent(_message.Message):
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     AT_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     id: int
     pool: str
     key: str
@@ -380,7 +393,8 @@ class StatusEvent(_message.Message):
     attempt: int
     at_unix_ns: int
     message: str
-    def __init__(self, id: _Optional[int] = ..., pool: _Optional[str] = ..., key: _Optional[str] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., attempt: _Optional[int] = ..., at_unix_ns: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+    progress: ProgressUpdate
+    def __init__(self, id: _Optional[int] = ..., pool: _Optional[str] = ..., key: _Optional[str] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., attempt: _Optional[int] = ..., at_unix_ns: _Optional[int] = ..., message: _Optional[str] = ..., progress: _Optional[_Union[ProgressUpdate, _Mapping]] = ...) -> None: ...
 
 class Register(_message.Message):
     __slots__ = ("pool", "slots", "worker_name", "protocol_version", "labels")
@@ -452,7 +466,7 @@ class Cancelled(_message.Message):
     def __init__(self, lease: _Optional[int] = ...) -> None: ...
 
 class WorkerMessage(_message.Message):
-    __slots__ = ("register", "heartbeat", "complete", "fail", "set_slots", "nack", "cancelled", "batch")
+    __slots__ = ("register", "heartbeat", "complete", "fail", "set_slots", "nack", "cancelled", "batch", "progress")
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
@@ -461,6 +475,7 @@ class WorkerMessage(_message.Message):
     NACK_FIELD_NUMBER: _ClassVar[int]
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     register: Register
     heartbeat: Heartbeat
     complete: Complete
@@ -469,7 +484,8 @@ class WorkerMessage(_message.Message):
     nack: Nack
     cancelled: Cancelled
     batch: WorkerBatch
-    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., complete: _Optional[_Union[Complete, _Mapping]] = ..., fail: _Optional[_Union[Fail, _Mapping]] = ..., set_slots: _Optional[_Union[SetSlots, _Mapping]] = ..., nack: _Optional[_Union[Nack, _Mapping]] = ..., cancelled: _Optional[_Union[Cancelled, _Mapping]] = ..., batch: _Optional[_Union[WorkerBatch, _Mapping]] = ...) -> None: ...
+    progress: ProgressReport
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., complete: _Optional[_Union[Complete, _Mapping]] = ..., fail: _Optional[_Union[Fail, _Mapping]] = ..., set_slots: _Optional[_Union[SetSlots, _Mapping]] = ..., nack: _Optional[_Union[Nack, _Mapping]] = ..., cancelled: _Optional[_Union[Cancelled, _Mapping]] = ..., batch: _Optional[_Union[WorkerBatch, _Mapping]] = ..., progress: _Optional[_Union[ProgressReport, _Mapping]] = ...) -> None: ...
 
 class WorkerBatch(_message.Message):
     __slots__ = ("messages",)
@@ -844,3 +860,55 @@ class BulkResponse(_message.Message):
     matched: int
     acted: int
     def __init__(self, matched: _Optional[int] = ..., acted: _Optional[int] = ...) -> None: ...
+
+class Progress(_message.Message):
+    __slots__ = ("done", "total", "message", "at_unix_ns", "attempt")
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    AT_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    done: float
+    total: float
+    message: str
+    at_unix_ns: int
+    attempt: int
+    def __init__(self, done: _Optional[float] = ..., total: _Optional[float] = ..., message: _Optional[str] = ..., at_unix_ns: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class AttemptInfo(_message.Message):
+    __slots__ = ("number", "started_unix_ns", "ended_unix_ns", "worker", "outcome", "message")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    STARTED_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    ENDED_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    started_unix_ns: int
+    ended_unix_ns: int
+    worker: str
+    outcome: str
+    message: str
+    def __init__(self, number: _Optional[int] = ..., started_unix_ns: _Optional[int] = ..., ended_unix_ns: _Optional[int] = ..., worker: _Optional[str] = ..., outcome: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ProgressUpdate(_message.Message):
+    __slots__ = ("done", "total", "message")
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    done: float
+    total: float
+    message: str
+    def __init__(self, done: _Optional[float] = ..., total: _Optional[float] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ProgressReport(_message.Message):
+    __slots__ = ("lease", "done", "total", "message")
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    lease: int
+    done: float
+    total: float
+    message: str
+    def __init__(self, lease: _Optional[int] = ..., done: _Optional[float] = ..., total: _Optional[float] = ..., message: _Optional[str] = ...) -> None: ...
