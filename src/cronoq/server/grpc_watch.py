@@ -92,7 +92,7 @@ class WatchFanout:
             if hub is None or hub.closed or hub.stream.closed:
                 hub = self.phub = EventHub(
                     sched.events(progress=True),
-                    sched._event_capacity,
+                    sched.seam.event_capacity,
                     FLUSH_S,
                     encode=_encode_any,
                     join=list,

@@ -191,7 +191,7 @@ class WorkerSession:
     def progress(self, lease: int, done: float, total: float | None, message: str | None) -> None:
         att = self.attempts.get(lease)
         if att is None:
-            self.registry.sched._count_stale()
+            self.registry.sched.seam.count_stale()
             return
         try:
             att.ctx.progress(done, total, message)
