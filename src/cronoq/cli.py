@@ -438,6 +438,11 @@ def _proto_text() -> str:
     help="TOML configuration file (env CRONOQ_CONFIG); without one: the defaults.",
 )
 @click.option("--insecure-no-auth", is_flag=True, help="Allow listening beyond loopback without tokens.")
+@click.option(
+    "--shard",
+    default=None,
+    help="This server's shard (a [[shards]] name; wins over server.shard and $CRONOQ_SHARD).",
+)
 @click.option("--check", is_flag=True, help="Validate the configuration and exit (0 = valid).")
 @click.option("--print-proto", is_flag=True, help="Print the bundled gRPC contract (cronoq.proto) and exit.")
 @click.option(
@@ -448,7 +453,12 @@ def _proto_text() -> str:
     envvar="CRONOQ_LOG_LEVEL",
 )
 def serve(
-    config_path: str | None, insecure_no_auth: bool, check: bool, print_proto: bool, log_level: str
+    config_path: str | None,
+    insecure_no_auth: bool,
+    shard: str | None,
+    check: bool,
+    print_proto: bool,
+    log_level: str,
 ) -> None:
     """Run the cronoq server (gRPC + HTTP/JSON API)."""
     if print_proto:
@@ -457,7 +467,7 @@ def serve(
     from cronoq.server.config import ConfigError, load_config
 
     try:
-        config = load_config(config_path, insecure_no_auth=insecure_no_auth)
+        config = load_config(config_path, insecure_no_auth=insecure_no_auth, shard=shard)
     except ConfigError as e:
         fail(f"invalid configuration: {e}")
     if check:
