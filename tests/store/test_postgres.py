@@ -197,3 +197,11 @@ async def test_unreachable_server_is_a_clear_error() -> None:
 def test_schema_name_is_validated() -> None:
     with pytest.raises(ValueError, match="identifier"):
         PostgresStore(DSN, schema='x"; DROP TABLE y; --')
+
+
+async def test_sharded_ids_round_trip(make: Any) -> None:
+    await contract.check_sharded_ids(make)
+
+
+async def test_store_of_another_shard_refused(make: Any) -> None:
+    await contract.check_store_of_another_shard_refused(make)

@@ -226,3 +226,11 @@ async def test_a_lost_output_is_an_error_to_await_not_none(tmp_path: pathlib.Pat
         h2, h3 = await s.handle(kept.id), await s.handle(none.id)
         assert h2 is not None and h3 is not None
         assert await h2 == "x" and await h3 is None, "a real None output stays None"
+
+
+async def test_sharded_ids_round_trip(make: Any) -> None:
+    await contract.check_sharded_ids(make)
+
+
+async def test_store_of_another_shard_refused(make: Any) -> None:
+    await contract.check_store_of_another_shard_refused(make)

@@ -180,6 +180,8 @@ class Scheduler:
         # limits.key_retention_*
         self._key_retention = 3600.0
         self._key_retention_max = 1_000_000
+        #: the shard number carried in task ids (docs/how-to/shards.md); 0 = not sharded
+        self.id_shard = 0
         #: server mode: a full pool answers SubmitError('full') instead of waiting for space
         self._nowait = False
         self._shutdown_grace = check_seconds("shutdown_grace", shutdown_grace)
@@ -268,7 +270,7 @@ class Scheduler:
         )
         self._fenced = None
         if store is None:
-            self._core = Core(config, now=0, first_seq=self._next_seq)
+            self._core = Core(config, now=0, first_seq=self._next_seq, shard=self.id_shard)
             self._arm()  # timers from the start (a pool above its floor is evaluated at once)
         else:
             from cronoq.runtime.durable import Committer
@@ -281,7 +283,7 @@ class Scheduler:
             )
             if hasattr(store, "on_lost"):
                 store.on_lost = self._on_lost
-            core = Core(config, now=0, epoch=epoch)
+            core = Core(config, now=0, epoch=epoch, shard=self.id_shard)
             self._core = core
             assert recovered is not None
             core.recover(0, recovered)

@@ -43,7 +43,7 @@ from cronoq.server.auth import Authenticator, Principal, check_tenant, stamp_ten
 from cronoq.server.config import ServerConfig, pool_config, resource_configs
 from cronoq.server.payload_budget import PayloadBudget
 from cronoq.server.workers import Blob, RemoteExecutor, WorkerRegistry
-from cronoq.store.base import lease_left
+from cronoq.store.base import ShardMismatch, lease_left
 
 log = logging.getLogger("cronoq.server")
 
@@ -117,7 +117,9 @@ def make_store(config: ServerConfig) -> Any:
     if st.kind == "sqlite":
         from cronoq.store.sqlite import SqliteStore
 
-        return SqliteStore(st.path, retention=retention, commit_timeout=st.commit_timeout_s)
+        return SqliteStore(
+            st.path, retention=retention, commit_timeout=st.commit_timeout_s, shard=config.server.shard
+        )
     from cronoq.store.postgres import PostgresStore
 
     if not st.url:
@@ -129,6 +131,7 @@ def make_store(config: ServerConfig) -> Any:
         commit_timeout=st.commit_timeout_s,
         statement_timeout=st.statement_timeout_s,
         connect_timeout=st.connect_timeout_s,
+        shard=config.server.shard,
     )
 
 
@@ -161,7 +164,7 @@ class ServerApp:
         cfg = self.config
         pools = [
             Pool.from_config(pool_config(p), RemoteExecutor(self.registry, p.name), scaler=ExternalScaler())
-            for p in cfg.pools
+            for p in cfg.local_pools  # (with shards: this shard's pools only)
         ]
         sched = Scheduler(
             pools,
@@ -175,6 +178,8 @@ class ServerApp:
         sched._key_retention = cfg.limits.key_retention_s
         sched._key_retention_max = cfg.limits.key_retention_max
         sched._nowait = True
+        own = cfg.own_shard
+        sched.id_shard = own.number if own is not None else 0
         sched.on_fenced = self._fenced
         self.registry.sched = sched
         return sched
@@ -187,6 +192,8 @@ class ServerApp:
         while not self.stopping:
             try:
                 await self.sched.start()
+            except ShardMismatch:
+                raise  # (a configuration error: never retried)
             except SchedulerError as e:
                 log.error("cannot start the scheduler: %s; retrying", e)
                 await asyncio.sleep(1.0)

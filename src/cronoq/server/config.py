@@ -441,7 +441,7 @@ def pool_config(p: PoolSpec, *, initial: int | None = 0) -> PoolConfig:
 
 def resource_configs(cfg: ServerConfig) -> list[ResourceConfig]:
     """The engine resources (``Resource.semaphore`` / ``Resource.token_bucket``)."""
-    return [r.to_engine() for r in cfg.resources]
+    return [r.to_engine() for r in cfg.resources if r.shard is None or r.shard == cfg.server.shard]
 
 
 def token_digest(token: str) -> bytes:
@@ -867,7 +867,8 @@ class _Parser:
                 self.error(f"{path}.number", f"duplicate shard number {number} (also {numbers[number]})")
             elif number:
                 numbers[number] = path
-            pools = self.get(t, "pools", path, _str_list, ())
+            no_pools: tuple[str, ...] = ()
+            pools = self.get(t, "pools", path, _str_list, no_pools)
             for pool in pools:
                 if pool not in pool_names:
                     close = difflib.get_close_matches(pool, pool_names, n=1)
@@ -877,7 +878,7 @@ class _Parser:
                     self.error(f"{path}.pools", f"pool {pool!r} is already in shard {owner[pool]!r}")
                 else:
                     owner[pool] = name or path
-            endpoints = self.get(t, "endpoint", path, _endpoints, ())
+            endpoints = self.get(t, "endpoint", path, _endpoints, no_pools)
             if len(self.errors) == n:
                 out.append(ShardSpec(name, number, pools, endpoints))
         self.shard_names = list(names)
