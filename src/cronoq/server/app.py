@@ -158,6 +158,8 @@ class ServerApp:
         )
         self.sched = self._make_scheduler()
         self.payloads = PayloadBudget(config.limits.max_pending_bytes)
+        #: the shard router (``shards.router.Router``), set when the gRPC services are registered
+        self.router: Any = None
 
     def _make_scheduler(self) -> Scheduler:
         """A scheduler for one leadership term, its pools run by remote workers via the registry."""

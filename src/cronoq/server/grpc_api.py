@@ -531,8 +531,11 @@ def register(server: Any, app: ServerApp) -> UnaryBudget:
     """Add the Tasks and Admin services to a ``grpc.aio`` server (see :func:`add_generic_only`),
     their unary calls under one :class:`UnaryBudget` (returned)."""
     budget = UnaryBudget(app)
-    tasks = _budget_unary(TasksServicer(app), "Tasks", budget)
-    admin = _budget_unary(AdminServicer(app), "Admin", budget)
+    from cronoq.server.shards.router import Router  # (docs/how-to/shards.md: a no-op without shards)
+
+    router = app.router = Router(app)
+    tasks = _budget_unary(router.wrap(TasksServicer(app), "Tasks"), "Tasks", budget)
+    admin = _budget_unary(router.wrap(AdminServicer(app), "Admin"), "Admin", budget)
     add_generic_only(pb_grpc.add_TasksServicer_to_server, tasks, server)
     add_generic_only(pb_grpc.add_AdminServicer_to_server, admin, server)
     return budget
