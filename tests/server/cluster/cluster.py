@@ -73,6 +73,8 @@ def config_toml(
                 "[[pools]]",
                 f'name = "{p}"',
                 "min = 0",
+                "max = 1000",  # (room for the fixed-start reservations the tests make)
+                "reservable_fraction = 1.0",
                 "retry = {max_attempts = 5, initial_backoff_s = 0.1}",
             ]
     for name, (number, pools) in shards.items():
