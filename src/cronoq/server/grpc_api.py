@@ -531,11 +531,10 @@ def register(server: Any, app: ServerApp) -> UnaryBudget:
     """Add the Tasks and Admin services to a ``grpc.aio`` server (see :func:`add_generic_only`),
     their unary calls under one :class:`UnaryBudget` (returned)."""
     budget = UnaryBudget(app)
-    from cronoq.server.shards.router import Router  # (docs/how-to/shards.md: a no-op without shards)
+    from cronoq.server.shards.router import routed  # (docs/how-to/shards.md: a no-op without shards)
 
-    router = app.router = Router(app)
-    tasks = _budget_unary(router.wrap(TasksServicer(app), "Tasks"), "Tasks", budget)
-    admin = _budget_unary(router.wrap(AdminServicer(app), "Admin"), "Admin", budget)
+    tasks = _budget_unary(routed(app, TasksServicer(app), "Tasks"), "Tasks", budget)
+    admin = _budget_unary(routed(app, AdminServicer(app), "Admin"), "Admin", budget)
     add_generic_only(pb_grpc.add_TasksServicer_to_server, tasks, server)
     add_generic_only(pb_grpc.add_AdminServicer_to_server, admin, server)
     return budget

@@ -42,7 +42,7 @@ from cronoq.server.config import ShardSpec
 from cronoq.server.shards.peers import PeerError, Peers, Unreachable
 from cronoq.server.shards.topology import FORWARDED_KEY, Topology, WrongShard
 
-__all__ = ["ROUTES", "LocalContext", "Router", "Routed"]
+__all__ = ["ROUTES", "LocalContext", "Routed", "Router", "routed"]
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
@@ -687,6 +687,17 @@ class Router:
 
     async def close(self) -> None:
         await self.peers.close()
+
+
+def routed(app: Any, servicer: Any, service: str) -> Any:
+    """``servicer`` behind the app's :class:`Router` (created with the first service; unchanged
+    without shards)."""
+    config = getattr(app, "config", None)
+    if config is None or not config.shards:
+        return servicer
+    if app.router is None:
+        app.router = Router(app)
+    return app.router.wrap(servicer, service)
 
 
 async def abort(context: Any, e: BaseException) -> NoReturn:
