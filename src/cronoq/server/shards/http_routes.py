@@ -16,6 +16,7 @@ unreachable peer 503 ``unavailable``, a peer's error the status of its gRPC code
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 from collections.abc import Awaitable, Callable
@@ -46,7 +47,7 @@ from cronoq.server.http_api import (
     task_spec_from_json,
 )
 from cronoq.server.shards.peers import PeerError, Unreachable
-from cronoq.server.shards.router import Router
+from cronoq.server.shards.router import Router, grpc_error
 from cronoq.server.shards.topology import WrongShard
 
 __all__ = ["sharded_routes"]
@@ -204,6 +205,26 @@ class ShardedHttp:
             return json_response({"cancelled": out.cancelled})
         return await self.api.task_ref(request)  # (405 as usual)
 
+    async def events(self, request: Request) -> Response:
+        self.api.auth(request, Action.WATCH)
+        pools = query_list(request, "pool")
+        owners = {self.top.of_pool(p) for p in pools}
+        if pools and all(self.top.is_local(s) for s in owners):
+            return await self.api.events(request)
+        ids: list[int] = []
+        for v in query_list(request, "id"):
+            if not (v.isascii() and v.isdigit()) or not 1 <= int(v) <= UINT64_MAX:
+                raise HttpError(400, f"query parameter id must be a task id (got {v!r})", "invalid_argument")
+            ids.append(int(v))
+        msg = pb.WatchRequest(
+            pools=pools,
+            ids=ids,
+            keys=query_list(request, "key"),
+            all_transitions=query_bool(request, "all_transitions"),
+        )
+        self.api.app.require_leader()  # standby → 503 before the stream starts
+        return MergedEvents(self.router, msg, self._auth(request))
+
     # -- admin --------------------------------------------------------------------------------
 
     async def snapshot(self, request: Request) -> Response:
@@ -260,6 +281,76 @@ class ShardedHttp:
         raise HttpError(503, "the schedule vanished while it was added", "unavailable")  # pragma: no cover
 
 
+#: a comment line this often while a merged event stream is idle
+KEEPALIVE_S = 15.0
+
+
+class MergedEvents(Response):
+    """``/v1/events`` merged over shards: ``: live`` once every shard's stream is live, then
+    ``event: status`` frames, ``: keepalive`` while idle, a final ``event: error``."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, router: Router, msg: pb.WatchRequest, authorization: str | None) -> None:
+        self.status_code = 200
+        self.background = None
+        self.init_headers({"cache-control": "no-cache", "x-accel-buffering": "no"})
+        self.router = router
+        self.msg = msg
+        self.authorization = authorization
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        ctx, events = self.router.stream("/cronoq.v1.Tasks/Watch", self.msg, self.authorization)
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=4096)
+
+        async def pump() -> None:
+            try:
+                async for ev in events:
+                    frame = (
+                        b"event: status\ndata: " + json.dumps(json_shapes.event_json(ev)).encode() + b"\n\n"
+                    )
+                    await queue.put(frame)
+                await queue.put(None)
+            except Exception as e:
+                code, message = grpc_error(e)
+                name = "wrong_shard" if isinstance(e, WrongShard) else code.name.lower()
+                body = json.dumps({"error": message, "code": name}).encode()
+                await queue.put(b"event: error\ndata: " + body + b"\n\n")
+                await queue.put(None)
+
+        async def until_disconnect() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        pumper = asyncio.ensure_future(pump())
+        watcher = asyncio.ensure_future(until_disconnect())
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            live = asyncio.ensure_future(ctx.live.wait())
+            await asyncio.wait({live, pumper, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            live.cancel()
+            await send({"type": "http.response.body", "body": b": live\n\n", "more_body": True})
+            while not watcher.done():
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({getter, watcher}, timeout=KEEPALIVE_S)
+                if getter not in done:
+                    getter.cancel()
+                    if not watcher.done():
+                        await send(
+                            {"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True}
+                        )
+                    continue
+                chunk = getter.result()
+                if chunk is None:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    return
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        finally:
+            for t in (pumper, watcher):
+                t.cancel()
+            await asyncio.gather(pumper, watcher, return_exceptions=True)
+
+
 def _guarded(fn: Endpoint) -> Endpoint:
     @functools.wraps(fn)
     async def wrapped(request: Request) -> Response:
@@ -283,6 +374,7 @@ def sharded_routes(api: HttpApi, routes: list[BaseRoute]) -> list[BaseRoute]:
         ("/v1/tasks", "GET"): sh.list_tasks,
         ("/v1/tasks:batch", "POST"): sh.submit_batch,
         ("/v1/tasks/{rest:path}", "GET"): sh.task_ref,
+        ("/v1/events", "GET"): sh.events,
         ("/v1/snapshot", "GET"): sh.snapshot,
         ("/v1/workers", "GET"): sh.workers,
         ("/v1/recurring", "GET"): sh.list_recurring,

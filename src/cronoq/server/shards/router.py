@@ -42,7 +42,7 @@ from cronoq.server.config import ShardSpec
 from cronoq.server.shards.peers import PeerError, Peers, Unreachable
 from cronoq.server.shards.topology import FORWARDED_KEY, Topology, WrongShard
 
-__all__ = ["ROUTES", "LocalContext", "Routed", "Router", "routed"]
+__all__ = ["ROUTES", "LocalContext", "Routed", "Router", "grpc_error", "routed"]
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
@@ -262,7 +262,7 @@ async def submit_batch(c: Routed) -> Any:
 
 
 def _item_error(r: Any, e: BaseException) -> None:
-    code, msg = _grpc_error(e)
+    code, msg = grpc_error(e)
     r.error.code = code.name.lower()
     r.error.message = msg
 
@@ -572,7 +572,7 @@ ROUTES: dict[str, Rule | Callable[[Routed], AsyncIterator[Any]]] = {
 _WAITS = {"timeout_s", "wait_timeout_s"}
 
 
-def _grpc_error(e: BaseException) -> tuple[grpc.StatusCode, str]:
+def grpc_error(e: BaseException) -> tuple[grpc.StatusCode, str]:
     from cronoq.server.grpc_api import grpc_status
 
     if isinstance(e, WrongShard):
@@ -685,6 +685,17 @@ class Router:
             return None
         return self.top.pool_refusal(pool, shard, self.peers.current(shard))
 
+    def stream(
+        self, path: str, request: Any, authorization: str | None
+    ) -> tuple[LocalContext, AsyncIterator[Any]]:
+        """A routed server stream for a caller that is not a gRPC call (``/v1/events``): the
+        context (its ``live`` event is set once every shard's stream is live) and the
+        messages; errors raised as for :meth:`call`."""
+        rule: Any = ROUTES[path]
+        md: tuple[tuple[str, str], ...] = (("authorization", authorization),) if authorization else ()
+        ctx = LocalContext(md)
+        return ctx, rule(Routed(self, path, request, ctx, self.local[path], authorization))
+
     async def close(self) -> None:
         await self.peers.close()
 
@@ -702,7 +713,7 @@ def routed(app: Any, servicer: Any, service: str) -> Any:
 
 async def abort(context: Any, e: BaseException) -> NoReturn:
     """End the call with ``e``'s status (a refusal with its shard metadata)."""
-    code, msg = _grpc_error(e)
+    code, msg = grpc_error(e)
     trailing: tuple[tuple[str, str], ...] = ()
     if isinstance(e, WrongShard):
         trailing = e.metadata
