@@ -331,3 +331,29 @@ async def test_one_shard_fails_over_alone(cluster: Cluster, workers: list[Worker
     name = next(n for n, p in cluster.procs.items() if p is old)
     sp = cluster.launch("sb", int(name[-1]))
     cluster.wait_ready(sp, leading=False)
+
+
+async def test_sse_merges_every_shard(cluster: Cluster) -> None:
+    host, port = cluster.http("sa").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(
+            f"GET /v1/events?all_transitions=true HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"Authorization: Bearer {ADMIN}\r\n\r\n".encode()
+        )
+        await writer.drain()
+        seen = b""
+        while b": live" not in seen:
+            seen += await asyncio.wait_for(reader.read(4096), 10)
+        assert seen.startswith(b"HTTP/1.1 200")
+        async with Client(cluster.grpc("sb"), token=CLIENT) as cb:
+            tb = await cb.submit(b"", pool="b1", start_in=LATER)
+            ta = await cb.submit(b"", pool="a2", start_in=LATER)
+        while f'"id":"{tb.id}"'.encode() not in seen or f'"id":"{ta.id}"'.encode() not in seen:
+            try:
+                seen += await asyncio.wait_for(reader.read(65536), 10)
+            except TimeoutError:
+                raise AssertionError(f"events of {ta.id}, {tb.id} missing: {seen!r}") from None
+        assert b"event: status" in seen
+    finally:
+        writer.close()

@@ -301,26 +301,26 @@ class MergedEvents(Response):
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         ctx, events = self.router.stream("/cronoq.v1.Tasks/Watch", self.msg, self.authorization)
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=4096)
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
 
         async def pump() -> None:
             try:
                 async for ev in events:
-                    frame = (
-                        b"event: status\ndata: " + json.dumps(json_shapes.event_json(ev)).encode() + b"\n\n"
-                    )
-                    await queue.put(frame)
-                await queue.put(None)
+                    data = json.dumps(json_shapes.event_json(ev), separators=(",", ":"), ensure_ascii=False)
+                    queue.put_nowait(b"event: status\ndata: " + data.encode() + b"\n\n")
             except Exception as e:
                 code, message = grpc_error(e)
                 name = "wrong_shard" if isinstance(e, WrongShard) else code.name.lower()
-                body = json.dumps({"error": message, "code": name}).encode()
-                await queue.put(b"event: error\ndata: " + body + b"\n\n")
-                await queue.put(None)
+                body = json.dumps({"error": message, "code": name}, separators=(",", ":")).encode()
+                queue.put_nowait(b"event: error\ndata: " + body + b"\n\n")
+            queue.put_nowait(None)
 
         async def until_disconnect() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
+            try:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+            finally:
+                queue.put_nowait(None)
 
         pumper = asyncio.ensure_future(pump())
         watcher = asyncio.ensure_future(until_disconnect())
@@ -330,19 +330,15 @@ class MergedEvents(Response):
             await asyncio.wait({live, pumper, watcher}, return_when=asyncio.FIRST_COMPLETED)
             live.cancel()
             await send({"type": "http.response.body", "body": b": live\n\n", "more_body": True})
-            while not watcher.done():
-                getter = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait({getter, watcher}, timeout=KEEPALIVE_S)
-                if getter not in done:
-                    getter.cancel()
-                    if not watcher.done():
-                        await send(
-                            {"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True}
-                        )
+            while True:
+                try:
+                    chunk = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+                except TimeoutError:
+                    await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
                     continue
-                chunk = getter.result()
                 if chunk is None:
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    if not watcher.done():
+                        await send({"type": "http.response.body", "body": b"", "more_body": False})
                     return
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         finally:
