@@ -109,9 +109,14 @@ class Cluster:
         """The address of ``shard``'s current leader."""
         for i in (0, 1):
             p = self.procs.get(f"{shard}{i}")
-            if p is not None and p.proc.poll() is None and "cronoq serve: leading" in p.log():
+            if p is not None and p.proc.poll() is None and "cronoq serve: leading" in self.text(p):
                 return p.grpc
         raise AssertionError(f"no leader of {shard}")
+
+    @staticmethod
+    def text(sp: ServerProc) -> str:
+        """What this process (not an earlier one with the same log file) logged."""
+        return sp.log()[int(sp.extra.get("offset", "0")) :]
 
     def http(self, shard: str) -> str:
         addr = self.grpc(shard)
@@ -136,18 +141,19 @@ class Cluster:
             cmd += ["--shard", shard]
         else:
             env["CRONOQ_SHARD"] = shard
+        offset = log_path.stat().st_size if log_path.exists() else 0  # (a restart appends)
         with open(log_path, "ab") as logf:
             proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=env
             )
-        sp = ServerProc(proc, own, self.directory / "unused.db", log_path)
+        sp = ServerProc(proc, own, self.directory / "unused.db", log_path, extra={"offset": str(offset)})
         self.procs[name] = sp
         return sp
 
     def wait_ready(self, sp: ServerProc, leading: bool, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while True:
-            text = sp.log()
+            text = self.text(sp)
             m = READY_RE.search(text)
             if m and not sp.grpc:
                 sp.grpc, sp.http = m.group(1), m.group(2)

@@ -283,6 +283,7 @@ class ShardedHttp:
 
 #: a comment line this often while a merged event stream is idle
 KEEPALIVE_S = 15.0
+KEEPALIVE = b": keepalive\n\n"
 
 
 class MergedEvents(Response):
