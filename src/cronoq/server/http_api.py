@@ -1075,7 +1075,7 @@ class HttpApi:
             except ApiError:
                 leading = False
         by_pool = {name: app.registry.connected(name) for name in app.sched._pool_names}
-        body = metrics_mod.render(snap, by_pool, leader=leading, pools=pools)
+        body = metrics_mod.render(snap, by_pool, leader=leading, pools=pools, shard=app.config.server.shard)
         return Response(body, media_type=metrics_mod.CONTENT_TYPE)
 
     async def metrics_open(self, request: Request) -> Response:

@@ -219,6 +219,11 @@ async def test_http_routes_are_routed(cluster: Cluster) -> None:
     assert st == 200 and out["id"] in {t["id"] for t in lst["tasks"]}
     st, res = await asyncio.to_thread(_http, "POST", f"{base}/v1/tasks/{out['id']}/cancel")
     assert st == 200 and res["cancelled"] is True
+    req = urllib.request.Request(f"{base}/metrics", headers={"authorization": f"Bearer {ADMIN}"})
+    text = (await asyncio.to_thread(lambda: urllib.request.urlopen(req, timeout=10).read())).decode()
+    samples = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+    assert samples and all('shard="sa"' in ln for ln in samples)
+    assert any(ln.startswith("cronoq_pool_capacity{") and 'pool="a1"' in ln for ln in samples)
     cross = {"tasks": [{"pool": "a1"}, {"pool": "b1"}]}
     st, err = await asyncio.to_thread(_http, "POST", f"{base}/v1/tasks:batch", cross)
     assert st == 400 and err["error"].startswith("a batch must stay within one shard")
