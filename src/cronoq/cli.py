@@ -1239,9 +1239,13 @@ def snapshot_table(snap: Snapshot, *, title: str | None = None, caption: str | N
 
 def _totals_line(snap: Snapshot) -> str:
     tot = ", ".join(f"{k} {v}" for k, v in snap.totals.items() if v)
+    # a sharded cluster's snapshot lacks the shards that did not answer (docs/how-to/shards.md)
+    down = getattr(snap, "unavailable_shards", None)
     return (
         f"live {snap.live_tasks} · running {snap.running} · pending {snap.pending} · "
-        f"workers {snap.workers_connected}" + (f" · totals: {tot}" if tot else "")
+        f"workers {snap.workers_connected}"
+        + (f" · totals: {tot}" if tot else "")
+        + (f"\n[red]unavailable shards: {escape(', '.join(down))}[/red]" if down else "")
     )
 
 

@@ -362,3 +362,21 @@ async def test_sse_merges_every_shard(cluster: Cluster) -> None:
         assert b"event: status" in seen
     finally:
         writer.close()
+
+
+def test_top_shows_every_shard(cluster: Cluster, lonely: tuple[str, str, str]) -> None:
+    """`cronoq top` goes through the merged Snapshot: every shard's pools, the missing named."""
+    import subprocess
+    import sys
+
+    from tests.server.procs import child_env
+
+    def top(server: str) -> str:
+        cmd = [sys.executable, "-m", "cronoq.cli", "top", "--once", "--server", server, "--token", ADMIN]
+        out = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    text = top(cluster.grpc("sa"))
+    assert all(p in text for p in ("a1", "a2", "b1")) and "unavailable shards" not in text
+    assert "unavailable shards: sc, sb" in top(lonely[0])
