@@ -253,11 +253,16 @@ async def test_worker_at_the_wrong_shard_is_redirected(cluster: Cluster) -> None
 @pytest.fixture(scope="module")
 def lonely(cluster: Cluster) -> Iterator[tuple[str, str, str]]:
     """One server of shard ``sa`` of another cluster whose peer ``sb`` is down (a loopback
-    port nobody listens on) and whose peer ``sc`` is plain http beyond loopback (forwarding
-    not allowed)."""
+    port nobody listens on), whose peer ``sc`` is plain http beyond loopback (forwarding
+    not allowed) and whose peer ``sd`` is in fact a server of another shard (the cluster's
+    ``sa``: its answers say so, and are ignored)."""
     far = non_loopback_ip() or "192.0.2.1"  # (TEST-NET-1: never routed; refusal needs no call)
-    shards = {"sa": (1, ["a1", "a2"]), "sb": (200, ["b1"]), "sc": (3, ["c1"])}
-    eps = {"sb": [f"http://127.0.0.1:{free_port()}"], "sc": [f"http://{far}:{free_port()}"]}
+    shards = {"sa": (1, ["a1", "a2"]), "sb": (200, ["b1"]), "sc": (3, ["c1"]), "sd": (4, ["d1"])}
+    eps = {
+        "sb": [f"http://127.0.0.1:{free_port()}"],
+        "sc": [f"http://{far}:{free_port()}"],
+        "sd": [f"http://{cluster.grpc('sa')}"],
+    }
     ports = {"sa": [free_port()]}
     text = config_toml(cluster.schema + "_lonely", ports, eps, shards)
     path = Path(cluster.directory) / "lonely.toml"
@@ -275,7 +280,10 @@ async def test_peer_down_and_refused_forwarding(cluster: Cluster, lonely: tuple[
     raw = Raw(grpc_addr)
     try:
         snap = await raw.admin.Snapshot(pb.Empty(), metadata=MD)
-        assert list(snap.unavailable_shards) == ["sc", "sb"] and [p.name for p in snap.pools] == ["a1", "a2"]
+        assert list(snap.unavailable_shards) == ["sc", "sd", "sb"] and [p.name for p in snap.pools] == [
+            "a1",
+            "a2",
+        ]
         page = await raw.tasks.ListTasks(pb.ListTasksRequest(), metadata=MD)
         assert "sb" in page.unavailable_shards
         with pytest.raises(grpc.aio.AioRpcError) as ei:
@@ -379,4 +387,4 @@ def test_top_shows_every_shard(cluster: Cluster, lonely: tuple[str, str, str]) -
 
     text = top(cluster.grpc("sa"))
     assert all(p in text for p in ("a1", "a2", "b1")) and "unavailable shards" not in text
-    assert "unavailable shards: sc, sb" in top(lonely[0])
+    assert "unavailable shards: sc, sd, sb" in top(lonely[0])

@@ -20,6 +20,7 @@ carry ``cronoq-forwarded: <own shard>``; the peer answers from its own shard onl
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -28,7 +29,9 @@ import grpc
 import grpc.aio
 
 from cronoq.server.config import ServerConfig, ShardSpec, is_loopback
-from cronoq.server.shards.topology import FORWARDED_KEY
+from cronoq.server.shards.topology import FORWARDED_KEY, SERVED_BY_KEY
+
+log = logging.getLogger("cronoq.server.shards")
 
 __all__ = ["PeerError", "Peers", "Unreachable", "forward_allowed"]
 
@@ -168,7 +171,9 @@ class Peers:
                 response_deserializer=response_cls.FromString,
             )
             try:
-                resp = await call(request, metadata=md, timeout=left)
+                pending = call(request, metadata=md, timeout=left)
+                resp = await pending
+                served = dict(await pending.trailing_metadata() or ()).get(SERVED_BY_KEY)
             except grpc.aio.AioRpcError as e:
                 if _retry_elsewhere(e):
                     continue
@@ -176,6 +181,10 @@ class Peers:
                     break  # (our own deadline, not the peer's answer)
                 self._current[shard.name] = idx  # (an answer of the leader, if an error)
                 raise PeerError(e.code(), e.details() or "", tuple(e.trailing_metadata() or ())) from None
+            if served is not None and served != shard.name:
+                # a misconfigured address: not this shard's server (tried as the next one would be)
+                log.error("peer %s answered as shard %r, not %r: ignored", ep, served, shard.name)
+                continue
             self._current[shard.name] = idx
             return resp
         raise Unreachable(shard)

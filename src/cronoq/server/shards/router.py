@@ -40,7 +40,7 @@ from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server.app import ApiError, ServerApp
 from cronoq.server.config import ShardSpec
 from cronoq.server.shards.peers import PeerError, Peers, Unreachable
-from cronoq.server.shards.topology import FORWARDED_KEY, Topology, WrongShard
+from cronoq.server.shards.topology import FORWARDED_KEY, SERVED_BY_KEY, Topology, WrongShard
 
 __all__ = ["ROUTES", "LocalContext", "Routed", "Router", "grpc_error", "routed"]
 
@@ -595,6 +595,8 @@ class Router:
         self.peers = Peers(app.config)
         #: the local (unrouted) handlers by method path
         self.local: dict[str, Handler] = {}
+        own = self.top.own
+        self.served_by: tuple[tuple[str, str], ...] = ((SERVED_BY_KEY, own.name),) if own else ()
         self._methods = {
             f"/cronoq.v1.{svc.name}/{m.name}": m
             for svc in pb.DESCRIPTOR.services_by_name.values()
@@ -646,6 +648,7 @@ class Router:
     def _unary(self, path: str, original: Handler, rule: Rule) -> Handler:
         async def routed(request: Any, context: Any) -> Any:
             if _metadata_value(context.invocation_metadata(), FORWARDED_KEY) is not None:
+                context.set_trailing_metadata(self.served_by)  # (the caller checks who answered)
                 return await original(request, context)
             try:
                 return await rule(self._routed(path, request, context, original))

@@ -14,13 +14,15 @@ from typing import Final
 from cronoq.engine.core import SHARD_SHIFT
 from cronoq.server.config import ServerConfig, ShardSpec
 
-__all__ = ["FORWARDED_KEY", "SHARD_ENDPOINT_KEY", "SHARD_KEY", "Topology", "WrongShard"]
+__all__ = ["FORWARDED_KEY", "SERVED_BY_KEY", "SHARD_ENDPOINT_KEY", "SHARD_KEY", "Topology", "WrongShard"]
 
 #: metadata of a forwarded call: the forwarding server's shard name (ours)
 FORWARDED_KEY: Final = "cronoq-forwarded"
 #: trailing metadata of a refusal: the owning shard and its endpoint
 SHARD_KEY: Final = "cronoq-shard"
 SHARD_ENDPOINT_KEY: Final = "cronoq-shard-endpoint"
+#: trailing metadata of a forwarded call's answer: the answering server's shard (ours)
+SERVED_BY_KEY: Final = "cronoq-served-by"
 
 
 class WrongShard(Exception):
