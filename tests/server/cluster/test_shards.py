@@ -191,6 +191,19 @@ async def test_snapshot_and_watch_merged(cluster: Cluster) -> None:
             ev = await asyncio.wait_for(call.read(), 10)
             got.add(ev.id)
         call.cancel()
+        # a pool filter naming pools of both shards
+        call = raw.tasks.Watch(pb.WatchRequest(pools=["a2", "b1"], all_transitions=True), metadata=MD)
+        await asyncio.wait_for(call.initial_metadata(), 10)
+        async with Client(cluster.grpc("sa"), token=CLIENT) as ca:
+            tb = await ca.submit(b"", pool="b1", start_in=LATER)
+            ta = await ca.submit(b"", pool="a2", start_in=LATER)
+            await ca.submit(b"", pool="a1", start_in=LATER)
+        got = set()
+        while not {ta.id, tb.id} <= got:
+            ev = await asyncio.wait_for(call.read(), 10)
+            assert ev.pool in ("a2", "b1")
+            got.add(ev.id)
+        call.cancel()
         workers = await raw.admin.ListWorkers(pb.Empty(), metadata=MD)
         assert not workers.unavailable_shards
     finally:

@@ -478,7 +478,12 @@ async def watch(c: Routed) -> AsyncIterator[Any]:
 
     async def local() -> None:
         try:
-            stream: Any = c.local(req, local_ctx)
+            mine = pb.WatchRequest()
+            mine.CopyFrom(req)
+            if req.pools:  # (the local handler knows this shard's pools only)
+                del mine.pools[:]
+                mine.pools.extend(p for p in req.pools if c.top.is_local(c.top.of_pool(p)))
+            stream: Any = c.local(mine, local_ctx)
             async for msg in stream:
                 await queue.put(msg)
         except PeerError as e:
