@@ -131,7 +131,7 @@ class Peers:
             self._channels[endpoint] = ch
         return ch
 
-    def _order(self, shard: ShardSpec) -> list[tuple[int, str]]:
+    def order(self, shard: ShardSpec) -> list[tuple[int, str]]:
         """The shard's allowed addresses, the one that answered last first."""
         eps = [(i, ep) for i, ep in enumerate(shard.endpoints) if forward_allowed(self.config, ep)]
         start = self._current.get(shard.name, 0)
@@ -161,7 +161,7 @@ class Peers:
         budget = self.config.limits.request_timeout_s if timeout is None else timeout
         until = time.monotonic() + budget
         md = self.metadata(authorization)
-        for idx, ep in self._order(shard):
+        for idx, ep in self.order(shard):
             left = until - time.monotonic()
             if left <= 0:
                 break
@@ -195,7 +195,7 @@ class Peers:
         """A server stream from ``shard``'s leader: yields ``None`` once it is live (its initial
         metadata arrived), then its messages; raises :class:`PeerError` / :class:`Unreachable`."""
         md = self.metadata(authorization)
-        for idx, ep in self._order(shard):
+        for idx, ep in self.order(shard):
             call = self.channel(ep).unary_stream(
                 method,
                 request_serializer=type(request).SerializeToString,
