@@ -193,10 +193,17 @@ def _statuses(values: Any) -> list[str]:
     return out
 
 
+#: trailing metadata of an error whose HTTP ``code`` is not its status name (``unknown_pool``,
+#: ``overloaded``, ...): a shard that forwarded the call over HTTP answers with it (ours)
+ERROR_CODE_KEY = "cronoq-error-code"
+
+
 async def _abort(context: grpc.aio.ServicerContext, e: BaseException) -> None:
     code, msg = _status(e)
     if code == grpc.StatusCode.INTERNAL:
         log.exception("internal error in a gRPC handler", exc_info=e)
+    if isinstance(e, ApiError) and e.code != e.status:
+        await context.abort(code, msg, trailing_metadata=((ERROR_CODE_KEY, e.code),))
     await context.abort(code, msg)
 
 

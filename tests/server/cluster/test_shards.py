@@ -240,6 +240,10 @@ async def test_http_routes_are_routed(cluster: Cluster) -> None:
     cross = {"tasks": [{"pool": "a1"}, {"pool": "b1"}]}
     st, err = await asyncio.to_thread(_http, "POST", f"{base}/v1/tasks:batch", cross)
     assert st == 400 and err["error"].startswith("a batch must stay within one shard")
+    # a forwarded error keeps its code (the peer's SubmitError code, as a local one would)
+    dup = {"tasks": [{"pool": "b1", "key": "same"}, {"pool": "b1", "key": "same"}]}
+    st, err = await asyncio.to_thread(_http, "POST", f"{base}/v1/tasks:batch", dup)
+    assert st == 400 and err["code"] == "duplicate_key_in_batch", err
 
 
 async def test_worker_at_the_wrong_shard_is_redirected(cluster: Cluster) -> None:

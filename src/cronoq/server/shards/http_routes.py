@@ -33,6 +33,7 @@ from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server import convert
 from cronoq.server.app import ApiError
 from cronoq.server.auth import Action, AuthError
+from cronoq.server.grpc_api import ERROR_CODE_KEY
 from cronoq.server.http_api import (
     HttpApi,
     HttpError,
@@ -67,7 +68,8 @@ def _error(e: BaseException) -> Response:
         if isinstance(e.cause, (ApiError, AuthError, HttpError)):
             return _error(e.cause)
         name = e.code.name.lower()
-        return error_response(convert.HTTP_STATUS.get(name, 500), e.details, name)
+        code = dict(e.trailing).get(ERROR_CODE_KEY) or name  # (the peer's SubmitError code)
+        return error_response(convert.HTTP_STATUS.get(name, 500), e.details, code)
     he = http_error_of(e)
     return error_response(he.status, he.message, he.code, he.extra, he.headers)
 

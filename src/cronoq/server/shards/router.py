@@ -726,6 +726,6 @@ async def abort(context: Any, e: BaseException) -> NoReturn:
     if isinstance(e, WrongShard):
         trailing = e.metadata
     elif isinstance(e, PeerError):
-        trailing = tuple((k, v) for k, v in e.trailing if k.startswith("cronoq-"))
+        trailing = tuple((k, v) for k, v in e.trailing if k.startswith("cronoq-") and k != SERVED_BY_KEY)
     await context.abort(code, msg, trailing_metadata=trailing)
     raise AssertionError("unreachable")
