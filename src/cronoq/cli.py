@@ -472,8 +472,10 @@ def serve(
         fail(f"invalid configuration: {e}")
     if check:
         where = config.source or "defaults"
+        own = config.own_shard
+        shard = f"shard {own.name} (number {own.number}) of {len(config.shards)}; " if own else ""
         click.echo(
-            f"configuration OK ({where}): pools {', '.join(config.pool_names)}; "
+            f"configuration OK ({where}): {shard}pools {', '.join(config.pool_names)}; "
             f"grpc {config.server.grpc_addr}, http {config.server.http_addr}; "
             f"store {config.store.kind}; auth {'on' if config.auth_enabled else 'off'}"
         )

@@ -203,3 +203,38 @@ def test_store_placeholder() -> None:
     text = BASE.replace('name = "b"', 'name = "b-1"')
     (e,) = errors_of(pg + text, shard="b-1")
     assert e == "store.schema: with the shard name 'b-1' it is not an SQL identifier ('cq_b-1')"
+
+
+def _serve(args: list[str], tmp_path: Path) -> Any:
+    import subprocess
+    import sys
+
+    from tests.server.procs import child_env
+
+    cmd = [sys.executable, "-m", "cronoq.cli", "serve", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=child_env(), cwd=tmp_path, timeout=60)
+
+
+def test_cli_shard_flag_and_check(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(BASE)
+    out = _serve(["--config", str(cfg), "--check", "--shard", "b"], tmp_path)
+    assert out.returncode == 0 and "shard b (number 200) of 2" in out.stdout, out.stderr
+    out = _serve(["--config", str(cfg), "--check"], tmp_path)
+    assert out.returncode != 0 and "server.shard: required with [[shards]]" in out.stderr
+
+
+async def test_a_store_of_another_shard_stops_the_server(tmp_path: Path) -> None:
+    from cronoq.store.sqlite import SqliteStore
+
+    db = tmp_path / "one.db"  # (no {shard} placeholder: both shards would share it)
+    store = SqliteStore(db, shard="a")
+    await store.open()
+    await store.close()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'[server]\ngrpc_addr = "127.0.0.1:0"\nhttp_addr = "127.0.0.1:0"\n[store]\npath = "{db}"\n' + BASE
+    )
+    out = _serve(["--config", str(cfg), "--shard", "b"], tmp_path)
+    assert out.returncode != 0
+    assert "belongs to shard 'a', not 'b'" in out.stderr, out.stderr

@@ -278,7 +278,8 @@ async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> 
             http_shown,
             metrics_shown,
             config.store.kind,
-            ", ".join(config.pool_names),
+            ", ".join(p.name for p in config.local_pools)
+            + (f" (shard {config.server.shard})" if config.server.shard else ""),
             "on" if app.auth.auth_enabled else "off",
         )
         _announce(f"grpc={grpc_shown} http={http_shown} metrics={metrics_shown}")
