@@ -336,6 +336,21 @@ async def test_one_shard_fails_over_alone(cluster: Cluster, workers: list[Worker
     leader (the standby, the next address of sb's endpoint); no acknowledged task is lost."""
     async with Client(cluster.grpc("sa"), token=CLIENT) as ca:
         acked = [(await ca.submit(b"", pool="b1")).id for _ in range(20)]
+        # load on both shards through sa during the kill: every acknowledged task must finish
+        stop = asyncio.Event()
+
+        async def load(pool: str) -> None:
+            i = 0
+            while not stop.is_set():
+                i += 1
+                try:
+                    acked.append((await ca.submit(b"", pool=pool, key=f"load-{pool}-{i}")).id)
+                except ClientError as e:
+                    assert e.retryable, e
+                    await asyncio.sleep(0.05)
+
+        loaders = [asyncio.ensure_future(load(p)) for p in ("a1", "b1", "b1")]
+        await asyncio.sleep(0.3)
         old = next(p for n, p in cluster.procs.items() if n.startswith("sb") and p.grpc == cluster.grpc("sb"))
         old.proc.send_signal(signal.SIGKILL)
         old.proc.wait()
@@ -355,7 +370,11 @@ async def test_one_shard_fails_over_alone(cluster: Cluster, workers: list[Worker
                 await asyncio.sleep(0.2)
         # the worker of b1 comes back through sa's redirect to sb's new leader
         assert (await ca.wait(after.id, timeout=30)).output == b"done:b"
-        for tid in acked:  # (acknowledged before the kill: recovered by the new leader)
+        await asyncio.sleep(0.3)
+        stop.set()
+        await asyncio.gather(*loaders)
+        assert sum(shard_of(t) == 1 for t in acked) and sum(shard_of(t) == 200 for t in acked) > 20
+        for tid in acked:  # (acknowledged before or during the kill: none lost)
             assert (await ca.wait(tid, timeout=20)).status == "succeeded"
     # the killed server comes back as sb's standby
     name = next(n for n, p in cluster.procs.items() if p is old)
