@@ -70,3 +70,24 @@ def test_forwarding_rule() -> None:
 def test_unsharded_config_has_no_topology() -> None:
     top = Topology(loads_config("", env={}))
     assert not top.sharded and top.own is None and top.shards == ()
+
+
+def test_dependencies_and_resources_stay_within_a_shard() -> None:
+    import pytest
+
+    from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+    from cronoq.server.app import ApiError
+    from cronoq.server.shards.router import check_task
+
+    top = Topology(loads_config(TOML, env={}, shard="a"))
+    a, b = top.shards
+    ok = pb.TaskSpec(pool="p2", resources={"db": 1}, deps=[pb.Dep(target=pb.TaskRef(id=200 << 56 | 1))])
+    check_task(top, ok, b)
+    with pytest.raises(ApiError) as ei:
+        check_task(top, pb.TaskSpec(pool="p1", deps=[pb.Dep(target=pb.TaskRef(id=200 << 56 | 7))]), a)
+    assert ei.value.code == "unknown_dependency" and ei.value.status == "not_found"
+    assert "shard 'b'" in ei.value.message and "shard 'a'" in ei.value.message
+    with pytest.raises(ApiError) as ei:
+        check_task(top, pb.TaskSpec(pool="p1", resources={"db": 1}), a)
+    assert ei.value.code == "unknown_resource" and ei.value.status == "invalid_argument"
+    assert ei.value.message.startswith("resource 'db' belongs to shard 'b': pool 'p1' is served by shard 'a'")

@@ -42,7 +42,7 @@ from cronoq.server.config import ShardSpec
 from cronoq.server.shards.peers import PeerError, Peers, Unreachable
 from cronoq.server.shards.topology import FORWARDED_KEY, SERVED_BY_KEY, Topology, WrongShard
 
-__all__ = ["ROUTES", "LocalContext", "Routed", "Router", "grpc_error", "routed"]
+__all__ = ["ROUTES", "LocalContext", "Routed", "Router", "check_task", "grpc_error", "routed"]
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
@@ -147,7 +147,7 @@ Rule = Callable[[Routed], Awaitable[Any]]
 # checks on submissions
 
 
-def _check_task(top: Topology, spec: pb.TaskSpec, owner: ShardSpec | None) -> None:
+def check_task(top: Topology, spec: pb.TaskSpec, owner: ShardSpec | None) -> None:
     """A dependency or a resource of another shard than the task's pool (DAGs and resources
     stay within a shard)."""
     if owner is None:
@@ -183,7 +183,7 @@ def owner_of_pool(get_spec: Callable[[Any], pb.TaskSpec]) -> Rule:
     async def rule(c: Routed) -> Any:
         spec = get_spec(c.request)
         shard = c.top.of_pool(spec.pool)
-        _check_task(c.top, spec, shard)
+        check_task(c.top, spec, shard)
         return await c.send(shard, lambda s: c.top.pool_refusal(spec.pool, s))
 
     return rule
@@ -246,7 +246,7 @@ async def submit_batch(c: Routed) -> Any:
         shard = c.top.of_pool(spec.pool)
         if shard is None:
             return await c.local(c.request, c.context)  # (the local handler names the unknown pool)
-        _check_task(c.top, spec, shard)
+        check_task(c.top, spec, shard)
         if shard.name not in owners:
             owners[shard.name] = shard
             first[shard.name] = spec.pool or c.top.config.default_pool
@@ -275,7 +275,7 @@ async def submit_many(c: Routed) -> Any:
     for i, spec in enumerate(c.request.tasks):
         shard = c.top.of_pool(spec.pool)
         try:
-            _check_task(c.top, spec, shard)
+            check_task(c.top, spec, shard)
         except ApiError as e:
             early[i] = e
             continue
