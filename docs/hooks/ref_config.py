@@ -156,6 +156,23 @@ TABLES: tuple[Table, ...] = (
         "`burst`, required).",
         _resource_base,
     ),
+    Table(
+        "[server.peer_tls]",
+        lambda t: {"server": {"peer_tls": t}},
+        "server.peer_tls",
+        None,
+        "TLS of calls to `https://` peer shards (PEM files); without `ca` the system roots. "
+        "`cert` and `key` (a client certificate) go together.",
+    ),
+    Table(
+        "[[shards]]",
+        lambda t: {"shards": [t]},
+        "shards[0]",
+        None,
+        "One entry per shard ([Scaling out with shards](../how-to/shards.md)): every pool in "
+        "exactly one shard; every server of every shard reads the same file.",
+        lambda key: {"name": "s", "number": 1, "pools": ["p"], "endpoint": "http://h:1"},
+    ),
 )
 
 #: The meaning of every key, by "<table name> <key>". Keep to one line each.
@@ -166,6 +183,19 @@ DESCRIPTIONS: Mapping[str, str] = {
     "top level limits": "the `[limits]` table",
     "top level pools": "the `[[pools]]` array of tables",
     "top level resources": "the `[[resources]]` array of tables",
+    "top level shards": "the `[[shards]]` array of tables (pools split between leaders)",
+    "[server] shard": "this server's shard, a `[[shards]]` name (also `--shard`, `$CRONOQ_SHARD`; "
+    "the flag wins)",
+    "[server] peer_tls": "the `[server.peer_tls]` table",
+    "[server] insecure_peer_http": "forward callers' tokens to plain `http://` peers beyond loopback",
+    "[server.peer_tls] ca": "CA bundle that peers' certificates must chain to (default: system roots)",
+    "[server.peer_tls] cert": "client certificate presented to peers (PEM, with `key`)",
+    "[server.peer_tls] key": "its private key (PEM, with `cert`)",
+    "[[shards]] name": "the shard's name (unique)",
+    "[[shards]] number": "1..255, unique, carried in the top 8 bits of its task ids",
+    "[[shards]] pools": "the pools this shard serves",
+    "[[shards]] endpoint": "`http(s)://host:port` of its leader (a Service), or a list of its servers",
+    "[[resources]] shard": "the shard that owns the resource (required with `[[shards]]`)",
     "[server] grpc_addr": "gRPC listener `host:port` (port 0 = any free port)",
     "[server] http_addr": "HTTP/JSON, SSE, dashboard and `/metrics` listener",
     "[server] metrics_addr": "an extra listener serving only `/metrics`, `/healthz`, `/readyz`, "

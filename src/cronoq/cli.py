@@ -442,6 +442,11 @@ def _proto_text() -> str:
     help="TOML configuration file (env CRONOQ_CONFIG); without one: the defaults.",
 )
 @click.option("--insecure-no-auth", is_flag=True, help="Allow listening beyond loopback without tokens.")
+@click.option(
+    "--shard",
+    default=None,
+    help="This server's shard (a [[shards]] name; wins over server.shard and $CRONOQ_SHARD).",
+)
 @click.option("--check", is_flag=True, help="Validate the configuration and exit (0 = valid).")
 @click.option("--print-proto", is_flag=True, help="Print the bundled gRPC contract (cronoq.proto) and exit.")
 @click.option(
@@ -452,7 +457,12 @@ def _proto_text() -> str:
     envvar="CRONOQ_LOG_LEVEL",
 )
 def serve(
-    config_path: str | None, insecure_no_auth: bool, check: bool, print_proto: bool, log_level: str
+    config_path: str | None,
+    insecure_no_auth: bool,
+    shard: str | None,
+    check: bool,
+    print_proto: bool,
+    log_level: str,
 ) -> None:
     """Run the cronoq server (gRPC + HTTP/JSON API)."""
     if print_proto:
@@ -461,13 +471,15 @@ def serve(
     from cronoq.server.config import ConfigError, load_config
 
     try:
-        config = load_config(config_path, insecure_no_auth=insecure_no_auth)
+        config = load_config(config_path, insecure_no_auth=insecure_no_auth, shard=shard)
     except ConfigError as e:
         fail(f"invalid configuration: {e}")
     if check:
         where = config.source or "defaults"
+        own = config.own_shard
+        shard = f"shard {own.name} (number {own.number}) of {len(config.shards)}; " if own else ""
         click.echo(
-            f"configuration OK ({where}): pools {', '.join(config.pool_names)}; "
+            f"configuration OK ({where}): {shard}pools {', '.join(config.pool_names)}; "
             f"grpc {config.server.grpc_addr}, http {config.server.http_addr}; "
             f"store {config.store.kind}; auth {'on' if config.auth_enabled else 'off'}"
         )
@@ -1513,9 +1525,13 @@ def snapshot_table(snap: Snapshot, *, title: str | None = None, caption: str | N
 
 def _totals_line(snap: Snapshot) -> str:
     tot = ", ".join(f"{k} {v}" for k, v in snap.totals.items() if v)
+    # a sharded cluster's snapshot lacks the shards that did not answer (docs/how-to/shards.md)
+    down = getattr(snap, "unavailable_shards", None)
     return (
         f"live {snap.live_tasks} · running {snap.running} · pending {snap.pending} · "
-        f"workers {snap.workers_connected}" + (f" · totals: {tot}" if tot else "")
+        f"workers {snap.workers_connected}"
+        + (f" · totals: {tot}" if tot else "")
+        + (f"\n[red]unavailable shards: {escape(', '.join(down))}[/red]" if down else "")
     )
 
 

@@ -496,3 +496,47 @@ async def check_pause_and_replay_survive_restart(make: Make) -> None:
         assert (await s2.load(codec)).paused == []
     finally:
         await s2.close()
+
+
+async def check_sharded_ids(make: Make) -> None:
+    """docs/how-to/shards.md: ids of shard 200 (the sign bit of the signed id column) are stored
+    and read back as the same uint64 ids, in id order; deps and a schedule's last id too."""
+    s, ep = await leader(make, shard="b")
+    tb = now_ns()
+    core = Core(_cfg(tb), epoch=ep, shard=200)
+    o = TaskOptions()
+    a, _ = core.submit(0, o, "A", key="a", blob=codec.encode("A"))
+    b, _ = core.submit(0, o, "B", key="b", deps=[("a", 0)], blob=codec.encode("B"))
+    assert a >> 56 == 200 and (a >> 40) & 0xFFFF == ep and a & ((1 << 40) - 1) == 1
+    assert b == a + 1 and a >= 1 << 63
+    core.tick(0)
+    _, muts = _persisted(core)
+    await s.commit(muts, ep, codec)
+    await s.close()
+    s2, ep2 = await leader(make, shard="b")
+    try:
+        rec = await s2.load(codec)
+        assert [t.id for t in rec.tasks] == [a, b]
+        core2 = Core(_cfg(tb), epoch=ep2, shard=200)
+        core2.recover(0, rec)
+        assert core2.submit(0, o, "B", key="b") == (b, True)
+        nid, _ = core2.submit(0, o, "C", blob=codec.encode("C"))
+        assert nid >> 56 == 200 and nid > b
+    finally:
+        await s2.close()
+
+
+async def check_store_of_another_shard_refused(make: Make) -> None:
+    """docs/how-to/shards.md: a store already used by one shard refuses another shard."""
+    from cronoq.store.base import ShardMismatch
+
+    s = await opened(make, shard="a")
+    await s.close()
+    other = make(shard="b")
+    try:
+        with pytest.raises(ShardMismatch, match="belongs to shard 'a', not 'b'"):
+            await other.open()
+    finally:
+        await other.close()
+    s3 = await opened(make, shard="a")  # its own shard still opens it
+    await s3.close()

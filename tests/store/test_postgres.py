@@ -210,3 +210,11 @@ async def test_paused_table_is_added_to_an_existing_schema(make: Any, schema: st
     await s.close()
     await sql(f'DROP TABLE "{schema}".cronoq_paused')
     await contract.check_pause_and_replay_survive_restart(make)
+
+
+async def test_sharded_ids_round_trip(make: Any) -> None:
+    await contract.check_sharded_ids(make)
+
+
+async def test_store_of_another_shard_refused(make: Any) -> None:
+    await contract.check_store_of_another_shard_refused(make)

@@ -147,6 +147,27 @@ from cronoq.errors import SubmitError
 
 EPOCH_SHIFT = 48
 SEQ_MASK = (1 << EPOCH_SHIFT) - 1
+#: with shards (docs/how-to/shards.md): ``id = shard << 56 | epoch << 40 | seq``
+SHARD_SHIFT = 56
+SHARD_EPOCH_SHIFT = 40
+SHARD_SEQ_MASK = (1 << SHARD_EPOCH_SHIFT) - 1
+
+
+def id_base(epoch: int, shard: int = 0) -> int:
+    """The high bits of the ids of a term: ``epoch << 48`` without shards, else
+    ``shard << 56 | epoch << 40`` (the sequence fills the rest and never carries into them)."""
+    if shard == 0:
+        return epoch << EPOCH_SHIFT
+    if not 1 <= shard <= 255:
+        raise ValueError(f"shard number must be in 1..255 (got {shard})")
+    if not 0 <= epoch < 1 << (SHARD_SHIFT - SHARD_EPOCH_SHIFT):
+        raise ValueError(f"fencing epoch {epoch} does not fit the 16 epoch bits of a sharded id")
+    return shard << SHARD_SHIFT | epoch << SHARD_EPOCH_SHIFT
+
+
+def shard_of(task_id: int) -> int:
+    """The shard number a sharded id carries (``id >> 56``)."""
+    return task_id >> SHARD_SHIFT
 
 
 _PENDING = (True, True, True, False, True) + (False,) * 7  # blocked, scheduled, ready, retrying
@@ -155,10 +176,13 @@ _PENDING = (True, True, True, False, True) + (False,) * 7  # blocked, scheduled,
 class Core:
     """The sans-IO scheduling engine (see the module docstring)."""
 
-    def __init__(self, config: CoreConfig, *, now: int = 0, first_seq: int = 1, epoch: int = 0) -> None:
+    def __init__(
+        self, config: CoreConfig, *, now: int = 0, first_seq: int = 1, epoch: int = 0, shard: int = 0
+    ) -> None:
         self.config = config
         self.epoch = epoch
-        self.id_base = epoch << EPOCH_SHIFT
+        self.id_base = id_base(epoch, shard)
+        self.seq_limit = SHARD_SEQ_MASK if shard else SEQ_MASK
         self.seq = first_seq
         self.pools = [PoolState(i, p, now, config.window) for i, p in enumerate(config.pools)]
         self.timers = Timers()
@@ -348,6 +372,9 @@ class Core:
     ) -> TaskState:
         """Create a task in ``blocked`` under the next id and count it; the caller releases it."""
         seq = self.seq
+        if seq > self.seq_limit:  # (never carries into the epoch or shard bits)
+            msg = "task ids of this leadership term are exhausted: restart the leader"
+            raise SubmitError("overloaded", msg)
         self.seq = seq + 1
         t = TaskState(self.id_base | seq, seq, opts, payload, key, now)
         self._n_submitted += 1

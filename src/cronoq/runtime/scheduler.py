@@ -140,7 +140,9 @@ class Scheduler(Operations):
     submission to a full pool fail with ``SubmitError("full")`` instead of waiting (the server's
     choice: a request never waits for space); ``keep_payloads`` says whether finished tasks keep
     their payloads in memory so they can be replayed (default ``None``: yes, unless the store is
-    durable, which holds them; docs/how-to/operations.md#replay).
+    durable, which holds them; docs/how-to/operations.md#replay); ``id_shard`` (1..255) puts a
+    shard number in the task ids (``shard << 56 | epoch << 40 | seq``; 0, the default: not sharded,
+    docs/how-to/shards.md).
     """
 
     def __init__(
@@ -158,6 +160,7 @@ class Scheduler(Operations):
         key_retention_max: int = 1_000_000,
         wait_for_space: bool = True,
         keep_payloads: bool | None = None,
+        id_shard: int = 0,
     ) -> None:
         pool_list = list(pools)
         if not pool_list:
@@ -204,6 +207,10 @@ class Scheduler(Operations):
         self._keep_payloads: bool | None = keep_payloads
         #: wait_for_space=False (the server): a full pool answers SubmitError('full') at once
         self._nowait = not wait_for_space
+        #: the shard number carried in task ids (docs/how-to/shards.md); 0 = not sharded
+        if isinstance(id_shard, bool) or not isinstance(id_shard, int) or not 0 <= id_shard <= 255:
+            raise ValueError(f"id_shard must be an int in 0..255 (got {id_shard!r})")
+        self.id_shard = id_shard
         self._shutdown_grace = check_seconds("shutdown_grace", shutdown_grace)
         if isinstance(event_capacity, bool) or not isinstance(event_capacity, int) or event_capacity < 1:
             raise ValueError(f"event_capacity must be an int >= 1 (got {event_capacity!r})")
@@ -299,7 +306,7 @@ class Scheduler(Operations):
         )
         self._fenced = None
         if store is None:
-            self._core = Core(config, now=0, first_seq=self._next_seq)
+            self._core = Core(config, now=0, first_seq=self._next_seq, shard=self.id_shard)
             self._arm()  # timers from the start (a pool above its floor is evaluated at once)
         else:
             from cronoq.runtime.durable import Committer
@@ -312,7 +319,7 @@ class Scheduler(Operations):
             )
             if hasattr(store, "on_lost"):
                 store.on_lost = self._on_lost
-            core = Core(config, now=0, epoch=epoch)
+            core = Core(config, now=0, epoch=epoch, shard=self.id_shard)
             self._core = core
             assert recovered is not None
             core.recover(0, recovered)

@@ -45,7 +45,7 @@ from cronoq.server.history import HistoryRing, run_sampler
 from cronoq.server.outputs import OutputCache
 from cronoq.server.payload_budget import PayloadBudget
 from cronoq.server.workers import Blob, RemoteExecutor, WorkerRegistry
-from cronoq.store.base import lease_left
+from cronoq.store.base import ShardMismatch, lease_left
 
 log = logging.getLogger("cronoq.server")
 
@@ -119,7 +119,9 @@ def make_store(config: ServerConfig) -> Any:
     if st.kind == "sqlite":
         from cronoq.store.sqlite import SqliteStore
 
-        return SqliteStore(st.path, retention=retention, commit_timeout=st.commit_timeout_s)
+        return SqliteStore(
+            st.path, retention=retention, commit_timeout=st.commit_timeout_s, shard=config.server.shard
+        )
     from cronoq.store.postgres import PostgresStore
 
     if not st.url:
@@ -131,6 +133,7 @@ def make_store(config: ServerConfig) -> Any:
         commit_timeout=st.commit_timeout_s,
         statement_timeout=st.statement_timeout_s,
         connect_timeout=st.connect_timeout_s,
+        shard=config.server.shard,
     )
 
 
@@ -185,6 +188,9 @@ class ServerApp:
 
         return run
 
+        #: the shard router (``shards.router.Router``), set when the gRPC services are registered
+        self.router: Any = None
+
     def _make_scheduler(self) -> Scheduler:
         """A scheduler for one leadership term, its pools run by remote workers via the registry."""
         cfg = self.config
@@ -192,7 +198,7 @@ class ServerApp:
             Pool.from_config(
                 pool_config(p), self._noting(RemoteExecutor(self.registry, p.name)), scaler=ExternalScaler()
             )
-            for p in cfg.pools
+            for p in cfg.local_pools  # (with shards: this shard's pools only)
         ]
         sched = Scheduler(
             pools,
@@ -210,6 +216,7 @@ class ServerApp:
             # durable store reads them back for a replay; the memory store answers
             # payload_unavailable (docs/how-to/operations.md#replay)
             keep_payloads=False,
+            id_shard=cfg.own_shard.number if cfg.own_shard is not None else 0,
         )
         sched.on_fenced = self._fenced
         self.registry.sched = sched
@@ -223,6 +230,8 @@ class ServerApp:
         while not self.stopping:
             try:
                 await self.sched.start()
+            except ShardMismatch:
+                raise  # (a configuration error: never retried)
             except SchedulerError as e:
                 log.error("cannot start the scheduler: %s; retrying", e)
                 await asyncio.sleep(1.0)

@@ -56,6 +56,9 @@ __all__ = [
     "ScalerConfig",
     "ServerConfig",
     "ServerSection",
+    "SHARD_ENV",
+    "PeerTlsConfig",
+    "ShardSpec",
     "StoreConfig",
     "TlsConfig",
     "TokenConfig",
@@ -71,6 +74,10 @@ __all__ = [
 ]
 
 CONFIG_ENV: Final = "CRONOQ_CONFIG"
+#: (docs/how-to/shards.md) names the server's own shard when neither --shard nor server.shard does
+SHARD_ENV: Final = "CRONOQ_SHARD"
+#: the highest shard number (ids carry it in their top 8 bits)
+MAX_SHARD_NUMBER: Final = 255
 DEFAULT_POOL: Final = "default"
 DAY: Final = 86_400
 MAX_DURATION_S: Final = 365 * DAY
@@ -82,6 +89,8 @@ STORE_KINDS: Final = ("memory", "sqlite", "postgres")
 SCALER_KINDS: Final = ("external", "webhook")
 RESOURCE_KINDS: Final = ("semaphore", "token_bucket")
 
+#: replaced by the server's shard name in ``store.schema`` / ``store.path`` (ours)
+SHARD_PLACEHOLDER: Final = "{shard}"
 _SCHEMA_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _ENV_NAME_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TOKEN_RE: Final = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII, no spaces (header-safe)
@@ -162,6 +171,16 @@ class GrpcWebConfig:
 
 
 @dataclass(frozen=True)
+class PeerTlsConfig:
+    """``[server.peer_tls]``: the TLS of calls to ``https://`` peer shards (``ca`` None: the
+    system roots; ``cert`` + ``key``: a client certificate)."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+
+@dataclass(frozen=True)
 class ServerSection:
     """``[server]``."""
 
@@ -173,6 +192,12 @@ class ServerSection:
     shutdown_grace_s: float = 10.0
     #: ``[server.grpc_web]``; None = off
     grpc_web: GrpcWebConfig | None = None
+    # -- shards (docs/how-to/shards.md)
+    #: the server's own shard (also ``--shard`` / ``$CRONOQ_SHARD``); None without [[shards]]
+    shard: str | None = None
+    peer_tls: PeerTlsConfig | None = None
+    #: allow forwarding callers' tokens to plain http:// peers beyond loopback
+    insecure_peer_http: bool = False
 
 
 @dataclass(frozen=True)
@@ -325,6 +350,8 @@ class ResourceSpec:
     permits: int | None = None
     rate: float | None = None
     burst: int | None = None
+    #: the shard that owns the resource (required in a sharded config)
+    shard: str | None = None
 
     def to_engine(self) -> ResourceConfig:
         if self.kind == "semaphore":
@@ -332,6 +359,24 @@ class ResourceSpec:
             return ResourceConfig.semaphore(self.name, self.permits)
         assert self.rate is not None and self.burst is not None
         return ResourceConfig.token_bucket(self.name, self.rate, self.burst)
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """One ``[[shards]]`` entry: a group of pools served by one HA group of servers.
+
+    ``endpoints`` are the gRPC endpoints (``http(s)://host:port``) of that shard: its Service,
+    or the addresses of its servers (requests go to whichever leads); ``endpoint`` is the first.
+    """
+
+    name: str
+    number: int
+    pools: tuple[str, ...]
+    endpoints: tuple[str, ...]
+
+    @property
+    def endpoint(self) -> str:
+        return self.endpoints[0]
 
 
 def _default_pools() -> tuple[PoolSpec, ...]:
@@ -353,6 +398,24 @@ class ServerConfig:
     #: ``[[auth.certs]]`` certificate principals (mutual TLS)
     certs: tuple[CertConfig, ...] = ()
     outputs: OutputsConfig = field(default_factory=OutputsConfig)
+    #: ``[[shards]]`` (empty: one unsharded server group)
+    shards: tuple[ShardSpec, ...] = ()
+
+    @property
+    def own_shard(self) -> ShardSpec | None:
+        """This server's shard (``server.shard``), None without shards."""
+        for s in self.shards:
+            if s.name == self.server.shard:
+                return s
+        return None
+
+    @property
+    def local_pools(self) -> tuple[PoolSpec, ...]:
+        """The pools this server's engine runs: its shard's (every pool without shards)."""
+        own = self.own_shard
+        if own is None:
+            return self.pools
+        return tuple(p for p in self.pools if p.name in own.pools)
 
     @property
     def auth_enabled(self) -> bool:
@@ -425,7 +488,7 @@ def pool_config(p: PoolSpec, *, initial: int | None = 0) -> PoolConfig:
 
 def resource_configs(cfg: ServerConfig) -> list[ResourceConfig]:
     """The engine resources (``Resource.semaphore`` / ``Resource.token_bucket``)."""
-    return [r.to_engine() for r in cfg.resources]
+    return [r.to_engine() for r in cfg.resources if r.shard is None or r.shard == cfg.server.shard]
 
 
 def token_digest(token: str) -> bytes:
@@ -641,7 +704,7 @@ def _pg_url(v: Any) -> str:
 
 def _schema(v: Any) -> str:
     s = _str(v)
-    if not _SCHEMA_RE.match(s):
+    if not _SCHEMA_RE.match(s.replace(SHARD_PLACEHOLDER, "s")):
         raise _Bad(f"must be an SQL identifier (letters, digits, _; at most 63) (got {s!r})")
     return s
 
@@ -750,10 +813,46 @@ def _weights(v: Any) -> Mapping[str, float]:
     return FrozenMap(out)
 
 
+def _endpoint(v: Any) -> str:
+    """A shard endpoint: ``http(s)://host:port``, no userinfo, no path (a trailing ``/`` is
+    dropped)."""
+    s = _str(v)
+    m = re.match(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$", s)
+    if m is None or m["scheme"].lower() not in ("http", "https"):
+        raise _Bad(f"must be http://host:port or https://host:port (got {s!r})")
+    rest = m["rest"]
+    if "@" in rest:
+        raise _Bad(f"must not carry userinfo (user@ or user:password@) (got {s!r})")
+    authority, _, path = rest.partition("/")
+    if path or "?" in authority or "#" in authority:
+        raise _Bad(f"must not have a path, query or fragment: http(s)://host:port only (got {s!r})")
+    try:
+        host, port = split_host_port(authority)
+    except ValueError as e:
+        raise _Bad(f"must be http(s)://host:port ({e}) (got {s!r})") from None
+    if not host or port is None or not port.isdigit() or not (1 <= int(port) <= 65535):
+        raise _Bad(f"must be http(s)://host:port with a port 1..65535 (got {s!r})")
+    return f"{m['scheme'].lower()}://{authority}"
+
+
+def _endpoints(v: Any) -> tuple[str, ...]:
+    """One endpoint, or a non-empty array of them (the addresses of the shard's servers)."""
+    if isinstance(v, list):
+        if not v:
+            raise _Bad("must be an endpoint or a non-empty array of endpoints (got [])")
+        return tuple(_endpoint(x) for x in v)
+    return (_endpoint(v),)
+
+
+#: ``[server]`` keys of shards (parsed by :meth:`_Parser.shard_server`)
+_SHARD_SERVER_KEYS: Final = ("shard", "peer_tls", "insecure_peer_http")
+
+
 class _Parser:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
         self.errors: list[str] = []
+        self.shard_names: list[str] = []  # (every [[shards]] name given, valid entries or not)
 
     def error(self, path: str, msg: str) -> None:
         self.errors.append(f"{path}: {msg}")
@@ -795,7 +894,7 @@ class _Parser:
     def server(self, v: Any) -> ServerSection:
         keys: tuple[str, ...] = ("grpc_addr", "http_addr", "metrics_addr", "tls", "insecure_no_auth")
         keys += ("shutdown_grace_s", "grpc_web")
-        t = self.table(v, "server", keys)
+        t = self.table(v, "server", keys + _SHARD_SERVER_KEYS)
         if t is None:
             return ServerSection()
         d = ServerSection()
@@ -811,7 +910,7 @@ class _Parser:
                 ca = self.opt(tt, "client_ca", "server.tls", _existing_file)
                 if cert and key:
                     tls = TlsConfig(cert, key, ca)
-        return ServerSection(
+        section = ServerSection(
             grpc_addr=self.get(t, "grpc_addr", "server", _addr, d.grpc_addr),
             http_addr=self.get(t, "http_addr", "server", _addr, d.http_addr),
             metrics_addr=self.opt(t, "metrics_addr", "server", _addr),
@@ -820,6 +919,133 @@ class _Parser:
             shutdown_grace_s=self.get(t, "shutdown_grace_s", "server", _duration(), d.shutdown_grace_s),
             grpc_web=self.grpc_web(t["grpc_web"]) if "grpc_web" in t else None,
         )
+        return dataclasses.replace(section, **self.shard_server(t))
+
+    # ---- shards (docs/how-to/shards.md) ------------------------------------------------------
+
+    def shard_server(self, t: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``[server]`` keys of shards: ``shard``, ``peer_tls``, ``insecure_peer_http``."""
+        peer_tls: PeerTlsConfig | None = None
+        if "peer_tls" in t:
+            tt = self.table(t["peer_tls"], "server.peer_tls", ("ca", "cert", "key"))
+            if tt is not None:
+                ca = self.opt(tt, "ca", "server.peer_tls", _existing_file)
+                cert = self.opt(tt, "cert", "server.peer_tls", _existing_file)
+                key = self.opt(tt, "key", "server.peer_tls", _existing_file)
+                if ("cert" in tt) != ("key" in tt):
+                    missing = "key" if "cert" in tt else "cert"
+                    msg = "required with cert and key together (PEM files)"
+                    self.error(f"server.peer_tls.{missing}", msg)
+                peer_tls = PeerTlsConfig(ca, cert, key)
+        return {
+            "shard": self.opt(t, "shard", "server", _name),
+            "peer_tls": peer_tls,
+            "insecure_peer_http": self.get(t, "insecure_peer_http", "server", _bool, False),
+        }
+
+    def shards(self, v: Any, pool_names: Sequence[str]) -> tuple[ShardSpec, ...]:
+        """``[[shards]]``: unique names and numbers 1..255, every pool in exactly one shard."""
+        out: list[ShardSpec] = []
+        names: dict[str, str] = {}
+        numbers: dict[int, str] = {}
+        owner: dict[str, str] = {}
+        raw_shards = self.tables(v, "shards", "[[shards]]")
+        if isinstance(v, list) and not v:
+            self.error("shards", "at least one shard is required (leave out [[shards]] for one server group)")
+        for i, raw in enumerate(raw_shards):
+            path = f"shards[{i}]"
+            t = self.table(raw, path, ("name", "number", "pools", "endpoint"))
+            if t is None:
+                continue
+            n = len(self.errors)
+            for req, what in (
+                ("name", "a unique name"),
+                ("number", f"a unique integer in 1..{MAX_SHARD_NUMBER}"),
+                ("pools", "a list of pool names"),
+                ("endpoint", "http(s)://host:port"),
+            ):
+                if req not in t:
+                    self.error(f"{path}.{req}", f"required ({what})")
+            name = self.get(t, "name", path, _name, "")
+            if name in names:
+                self.error(f"{path}.name", f"duplicate shard name {name!r} (also {names[name]})")
+            elif name:
+                names[name] = path
+            number = self.get(t, "number", path, _int(1, MAX_SHARD_NUMBER), 0)
+            if number in numbers:
+                self.error(f"{path}.number", f"duplicate shard number {number} (also {numbers[number]})")
+            elif number:
+                numbers[number] = path
+            no_pools: tuple[str, ...] = ()
+            pools = self.get(t, "pools", path, _str_list, no_pools)
+            for pool in pools:
+                if pool not in pool_names:
+                    close = difflib.get_close_matches(pool, pool_names, n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else f" (pools: {', '.join(pool_names)})"
+                    self.error(f"{path}.pools", f"unknown pool {pool!r}{hint}")
+                elif pool in owner:
+                    self.error(f"{path}.pools", f"pool {pool!r} is already in shard {owner[pool]!r}")
+                else:
+                    owner[pool] = name or path
+            endpoints = self.get(t, "endpoint", path, _endpoints, no_pools)
+            if len(self.errors) == n:
+                out.append(ShardSpec(name, number, pools, endpoints))
+        self.shard_names = list(names)
+        if raw_shards:
+            for pool in pool_names:
+                if pool not in owner:
+                    self.error("shards", f"pool {pool!r} is in no shard (every pool must be in exactly one)")
+        return tuple(out)
+
+    def check_sharding(
+        self,
+        shards: tuple[ShardSpec, ...],
+        sharded: bool,
+        server: ServerSection,
+        store: StoreConfig,
+        resources: tuple[ResourceSpec, ...],
+        flag: str | None,
+    ) -> tuple[ServerSection, StoreConfig]:
+        """The rules between [[shards]] and the rest; fills in ``server.shard`` (flag, file,
+        ``$CRONOQ_SHARD``) and the ``{shard}`` placeholder of the store."""
+        own = flag or server.shard or self.env.get(SHARD_ENV) or None
+        where = "--shard" if flag else "server.shard" if server.shard else f"${SHARD_ENV}"
+        names = self.shard_names
+        if not sharded:
+            if flag or server.shard:  # (a deployment-wide $CRONOQ_SHARD is ignored)
+                self.error("server.shard", f"{where} = {own!r} needs [[shards]] (there are none)")
+            for i, r in enumerate(resources):
+                if r.shard is not None:
+                    self.error(f"resources[{i}].shard", "only used with [[shards]]")
+            for key in ("schema", "path"):
+                if SHARD_PLACEHOLDER in getattr(store, key):
+                    self.error(f"store.{key}", f"{SHARD_PLACEHOLDER} needs [[shards]] (there are none)")
+            return dataclasses.replace(server, shard=None), store
+        if own is None:
+            self.error(
+                "server.shard",
+                f"required with [[shards]]: name this server's shard (server.shard, --shard or "
+                f"${SHARD_ENV}; shards: {', '.join(names)})",
+            )
+        elif own not in names and names:
+            close = difflib.get_close_matches(own, names, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"shards: {', '.join(names)}"
+            self.error("server.shard", f"{where} names no shard: {own!r} ({hint})")
+        for i, r in enumerate(resources):
+            if r.shard is None:
+                msg = "required with [[shards]] (the shard that owns the resource)"
+                self.error(f"resources[{i}].shard", msg)
+            elif r.shard not in names and names:
+                close = difflib.get_close_matches(r.shard, names, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"shards: {', '.join(names)}"
+                self.error(f"resources[{i}].shard", f"unknown shard {r.shard!r} ({hint})")
+        if own is not None:
+            schema = store.schema.replace(SHARD_PLACEHOLDER, own)
+            if store.kind == "postgres" and not _SCHEMA_RE.match(schema):
+                msg = f"with the shard name {own!r} it is not an SQL identifier ({schema!r})"
+                self.error("store.schema", msg)
+            store = dataclasses.replace(store, schema=schema, path=store.path.replace(SHARD_PLACEHOLDER, own))
+        return dataclasses.replace(server, shard=own), store
 
     def tokens(self, v: Any, pool_names: Sequence[str]) -> tuple[TokenConfig, ...]:
         t = self.table(v, "auth", ("tokens", "certs"))
@@ -1158,7 +1384,7 @@ class _Parser:
         names: dict[str, str] = {}
         for i, raw in enumerate(self.tables(v, "resources", "[[resources]]")):
             path = f"resources[{i}]"
-            t = self.table(raw, path, ("name", "kind", "permits", "rate", "burst"))
+            t = self.table(raw, path, ("name", "kind", "permits", "rate", "burst", "shard"))
             if t is None:
                 continue
             n = len(self.errors)
@@ -1190,12 +1416,13 @@ class _Parser:
                         self.error(f"{path}.{k}", "required for a token_bucket")
                 rate = self.opt(t, "rate", path, _positive_number)
                 burst = self.opt(t, "burst", path, _int(1))
+            shard = self.opt(t, "shard", path, _name)
             if len(self.errors) == n:
-                out.append(ResourceSpec(name, kind, permits, rate, burst))
+                out.append(ResourceSpec(name, kind, permits, rate, burst, shard))
         return tuple(out)
 
 
-_TOP_KEYS: Final = ("server", "auth", "store", "limits", "pools", "resources", "outputs")
+_TOP_KEYS: Final = ("server", "auth", "store", "limits", "pools", "resources", "shards", "outputs")
 
 
 def parse_config(
@@ -1204,8 +1431,10 @@ def parse_config(
     env: Mapping[str, str] = os.environ,
     insecure_no_auth: bool = False,
     source: str | None = None,
+    shard: str | None = None,
 ) -> ServerConfig:
-    """Validate already-decoded TOML (a dict); ``insecure_no_auth`` is the CLI flag."""
+    """Validate already-decoded TOML (a dict); ``insecure_no_auth`` and ``shard`` are the CLI
+    flags (``--shard`` wins over ``server.shard`` and ``$CRONOQ_SHARD``)."""
     p = _Parser(env)
     top = p.table(dict(data), "", _TOP_KEYS, what="a table")
     assert top is not None
@@ -1225,6 +1454,8 @@ def parse_config(
     auth_configured = bool(tokens) or bool(certs) or any(True for e in p.errors if e.startswith("auth."))
     if certs and (server.tls is None or server.tls.client_ca is None):
         p.error("auth.certs", "certificate principals need mutual TLS: set server.tls.client_ca")
+    shards = p.shards(top["shards"], pool_names) if "shards" in top else ()
+    server, store = p.check_sharding(shards, "shards" in top, server, store, resources, shard)
 
     # listening beyond loopback needs auth (metrics_addr is unauthenticated by design)
     if not auth_configured and not server.insecure_no_auth:
@@ -1262,6 +1493,7 @@ def parse_config(
         source=source,
         certs=certs,
         outputs=outputs,
+        shards=shards,
     )
 
 
@@ -1271,6 +1503,7 @@ def loads_config(
     env: Mapping[str, str] = os.environ,
     insecure_no_auth: bool = False,
     source: str | None = None,
+    shard: str | None = None,
 ) -> ServerConfig:
     """Parse and validate TOML text."""
     try:
@@ -1279,7 +1512,7 @@ def loads_config(
         raise ConfigError(f"invalid TOML: {e}", source) from None
     except RecursionError:  # (tomllib recurses per nesting level of arrays and inline tables)
         raise ConfigError("invalid TOML: values are nested too deeply", source) from None
-    return parse_config(data, env=env, insecure_no_auth=insecure_no_auth, source=source)
+    return parse_config(data, env=env, insecure_no_auth=insecure_no_auth, source=source, shard=shard)
 
 
 def load_config(
@@ -1287,6 +1520,7 @@ def load_config(
     *,
     env: Mapping[str, str] = os.environ,
     insecure_no_auth: bool = False,
+    shard: str | None = None,
 ) -> ServerConfig:
     """Load the server configuration.
 
@@ -1297,7 +1531,7 @@ def load_config(
     if path is None:
         path = env.get(CONFIG_ENV) or None
     if path is None:
-        return parse_config({}, env=env, insecure_no_auth=insecure_no_auth)
+        return parse_config({}, env=env, insecure_no_auth=insecure_no_auth, shard=shard)
     source = os.fspath(path)
     try:
         with open(source, "rb") as f:
@@ -1310,4 +1544,4 @@ def load_config(
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError("config file is not valid UTF-8", source) from None
-    return loads_config(text, env=env, insecure_no_auth=insecure_no_auth, source=source)
+    return loads_config(text, env=env, insecure_no_auth=insecure_no_auth, source=source, shard=shard)

@@ -257,10 +257,17 @@ def _statuses(values: Any) -> list[str]:
     return out
 
 
+#: trailing metadata of an error whose HTTP ``code`` is not its status name (``unknown_pool``,
+#: ``overloaded``, ...): a shard that forwarded the call over HTTP answers with it (ours)
+ERROR_CODE_KEY = "cronoq-error-code"
+
+
 async def _abort(context: grpc.aio.ServicerContext, e: BaseException) -> None:
     code, msg = _status(e)
     if code == grpc.StatusCode.INTERNAL:
         log.exception("internal error in a gRPC handler", exc_info=e)
+    if isinstance(e, ApiError) and e.code != e.status:
+        await context.abort(code, msg, trailing_metadata=((ERROR_CODE_KEY, e.code),))
     await context.abort(code, msg)
 
 
@@ -690,8 +697,10 @@ def register(server: Any, app: ServerApp) -> UnaryBudget:
     """Add the Tasks and Admin services to a ``grpc.aio`` server (see :func:`add_generic_only`),
     their unary calls under one :class:`UnaryBudget` (returned)."""
     budget = UnaryBudget(app)
-    tasks = _budget_unary(TasksServicer(app), "Tasks", budget)
-    admin = _budget_unary(AdminServicer(app), "Admin", budget)
+    from cronoq.server.shards.router import routed  # (docs/how-to/shards.md: a no-op without shards)
+
+    tasks = _budget_unary(routed(app, TasksServicer(app), "Tasks"), "Tasks", budget)
+    admin = _budget_unary(routed(app, AdminServicer(app), "Admin"), "Admin", budget)
     add_generic_only(pb_grpc.add_TasksServicer_to_server, tasks, server)
     add_generic_only(pb_grpc.add_AdminServicer_to_server, admin, server)
     return budget

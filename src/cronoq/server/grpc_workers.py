@@ -155,6 +155,13 @@ class WorkersServicer(pb_grpc.WorkersServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be Register")
             return
         reg = first.register
+        # another shard's pool: redirected, never forwarded (docs/how-to/shards.md#workers)
+        wrong = app.router.worker_redirect(reg.pool) if app.router is not None else None
+        if wrong is not None:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, wrong.message, trailing_metadata=wrong.metadata
+            )
+            return
         if reg.pool not in app.sched.pools:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown pool '{reg.pool}'")
             return

@@ -1018,6 +1018,10 @@ class HttpApi:
             return n, sub
         return seg, sub
 
+    def parse_task_ref(self, request: Request) -> tuple[int | str, str]:
+        """``(ref, action)`` of a ``/v1/tasks/...`` request (for the shard routes)."""
+        return self._task_ref(request)
+
     @_handler
     async def task_ref(self, request: Request) -> Response:
         ref, sub = self._task_ref(request)
@@ -1218,7 +1222,7 @@ class HttpApi:
             except ApiError:
                 leading = False
         by_pool = {name: app.registry.connected(name) for name in app.sched.pools}
-        body = metrics_mod.render(snap, by_pool, leader=leading, pools=pools)
+        body = metrics_mod.render(snap, by_pool, leader=leading, pools=pools, shard=app.config.server.shard)
         return Response(body, media_type=metrics_mod.CONTENT_TYPE)
 
     async def metrics_open(self, request: Request) -> Response:
@@ -1342,6 +1346,9 @@ def create_http_app(
             Route("/v1/recurring/{name}/{op}", api.recurring_op, methods=["POST"]),
         ]
         routes += dashboard_routes()
+        from cronoq.server.shards.http_routes import sharded_routes  # (docs/how-to/shards.md)
+
+        routes = sharded_routes(api, routes)
     star = Starlette(routes=routes, exception_handlers={HTTPException: _http_exception})
     star.state.cronoq_app = app
     star.state.http_api = api
@@ -1361,6 +1368,11 @@ class _GuardMiddleware(_Guard):
 
     def __init__(self, app: ASGIApp, api: HttpApi, listen_addr: str | None) -> None:
         super().__init__(app, api, listen_addr)
+
+
+# public for the shard routes (server/shards/http_routes.py)
+http_error_of = _from_exception
+query_bool, query_float, query_int, query_list = _q_bool, _q_float, _q_int, _q_list
 
 
 def create_metrics_app(app: ServerApp, *, listen_addr: str | None = None) -> Starlette:

@@ -6,7 +6,9 @@ process never reports stale series).  Per-pool series carry ``pool="<name>"``; p
 series add ``class="critical|high|normal|low"``; quantile series add ``quantile``; per worker
 group series add ``group`` (the group's labels as ``k=v,k2=v2``, ``""`` for the unlabelled
 group).  Totals since start are ``cronoq_tasks_<name>_total`` counters.  A standby exports
-only ``cronoq_leader 0`` and ``cronoq_workers_connected``.
+only ``cronoq_leader 0`` and ``cronoq_workers_connected``.  With shards every series carries
+``shard="<name>"`` too (docs/how-to/shards.md), so one Prometheus scraping every shard's
+servers keeps them apart.
 """
 
 from __future__ import annotations
@@ -93,13 +95,22 @@ class SnapshotCollector(Collector):
         *,
         leader: bool,
         pools: Iterable[str] | None = None,
+        shard: str | None = None,
     ) -> None:
+        self.shard = shard
         self.snap = snap
         self.workers_by_pool = workers_by_pool
         self.leader = leader
         self.pools = None if pools is None else set(pools)
 
     def collect(self) -> Iterator[Metric]:
+        shard = self.shard
+        for m in self._collect():
+            if shard is not None:
+                m.samples = [s._replace(labels={"shard": shard, **s.labels}) for s in m.samples]
+            yield m
+
+    def _collect(self) -> Iterator[Metric]:
         yield GaugeMetricFamily(
             "cronoq_leader", "1 while this process leads, else 0.", value=1 if self.leader else 0
         )
@@ -179,8 +190,10 @@ def render(
     *,
     leader: bool,
     pools: Iterable[str] | None = None,
+    shard: str | None = None,
 ) -> bytes:
-    """The Prometheus text exposition (format 0.0.4) of one snapshot."""
+    """The Prometheus text exposition (format 0.0.4) of one snapshot (``shard``: the label of
+    every series)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(snap, workers_by_pool, leader=leader, pools=pools))
+    registry.register(SnapshotCollector(snap, workers_by_pool, leader=leader, pools=pools, shard=shard))
     return generate_latest(registry)

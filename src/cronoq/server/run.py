@@ -286,7 +286,8 @@ async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> 
             " (+gRPC-Web)" if config.server.grpc_web is not None and https else "",
             metrics_shown,
             config.store.kind,
-            ", ".join(config.pool_names),
+            ", ".join(p.name for p in config.local_pools)
+            + (f" (shard {config.server.shard})" if config.server.shard else ""),
             "on" if app.auth.auth_enabled else "off",
         )
         _announce(f"grpc={grpc_shown} http={http_shown} metrics={metrics_shown}")
@@ -299,7 +300,16 @@ async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> 
                 _announce("leading")
 
         lead_task = loop.create_task(lead())
+
+        # a store of another shard (store.base.ShardMismatch) ends the server at once
+        def lead_done(t: asyncio.Task[None]) -> None:
+            if not t.cancelled() and t.exception() is not None:
+                stop.set()
+
+        lead_task.add_done_callback(lead_done)
         await stop.wait()
+        if lead_task.done() and not lead_task.cancelled() and lead_task.exception() is not None:
+            raise ServeError(str(lead_task.exception()))
     finally:
         # stop accepting new calls: they answer UNAVAILABLE (docs/reference/grpc.md#services) while running
         # ones, e.g. worker streams, go on during the grace; the listeners close after the scheduler stopped

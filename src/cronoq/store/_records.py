@@ -1,5 +1,10 @@
 """Row encoding shared by the SQL stores: mutations -> row writes, rows -> ``Recovered``.
 
+Task ids are uint64 but both SQL column types are signed 64-bit: :func:`db_id` and
+:func:`task_id` map them (two's complement) at this boundary.  Ids of shard numbers >= 128
+(docs/how-to/shards.md) are negative in the table; one store holds one shard's ids, which
+share their top bit, so the table's order is still the id order.
+
 Task definitions and schedule definitions are stored as compact JSON written and read by the
 stdlib ``json`` module (never the user's codec, never code execution).  Payloads and outputs
 are separate binary columns in the user's codec format.
@@ -10,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from cronoq.engine.mutations import (
     Mutation,
@@ -34,6 +39,20 @@ log = logging.getLogger("cronoq.store")
 
 _SPEC_FIELDS = tuple(s for s in TaskRecord.__slots__ if s != "payload")
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+_U64: Final = 1 << 64
+_I64_MAX: Final = (1 << 63) - 1
+
+
+def db_id(task_id: int) -> int:
+    """A uint64 task id as the signed 64-bit value stored in an id column."""
+    return task_id - _U64 if task_id > _I64_MAX else task_id
+
+
+def task_id(stored: int) -> int:
+    """The uint64 task id of a signed 64-bit id column value (inverse of :func:`db_id`)."""
+    return stored + _U64 if stored < 0 else stored
+
 
 #: Column order of a task row, as both SQL stores select and insert it.
 TASK_COLUMNS = (
@@ -216,12 +235,13 @@ def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
         elif type(m) is RecurringRemove:
             batch.schedule_ops.append(("remove", m.name))
         elif type(m) is RecurringNext:
-            batch.schedule_ops.append(("next", m.name, m.next, m.last))
+            batch.schedule_ops.append(("next", m.name, m.next, db_id(m.last)))
         elif type(m) is PauseChange:
             batch.pause_ops.append((m.kind, m.name, m.paused))
         else:
             raise TypeError(f"not a mutation: {m!r}")
     for r in rows.values():
+        r.id = db_id(r.id)
         if r.new:
             batch.inserts.append(tuple(getattr(r, c) for c in TASK_COLUMNS))
         else:
@@ -235,6 +255,7 @@ def _quarantine(rec: Recovered, row: Sequence[Any], reason: str) -> None:
     """An undecodable row: its id and reason, and what is still readable of it
     (docs/reference/behaviour.md#recovery)."""
     tid, seq, arrival, pool, kind, priority, key = row[:7]
+    tid = task_id(tid)
     attempt, started, finished = row[10:13]
     rec.quarantined.append((tid, reason))
     rec.quarantined_rows[tid] = RecoveredTerminal(
@@ -302,6 +323,7 @@ def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Cod
             output,
             has_output,
         ) = row
+        tid = task_id(tid)
 
         if finished is not None:
             if finished < cutoff_ns:
@@ -364,7 +386,7 @@ def finish_recovered(
         except Exception as e:
             log.warning("recurring schedule %r skipped: cannot decode it: %s", name, e)
             continue
-        rec.schedules.append(RecoveredSchedule(srec, nxt, last or 0))
+        rec.schedules.append(RecoveredSchedule(srec, nxt, task_id(last or 0)))
     rec.tasks.sort(key=lambda t: t.id)
     rec.terminal.sort(key=lambda t: t.id)
     return rec

@@ -101,6 +101,26 @@ class TransientStoreError(SchedulerError):
     """
 
 
+class ShardMismatch(SchedulerError):
+    """The store belongs to another shard (docs/how-to/shards.md): its ``cronoq_meta`` row
+    ``shard`` names a different shard than the server opening it.  Never retried."""
+
+
+def check_shard(where: str, stored: str | None, own: str | None) -> bool:
+    """Whether the store's recorded shard must be written (``own`` set, none recorded yet);
+    raises :class:`ShardMismatch` when it names another shard."""
+    if own is None:
+        return False
+    if stored is None:
+        return True
+    if stored != own:
+        raise ShardMismatch(
+            f"{where} belongs to shard {stored!r}, not {own!r}: every shard needs its own store "
+            "(use the {shard} placeholder in store.schema / store.path)"
+        )
+    return False
+
+
 class CommitDeadline(Fenced):
     """A commit did not finish within the store's ``commit_timeout``: the instance cannot show
     it still leads, so it steps down like a fenced one (its waiters are not acknowledged and

@@ -44,7 +44,14 @@ from typing import Any
 from cronoq.engine.mutations import Mutation, Recovered
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store._records import TASK_COLUMNS, add_task_rows, finish_recovered, fold
-from cronoq.store.base import TransientStoreError, bounded, check_retention, keep_leading, stop_task
+from cronoq.store.base import (
+    TransientStoreError,
+    bounded,
+    check_retention,
+    check_shard,
+    keep_leading,
+    stop_task,
+)
 from cronoq.store.codec import Codec
 
 __all__ = ["PostgresStore"]
@@ -89,11 +96,14 @@ class PostgresStore:
         lease_ttl: float = 10.0,
         statement_timeout: float = 30.0,
         commit_timeout: float | None = None,
+        shard: str | None = None,
     ) -> None:
         if not isinstance(schema, str) or not _SCHEMA_NAME.match(schema):
             raise ValueError(f"schema must be a plain SQL identifier (got {schema!r})")
         self.dsn = dsn
         self.schema = schema
+        #: the shard this store belongs to (recorded in cronoq_meta; another one is refused)
+        self.shard = shard
         self.retention = check_retention(retention)
         self.lock_poll = _positive("lock_poll", lock_poll)
         self.keepalive = _positive("keepalive", keepalive)
@@ -289,6 +299,12 @@ class PostgresStore:
                 raise SchedulerError(
                     f"PostgresStore: schema {self.schema!r} has version {v}, "
                     f"this cronoq writes version {SCHEMA_VERSION}"
+                )
+            stored = await conn.fetchval(f"SELECT v FROM {q}.cronoq_meta WHERE k = 'shard'")
+            if check_shard(f"PostgresStore: schema {self.schema!r}", stored, self.shard):
+                await conn.execute(
+                    f"INSERT INTO {q}.cronoq_meta (k, v) VALUES ('shard', $1) ON CONFLICT (k) DO NOTHING",
+                    self.shard,
                 )
 
     async def close(self) -> None:

@@ -38,7 +38,14 @@ from typing import Any, TypeVar
 from cronoq.engine.mutations import Mutation, Recovered
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store._records import TASK_COLUMNS, build_recovered, fold
-from cronoq.store.base import TransientStoreError, bounded, check_retention, keep_leading, stop_task
+from cronoq.store.base import (
+    TransientStoreError,
+    bounded,
+    check_retention,
+    check_shard,
+    keep_leading,
+    stop_task,
+)
 from cronoq.store.codec import Codec
 
 __all__ = ["SqliteStore"]
@@ -126,6 +133,7 @@ class SqliteStore:
         retention: float = 3600.0,
         full_sync: bool = True,
         commit_timeout: float | None = None,
+        shard: str | None = None,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise TypeError(f"path must be a str or os.PathLike (got {type(path).__name__})")
@@ -137,6 +145,8 @@ class SqliteStore:
         self.lock_poll = _positive("lock_poll", lock_poll)
         self.retention = check_retention(retention)
         self.full_sync = bool(full_sync)
+        #: the shard this store belongs to (recorded in cronoq_meta; another one is refused)
+        self.shard = shard
         #: a commit taking longer raises CommitDeadline (base.bounded); None: unbounded
         self.commit_timeout = None if commit_timeout is None else _positive("commit_timeout", commit_timeout)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
@@ -253,6 +263,9 @@ class SqliteStore:
                     f"SQLite store {self.path!r}: schema version {row[0]} is not supported "
                     f"(this cronoq writes version {SCHEMA_VERSION})"
                 )
+            row = conn.execute("SELECT v FROM cronoq_meta WHERE k = 'shard'").fetchone()
+            if check_shard(f"SQLite store {self.path!r}", None if row is None else row[0], self.shard):
+                conn.execute("INSERT INTO cronoq_meta (k, v) VALUES ('shard', ?)", (self.shard,))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

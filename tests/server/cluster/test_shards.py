@@ -1,0 +1,426 @@
+"""docs/how-to/shards.md: a real two-shard cluster on loopback (cluster.py): forwarding by pool,
+id and key through either shard's endpoint, batches, fan-out with one cursor, merged
+Snapshot/Watch, refusals, an unreachable peer, worker redirects and a failover of one shard.
+
+One cluster serves the whole module (its servers start once); every test leaves a leader per
+shard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from tests.server.cluster.cluster import TOKENS, Cluster, config_toml, free_port, non_loopback_ip
+from tests.server.procs import Raw, pb
+
+from cronoq.client import Client, ClientError, Worker
+
+asyncpg = pytest.importorskip("asyncpg", reason="asyncpg is not installed (pip install 'cronoq[postgres]')")
+
+CLIENT = TOKENS["client"]
+ADMIN = TOKENS["admin"]
+MD = (("authorization", f"Bearer {ADMIN}"),)
+LATER = 3600.0  # a start this far away keeps a task pending while a test looks at it
+
+
+def _pg_reason() -> str:
+    from tests.server.cluster.cluster import PG_DSN
+
+    async def probe() -> str:
+        try:
+            conn = await asyncpg.connect(PG_DSN, timeout=3)
+            await conn.close()
+        except Exception as e:
+            return f"PostgreSQL unreachable at {PG_DSN}: {type(e).__name__}: {e}"
+        return ""
+
+    return asyncio.run(probe())
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    why = _pg_reason()
+    if why:
+        pytest.skip(why)
+    c = Cluster(tmp_path_factory.mktemp("shards"))
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+        asyncio.run(c.drop_schemas())
+
+
+async def echo(lease: Any) -> bytes:
+    return b"done:" + lease.payload
+
+
+@pytest.fixture
+async def workers(cluster: Cluster) -> AsyncIterator[list[Worker]]:
+    """A worker per pool, each pointed at the *other* shard: they follow the redirect."""
+    ws = [
+        Worker(cluster.grpc("sb"), "a1", echo, token=TOKENS["worker"], slots=4, backoff=(0.05, 0.5)),
+        Worker(cluster.grpc("sb"), "a2", echo, token=TOKENS["worker"], slots=4, backoff=(0.05, 0.5)),
+        Worker(cluster.grpc("sa"), "b1", echo, token=TOKENS["worker"], slots=4, backoff=(0.05, 0.5)),
+    ]
+    runs = [asyncio.ensure_future(w.run()) for w in ws]
+    try:
+        for w in ws:
+            await asyncio.wait_for(w.wait_registered(), 20)
+        yield ws
+    finally:
+        for w in ws:
+            await w.stop(1.0)
+        for r in runs:
+            r.cancel()
+        await asyncio.gather(*runs, return_exceptions=True)
+
+
+def shard_of(tid: int) -> int:
+    return tid >> 56
+
+
+async def test_submit_get_wait_cancel_through_either_shard(cluster: Cluster, workers: list[Worker]) -> None:
+    async with Client(cluster.grpc("sa"), token=CLIENT) as ca, Client(cluster.grpc("sb"), token=CLIENT) as cb:
+        # a b1 task through shard sa's endpoint: forwarded, its id names shard 200
+        s = await ca.submit(b"x", pool="b1", key="k-b", wait=True, wait_timeout=20)
+        assert shard_of(s.id) == 200 and s.id >= 1 << 63
+        assert s.result is not None and s.result.output == b"done:x"
+        s2 = await cb.submit(b"y", pool="a1", key="k-a", wait=True, wait_timeout=20)
+        assert shard_of(s2.id) == 1
+        for c in (ca, cb):
+            for tid, pool in ((s.id, "b1"), (s2.id, "a1")):
+                info = await c.get(tid)
+                assert info.id == tid and info.pool == pool and info.status == "succeeded"
+                res = await c.wait(tid, timeout=5)
+                assert res.status == "succeeded"
+            # keys are looked up on every shard
+            assert (await c.get("k-b")).id == s.id
+            assert (await c.get("k-a")).id == s2.id
+            assert (await c.wait("k-b", timeout=5)).output == b"done:x"
+        # a duplicate key submitted through the other shard finds the same task
+        dup = await cb.submit(b"x", pool="b1", key="k-b")
+        assert dup.id == s.id and dup.duplicate
+        # cancel by id and by key, through the shard that does not own the task
+        later = await ca.submit(b"z", pool="b1", key="k-later", start_in=LATER)
+        assert await ca.cancel("k-later") is True
+        assert (await cb.get(later.id)).status == "cancelled"
+        later2 = await cb.submit(b"z", pool="a2", start_in=LATER)
+        assert await cb.cancel(later2.id) is True
+        with pytest.raises(ClientError) as ei:
+            await ca.get("no-such-key")
+        assert ei.value.code == "not_found"
+
+
+async def test_batches_stay_within_one_shard(cluster: Cluster) -> None:
+    raw = Raw(cluster.grpc("sa"))
+    try:
+        spec = pb.TaskSpec(pool="b1", start_in_s=LATER)
+        resp = await raw.tasks.SubmitBatch(pb.SubmitBatchRequest(tasks=[spec, spec]), metadata=MD)
+        assert [shard_of(t.id) for t in resp.tasks] == [200, 200]
+        cross = [pb.TaskSpec(pool="a1", start_in_s=LATER), pb.TaskSpec(pool="b1", start_in_s=LATER)]
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await raw.tasks.SubmitBatch(pb.SubmitBatchRequest(tasks=cross), metadata=MD)
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert ei.value.details().startswith("a batch must stay within one shard (")
+        assert "'sa'" in ei.value.details() and "'sb'" in ei.value.details()
+        # a dependency on another shard's task: unknown_dependency naming both shards
+        dep = pb.TaskSpec(pool="a1", deps=[pb.Dep(target=pb.TaskRef(id=resp.tasks[0].id))])
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await raw.tasks.Submit(pb.SubmitRequest(task=dep), metadata=MD)
+        assert ei.value.code() == grpc.StatusCode.NOT_FOUND
+        assert "shard 'sb'" in ei.value.details() and "shard 'sa'" in ei.value.details()
+        # SubmitMany: items routed one by one, answered in order
+        many = [pb.TaskSpec(pool=p, start_in_s=LATER) for p in ("b1", "a1", "nope", "b1")]
+        out = await raw.tasks.SubmitMany(pb.SubmitManyRequest(tasks=many), metadata=MD)
+        kinds = [r.WhichOneof("outcome") for r in out.results]
+        assert kinds == ["submitted", "submitted", "error", "submitted"]
+        assert [shard_of(out.results[i].submitted.id) for i in (0, 1, 3)] == [200, 1, 200]
+        assert out.results[2].error.code == "not_found"
+    finally:
+        await raw.close()
+
+
+async def test_list_tasks_paged_across_shards(cluster: Cluster) -> None:
+    async with Client(cluster.grpc("sb"), token=CLIENT) as c:
+        mine = set()
+        for p in ("a1", "b1", "a2", "b1", "a1"):
+            mine.add((await c.submit(b"", pool=p, tags={"list": "1"})).id)
+        for target in ("sa", "sb"):
+            raw = Raw(cluster.grpc(target))
+            try:
+                seen: list[int] = []
+                after = 0
+                while True:
+                    page = await raw.tasks.ListTasks(pb.ListTasksRequest(after=after, limit=2), metadata=MD)
+                    assert len(page.tasks) <= 2 and not page.unavailable_shards
+                    seen += [t.id for t in page.tasks]
+                    if not page.next_after:
+                        break
+                    after = page.next_after
+                assert seen == sorted(seen) and len(seen) == len(set(seen))
+                assert mine <= set(seen)
+                assert any(shard_of(i) == 1 for i in seen) and any(shard_of(i) == 200 for i in seen)
+                only_b = await raw.tasks.ListTasks(pb.ListTasksRequest(pools=["b1"], limit=1000), metadata=MD)
+                assert {t.pool for t in only_b.tasks} == {"b1"}
+            finally:
+                await raw.close()
+
+
+async def test_snapshot_and_watch_merged(cluster: Cluster) -> None:
+    raw = Raw(cluster.grpc("sa"))
+    try:
+        snap = await raw.admin.Snapshot(pb.Empty(), metadata=MD)
+        assert [p.name for p in snap.pools] == ["a1", "a2", "b1"] and not snap.unavailable_shards
+        call = raw.tasks.Watch(pb.WatchRequest(all_transitions=True), metadata=MD)
+        await asyncio.wait_for(call.initial_metadata(), 10)
+        async with Client(cluster.grpc("sb"), token=CLIENT) as cb:
+            tb = await cb.submit(b"", pool="b1", start_in=LATER)
+            ta = await cb.submit(b"", pool="a1", start_in=LATER)
+        got: set[int] = set()
+        while not {ta.id, tb.id} <= got:
+            ev = await asyncio.wait_for(call.read(), 10)
+            got.add(ev.id)
+        call.cancel()
+        # a pool filter naming pools of both shards
+        call = raw.tasks.Watch(pb.WatchRequest(pools=["a2", "b1"], all_transitions=True), metadata=MD)
+        await asyncio.wait_for(call.initial_metadata(), 10)
+        async with Client(cluster.grpc("sa"), token=CLIENT) as ca:
+            tb = await ca.submit(b"", pool="b1", start_in=LATER)
+            ta = await ca.submit(b"", pool="a2", start_in=LATER)
+            await ca.submit(b"", pool="a1", start_in=LATER)
+        got = set()
+        while not {ta.id, tb.id} <= got:
+            ev = await asyncio.wait_for(call.read(), 10)
+            assert ev.pool in ("a2", "b1")
+            got.add(ev.id)
+        call.cancel()
+        workers = await raw.admin.ListWorkers(pb.Empty(), metadata=MD)
+        assert not workers.unavailable_shards
+    finally:
+        await raw.close()
+
+
+def _http(method: str, url: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers={"authorization": f"Bearer {ADMIN}"})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+async def test_http_routes_are_routed(cluster: Cluster) -> None:
+    base = f"http://{cluster.http('sa')}"
+    st, out = await asyncio.to_thread(_http, "POST", f"{base}/v1/tasks", {"pool": "b1", "start_in_s": LATER})
+    assert st == 200 and shard_of(int(out["id"])) == 200
+    st, info = await asyncio.to_thread(_http, "GET", f"{base}/v1/tasks/{out['id']}")
+    assert st == 200 and info["pool"] == "b1"
+    st, snap = await asyncio.to_thread(_http, "GET", f"{base}/v1/snapshot")
+    assert st == 200 and [p["name"] for p in snap["pools"]] == ["a1", "a2", "b1"]
+    st, lst = await asyncio.to_thread(_http, "GET", f"{base}/v1/tasks?limit=1000")
+    assert st == 200 and out["id"] in {t["id"] for t in lst["tasks"]}
+    st, res = await asyncio.to_thread(_http, "POST", f"{base}/v1/tasks/{out['id']}/cancel")
+    assert st == 200 and res["cancelled"] is True
+    req = urllib.request.Request(f"{base}/metrics", headers={"authorization": f"Bearer {ADMIN}"})
+    text = (await asyncio.to_thread(lambda: urllib.request.urlopen(req, timeout=10).read())).decode()
+    samples = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+    assert samples and all('shard="sa"' in ln for ln in samples)
+    assert any(ln.startswith("cronoq_pool_capacity{") and 'pool="a1"' in ln for ln in samples)
+    cross = {"tasks": [{"pool": "a1"}, {"pool": "b1"}]}
+    st, err = await asyncio.to_thread(_http, "POST", f"{base}/v1/tasks:batch", cross)
+    assert st == 400 and err["error"].startswith("a batch must stay within one shard")
+    # a forwarded error keeps its code (the peer's SubmitError code, as a local one would)
+    dup = {"tasks": [{"pool": "b1", "key": "same"}, {"pool": "b1", "key": "same"}]}
+    st, err = await asyncio.to_thread(_http, "POST", f"{base}/v1/tasks:batch", dup)
+    assert st == 400 and err["code"] == "duplicate_key_in_batch", err
+
+
+async def test_worker_at_the_wrong_shard_is_redirected(cluster: Cluster) -> None:
+    raw = Raw(cluster.grpc("sa"))
+    try:
+        reg = pb.WorkerMessage(register=pb.Register(pool="b1", slots=1, protocol_version=3))
+
+        async def one() -> AsyncIterator[pb.WorkerMessage]:
+            yield reg
+
+        call = raw.workers.Work(one(), metadata=(("authorization", f"Bearer {TOKENS['worker']}"),))
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            async for _ in call:
+                pass
+        assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        sb = f"http://127.0.0.1:{cluster.ports['sb'][0]}"
+        assert ei.value.details() == f"pool 'b1' is served by shard 'sb' at {sb}"
+        md = dict(ei.value.trailing_metadata() or ())
+        assert md["cronoq-shard"] == "sb" and md["cronoq-shard-endpoint"] == sb
+    finally:
+        await raw.close()
+
+
+@pytest.fixture(scope="module")
+def lonely(cluster: Cluster) -> Iterator[tuple[str, str, str]]:
+    """One server of shard ``sa`` of another cluster whose peer ``sb`` is down (a loopback
+    port nobody listens on), whose peer ``sc`` is plain http beyond loopback (forwarding
+    not allowed) and whose peer ``sd`` is in fact a server of another shard (the cluster's
+    ``sa``: its answers say so, and are ignored)."""
+    far = non_loopback_ip() or "192.0.2.1"  # (TEST-NET-1: never routed; refusal needs no call)
+    shards = {"sa": (1, ["a1", "a2"]), "sb": (200, ["b1"]), "sc": (3, ["c1"]), "sd": (4, ["d1"])}
+    eps = {
+        "sb": [f"http://127.0.0.1:{free_port()}"],
+        "sc": [f"http://{far}:{free_port()}"],
+        "sd": [f"http://{cluster.grpc('sa')}"],
+    }
+    ports = {"sa": [free_port()]}
+    text = config_toml(cluster.schema + "_lonely", ports, eps, shards)
+    path = Path(cluster.directory) / "lonely.toml"
+    path.write_text(text)
+    sp = cluster.launch("sa", 0, config=path, name="lonely")
+    cluster.wait_ready(sp, leading=True)
+    try:
+        yield sp.grpc, sp.http, eps["sc"][0]
+    finally:
+        sp.kill()
+
+
+async def test_peer_down_and_refused_forwarding(cluster: Cluster, lonely: tuple[str, str, str]) -> None:
+    grpc_addr, http_addr, sc_endpoint = lonely
+    raw = Raw(grpc_addr)
+    try:
+        snap = await raw.admin.Snapshot(pb.Empty(), metadata=MD)
+        assert list(snap.unavailable_shards) == ["sc", "sd", "sb"] and [p.name for p in snap.pools] == [
+            "a1",
+            "a2",
+        ]
+        page = await raw.tasks.ListTasks(pb.ListTasksRequest(), metadata=MD)
+        assert "sb" in page.unavailable_shards
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await raw.tasks.Submit(pb.SubmitRequest(task=pb.TaskSpec(pool="b1")), metadata=MD)
+        assert ei.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert ei.value.details() == "shard 'sb' is unreachable"
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await raw.tasks.Submit(pb.SubmitRequest(task=pb.TaskSpec(pool="c1")), metadata=MD)
+        assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert ei.value.details() == f"pool 'c1' is served by shard 'sc' at {sc_endpoint}"
+        md = dict(ei.value.trailing_metadata() or ())
+        assert md["cronoq-shard"] == "sc" and md["cronoq-shard-endpoint"] == sc_endpoint
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await raw.tasks.Get(pb.GetRequest(task=pb.TaskRef(id=3 << 56 | 1)), metadata=MD)
+        assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert ei.value.details() == f"task {3 << 56 | 1} belongs to shard 'sc' at {sc_endpoint}"
+    finally:
+        await raw.close()
+    base = f"http://{http_addr}"
+    st, err = await asyncio.to_thread(_http, "POST", f"{base}/v1/tasks", {"pool": "b1"})
+    assert st == 503 and err["code"] == "unavailable" and err["error"] == "shard 'sb' is unreachable"
+    st, err = await asyncio.to_thread(_http, "POST", f"{base}/v1/tasks", {"pool": "c1"})
+    assert st == 421 and err == {
+        "error": f"pool 'c1' is served by shard 'sc' at {sc_endpoint}",
+        "code": "wrong_shard",
+        "shard": "sc",
+        "endpoint": sc_endpoint,
+    }
+
+
+async def test_one_shard_fails_over_alone(cluster: Cluster, workers: list[Worker]) -> None:
+    """SIGKILL of shard sb's leader: sa keeps serving at once; forwarding to sb follows its new
+    leader (the standby, the next address of sb's endpoint); no acknowledged task is lost."""
+    async with Client(cluster.grpc("sa"), token=CLIENT) as ca:
+        acked = [(await ca.submit(b"", pool="b1")).id for _ in range(20)]
+        # load on both shards through sa during the kill: every acknowledged task must finish
+        stop = asyncio.Event()
+
+        async def load(pool: str) -> None:
+            i = 0
+            while not stop.is_set():
+                i += 1
+                try:
+                    acked.append((await ca.submit(b"", pool=pool, key=f"load-{pool}-{i}")).id)
+                except ClientError as e:
+                    assert e.retryable, e
+                    await asyncio.sleep(0.05)
+
+        loaders = [asyncio.ensure_future(load(p)) for p in ("a1", "b1", "b1")]
+        await asyncio.sleep(0.3)
+        old = next(p for n, p in cluster.procs.items() if n.startswith("sb") and p.grpc == cluster.grpc("sb"))
+        old.proc.send_signal(signal.SIGKILL)
+        old.proc.wait()
+        # the other shard is not disturbed
+        s = await ca.submit(b"a", pool="a1", wait=True, wait_timeout=10)
+        assert s.result is not None and s.result.output == b"done:a"
+        # forwarding follows sb's new leader
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while True:
+            try:
+                after = await ca.submit(b"b", pool="b1")
+                break
+            except ClientError as e:
+                assert e.code == "unavailable", e
+                assert loop.time() < deadline, "sb's standby never took over"
+                await asyncio.sleep(0.2)
+        # the worker of b1 comes back through sa's redirect to sb's new leader
+        assert (await ca.wait(after.id, timeout=30)).output == b"done:b"
+        await asyncio.sleep(0.3)
+        stop.set()
+        await asyncio.gather(*loaders)
+        assert sum(shard_of(t) == 1 for t in acked) and sum(shard_of(t) == 200 for t in acked) > 20
+        for tid in acked:  # (acknowledged before or during the kill: none lost)
+            assert (await ca.wait(tid, timeout=20)).status == "succeeded"
+    # the killed server comes back as sb's standby
+    name = next(n for n, p in cluster.procs.items() if p is old)
+    sp = cluster.launch("sb", int(name[-1]))
+    cluster.wait_ready(sp, leading=False)
+
+
+async def test_sse_merges_every_shard(cluster: Cluster) -> None:
+    host, port = cluster.http("sa").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(
+            f"GET /v1/events?all_transitions=true HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"Authorization: Bearer {ADMIN}\r\n\r\n".encode()
+        )
+        await writer.drain()
+        seen = b""
+        while b": live" not in seen:
+            seen += await asyncio.wait_for(reader.read(4096), 10)
+        assert seen.startswith(b"HTTP/1.1 200")
+        async with Client(cluster.grpc("sb"), token=CLIENT) as cb:
+            tb = await cb.submit(b"", pool="b1", start_in=LATER)
+            ta = await cb.submit(b"", pool="a2", start_in=LATER)
+        while f'"id":"{tb.id}"'.encode() not in seen or f'"id":"{ta.id}"'.encode() not in seen:
+            try:
+                seen += await asyncio.wait_for(reader.read(65536), 10)
+            except TimeoutError:
+                raise AssertionError(f"events of {ta.id}, {tb.id} missing: {seen!r}") from None
+        assert b"event: status" in seen
+    finally:
+        writer.close()
+
+
+def test_top_shows_every_shard(cluster: Cluster, lonely: tuple[str, str, str]) -> None:
+    """`cronoq top` goes through the merged Snapshot: every shard's pools, the missing named."""
+    import subprocess
+    import sys
+
+    from tests.server.procs import child_env
+
+    def top(server: str) -> str:
+        cmd = [sys.executable, "-m", "cronoq.cli", "top", "--once", "--server", server, "--token", ADMIN]
+        out = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    text = top(cluster.grpc("sa"))
+    assert all(p in text for p in ("a1", "a2", "b1")) and "unavailable shards" not in text
+    assert "unavailable shards: sc, sd, sb" in top(lonely[0])
