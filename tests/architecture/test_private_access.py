@@ -50,7 +50,13 @@ ALLOWED: dict[tuple[str, str], str] = {
 }
 
 
+#: names with a leading underscore that are public API (namedtuple's methods and fields)
+_PUBLIC_UNDERSCORED = frozenset(("_replace", "_asdict", "_fields", "_make", "_field_defaults"))
+
+
 def _is_private(name: str) -> bool:
+    if name in _PUBLIC_UNDERSCORED:
+        return False
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
