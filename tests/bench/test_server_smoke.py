@@ -53,13 +53,15 @@ def _check(results: list[server.Result], n: int, baseline: bool) -> None:
 
 def test_latency() -> None:
     got = asyncio.run(server.bench_latency(TINY, OPTS, None))
-    _check(got, 2, baseline=False)
+    _check(got, 3, baseline=False)
     assert got[0].extra["measured"] == TINY["latency_n"]
+    lone = got[2]  # the lone-submit figure: its baseline and target come from the same run
+    assert lone.baseline > 0 and lone.target == lone.baseline + server.T_LONE_GROWTH_MS
 
 
 def test_throughput() -> None:
     got = asyncio.run(server.bench_throughput(TINY, OPTS, None))
-    _check(got, 12, baseline=False)
+    _check(got, 16, baseline=False)
     # every figure is set against the same run's gRPC floor
     assert all(r.extra["floor_ratio"] > 0 and r.extra["floor"]["calls_per_s"] > 0 for r in got)
 

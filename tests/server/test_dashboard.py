@@ -60,9 +60,10 @@ needs_browser = pytest.mark.skipif(
 
 
 @contextlib.asynccontextmanager
-async def http_server(extra: str = "") -> AsyncIterator[tuple[Any, str]]:
-    """A led ServerApp (memory store) served by uvicorn on a free loopback port."""
-    app = make_app(extra)
+async def http_server(extra: str = "", *, base: str | None = None) -> AsyncIterator[tuple[Any, str]]:
+    """A led ServerApp (memory store, or the store of ``base``) served by uvicorn on a free
+    loopback port."""
+    app = make_app(extra) if base is None else make_app(extra, base=base)
     await app.lead()
     server = uvicorn.Server(
         uvicorn.Config(

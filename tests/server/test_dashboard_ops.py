@@ -27,7 +27,7 @@ httpx = pytest.importorskip("httpx")
 from cronoq.server.history import HistoryRing, PoolSample  # noqa: E402
 
 from .test_dashboard import browser_page, http_server, needs_browser, open_tasks  # noqa: E402
-from .test_http_support import FakeWorker  # noqa: E402
+from .test_http_support import BASE, FakeWorker  # noqa: E402
 
 with contextlib.suppress(ImportError):  # (needs_browser skips without it)
     from playwright.async_api import Page, expect
@@ -324,7 +324,9 @@ async def test_pause_resume_and_run_a_schedule() -> None:
 
 
 async def test_replay_from_the_detail_and_in_bulk(tmp_path: Path) -> None:
-    async with http_server() as (app, url), httpx.AsyncClient(base_url=url, timeout=10) as c:
+    # a durable store: the server keeps no ended task's payload in memory, a replay reads it back
+    base = BASE.replace('kind = "memory"', f'kind = "sqlite"\npath = "{tmp_path / "c.db"}"')
+    async with http_server(base=base) as (app, url), httpx.AsyncClient(base_url=url, timeout=10) as c:
         await need_route(c, "/v1/tasks/{ref}/replay")
         w = FakeWorker(app, handler=lambda lease: ("fail", "upstream down", True))
         ids = [
