@@ -44,6 +44,8 @@ from cronoq.server.http_api import (
     query_float,
     query_int,
     query_list,
+    query_tags,
+    query_time,
     recurring_request_from_json,
     task_spec_from_json,
 )
@@ -169,7 +171,13 @@ class ShardedHttp:
             statuses=[STATUS_BY_NAME[s] + 1 for s in statuses],  # type: ignore[misc]
             after=query_int(request, "after", UINT64_MAX),
             limit=query_int(request, "limit", UINT32_MAX),
+            kinds=query_list(request, "kind"),
+            tags=query_tags(request),
         )
+        for bound in ("created_after", "created_before"):
+            ns = query_time(request, bound)
+            if ns is not None:
+                setattr(msg, f"{bound}_unix_ns", ns)
         resp = await self._call(request, "Tasks/ListTasks", msg)
         return json_response(
             {
@@ -223,6 +231,7 @@ class ShardedHttp:
             ids=ids,
             keys=query_list(request, "key"),
             all_transitions=query_bool(request, "all_transitions"),
+            progress=query_bool(request, "progress"),
         )
         self.api.app.require_leader()  # standby → 503 before the stream starts
         return MergedEvents(self.router, msg, self._auth(request))
@@ -283,6 +292,28 @@ class ShardedHttp:
         raise HttpError(503, "the schedule vanished while it was added", "unavailable")  # pragma: no cover
 
 
+def _event_frame(ev: pb.StatusEvent) -> bytes:
+    """The SSE frame of a merged event: ``event: status``, or ``event: progress`` for a
+    progress update (the frames of ``server/sse.py``)."""
+    if ev.HasField("progress"):
+        p = ev.progress
+        obj: dict[str, Any] = {
+            "id": str(ev.id),
+            "pool": ev.pool,
+            "key": ev.key,
+            "attempt": ev.attempt,
+            "done": p.done,
+            "total": p.total if p.HasField("total") else None,
+            "message": p.message,
+            "at": ev.at_unix_ns / 1e9,
+        }
+        name = b"progress"
+    else:
+        obj, name = json_shapes.event_json(ev), b"status"
+    data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return b"event: " + name + b"\ndata: " + data.encode() + b"\n\n"
+
+
 #: a comment line this often while a merged event stream is idle
 KEEPALIVE_S = 15.0
 KEEPALIVE = b": keepalive\n\n"
@@ -309,8 +340,7 @@ class MergedEvents(Response):
         async def pump() -> None:
             try:
                 async for ev in events:
-                    data = json.dumps(json_shapes.event_json(ev), separators=(",", ":"), ensure_ascii=False)
-                    queue.put_nowait(b"event: status\ndata: " + data.encode() + b"\n\n")
+                    queue.put_nowait(_event_frame(ev))
             except Exception as e:
                 code, message = grpc_error(e)
                 name = "wrong_shard" if isinstance(e, WrongShard) else code.name.lower()

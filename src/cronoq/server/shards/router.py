@@ -361,12 +361,12 @@ async def list_tasks(c: Routed) -> Any:
         if len(out.tasks) >= n:
             more = True
             break
-        sub = pb.ListTasksRequest(
-            pools=[p for p in wanted if c.top.of_pool(p) is s],
-            statuses=req.statuses,
-            after=max(req.after, lo),
-            limit=n - len(out.tasks),
-        )
+        sub = pb.ListTasksRequest()
+        sub.CopyFrom(req)  # (every filter: statuses, kinds, tags, created range)
+        del sub.pools[:]
+        sub.pools.extend(p for p in wanted if c.top.of_pool(p) is s)
+        sub.after = max(req.after, lo)
+        sub.limit = n - len(out.tasks)
         try:
             a = await c.ask(s, sub)
         except (Unreachable, WrongShard, PeerError) as e:
@@ -494,12 +494,10 @@ async def watch(c: Routed) -> AsyncIterator[Any]:
             finish(None)
 
     async def peer(shard: ShardSpec, ready: asyncio.Event) -> None:
-        sub = pb.WatchRequest(
-            pools=[p for p in req.pools if c.top.of_pool(p) is shard],
-            ids=req.ids,
-            keys=req.keys,
-            all_transitions=req.all_transitions,
-        )
+        sub = pb.WatchRequest()
+        sub.CopyFrom(req)  # (every option: ids, keys, all_transitions, progress)
+        del sub.pools[:]
+        sub.pools.extend(p for p in req.pools if c.top.of_pool(p) is shard)
         delay = 0.1
         while True:
             try:
