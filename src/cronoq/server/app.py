@@ -164,6 +164,8 @@ class ServerApp:
         # per-second pool figures of the last 30 min (GET /v1/history), filled while leading
         self.history = HistoryRing()
         self._history_task: asyncio.Task[None] | None = None
+        #: the shard router (``shards.router.Router``), set when the gRPC services are registered
+        self.router: Any = None
 
     def _output_cache(self) -> OutputCache:
         """The ``[outputs]`` cache of one leadership term (cronoq.server.outputs)."""
@@ -187,9 +189,6 @@ class ServerApp:
             return blob
 
         return run
-
-        #: the shard router (``shards.router.Router``), set when the gRPC services are registered
-        self.router: Any = None
 
     def _make_scheduler(self) -> Scheduler:
         """A scheduler for one leadership term, its pools run by remote workers via the registry."""
