@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 import pytest
-from tests.server.cluster.cluster import TOKENS, Cluster, config_toml, free_port, non_loopback_ip
+from tests.server.cluster.cluster import B1_TOKEN, TOKENS, Cluster, config_toml, free_port, non_loopback_ip
 from tests.server.procs import Raw, pb
 
 from cronoq.client import Client, ClientError, Worker
@@ -555,5 +555,26 @@ async def test_bulk_action_with_a_shard_down(cluster: Cluster, lonely: tuple[str
         assert st == 200 and res == {"matched": 1, "acted": 1, "unavailable_shards": ["sc", "sd", "sb"]}
         out = await raw.tasks.ReplayWhere(pb.BulkRequest(filter=pb.TaskFilter(kinds=[kind])), metadata=MD)
         assert (out.matched, out.acted, list(out.unavailable_shards)) == (2, 2, ["sc", "sd", "sb"])
+    finally:
+        await raw.close()
+
+
+async def test_bulk_action_of_a_pool_restricted_token(cluster: Cluster) -> None:
+    """Without a pool filter a token's bulk action covers its pools: on each shard only those
+    that shard has (none on sa: nothing to do there, no unknown pool)."""
+    kind = f"b1-only-{free_port()}"
+    md = (("authorization", f"Bearer {B1_TOKEN}"),)
+    raw = Raw(cluster.grpc("sa"))
+    try:
+        for _ in range(2):
+            spec = pb.TaskSpec(pool="b1", kind=kind, start_in_s=LATER)
+            await raw.tasks.Submit(pb.SubmitRequest(task=spec), metadata=md)
+        page = await raw.tasks.ListTasks(pb.ListTasksRequest(kinds=[kind]), metadata=md)
+        assert len(page.tasks) == 2
+        out = await raw.tasks.CancelWhere(pb.BulkRequest(filter=pb.TaskFilter(kinds=[kind])), metadata=md)
+        assert (out.matched, out.acted, list(out.unavailable_shards)) == (2, 2, [])
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await raw.tasks.CancelWhere(pb.BulkRequest(filter=pb.TaskFilter(pools=["a1"])), metadata=md)
+        assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED
     finally:
         await raw.close()
