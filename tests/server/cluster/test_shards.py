@@ -578,3 +578,55 @@ async def test_bulk_action_of_a_pool_restricted_token(cluster: Cluster) -> None:
         assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED
     finally:
         await raw.close()
+
+
+async def test_progress_and_list_filters_reach_the_other_shard(cluster: Cluster) -> None:
+    """Watch(progress) and /v1/events?progress=1 through sa for sb's pool; a list's tag and
+    created range filters through HTTP."""
+    release = asyncio.Event()
+
+    async def slow(lease: Any) -> bytes:
+        await lease.progress(1, 2, "half")
+        await release.wait()
+        return b"ok"
+
+    raw = Raw(cluster.grpc("sa"))
+    host, port = cluster.http("sa").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    call = raw.tasks.Watch(pb.WatchRequest(pools=["b1"], progress=True), metadata=MD)
+    worker = Worker(cluster.grpc("sb"), "b1", slow, token=TOKENS["worker"], slots=8)
+    run = asyncio.ensure_future(worker.run())
+    try:
+        writer.write(
+            f"GET /v1/events?pool=b1&progress=1 HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"Authorization: Bearer {ADMIN}\r\n\r\n".encode()
+        )
+        await writer.drain()
+        seen = b""
+        while b": live" not in seen:
+            seen += await asyncio.wait_for(reader.read(4096), 10)
+        await asyncio.wait_for(call.initial_metadata(), 10)
+        await asyncio.wait_for(worker.wait_registered(), 20)
+        tag = f"t{free_port()}"
+        async with Client(cluster.grpc("sa"), token=CLIENT) as ca:
+            s = await ca.submit(b"", pool="b1", tags={"p": tag})
+        while True:
+            ev = await asyncio.wait_for(call.read(), 10)
+            if ev.id == s.id and ev.HasField("progress"):
+                assert (ev.progress.done, ev.progress.total, ev.progress.message) == (1, 2, "half")
+                break
+        while f'"id":"{s.id}"'.encode() not in seen or b"event: progress" not in seen:
+            seen += await asyncio.wait_for(reader.read(65536), 10)
+        base = f"http://{cluster.http('sa')}"
+        st, lst = await asyncio.to_thread(_http, "GET", f"{base}/v1/tasks?tag=p={tag}")
+        assert st == 200 and [int(t["id"]) for t in lst["tasks"]] == [s.id]
+        st, lst = await asyncio.to_thread(_http, "GET", f"{base}/v1/tasks?tag=p={tag}&created_before=1")
+        assert st == 200 and lst["tasks"] == []
+    finally:
+        release.set()
+        call.cancel()
+        writer.close()
+        await worker.stop(1.0)
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+        await raw.close()
