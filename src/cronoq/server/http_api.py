@@ -1373,6 +1373,7 @@ class _GuardMiddleware(_Guard):
 # public for the shard routes (server/shards/http_routes.py)
 http_error_of = _from_exception
 query_bool, query_float, query_int, query_list = _q_bool, _q_float, _q_int, _q_list
+query_tags, query_time = _q_tags, _q_time
 
 
 def create_metrics_app(app: ServerApp, *, listen_addr: str | None = None) -> Starlette:

@@ -126,7 +126,13 @@ async def bulk(
     for p in pools:
         if p not in sched.pools:
             raise ApiError("not_found", f"unknown pool '{p}'")
-    kw["pools"] = restrict_pools(principal, pools)  # (PERMISSION_DENIED for another token's pool)
+    restricted = restrict_pools(principal, pools)  # (PERMISSION_DENIED for another token's pool)
+    if not pools and restricted is not None:
+        # the token's pools, of which a shard has only its own (docs/how-to/shards.md)
+        restricted = [p for p in restricted if p in sched.pools]
+        if not restricted:
+            return BulkResult(0, 0)
+    kw["pools"] = restricted
     if principal is not None and principal.tenant is not None:
         asked = kw.get("tenant")
         if asked and asked != principal.tenant:

@@ -43,7 +43,7 @@ from typing import Any
 
 from cronoq.engine.mutations import Mutation, Recovered
 from cronoq.errors import Fenced, SchedulerError
-from cronoq.store._records import TASK_COLUMNS, add_task_rows, finish_recovered, fold
+from cronoq.store._records import TASK_COLUMNS, add_task_rows, db_id, finish_recovered, fold
 from cronoq.store.base import (
     TransientStoreError,
     bounded,
@@ -546,7 +546,8 @@ class PostgresStore:
         a replay (docs/how-to/operations.md#replay)."""
 
         async def op(conn: Any) -> bytes | None:
-            v = await conn.fetchval(f"SELECT payload FROM {self._q}.cronoq_tasks WHERE id = $1", task_id)
+            sql = f"SELECT payload FROM {self._q}.cronoq_tasks WHERE id = $1"
+            v = await conn.fetchval(sql, db_id(task_id))
             return None if v is None else bytes(v)
 
         result: bytes | None = await self._run(op)

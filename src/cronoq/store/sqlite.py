@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from cronoq.engine.mutations import Mutation, Recovered
 from cronoq.errors import Fenced, SchedulerError
-from cronoq.store._records import TASK_COLUMNS, build_recovered, fold
+from cronoq.store._records import TASK_COLUMNS, build_recovered, db_id, fold
 from cronoq.store.base import (
     TransientStoreError,
     bounded,
@@ -464,7 +464,8 @@ class SqliteStore:
         return await self._call(self._load_payload_sync, task_id)
 
     def _load_payload_sync(self, task_id: int) -> bytes | None:
-        row = self._db().execute("SELECT payload FROM cronoq_tasks WHERE id = ?", (task_id,)).fetchone()
+        sql = "SELECT payload FROM cronoq_tasks WHERE id = ?"
+        row = self._db().execute(sql, (db_id(task_id),)).fetchone()
         return None if row is None or row[0] is None else bytes(row[0])
 
     async def prune(self, now_unix_ns: int) -> int:

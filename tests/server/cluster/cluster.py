@@ -28,6 +28,9 @@ TOKENS = {
     "admin": "shards-admin-token-0123456789",
 }
 
+#: a client token restricted to pool b1 (shard sb's)
+B1_TOKEN = "shards-b1-client-token-0123456789"
+
 SHARDS = {"sa": (1, ["a1", "a2"]), "sb": (200, ["b1"])}
 
 
@@ -67,6 +70,7 @@ def config_toml(
     ]
     for role, tok in TOKENS.items():
         lines += ["[[auth.tokens]]", f'token = "{tok}"', f'role = "{role}"']
+    lines += ["[[auth.tokens]]", f'token = "{B1_TOKEN}"', 'role = "client"', 'pools = ["b1"]']
     for _, (_, pools) in shards.items():
         for p in pools:
             lines += [

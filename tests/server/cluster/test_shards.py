@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 import pytest
-from tests.server.cluster.cluster import TOKENS, Cluster, config_toml, free_port, non_loopback_ip
+from tests.server.cluster.cluster import B1_TOKEN, TOKENS, Cluster, config_toml, free_port, non_loopback_ip
 from tests.server.procs import Raw, pb
 
 from cronoq.client import Client, ClientError, Worker
@@ -424,3 +424,209 @@ def test_top_shows_every_shard(cluster: Cluster, lonely: tuple[str, str, str]) -
     text = top(cluster.grpc("sa"))
     assert all(p in text for p in ("a1", "a2", "b1")) and "unavailable shards" not in text
     assert "unavailable shards: sc, sd, sb" in top(lonely[0])
+
+
+# -- operations across shards (docs/how-to/shards.md#operations-across-shards) ------------------
+
+
+def _paused(snap: Any) -> dict[str, bool]:
+    pools = snap.pools if hasattr(snap, "pools") else []
+    return {p.name: p.paused for p in pools}
+
+
+async def test_pause_and_resume_a_pool_of_the_other_shard(cluster: Cluster) -> None:
+    raw = Raw(cluster.grpc("sa"))
+    base = f"http://{cluster.http('sa')}"
+    try:
+        # gRPC through sa for sb's pool, HTTP through sa to resume it
+        out = await raw.admin.PausePool(pb.PoolRequest(pool="b1"), metadata=MD)
+        assert out.changed is True
+        assert _paused(await raw.admin.Snapshot(pb.Empty(), metadata=MD))["b1"] is True
+        st, res = await asyncio.to_thread(_http, "POST", f"{base}/v1/pools/b1/pause")
+        assert (st, res) == (200, {"changed": False})
+        st, res = await asyncio.to_thread(_http, "POST", f"{base}/v1/pools/b1/resume")
+        assert (st, res) == (200, {"changed": True})
+        st, snap = await asyncio.to_thread(_http, "GET", f"{base}/v1/snapshot")
+        assert {p["name"]: p.get("paused", False) for p in snap["pools"]}["b1"] is False
+        # and the other way round: sb's endpoint pauses sa's pool
+        sb = f"http://{cluster.http('sb')}"
+        st, res = await asyncio.to_thread(_http, "POST", f"{sb}/v1/pools/a2/pause")
+        assert (st, res) == (200, {"changed": True})
+        assert _paused(await raw.admin.Snapshot(pb.Empty(), metadata=MD))["a2"] is True
+        assert (await raw.admin.ResumePool(pb.PoolRequest(pool="a2"), metadata=MD)).changed is True
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await raw.admin.PausePool(pb.PoolRequest(pool="nope"), metadata=MD)
+        assert ei.value.code() == grpc.StatusCode.NOT_FOUND
+        st, err = await asyncio.to_thread(_http, "POST", f"{sb}/v1/pools/nope/pause")
+        assert st == 404 and err["code"] == "not_found"
+    finally:
+        await raw.close()
+
+
+async def test_bulk_actions_replay_and_kind_filter_across_shards(cluster: Cluster) -> None:
+    kind = f"ops-{free_port()}"
+    ra, rb = Raw(cluster.grpc("sa")), Raw(cluster.grpc("sb"))
+    try:
+        ids = []
+        for p in ("a1", "b1", "a2", "b1"):
+            spec = pb.TaskSpec(pool=p, kind=kind, start_in_s=LATER)
+            ids.append((await rb.tasks.Submit(pb.SubmitRequest(task=spec), metadata=MD)).id)
+        await rb.tasks.Submit(pb.SubmitRequest(task=pb.TaskSpec(pool="b1", start_in_s=LATER)), metadata=MD)
+        # ListTasks' kind filter reaches both shards (gRPC and HTTP)
+        page = await ra.tasks.ListTasks(pb.ListTasksRequest(kinds=[kind], limit=1000), metadata=MD)
+        assert [t.id for t in page.tasks] == sorted(ids)
+        st, lst = await asyncio.to_thread(_http, "GET", f"http://{cluster.http('sb')}/v1/tasks?kind={kind}")
+        assert st == 200 and [int(t["id"]) for t in lst["tasks"]] == sorted(ids)
+        # one limit across shards: sa's two first, then one of sb's
+        bulk = pb.BulkRequest(filter=pb.TaskFilter(kinds=[kind], limit=3), request_key=kind)
+        out = await rb.tasks.CancelWhere(bulk, metadata=MD)
+        assert (out.matched, out.acted, list(out.unavailable_shards)) == (3, 3, [])
+        out = await rb.tasks.CancelWhere(bulk, metadata=MD)  # (a retry: each shard answers again)
+        assert (out.matched, out.acted) == (3, 3)
+        st, res = await asyncio.to_thread(
+            _http, "POST", f"http://{cluster.http('sa')}/v1/tasks:cancel", {"filter": {"kinds": [kind]}}
+        )
+        assert st == 200 and res == {"matched": 1, "acted": 1, "unavailable_shards": []}
+        # replay by id of a task of the other shard, through either endpoint
+        b_id = next(i for i in ids if shard_of(i) == 200)
+        new = await ra.tasks.Replay(pb.ReplayRequest(task=pb.TaskRef(id=b_id)), metadata=MD)
+        assert shard_of(new.id) == 200 and new.id != b_id
+        a_id = next(i for i in ids if shard_of(i) == 1)
+        st, res = await asyncio.to_thread(
+            _http, "POST", f"http://{cluster.http('sb')}/v1/tasks/{a_id}/replay"
+        )
+        assert st == 200 and shard_of(int(res["id"])) == 1 and res["duplicate"] is False
+        info = await rb.tasks.Get(pb.GetRequest(task=pb.TaskRef(id=int(res["id"]))), metadata=MD)
+        assert info.kind == kind and info.pool == "a1"
+        # the replays cancelled by kind, both shards at once (gRPC)
+        out = await ra.tasks.CancelWhere(pb.BulkRequest(filter=pb.TaskFilter(kinds=[kind])), metadata=MD)
+        assert (out.matched, out.acted) == (2, 2)
+    finally:
+        await ra.close()
+        await rb.close()
+
+
+async def test_schedule_of_the_other_shard_paused_and_run(cluster: Cluster) -> None:
+    name = f"ops-sched-{free_port()}"
+    ra, rb = Raw(cluster.grpc("sa")), Raw(cluster.grpc("sb"))
+    try:
+        tmpl = pb.TaskSpec(pool="b1", start_in_s=LATER)
+        await rb.admin.AddRecurring(
+            pb.RecurringRequest(name=name, cron="0 0 1 1 *", template=tmpl), metadata=MD
+        )
+        ran = await ra.admin.TriggerRecurring(pb.RecurringNameRequest(name=name), metadata=MD)
+        assert shard_of(ran.id) == 200
+        base = f"http://{cluster.http('sa')}"
+        st, res = await asyncio.to_thread(_http, "POST", f"{base}/v1/recurring/{name}/pause")
+        assert (st, res) == (200, {"changed": True})
+        scheds = await ra.admin.ListRecurring(pb.Empty(), metadata=MD)
+        assert next(s for s in scheds.schedules if s.name == name).paused is True
+        out = await ra.admin.ResumeRecurring(pb.RecurringNameRequest(name=name), metadata=MD)
+        assert out.changed is True
+        st, res = await asyncio.to_thread(_http, "POST", f"{base}/v1/recurring/{name}/run")
+        assert st == 200 and shard_of(int(res["id"])) == 200
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await ra.admin.PauseRecurring(pb.RecurringNameRequest(name="no-such-schedule"), metadata=MD)
+        assert ei.value.code() == grpc.StatusCode.NOT_FOUND
+        for tid in (ran.id, int(res["id"])):
+            await ra.tasks.Cancel(pb.CancelRequest(task=pb.TaskRef(id=tid)), metadata=MD)
+    finally:
+        await ra.admin.RemoveRecurring(pb.RemoveRecurringRequest(name=name), metadata=MD)
+        await ra.close()
+        await rb.close()
+
+
+async def test_bulk_action_with_a_shard_down(cluster: Cluster, lonely: tuple[str, str, str]) -> None:
+    grpc_addr, http_addr, _ = lonely
+    kind = f"down-{free_port()}"
+    raw = Raw(grpc_addr)
+    try:
+        for _ in range(2):
+            spec = pb.TaskSpec(pool="a1", kind=kind, start_in_s=LATER)
+            await raw.tasks.Submit(pb.SubmitRequest(task=spec), metadata=MD)
+        # the limit is reached on the local shard: the others are not asked
+        one = pb.BulkRequest(filter=pb.TaskFilter(kinds=[kind], limit=1))
+        out = await raw.tasks.CancelWhere(one, metadata=MD)
+        assert (out.matched, out.acted, list(out.unavailable_shards)) == (1, 1, [])
+        # every shard asked: the reachable one's counts, the others named (in shard-number order)
+        st, res = await asyncio.to_thread(
+            _http, "POST", f"http://{http_addr}/v1/tasks:cancel", {"filter": {"kinds": [kind]}}
+        )
+        assert st == 200 and res == {"matched": 1, "acted": 1, "unavailable_shards": ["sc", "sd", "sb"]}
+        out = await raw.tasks.ReplayWhere(pb.BulkRequest(filter=pb.TaskFilter(kinds=[kind])), metadata=MD)
+        assert (out.matched, out.acted, list(out.unavailable_shards)) == (2, 2, ["sc", "sd", "sb"])
+    finally:
+        await raw.close()
+
+
+async def test_bulk_action_of_a_pool_restricted_token(cluster: Cluster) -> None:
+    """Without a pool filter a token's bulk action covers its pools: on each shard only those
+    that shard has (none on sa: nothing to do there, no unknown pool)."""
+    kind = f"b1-only-{free_port()}"
+    md = (("authorization", f"Bearer {B1_TOKEN}"),)
+    raw = Raw(cluster.grpc("sa"))
+    try:
+        for _ in range(2):
+            spec = pb.TaskSpec(pool="b1", kind=kind, start_in_s=LATER)
+            await raw.tasks.Submit(pb.SubmitRequest(task=spec), metadata=md)
+        page = await raw.tasks.ListTasks(pb.ListTasksRequest(kinds=[kind]), metadata=md)
+        assert len(page.tasks) == 2
+        out = await raw.tasks.CancelWhere(pb.BulkRequest(filter=pb.TaskFilter(kinds=[kind])), metadata=md)
+        assert (out.matched, out.acted, list(out.unavailable_shards)) == (2, 2, [])
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await raw.tasks.CancelWhere(pb.BulkRequest(filter=pb.TaskFilter(pools=["a1"])), metadata=md)
+        assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    finally:
+        await raw.close()
+
+
+async def test_progress_and_list_filters_reach_the_other_shard(cluster: Cluster) -> None:
+    """Watch(progress) and /v1/events?progress=1 through sa for sb's pool; a list's tag and
+    created range filters through HTTP."""
+    release = asyncio.Event()
+
+    async def slow(lease: Any) -> bytes:
+        await lease.progress(1, 2, "half")
+        await release.wait()
+        return b"ok"
+
+    raw = Raw(cluster.grpc("sa"))
+    host, port = cluster.http("sa").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    call = raw.tasks.Watch(pb.WatchRequest(pools=["b1"], progress=True), metadata=MD)
+    worker = Worker(cluster.grpc("sb"), "b1", slow, token=TOKENS["worker"], slots=8)
+    run = asyncio.ensure_future(worker.run())
+    try:
+        writer.write(
+            f"GET /v1/events?pool=b1&progress=1 HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"Authorization: Bearer {ADMIN}\r\n\r\n".encode()
+        )
+        await writer.drain()
+        seen = b""
+        while b": live" not in seen:
+            seen += await asyncio.wait_for(reader.read(4096), 10)
+        await asyncio.wait_for(call.initial_metadata(), 10)
+        await asyncio.wait_for(worker.wait_registered(), 20)
+        tag = f"t{free_port()}"
+        async with Client(cluster.grpc("sa"), token=CLIENT) as ca:
+            s = await ca.submit(b"", pool="b1", tags={"p": tag})
+        while True:
+            ev = await asyncio.wait_for(call.read(), 10)
+            if ev.id == s.id and ev.HasField("progress"):
+                assert (ev.progress.done, ev.progress.total, ev.progress.message) == (1, 2, "half")
+                break
+        while f'"id":"{s.id}"'.encode() not in seen or b"event: progress" not in seen:
+            seen += await asyncio.wait_for(reader.read(65536), 10)
+        base = f"http://{cluster.http('sa')}"
+        st, lst = await asyncio.to_thread(_http, "GET", f"{base}/v1/tasks?tag=p={tag}")
+        assert st == 200 and [int(t["id"]) for t in lst["tasks"]] == [s.id]
+        st, lst = await asyncio.to_thread(_http, "GET", f"{base}/v1/tasks?tag=p={tag}&created_before=1")
+        assert st == 200 and lst["tasks"] == []
+    finally:
+        release.set()
+        call.cancel()
+        writer.close()
+        await worker.stop(1.0)
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+        await raw.close()

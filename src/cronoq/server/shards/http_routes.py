@@ -8,7 +8,10 @@ handler unchanged (its body, already read to find the owner, is replayed); anyth
 through the gRPC :class:`~cronoq.server.shards.router.Router` as the equivalent request message
 (forwarded over the peer's gRPC endpoint, the only address of a peer the configuration has,
 with the caller's ``authorization`` header), and the answer is rendered as the usual JSON.
-Lists, the snapshot and workers always fan out, their JSON gaining ``unavailable_shards``.
+Lists, the snapshot and workers always fan out, their JSON gaining ``unavailable_shards``;
+so do the bulk actions (``/v1/tasks:replay``, ``/v1/tasks:cancel``) unless their pools are all
+ours.  A pool's pause/resume goes to its shard, a schedule's pause/resume/run to the shard that
+has it, a task's replay to its task's shard.  ``/v1/history`` stays local (this shard's pools).
 
 Errors: a refusal is 421 ``{"error", "code": "wrong_shard", "shard", "endpoint"}``, an
 unreachable peer 503 ``unavailable``, a peer's error the status of its gRPC code.
@@ -30,7 +33,7 @@ from cronoq.client import json_shapes
 from cronoq.client.json_shapes import message_json
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
-from cronoq.server import convert
+from cronoq.server import convert, ops
 from cronoq.server.app import ApiError
 from cronoq.server.auth import Action, AuthError
 from cronoq.server.grpc_api import ERROR_CODE_KEY
@@ -44,6 +47,8 @@ from cronoq.server.http_api import (
     query_float,
     query_int,
     query_list,
+    query_tags,
+    query_time,
     recurring_request_from_json,
     task_spec_from_json,
 )
@@ -94,6 +99,26 @@ def _result_json(r: pb.TaskResult) -> dict[str, Any]:
         content_type="",  # (the wire's TaskResult carries no content type)
         message=r.message,
     )
+
+
+def _filter_msg(filt: dict[str, Any]) -> pb.TaskFilter:
+    """Bulk filter keywords (``ops.bulk_from_json``) as a ``TaskFilter`` message."""
+    f = pb.TaskFilter(
+        pools=filt.get("pools") or (),
+        kinds=filt.get("kinds") or (),
+        tags=filt.get("tags") or {},
+        tenant=filt.get("tenant") or "",
+        limit=filt.get("limit") or 0,
+    )
+    for name in filt.get("statuses") or ():
+        n = STATUS_BY_NAME.get(name)
+        if n is None:
+            raise HttpError(400, f"statuses: unknown status '{name}'", "invalid_argument")
+        f.statuses.append(n + 1)  # type: ignore[arg-type]
+    for name in ("created_after", "created_before", "finished_after", "finished_before"):
+        if filt.get(name) is not None:
+            setattr(f, f"{name}_unix_ns", round(filt[name] * 1e9))
+    return f
 
 
 class ShardedHttp:
@@ -169,7 +194,13 @@ class ShardedHttp:
             statuses=[STATUS_BY_NAME[s] + 1 for s in statuses],  # type: ignore[misc]
             after=query_int(request, "after", UINT64_MAX),
             limit=query_int(request, "limit", UINT32_MAX),
+            kinds=query_list(request, "kind"),
+            tags=query_tags(request),
         )
+        for bound in ("created_after", "created_before"):
+            ns = query_time(request, bound)
+            if ns is not None:
+                setattr(msg, f"{bound}_unix_ns", ns)
         resp = await self._call(request, "Tasks/ListTasks", msg)
         return json_response(
             {
@@ -205,7 +236,50 @@ class ShardedHttp:
             self.api.auth(request, Action.CANCEL)
             out = await self._call(request, "Tasks/Cancel", pb.CancelRequest(task=tref))
             return json_response({"cancelled": out.cancelled})
+        if sub == "replay" and method == "POST":
+            self.api.auth(request, Action.REPLAY)
+            body = await self._optional_json(request)
+            for k in body:
+                if k != "force":
+                    raise HttpError(400, f"unknown field '{k}' (expected force)", "invalid_argument")
+            force = body.get("force", False)
+            if not isinstance(force, bool):
+                raise HttpError(400, "force must be true or false", "invalid_argument")
+            resp = await self._call(request, "Tasks/Replay", pb.ReplayRequest(task=tref, force=force))
+            return json_response({"id": str(resp.id), "duplicate": False})
         return await self.api.task_ref(request)  # (405 as usual)
+
+    async def _optional_json(self, request: Request) -> dict[str, Any]:
+        """A JSON object body, or {} when there is none."""
+        cl = request.headers.get("content-length")
+        if (cl is None or cl.strip() == "0") and "transfer-encoding" not in request.headers:
+            return {}
+        body = await self.api.read_json(request)
+        if not isinstance(body, dict):
+            raise HttpError(400, "the request body must be a JSON object", "invalid_argument")
+        return body
+
+    async def bulk(self, request: Request) -> Response:
+        """``POST /v1/tasks:replay`` / ``POST /v1/tasks:cancel`` on every involved shard."""
+        action = "replay" if request.url.path.endswith(":replay") else "cancel"
+        self.api.auth(request, Action.REPLAY_WHERE if action == "replay" else Action.CANCEL_WHERE)
+        body = await self.api.read_json(request)
+        if not isinstance(body, dict):
+            return await self.api.bulk(_replay(request, body))  # (400 as usual)
+        filt, key, force = ops.bulk_from_json(body)
+        owners = {self.top.of_pool(p) for p in filt.get("pools") or ()}
+        if owners and all(self.top.is_local(s) for s in owners):
+            return await self.api.bulk(_replay(request, body))
+        msg = pb.BulkRequest(filter=_filter_msg(filt), request_key=key, force=force)
+        method = "Tasks/ReplayWhere" if action == "replay" else "Tasks/CancelWhere"
+        resp = await self._call(request, method, msg)
+        return json_response(
+            {
+                "matched": resp.matched,
+                "acted": resp.acted,
+                "unavailable_shards": list(resp.unavailable_shards),
+            }
+        )
 
     async def events(self, request: Request) -> Response:
         self.api.auth(request, Action.WATCH)
@@ -223,6 +297,7 @@ class ShardedHttp:
             ids=ids,
             keys=query_list(request, "key"),
             all_transitions=query_bool(request, "all_transitions"),
+            progress=query_bool(request, "progress"),
         )
         self.api.app.require_leader()  # standby → 503 before the stream starts
         return MergedEvents(self.router, msg, self._auth(request))
@@ -242,6 +317,34 @@ class ShardedHttp:
                 "unavailable_shards": list(resp.unavailable_shards),
             }
         )
+
+    async def pool_op(self, request: Request) -> Response:
+        """``POST /v1/pools/{name}/pause|resume`` on the pool's shard."""
+        name, op = request.path_params["name"], request.path_params["op"]
+        shard = self.top.of_pool(name) if name else None
+        if op not in ("pause", "resume") or self.top.is_local(shard):
+            return await self.api.pool_op(request)
+        self.api.auth(request, Action.PAUSE_POOL if op == "pause" else Action.RESUME_POOL)
+        method = "Admin/PausePool" if op == "pause" else "Admin/ResumePool"
+        resp = await self._call(request, method, pb.PoolRequest(pool=name))
+        return json_response({"changed": resp.changed})
+
+    async def recurring_op(self, request: Request) -> Response:
+        """``POST /v1/recurring/{name}/pause|resume|run`` on the shard that has the schedule."""
+        name, op = request.path_params["name"], request.path_params["op"]
+        actions = {
+            "pause": (Action.PAUSE_RECURRING, "Admin/PauseRecurring"),
+            "resume": (Action.RESUME_RECURRING, "Admin/ResumeRecurring"),
+            "run": (Action.TRIGGER_RECURRING, "Admin/TriggerRecurring"),
+        }
+        if op not in actions:
+            return await self.api.recurring_op(request)  # (404 as usual)
+        action, method = actions[op]
+        self.api.auth(request, action)
+        resp = await self._call(request, method, pb.RecurringNameRequest(name=name))
+        if op == "run":
+            return json_response({"id": str(resp.id), "duplicate": False})
+        return json_response({"changed": resp.changed})
 
     async def _schedules(self, request: Request) -> Any:
         return await self._call(request, "Admin/ListRecurring", pb.Empty())
@@ -283,6 +386,28 @@ class ShardedHttp:
         raise HttpError(503, "the schedule vanished while it was added", "unavailable")  # pragma: no cover
 
 
+def _event_frame(ev: pb.StatusEvent) -> bytes:
+    """The SSE frame of a merged event: ``event: status``, or ``event: progress`` for a
+    progress update (the frames of ``server/sse.py``)."""
+    if ev.HasField("progress"):
+        p = ev.progress
+        obj: dict[str, Any] = {
+            "id": str(ev.id),
+            "pool": ev.pool,
+            "key": ev.key,
+            "attempt": ev.attempt,
+            "done": p.done,
+            "total": p.total if p.HasField("total") else None,
+            "message": p.message,
+            "at": ev.at_unix_ns / 1e9,
+        }
+        name = b"progress"
+    else:
+        obj, name = json_shapes.event_json(ev), b"status"
+    data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return b"event: " + name + b"\ndata: " + data.encode() + b"\n\n"
+
+
 #: a comment line this often while a merged event stream is idle
 KEEPALIVE_S = 15.0
 KEEPALIVE = b": keepalive\n\n"
@@ -309,8 +434,7 @@ class MergedEvents(Response):
         async def pump() -> None:
             try:
                 async for ev in events:
-                    data = json.dumps(json_shapes.event_json(ev), separators=(",", ":"), ensure_ascii=False)
-                    queue.put_nowait(b"event: status\ndata: " + data.encode() + b"\n\n")
+                    queue.put_nowait(_event_frame(ev))
             except Exception as e:
                 code, message = grpc_error(e)
                 name = "wrong_shard" if isinstance(e, WrongShard) else code.name.lower()
@@ -378,6 +502,10 @@ def sharded_routes(api: HttpApi, routes: list[BaseRoute]) -> list[BaseRoute]:
         ("/v1/workers", "GET"): sh.workers,
         ("/v1/recurring", "GET"): sh.list_recurring,
         ("/v1/recurring/{name}", "GET"): sh.recurring,
+        ("/v1/tasks:replay", "POST"): sh.bulk,
+        ("/v1/tasks:cancel", "POST"): sh.bulk,
+        ("/v1/pools/{name}/{op}", "POST"): sh.pool_op,
+        ("/v1/recurring/{name}/{op}", "POST"): sh.recurring_op,
     }
     out: list[BaseRoute] = []
     for r in routes:

@@ -16,7 +16,11 @@ and is never forwarded again), the local handler runs unchanged.  Otherwise the 
   batches are atomic); ``SubmitMany`` is split per item and put back together in order;
 * ``ListTasks``, ``Snapshot``, ``ListWorkers``, ``ListRecurring``, ``RemoveRecurring`` fan
   out and merge; a shard that does not answer is named in ``unavailable_shards``;
-* ``Watch`` merges the local stream with every peer's (re-opened when they break).
+* ``Watch`` merges the local stream with every peer's (re-opened when they break);
+* operations: ``Replay`` goes to its task's shard, ``PausePool`` / ``ResumePool`` to the
+  pool's; a schedule's pause, resume and run go to the shard that knows the name (local
+  first, then the peers in number order); ``ReplayWhere`` / ``CancelWhere`` run on each
+  involved shard in turn (one ``limit`` across them), counts summed, unreached shards named.
 
 A local part of a merged answer runs the local handler with a :class:`LocalContext`, whose
 ``abort`` raises instead of ending the call.  The HTTP routes (:mod:`.http_routes`) call
@@ -361,12 +365,12 @@ async def list_tasks(c: Routed) -> Any:
         if len(out.tasks) >= n:
             more = True
             break
-        sub = pb.ListTasksRequest(
-            pools=[p for p in wanted if c.top.of_pool(p) is s],
-            statuses=req.statuses,
-            after=max(req.after, lo),
-            limit=n - len(out.tasks),
-        )
+        sub = pb.ListTasksRequest()
+        sub.CopyFrom(req)  # (every filter: statuses, kinds, tags, created range)
+        del sub.pools[:]
+        sub.pools.extend(p for p in wanted if c.top.of_pool(p) is s)
+        sub.after = max(req.after, lo)
+        sub.limit = n - len(out.tasks)
         try:
             a = await c.ask(s, sub)
         except (Unreachable, WrongShard, PeerError) as e:
@@ -451,6 +455,88 @@ async def remove_recurring(c: Routed) -> Any:
     return pb.RemoveRecurringResponse(removed=removed)
 
 
+def owner_of_named_pool(get_pool: Callable[[Any], str]) -> Rule:
+    """The call belongs to the shard of the pool it names (an unknown pool: the local
+    handler's NOT_FOUND)."""
+
+    async def rule(c: Routed) -> Any:
+        pool = get_pool(c.request)
+        shard = c.top.of_pool(pool) if pool else None
+        return await c.send(shard, lambda s: c.top.pool_refusal(pool, s))
+
+    return rule
+
+
+async def named_schedule(c: Routed) -> Any:
+    """The shard holding schedule ``request.name`` (it lives on its pool's shard): the local
+    shard first, then the peers in shard-number order until one knows it (the first to know
+    it acts); the local NOT_FOUND when none does, UNAVAILABLE when a peer that might have it
+    was not reached."""
+    try:
+        return await c.run_local(c.request)
+    except PeerError as e:
+        if e.code != grpc.StatusCode.NOT_FOUND:
+            raise
+        not_found = e
+    unreachable: Unreachable | None = None
+    for shard in sorted(c.top.peers, key=lambda s: s.number):
+        if not c.router.may_forward(shard, c.authorization):
+            continue
+        try:
+            return await c.ask(shard, c.request)
+        except Unreachable as e:
+            unreachable = unreachable or e
+        except PeerError as e:
+            if e.code != grpc.StatusCode.NOT_FOUND:
+                raise
+    if unreachable is not None:
+        raise unreachable
+    raise not_found
+
+
+async def bulk(c: Routed) -> Any:
+    """``ReplayWhere`` / ``CancelWhere`` on the shards of ``filter.pools`` (every shard when
+    empty), one after the other in shard-number order, each with the part of ``limit`` still
+    left; counts summed, unreached shards named (a partial action still reports what it did).
+    Each shard gets the same ``request_key`` (each is idempotent by itself)."""
+    req = c.request
+    wanted = list(req.filter.pools)
+    shards: list[ShardSpec] = []
+    for p in wanted:
+        s = c.top.of_pool(p)
+        if s is None:
+            return await c.local(req, c.context)  # (the local handler names the unknown pool)
+        if s not in shards:
+            shards.append(s)
+    if not wanted:
+        shards = list(c.top.shards)
+    shards.sort(key=lambda s: s.number)
+    limit = req.filter.limit
+    out = pb.BulkResponse()
+    for s in shards:
+        if limit and out.matched >= limit:
+            break
+        sub = pb.BulkRequest()
+        sub.CopyFrom(req)
+        del sub.filter.pools[:]
+        sub.filter.pools.extend(p for p in wanted if c.top.of_pool(p) is s)
+        if limit:
+            sub.filter.limit = limit - out.matched
+        try:
+            a = await c.ask(s, sub)
+        except (Unreachable, WrongShard):
+            out.unavailable_shards.append(s.name)
+            continue
+        except PeerError as e:
+            if e.code != grpc.StatusCode.UNAVAILABLE or c.top.is_local(s):
+                raise
+            out.unavailable_shards.append(s.name)  # (e.g. a peer between leaders)
+            continue
+        out.matched += a.matched
+        out.acted += a.acted
+    return out
+
+
 async def watch(c: Routed) -> AsyncIterator[Any]:
     """Every involved shard's events merged; peers' streams re-opened when they break."""
     req = c.request
@@ -494,12 +580,10 @@ async def watch(c: Routed) -> AsyncIterator[Any]:
             finish(None)
 
     async def peer(shard: ShardSpec, ready: asyncio.Event) -> None:
-        sub = pb.WatchRequest(
-            pools=[p for p in req.pools if c.top.of_pool(p) is shard],
-            ids=req.ids,
-            keys=req.keys,
-            all_transitions=req.all_transitions,
-        )
+        sub = pb.WatchRequest()
+        sub.CopyFrom(req)  # (every option: ids, keys, all_transitions, progress)
+        del sub.pools[:]
+        sub.pools.extend(p for p in req.pools if c.top.of_pool(p) is shard)
         delay = 0.1
         while True:
             try:
@@ -571,6 +655,15 @@ ROUTES: dict[str, Rule | Callable[[Routed], AsyncIterator[Any]]] = {
     "/cronoq.v1.Admin/RemoveRecurring": remove_recurring,
     "/cronoq.v1.Admin/ListWorkers": concat("workers", lambda w: (w.pool, w.id)),
     "/cronoq.v1.Admin/ListRecurring": concat("schedules", lambda s: s.name),
+    # operations (docs/how-to/shards.md#operations-across-shards)
+    "/cronoq.v1.Tasks/Replay": owner_of_ref(lambda r: r.task),
+    "/cronoq.v1.Tasks/ReplayWhere": bulk,
+    "/cronoq.v1.Tasks/CancelWhere": bulk,
+    "/cronoq.v1.Admin/PausePool": owner_of_named_pool(lambda r: r.pool),
+    "/cronoq.v1.Admin/ResumePool": owner_of_named_pool(lambda r: r.pool),
+    "/cronoq.v1.Admin/PauseRecurring": named_schedule,
+    "/cronoq.v1.Admin/ResumeRecurring": named_schedule,
+    "/cronoq.v1.Admin/TriggerRecurring": named_schedule,
 }
 
 #: methods whose requests carry a wait bound (the forwarded call's deadline grows by it)
