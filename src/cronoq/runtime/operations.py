@@ -51,10 +51,12 @@ BULK_SHARE: Final = 0.2
 @dataclass(frozen=True, slots=True)
 class BulkResult:
     """What a bulk action did: ``matched`` tasks matched its filter, ``acted`` of them were
-    cancelled (or replayed)."""
+    cancelled (or replayed); ``unavailable_shards`` (a sharded server, through the client) names
+    the shards that could not be reached, whose tasks are not counted (docs/how-to/shards.md)."""
 
     matched: int
     acted: int
+    unavailable_shards: tuple[str, ...] = ()
 
 
 def _names(what: str, value: object) -> frozenset[str] | None:

@@ -555,6 +555,13 @@ async def test_bulk_action_with_a_shard_down(cluster: Cluster, lonely: tuple[str
         assert st == 200 and res == {"matched": 1, "acted": 1, "unavailable_shards": ["sc", "sd", "sb"]}
         out = await raw.tasks.ReplayWhere(pb.BulkRequest(filter=pb.TaskFilter(kinds=[kind])), metadata=MD)
         assert (out.matched, out.acted, list(out.unavailable_shards)) == (2, 2, ["sc", "sd", "sb"])
+        # the client's BulkResult names them too (the replays are queued: 2 to cancel)
+        c = Client(grpc_addr, token=ADMIN)
+        try:
+            got = await c.cancel_where(kinds=[kind])
+        finally:
+            await c.close()
+        assert (got.matched, got.acted, got.unavailable_shards) == (2, 2, ("sc", "sd", "sb"))
     finally:
         await raw.close()
 
