@@ -55,6 +55,7 @@ from cronoq.engine.admission import (
 from cronoq.engine.attempts import AttemptLog
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.control import skip_if_paused
+from cronoq.engine.ids import id_base, seq_limit
 from cronoq.engine.keys import ScopedKey, scoped_key
 from cronoq.engine.model import (
     BLOCKED,
@@ -145,31 +146,6 @@ from cronoq.engine.timers import (
 )
 from cronoq.errors import SubmitError
 
-EPOCH_SHIFT = 48
-SEQ_MASK = (1 << EPOCH_SHIFT) - 1
-#: with shards (docs/how-to/shards.md): ``id = shard << 56 | epoch << 40 | seq``
-SHARD_SHIFT = 56
-SHARD_EPOCH_SHIFT = 40
-SHARD_SEQ_MASK = (1 << SHARD_EPOCH_SHIFT) - 1
-
-
-def id_base(epoch: int, shard: int = 0) -> int:
-    """The high bits of the ids of a term: ``epoch << 48`` without shards, else
-    ``shard << 56 | epoch << 40`` (the sequence fills the rest and never carries into them)."""
-    if shard == 0:
-        return epoch << EPOCH_SHIFT
-    if not 1 <= shard <= 255:
-        raise ValueError(f"shard number must be in 1..255 (got {shard})")
-    if not 0 <= epoch < 1 << (SHARD_SHIFT - SHARD_EPOCH_SHIFT):
-        raise ValueError(f"fencing epoch {epoch} does not fit the 16 epoch bits of a sharded id")
-    return shard << SHARD_SHIFT | epoch << SHARD_EPOCH_SHIFT
-
-
-def shard_of(task_id: int) -> int:
-    """The shard number a sharded id carries (``id >> 56``)."""
-    return task_id >> SHARD_SHIFT
-
-
 _PENDING = (True, True, True, False, True) + (False,) * 7  # blocked, scheduled, ready, retrying
 
 
@@ -182,7 +158,7 @@ class Core:
         self.config = config
         self.epoch = epoch
         self.id_base = id_base(epoch, shard)
-        self.seq_limit = SHARD_SEQ_MASK if shard else SEQ_MASK
+        self.seq_limit = seq_limit(shard)
         self.seq = first_seq
         self.pools = [PoolState(i, p, now, config.window) for i, p in enumerate(config.pools)]
         self.timers = Timers()
