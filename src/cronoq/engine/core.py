@@ -28,6 +28,7 @@ module and is reached from here: ``admission.py`` (planning and committing submi
 with dependencies, starts or batches; the key index), ``timers.py`` (the timer heap),
 ``pools.py`` (pool and group state, autoscaler inputs), ``resources.py`` (resources and
 the tasks parked on them), ``scoring.py`` (dispatch scores), ``recurring.py`` (schedules),
+``starts.py`` (fixed starts: released to ``scheduled``, coming due, missed), ``ids.py`` (the id layout),
 ``recovery.py`` (rebuilding from a store), ``snapshot.py`` (snapshots), ``progress.py``
 (progress reports, their rate-limited events) and ``attempts.py`` (attempt timelines, links).
 """
@@ -54,7 +55,6 @@ from cronoq.engine.admission import (
 )
 from cronoq.engine.attempts import AttemptLog
 from cronoq.engine.config import CoreConfig
-from cronoq.engine.control import skip_if_paused
 from cronoq.engine.ids import id_base, seq_limit
 from cronoq.engine.keys import ScopedKey, scoped_key
 from cronoq.engine.model import (
@@ -66,23 +66,16 @@ from cronoq.engine.model import (
     EV_DISPATCH,
     EV_EDGE_BROKEN,
     EV_EXHAUSTED,
-    EV_MISS_FAIL,
-    EV_MISS_SKIP,
-    EV_OCCURRENCE_SKIP,
     EV_PERMANENT,
     EV_RETRY,
-    EV_START_DUE,
     EV_SUCCEED,
     EV_UNBLOCK,
-    EV_UNBLOCK_LATER,
     FAILED,
     FIRST_TERMINAL,
     MSG_ALREADY_FINISHED,
     MSG_AWAIT_TIMEOUT,
     MSG_CANCELLED,
     MSG_LEASE_LOST,
-    MSG_MISSED,
-    MSG_PREVIOUS_RUNNING,
     MSG_TIMEOUT,
     NUM_CLASSES,
     ON_COMPLETE,
@@ -101,13 +94,7 @@ from cronoq.engine.model import (
     next_status,
 )
 from cronoq.engine.model import (
-    FAIL as MISS_FAIL,
-)
-from cronoq.engine.model import (
     FLAT_TRANSITIONS as FLAT,
-)
-from cronoq.engine.model import (
-    SKIP as MISS_SKIP,
 )
 from cronoq.engine.mutations import (
     Recovered,
@@ -123,10 +110,10 @@ from cronoq.engine.recurring import (
     Schedule,
     Schedules,
 )
-from cronoq.engine.reservations import MAX_HOLD_NS
 from cronoq.engine.resources import Resources
 from cronoq.engine.scoring import Scorer
 from cronoq.engine.snapshot import TOTAL_NAMES, Snapshot, build_snapshot
+from cronoq.engine.starts import missed, start_due, unblock_fixed
 from cronoq.engine.stats import DurationModel
 from cronoq.engine.time import NS, to_ns
 from cronoq.engine.timers import (
@@ -538,39 +525,7 @@ class Core:
             pool.lane_ready[c] += 1
             pool.queued += 1
             return
-        if f.start > now:
-            self._move(t, EV_UNBLOCK_LATER, now)
-            self._push_timer(f.start, T_START, t, 0)
-            hold_at = f.start - MAX_HOLD_NS
-            if hold_at <= now:
-                pool.hold(t)
-            else:
-                self._push_timer(hold_at, T_HOLD, t, 0)
-        else:
-            self._move(t, EV_UNBLOCK, now)
-            pool.arrived()
-            pool.to_due(t, now)
-        self._push_timer(f.start + t.opts.tolerance + 1, T_MISS, t, 0)
-
-    def _miss(self, t: TaskState, now: int) -> None:
-        """Not started by start + tolerance: apply ``on_miss`` (docs/reference/behaviour.md#fixed-starts)."""
-        pool = self.pools[t.opts.pool_index]
-        f = t.fixed
-        if not f.counted:
-            f.counted = True
-            pool.window.slot(now).fs_total += 1
-        policy = t.opts.on_miss
-        if policy == MISS_SKIP:
-            self.counters["missed"] += 1
-            self._terminate(t, now, EV_MISS_SKIP, MSG_MISSED)
-        elif policy == MISS_FAIL:
-            self.counters["failed"] += 1
-            self._terminate(t, now, EV_MISS_FAIL, MSG_MISSED)
-        else:  # run_late: stays ready, now in its class lane at its sequence position
-            pool.unhold(t)
-            if t.status == READY and f.in_due:
-                f.in_due = False
-                self._enqueue(t, pool)
+        unblock_fixed(self, t, pool, now)
 
     def _terminate(self, t: TaskState, now: int, ev: int, message: str | None, output: object = None) -> None:
         """Move ``t`` to a terminal status, retain it, and settle its dependents."""
@@ -875,22 +830,11 @@ class Core:
             self.counters["lease_expiries"] += 1
             self._lose(t, now, MSG_LEASE_LOST)
         elif kind == T_START:
-            if t.fixed.recurring is not None and self.recurring.paused and skip_if_paused(self, t, now):
-                return
-            prev = t.fixed.prev
-            if prev is not None and prev.status < FIRST_TERMINAL:  # recurring overlap=skip
-                self.counters["skipped"] += 1
-                self._terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
-                return
-            t.fixed.prev = None  # checked: drop it, so occurrences do not chain in memory forever
-            self._move(t, EV_START_DUE, now)
-            pool = self.pools[t.opts.pool_index]
-            pool.arrived()
-            pool.to_due(t, now)
+            start_due(self, t, now)
         elif kind == T_HOLD:
             self.pools[t.opts.pool_index].hold(t)
         elif kind == T_MISS:
-            self._miss(t, now)
+            missed(self, t, now)
         elif kind == T_PROGRESS:
             self.progress.flush(t, now)
         elif kind == T_AWAIT:
