@@ -28,7 +28,8 @@ module and is reached from here: ``admission.py`` (planning and committing submi
 with dependencies, starts or batches; the key index), ``timers.py`` (the timer heap),
 ``pools.py`` (pool and group state, autoscaler inputs), ``resources.py`` (resources and
 the tasks parked on them), ``scoring.py`` (dispatch scores), ``recurring.py`` (schedules),
-``starts.py`` (fixed starts: released to ``scheduled``, coming due, missed), ``ids.py`` (the id layout),
+``starts.py`` (fixed starts: released to ``scheduled``, coming due, missed), ``deps.py``
+(settling edges other than all-succeeded ones), ``ids.py`` (the id layout),
 ``recovery.py`` (rebuilding from a store), ``snapshot.py`` (snapshots), ``progress.py``
 (progress reports, their rate-limited events) and ``attempts.py`` (attempt timelines, links).
 """
@@ -55,6 +56,7 @@ from cronoq.engine.admission import (
 )
 from cronoq.engine.attempts import AttemptLog
 from cronoq.engine.config import CoreConfig
+from cronoq.engine.deps import settle_edges
 from cronoq.engine.ids import id_base, seq_limit
 from cronoq.engine.keys import ScopedKey, scoped_key
 from cronoq.engine.model import (
@@ -78,8 +80,6 @@ from cronoq.engine.model import (
     MSG_LEASE_LOST,
     MSG_TIMEOUT,
     NUM_CLASSES,
-    ON_COMPLETE,
-    ON_SUCCESS,
     OUTPUT_LOST,
     READY,
     RETRYING,
@@ -558,34 +558,7 @@ class Core:
                     if not u:
                         release(child, now)
             return
-        work = [parent]
-        while work:
-            p = work.pop()
-            deps = p.dependents
-            conds = p.dep_conds
-            p.dependents = p.dep_conds = None
-            if not deps:
-                continue
-            succeeded = p.status == SUCCEEDED
-            if conds is None:
-                conds = [ON_SUCCESS] * len(deps)
-            for child, cond in zip(deps, conds):
-                if child.status != BLOCKED:
-                    continue
-                # edge_satisfied(cond, p.status), inlined
-                if cond == ON_COMPLETE or (cond == ON_SUCCESS) == succeeded:
-                    u = child.unmet - 1
-                    child.unmet = u
-                    if not u:
-                        release(child, now)
-                else:
-                    msg = f"dependency {p.id} ended as {STATUS_NAMES[p.status]}"
-                    self.counters["skipped"] += 1
-                    deps_of_child = child.dependents
-                    child.dependents = None  # cascade iteratively, not recursively
-                    self._terminate(child, now, EV_EDGE_BROKEN, msg)
-                    child.dependents = deps_of_child
-                    work.append(child)
+        settle_edges(self, parent, now)
 
     def _prune(self, now: int) -> None:
         """Forget terminal tasks past retention (age or count), oldest first."""
