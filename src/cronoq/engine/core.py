@@ -112,7 +112,7 @@ from cronoq.engine.recurring import (
 )
 from cronoq.engine.resources import Resources
 from cronoq.engine.scoring import Scorer
-from cronoq.engine.snapshot import TOTAL_NAMES, Snapshot, build_snapshot
+from cronoq.engine.snapshot import TOTAL_NAMES, Snapshot, build_snapshot, status_counts
 from cronoq.engine.starts import missed, start_due, unblock_fixed
 from cronoq.engine.stats import DurationModel
 from cronoq.engine.time import NS, to_ns
@@ -1104,11 +1104,7 @@ class Core:
     # ------------------------------------------------------------------ introspection
 
     def status_counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for t in self.tasks.values():
-            n = STATUS_NAMES[t.status]
-            out[n] = out.get(n, 0) + 1
-        return out
+        return status_counts(self.tasks.values())
 
 
 __all__ = [
