@@ -1031,12 +1031,9 @@ class Core:
         idx = self.pool_index.get(pool_name)
         if idx is None:
             raise SubmitError("unknown_pool", f"unknown pool '{pool_name}'")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"capacity must be an int >= 0 (got {n!r})")
         pool = self.pools[idx]
-        if not pool.resize_group(labels, n):
+        if not pool.resize_group(labels, n, now, self.config.window):
             return
-        pool.capacity_integral.change(now, pool.capacity, self.config.window)
         if pool.label_waiters:
             self._unpark_labels(pool)
         if pool.scaler is not None and not pool.scale_armed:
@@ -1058,8 +1055,6 @@ class Core:
         desired = pool.evaluate_scale(now, self._expected)
         if desired is None:
             return
-        if pool.paused and desired > pool.groups[0].capacity:  # nothing to dispatch to new workers
-            desired = pool.desired = pool.groups[0].capacity
         if desired != pool.groups[0].capacity:
             self.actions.append(Scale(pool.name, desired))
         if not pool.scale_idle():
