@@ -598,12 +598,10 @@ class Core:
             while timers and timers[0][0] <= now:
                 _when, _, kind, t, token = heapq.heappop(timers)
                 if kind == T_RECUR:
-                    sched = self.timers.take_recur(token)
-                    if sched is not None and self.recurring.current(sched, token):
-                        if recur is None:
-                            recur = [sched]
-                        else:
-                            recur.append(sched)
+                    sched = self.recurring.woken(token)
+                    if sched is not None:
+                        recur = [] if recur is None else recur
+                        recur.append(sched)
                 elif kind == T_SCALE:
                     self._autoscale(self.pools[token], now)
                 elif kind == T_REFILL:
