@@ -93,23 +93,12 @@ from cronoq.engine.model import (
     TaskState,
     next_status,
 )
-from cronoq.engine.model import (
-    FLAT_TRANSITIONS as FLAT,
-)
-from cronoq.engine.mutations import (
-    Recovered,
-    StatusChange,
-    Submitted,
-)
+from cronoq.engine.model import FLAT_TRANSITIONS as FLAT
+from cronoq.engine.mutations import Recovered, StatusChange, Submitted
 from cronoq.engine.pools import Group, PoolState
 from cronoq.engine.progress import ProgressTracker
 from cronoq.engine.recovery import Recovery
-from cronoq.engine.recurring import (
-    RecurringInfo,
-    RecurringSpec,
-    Schedule,
-    Schedules,
-)
+from cronoq.engine.recurring import RecurringInfo, RecurringSpec, Schedule, Schedules
 from cronoq.engine.resources import Resources
 from cronoq.engine.scoring import Scorer
 from cronoq.engine.snapshot import TOTAL_NAMES, Snapshot, build_snapshot, status_counts
