@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cronoq.engine.core import EPOCH_SHIFT
+from cronoq.engine.ids import EPOCH_SHIFT
 from cronoq.errors import SubmitError
 
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cronoq.engine import Core, CoreConfig, PoolConfig, TaskOptions
-from cronoq.engine.core import SHARD_SEQ_MASK, id_base, shard_of
+from cronoq.engine.ids import SHARD_SEQ_MASK, id_base, shard_of
 from cronoq.errors import SubmitError
 
 

@@ -8,7 +8,7 @@ only dispatch stops: ``Core.tick`` skips the fill pass of a pool whose ``PoolSta
 is set.  Running attempts finish and report normally; timers keep firing, so a fixed start
 that comes due while paused waits in the pool's due heap and its miss timer applies the task's
 ``on_miss`` policy (``skip`` / ``fail`` end it; ``run_late`` keeps it ready for the resume).
-The autoscaler still evaluates a paused pool but never scales it up (``Core._autoscale``
+The autoscaler still evaluates a paused pool but never scales it up (``PoolState.evaluate_scale``
 clamps the desired capacity to the current one): there is nothing to dispatch to new workers.
 Resuming clears the flag; the shell ticks at once, so the backlog dispatches immediately.
 

@@ -28,6 +28,8 @@ module and is reached from here: ``admission.py`` (planning and committing submi
 with dependencies, starts or batches; the key index), ``timers.py`` (the timer heap),
 ``pools.py`` (pool and group state, autoscaler inputs), ``resources.py`` (resources and
 the tasks parked on them), ``scoring.py`` (dispatch scores), ``recurring.py`` (schedules),
+``starts.py`` (fixed starts: released to ``scheduled``, coming due, missed), ``deps.py``
+(settling edges other than all-succeeded ones), ``ids.py`` (the id layout),
 ``recovery.py`` (rebuilding from a store), ``snapshot.py`` (snapshots), ``progress.py``
 (progress reports, their rate-limited events) and ``attempts.py`` (attempt timelines, links).
 """
@@ -54,7 +56,8 @@ from cronoq.engine.admission import (
 )
 from cronoq.engine.attempts import AttemptLog
 from cronoq.engine.config import CoreConfig
-from cronoq.engine.control import skip_if_paused
+from cronoq.engine.deps import settle_edges
+from cronoq.engine.ids import id_base, seq_limit
 from cronoq.engine.keys import ScopedKey, scoped_key
 from cronoq.engine.model import (
     BLOCKED,
@@ -65,27 +68,18 @@ from cronoq.engine.model import (
     EV_DISPATCH,
     EV_EDGE_BROKEN,
     EV_EXHAUSTED,
-    EV_MISS_FAIL,
-    EV_MISS_SKIP,
-    EV_OCCURRENCE_SKIP,
     EV_PERMANENT,
     EV_RETRY,
-    EV_START_DUE,
     EV_SUCCEED,
     EV_UNBLOCK,
-    EV_UNBLOCK_LATER,
     FAILED,
     FIRST_TERMINAL,
     MSG_ALREADY_FINISHED,
     MSG_AWAIT_TIMEOUT,
     MSG_CANCELLED,
     MSG_LEASE_LOST,
-    MSG_MISSED,
-    MSG_PREVIOUS_RUNNING,
     MSG_TIMEOUT,
     NUM_CLASSES,
-    ON_COMPLETE,
-    ON_SUCCESS,
     OUTPUT_LOST,
     READY,
     RETRYING,
@@ -99,33 +93,16 @@ from cronoq.engine.model import (
     TaskState,
     next_status,
 )
-from cronoq.engine.model import (
-    FAIL as MISS_FAIL,
-)
-from cronoq.engine.model import (
-    FLAT_TRANSITIONS as FLAT,
-)
-from cronoq.engine.model import (
-    SKIP as MISS_SKIP,
-)
-from cronoq.engine.mutations import (
-    Recovered,
-    StatusChange,
-    Submitted,
-)
+from cronoq.engine.model import FLAT_TRANSITIONS as FLAT
+from cronoq.engine.mutations import Recovered, StatusChange, Submitted
 from cronoq.engine.pools import Group, PoolState
 from cronoq.engine.progress import ProgressTracker
 from cronoq.engine.recovery import Recovery
-from cronoq.engine.recurring import (
-    RecurringInfo,
-    RecurringSpec,
-    Schedule,
-    Schedules,
-)
-from cronoq.engine.reservations import MAX_HOLD_NS
+from cronoq.engine.recurring import RecurringInfo, RecurringSpec, Schedule, Schedules
 from cronoq.engine.resources import Resources
 from cronoq.engine.scoring import Scorer
-from cronoq.engine.snapshot import TOTAL_NAMES, Snapshot, build_snapshot
+from cronoq.engine.snapshot import TOTAL_NAMES, Snapshot, build_snapshot, status_counts
+from cronoq.engine.starts import missed, start_due, unblock_fixed
 from cronoq.engine.stats import DurationModel
 from cronoq.engine.time import NS, to_ns
 from cronoq.engine.timers import (
@@ -145,31 +122,6 @@ from cronoq.engine.timers import (
 )
 from cronoq.errors import SubmitError
 
-EPOCH_SHIFT = 48
-SEQ_MASK = (1 << EPOCH_SHIFT) - 1
-#: with shards (docs/how-to/shards.md): ``id = shard << 56 | epoch << 40 | seq``
-SHARD_SHIFT = 56
-SHARD_EPOCH_SHIFT = 40
-SHARD_SEQ_MASK = (1 << SHARD_EPOCH_SHIFT) - 1
-
-
-def id_base(epoch: int, shard: int = 0) -> int:
-    """The high bits of the ids of a term: ``epoch << 48`` without shards, else
-    ``shard << 56 | epoch << 40`` (the sequence fills the rest and never carries into them)."""
-    if shard == 0:
-        return epoch << EPOCH_SHIFT
-    if not 1 <= shard <= 255:
-        raise ValueError(f"shard number must be in 1..255 (got {shard})")
-    if not 0 <= epoch < 1 << (SHARD_SHIFT - SHARD_EPOCH_SHIFT):
-        raise ValueError(f"fencing epoch {epoch} does not fit the 16 epoch bits of a sharded id")
-    return shard << SHARD_SHIFT | epoch << SHARD_EPOCH_SHIFT
-
-
-def shard_of(task_id: int) -> int:
-    """The shard number a sharded id carries (``id >> 56``)."""
-    return task_id >> SHARD_SHIFT
-
-
 _PENDING = (True, True, True, False, True) + (False,) * 7  # blocked, scheduled, ready, retrying
 
 
@@ -182,7 +134,7 @@ class Core:
         self.config = config
         self.epoch = epoch
         self.id_base = id_base(epoch, shard)
-        self.seq_limit = SHARD_SEQ_MASK if shard else SEQ_MASK
+        self.seq_limit = seq_limit(shard)
         self.seq = first_seq
         self.pools = [PoolState(i, p, now, config.window) for i, p in enumerate(config.pools)]
         self.timers = Timers()
@@ -562,39 +514,7 @@ class Core:
             pool.lane_ready[c] += 1
             pool.queued += 1
             return
-        if f.start > now:
-            self._move(t, EV_UNBLOCK_LATER, now)
-            self._push_timer(f.start, T_START, t, 0)
-            hold_at = f.start - MAX_HOLD_NS
-            if hold_at <= now:
-                pool.hold(t)
-            else:
-                self._push_timer(hold_at, T_HOLD, t, 0)
-        else:
-            self._move(t, EV_UNBLOCK, now)
-            pool.arrived()
-            pool.to_due(t, now)
-        self._push_timer(f.start + t.opts.tolerance + 1, T_MISS, t, 0)
-
-    def _miss(self, t: TaskState, now: int) -> None:
-        """Not started by start + tolerance: apply ``on_miss`` (docs/reference/behaviour.md#fixed-starts)."""
-        pool = self.pools[t.opts.pool_index]
-        f = t.fixed
-        if not f.counted:
-            f.counted = True
-            pool.window.slot(now).fs_total += 1
-        policy = t.opts.on_miss
-        if policy == MISS_SKIP:
-            self.counters["missed"] += 1
-            self._terminate(t, now, EV_MISS_SKIP, MSG_MISSED)
-        elif policy == MISS_FAIL:
-            self.counters["failed"] += 1
-            self._terminate(t, now, EV_MISS_FAIL, MSG_MISSED)
-        else:  # run_late: stays ready, now in its class lane at its sequence position
-            pool.unhold(t)
-            if t.status == READY and f.in_due:
-                f.in_due = False
-                self._enqueue(t, pool)
+        unblock_fixed(self, t, pool, now)
 
     def _terminate(self, t: TaskState, now: int, ev: int, message: str | None, output: object = None) -> None:
         """Move ``t`` to a terminal status, retain it, and settle its dependents."""
@@ -627,34 +547,7 @@ class Core:
                     if not u:
                         release(child, now)
             return
-        work = [parent]
-        while work:
-            p = work.pop()
-            deps = p.dependents
-            conds = p.dep_conds
-            p.dependents = p.dep_conds = None
-            if not deps:
-                continue
-            succeeded = p.status == SUCCEEDED
-            if conds is None:
-                conds = [ON_SUCCESS] * len(deps)
-            for child, cond in zip(deps, conds):
-                if child.status != BLOCKED:
-                    continue
-                # edge_satisfied(cond, p.status), inlined
-                if cond == ON_COMPLETE or (cond == ON_SUCCESS) == succeeded:
-                    u = child.unmet - 1
-                    child.unmet = u
-                    if not u:
-                        release(child, now)
-                else:
-                    msg = f"dependency {p.id} ended as {STATUS_NAMES[p.status]}"
-                    self.counters["skipped"] += 1
-                    deps_of_child = child.dependents
-                    child.dependents = None  # cascade iteratively, not recursively
-                    self._terminate(child, now, EV_EDGE_BROKEN, msg)
-                    child.dependents = deps_of_child
-                    work.append(child)
+        settle_edges(self, parent, now)
 
     def _prune(self, now: int) -> None:
         """Forget terminal tasks past retention (age or count), oldest first."""
@@ -694,12 +587,10 @@ class Core:
             while timers and timers[0][0] <= now:
                 _when, _, kind, t, token = heapq.heappop(timers)
                 if kind == T_RECUR:
-                    sched = self.timers.take_recur(token)
-                    if sched is not None and self.recurring.current(sched, token):
-                        if recur is None:
-                            recur = [sched]
-                        else:
-                            recur.append(sched)
+                    sched = self.recurring.woken(token)
+                    if sched is not None:
+                        recur = [] if recur is None else recur
+                        recur.append(sched)
                 elif kind == T_SCALE:
                     self._autoscale(self.pools[token], now)
                 elif kind == T_REFILL:
@@ -899,22 +790,11 @@ class Core:
             self.counters["lease_expiries"] += 1
             self._lose(t, now, MSG_LEASE_LOST)
         elif kind == T_START:
-            if t.fixed.recurring is not None and self.recurring.paused and skip_if_paused(self, t, now):
-                return
-            prev = t.fixed.prev
-            if prev is not None and prev.status < FIRST_TERMINAL:  # recurring overlap=skip
-                self.counters["skipped"] += 1
-                self._terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
-                return
-            t.fixed.prev = None  # checked: drop it, so occurrences do not chain in memory forever
-            self._move(t, EV_START_DUE, now)
-            pool = self.pools[t.opts.pool_index]
-            pool.arrived()
-            pool.to_due(t, now)
+            start_due(self, t, now)
         elif kind == T_HOLD:
             self.pools[t.opts.pool_index].hold(t)
         elif kind == T_MISS:
-            self._miss(t, now)
+            missed(self, t, now)
         elif kind == T_PROGRESS:
             self.progress.flush(t, now)
         elif kind == T_AWAIT:
@@ -1138,12 +1018,9 @@ class Core:
         idx = self.pool_index.get(pool_name)
         if idx is None:
             raise SubmitError("unknown_pool", f"unknown pool '{pool_name}'")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"capacity must be an int >= 0 (got {n!r})")
         pool = self.pools[idx]
-        if not pool.resize_group(labels, n):
+        if not pool.resize_group(labels, n, now, self.config.window):
             return
-        pool.capacity_integral.change(now, pool.capacity, self.config.window)
         if pool.label_waiters:
             self._unpark_labels(pool)
         if pool.scaler is not None and not pool.scale_armed:
@@ -1165,8 +1042,6 @@ class Core:
         desired = pool.evaluate_scale(now, self._expected)
         if desired is None:
             return
-        if pool.paused and desired > pool.groups[0].capacity:  # nothing to dispatch to new workers
-            desired = pool.desired = pool.groups[0].capacity
         if desired != pool.groups[0].capacity:
             self.actions.append(Scale(pool.name, desired))
         if not pool.scale_idle():
@@ -1211,11 +1086,7 @@ class Core:
     # ------------------------------------------------------------------ introspection
 
     def status_counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for t in self.tasks.values():
-            n = STATUS_NAMES[t.status]
-            out[n] = out.get(n, 0) + 1
-        return out
+        return status_counts(self.tasks.values())
 
 
 __all__ = [

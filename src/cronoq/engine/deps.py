@@ -1,10 +1,15 @@
 """Dependency graph helpers (docs/reference/behaviour.md#dependencies): cycle checks over batches and awaited
-keys.
+keys, and settling the edges of a parent that ended.
 
 Edges point from a parent to its dependents (``TaskState.dependents``).  Only two things can
 close a cycle: edges between members of one batch (forward references by key), and an awaited
 key that a new task finally provides.  Both are checked before anything is created, so a
 rejected submission leaves no trace.
+
+When a parent ends, ``Core._propagate`` settles its edges: the common case (a parent that
+succeeded, every edge ``on_success``) inline on the hot path, any other with
+:func:`settle_edges`, which breaks the edges whose condition the parent's status fails and
+cascades the resulting skips iteratively (a worklist, never recursion).
 """
 
 from __future__ import annotations
@@ -12,9 +17,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from itertools import chain, repeat
 from operator import eq, gt, itemgetter
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from cronoq.engine.model import ON_SUCCESS, TaskState
+from cronoq.engine.model import (
+    BLOCKED,
+    EV_EDGE_BROKEN,
+    ON_COMPLETE,
+    ON_SUCCESS,
+    STATUS_NAMES,
+    SUCCEEDED,
+    TaskState,
+)
+
+if TYPE_CHECKING:
+    from cronoq.engine.core import Core
 
 _target = itemgetter(0)
 _cond = itemgetter(1)
@@ -108,3 +124,37 @@ def plan_member_edges(
     for j, i in zip(js, owners):
         kids[j].append(i)
     return kids, lens, any(map(gt, js, owners))
+
+
+def settle_edges(core: Core, parent: TaskState, now: int) -> None:
+    """``parent`` ended: satisfy or break each edge to a blocked dependent; a broken edge skips
+    the dependent, and that skip settles the dependent's own edges in turn."""
+    release = core._release
+    work = [parent]
+    while work:
+        p = work.pop()
+        deps = p.dependents
+        conds = p.dep_conds
+        p.dependents = p.dep_conds = None
+        if not deps:
+            continue
+        succeeded = p.status == SUCCEEDED
+        if conds is None:
+            conds = [ON_SUCCESS] * len(deps)
+        for child, cond in zip(deps, conds):
+            if child.status != BLOCKED:
+                continue
+            # edge_satisfied(cond, p.status), inlined
+            if cond == ON_COMPLETE or (cond == ON_SUCCESS) == succeeded:
+                u = child.unmet - 1
+                child.unmet = u
+                if not u:
+                    release(child, now)
+            else:
+                msg = f"dependency {p.id} ended as {STATUS_NAMES[p.status]}"
+                core.counters["skipped"] += 1
+                deps_of_child = child.dependents
+                child.dependents = None  # cascade iteratively, not recursively
+                core._terminate(child, now, EV_EDGE_BROKEN, msg)
+                child.dependents = deps_of_child
+                work.append(child)

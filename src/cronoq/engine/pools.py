@@ -169,9 +169,12 @@ class PoolState:
 
     # ---------------------------------------------------------------- groups and scaling
 
-    def resize_group(self, labels: dict[str, str] | None, n: int) -> bool:
+    def resize_group(self, labels: dict[str, str] | None, n: int, now: int, window_ns: int) -> bool:
         """Size the group with ``labels`` (None/{}: the unlabelled one); ``n = 0`` removes a
-        labelled group.  False when nothing changed (removing a group that does not exist)."""
+        labelled group.  False when nothing changed (removing a group that does not exist);
+        ValueError when ``n`` is not an int >= 0.  The capacity integral records the change."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"capacity must be an int >= 0 (got {n!r})")
         groups = self.groups
         if not labels:
             groups[0].capacity = n
@@ -191,6 +194,7 @@ class PoolState:
             else:
                 found.capacity = n
         self.capacity = sum(g.capacity for g in groups)
+        self.capacity_integral.change(now, self.capacity, window_ns)
         return True
 
     def unpark_labels(self) -> list[TaskState]:
@@ -232,8 +236,8 @@ class PoolState:
         return None
 
     def evaluate_scale(self, now: int, expected: Callable[[TaskOptions], int]) -> int | None:
-        """Run the autoscaler (docs/reference/behaviour.md#autoscaling) and record its desired capacity; None:
-        no autoscaler."""
+        """Run the autoscaler (docs/reference/behaviour.md#autoscaling) and record its desired capacity
+        (never above the current one while the pool is paused); None: no autoscaler."""
         sc = self.scaler
         if sc is None:
             return None
@@ -252,6 +256,8 @@ class PoolState:
             busy=g0.busy,
             reservations_peak=peak,
         )
+        if self.paused and desired > g0.capacity:  # nothing to dispatch to new workers
+            desired = g0.capacity
         self.desired = desired
         return desired
 

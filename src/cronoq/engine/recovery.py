@@ -14,7 +14,8 @@ A :class:`Recovery` runs once, on a core that has done nothing yet, in four pass
    order): to live parents, to awaited keys (their timeout counted from the submission), or
    settled at once against a terminal parent; a broken edge marks the task for skipping.
 4. *Release* in id order: an interrupted attempt (``running`` / ``retrying``) counts and
-   retries after its backoff; a broken task is skipped; a free one is released as at
+   the task resumes as ``retrying``, ready after the backoff its policy gives for that
+   attempt, counted from the recovery; a broken task is skipped; a free one is released as at
    submission.  Occurrences of ``overlap=skip`` schedules are chained to the latest live one
    before them (that link is not persisted), and the schedules resume where they stood.
 

@@ -389,10 +389,13 @@ class Schedules:
     def unix_s(self, now: int) -> float:
         return (self.core.config.time_base + now) / NS
 
-    def current(self, sched: Schedule, token: int) -> bool:
-        """Whether a fired wake-up of generation ``token`` is still ``sched``'s latest one and
-        ``sched`` still the schedule under its name (not removed or replaced since)."""
-        return sched.gen == token and self.by_name.get(sched.spec.name) is sched
+    def woken(self, token: int) -> Schedule | None:
+        """The schedule a fired wake-up of generation ``token`` wakes, or None when that wake-up
+        is no longer its latest one or the schedule was removed or replaced since."""
+        sched = self.core.timers.take_recur(token)
+        if sched is None or sched.gen != token or self.by_name.get(sched.spec.name) is not sched:
+            return None
+        return sched
 
     def resume(self, sched: Schedule, now: int) -> None:
         """``sched`` woke up: materialize its next occurrence.

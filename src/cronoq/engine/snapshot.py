@@ -9,6 +9,7 @@ priority adherence, fixed-start hit rate, utilisation against the capacity provi
 the window, cost), plus engine-wide totals.  :func:`build_snapshot` reads the core's pools
 and current leases and never mutates them: attempts still running count their elapsed part
 (capped at the window) as busy time, so utilisation does not lag behind long attempts.
+:func:`status_counts` counts the tasks the core holds (live and retained) by status name.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cronoq.engine.model import STATUS_NAMES
 from cronoq.engine.time import NS
 
 if TYPE_CHECKING:
@@ -170,3 +172,12 @@ def _pool_snapshot(pool: PoolState, now: int, window: int, running_ns: int) -> P
         groups=[GroupSnapshot(labels=dict(g.labels), capacity=g.capacity, busy=g.busy) for g in pool.groups],
         paused=pool.paused,
     )
+
+
+def status_counts(tasks: Iterable[TaskState]) -> dict[str, int]:
+    """How many of ``tasks`` are in each status (by name; statuses with none are absent)."""
+    out: dict[str, int] = {}
+    for t in tasks:
+        n = STATUS_NAMES[t.status]
+        out[n] = out.get(n, 0) + 1
+    return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from cronoq.engine.core import SHARD_SHIFT
+from cronoq.engine.ids import SHARD_SHIFT
 from cronoq.server.config import ServerConfig, ShardSpec
 
 __all__ = ["FORWARDED_KEY", "SERVED_BY_KEY", "SHARD_ENDPOINT_KEY", "SHARD_KEY", "Topology", "WrongShard"]
