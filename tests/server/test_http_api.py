@@ -24,8 +24,9 @@ pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from cronoq.engine.model import STATUS_NAMES, StatusEvent  # noqa: E402
-from cronoq.server import http_api  # noqa: E402
-from cronoq.server.http_api import create_http_app, create_metrics_app, event_json  # noqa: E402
+from cronoq.server import http_api, http_guard, http_json  # noqa: E402
+from cronoq.server.http_api import create_http_app, create_metrics_app  # noqa: E402
+from cronoq.server.http_json import event_json  # noqa: E402
 from cronoq.server.openapi import openapi_document  # noqa: E402
 from cronoq.server.sse import event_frame  # noqa: E402
 
@@ -564,7 +565,7 @@ def test_event_frame_is_event_json() -> None:
     ]
     for ev in cases:
         frame = event_frame(ev)
-        assert frame == b"event: status\ndata: " + http_api._dumps(event_json(ev)) + b"\n\n", ev
+        assert frame == b"event: status\ndata: " + http_json.dumps(event_json(ev)) + b"\n\n", ev
         assert frame.count(b"\n") == 3  # one data line
 
 
@@ -1077,7 +1078,7 @@ async def test_cross_site_not_checked_with_auth() -> None:
 
 
 def test_cross_site_reason_unit() -> None:
-    reason = http_api.cross_site_reason
+    reason = http_guard.cross_site_reason
     h = {"host": "127.0.0.1:7071"}
     assert reason("GET", "http", {**h, "origin": "http://evil.example"}) is None
     assert reason("OPTIONS", "http", {**h, "sec-fetch-site": "cross-site"}) is None
