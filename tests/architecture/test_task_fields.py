@@ -63,10 +63,10 @@ ARRIVES_AS = {"after": "deps"}
 
 def _server() -> Any:
     pytest.importorskip("starlette")
-    from cronoq.server import convert, http_api
+    from cronoq.server import convert, http_json
     from cronoq.server.config import LimitsConfig
 
-    return convert, http_api, LimitsConfig()
+    return convert, http_json, LimitsConfig()
 
 
 def test_the_declaration_is_well_formed() -> None:
@@ -160,18 +160,18 @@ def test_the_grpc_conversion_gives_back_each_field(field: TaskField) -> None:
 
 @pytest.mark.parametrize("field", TASK_FIELDS, ids=lambda f: f.name)
 def test_the_http_body_sets_each_field_as_the_client_does(field: TaskField) -> None:
-    _, http_api, limits = _server()
-    assert {f.json for f in TASK_FIELDS} | set(http_api.PAYLOAD_FIELDS) == http_api.TASK_FIELDS
-    spec = http_api.task_spec_from_json({field.json: SAMPLES[field.name][1]}, limits=limits)
+    _, http_json, limits = _server()
+    assert {f.json for f in TASK_FIELDS} | set(http_json.PAYLOAD_FIELDS) == http_json.TASK_FIELDS
+    spec = http_json.task_spec_from_json({field.json: SAMPLES[field.name][1]}, limits=limits)
     assert spec == _client_spec(field.name)
 
 
 def test_the_openapi_task_spec_schema_has_every_field() -> None:
-    _, http_api, _ = _server()
+    _, http_json, _ = _server()
     from cronoq.server.openapi import openapi_document
 
     props = openapi_document()["components"]["schemas"]["TaskSpec"]["properties"]
-    assert set(props) == http_api.TASK_FIELDS
+    assert set(props) == http_json.TASK_FIELDS
     for f in TASK_FIELDS:  # one schema per shape
         for g in task_fields.of_shape(f.shape):
             assert props[f.json] == props[g.json]

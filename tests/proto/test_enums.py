@@ -19,7 +19,7 @@ from cronoq.engine.model import (
 from cronoq.engine.recurring import OVERLAP_NAMES
 from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
-from cronoq.server import convert, http_api
+from cronoq.server import convert, http_json
 
 # (wire enum, engine names, the prefix the wire adds to an engine name, to_wire, from_wire)
 CASES = [
@@ -72,13 +72,13 @@ def test_the_dependency_condition_trap() -> None:
         spec = encoding.build_spec(None, deps=[Dep(7, on)])  # the client's way out
         dep = Dep(7, convert.COND_FROM_WIRE[spec.deps[0].cond])  # the server's way in
         assert dep.on == on and dep.cond == Dep(7, on).cond
-        assert http_api.COND_FROM_JSON[on] == http_api.COND_FROM_JSON[f"on_{on}"] == spec.deps[0].cond
+        assert http_json.COND_FROM_JSON[on] == http_json.COND_FROM_JSON[f"on_{on}"] == spec.deps[0].cond
 
 
 def test_priorities_and_statuses_round_trip_between_client_and_server() -> None:
     for p in Priority:
         number = encoding.priority_to_wire(p)
-        assert number == enums.PRIORITY_TO_WIRE[p] == http_api.PRIORITY_FROM_JSON[p.name.lower()]
+        assert number == enums.PRIORITY_TO_WIRE[p] == http_json.PRIORITY_FROM_JSON[p.name.lower()]
         assert encoding.priority_from_wire(number) == p.name.lower()
         spec = encoding.build_spec(None, priority=p)
         assert convert.submit_args(spec, _limits())[1]["priority"] == p
@@ -94,12 +94,12 @@ def test_priorities_and_statuses_round_trip_between_client_and_server() -> None:
 def test_miss_and_overlap_policies_agree_everywhere() -> None:
     for value, name in enumerate(MISS_POLICIES):
         spec = encoding.build_spec(None, on_miss=name)
-        assert spec.on_miss == enums.MISS_TO_WIRE[value] == http_api.MISS_FROM_JSON[name]
+        assert spec.on_miss == enums.MISS_TO_WIRE[value] == http_json.MISS_FROM_JSON[name]
         assert convert.MISS_NAMES[spec.on_miss] == name
     assert convert.MISS_NAMES[0] == "run_late"
     for name in OVERLAP_NAMES:
         number = encoding.overlap_to_wire(name)
-        assert number == convert.OVERLAP_TO_WIRE[name] == http_api.OVERLAP_FROM_JSON[name]
+        assert number == convert.OVERLAP_TO_WIRE[name] == http_json.OVERLAP_FROM_JSON[name]
         assert encoding.overlap_from_wire(number) == convert.OVERLAP_FROM_WIRE[number] == name
     assert encoding.overlap_from_wire(0) == convert.OVERLAP_FROM_WIRE[0] == "skip"
 

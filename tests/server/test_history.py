@@ -19,7 +19,7 @@ from cronoq.client import Client  # noqa: E402
 from cronoq.engine.snapshot import Snapshot  # noqa: E402
 from cronoq.server import grpc_api  # noqa: E402
 from cronoq.server.history import HistoryRing, PoolSample, run_sampler  # noqa: E402
-from cronoq.server.http_api import parse_instant  # noqa: E402
+from cronoq.server.http_json import parse_instant  # noqa: E402
 from cronoq.testing import VirtualClock  # noqa: E402
 
 from .test_http_support import METRICS, SCOPED, TOKENS, bearer, make_app, serve  # noqa: E402

@@ -24,8 +24,9 @@ pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from cronoq.engine.model import STATUS_NAMES, StatusEvent  # noqa: E402
-from cronoq.server import http_api  # noqa: E402
-from cronoq.server.http_api import create_http_app, create_metrics_app, event_json  # noqa: E402
+from cronoq.server import http_api, http_guard, http_json  # noqa: E402
+from cronoq.server.http_api import create_http_app, create_metrics_app  # noqa: E402
+from cronoq.server.http_json import event_json  # noqa: E402
 from cronoq.server.openapi import openapi_document  # noqa: E402
 from cronoq.server.sse import event_frame  # noqa: E402
 
@@ -502,6 +503,43 @@ async def test_task_refs_keys_ids_and_cancel() -> None:
         assert err(await c.get("/v1/nothing")) == (404, "not_found")
 
 
+async def test_task_routes_match_the_raw_path() -> None:
+    """An encoded ``/`` stays inside the key: ``a%2Fresult`` is the task keyed ``a/result``,
+    not the result route of ``a``; an empty segment is a 400, an extra one a 404 with a hint."""
+    async with serve() as (_app, c):
+        tid = (await c.post("/v1/tasks", json={"key": "a/result"})).json()["id"]
+        r = await c.get("/v1/tasks/a%2Fresult")
+        assert r.status_code == 200 and r.json()["id"] == tid and r.json()["key"] == "a/result"
+        assert (await c.post("/v1/tasks/a%2Fresult/cancel")).json() == {"cancelled": True}
+        assert err(await c.get("/v1/tasks/")) == (400, "invalid_argument")
+        assert err(await c.get("/v1/tasks//result")) == (400, "invalid_argument")
+        assert (await c.get("/v1/tasks//result", params={"key": "a/result"})).json()["id"] == tid
+        r = await c.get("/v1/tasks/a/result/x")
+        assert err(r) == (404, "not_found") and "%2F" in r.json()["error"]
+        r = await c.post(f"/v1/tasks/{tid}")
+        assert err(r) == (405, "unimplemented")
+        assert sorted(r.headers["allow"].split(", ")) == ["GET", "HEAD"]  # (in set order)
+        assert err(await c.post("/v1/pools/default/stop")) == (404, "not_found")
+        assert err(await c.get("/v1/pools/default/pause")) == (405, "unimplemented")
+        assert err(await c.patch("/v1/recurring/x")) == (405, "unimplemented")
+
+
+def test_one_route_per_path_and_method() -> None:
+    """Every API route serves one method (HEAD comes with GET) and no path and method twice."""
+    from starlette.routing import Route
+
+    star = create_http_app(make_app())
+    seen: set[tuple[str, str]] = set()
+    for r in star.routes:
+        if not isinstance(r, Route) or not r.path.startswith("/v1/"):
+            continue
+        methods = sorted((r.methods or set()) - {"HEAD"})
+        assert len(methods) == 1, (r.path, methods)
+        assert (r.path, methods[0]) not in seen, (r.path, methods)
+        seen.add((r.path, methods[0]))
+    assert len(seen) == 22
+
+
 # ---------------------------------------------------------------------------------------------
 # events (SSE)
 
@@ -564,7 +602,7 @@ def test_event_frame_is_event_json() -> None:
     ]
     for ev in cases:
         frame = event_frame(ev)
-        assert frame == b"event: status\ndata: " + http_api._dumps(event_json(ev)) + b"\n\n", ev
+        assert frame == b"event: status\ndata: " + http_json.dumps(event_json(ev)) + b"\n\n", ev
         assert frame.count(b"\n") == 3  # one data line
 
 
@@ -1077,7 +1115,7 @@ async def test_cross_site_not_checked_with_auth() -> None:
 
 
 def test_cross_site_reason_unit() -> None:
-    reason = http_api.cross_site_reason
+    reason = http_guard.cross_site_reason
     h = {"host": "127.0.0.1:7071"}
     assert reason("GET", "http", {**h, "origin": "http://evil.example"}) is None
     assert reason("OPTIONS", "http", {**h, "sec-fetch-site": "cross-site"}) is None

@@ -12,7 +12,7 @@ import pytest
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server import convert, request_limits
 from cronoq.server.config import LimitsConfig
-from cronoq.server.http_api import HttpError, task_spec_from_json
+from cronoq.server.http_json import HttpError, task_spec_from_json
 
 from .test_http_support import serve
 

@@ -3,7 +3,7 @@ docs/reference/behaviour.md#server-details), shared by the server and the CLI.
 
 Pure functions over protobuf messages and plain values (no grpc, no server imports), so the
 ``cronoq`` client commands print the same JSON as ``cronoq serve``'s HTTP API
-(``src/cronoq/server/http_api.py`` renders its responses with these):
+(``src/cronoq/server/http_json.py`` renders the HTTP API's responses with these):
 
 * :func:`message_json` renders a wire message with its proto field names: ids (:data:`ID_FIELDS`)
   as decimal strings, enums as lower-case names without their prefix (``"succeeded"``,

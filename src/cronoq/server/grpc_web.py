@@ -87,7 +87,7 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 
 def _same_origin(origin: str, scope: Scope, host: str | None) -> bool:
-    from cronoq.server.http_api import cross_site_reason
+    from cronoq.server.http_guard import cross_site_reason
 
     return (
         cross_site_reason("POST", scope.get("scheme", "http"), {"origin": origin, "host": host or ""}) is None

@@ -76,7 +76,7 @@ def _name(s: str) -> bytes:
 def event_frame(ev: Any) -> bytes:
     """The SSE frame of a ``StatusEvent``: ``event: status`` and ``data:`` its JSON
     (docs/reference/http.md#conventions: the proto ``StatusEvent`` fields with the id as a string and the
-    status as its lower-case name, plus ``at`` in Unix seconds; the same bytes as ``http_api.event_json``
+    status as its lower-case name, plus ``at`` in Unix seconds; the same bytes as ``http_json.event_json``
     through ``json.dumps``, built directly: a float's JSON is its ``repr``)."""
     at = ev.at
     key = ev.key

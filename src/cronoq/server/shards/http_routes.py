@@ -37,8 +37,9 @@ from cronoq.server import convert, ops
 from cronoq.server.app import ApiError
 from cronoq.server.auth import Action, AuthError
 from cronoq.server.grpc_api import ERROR_CODE_KEY
-from cronoq.server.http_api import (
-    HttpApi,
+from cronoq.server.http_api import TASK, HttpApi
+from cronoq.server.http_guard import read_optional_json
+from cronoq.server.http_json import (
     HttpError,
     error_response,
     http_error_of,
@@ -210,66 +211,68 @@ class ShardedHttp:
             }
         )
 
-    async def task_ref(self, request: Request) -> Response:
-        ref, sub = self.api.parse_task_ref(request)
-        if request.query_params.get("tenant"):  # (a tenant's keys: looked up here only)
-            return await self.api.task_ref(request)
-        if isinstance(ref, int):
-            shard = self.top.of_id(ref)
-            if self.top.is_local(shard):
-                return await self.api.task_ref(request)
-        tref = pb.TaskRef(id=ref) if isinstance(ref, int) else pb.TaskRef(key=ref)
-        method = request.method
-        if sub == "" and method in ("GET", "HEAD"):
-            self.api.auth(request, Action.GET)
-            info = await self._call(request, "Tasks/Get", pb.GetRequest(task=tref))
-            return json_response(message_json(info))
-        if sub == "result" and method in ("GET", "HEAD"):
-            self.api.auth(request, Action.WAIT)
-            wait = pb.WaitRequest(task=tref)
-            timeout = query_float(request, "timeout")
-            if timeout is not None:
-                wait.timeout_s = timeout
-            res = await self._call(request, "Tasks/Wait", wait)
-            return json_response(_result_json(res))
-        if sub == "cancel" and method == "POST":
-            self.api.auth(request, Action.CANCEL)
-            out = await self._call(request, "Tasks/Cancel", pb.CancelRequest(task=tref))
-            return json_response({"cancelled": out.cancelled})
-        if sub == "replay" and method == "POST":
-            self.api.auth(request, Action.REPLAY)
-            body = await self._optional_json(request)
-            for k in body:
-                if k != "force":
-                    raise HttpError(400, f"unknown field '{k}' (expected force)", "invalid_argument")
-            force = body.get("force", False)
-            if not isinstance(force, bool):
-                raise HttpError(400, "force must be true or false", "invalid_argument")
-            resp = await self._call(request, "Tasks/Replay", pb.ReplayRequest(task=tref, force=force))
-            return json_response({"id": str(resp.id), "duplicate": False})
-        return await self.api.task_ref(request)  # (405 as usual)
+    def _remote(self, request: Request) -> pb.TaskRef | None:
+        """The task of a ``/v1/tasks/{ref}...`` request as a ``TaskRef`` when another shard may
+        have it, None when this shard answers (its id is ours, or a tenant's key: looked up here)."""
+        ref = self.api.task_ref_of(request)
+        if request.query_params.get("tenant"):
+            return None
+        if isinstance(ref, int) and self.top.is_local(self.top.of_id(ref)):
+            return None
+        return pb.TaskRef(id=ref) if isinstance(ref, int) else pb.TaskRef(key=ref)
 
-    async def _optional_json(self, request: Request) -> dict[str, Any]:
-        """A JSON object body, or {} when there is none."""
-        cl = request.headers.get("content-length")
-        if (cl is None or cl.strip() == "0") and "transfer-encoding" not in request.headers:
-            return {}
-        body = await self.api.read_json(request)
-        if not isinstance(body, dict):
-            raise HttpError(400, "the request body must be a JSON object", "invalid_argument")
-        return body
+    async def get_task(self, request: Request) -> Response:
+        tref = self._remote(request)
+        if tref is None:
+            return await self.api.get_task(request)
+        self.api.auth(request, Action.GET)
+        info = await self._call(request, "Tasks/Get", pb.GetRequest(task=tref))
+        return json_response(message_json(info))
 
-    async def bulk(self, request: Request) -> Response:
+    async def task_result(self, request: Request) -> Response:
+        tref = self._remote(request)
+        if tref is None:
+            return await self.api.task_result(request)
+        self.api.auth(request, Action.WAIT)
+        wait = pb.WaitRequest(task=tref)
+        timeout = query_float(request, "timeout")
+        if timeout is not None:
+            wait.timeout_s = timeout
+        res = await self._call(request, "Tasks/Wait", wait)
+        return json_response(_result_json(res))
+
+    async def cancel_task(self, request: Request) -> Response:
+        tref = self._remote(request)
+        if tref is None:
+            return await self.api.cancel_task(request)
+        self.api.auth(request, Action.CANCEL)
+        out = await self._call(request, "Tasks/Cancel", pb.CancelRequest(task=tref))
+        return json_response({"cancelled": out.cancelled})
+
+    async def replay_task(self, request: Request) -> Response:
+        tref = self._remote(request)
+        if tref is None:
+            return await self.api.replay_task(request)
+        self.api.auth(request, Action.REPLAY)
+        body = await read_optional_json(self.api.app, request)
+        for k in body:
+            if k != "force":
+                raise HttpError(400, f"unknown field '{k}' (expected force)", "invalid_argument")
+        force = body.get("force", False)
+        if not isinstance(force, bool):
+            raise HttpError(400, "force must be true or false", "invalid_argument")
+        resp = await self._call(request, "Tasks/Replay", pb.ReplayRequest(task=tref, force=force))
+        return json_response({"id": str(resp.id), "duplicate": False})
+
+    async def _bulk(self, request: Request, action: str) -> Response:
         """``POST /v1/tasks:replay`` / ``POST /v1/tasks:cancel`` on every involved shard."""
-        action = "replay" if request.url.path.endswith(":replay") else "cancel"
         self.api.auth(request, Action.REPLAY_WHERE if action == "replay" else Action.CANCEL_WHERE)
         body = await self.api.read_json(request)
-        if not isinstance(body, dict):
-            return await self.api.bulk(_replay(request, body))  # (400 as usual)
+        local = self.api.replay_where if action == "replay" else self.api.cancel_where
         filt, key, force = ops.bulk_from_json(body)
         owners = {self.top.of_pool(p) for p in filt.get("pools") or ()}
         if owners and all(self.top.is_local(s) for s in owners):
-            return await self.api.bulk(_replay(request, body))
+            return await local(_replay(request, body))
         msg = pb.BulkRequest(filter=_filter_msg(filt), request_key=key, force=force)
         method = "Tasks/ReplayWhere" if action == "replay" else "Tasks/CancelWhere"
         resp = await self._call(request, method, msg)
@@ -280,6 +283,12 @@ class ShardedHttp:
                 "unavailable_shards": list(resp.unavailable_shards),
             }
         )
+
+    async def replay_where(self, request: Request) -> Response:
+        return await self._bulk(request, "replay")
+
+    async def cancel_where(self, request: Request) -> Response:
+        return await self._bulk(request, "cancel")
 
     async def events(self, request: Request) -> Response:
         self.api.auth(request, Action.WATCH)
@@ -318,33 +327,39 @@ class ShardedHttp:
             }
         )
 
-    async def pool_op(self, request: Request) -> Response:
+    async def _pool_paused(self, request: Request, paused: bool) -> Response:
         """``POST /v1/pools/{name}/pause|resume`` on the pool's shard."""
-        name, op = request.path_params["name"], request.path_params["op"]
+        name = request.path_params["name"]
         shard = self.top.of_pool(name) if name else None
-        if op not in ("pause", "resume") or self.top.is_local(shard):
-            return await self.api.pool_op(request)
-        self.api.auth(request, Action.PAUSE_POOL if op == "pause" else Action.RESUME_POOL)
-        method = "Admin/PausePool" if op == "pause" else "Admin/ResumePool"
+        if self.top.is_local(shard):
+            return await (self.api.pause_pool if paused else self.api.resume_pool)(request)
+        self.api.auth(request, Action.PAUSE_POOL if paused else Action.RESUME_POOL)
+        method = "Admin/PausePool" if paused else "Admin/ResumePool"
         resp = await self._call(request, method, pb.PoolRequest(pool=name))
         return json_response({"changed": resp.changed})
 
-    async def recurring_op(self, request: Request) -> Response:
-        """``POST /v1/recurring/{name}/pause|resume|run`` on the shard that has the schedule."""
-        name, op = request.path_params["name"], request.path_params["op"]
-        actions = {
-            "pause": (Action.PAUSE_RECURRING, "Admin/PauseRecurring"),
-            "resume": (Action.RESUME_RECURRING, "Admin/ResumeRecurring"),
-            "run": (Action.TRIGGER_RECURRING, "Admin/TriggerRecurring"),
-        }
-        if op not in actions:
-            return await self.api.recurring_op(request)  # (404 as usual)
-        action, method = actions[op]
+    async def pause_pool(self, request: Request) -> Response:
+        return await self._pool_paused(request, True)
+
+    async def resume_pool(self, request: Request) -> Response:
+        return await self._pool_paused(request, False)
+
+    async def _recurring_op(self, request: Request, action: Action, method: str) -> Any:
+        """A schedule's pause/resume/run on the shard that has the schedule."""
         self.api.auth(request, action)
-        resp = await self._call(request, method, pb.RecurringNameRequest(name=name))
-        if op == "run":
-            return json_response({"id": str(resp.id), "duplicate": False})
+        return await self._call(request, method, pb.RecurringNameRequest(name=request.path_params["name"]))
+
+    async def pause_recurring(self, request: Request) -> Response:
+        resp = await self._recurring_op(request, Action.PAUSE_RECURRING, "Admin/PauseRecurring")
         return json_response({"changed": resp.changed})
+
+    async def resume_recurring(self, request: Request) -> Response:
+        resp = await self._recurring_op(request, Action.RESUME_RECURRING, "Admin/ResumeRecurring")
+        return json_response({"changed": resp.changed})
+
+    async def run_recurring(self, request: Request) -> Response:
+        resp = await self._recurring_op(request, Action.TRIGGER_RECURRING, "Admin/TriggerRecurring")
+        return json_response({"id": str(resp.id), "duplicate": False})
 
     async def _schedules(self, request: Request) -> Any:
         return await self._call(request, "Admin/ListRecurring", pb.Empty())
@@ -359,25 +374,29 @@ class ShardedHttp:
             }
         )
 
-    async def recurring(self, request: Request) -> Response:
+    async def get_recurring(self, request: Request) -> Response:
         name: str = request.path_params["name"]
-        if request.method in ("GET", "HEAD"):
-            self.api.auth(request, Action.LIST_RECURRING)
-            for s in (await self._schedules(request)).schedules:
-                if s.name == name:
-                    return json_response(message_json(s))
-            raise HttpError(404, f"unknown recurring schedule '{name}'", "not_found")
-        if request.method == "DELETE":
-            self.api.auth(request, Action.REMOVE_RECURRING)
-            out = await self._call(request, "Admin/RemoveRecurring", pb.RemoveRecurringRequest(name=name))
-            return json_response({"removed": out.removed})
+        self.api.auth(request, Action.LIST_RECURRING)
+        for s in (await self._schedules(request)).schedules:
+            if s.name == name:
+                return json_response(message_json(s))
+        raise HttpError(404, f"unknown recurring schedule '{name}'", "not_found")
+
+    async def delete_recurring(self, request: Request) -> Response:
+        name: str = request.path_params["name"]
+        self.api.auth(request, Action.REMOVE_RECURRING)
+        out = await self._call(request, "Admin/RemoveRecurring", pb.RemoveRecurringRequest(name=name))
+        return json_response({"removed": out.removed})
+
+    async def put_recurring(self, request: Request) -> Response:
+        name: str = request.path_params["name"]
         self.api.auth(request, Action.ADD_RECURRING)
         body = await self.api.read_json(request)
         task = body.get("task")
         pool = task.get("pool") if isinstance(task, dict) and isinstance(task.get("pool"), str) else ""
         shard = self.top.of_pool(pool or "")
         if self.top.is_local(shard):
-            return await self.api.recurring(_replay(request, body))
+            return await self.api.put_recurring(_replay(request, body))
         req = recurring_request_from_json(name, body, self.api.app.limits)
         await self._ask(request, "Admin/AddRecurring", req, shard, self.top.pool_refusal(pool, shard))  # type: ignore[arg-type]
         for s in (await self._schedules(request)).schedules:
@@ -496,16 +515,24 @@ def sharded_routes(api: HttpApi, routes: list[BaseRoute]) -> list[BaseRoute]:
         ("/v1/tasks", "POST"): sh.submit,
         ("/v1/tasks", "GET"): sh.list_tasks,
         ("/v1/tasks:batch", "POST"): sh.submit_batch,
-        ("/v1/tasks/{rest:path}", "GET"): sh.task_ref,
+        ("/v1/tasks:replay", "POST"): sh.replay_where,
+        ("/v1/tasks:cancel", "POST"): sh.cancel_where,
+        (TASK, "GET"): sh.get_task,
+        (TASK + "/result", "GET"): sh.task_result,
+        (TASK + "/cancel", "POST"): sh.cancel_task,
+        (TASK + "/replay", "POST"): sh.replay_task,
         ("/v1/events", "GET"): sh.events,
         ("/v1/snapshot", "GET"): sh.snapshot,
         ("/v1/workers", "GET"): sh.workers,
         ("/v1/recurring", "GET"): sh.list_recurring,
-        ("/v1/recurring/{name}", "GET"): sh.recurring,
-        ("/v1/tasks:replay", "POST"): sh.bulk,
-        ("/v1/tasks:cancel", "POST"): sh.bulk,
-        ("/v1/pools/{name}/{op}", "POST"): sh.pool_op,
-        ("/v1/recurring/{name}/{op}", "POST"): sh.recurring_op,
+        ("/v1/recurring/{name}", "GET"): sh.get_recurring,
+        ("/v1/recurring/{name}", "PUT"): sh.put_recurring,
+        ("/v1/recurring/{name}", "DELETE"): sh.delete_recurring,
+        ("/v1/recurring/{name}/pause", "POST"): sh.pause_recurring,
+        ("/v1/recurring/{name}/resume", "POST"): sh.resume_recurring,
+        ("/v1/recurring/{name}/run", "POST"): sh.run_recurring,
+        ("/v1/pools/{name}/pause", "POST"): sh.pause_pool,
+        ("/v1/pools/{name}/resume", "POST"): sh.resume_pool,
     }
     out: list[BaseRoute] = []
     for r in routes:
@@ -513,7 +540,8 @@ def sharded_routes(api: HttpApi, routes: list[BaseRoute]) -> list[BaseRoute]:
             methods = sorted(r.methods or ())
             endpoint = next((table[(r.path, m)] for m in methods if (r.path, m) in table), None)
             if endpoint is not None:
-                out.append(Route(r.path, _guarded(endpoint), methods=[m for m in methods if m != "HEAD"]))
+                # (the same class: a task route matches the raw path)
+                out.append(type(r)(r.path, _guarded(endpoint), methods=[m for m in methods if m != "HEAD"]))
                 continue
         out.append(r)
     return out

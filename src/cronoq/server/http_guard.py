@@ -1,0 +1,251 @@
+"""The request guard of the HTTP API (docs/how-to/security.md, docs/reference/http.md#conventions):
+what is checked of a request before its handler runs, and how its body is read.
+
+Theory of operation
+-------------------
+:class:`RequestGuard` (pure ASGI, installed as :class:`GuardMiddleware` before routing), in order:
+
+1. The loopback ``Host`` check when it applies (no auth on a loopback listener:
+   DNS-rebinding protection; ``auth.check_http_host``) → 403.
+2. The cross-site check (:func:`cross_site_reason`): without auth nothing but the network
+   guards the API, and a web page may make a browser send "simple" cross-site POSTs (form or
+   text bodies, no preflight).  So when no token is configured, a state-changing request
+   (POST, PUT, DELETE, PATCH) that the browser marks as cross-site is refused with 403
+   ``permission_denied``: an ``Origin`` whose host:port differs from the ``Host`` header
+   (``Origin: null`` included), or ``Sec-Fetch-Site: cross-site`` / ``same-site``.  Requests
+   without ``Origin`` (curl, urllib, httpx, programs) and same-origin ones (the dashboard at
+   ``/``) pass; GET (and so ``/v1/events``) is never checked.  With auth on, the bearer token
+   (which a browser never adds on its own) is the protection.
+3. The concurrency limits (``limits.max_concurrent_requests``; ``/v1/events`` streams count
+   against ``limits.max_concurrent_streams``) → 429.
+
+``/healthz`` and ``/readyz`` are exempt from all three.
+
+Then, in the handler: :func:`authenticate` checks the bearer token (or the client certificate
+of mutual TLS) and the route's role *before the body is read* → 401 / 403; :func:`read_json`
+reads the body, whatever its ``Content-Type`` (none is required: ``curl -d`` and ``urllib``
+send form types), at most ``limits.max_http_body_bytes`` (checked against ``Content-Length``
+and while reading, so chunked bodies are bounded too → 413) and within
+``limits.request_timeout_s`` (→ 408), and decodes it (``http_json.decode_json_object`` → 400).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from cronoq.server.app import ServerApp
+from cronoq.server.auth import Action, AuthError, Principal
+from cronoq.server.config import split_host_port
+from cronoq.server.http_conn import scope_peer_dns
+from cronoq.server.http_json import HttpError, bad_request, decode_json_object, error_response
+
+__all__ = [
+    "GuardMiddleware",
+    "RequestGuard",
+    "authenticate",
+    "cross_site_reason",
+    "read_json",
+    "read_optional_json",
+]
+
+EXEMPT_PATHS: Final = frozenset({"/healthz", "/readyz"})
+#: methods that change state: refused cross-site when auth is off (see the module docstring)
+UNSAFE_METHODS: Final = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
+def _authority(host: str | None, port: int | str | None, scheme: str) -> tuple[str, int] | None:
+    """``(host, port)`` normalized for comparison (lower case, no brackets or trailing dot,
+    the scheme's default port filled in); None when it cannot be made sense of."""
+    if not host:
+        return None
+    h = host.strip().lower().strip("[]")
+    if h.endswith(".") and len(h) > 1:
+        h = h[:-1]
+    if port is None or port == "":
+        p = _DEFAULT_PORTS.get(scheme.lower())
+        if p is None:
+            return None
+    else:
+        if isinstance(port, str) and not (port.isascii() and port.isdigit()):
+            return None
+        p = int(port)
+    return h, p
+
+
+def cross_site_reason(method: str, scheme: str, headers: Mapping[str, str]) -> str | None:
+    """Why a state-changing request is cross-site as a browser marks it, else None.
+
+    ``headers`` maps lower-case names to values (``origin``, ``sec-fetch-site``, ``host``).
+    """
+    if method.upper() not in UNSAFE_METHODS:
+        return None
+    site = headers.get("sec-fetch-site", "").strip().lower()
+    if site in ("cross-site", "same-site"):
+        return f"the browser marked it Sec-Fetch-Site: {site}"
+    origin = headers.get("origin")
+    if origin is None:
+        return None  # not a browser's cross-origin request (curl, urllib, httpx, our client)
+    o = origin.strip()
+    if o.lower() == "null":
+        return "it comes from an opaque origin (Origin: null)"
+    try:
+        u = urlsplit(o)
+        theirs = _authority(u.hostname, u.port, u.scheme) if u.scheme and u.netloc else None
+    except ValueError:
+        theirs = None
+    host = headers.get("host")
+    ours = None
+    if host:
+        try:
+            h, p = split_host_port(host.strip())
+        except ValueError:
+            pass
+        else:
+            ours = _authority(h, p, scheme)
+    if theirs is None or ours is None or theirs != ours:
+        return f"its Origin {origin!r} is not this server's (Host {host!r})"
+    return None
+
+
+class RequestGuard:
+    """The checks before routing (see the module docstring), counting the requests and
+    streams in progress on one listener."""
+
+    def __init__(self, inner: ASGIApp, app: ServerApp, listen_addr: str | None) -> None:
+        self.inner = inner
+        self.app = app
+        self.listen_addr = listen_addr
+        self.requests = 0
+        self.streams = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.inner(scope, receive, send)
+            return
+        path: str = scope.get("path", "")
+        if path in EXEMPT_PATHS:
+            await self.inner(scope, receive, send)
+            return
+        auth = self.app.auth
+        method: str = scope.get("method", "GET")
+        cross_site = not auth.auth_enabled and method.upper() in UNSAFE_METHODS
+        if self.listen_addr is not None or cross_site:
+            headers: dict[str, str] = {}
+            for k, v in scope.get("headers") or ():
+                if k in (b"host", b"origin", b"sec-fetch-site") and k.decode("latin-1") not in headers:
+                    headers[k.decode("latin-1")] = v.decode("latin-1")
+            if self.listen_addr is not None:
+                try:
+                    auth.check_http_host(self.listen_addr, headers.get("host"))
+                except AuthError as e:
+                    await error_response(e.http_status, e.message, e.code)(scope, receive, send)
+                    return
+            reason = cross_site_reason(method, scope.get("scheme", "http"), headers) if cross_site else None
+            if reason is not None:
+                await error_response(
+                    403,
+                    f"cross-site request refused: {reason}. Without auth this server accepts "
+                    f"{', '.join(sorted(UNSAFE_METHODS))} requests only from its own origin or from "
+                    "non-browser clients (no Origin header); configure [[auth.tokens]] to allow "
+                    "other origins with a bearer token",
+                    "permission_denied",
+                )(scope, receive, send)
+                return
+        limits = self.app.limits
+        stream = path == "/v1/events"
+        if stream:
+            if self.streams >= limits.max_concurrent_streams:
+                await error_response(
+                    429,
+                    "too many concurrent event streams "
+                    f"(max_concurrent_streams {limits.max_concurrent_streams})",
+                    "resource_exhausted",
+                )(scope, receive, send)
+                return
+            self.streams += 1
+        else:
+            if self.requests >= limits.max_concurrent_requests:
+                await error_response(
+                    429,
+                    "too many concurrent requests "
+                    f"(max_concurrent_requests {limits.max_concurrent_requests})",
+                    "resource_exhausted",
+                )(scope, receive, send)
+                return
+            self.requests += 1
+        try:
+            await self.inner(scope, receive, send)
+        finally:
+            if stream:
+                self.streams -= 1
+            else:
+                self.requests -= 1
+
+
+class GuardMiddleware(RequestGuard):
+    """:class:`RequestGuard` with the ``(app, **options)`` signature of Starlette's middleware stack."""
+
+    def __init__(self, app: ASGIApp, server: ServerApp, listen_addr: str | None) -> None:
+        super().__init__(app, server, listen_addr)
+
+
+# ---------------------------------------------------------------------------------------------
+# in the handler: the caller, then the body
+
+
+def authenticate(app: ServerApp, request: Request, action: Action) -> Principal | None:
+    """The caller of ``request`` if allowed to do ``action`` (else AuthError); never reads the body."""
+    auth = app.auth
+    header = request.headers.get("authorization")
+    if header is None and auth.certs_enabled:  # a client certificate (mutual TLS) instead
+        return auth.check(None, action, peer_dns=scope_peer_dns(request.scope))
+    return auth.check(header, action)
+
+
+def _too_large(limit: int) -> HttpError:
+    return HttpError(413, f"request body larger than max_http_body_bytes ({limit})", "resource_exhausted")
+
+
+async def read_json(app: ServerApp, request: Request) -> dict[str, Any]:
+    """The body of ``request`` as a JSON object, within the body limits (see the module docstring)."""
+    limits = app.limits
+    limit = limits.max_http_body_bytes
+    cl = request.headers.get("content-length")
+    if cl is not None:
+        if not (cl.strip().isascii() and cl.strip().isdigit()):
+            raise bad_request(f"malformed content-length {cl!r}")
+        if int(cl) > limit:
+            raise _too_large(limit)
+
+    async def collect() -> bytes:
+        chunks: list[bytes] = []
+        n = 0
+        async for chunk in request.stream():
+            n += len(chunk)
+            if n > limit:
+                raise _too_large(limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    try:
+        body = await asyncio.wait_for(collect(), limits.request_timeout_s)
+    except TimeoutError:
+        raise HttpError(
+            408, f"request body not received within {limits.request_timeout_s:g} s", "deadline_exceeded"
+        ) from None
+    return decode_json_object(body)
+
+
+async def read_optional_json(app: ServerApp, request: Request) -> dict[str, Any]:
+    """A JSON object body, or {} when there is none (no length, or length 0, and not chunked)."""
+    cl = request.headers.get("content-length")
+    if (cl is None or cl.strip() == "0") and "transfer-encoding" not in request.headers:
+        return {}
+    return await read_json(app, request)
