@@ -1777,6 +1777,3 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``cronoq`` console script."""
     cli.main(args=argv, prog_name="cronoq")
 
-
-if __name__ == "__main__":
-    main()
