@@ -1,23 +1,20 @@
-"""``cronoq bench``: a throughput benchmark against a server.
+"""``cronoq bench``: a throughput benchmark against a server, rendered.
 
-The command parses its options, runs the benchmark and renders the report.
+The benchmark itself (a worker in this process, batches of no-op tasks, the event count) is
+library code, :mod:`cronoq.benchmark`; this command only turns its options into a
+:class:`~cronoq.benchmark.BenchOptions`, draws the run as two progress bars on stderr (a
+:class:`~cronoq.benchmark.BenchObserver`), and prints the :class:`~cronoq.benchmark.BenchReport`
+as a table, or as JSON with ``--json``. Exit 0 when every task succeeded, 1 otherwise, 4 when
+the run timed out (``--timeout``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
 import sys
-import time
-from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:  # pragma: no cover
-    from cronoq.client import Client, Lease
-
-
+from cronoq.benchmark import BenchObserver, BenchReport
 from cronoq.cli.common import (
     CALL_TIMEOUT,
     DURATION,
@@ -35,7 +32,6 @@ from cronoq.cli.common import (
     fail,
     json_option,
 )
-from cronoq.cli.worker_cmd import _start_worker
 
 
 @cli.command(epilog=EPILOG)
@@ -81,145 +77,89 @@ def bench(
     Other workers of the pool may take some of the tasks; use an idle pool for clean figures.
     """
     _need_client()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from cronoq.benchmark import BenchOptions, BenchTimeout, WorkerNotRegistered, run_benchmark
 
-    from cronoq.client import Client, ClientError, Worker, task
+    opts = BenchOptions(
+        server=server,
+        count=count,
+        pool=pool,
+        slots=slots,
+        batch=batch,
+        payload_size=payload_size,
+        timeout=timeout,
+        token=token,
+        tls=tls,
+        call_timeout=CALL_TIMEOUT,
+    )
 
-    async def noop(lease: Lease) -> None:
-        return None
+    async def main() -> BenchReport:
+        try:
+            return await run_benchmark(opts, _ProgressBars(count, disable=as_json))
+        except WorkerNotRegistered as e:
+            fail(str(e))
+        except BenchTimeout as e:
+            fail(str(e), EXIT_TIMEOUT)
 
-    payload = b"x" * payload_size if payload_size else None
+    report = _run(main(), server)
+    if as_json:
+        _dump(report.to_json())
+    else:
+        _print_report(report)
+    sys.exit(EXIT_OK if report.all_succeeded else EXIT_ERROR)
 
-    async def main() -> int:
-        client = Client(server, token=token, tls=tls)
-        w = Worker(
-            server,
-            pool,
-            noop,
-            slots=slots,
-            token=token,
-            name=f"cronoq-bench:{os.getpid()}",
-            tls=tls,
-            reconnect=False,
-        )
-        async with client:
-            try:
-                run_task = await _start_worker(w, CALL_TIMEOUT)
-            except TimeoutError:
-                fail(f"the benchmark worker could not register with {server} within {CALL_TIMEOUT:g}s")
-            try:
-                return await measure(client, w.granted_slots)
-            finally:
-                await w.stop(grace=1.0)
-                with contextlib.suppress(Exception):
-                    await run_task
 
-    async def measure(client: Client, granted: int) -> int:
-        submitted: set[int] = set()
-        finished: dict[int, str] = {}  # terminal events, possibly before their submit returned
-        counted = 0
-        progress = Progress(
+class _ProgressBars(BenchObserver):
+    """Two rich progress bars on stderr (submitted, completed) with their rates: a
+    :class:`cronoq.benchmark.BenchObserver` (``--json``: drawn nowhere)."""
+
+    def __init__(self, count: int, *, disable: bool) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.count = count
+        self.progress = Progress(
             TextColumn("{task.description:<10}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[rate]}"),
             TimeElapsedColumn(),
             console=err_console,
-            disable=as_json,
+            disable=disable,
         )
-        all_done = asyncio.Event()
-        t0 = time.perf_counter()
-        submit_s = 0.0
-        with progress:
-            p_sub = progress.add_task("submitted", total=count, rate="")
-            p_done = progress.add_task("completed", total=count, rate="")
-            async with client.watch(pools=[pool]) as events:
+        self.p_sub = self.progress.add_task("submitted", total=count, rate="")
+        self.p_done = self.progress.add_task("completed", total=count, rate="")
 
-                async def collect() -> None:
-                    nonlocal counted
-                    async for ev in events:
-                        finished[ev.id] = ev.status
-                        if ev.id in submitted:
-                            counted += 1
-                        if counted >= count and len(submitted) == count:
-                            all_done.set()
-                            return
+    def started(self, count: int) -> None:
+        self.progress.start()
 
-                collector = asyncio.create_task(collect())
-                last = 0.0
-                try:
-                    left = count
-                    while left:
-                        n = min(batch, left)
-                        subs = await client.submit_batch(
-                            [task(payload, pool=pool, kind="bench") for _ in range(n)],
-                            call_timeout=CALL_TIMEOUT,
-                        )
-                        for s in subs:
-                            submitted.add(s.id)
-                            if s.id in finished:
-                                counted += 1
-                        left -= n
-                        progress.update(p_sub, completed=count - left)
-                        now = time.perf_counter()
-                        if now - last > 0.1:
-                            last = now
-                            progress.update(p_done, completed=counted, rate=f"{counted / (now - t0):,.0f}/s")
-                    submit_s = time.perf_counter() - t0
-                    progress.update(p_sub, rate=f"{count / submit_s:,.0f}/s")
-                    if counted >= count:
-                        all_done.set()
-                    deadline = t0 + timeout
-                    while not all_done.is_set():
-                        if collector.done():
-                            collector.result()
-                            raise ClientError("aborted", "the event stream ended before every task finished")
-                        if time.perf_counter() > deadline:
-                            fail(
-                                f"only {counted} of {count} tasks finished within {timeout:g}s", EXIT_TIMEOUT
-                            )
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(all_done.wait(), 0.1)
-                        now = time.perf_counter()
-                        progress.update(p_done, completed=counted, rate=f"{counted / (now - t0):,.0f}/s")
-                finally:
-                    collector.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await collector
-            total_s = time.perf_counter() - t0
-            progress.update(p_done, completed=counted, rate=f"{count / total_s:,.0f}/s")
-        statuses: dict[str, int] = {}
-        for i in submitted:
-            st = finished.get(i, "unknown")
-            statuses[st] = statuses.get(st, 0) + 1
-        report = {
-            "tasks": count,
-            "pool": pool,
-            "worker_slots": granted,
-            "batch": batch,
-            "payload_bytes": payload_size,
-            "submit_seconds": round(submit_s, 6),
-            "submit_per_s": round(count / submit_s, 1) if submit_s else None,
-            "seconds": round(total_s, 6),
-            "tasks_per_s": round(count / total_s, 1),
-            "statuses": statuses,
-        }
-        if as_json:
-            _dump(report)
-        else:
-            from rich.table import Table
+    def submitted(self, submitted: int) -> None:
+        self.progress.update(self.p_sub, completed=submitted)
 
-            t = Table(show_header=False, box=None, title="cronoq bench", title_justify="left")
-            t.add_column(style="bold")
-            t.add_column()
-            t.add_row("tasks", f"{count:,} on pool {pool!r} ({granted} worker slots, batches of {batch})")
-            t.add_row(
-                "submitted in", f"{submit_s:.2f}s ({count / submit_s:,.0f} tasks/s)" if submit_s else "-"
-            )
-            t.add_row("completed in", f"{total_s:.2f}s")
-            t.add_row("throughput", f"[bold green]{count / total_s:,.0f} tasks/s[/bold green] end to end")
-            t.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
-            console.print(t, highlight=False)
-        return EXIT_OK if statuses.get("succeeded", 0) == count else EXIT_ERROR
+    def completed(self, completed: int, elapsed: float) -> None:
+        self.progress.update(self.p_done, completed=completed, rate=f"{completed / elapsed:,.0f}/s")
 
-    sys.exit(_run(main(), server))
+    def submit_finished(self, seconds: float) -> None:
+        self.progress.update(self.p_sub, rate=f"{self.count / seconds:,.0f}/s")
+
+    def finished(self, completed: int, seconds: float) -> None:
+        self.progress.update(self.p_done, completed=completed, rate=f"{self.count / seconds:,.0f}/s")
+
+    def stopped(self) -> None:
+        self.progress.stop()
+
+
+def _print_report(report: BenchReport) -> None:
+    from rich.table import Table
+
+    count, submit_s, total_s = report.tasks, report.submit_seconds, report.seconds
+    t = Table(show_header=False, box=None, title="cronoq bench", title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row(
+        "tasks",
+        f"{count:,} on pool {report.pool!r} ({report.worker_slots} worker slots, batches of {report.batch})",
+    )
+    t.add_row("submitted in", f"{submit_s:.2f}s ({count / submit_s:,.0f} tasks/s)" if submit_s else "-")
+    t.add_row("completed in", f"{total_s:.2f}s")
+    t.add_row("throughput", f"[bold green]{count / total_s:,.0f} tasks/s[/bold green] end to end")
+    t.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(report.statuses.items())))
+    console.print(t, highlight=False)

@@ -121,25 +121,6 @@ def load_handler(ref: str, app_dir: str | None = ".") -> Handler:
     return run_sync
 
 
-async def _start_worker(w: Any, timeout: float | None) -> asyncio.Task[None]:
-    """Start ``w.run()`` and wait until it registered; a fatal session error is raised."""
-    run_task: asyncio.Task[None] = asyncio.create_task(w.run())
-    reg = asyncio.create_task(w.wait_registered())
-    try:
-        done, _ = await asyncio.wait({run_task, reg}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not reg.done():
-            reg.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reg
-    if run_task in done:
-        run_task.result()  # raises the session error
-        raise RuntimeError("the worker stopped before it registered")
-    if not done:
-        raise TimeoutError
-    return run_task
-
-
 @cli.command(epilog=EPILOG)
 @click.argument("handler_ref", metavar="MODULE:FUNCTION|MODULE:APP")
 @click.option("--pool", "-p", required=True, help="Pool to serve.")
