@@ -99,6 +99,26 @@ def _read_payload_file(path: str) -> bytes:
         ) from None
 
 
+def _submit_payload(
+    payload: str | None, payload_file: str | None, content_type: str | None
+) -> tuple[object, str | None]:
+    """``submit``'s payload and content type: PAYLOAD (JSON when it parses, else text) or the
+    bytes of --payload-file (its content type guessed from the name unless given)."""
+    if payload is not None and payload_file is not None:
+        raise click.UsageError("give PAYLOAD or --payload-file, not both")
+    value: object = None
+    if payload_file is not None:
+        value = _read_payload_file(payload_file)
+        if content_type is None:
+            content_type = mimetypes.guess_type(payload_file)[0] if payload_file != "-" else None
+    elif payload is not None:
+        try:
+            value = json.loads(payload)
+        except ValueError:
+            value = payload
+    return value, content_type
+
+
 @cli.command(epilog=EPILOG)
 @click.argument("payload", required=False)
 @client_options
@@ -220,18 +240,7 @@ def submit(
     _need_client()
     from cronoq.client import RetryPolicy
 
-    if payload is not None and payload_file is not None:
-        raise click.UsageError("give PAYLOAD or --payload-file, not both")
-    value: object = None
-    if payload_file is not None:
-        value = _read_payload_file(payload_file)
-        if content_type is None:
-            content_type = mimetypes.guess_type(payload_file)[0] if payload_file != "-" else None
-    elif payload is not None:
-        try:
-            value = json.loads(payload)
-        except ValueError:
-            value = payload
+    value, content_type = _submit_payload(payload, payload_file, content_type)
     if wait_timeout is not None and not wait:
         raise click.UsageError("--wait-timeout needs --wait")
     task_defaults: dict[str, Any] = {}
