@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cronoq.cli import _detail_rows, _progress_text
+from cronoq.cli.task_cmds import _detail_rows, _progress_text
 from cronoq.client.types import TaskInfo
 from cronoq.engine.attempts import AttemptRecord
 from cronoq.engine.progress import Progress

@@ -1,0 +1,242 @@
+"""``cronoq worker``: serve a pool from this process as a remote worker.
+
+``MODULE:FUNCTION`` is loaded with :func:`load_handler` (a sync function runs in a thread) and
+``MODULE:APP`` (a :class:`cronoq.App`) serves every task of the app by name;
+:func:`load_object` and :func:`load_app` are shared with ``submit --app`` and ``tasks``. The
+command starts a :class:`cronoq.client.Worker`, waits until it registered (a progress line on
+stderr says so) and runs it until SIGINT/SIGTERM, which drains the running leases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import inspect
+import os
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cronoq.app import App
+    from cronoq.client import Lease
+
+
+from cronoq.cli.common import (
+    DURATION,
+    EPILOG,
+    _describe,
+    _key_values,
+    _need_client,
+    _note,
+    _setup_logging,
+    app_dir_option,
+    cli,
+    client_options,
+    fail,
+)
+
+Handler = Callable[["Lease"], Awaitable[object]]
+
+
+def load_object(ref: str, app_dir: str | None = ".", what: str = "MODULE:FUNCTION") -> Any:
+    """The object ``MODULE:ATTR`` (ATTR may be dotted) names.
+
+    ``app_dir`` is put first on ``sys.path`` (default: the working directory, as for
+    ``python -m``). Raises ``click.BadParameter`` for a malformed reference or a missing
+    module/attribute.
+    """
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise click.BadParameter(f"expected {what}, got {ref!r}", param_hint=what)
+    if app_dir is not None:
+        path = os.path.abspath(app_dir)
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
+            raise click.BadParameter(
+                f"no module named {module_name!r} (looked in {app_dir or 'sys.path'}; see --app-dir)",
+                param_hint=what,
+            ) from None
+        raise
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise click.BadParameter(
+                f"module {module_name!r} has no attribute {attr!r}", param_hint=what
+            ) from None
+    return obj
+
+
+def load_app(ref: str, app_dir: str | None = ".") -> App:
+    """``MODULE:APP`` → the :class:`cronoq.App` it names (``click.BadParameter`` otherwise)."""
+    from cronoq.app import App
+
+    obj = load_object(ref, app_dir, "MODULE:APP")
+    if not isinstance(obj, App):
+        raise click.BadParameter(
+            f"{ref} is not a cronoq.App (got {type(obj).__name__})", param_hint="MODULE:APP"
+        )
+    return obj
+
+
+def load_handler(ref: str, app_dir: str | None = ".") -> Handler:
+    """``MODULE:FUNCTION`` (FUNCTION may be dotted) → an async handler taking the lease;
+    ``MODULE:APP`` (a :class:`cronoq.App`) → the app's handler, dispatching by task name.
+
+    ``app_dir`` is put first on ``sys.path`` (default: the working directory, as for
+    ``python -m``). A sync function runs in a thread (``asyncio.to_thread``) so it never
+    blocks heartbeats; note that a thread cannot be interrupted when the lease is aborted.
+    Raises ``click.BadParameter`` for a malformed reference or a missing module/function.
+    """
+    from cronoq.app import App
+
+    obj = load_object(ref, app_dir)
+    if isinstance(obj, App):
+        return obj.handler()
+    if not callable(obj):
+        raise click.BadParameter(f"{ref} is not callable", param_hint="MODULE:FUNCTION")
+    fn = obj
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):  # noqa: B004
+        handler: Handler = fn
+        return handler
+
+    async def run_sync(lease: Lease) -> object:
+        result = await asyncio.to_thread(fn, lease)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    run_sync.__name__ = getattr(fn, "__name__", "handler")
+    return run_sync
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("handler_ref", metavar="MODULE:FUNCTION|MODULE:APP")
+@click.option("--pool", "-p", required=True, help="Pool to serve.")
+@click.option(
+    "--slots",
+    "-n",
+    type=click.IntRange(1, 2**32 - 1),
+    default=1,
+    show_default=True,
+    help="Concurrent tasks requested (the server may grant fewer).",
+)
+@client_options
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    callback=_key_values,
+    metavar="KEY=VALUE",
+    help="Worker label (repeatable): joins a labelled worker group.",
+)
+@click.option("--name", default="", help="Worker name shown by the server (default: host:pid).")
+@app_dir_option()
+@click.option(
+    "--grace",
+    type=DURATION,
+    default=10.0,
+    show_default=True,
+    help="On SIGTERM/SIGINT: how long running tasks may finish before they are cut short.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
+    show_default=True,
+    envvar="CRONOQ_LOG_LEVEL",
+)
+def worker(
+    handler_ref: str,
+    pool: str,
+    slots: int,
+    server: str,
+    token: str | None,
+    tls: bool,
+    labels: dict[str, str],
+    name: str,
+    app_dir: str,
+    grace: float,
+    log_level: str,
+) -> None:
+    """Serve POOL with a Python function: `cronoq worker mymodule:handle --pool default`,
+    or with every task of a cronoq.App: `cronoq worker shop.tasks:app --pool default` (each
+    lease runs the task named by its kind; an unknown name fails permanently).
+
+    The function takes the lease (`lease.json()`, `lease.payload`, `lease.attempt`,
+    `lease.tags`, ...) and returns the output (None, bytes, str or anything JSON). It may be
+    `async def` or a plain function (run in a thread). Raise `cronoq.Retryable` /
+    `cronoq.Permanent` to steer retries, `cronoq.client.Reject` to hand the task back. The
+    worker reconnects when the server goes away; SIGTERM/SIGINT drain it gracefully (no new
+    tasks, running ones get --grace) and it exits 0.
+
+    On stderr: `cronoq worker: registered id=ID pool=POOL slots=GRANTED server=ADDR` once
+    registered, `cronoq worker: stopped` at the end.
+    """
+    _need_client()
+    handler = load_handler(handler_ref, app_dir)
+    _setup_logging(log_level)
+    from cronoq.client import ClientError, Worker
+
+    worker_name = name or f"{socket.gethostname()}:{os.getpid()}"
+    try:
+        w = Worker(
+            server,
+            pool,
+            handler,
+            slots=slots,
+            token=token,
+            name=worker_name,
+            labels=labels,
+            grace=grace,
+            tls=tls,
+        )
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        stopping: list[asyncio.Task[None]] = []
+
+        def on_signal(sig: signal.Signals) -> None:
+            if not stopping:
+                _note(f"cronoq worker: {sig.name} received, draining (grace {grace:g}s)")
+                stopping.append(loop.create_task(w.stop(grace)))
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, on_signal, sig)
+        run_task: asyncio.Task[None] = loop.create_task(w.run())
+
+        async def announce() -> None:
+            wid = await w.wait_registered()
+            _note(f"cronoq worker: registered id={wid} pool={pool} slots={w.granted_slots} server={w.target}")
+
+        ann = loop.create_task(announce())
+        try:
+            await run_task
+        finally:
+            ann.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ann
+            for t in stopping:
+                await t
+        _note("cronoq worker: stopped")
+
+    try:
+        asyncio.run(main())
+    except ClientError as e:
+        fail(*_describe(e, server))
+    except KeyboardInterrupt:  # pragma: no cover - SIGINT is handled in main()
+        pass
