@@ -159,10 +159,19 @@ def _run_bulk(
             else:
                 res = await client.cancel_where(request_key=request_key, call_timeout=CALL_TIMEOUT, **kw)
         if as_json:
-            _dump({"matched": res.matched, "acted": res.acted})
+            _dump(
+                {
+                    "matched": res.matched,
+                    "acted": res.acted,
+                    "unavailable_shards": list(res.unavailable_shards),
+                }
+            )
         else:
             verb = "replayed" if action == "replay" else "cancelled"
             console.print(f"{res.matched} tasks matched, {res.acted} {verb}", highlight=False)
+            if res.unavailable_shards:  # (a sharded server: their tasks are not counted)
+                names = ", ".join(res.unavailable_shards)
+                console.print(f"unavailable shards (not counted): {names}", highlight=False)
 
     _run(main(), server)
 
