@@ -6,6 +6,14 @@ a fragment) is preceded by ``<!-- skip: next -->``. Shell, TOML and console bloc
 Tutorial programs live under examples/ and are run whole by tests/examples/.
 """
 
+import os
+
+# grpc's fork handlers restart its poller thread in a forked child, and subprocess.Popen has closed
+# that poller's fd before exec: the child aborts ("epoll_wait error: Bad file descriptor",
+# grpc/grpc#43055) before it becomes the cronoq process a test starts. The tests fork while gRPC
+# is live in this process, so its fork support is off (read when grpc is first imported).
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 from sybil import Sybil
 from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
 
