@@ -21,6 +21,7 @@ import grpc
 import pytest
 from tests.server.cluster.cluster import B1_TOKEN, TOKENS, Cluster, config_toml, free_port, non_loopback_ip
 from tests.server.procs import Raw, pb
+from tests.server.test_dashboard import browser_page, needs_browser
 
 from cronoq.client import Client, ClientError, Worker
 
@@ -637,3 +638,20 @@ async def test_progress_and_list_filters_reach_the_other_shard(cluster: Cluster)
         run.cancel()
         await asyncio.gather(run, return_exceptions=True)
         await raw.close()
+
+
+@needs_browser
+async def test_dashboard_names_the_unavailable_shards(cluster: Cluster, lonely: tuple[str, str, str]) -> None:
+    """docs/how-to/shards.md: the dashboard shows every shard's pools and names the shards that
+    did not answer (the lonely server's peers sb, sc and sd)."""
+    from playwright.async_api import expect
+
+    _, http_addr, _ = lonely
+    url = f"http://{http_addr}/"
+    async with browser_page(url) as (page, _console):
+        await page.goto(url)
+        await page.evaluate(f"sessionStorage.setItem('cronoq.token', {ADMIN!r})")
+        await page.reload()
+        note = page.locator("#pools-note")
+        await expect(note).to_have_text("Unavailable shards (their pools are not shown): sc, sd, sb")
+        await expect(page.locator("#pools-grid")).to_contain_text("a1")

@@ -199,7 +199,9 @@ async function pollSnapshot() {
   snapshotBusy = true;
   try {
     const snap = await api("GET", "/v1/snapshot");
-    note("#pools-note", "");
+    // a sharded server merges every shard's pools; the shards that did not answer are named
+    const gone = snap.unavailable_shards || [];
+    note("#pools-note", gone.length ? `Unavailable shards (their pools are not shown): ${gone.join(", ")}` : "");
     banner("");
     renderSnapshot(snap);
   } catch (e) {
