@@ -170,6 +170,25 @@ async def test_unavailable_redirect_target_returns_to_the_configured_target(fake
         assert w.target == fake.target
 
 
+async def test_redirects_to_an_unavailable_shard_are_not_in_a_row(fake: Any, fake2: Any) -> None:
+    """A failover of the shard a worker is sent to: each redirect ends in UNAVAILABLE there and
+    the worker goes back to its target; that is not a redirect "in a row", so more than
+    MAX_REDIRECTS such rounds never end the worker (it backs off and registers once the shard
+    is back)."""
+    fake2.standby = True  # answers UNAVAILABLE, as a shard without a leader
+    w = Worker(fake.target, "p", echo, backoff=(0.01, 0.01))
+    async with running(w) as run:
+        for _ in range(MAX_REDIRECTS + 2):
+            conn = await fake.next_conn()
+            await conn.recv_kind("register")
+            refuse(conn, f"http://{fake2.target}")
+        conn = await fake.next_conn()
+        await conn.recv_kind("register")
+        conn.register_ok(worker_id=7)
+        assert await w.wait_registered(5) == 7
+        assert not run.done()
+
+
 async def test_no_redirect_from_tls_to_plain_http(
     tls_fake: Any, self_signed: tuple[bytes, bytes], fake2: Any
 ) -> None:

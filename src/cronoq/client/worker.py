@@ -576,8 +576,11 @@ class Worker:
                     if err.code in FATAL_CODES or not self._reconnect:
                         raise
                     if self._redirect is not None and err.code == "unavailable":
-                        # the shard it was sent to is down: back to the configured target
+                        # the shard it was sent to is down: back to the configured target, and
+                        # the redirects are no longer "in a row" (a failover of that shard must
+                        # not end the worker: it backs off and is redirected again)
                         self._redirect = None
+                        redirects = 0
                     # a registered session that broke (e.g. the server died) still resets the backoff
                     outcome = "lost" if self._session_registered else "error"
                     log.info("worker session with %s ended: %s; reconnecting", target, err)
