@@ -140,6 +140,15 @@ async def test_batches_stay_within_one_shard(cluster: Cluster) -> None:
             await raw.tasks.Submit(pb.SubmitRequest(task=dep), metadata=MD)
         assert ei.value.code() == grpc.StatusCode.NOT_FOUND
         assert "shard 'sb'" in ei.value.details() and "shard 'sa'" in ei.value.details()
+        # over HTTP too, for one task and in a batch (the local handler would only say "unknown")
+        url = f"http://{cluster.http('sa')}"
+        other = str(resp.tasks[0].id)
+        st, body = await asyncio.to_thread(_http, "POST", f"{url}/v1/tasks", {"pool": "a1", "after": [other]})
+        assert st == 404 and body["code"] == "unknown_dependency"
+        assert "shard 'sb'" in body["error"] and "shard 'sa'" in body["error"], body
+        batch = {"tasks": [{"pool": "a1"}, {"pool": "a1", "deps": [{"target": other}]}]}
+        st, body = await asyncio.to_thread(_http, "POST", f"{url}/v1/tasks:batch", batch)
+        assert st == 404 and body["code"] == "unknown_dependency" and "shard 'sb'" in body["error"], body
         # SubmitMany: items routed one by one, answered in order
         many = [pb.TaskSpec(pool=p, start_in_s=LATER) for p in ("b1", "a1", "nope", "b1")]
         out = await raw.tasks.SubmitMany(pb.SubmitManyRequest(tasks=many), metadata=MD)

@@ -54,7 +54,7 @@ from cronoq.server.http_json import (
     task_spec_from_json,
 )
 from cronoq.server.shards.peers import PeerError, Unreachable
-from cronoq.server.shards.router import Router, grpc_error
+from cronoq.server.shards.router import Router, check_task, grpc_error
 from cronoq.server.shards.topology import WrongShard
 
 __all__ = ["sharded_routes"]
@@ -78,6 +78,11 @@ def _error(e: BaseException) -> Response:
         return error_response(convert.HTTP_STATUS.get(name, 500), e.details, code)
     he = http_error_of(e)
     return error_response(he.status, he.message, he.code, he.extra, he.headers)
+
+
+def _has_edges(body: Any) -> bool:
+    """Whether a task's JSON names dependencies (``after`` or ``deps``)."""
+    return isinstance(body, dict) and bool(body.get("after") or body.get("deps"))
 
 
 def _replay(request: Request, body: Any) -> Request:
@@ -153,6 +158,8 @@ class ShardedHttp:
         pool = body.get("pool") if isinstance(body.get("pool"), str) else ""
         shard = self.top.of_pool(pool or "")
         if self.top.is_local(shard):
+            if _has_edges(body):  # a dependency on another shard's task names both shards
+                check_task(self.top, task_spec_from_json(body, limits=self.api.app.limits), shard)
             return await self.api.submit(_replay(request, body))
         spec = task_spec_from_json(body, limits=self.api.app.limits)
         msg = pb.SubmitRequest(task=spec, wait=query_bool(request, "wait"))
@@ -180,6 +187,10 @@ class ShardedHttp:
                 return json_response(
                     {"tasks": [{"id": str(t.id), "duplicate": t.duplicate} for t in resp.tasks]}
                 )
+            for i, t in enumerate(tasks):  # (all local) a dependency on another shard's task
+                if _has_edges(t):
+                    spec = task_spec_from_json(t, f"tasks[{i}]", self.api.app.limits)
+                    check_task(self.top, spec, self.top.of_pool(spec.pool))
         return await self.api.submit_batch(_replay(request, body))
 
     async def list_tasks(self, request: Request) -> Response:
