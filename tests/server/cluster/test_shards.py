@@ -327,9 +327,14 @@ async def test_peer_down_and_refused_forwarding(cluster: Cluster, lonely: tuple[
             await raw.tasks.Get(pb.GetRequest(task=pb.TaskRef(id=3 << 56 | 1)), metadata=MD)
         assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert ei.value.details() == f"task {3 << 56 | 1} belongs to shard 'sc' at {sc_endpoint}"
+        # RemoveRecurring fans out: the shards that did not answer are named, not an error
+        gone = await raw.admin.RemoveRecurring(pb.RemoveRecurringRequest(name="nowhere"), metadata=MD)
+        assert (gone.removed, list(gone.unavailable_shards)) == (False, ["sc", "sd", "sb"])
     finally:
         await raw.close()
     base = f"http://{http_addr}"
+    st, out = await asyncio.to_thread(_http, "DELETE", f"{base}/v1/recurring/nowhere")
+    assert st == 200 and out == {"removed": False, "unavailable_shards": ["sc", "sd", "sb"]}
     st, err = await asyncio.to_thread(_http, "POST", f"{base}/v1/tasks", {"pool": "b1"})
     assert st == 503 and err["code"] == "unavailable" and err["error"] == "shard 'sb' is unreachable"
     st, err = await asyncio.to_thread(_http, "POST", f"{base}/v1/tasks", {"pool": "c1"})

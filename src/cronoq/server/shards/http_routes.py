@@ -397,7 +397,7 @@ class ShardedHttp:
         name: str = request.path_params["name"]
         self.api.auth(request, Action.REMOVE_RECURRING)
         out = await self._call(request, "Admin/RemoveRecurring", pb.RemoveRecurringRequest(name=name))
-        return json_response({"removed": out.removed})
+        return json_response({"removed": out.removed, "unavailable_shards": list(out.unavailable_shards)})
 
     async def put_recurring(self, request: Request) -> Response:
         name: str = request.path_params["name"]

@@ -438,21 +438,18 @@ def concat(field: str, key: Callable[[Any], Any]) -> Rule:
 
 
 async def remove_recurring(c: Routed) -> Any:
-    """Removed wherever the schedule is (names are per shard)."""
+    """Removed wherever the schedule is (names are per shard); the shards that did not answer
+    are named in ``unavailable_shards`` (the schedule may be on one of them)."""
     shards = _all_shards(c)
     answers = await _gather(c, shards, c.request)
     removed = False
-    missing: Exception | None = None
-    for a in answers:
-        if isinstance(a, (Unreachable, WrongShard)):
-            missing = missing or a
-        elif isinstance(a, BaseException):
-            raise a
-        else:
-            removed = removed or a.removed
-    if not removed and missing is not None:
-        raise missing
-    return pb.RemoveRecurringResponse(removed=removed)
+    unavailable: list[str] = []
+    for s, a in zip(shards, answers, strict=True):
+        if isinstance(a, BaseException):
+            _fan_error(s, a, unavailable)
+            continue
+        removed = removed or a.removed
+    return pb.RemoveRecurringResponse(removed=removed, unavailable_shards=unavailable)
 
 
 def owner_of_named_pool(get_pool: Callable[[Any], str]) -> Rule:

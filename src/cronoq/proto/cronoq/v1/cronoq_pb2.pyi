@@ -716,10 +716,12 @@ class RemoveRecurringRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class RemoveRecurringResponse(_message.Message):
-    __slots__ = ("removed",)
+    __slots__ = ("removed", "unavailable_shards")
     REMOVED_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_SHARDS_FIELD_NUMBER: _ClassVar[int]
     removed: bool
-    def __init__(self, removed: _Optional[bool] = ...) -> None: ...
+    unavailable_shards: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, removed: _Optional[bool] = ..., unavailable_shards: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorkerInfo(_message.Message):
     __slots__ = ("id", "name", "pool", "labels", "slots", "busy", "connected_unix_ns")
