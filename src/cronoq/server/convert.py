@@ -365,6 +365,19 @@ def snapshot_msg(snap: Snapshot, workers_by_pool: dict[str, int]) -> pb.Snapshot
     )
 
 
+def worker_info(s: Any) -> pb.WorkerInfo:
+    """A connected worker session as listed (``ListWorkers``, ``GET /v1/workers``)."""
+    return pb.WorkerInfo(
+        id=s.id,
+        name=s.name,
+        pool=s.pool,
+        labels=s.labels,
+        slots=s.slots,
+        busy=s.busy,
+        connected_unix_ns=s.connected_unix_ns,
+    )
+
+
 def recurring_msg(info: Any) -> pb.RecurringInfo:
     """A schedule as listed (``RecurringInfo``): cron/tz echo what was given
     (docs/reference/behaviour.md#server-details)."""

@@ -597,18 +597,7 @@ class AdminServicer(_OpsAdmin, pb_grpc.AdminServicer):
             await _abort(context, e)
             raise AssertionError("unreachable") from None
         return pb.ListWorkersResponse(
-            workers=[
-                pb.WorkerInfo(
-                    id=s.id,
-                    name=s.name,
-                    pool=s.pool,
-                    labels=s.labels,
-                    slots=s.slots,
-                    busy=s.busy,
-                    connected_unix_ns=s.connected_unix_ns,
-                )
-                for s in sorted(sessions, key=lambda s: s.id)
-            ]
+            workers=[convert.worker_info(s) for s in sorted(sessions, key=lambda s: s.id)]
         )
 
     async def ListRecurring(

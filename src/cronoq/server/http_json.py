@@ -182,17 +182,7 @@ def recurring_json(app: ServerApp, info: Any) -> dict[str, Any]:
 
 
 def worker_json(s: Any) -> dict[str, Any]:
-    return message_json(
-        pb.WorkerInfo(
-            id=s.id,
-            name=s.name,
-            pool=s.pool,
-            labels=s.labels,
-            slots=s.slots,
-            busy=s.busy,
-            connected_unix_ns=s.connected_unix_ns,
-        )
-    )
+    return message_json(convert.worker_info(s))
 
 
 # ---------------------------------------------------------------------------------------------

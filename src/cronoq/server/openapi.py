@@ -16,6 +16,7 @@ from cronoq.engine.model import STATUS_NAMES
 from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.runtime import task_fields
+from cronoq.server.history import FIELDS as HISTORY_FIELDS
 
 if TYPE_CHECKING:
     from cronoq.server.app import ServerApp
@@ -317,18 +318,7 @@ def _schemas(app: ServerApp | None) -> dict[str, Any]:
                 },
                 "paused": {"type": "boolean"},
             },
-            "required": [
-                "busy",
-                "capacity",
-                "desired",
-                "held",
-                "pending",
-                "pending_by_class",
-                "dispatched",
-                "succeeded",
-                "failed",
-                "paused",
-            ],
+            "required": list(HISTORY_FIELDS),
         },
         "Health": {"type": "object", "properties": {"status": {"type": "string"}}, "required": ["status"]},
     }

@@ -338,21 +338,27 @@ def _fan_error(shard: ShardSpec | None, a: BaseException, unavailable: list[str]
     raise a
 
 
+def _shards_of(c: Routed, pools: list[str]) -> list[ShardSpec] | None:
+    """The shards serving ``pools`` (every shard when empty), in shard-number order; None when
+    a pool is unknown."""
+    shards: list[ShardSpec] = []
+    for p in pools:
+        s = c.top.of_pool(p)
+        if s is None:
+            return None
+        if s not in shards:
+            shards.append(s)
+    return sorted(shards if pools else c.top.shards, key=lambda s: s.number)
+
+
 async def list_tasks(c: Routed) -> Any:
     """One ``after``/``limit`` cursor across shards: ids sort by shard, so shards are read in
     number order, each from where the cursor stands."""
     req = c.request
     wanted = list(req.pools)
-    shards: list[ShardSpec] = []
-    for p in wanted:
-        s = c.top.of_pool(p)
-        if s is None:
-            return await c.local(req, c.context)  # (the local handler names the unknown pool)
-        if s not in shards:
-            shards.append(s)
-    if not wanted:
-        shards = list(c.top.shards)
-    shards.sort(key=lambda s: s.number)
+    shards = _shards_of(c, wanted)
+    if shards is None:
+        return await c.local(req, c.context)  # (the local handler names the unknown pool)
     cap = c.router.app.limits.max_list
     n = min(100 if req.limit <= 0 else req.limit, cap)
     out = pb.ListTasksResponse()
@@ -498,16 +504,9 @@ async def bulk(c: Routed) -> Any:
     Each shard gets the same ``request_key`` (each is idempotent by itself)."""
     req = c.request
     wanted = list(req.filter.pools)
-    shards: list[ShardSpec] = []
-    for p in wanted:
-        s = c.top.of_pool(p)
-        if s is None:
-            return await c.local(req, c.context)  # (the local handler names the unknown pool)
-        if s not in shards:
-            shards.append(s)
-    if not wanted:
-        shards = list(c.top.shards)
-    shards.sort(key=lambda s: s.number)
+    shards = _shards_of(c, wanted)
+    if shards is None:
+        return await c.local(req, c.context)  # (the local handler names the unknown pool)
     limit = req.filter.limit
     out = pb.BulkResponse()
     for s in shards:
