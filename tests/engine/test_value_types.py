@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from cronoq.engine.model import ON_FAILURE, Dep, RetryPolicy
+from cronoq.engine.model import ON_FAILURE, Dep, RetryPolicy, StatusEvent
 from cronoq.engine.recurring import RecurringInfo
 from cronoq.engine.snapshot import GroupSnapshot, PoolSnapshot, Snapshot
 
+EVENT = StatusEvent(7, "default", "k", "retrying", 2, 1_700_000_000.5, "Boom: x")
 INFO = RecurringInfo("nightly", "0 3 * * *", "UTC", "skip", 1_700_000_000 * 10**9, 7, "default", None)
 
 
@@ -20,6 +21,7 @@ INFO = RecurringInfo("nightly", "0 3 * * *", "UTC", "skip", 1_700_000_000 * 10**
     [
         (RetryPolicy(max_attempts=4, initial_backoff=0, multiplier=3, jitter=False), "max_attempts"),
         (Dep("parent", on="on_failure"), "on"),
+        (EVENT, "status"),
         (INFO, "next_unix_ns"),
         (GroupSnapshot({"gpu": "a100"}, 2, 1), "busy"),
         (Snapshot([], 0, 0, 0, {}), "running"),
@@ -63,6 +65,31 @@ def test_dep_normalizes_its_condition_and_keeps_its_repr() -> None:
     assert {d, Dep("parent", "failure")} == {d}
     with pytest.raises(ValueError, match="on must be 'success', 'failure' or 'complete'"):
         Dep("parent", on="maybe")
+
+
+def test_status_event_keeps_its_repr_equality_and_pickle() -> None:
+    assert repr(EVENT) == (
+        "StatusEvent(id=7, pool='default', key='k', status='retrying', attempt=2,"
+        " at=1700000000.500000, message='Boom: x')"
+    )
+    assert (EVENT.id, EVENT.pool, EVENT.key, EVENT.status, EVENT.attempt, EVENT.at, EVENT.message) == (
+        7,
+        "default",
+        "k",
+        "retrying",
+        2,
+        1_700_000_000.5,
+        "Boom: x",
+    )
+    same = StatusEvent(7, "default", "k", "retrying", 2, 1_700_000_000.5, "Boom: x")
+    assert same == EVENT and hash(same) == hash(EVENT)
+    assert EVENT != StatusEvent(7, "default", "k", "retrying", 2, 1_700_000_000.5, None)
+    assert EVENT != (7, "default", "k", "retrying", 2, 1_700_000_000.5, "Boom: x")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        EVENT.message = "changed"  # type: ignore[misc]
+    # pickled by the constructor, as before the dataclass (old pickles load)
+    assert EVENT.__reduce__() == (StatusEvent, (7, "default", "k", "retrying", 2, 1_700_000_000.5, "Boom: x"))
+    assert pickle.loads(pickle.dumps(EVENT, protocol=2)) == EVENT
 
 
 def test_recurring_info_keeps_its_repr_and_next_run() -> None:

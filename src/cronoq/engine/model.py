@@ -493,22 +493,18 @@ class TaskState:
         return f"<TaskState id={self.id} {STATUS_NAMES[self.status]} attempt={self.attempt}>"
 
 
+@dataclass(frozen=True, slots=True)
 class StatusEvent:
     """A status transition as published to subscribers (docs/reference/behaviour.md#lifecycle). ``at`` is Unix
-    seconds."""
+    seconds.  Immutable: one event is shared by every subscriber."""
 
-    __slots__ = ("at", "attempt", "id", "key", "message", "pool", "status")
-
-    def __init__(
-        self, id: int, pool: str, key: str | None, status: str, attempt: int, at: float, message: str | None
-    ) -> None:
-        self.id = id
-        self.pool = pool
-        self.key = key
-        self.status = status
-        self.attempt = attempt
-        self.at = at
-        self.message = message
+    id: int
+    pool: str
+    key: str | None
+    status: str
+    attempt: int
+    at: float
+    message: str | None
 
     def __repr__(self) -> str:
         return (
@@ -516,15 +512,9 @@ class StatusEvent:
             f" attempt={self.attempt}, at={self.at:.6f}, message={self.message!r})"
         )
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, StatusEvent) and all(
-            getattr(self, s) == getattr(other, s) for s in self.__slots__
-        )
-
-    __hash__ = None  # type: ignore[assignment]
-
     def __reduce__(self) -> tuple[Any, ...]:
-        return (StatusEvent, tuple(getattr(self, s) for s in self.__slots__))
+        # (by the constructor, as before the dataclass: old pickles and new ones alike)
+        return (StatusEvent, (self.id, self.pool, self.key, self.status, self.attempt, self.at, self.message))
 
 
 # the messages the engine gives the statuses it decides (docs/reference/behaviour.md#lifecycle)
