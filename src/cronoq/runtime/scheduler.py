@@ -43,9 +43,9 @@ import asyncio
 import inspect
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from cronoq import otel as _otel
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
@@ -69,7 +69,7 @@ from cronoq.errors import (
     TaskFailed,
     outcome_of,
 )
-from cronoq.runtime.clock import LOOP_CLOCK, Clock, TimerHandle
+from cronoq.runtime.clock import Clock, TimerHandle
 from cronoq.runtime.context import TaskContext
 from cronoq.runtime.events import EventStream, ProgressEventStream, _Ring
 from cronoq.runtime.gcpause import gc_paused
@@ -77,6 +77,16 @@ from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.operations import Operations
 from cronoq.runtime.pool import Pool
 from cronoq.runtime.scalers import SlotScaler
+from cronoq.runtime.scheduler_args import (
+    check_clock,
+    check_event_capacity,
+    check_id_shard,
+    check_keep_payloads,
+    check_key_retention_max,
+    check_pools,
+    check_resources,
+    check_store_and_codec,
+)
 from cronoq.runtime.seam import SchedulerSeam
 from cronoq.runtime.task import (
     PER_TASK_FIELDS,
@@ -88,6 +98,11 @@ from cronoq.runtime.task import (
     parse_deps,
     parse_when,
 )
+
+if TYPE_CHECKING:
+    from cronoq.runtime.durable import Committer
+    from cronoq.store.base import Store
+    from cronoq.store.codec import Codec
 
 Edges = list[tuple[int | str, int]]
 Prepared = tuple[TaskOptions, str | None, TimeSpec | None, TimeSpec | None, Edges | None]
@@ -148,13 +163,13 @@ class Scheduler(Operations):
     def __init__(
         self,
         pools: Sequence[Pool] | Iterable[Pool],
-        resources: Sequence[Any] | None = None,
+        resources: Sequence[ResourceConfig] | None = None,
         emit_transitions: bool = False,
         *,
         shutdown_grace: float = 5.0,
         event_capacity: int = 1024,
-        store: Any = None,
-        codec: Any = None,
+        store: Store | None = None,
+        codec: Codec | None = None,
         clock: Clock | None = None,
         key_retention: float = 3600.0,
         key_retention_max: int = 1_000_000,
@@ -162,67 +177,32 @@ class Scheduler(Operations):
         keep_payloads: bool | None = None,
         id_shard: int = 0,
     ) -> None:
-        pool_list = list(pools)
-        if not pool_list:
-            raise ValueError("at least one pool is required")
-        seen: set[str] = set()
-        for p in pool_list:
-            if not isinstance(p, Pool):
-                raise ValueError(f"pools must be Pool instances (got {p!r})")
-            if p.name in seen:
-                raise ValueError(f"duplicate pool name '{p.name}'")
-            seen.add(p.name)
-        res_list = list(resources or ())
-        for r in res_list:
-            if not isinstance(r, ResourceConfig):
-                raise ValueError(f"resources must be Resource.semaphore/token_bucket objects (got {r!r})")
+        pool_list = check_pools(pools)
+        res_list = check_resources(resources)
         self._resources = res_list
-        if store is not None and not callable(getattr(store, "commit", None)):
-            raise ValueError(f"store must implement the cronoq Store protocol (got {store!r})")
-        if codec is not None and not (
-            callable(getattr(codec, "encode", None)) and callable(getattr(codec, "decode", None))
-        ):
-            raise ValueError(f"codec must have encode(obj) -> bytes and decode(bytes) -> obj (got {codec!r})")
-        if clock is None:
-            clock = LOOP_CLOCK
-        elif not isinstance(clock, Clock):
-            raise ValueError(f"clock must implement the cronoq Clock protocol (got {clock!r})")
-        self._clock: Clock = clock
-        self._mono = clock.monotonic_ns
+        self._codec = check_store_and_codec(store, codec)
+        self._clock = check_clock(clock)
+        self._mono = self._clock.monotonic_ns
         self._store = store
-        self._committer: Any = None
+        self._committer: Committer | None = None
         self._fenced: BaseException | None = None
         #: called (with the error) when a durable store fences this scheduler off (server hook)
-        self.on_fenced: Any = None
+        self.on_fenced: Callable[[BaseException], Awaitable[None] | None] | None = None
         # key retention (docs/reference/behaviour.md#retention); the server passes limits.key_retention_*
         self._key_retention = check_seconds("key_retention", key_retention)
-        kmax = key_retention_max
-        if isinstance(kmax, bool) or not isinstance(kmax, int) or kmax < 0:
-            raise ValueError(f"key_retention_max must be an int >= 0 (got {key_retention_max!r})")
-        self._key_retention_max = key_retention_max
+        self._key_retention_max = check_key_retention_max(key_retention_max)
         # whether ended tasks keep their payloads in memory, for replays (None: unless the store
         # is durable, which holds them; docs/how-to/operations.md#replay)
-        if keep_payloads is not None and not isinstance(keep_payloads, bool):
-            raise ValueError(f"keep_payloads must be a bool or None (got {keep_payloads!r})")
-        self._keep_payloads: bool | None = keep_payloads
+        self._keep_payloads = check_keep_payloads(keep_payloads)
         #: wait_for_space=False (the server): a full pool answers SubmitError('full') at once
         self._nowait = not wait_for_space
         #: the shard number carried in task ids (docs/how-to/shards.md); 0 = not sharded
-        if isinstance(id_shard, bool) or not isinstance(id_shard, int) or not 0 <= id_shard <= 255:
-            raise ValueError(f"id_shard must be an int in 0..255 (got {id_shard!r})")
-        self.id_shard = id_shard
+        self.id_shard = check_id_shard(id_shard)
         self._shutdown_grace = check_seconds("shutdown_grace", shutdown_grace)
-        if isinstance(event_capacity, bool) or not isinstance(event_capacity, int) or event_capacity < 1:
-            raise ValueError(f"event_capacity must be an int >= 1 (got {event_capacity!r})")
-        self._event_capacity = event_capacity
+        self._event_capacity = check_event_capacity(event_capacity)
         self._emit_transitions = bool(emit_transitions)
         self._pools = pool_list
         self._pool_names = [p.name for p in pool_list]
-        if codec is None and store is not None:
-            from cronoq.store.codec import JsonCodec
-
-            codec = JsonCodec()
-        self._codec = codec
         self._core: Core | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
@@ -282,13 +262,14 @@ class Scheduler(Operations):
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._loop_thread = threading.get_ident()
-        store = self._store
+        store, codec = self._store, self._codec
         epoch = 0
         recovered = None
         if store is not None:
+            assert codec is not None  # (a store always has one: check_store_and_codec)
             await store.open()
             epoch = await store.acquire()
-            recovered = await store.load(self._codec)
+            recovered = await store.load(codec)
             if self._core is not None:  # started concurrently while we waited
                 return
         self._t0 = self._mono()
@@ -314,8 +295,9 @@ class Scheduler(Operations):
             # a commit that failed for good leaves the engine ahead of the store: step down (and, on
             # the server, lead again from what the store has), so nothing unacknowledged can later
             # be answered as a duplicate
+            assert codec is not None
             self._committer = Committer(
-                store, self._codec, epoch, on_fenced=self._on_fenced, on_error=self._on_fenced
+                store, codec, epoch, on_fenced=self._on_fenced, on_error=self._on_fenced
             )
             if hasattr(store, "on_lost"):
                 store.on_lost = self._on_lost
@@ -379,6 +361,7 @@ class Scheduler(Operations):
                 else:
                     _log.info("store not flushed after losing leadership: %s", e)
             store = self._store
+            assert store is not None  # (a committer is made for a store only)
             try:
                 if self._fenced is None:
                     await store.release()
@@ -710,8 +693,10 @@ class Scheduler(Operations):
 
     def _encode(self, payload: object) -> bytes:
         """Encode a payload for the store at submission: an unencodable one is ``invalid``."""
+        codec = self._codec
+        assert codec is not None  # (called only with a store, which always has a codec)
         try:
-            data = self._codec.encode(payload)
+            data = codec.encode(payload)
         except Exception as e:
             raise InvalidSubmission(f"payload cannot be encoded: {e}") from None
         if not isinstance(data, (bytes, bytearray, memoryview)):
