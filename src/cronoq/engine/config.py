@@ -10,10 +10,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 from cronoq.engine.model import CLASS_NAMES, DEFAULT_RETRY, Priority, RetryPolicy
 from cronoq.engine.time import NS, check_seconds, show_number, to_ns
+
+if TYPE_CHECKING:
+    from cronoq.engine.resources import ResourceConfig
+
+#: an ``slo`` map: priority class (a ``Priority``, its number or its name) to seconds
+SloMap: TypeAlias = (
+    Mapping[Priority | int | str, float]
+    | Mapping[Priority, float]
+    | Mapping[int, float]
+    | Mapping[str, float]
+)
 
 OVERFLOW_POLICIES: Final = ("wait", "reject", "shed_lowest", "shed_oldest")
 UNKNOWN_DEP_POLICIES: Final = ("reject", "await")
@@ -60,7 +71,7 @@ class UrgencyConfig:
         self.overdue_cap = float(overdue_cap)
 
 
-def _parse_slo(slo: Mapping[Any, float] | None) -> dict[int, float]:
+def _parse_slo(slo: SloMap | None) -> dict[int, float]:
     out: dict[int, float] = {}
     for k, v in (slo or {}).items():
         p = Priority.parse(k)
@@ -93,7 +104,7 @@ class AutoscaleConfig:
         interval: float = 1.0,
         target_utilization: float = 0.75,
         drain_time: float = 30.0,
-        slo: Mapping[Any, float] | None = None,
+        slo: SloMap | None = None,
         reservation_horizon: float = 60.0,
         stabilization_window: float = 60.0,
         cooldown: float = 30.0,
@@ -284,7 +295,7 @@ class CoreConfig:
         priority: PriorityConfig | None = None,
         urgency: UrgencyConfig | None = None,
         window: float = 60.0,
-        resources: Sequence[Any] = (),
+        resources: Sequence[ResourceConfig] = (),
         keep_payloads: bool | None = None,
     ) -> None:
         if not pools:

@@ -18,7 +18,7 @@ import contextlib
 import threading
 from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from cronoq.engine.attempts import AttemptRecord, TaskExtras
 from cronoq.engine.model import StatusEvent, TaskState
@@ -34,6 +34,11 @@ from cronoq.runtime.pool import Pool
 from cronoq.runtime.scheduler import Scheduler
 from cronoq.runtime.seam import SchedulerSeam
 from cronoq.runtime.task import Task
+
+if TYPE_CHECKING:
+    from cronoq.engine.resources import ResourceConfig
+    from cronoq.store.base import Store
+    from cronoq.store.codec import Codec
 
 T = TypeVar("T")
 
@@ -175,13 +180,13 @@ class BlockingScheduler:
     def __init__(
         self,
         pools: Sequence[Pool] | Iterable[Pool],
-        resources: Sequence[Any] | None = None,
+        resources: Sequence[ResourceConfig] | None = None,
         emit_transitions: bool = False,
         *,
         shutdown_grace: float = 5.0,
         event_capacity: int = 1024,
-        store: Any = None,
-        codec: Any = None,
+        store: Store | None = None,
+        codec: Codec | None = None,
         clock: Clock | None = None,
         key_retention: float = 3600.0,
         key_retention_max: int = 1_000_000,

@@ -27,11 +27,15 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.time import next_backoff
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store.base import TransientStoreError
+
+if TYPE_CHECKING:
+    from cronoq.store.base import Store
+    from cronoq.store.codec import Codec
 
 __all__ = ["Committer"]
 
@@ -41,8 +45,8 @@ class Committer:
 
     def __init__(
         self,
-        store: Any,
-        codec: Any,
+        store: Store,
+        codec: Codec,
         epoch: int,
         *,
         on_fenced: Callable[[Fenced], None] | None = None,

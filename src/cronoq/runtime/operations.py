@@ -29,7 +29,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from cronoq.engine import bulk, control
 from cronoq.engine import replay as _replay
@@ -38,7 +38,10 @@ from cronoq.errors import ArgumentTypeError, ReplayError
 
 if TYPE_CHECKING:
     from cronoq.engine.core import Core
+    from cronoq.runtime.durable import Committer
     from cronoq.runtime.handles import TaskHandle
+    from cronoq.store.base import Store
+    from cronoq.store.codec import Codec
 
 __all__ = ["BULK_SHARE", "REQUEST_KEYS", "BulkResult", "Operations", "parse_filter"]
 
@@ -172,9 +175,9 @@ class Operations:
     """Operator actions (mixed into ``Scheduler``; see the module docstring)."""
 
     # (provided by Scheduler)
-    _store: Any
-    _codec: Any
-    _committer: Any
+    _store: Store | None
+    _codec: Codec | None
+    _committer: Committer | None
     _time_base: int
 
     if TYPE_CHECKING:
@@ -246,6 +249,7 @@ class Operations:
         blob = await load(t.id)
         if blob is None:
             return False, None, None
+        assert self._codec is not None  # (a store always has a codec)
         return True, self._codec.decode(blob), blob
 
     async def replay(self, ref: int | str, *, force: bool = False, tenant: str | None = None) -> TaskHandle:

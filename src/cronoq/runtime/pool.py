@@ -9,7 +9,7 @@ from typing import Any
 
 from cronoq.engine.config import AutoscaleConfig, PoolConfig
 from cronoq.engine.model import RetryPolicy
-from cronoq.runtime.scalers import SlotScaler
+from cronoq.runtime.scalers import Scaler, SlotScaler
 
 Executor = Callable[..., Any]
 
@@ -49,7 +49,7 @@ class Pool:
         reservable_fraction: float = 0.5,
         tenant_weights: Mapping[str, float] | None = None,
         fair_share: bool = False,
-        scaler: Any = None,
+        scaler: Scaler | None = None,
     ) -> None:
         if not callable(executor):
             raise ValueError("executor must be callable")
@@ -74,10 +74,10 @@ class Pool:
         self.is_async = _is_async_callable(executor)
         if scaler is not None and not callable(getattr(scaler, "scale_to", None)):
             raise ValueError("scaler must have a scale_to(pool, desired) method")
-        self.scaler: Any = scaler if scaler is not None else SlotScaler()
+        self.scaler: Scaler = scaler if scaler is not None else SlotScaler()
 
     @classmethod
-    def from_config(cls, config: PoolConfig, executor: Executor, scaler: Any = None) -> Pool:
+    def from_config(cls, config: PoolConfig, executor: Executor, scaler: Scaler | None = None) -> Pool:
         """A pool from an already validated engine ``PoolConfig`` (the server's path)."""
         if not callable(executor):
             raise ValueError("executor must be callable")

@@ -185,7 +185,7 @@ class OptionsCache:
     __slots__ = ("_cache", "_limit", "default")
 
     def __init__(self, limit: int = 4096) -> None:
-        self._cache: dict[tuple[Any, ...], TaskOptions] = {}
+        self._cache: dict[tuple[object, ...], TaskOptions] = {}
         self._limit = limit
         self.default = make_options()
 
@@ -194,13 +194,13 @@ class OptionsCache:
             return self.default
         # the key holds each value's type (1, 1.0 and True are equal but do not validate
         # alike) and dict values (resources, tags, labels) as their items and item types
-        ck: tuple[Any, ...]
+        ck: tuple[object, ...]
         if len(fields) == 1:  # the common case, keyed without a loop
             ((k, v),) = fields.items()
             c = v.__class__
             ck = (k, c, (*v.items(), *map(type, v.values()))) if c is dict else (k, c, v)
         else:
-            parts: list[Any] = []
+            parts: list[object] = []
             for k, v in fields.items():
                 c = v.__class__
                 if c is dict:
