@@ -408,91 +408,108 @@ def instrument(
     else:
         meter = meter_provider.get_meter("cronoq", __version__)
     cache = _SnapshotCache(scheduler)
-    Observation = metrics.Observation
+    instruments = _register(meter, _Observers(cache, timeout, metrics.Observation))
+    _trace_attempts(scheduler, tracer_provider, trace_all)
+    return Instrumentation(scheduler, cache, instruments)
 
-    def limit(options: Any) -> float:
+
+class _Observers:
+    """The callbacks of the observable instruments: each reads the shared snapshot of ``cache``
+    (waiting at most ``timeout`` s, or the collection's own timeout when that is shorter) and
+    turns the figures it reports into observations."""
+
+    def __init__(self, cache: _SnapshotCache, timeout: float, observation: Any) -> None:
+        self.cache = cache
+        self.timeout = timeout
+        self.observation = observation
+
+    def snapshot(self, name: str, options: Any) -> Snapshot | None:
         ms = getattr(options, "timeout_millis", None)
-        return timeout if not ms else min(timeout, ms / 1000.0)
+        return self.cache.get(name, self.timeout if not ms else min(self.timeout, ms / 1000.0))
 
-    def pool_field(name: str, field: str) -> Callable[[Any], list[Any]]:
+    def pool_field(self, name: str, field: str) -> Callable[[Any], list[Any]]:
         def cb(options: Any) -> list[Any]:
-            snap = cache.get(name, limit(options))
+            snap = self.snapshot(name, options)
             if snap is None:
                 return []
-            return [Observation(getattr(p, field), {"pool": p.name}) for p in snap.pools]
+            return [self.observation(getattr(p, field), {"pool": p.name}) for p in snap.pools]
 
         return cb
 
-    def pool_pending(options: Any) -> list[Any]:
-        snap = cache.get("cronoq.pool.pending", limit(options))
+    def pool_pending(self, options: Any) -> list[Any]:
+        snap = self.snapshot("cronoq.pool.pending", options)
         if snap is None:
             return []
-        out = []
-        for p in snap.pools:
-            for cls, n in zip(CLASS_NAMES, p.pending_by_class):
-                out.append(Observation(n, {"pool": p.name, "class": cls}))
-        return out
+        return [
+            self.observation(n, {"pool": p.name, "class": cls})
+            for p in snap.pools
+            for cls, n in zip(CLASS_NAMES, p.pending_by_class)
+        ]
 
-    def group_field(name: str, field: str) -> Callable[[Any], list[Any]]:
+    def group_field(self, name: str, field: str) -> Callable[[Any], list[Any]]:
         def cb(options: Any) -> list[Any]:
-            snap = cache.get(name, limit(options))
+            snap = self.snapshot(name, options)
             if snap is None:
                 return []
             return [
-                Observation(getattr(g, field), {"pool": p.name, "group": _group_name(g.labels)})
+                self.observation(getattr(g, field), {"pool": p.name, "group": _group_name(g.labels)})
                 for p in snap.pools
                 for g in p.groups
             ]
 
         return cb
 
-    def task_field(name: str, field: str) -> Callable[[Any], list[Any]]:
+    def task_field(self, name: str, field: str) -> Callable[[Any], list[Any]]:
         def cb(options: Any) -> list[Any]:
-            snap = cache.get(name, limit(options))
-            return [] if snap is None else [Observation(getattr(snap, field))]
+            snap = self.snapshot(name, options)
+            return [] if snap is None else [self.observation(getattr(snap, field))]
 
         return cb
 
-    def total(name: str, key: str) -> Callable[[Any], list[Any]]:
+    def total(self, name: str, key: str) -> Callable[[Any], list[Any]]:
         def cb(options: Any) -> list[Any]:
-            snap = cache.get(name, limit(options))
-            return [] if snap is None else [Observation(snap.totals.get(key, 0))]
+            snap = self.snapshot(name, options)
+            return [] if snap is None else [self.observation(snap.totals.get(key, 0))]
 
         return cb
 
+
+def _register(meter: Any, obs: _Observers) -> list[Any]:
+    """Create every observable instrument of the module doc on ``meter``, reading from ``obs``."""
     from cronoq.engine.snapshot import TOTAL_NAMES
 
+    gauge, counter = meter.create_observable_gauge, meter.create_observable_counter
     instruments: list[Any] = []
     for field, unit, desc in _POOL_GAUGES:
         name = f"cronoq.pool.{field}"
-        instruments.append(meter.create_observable_gauge(name, [pool_field(name, field)], unit, desc))
+        instruments.append(gauge(name, [obs.pool_field(name, field)], unit, desc))
     instruments.append(
-        meter.create_observable_gauge(
-            "cronoq.pool.pending", [pool_pending], "{task}", "tasks not yet running, by priority class"
-        )
+        gauge("cronoq.pool.pending", [obs.pool_pending], "{task}", "tasks not yet running, by priority class")
     )
     for field, unit, desc in _POOL_COUNTERS:
         name = f"cronoq.pool.{field}"
-        instruments.append(meter.create_observable_counter(name, [pool_field(name, field)], unit, desc))
+        instruments.append(counter(name, [obs.pool_field(name, field)], unit, desc))
     for field, desc in (("capacity", "worker slots of the group"), ("busy", "busy slots of the group")):
         name = f"cronoq.pool.group.{field}"
-        instruments.append(meter.create_observable_gauge(name, [group_field(name, field)], "{slot}", desc))
+        instruments.append(gauge(name, [obs.group_field(name, field)], "{slot}", desc))
     for short, field, desc in _TASK_GAUGES:
         name = f"cronoq.tasks.{short}"
-        instruments.append(meter.create_observable_gauge(name, [task_field(name, field)], "{task}", desc))
+        instruments.append(gauge(name, [obs.task_field(name, field)], "{task}", desc))
     for key in TOTAL_NAMES:
         name = f"cronoq.tasks.{key}"
-        instruments.append(
-            meter.create_observable_counter(name, [total(name, key)], "1", f"totals.{key} since start")
-        )
+        instruments.append(counter(name, [obs.total(name, key)], "1", f"totals.{key} since start"))
+    return instruments
 
+
+def _trace_attempts(scheduler: Scheduler, tracer_provider: Any, trace_all: bool) -> None:
+    """With ``trace_all`` every attempt runs in a span; the tracer is ``tracer_provider``'s (None:
+    the global one, looked up per span)."""
     seam = scheduler.seam
     if trace_all:
         seam.tracer = _tracer_from(tracer_provider) if tracer_provider is not None else None
         seam.trace_all = True
     elif tracer_provider is not None:
         seam.tracer = _tracer_from(tracer_provider)
-    return Instrumentation(scheduler, cache, instruments)
 
 
 def _group_name(labels: Mapping[str, str]) -> str:
