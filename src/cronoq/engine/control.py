@@ -68,7 +68,7 @@ def set_pool_paused(core: Core, now: int, name: str, paused: bool) -> bool:
     if core.persist:
         core.actions.append(Persist(PauseChange("pool", name, paused)))
     if not paused and pool.scaler is not None and not pool.scale_armed:
-        core._arm_scale(pool, now)  # evaluate the backlog it kept while paused
+        pool.arm_scale(core.timers, now)  # evaluate the backlog it kept while paused
     return True
 
 

@@ -179,7 +179,7 @@ class Core:
         # min waits for work
         for pool in self.pools:
             if pool.scaler is not None and pool.capacity != pool.scaler.lo:
-                self._arm_scale(pool, now)
+                pool.arm_scale(self.timers, now)
 
     # ------------------------------------------------------------------ shell interface
 
@@ -350,7 +350,7 @@ class Core:
         pool.pending_by_class[t.opts.priority] += 1
         if pool.scaler is not None and not pool.scale_armed:
             # (its arrival counts when it becomes ready: _release / its start coming due)
-            self._arm_scale(pool, now)
+            pool.arm_scale(self.timers, now)
 
     def _persist_submitted(
         self,
@@ -1024,16 +1024,9 @@ class Core:
         if pool.label_waiters:
             self._unpark_labels(pool)
         if pool.scaler is not None and not pool.scale_armed:
-            self._arm_scale(pool, now)
+            pool.arm_scale(self.timers, now)
 
     # ------------------------------------------------------------------ autoscaling
-
-    def _arm_scale(self, pool: PoolState, now: int) -> None:
-        sc = pool.scaler
-        if sc is None:
-            return
-        pool.scale_armed = True
-        self.timers.push(now + to_ns(sc.cfg.interval), T_SCALE, None, pool.index)
 
     def _autoscale(self, pool: PoolState, now: int) -> None:
         """Evaluate the pool's desired capacity; emit Scale when it changes
@@ -1045,7 +1038,7 @@ class Core:
         if desired != pool.groups[0].capacity:
             self.actions.append(Scale(pool.name, desired))
         if not pool.scale_idle():
-            self._arm_scale(pool, now)
+            pool.arm_scale(self.timers, now)
 
     # ------------------------------------------------------------------ recurring schedules
 

@@ -35,6 +35,7 @@ from cronoq.engine.model import NUM_CLASSES, READY, TaskOptions, TaskState
 from cronoq.engine.reservations import max_overlap
 from cronoq.engine.stats import CapacityIntegral, PoolWindow
 from cronoq.engine.time import NS, to_ns
+from cronoq.engine.timers import T_SCALE, Timers
 
 SERVICE_SAMPLE = 64  # queued tasks per class and lane structure the autoscaler's s is estimated from
 
@@ -260,6 +261,14 @@ class PoolState:
             desired = g0.capacity
         self.desired = desired
         return desired
+
+    def arm_scale(self, timers: Timers, now: int) -> None:
+        """Arm the autoscaler's next evaluation of this pool, one interval from ``now``."""
+        sc = self.scaler
+        if sc is None:
+            return
+        self.scale_armed = True
+        timers.push(now + to_ns(sc.cfg.interval), T_SCALE, None, self.index)
 
     def scale_idle(self) -> bool:
         """Nothing to scale for until work arrives: the evaluation timer need not be re-armed."""
