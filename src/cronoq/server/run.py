@@ -204,8 +204,33 @@ async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> 
     loop = asyncio.get_running_loop()
     app = ServerApp(config)
     stop = asyncio.Event()
+    grpc_server, grpc_shown = _grpc_listener(config, app)
+    https, http_shown, metrics_shown = _http_listeners(config, app)
+    installed = _install_signals(loop, stop)
+    lead_task: asyncio.Task[None] | None = None
+    try:
+        await grpc_server.start()
+        for h in https:
+            h.start()
+        _log_listening(config, app, grpc_shown, http_shown, metrics_shown, bool(https))
+        _announce(f"grpc={grpc_shown} http={http_shown} metrics={metrics_shown}")
+        if ready is not None:
+            ready.set()
+        lead_task = _start_leading(loop, app, stop)
+        await stop.wait()
+        if lead_task.done() and not lead_task.cancelled() and lead_task.exception() is not None:
+            raise ServeError(str(lead_task.exception()))
+    finally:
+        await _shut_down(loop, app, grpc_server, https, lead_task)
+        for sig in installed:
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+        _announce("stopped")
 
-    # -- gRPC
+
+def _grpc_listener(config: ServerConfig, app: ServerApp) -> tuple[grpc.aio.Server, str]:
+    """The gRPC server with every service registered, bound to ``server.grpc_addr`` (not started
+    yet), and the address it is bound to as printed."""
     server = grpc.aio.server(
         # without tokens every check passes: no interceptor (one less coroutine per call)
         interceptors=[grpc_api.AuthInterceptor(app)] if app.auth.auth_enabled else None,
@@ -228,9 +253,12 @@ async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> 
     if port == 0:
         raise ServeError(f"cannot listen on {addr!r} (gRPC): address in use or invalid")
     grpc_host, _ = _host_port(addr)
-    grpc_shown = _show(grpc_host, port)
+    return server, _show(grpc_host, port)
 
-    # -- HTTP
+
+def _http_listeners(config: ServerConfig, app: ServerApp) -> tuple[list[_Http], str, str]:
+    """The HTTP API listener and, when ``server.metrics_addr`` is set, the metrics one, on bound
+    sockets (not started yet); and the HTTP and metrics addresses as printed (``-``: none)."""
     https: list[_Http] = []
     http_shown = metrics_shown = "-"
     factory = _http_factory("create_http_app")
@@ -260,8 +288,12 @@ async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> 
             https.append(_Http(mfactory(app), msock, config))
             h, p = msock.getsockname()[:2]
             metrics_shown = _show(h, p)
+    return https, http_shown, metrics_shown
 
-    # -- signals
+
+def _install_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> list[signal.Signals]:
+    """SIGTERM and SIGINT set ``stop``; the signals whose handler could be installed."""
+
     def on_signal(sig: signal.Signals) -> None:
         if not stop.is_set():
             log.info("%s received: shutting down", sig.name)
@@ -272,63 +304,69 @@ async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> 
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, on_signal, sig)
             installed.append(sig)
+    return installed
 
-    lead_task: asyncio.Task[None] | None = None
+
+def _log_listening(
+    config: ServerConfig, app: ServerApp, grpc_shown: str, http_shown: str, metrics_shown: str, http: bool
+) -> None:
+    log.info(
+        "listening: gRPC %s%s, HTTP %s%s, metrics %s; store %s; pools %s; auth %s",
+        grpc_shown,
+        " (TLS)" if config.server.tls is not None else "",
+        http_shown,
+        " (+gRPC-Web)" if config.server.grpc_web is not None and http else "",
+        metrics_shown,
+        config.store.kind,
+        ", ".join(p.name for p in config.local_pools)
+        + (f" (shard {config.server.shard})" if config.server.shard else ""),
+        "on" if app.auth.auth_enabled else "off",
+    )
+
+
+def _start_leading(
+    loop: asyncio.AbstractEventLoop, app: ServerApp, stop: asyncio.Event
+) -> asyncio.Task[None]:
+    """Become the leader in the background (``cronoq serve: leading`` once it does); a failure to
+    lead (a store of another shard, store.base.ShardMismatch) sets ``stop``: it ends the server."""
+
+    async def lead() -> None:
+        await app.lead()
+        if app.leading:
+            _announce("leading")
+
+    lead_task = loop.create_task(lead())
+
+    def lead_done(t: asyncio.Task[None]) -> None:
+        if not t.cancelled() and t.exception() is not None:
+            stop.set()
+
+    lead_task.add_done_callback(lead_done)
+    return lead_task
+
+
+async def _shut_down(
+    loop: asyncio.AbstractEventLoop,
+    app: ServerApp,
+    grpc_server: grpc.aio.Server,
+    https: list[_Http],
+    lead_task: asyncio.Task[None] | None,
+) -> None:
+    """Stop accepting new calls: they answer UNAVAILABLE (docs/reference/grpc.md#services) while
+    running ones, e.g. worker streams, go on during the grace; the listeners close after the
+    scheduler stopped."""
+    app.stopping = True
+    if lead_task is not None and not lead_task.done():
+        lead_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await lead_task
     try:
-        await server.start()
-        for h_ in https:
-            h_.start()
-        log.info(
-            "listening: gRPC %s%s, HTTP %s%s, metrics %s; store %s; pools %s; auth %s",
-            grpc_shown,
-            " (TLS)" if creds is not None else "",
-            http_shown,
-            " (+gRPC-Web)" if config.server.grpc_web is not None and https else "",
-            metrics_shown,
-            config.store.kind,
-            ", ".join(p.name for p in config.local_pools)
-            + (f" (shard {config.server.shard})" if config.server.shard else ""),
-            "on" if app.auth.auth_enabled else "off",
-        )
-        _announce(f"grpc={grpc_shown} http={http_shown} metrics={metrics_shown}")
-        if ready is not None:
-            ready.set()
-
-        async def lead() -> None:
-            await app.lead()
-            if app.leading:
-                _announce("leading")
-
-        lead_task = loop.create_task(lead())
-
-        # a store of another shard (store.base.ShardMismatch) ends the server at once
-        def lead_done(t: asyncio.Task[None]) -> None:
-            if not t.cancelled() and t.exception() is not None:
-                stop.set()
-
-        lead_task.add_done_callback(lead_done)
-        await stop.wait()
-        if lead_task.done() and not lead_task.cancelled() and lead_task.exception() is not None:
-            raise ServeError(str(lead_task.exception()))
-    finally:
-        # stop accepting new calls: they answer UNAVAILABLE (docs/reference/grpc.md#services) while running
-        # ones, e.g. worker streams, go on during the grace; the listeners close after the scheduler stopped
-        app.stopping = True
-        if lead_task is not None and not lead_task.done():
-            lead_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await lead_task
-        try:
-            # Shutdown to workers, grace for running attempts, release the leadership
-            await app.stop()
-        except Exception:
-            log.exception("error while stopping the scheduler")
-        grpc_stop = loop.create_task(server.stop(2.0))
-        for h_ in https:
-            await h_.stop()
-        with contextlib.suppress(asyncio.CancelledError):
-            await grpc_stop
-        for sig in installed:
-            with contextlib.suppress(Exception):
-                loop.remove_signal_handler(sig)
-        _announce("stopped")
+        # Shutdown to workers, grace for running attempts, release the leadership
+        await app.stop()
+    except Exception:
+        log.exception("error while stopping the scheduler")
+    grpc_stop = loop.create_task(grpc_server.stop(2.0))
+    for h in https:
+        await h.stop()
+    with contextlib.suppress(asyncio.CancelledError):
+        await grpc_stop
