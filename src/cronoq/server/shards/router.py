@@ -535,91 +535,13 @@ async def bulk(c: Routed) -> Any:
 
 async def watch(c: Routed) -> AsyncIterator[Any]:
     """Every involved shard's events merged; peers' streams re-opened when they break."""
-    req = c.request
-    if req.pools:
-        involved = []
-        for p in req.pools:
-            s = c.top.of_pool(p)
-            if s is None:
-                involved = [c.top.own]
-                break
-            if s not in involved:
-                involved.append(s)
-    else:
-        involved = list(c.top.shards)
-    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=4096)
-    end: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
-    live: list[asyncio.Event] = []
-
-    def finish(e: BaseException | None) -> None:
-        if not end.done():
-            end.set_result(e)
-
-    local_ctx = LocalContext((("authorization", c.authorization),) if c.authorization else ())
-    live.append(local_ctx.live)
-
-    async def local() -> None:
-        try:
-            mine = pb.WatchRequest()
-            mine.CopyFrom(req)
-            if req.pools:  # (the local handler knows this shard's pools only)
-                del mine.pools[:]
-                mine.pools.extend(p for p in req.pools if c.top.is_local(c.top.of_pool(p)))
-            stream: Any = c.local(mine, local_ctx)
-            async for msg in stream:
-                await queue.put(msg)
-        except PeerError as e:
-            finish(e)
-        except Exception as e:  # pragma: no cover - defensive
-            finish(e)
-        else:
-            finish(None)
-
-    async def peer(shard: ShardSpec, ready: asyncio.Event) -> None:
-        sub = pb.WatchRequest()
-        sub.CopyFrom(req)  # (every option: ids, keys, all_transitions, progress)
-        del sub.pools[:]
-        sub.pools.extend(p for p in req.pools if c.top.of_pool(p) is shard)
-        delay = 0.1
-        while True:
-            try:
-                async for msg in c.router.peers.stream(shard, c.path, sub, pb.StatusEvent, c.authorization):
-                    if msg is None:
-                        ready.set()
-                        delay = 0.1
-                        continue
-                    await queue.put(msg)
-            except asyncio.CancelledError:
-                raise
-            except PeerError as e:
-                if e.code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
-                    finish(e)
-                    return
-            except Exception:
-                pass
-            ready.set()  # (an unreachable peer does not hold the stream back)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
-
-    tasks: list[asyncio.Task[None]] = []
-    if any(c.top.is_local(s) for s in involved):
-        tasks.append(asyncio.ensure_future(local()))
-    else:
-        local_ctx.live.set()
-    for s in involved:
-        if s is not None and not c.top.is_local(s) and c.router.may_forward(s, c.authorization):
-            ev = asyncio.Event()
-            live.append(ev)
-            tasks.append(asyncio.ensure_future(peer(s, ev)))
+    merge = _WatchMerge(c)
+    tasks = merge.start(_watched_shards(c))
     try:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(
-                asyncio.gather(*(e.wait() for e in live)), min(5.0, c.router.app.limits.request_timeout_s)
-            )
-        if end.done() and end.result() is not None:
-            raise end.result()  # type: ignore[misc]
+        await merge.until_live()
         await c.context.send_initial_metadata(())
-        while True:
+        queue, end = merge.queue, merge.end
+        while True:  # the queued events until the merge ends (and the queue is drained)
             if queue.empty() and end.done():
                 break
             getter = asyncio.ensure_future(queue.get())
@@ -634,6 +556,110 @@ async def watch(c: Routed) -> AsyncIterator[Any]:
     finally:
         for t in tasks:
             t.cancel()
+
+
+def _watched_shards(c: Routed) -> list[ShardSpec | None]:
+    """The shards that own the watched pools (every shard without a pool filter; this one alone
+    when a pool is not in the topology: its handler gives the answer)."""
+    req = c.request
+    if not req.pools:
+        return list(c.top.shards)
+    involved: list[ShardSpec | None] = []
+    for p in req.pools:
+        s = c.top.of_pool(p)
+        if s is None:
+            return [c.top.own]
+        if s not in involved:
+            involved.append(s)
+    return involved
+
+
+class _WatchMerge:
+    """The merged stream of one routed Watch: the local handler's stream and one per peer shard
+    feed one queue; ``end`` holds the error that ends the merged stream (None: the local stream
+    ended), and each source's ``live`` event is set once its stream is open."""
+
+    def __init__(self, c: Routed) -> None:
+        self.c = c
+        self.queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=4096)
+        self.end: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+        self.local_ctx = LocalContext((("authorization", c.authorization),) if c.authorization else ())
+        self.live: list[asyncio.Event] = [self.local_ctx.live]
+
+    def finish(self, e: BaseException | None) -> None:
+        if not self.end.done():
+            self.end.set_result(e)
+
+    def start(self, involved: list[ShardSpec | None]) -> list[asyncio.Task[None]]:
+        """Open the local stream (if this shard is involved) and one per peer the caller may
+        reach; the tasks that feed the queue."""
+        c = self.c
+        tasks: list[asyncio.Task[None]] = []
+        if any(c.top.is_local(s) for s in involved):
+            tasks.append(asyncio.ensure_future(self.local()))
+        else:
+            self.local_ctx.live.set()
+        for s in involved:
+            if s is not None and not c.top.is_local(s) and c.router.may_forward(s, c.authorization):
+                ev = asyncio.Event()
+                self.live.append(ev)
+                tasks.append(asyncio.ensure_future(self.peer(s, ev)))
+        return tasks
+
+    async def until_live(self) -> None:
+        """Wait (a bounded time) until every stream is open; raise what ended the merge already."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                asyncio.gather(*(e.wait() for e in self.live)),
+                min(5.0, self.c.router.app.limits.request_timeout_s),
+            )
+        if self.end.done() and self.end.result() is not None:
+            raise self.end.result()  # type: ignore[misc]
+
+    async def local(self) -> None:
+        c, req = self.c, self.c.request
+        try:
+            mine = pb.WatchRequest()
+            mine.CopyFrom(req)
+            if req.pools:  # (the local handler knows this shard's pools only)
+                del mine.pools[:]
+                mine.pools.extend(p for p in req.pools if c.top.is_local(c.top.of_pool(p)))
+            stream: Any = c.local(mine, self.local_ctx)
+            async for msg in stream:
+                await self.queue.put(msg)
+        except PeerError as e:
+            self.finish(e)
+        except Exception as e:  # pragma: no cover - defensive
+            self.finish(e)
+        else:
+            self.finish(None)
+
+    async def peer(self, shard: ShardSpec, ready: asyncio.Event) -> None:
+        c, req = self.c, self.c.request
+        sub = pb.WatchRequest()
+        sub.CopyFrom(req)  # (every option: ids, keys, all_transitions, progress)
+        del sub.pools[:]
+        sub.pools.extend(p for p in req.pools if c.top.of_pool(p) is shard)
+        delay = 0.1
+        while True:
+            try:
+                async for msg in c.router.peers.stream(shard, c.path, sub, pb.StatusEvent, c.authorization):
+                    if msg is None:
+                        ready.set()
+                        delay = 0.1
+                        continue
+                    await self.queue.put(msg)
+            except asyncio.CancelledError:
+                raise
+            except PeerError as e:
+                if e.code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                    self.finish(e)
+                    return
+            except Exception:
+                pass
+            ready.set()  # (an unreachable peer does not hold the stream back)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
 
 
 #: method → ownership rule (a method not listed runs locally, as without shards)
