@@ -83,7 +83,7 @@ def test_status_event_keeps_its_repr_equality_and_pickle() -> None:
     )
     same = StatusEvent(7, "default", "k", "retrying", 2, 1_700_000_000.5, "Boom: x")
     assert same == EVENT and hash(same) == hash(EVENT)
-    assert EVENT != StatusEvent(7, "default", "k", "retrying", 2, 1_700_000_000.5, None)
+    assert StatusEvent(7, "default", "k", "retrying", 2, 1_700_000_000.5, None) != EVENT
     assert EVENT != (7, "default", "k", "retrying", 2, 1_700_000_000.5, "Boom: x")
     with pytest.raises(dataclasses.FrozenInstanceError):
         EVENT.message = "changed"  # type: ignore[misc]

@@ -1,0 +1,62 @@
+"""No module of ``src/cronoq`` over ~1,100 lines and no function over ~100 (issue #16).
+
+A big module is where a newcomer loses the most time and where every feature lands; a long
+function mixes steps that read better as named ones.  Every module of ``src/cronoq`` is read
+(the generated protobuf/gRPC stubs excepted: ``scripts/gen_proto.py`` writes them) and every
+function or method in it is measured with :mod:`ast`, from its ``def`` line (decorators not
+counted) to its last line, docstring and comments included.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "cronoq"
+
+MAX_MODULE_LINES = 1100
+MAX_FUNCTION_LINES = 100
+
+#: TEMPORARY (the lead removes these at merge): modules being rewritten in other branches right
+#: now (pydantic config models, the OpenAPI document derived from the models); measured again
+#: once those land.  Paths relative to src/cronoq.
+TEMPORARILY_ALLOWED = frozenset({"server/config.py", "server/openapi.py"})
+
+
+def _modules() -> list[tuple[str, str]]:
+    out = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if rel.startswith("proto/") and path.stem.endswith(("_pb2", "_pb2_grpc")):
+            continue  # generated
+        out.append((rel, path.read_text(encoding="utf-8")))
+    return out
+
+
+def test_the_modules_are_found() -> None:
+    names = {rel for rel, _ in _modules()}
+    assert {"engine/core.py", "runtime/scheduler.py", "server/run.py"} <= names
+    assert not any(n.endswith("_pb2.py") for n in names)
+    assert names >= TEMPORARILY_ALLOWED, "an allowed module is gone: take it off the list"
+
+
+def test_no_module_is_over_the_limit() -> None:
+    long = {
+        rel: n
+        for rel, text in _modules()
+        if (n := len(text.splitlines())) > MAX_MODULE_LINES and rel not in TEMPORARILY_ALLOWED
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split by concern): {long}"
+
+
+def test_no_function_is_over_the_limit() -> None:
+    long = {}
+    for rel, text in _modules():
+        if rel in TEMPORARILY_ALLOWED:
+            continue
+        for node in ast.walk(ast.parse(text, rel)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long[f"{rel}:{node.lineno} {node.name}"] = n
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split into named steps): {long}"
