@@ -1,7 +1,8 @@
 """``TaskHandle``: a cheap, awaitable view of one task's outcome.
 
 One asyncio future per task (shared by every handle of that task) carries the outcome:
-the executor's return value, or :class:`~cronoq.errors.TaskFailed`.  Awaiting goes through
+the executor's return value, or :class:`~cronoq.errors.TaskFailed` (:func:`set_outcome`
+settles it from the task's terminal state).  Awaiting goes through
 ``asyncio.shield`` so that cancelling one awaiter never cancels the shared future.
 """
 
@@ -11,7 +12,11 @@ import asyncio
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from cronoq.engine.model import OUTPUT_LOST, STATUS_NAMES, SUCCEEDED
+from cronoq.errors import TaskFailed
+
 if TYPE_CHECKING:
+    from cronoq.engine.model import TaskState
     from cronoq.runtime.scheduler import Scheduler
 
 #: the type of the task's output (``TaskHandle[int]``); a bare ``TaskHandle`` is ``TaskHandle[Any]``
@@ -50,3 +55,18 @@ class TaskHandle(Generic[R]):
     def __repr__(self) -> str:
         state = "done" if self._fut.done() else "pending"
         return f"<TaskHandle id={self.id} {state}{' duplicate' if self.duplicate else ''}>"
+
+
+def set_outcome(fut: asyncio.Future[Any], t: TaskState) -> None:
+    """Settle a task's shared future from its terminal state: its output, or ``TaskFailed``."""
+    if fut.done():
+        return
+    if t.status == SUCCEEDED and t.output is not OUTPUT_LOST:
+        fut.set_result(t.output)
+    elif t.status == SUCCEEDED:  # (as the published implementation: never a silent None)
+        msg = f"task {t.id} succeeded, but its output is no longer available"
+        fut.set_exception(TaskFailed("succeeded", msg, t.id))
+        fut.exception()
+    else:
+        fut.set_exception(TaskFailed(STATUS_NAMES[t.status], t.message or "", t.id))
+        fut.exception()  # handles need not be awaited: never log "exception never retrieved"

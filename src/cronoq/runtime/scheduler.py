@@ -54,7 +54,7 @@ from cronoq.engine.attempts import AttemptRecord, TaskExtras
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
 from cronoq.engine.keys import same_tenant
-from cronoq.engine.model import FIRST_TERMINAL, OUTPUT_LOST, STATUS_NAMES, SUCCEEDED, TaskOptions, TaskState
+from cronoq.engine.model import FIRST_TERMINAL, STATUS_NAMES, TaskOptions, TaskState
 from cronoq.engine.progress import Progress, PublishProgress
 from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, parse_overlap
 from cronoq.engine.resources import ResourceConfig
@@ -73,10 +73,10 @@ from cronoq.runtime.clock import Clock, TimerHandle
 from cronoq.runtime.context import TaskContext
 from cronoq.runtime.events import EventStream, ProgressEventStream, _Ring
 from cronoq.runtime.gcpause import gc_paused
-from cronoq.runtime.handles import TaskHandle
+from cronoq.runtime.handles import TaskHandle, set_outcome
 from cronoq.runtime.operations import Operations
-from cronoq.runtime.pool import Pool
-from cronoq.runtime.scalers import SlotScaler
+from cronoq.runtime.pool import Executor, Pool
+from cronoq.runtime.scalers import Scaler, SlotScaler
 from cronoq.runtime.scheduler_args import (
     check_clock,
     check_event_capacity,
@@ -121,7 +121,7 @@ def _check_ref(ref: object) -> int | str:
 _SKIPPED = object()
 
 
-def _run_in_thread(executor: Any, ctx: TaskContext, payload: object) -> Any:
+def _run_in_thread(executor: Executor, ctx: TaskContext, payload: object) -> Any:
     """Run a plain executor in a pool thread, unless its attempt was aborted meanwhile."""
     if ctx._cancelled:
         return _SKIPPED
@@ -446,7 +446,7 @@ class Scheduler(Operations):
                 elif tp is Resolve:
                     fut = self._waiters.pop(a.task.id, None)
                     if fut is not None:
-                        _set_outcome(fut, a.task)
+                        set_outcome(fut, a.task)
                 elif tp is Publish:
                     for s in self._streams:
                         s._push(a.event)
@@ -512,7 +512,7 @@ class Scheduler(Operations):
         self._running[lease] = (fut, ctx)
         fut.add_done_callback(partial(self._on_done, lease, ctx))
 
-    async def _attempt(self, lease: int, ctx: TaskContext, executor: Any, payload: object) -> None:
+    async def _attempt(self, lease: int, ctx: TaskContext, executor: Executor, payload: object) -> None:
         """Run one attempt of an async executor and report its outcome
         (docs/reference/behaviour.md#reliability).
 
@@ -834,7 +834,7 @@ class Scheduler(Operations):
             fut = self._loop.create_future()  # type: ignore[union-attr]
             t = self._core.tasks.get(tid) if self._core is not None else None
             if t is not None and t.status >= FIRST_TERMINAL:
-                _set_outcome(fut, t)
+                set_outcome(fut, t)
             else:
                 self._waiters[tid] = fut
         return TaskHandle(self, tid, dup, fut)
@@ -985,7 +985,7 @@ class Scheduler(Operations):
         self._scaling[pool] = self._loop.create_task(self._run_scaler(prev, scaler, pool, desired))  # type: ignore[union-attr]
 
     async def _run_scaler(
-        self, prev: asyncio.Task[None] | None, scaler: Any, pool: str, desired: int
+        self, prev: asyncio.Task[None] | None, scaler: Scaler, pool: str, desired: int
     ) -> None:
         if prev is not None and not prev.done():
             await asyncio.wait([prev])
@@ -1081,20 +1081,6 @@ class Scheduler(Operations):
 
     def __repr__(self) -> str:
         return f"<Scheduler pools={self._pool_names} started={self.started}>"
-
-
-def _set_outcome(fut: asyncio.Future[Any], t: TaskState) -> None:
-    if fut.done():
-        return
-    if t.status == SUCCEEDED and t.output is not OUTPUT_LOST:
-        fut.set_result(t.output)
-    elif t.status == SUCCEEDED:  # (as the published implementation: never a silent None)
-        msg = f"task {t.id} succeeded, but its output is no longer available"
-        fut.set_exception(TaskFailed("succeeded", msg, t.id))
-        fut.exception()
-    else:
-        fut.set_exception(TaskFailed(STATUS_NAMES[t.status], t.message or "", t.id))
-        fut.exception()  # handles need not be awaited: never log "exception never retrieved"
 
 
 __all__ = ["Scheduler", "SchedulerError"]
