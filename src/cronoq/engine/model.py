@@ -27,6 +27,8 @@ from cronoq.errors import ArgumentTypeError
 if TYPE_CHECKING:
     import random
 
+    from cronoq.engine.pools import Group
+
 # ---------------------------------------------------------------------------------------------
 # Priority
 
@@ -476,7 +478,7 @@ class TaskState:
         self.dep_conds: list[int] | None = None
         self.fixed: Any = None  # reservations.FixedStart for fixed-start tasks
         self.awaiting = 0  # edges waiting for a key that does not exist yet
-        self.group: Any = None  # the worker group of the running attempt
+        self.group: Group | None = None  # the worker group of the running attempt
         self.lease_expires = 0
 
     @property

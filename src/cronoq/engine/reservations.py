@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cronoq.engine.model import TaskState
 
 #: How long before its start a free slot is held for a fixed-start task
 #: (docs/reference/behaviour.md#fixed-starts, fixed).
@@ -32,7 +35,7 @@ class FixedStart:
         self.counted = False  # counted in fixed_start_hit_rate
         self.in_due = False  # ready, queued in the pool's due heap (not in a class lane)
         self.recurring: str | None = None  # name of the schedule that materialized it
-        self.prev: Any = None  # overlap=skip: the previous occurrence (TaskState), checked when due
+        self.prev: TaskState | None = None  # overlap=skip: the previous occurrence, checked when due
 
 
 def reservation_limit(max_capacity: int, fraction: float) -> int:

@@ -16,11 +16,15 @@ tuples once, for the dispatch loop.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cronoq.engine.config import PriorityConfig, UrgencyConfig
 from cronoq.engine.model import TaskState
 from cronoq.engine.time import NS, to_ns
+
+if TYPE_CHECKING:
+    from cronoq.engine.fairness import FairLane
+    from cronoq.engine.lanes import Lane
 
 
 class Scorer:
@@ -37,7 +41,9 @@ class Scorer:
         self.u_overdue_rate = uc.overdue_rate / NS
         self.u_overdue_cap = uc.overdue_cap
 
-    def pick(self, lanes: Sequence[Any], classes: Iterable[int], now: int) -> tuple[TaskState, bool]:
+    def pick(
+        self, lanes: Sequence[Lane | FairLane], classes: Iterable[int], now: int
+    ) -> tuple[TaskState, bool]:
         """Highest score among the lane heads of ``classes`` (non-empty, in class order); ties
         to the lower id.  Also whether the pick jumped ahead of the first of those classes."""
         best: TaskState | None = None

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from cronoq.runtime.handles import TaskHandle
     from cronoq.runtime.pool import Pool
     from cronoq.runtime.scheduler import Scheduler
+    from cronoq.store.base import Store
 
 _NO_TASKS: Mapping[int, TaskState] = MappingProxyType({})
 
@@ -51,7 +52,7 @@ class SchedulerSeam:
     # ------------------------------------------------------------------ configuration and time
 
     @property
-    def store(self) -> Any:
+    def store(self) -> Store | None:
         """The store the scheduler was given (None: in memory only)."""
         return self._s._store
 

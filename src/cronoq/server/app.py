@@ -29,7 +29,7 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.model import FIRST_TERMINAL, STATUS_BY_NAME, TaskState
 from cronoq.errors import Fenced, SchedulerError, SubmitError
@@ -46,6 +46,10 @@ from cronoq.server.outputs import OutputCache
 from cronoq.server.payload_budget import PayloadBudget
 from cronoq.server.workers import Blob, RemoteExecutor, WorkerRegistry
 from cronoq.store.base import ShardMismatch, lease_left
+
+if TYPE_CHECKING:
+    from cronoq.server.shards.router import Router
+    from cronoq.store.base import Store
 
 log = logging.getLogger("cronoq.server")
 
@@ -111,7 +115,7 @@ class BlobCodec:
         return Blob(bytes(data[2 + n :]), data[2 : 2 + n].decode())
 
 
-def make_store(config: ServerConfig) -> Any:
+def make_store(config: ServerConfig) -> Store | None:
     st = config.store
     if st.kind == "memory":
         return None
@@ -165,7 +169,7 @@ class ServerApp:
         self.history = HistoryRing()
         self._history_task: asyncio.Task[None] | None = None
         #: the shard router (``shards.router.Router``), set when the gRPC services are registered
-        self.router: Any = None
+        self.router: Router | None = None
 
     def _output_cache(self) -> OutputCache:
         """The ``[outputs]`` cache of one leadership term (cronoq.server.outputs)."""
