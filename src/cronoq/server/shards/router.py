@@ -39,6 +39,7 @@ from typing import Any, NoReturn
 import grpc
 import grpc.aio
 
+from cronoq.engine.time import next_backoff
 from cronoq.errors import SubmitError
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server.app import ApiError, ServerApp
@@ -659,7 +660,7 @@ class _WatchMerge:
                 pass
             ready.set()  # (an unreachable peer does not hold the stream back)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
+            delay = next_backoff(delay, 0.1, 2.0)
 
 
 #: method → ownership rule (a method not listed runs locally, as without shards)
