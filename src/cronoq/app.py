@@ -39,7 +39,7 @@ from cronoq.tasks.scheduler import AppScheduler
 from cronoq.tasks.targets import ClientTarget, NamedTask, SchedulerTarget, Target
 
 if TYPE_CHECKING:
-    from cronoq.client import Worker
+    from cronoq.client import Client, Worker
 
 __all__ = ["App"]
 
@@ -262,7 +262,7 @@ class App:
 
     # ------------------------------------------------------------------ targets
 
-    def bind(self, target: Any) -> None:
+    def bind(self, target: Client | Scheduler | None) -> None:
         """Send this app's calls to a server (a :class:`cronoq.client.Client`) or to a running
         :class:`~cronoq.Scheduler` whose pools serve the app; ``None`` unbinds. A running
         ``app.scheduler(...)`` still takes precedence while it runs."""
@@ -299,7 +299,7 @@ class App:
                 raise ValueError(f"app.submit_batch takes t.spec(...) calls (got {t!r})")
         return await self.target().submit_batch(batch)
 
-    async def apply_recurring(self, client: Any) -> list[str]:
+    async def apply_recurring(self, client: Client) -> list[str]:
         """Create (or replace, so applying again changes nothing) every recurring schedule of
         this app on a server; returns their names."""
         for schedule in self._recurring.values():

@@ -32,11 +32,12 @@ from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.runtime import task_fields
 from cronoq.server.request_limits import InvalidArgument, check_spec
-from cronoq.server.workers import Blob
+from cronoq.server.workers import Blob, WorkerSession
 
 if TYPE_CHECKING:
     from cronoq.engine.attempts import TaskExtras
     from cronoq.engine.progress import ProgressEvent
+    from cronoq.engine.recurring import RecurringInfo
     from cronoq.server.config import LimitsConfig
 
 # wire number → the engine's name (0 = UNSPECIFIED: the default), and back; from the descriptors
@@ -365,7 +366,7 @@ def snapshot_msg(snap: Snapshot, workers_by_pool: dict[str, int]) -> pb.Snapshot
     )
 
 
-def worker_info(s: Any) -> pb.WorkerInfo:
+def worker_info(s: WorkerSession) -> pb.WorkerInfo:
     """A connected worker session as listed (``ListWorkers``, ``GET /v1/workers``)."""
     return pb.WorkerInfo(
         id=s.id,
@@ -378,7 +379,7 @@ def worker_info(s: Any) -> pb.WorkerInfo:
     )
 
 
-def recurring_msg(info: Any) -> pb.RecurringInfo:
+def recurring_msg(info: RecurringInfo) -> pb.RecurringInfo:
     """A schedule as listed (``RecurringInfo``): cron/tz echo what was given
     (docs/reference/behaviour.md#server-details)."""
     msg = pb.RecurringInfo(

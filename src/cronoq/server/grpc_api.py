@@ -39,7 +39,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import grpc.aio
@@ -59,6 +59,9 @@ from cronoq.server.auth import (
 )
 from cronoq.server.grpc_watch import WatchFanout
 from cronoq.server.sse import with_progress
+
+if TYPE_CHECKING:
+    from cronoq.engine.recurring import RecurringInfo
 
 __all__ = [
     "AdminServicer",
@@ -487,7 +490,7 @@ class TasksServicer(pb_grpc.TasksServicer):
 # Admin
 
 
-def _recurring_info(app: ServerApp, info: Any) -> pb.RecurringInfo:
+def _recurring_info(app: ServerApp, info: RecurringInfo) -> pb.RecurringInfo:
     return convert.recurring_msg(info)
 
 

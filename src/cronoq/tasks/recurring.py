@@ -18,6 +18,7 @@ from cronoq.engine.recurring import CronSchedule, parse_overlap
 from cronoq.tasks.convert import TaskDefinitionError
 
 if TYPE_CHECKING:
+    from cronoq.client.client import Client
     from cronoq.runtime.scheduler import Scheduler
     from cronoq.tasks.binding import Payload
 
@@ -55,7 +56,7 @@ class RecurringDefinition:
             self.name, self.cron, self.payload, tz=self.tz, overlap=self.overlap, **self.fields
         )
 
-    async def apply_to_client(self, client: Any) -> None:
+    async def apply_to_client(self, client: Client) -> None:
         await client.add_recurring(
             self.name, self.cron, self.payload, tz=self.tz, overlap=self.overlap, **self.fields
         )

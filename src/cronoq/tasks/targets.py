@@ -29,6 +29,7 @@ from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.task import Task
 
 if TYPE_CHECKING:
+    from cronoq.client.client import Client
     from cronoq.runtime.scheduler import Scheduler
     from cronoq.tasks.binding import Binding, Payload
 
@@ -92,7 +93,9 @@ class RemoteHandle(TaskHandle[R]):
 
     __slots__ = ("_client", "_convert", "_outcome")
 
-    def __init__(self, client: Any, task_id: int, duplicate: bool, convert: Callable[[object], Any]) -> None:
+    def __init__(
+        self, client: Client, task_id: int, duplicate: bool, convert: Callable[[object], Any]
+    ) -> None:
         self._client = client
         self._convert = convert
         self._outcome: asyncio.Future[R] | None = None
@@ -190,7 +193,7 @@ class ClientTarget:
 
     __slots__ = ("client",)
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Client) -> None:
         self.client = client
 
     async def submit(self, binding: Binding, payload: Payload, fields: dict[str, Any]) -> TaskHandle[Any]:
