@@ -127,7 +127,19 @@ class CommitDeadline(Fenced):
     get UNAVAILABLE; a retried keyed submission finds the task if the commit did land)."""
 
 
-async def bounded(store: Any, aw: Awaitable[None], what: str) -> None:
+class LeasedStore(Protocol):
+    """What the leadership helpers below use of the SQL stores (a lease, renewed while leading)."""
+
+    _leading: bool
+    lease_ttl: float
+    lease_until: float
+    commit_timeout: float | None
+    on_lost: Callable[[], None] | None
+
+    async def prune(self, now_unix_ns: int) -> int: ...
+
+
+async def bounded(store: LeasedStore, aw: Awaitable[None], what: str) -> None:
     """Await a commit of ``store``, at most ``store.commit_timeout`` seconds (None: no bound).
 
     Past it the store stops leading at once (``store.on_lost``, so the server stops answering
@@ -210,7 +222,7 @@ PRUNE_EVERY = 60.0  # seconds between automatic retention prunes by the leader
 
 
 async def keep_leading(
-    store: Any,
+    store: LeasedStore,
     interval: float,
     still_leading: Callable[[], Awaitable[bool | None]],
 ) -> None:
@@ -238,7 +250,7 @@ async def keep_leading(
                 await store.prune(time.time_ns())
 
 
-def lease_left(store: Any) -> float | None:
+def lease_left(store: object) -> float | None:
     """Seconds until the leadership lease of ``store`` may lapse (the lease rule above):
     negative once it may have; None for a store without leadership (memory) or not leading."""
     if store is None or not getattr(store, "leading", False):
