@@ -57,7 +57,7 @@ def test_config_keys_are_read_from_the_parser() -> None:
 
     limits = next(t for t in ref_config.TABLES if t.name == "[limits]")
     keys, required = ref_config.known_keys(limits)
-    assert sorted(keys) == sorted(f.name for f in LimitsConfig.__dataclass_fields__.values())
+    assert sorted(keys) == sorted(LimitsConfig.model_fields)
     assert required == {}
     pools = next(t for t in ref_config.TABLES if t.name == "[[pools]]")
     keys, required = ref_config.known_keys(pools)
