@@ -78,7 +78,7 @@ class Section(BaseModel):
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     @classmethod
-    def keys(cls, *, file: bool = True) -> tuple[str, ...]:
+    def table_keys(cls, *, file: bool = True) -> tuple[str, ...]:
         """The keys of the table (``file``: those a file may give), in order."""
         if file and cls.file_keys is not None:
             return cls.file_keys
@@ -98,6 +98,16 @@ class Section(BaseModel):
     def default_of(cls, key: str) -> Any:
         return cls.model_fields[key].get_default(call_default_factory=True)
 
+    @classmethod
+    def rank(cls, problem: Problem, step: str) -> int:
+        """Where a problem goes among the table's (``step``: ``prepare``, ``keys`` or ``rules``):
+        by :attr:`report_order` (``""``: the table itself), else missing keys first."""
+        loc, msg = problem
+        if cls.report_order:
+            key = str(loc[0]) if loc else ""
+            return cls.report_order.index(key) if key in cls.report_order else len(cls.report_order)
+        return 0 if step == "keys" and len(loc) == 1 and msg.startswith("required") else 1
+
     @model_validator(mode="wrap")
     @classmethod
     def _validate(cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo) -> Self:
@@ -107,27 +117,26 @@ class Section(BaseModel):
             raise bad(f"must be {cls.table_what} (got {show(data)})")
         ctx = info.context
         env = ctx.get(FILE_CONTEXT) if isinstance(ctx, Mapping) else None
-        known = cls.keys(file=env is not None)
-        problems = [unknown_key(k, known) for k in data if k not in known]
+        known = cls.table_keys(file=env is not None)
+        unknown = [unknown_key(k, known) for k in data if k not in known]
+        found: list[tuple[Problem, str]] = []
         prepared = data
         if env is not None:
             prepared, more = cls.prepare(dict(data), env)
-            problems += more
+            found += [(p, "prepare") for p in more]
         result: Self | None = None
         try:
             result = handler(prepared)
         except ValidationError as e:
-            found = from_pydantic(e.errors(), cls.required_notes)
-            if cls.report_order:
-                order = cls.report_order
-                found.sort(key=lambda p: order.index(p[0][0]) if p[0] and p[0][0] in order else len(order))
-            problems += found
-        wrong = {p[0][0] for p in problems if p[0]}
+            found += [(p, "keys") for p in from_pydantic(e.errors(), cls.required_notes)]
+        wrong = {p[0][0] for p, _ in found if p[0]} | {p[0][0] for p in unknown}
 
         def valid(key: str) -> Any:
             return data[key] if key in data and key not in wrong and key in known else None
 
-        problems += cls.rules(data, valid)
+        found += [(p, "rules") for p in cls.rules(data, valid)]
+        found.sort(key=lambda f: cls.rank(*f))
+        problems = unknown + [p for p, _ in found]
         if problems or result is None:
             raise to_pydantic(cls.__name__, problems)
         return result

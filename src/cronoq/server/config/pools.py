@@ -43,6 +43,7 @@ from .values import (
     StrList,
     TypeName,
     Weights,
+    is_env_name,
 )
 
 __all__ = ["PoolSpec", "ResourceSpec", "RetryTable", "ScalerConfig", "ShardSpec"]
@@ -98,8 +99,10 @@ class ScalerConfig(Section):
     def prepare(cls, raw: dict[str, Any], env: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
         if "kind" not in raw:  # a url implies a webhook
             raw["kind"] = "webhook" if "url" in raw else "external"
+        if raw["kind"] == "external":  # (its url / token_env are only reported as unused)
+            return {k: v for k, v in raw.items() if k not in ("url", "token_env")}, []
         name = raw.get("token_env")
-        if raw["kind"] != "webhook" or not isinstance(name, str) or not name:
+        if raw["kind"] != "webhook" or not is_env_name(name):
             return raw, []
         value = env.get(name)
         if not value:
@@ -203,6 +206,24 @@ class ResourceSpec(Section):
     shard: Name | None = Field(
         None, description="the shard that owns the resource (required with `[[shards]]`)"
     )
+
+    @classmethod
+    def prepare(cls, raw: dict[str, Any], env: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
+        """Only the keys of the resource's kind are validated (the others are reported)."""
+        kinds = {"semaphore": ("permits",), "token_bucket": ("rate", "burst")}
+        kind = raw.get("kind")
+        keep = kinds.get(kind, ()) if isinstance(kind, str) else ()
+        return {k: v for k, v in raw.items() if k in keep or k not in ("permits", "rate", "burst")}, []
+
+    @classmethod
+    def rank(cls, problem: Problem, step: str) -> int:
+        """Missing keys, then ``name`` and ``kind``, then the kind's rules, then the rest."""
+        loc, msg = problem
+        if step == "keys" and len(loc) == 1 and msg.startswith("required"):
+            return 0
+        if step == "keys" and loc[:1] in (("name",), ("kind",)):
+            return 1
+        return 2 if step == "rules" else 3
 
     @classmethod
     def rules(cls, raw: Mapping[str, Any], valid: Valid) -> list[Problem]:

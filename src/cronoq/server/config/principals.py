@@ -30,6 +30,7 @@ from .values import (
     StrList,
     TypeName,
     check_token,
+    is_env_name,
     show,
 )
 
@@ -70,7 +71,7 @@ class TokenEntry(Section):
     """One ``[[auth.tokens]]`` entry as the file gives it (→ :class:`TokenConfig`)."""
 
     required_notes: ClassVar[Mapping[str, str]] = {"role": _ROLE_NOTE}
-    report_order: ClassVar[tuple[str, ...]] = ("role", "pools", "labels", "tenant", "token", "token_env")
+    report_order: ClassVar[tuple[str, ...]] = ("role", "pools", "labels", "tenant", "token", "token_env", "")
 
     token: Token | None = Field(
         None, repr=False, description="the token itself (kept only as its SHA-256 digest)"
@@ -97,8 +98,8 @@ class TokenEntry(Section):
         if "token_env" not in raw:
             return raw, [((), "token or token_env is required")]
         name = raw["token_env"]
-        if not isinstance(name, str) or not name:
-            return raw, []
+        if not is_env_name(name):
+            return raw, []  # (the key's own problem)
         value = env.get(name)
         if not value:
             return raw, [(("token_env",), f"environment variable {name!r} is not set")]

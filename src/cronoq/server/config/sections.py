@@ -34,6 +34,7 @@ from .values import (
     StoreKind,
     Str,
     check_pg_url,
+    is_env_name,
 )
 
 __all__ = [
@@ -181,7 +182,7 @@ with warnings.catch_warnings():  # the key ``schema`` shadows BaseModel.schema()
             if raw.get("kind") != "postgres" or "url" in raw:
                 return raw, []
             name = raw.get("url_env")
-            if not isinstance(name, str) or not name:
+            if not is_env_name(name):
                 name = "DATABASE_URL"
             value = env.get(name)
             if not value:
@@ -208,7 +209,18 @@ with warnings.catch_warnings():  # the key ``schema`` shadows BaseModel.schema()
 
 
 class LimitsConfig(Section):
-    """``[limits]`` (docs/reference/config.md#limits)."""
+    """``[limits]`` (docs/reference/config.md#limits). The fields keep their positional order;
+    :attr:`file_keys` is the order of the file (and of the reference page)."""
+
+    file_keys: ClassVar[tuple[str, ...] | None] = (
+        *("max_tasks_per_batch", "max_pending_total", "max_pending_per_pool", "max_message_bytes"),
+        *("max_http_body_bytes", "max_key_len", "max_kind_len", "max_tags", "max_tag_len", "max_deps"),
+        *("max_resources", "max_labels", "max_label_len", "max_tenant_len", "max_connections"),
+        *("header_timeout_s", "max_streams_per_principal", "max_worker_sessions", "max_pending_bytes"),
+        *("max_wait_s", "request_timeout_s", "max_concurrent_requests", "max_concurrent_streams"),
+        *("max_slots_per_worker", "keepalive_interval_s", "keepalive_timeout_s", "key_retention_s"),
+        *("key_retention_max", "max_list"),
+    )
 
     max_tasks_per_batch: Int1 = Field(1000, description="tasks in one `SubmitBatch`")
     max_pending_total: Int1 = Field(1_000_000, description="not-yet-running tasks over all pools")

@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, Generic, Literal, TypeVar
+from typing import Annotated, Any, Final, Generic, Literal, TypeGuard, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -48,6 +48,7 @@ __all__ = [
     "check_pg_url",
     "check_token",
     "dns_name",
+    "is_env_name",
     "show",
 ]
 
@@ -219,8 +220,13 @@ def _name(s: str) -> str:
     return s
 
 
+def is_env_name(v: Any) -> TypeGuard[str]:
+    """An environment variable name (``[A-Za-z_][A-Za-z0-9_]*``)."""
+    return isinstance(v, str) and _ENV_NAME_RE.match(v) is not None
+
+
 def _env_name(s: str) -> str:
-    if not _ENV_NAME_RE.match(s):
+    if not is_env_name(s):
         raise Bad(f"must be an environment variable name (got {s!r})")
     return s
 
