@@ -79,10 +79,12 @@ class Section(BaseModel):
 
     @classmethod
     def table_keys(cls, *, file: bool = True) -> tuple[str, ...]:
-        """The keys of the table (``file``: those a file may give), in order."""
+        """The keys of the table (``file``: those a file may give, by alias), in order; code
+        may also use the fields' names."""
         if file and cls.file_keys is not None:
             return cls.file_keys
-        return tuple(f.alias or name for name, f in cls.model_fields.items())
+        keys = tuple(f.alias or name for name, f in cls.model_fields.items())
+        return keys if file else keys + tuple(n for n in cls.model_fields if n not in keys)
 
     @classmethod
     def prepare(cls, raw: dict[str, Any], env: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
