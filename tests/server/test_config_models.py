@@ -121,7 +121,7 @@ def test_reference_page_covers_every_key_of_every_table() -> None:
         for key in t.model.table_keys():
             field = t.field(key)
             assert field.description, f"{t.name} {key}"
-            assert f"| `{key}` | {ref_config._cell(ref_config.type_name(t, key))} |" in page
+            assert f"| `{key}` | {ref_config.type_name(t, key)} |" in page
     # every table model is on the page (only the results, ServerConfig and TokenConfig, are not)
     assert {t.model for t in tables} == _subclasses(Section) - {ServerConfig, TokenConfig}
     assert tables[0].model is ConfigFile

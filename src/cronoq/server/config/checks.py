@@ -19,13 +19,13 @@ from typing import Any, Final
 
 from .addresses import is_loopback, listen_addr
 from .errors import Bad
-from .pools import DEFAULT_POOL
-from .principals import token_digest
+from .pools import DEFAULT_POOL, PoolSpec, ResourceSpec, ShardSpec
+from .principals import CertConfig, TokenEntry, token_digest
 from .sections import ServerSection, StoreConfig
 from .translate import Loc, Problem, close_hint
 from .values import SCHEMA_RE, SHARD_PLACEHOLDER, check_token, dns_name
 
-__all__ = ["SHARD_ENV", "Outcome", "View", "check"]
+__all__ = ["SHARD_ENV", "Outcome", "View", "check", "merge"]
 
 #: (docs/how-to/shards.md) names the server's own shard when neither --shard nor server.shard does
 SHARD_ENV: Final = "CRONOQ_SHARD"
@@ -75,13 +75,74 @@ class View:
 
 @dataclass
 class Outcome:
-    """The problems of the cross-table rules and the server's own shard."""
+    """The problems of the cross-table rules and the server's own shard.
+
+    ``entries``: the problems of one entry of an array of tables (a duplicate name, an unknown
+    pool), reported among that entry's own problems (:func:`merge`); ``problems``: the rest,
+    reported after all the tables'.
+    """
 
     problems: list[Problem] = field(default_factory=list)
+    entries: list[Problem] = field(default_factory=list)
     own_shard: str | None = None
 
     def add(self, loc: Loc, msg: str) -> None:
         self.problems.append((loc, msg))
+
+    def inline(self, loc: Loc, msg: str) -> None:
+        self.entries.append((loc, msg))
+
+
+#: the key order of the entries of each array of tables ("": the entry itself)
+_ENTRY_ORDER: Final[Mapping[Loc, tuple[str, ...]]] = {
+    ("pools",): PoolSpec.table_keys(),
+    ("resources",): ResourceSpec.table_keys(),
+    ("shards",): ShardSpec.table_keys(),
+    ("auth", "tokens"): TokenEntry.report_order,
+    ("auth", "certs"): CertConfig.report_order,
+}
+
+
+def _split(loc: Loc) -> tuple[Loc, int, str] | None:
+    """``("pools", 0, "name")`` → ``(("pools",), 0, "name")``; None outside an entry."""
+    for k, part in enumerate(loc):
+        if isinstance(part, int):
+            rest = loc[k + 1 : k + 2]
+            return loc[:k], part, str(rest[0]) if rest else ""
+    return None
+
+
+def _slot(out: Sequence[Problem], problem: Problem, sections: Sequence[str]) -> int:
+    where = _split(problem[0])
+    assert where is not None
+    arr, i, key = where
+    order = _ENTRY_ORDER.get(arr, ())
+    pos = order.index(key) if key in order else len(order)
+    last: int | None = None  # the last problem that goes before it
+    for j, (loc, msg) in enumerate(out):
+        other = _split(loc)
+        if other is None or other[0] != arr:
+            continue
+        k = other[2]
+        rank = order.index(k) if k in order else len(order)
+        first = msg.startswith(("required", "unknown key"))  # (they come first in an entry)
+        if other[1] < i or (other[1] == i and (first or rank <= pos)):
+            last = j
+        else:  # a later entry's, or a later key's of the same entry
+            return j if last is None else last + 1
+    if last is not None:
+        return last + 1
+    at = sections.index(str(arr[0])) if arr[0] in sections else len(sections)
+    before = [j for j, (loc, _) in enumerate(out) if loc and loc[0] in sections[: at + 1]]
+    return before[-1] + 1 if before else 0
+
+
+def merge(problems: Sequence[Problem], outcome: Outcome, sections: Sequence[str]) -> list[Problem]:
+    """The tables' problems with the entries' cross-table problems among them, then the rest."""
+    out = list(problems)
+    for p in outcome.entries:
+        out.insert(_slot(out, p, sections), p)
+    return out + outcome.problems
 
 
 def _names(v: View, section: str, what: str, out: Outcome) -> list[str]:
@@ -93,7 +154,7 @@ def _names(v: View, section: str, what: str, out: Outcome) -> list[str]:
         if name is None:
             continue
         if name in seen:
-            out.add((section, i, "name"), f"duplicate {what} name {name!r} (also {seen[name]})")
+            out.inline((section, i, "name"), f"duplicate {what} name {name!r} (also {seen[name]})")
         else:
             seen[name] = f"{section}[{i}]"
         names.append(name)
@@ -104,7 +165,7 @@ def _pools_known(v: View, loc: Loc, pool_names: Sequence[str], out: Outcome) -> 
     pools = v.get(*loc)
     for p in pools or ():
         if p not in pool_names:
-            out.add(loc, f"unknown pool {p!r} (pools: {', '.join(pool_names)})")
+            out.inline(loc, f"unknown pool {p!r} (pools: {', '.join(pool_names)})")
 
 
 def _token_of(v: View, i: int, t: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
@@ -131,7 +192,7 @@ def _auth(v: View, env: Mapping[str, str], pool_names: Sequence[str], out: Outco
         configured = True
         digest = token_digest(token)
         if digest in digests:
-            out.add(("auth", "tokens", i), f"duplicate token (same as {digests[digest]})")
+            out.inline(("auth", "tokens", i), f"duplicate token (same as {digests[digest]})")
         else:
             digests[digest] = f"auth.tokens[{i}]"
     principals: dict[str, str] = {}
@@ -144,7 +205,7 @@ def _auth(v: View, env: Mapping[str, str], pool_names: Sequence[str], out: Outco
         dns = dns_name(raw)
         if dns in principals:
             msg = f"duplicate certificate principal {dns!r} (same as {principals[dns]})"
-            out.add(("auth", "certs", i, "dns"), msg)
+            out.inline(("auth", "certs", i, "dns"), msg)
         else:
             principals[dns] = f"auth.certs[{i}]"
     tls_ok = v.ok("server", "tls", "cert") and v.ok("server", "tls", "key")
@@ -163,20 +224,20 @@ def _shards(v: View, pool_names: Sequence[str], out: Outcome) -> list[str]:
         path = f"shards[{i}]"
         name = v.get("shards", i, "name")
         if name in names:
-            out.add(("shards", i, "name"), f"duplicate shard name {name!r} (also {names[name]})")
+            out.inline(("shards", i, "name"), f"duplicate shard name {name!r} (also {names[name]})")
         elif name:
             names[name] = path
         number = v.get("shards", i, "number")
         if number in numbers:
-            out.add(("shards", i, "number"), f"duplicate shard number {number} (also {numbers[number]})")
+            out.inline(("shards", i, "number"), f"duplicate shard number {number} (also {numbers[number]})")
         elif number:
             numbers[number] = path
         for pool in v.get("shards", i, "pools") or ():
             if pool not in pool_names:
                 hint = close_hint(pool, pool_names, label="pools")
-                out.add(("shards", i, "pools"), f"unknown pool {pool!r}{hint}")
+                out.inline(("shards", i, "pools"), f"unknown pool {pool!r}{hint}")
             elif pool in owner:
-                out.add(("shards", i, "pools"), f"pool {pool!r} is already in shard {owner[pool]!r}")
+                out.inline(("shards", i, "pools"), f"pool {pool!r} is already in shard {owner[pool]!r}")
             else:
                 owner[pool] = name or path
     if entries:

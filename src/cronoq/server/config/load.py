@@ -22,7 +22,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from .base import FILE_CONTEXT
-from .checks import check
+from .checks import check, merge
 from .document import ConfigFile, ServerConfig
 from .engine import pool_config
 from .errors import ConfigError
@@ -111,7 +111,7 @@ def parse_config(
     except ValidationError as e:
         problems = from_pydantic(e.errors(), {})
     outcome = check(data, problems, env=env, insecure_no_auth=insecure_no_auth, shard=shard)
-    errors = [line(p) for p in problems + outcome.problems]
+    errors = [line(p) for p in merge(problems, outcome, ConfigFile.report_order)]
     if doc is not None and not errors:
         cfg = _build(doc, data, source=source, own=outcome.own_shard, insecure=insecure_no_auth)
         errors = _engine_problems(cfg)

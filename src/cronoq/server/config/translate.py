@@ -10,7 +10,7 @@ A problem is ``(loc, message)``: ``loc`` is pydantic's location tuple relative t
   before anything else, the way the file reads; anything else keeps pydantic's words.
 - :func:`to_pydantic` turns problems back into one ``ValidationError``, so an inner table's
   problems travel up through pydantic, which prefixes their locations.
-- :func:`path` renders a location (``pools[0].max``) and :func:`lines` a whole error.
+- :func:`path` renders a location (``pools[0].max``) and :func:`line` a problem.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pydantic_core import InitErrorDetails
 from .errors import CUSTOM, bad
 from .values import show
 
-__all__ = ["Loc", "Problem", "close_hint", "from_pydantic", "lines", "path", "to_pydantic", "unknown_key"]
+__all__ = ["Loc", "Problem", "close_hint", "from_pydantic", "line", "path", "to_pydantic", "unknown_key"]
 
 Loc = tuple[str | int, ...]
 Problem = tuple[Loc, str]
@@ -78,8 +78,3 @@ def from_pydantic(errors: Iterable[Mapping[str, Any]], notes: Mapping[str, str])
 def to_pydantic(title: str, problems: Iterable[Problem]) -> ValidationError:
     details = [InitErrorDetails(type=bad(msg), loc=loc, input=None) for loc, msg in problems]
     return ValidationError.from_exception_data(title, details)
-
-
-def lines(err: ValidationError) -> list[str]:
-    """Every problem of a whole file's validation, as ``<key path>: <message>``."""
-    return [line(p) for p in from_pydantic(err.errors(), {})]
