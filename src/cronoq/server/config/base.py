@@ -16,7 +16,9 @@ problem of the table at once:
 5. :meth:`Section.rules`: rules between the table's keys (``min <= max``, keys that only go
    with one ``kind``), run even when other keys are wrong, on the keys that are right.
 
-The problems are raised as one ``ValidationError`` (:func:`~.translate.to_pydantic`), so an
+Unknown keys are reported first, then the rest in :meth:`Section.rank` order (missing keys
+first, or a table's :attr:`Section.report_order`): the order in which the file reads. The
+problems are raised as one ``ValidationError`` (:func:`~.translate.to_pydantic`), so an
 outer table adds its location and keeps going: nothing stops at the first problem.
 
 Models may be built from code too, with keyword or (like the dataclasses they replace)
