@@ -84,13 +84,18 @@ class Outcome:
 
     problems: list[Problem] = field(default_factory=list)
     entries: list[Problem] = field(default_factory=list)
+    #: index in ``entries`` → the key it is placed after, when not its own
+    placed: dict[int, str] = field(default_factory=dict)
     own_shard: str | None = None
 
     def add(self, loc: Loc, msg: str) -> None:
         self.problems.append((loc, msg))
 
-    def inline(self, loc: Loc, msg: str) -> None:
+    def inline(self, loc: Loc, msg: str, *, after: str | None = None) -> None:
+        """An entry's problem, placed after the entry's problems up to its key (or ``after``)."""
         self.entries.append((loc, msg))
+        if after is not None:
+            self.placed[len(self.entries) - 1] = after
 
 
 #: the key order of the entries of each array of tables ("": the entry itself)
@@ -99,7 +104,7 @@ _ENTRY_ORDER: Final[Mapping[Loc, tuple[str, ...]]] = {
     ("resources",): ResourceSpec.table_keys(),
     ("shards",): ShardSpec.table_keys(),
     ("auth", "tokens"): TokenEntry.report_order,
-    ("auth", "certs"): CertConfig.report_order,
+    ("auth", "certs"): (*CertConfig.report_order, ""),
 }
 
 
@@ -112,10 +117,11 @@ def _split(loc: Loc) -> tuple[Loc, int, str] | None:
     return None
 
 
-def _slot(out: Sequence[Problem], problem: Problem, sections: Sequence[str]) -> int:
+def _slot(out: Sequence[Problem], problem: Problem, sections: Sequence[str], after: str | None) -> int:
     where = _split(problem[0])
     assert where is not None
     arr, i, key = where
+    key = key if after is None else after
     order = _ENTRY_ORDER.get(arr, ())
     pos = order.index(key) if key in order else len(order)
     last: int | None = None  # the last problem that goes before it
@@ -125,7 +131,9 @@ def _slot(out: Sequence[Problem], problem: Problem, sections: Sequence[str]) -> 
             continue
         k = other[2]
         rank = order.index(k) if k in order else len(order)
-        first = msg.startswith(("required", "unknown key"))  # (they come first in an entry)
+        # missing and unknown keys of the entry itself come first in an entry
+        direct = len(loc) == len(arr) + 2
+        first = direct and (msg == "required" or msg.startswith(("required (", "unknown key")))
         if other[1] < i or (other[1] == i and (first or rank <= pos)):
             last = j
         else:  # a later entry's, or a later key's of the same entry
@@ -140,8 +148,8 @@ def _slot(out: Sequence[Problem], problem: Problem, sections: Sequence[str]) -> 
 def merge(problems: Sequence[Problem], outcome: Outcome, sections: Sequence[str]) -> list[Problem]:
     """The tables' problems with the entries' cross-table problems among them, then the rest."""
     out = list(problems)
-    for p in outcome.entries:
-        out.insert(_slot(out, p, sections), p)
+    for n, p in enumerate(outcome.entries):
+        out.insert(_slot(out, p, sections, outcome.placed.get(n)), p)
     return out + outcome.problems
 
 
@@ -205,7 +213,7 @@ def _auth(v: View, env: Mapping[str, str], pool_names: Sequence[str], out: Outco
         dns = dns_name(raw)
         if dns in principals:
             msg = f"duplicate certificate principal {dns!r} (same as {principals[dns]})"
-            out.inline(("auth", "certs", i, "dns"), msg)
+            out.inline(("auth", "certs", i, "dns"), msg, after="")  # (checked last)
         else:
             principals[dns] = f"auth.certs[{i}]"
     tls_ok = v.ok("server", "tls", "cert") and v.ok("server", "tls", "key")
