@@ -1,19 +1,21 @@
-"""The configuration reference of ``cronoq serve``, generated from the config code itself.
+"""The configuration reference of ``cronoq serve``, generated from the config models.
 
-Nothing here restates what the code decides. For every table of the TOML file the generator
-asks :func:`cronoq.server.config.parse_config`:
+The tables are the pydantic models of :mod:`cronoq.server.config`, walked from
+``ConfigFile`` (the file's top level): a field whose type is a model is a table
+(``[server.tls]``), a tuple of models an array of tables (``[[pools]]``). For every key the
+page shows what the models declare:
 
-- which keys it accepts: a table holding only an unknown key is refused with
-  ``unknown key (known: a, b, ...)``, which lists them in the parser's own order; the same probe
-  reports the keys that are ``required``;
-- how each key is validated: the key is set to a few wrong values and the parser's messages
+- the keys themselves, in the model's order (``Section.table_keys()``: those a file may give);
+- the type (the ``TypeName`` of the key's ``Annotated`` type), the default (the field's) and
+  the meaning (the field's ``description``);
+- the validation column: the key is set to a few wrong values and the parser's messages
   (``must be an integer >= 1``, ``must be one of memory, sqlite, postgres``, ...) become the
-  "validation" column;
-- its default: read from the defaults ``parse_config({})`` returns (the frozen dataclasses).
+  rules; a probe of an empty table reports the keys that are ``required``.
 
-Only the one-line meaning of each key is written here (:data:`DESCRIPTIONS`). A key the parser
-accepts without a description fails the build (strict mode) and ``tests/docs``, and so does a
-description of a key that no longer exists: the page cannot drift from the code.
+Only what is not about one key is written here: each table's introduction
+(:data:`INTROS`) and the values a probe needs beside the probed key (:data:`BASES`). A key
+without a ``description`` fails the build (strict mode) and ``tests/docs``, and so does a
+table without an introduction or an introduction of a table that no longer exists.
 """
 
 from __future__ import annotations
@@ -21,10 +23,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Mapping
+import types
+import typing
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 PROBE_KEY = "qqqqqqqq"
+
+Loc = tuple[str | int, ...]
 
 
 class _Probe:
@@ -44,264 +50,148 @@ def _no_base(key: str) -> dict[str, Any]:
     return {}
 
 
-@dataclasses.dataclass(frozen=True)
-class Table:
-    """One table of the file: its name in the docs, how to build a config holding ``{k: v}`` in
-    it, the key path the parser reports, where its defaults live, and the other keys a probe of
-    ``key`` needs beside it (``base(key)``) so that only ``key`` is wrong."""
-
-    name: str
-    build: Callable[[dict[str, Any]], dict[str, Any]]
-    path: str
-    defaults: Callable[[Any], Any] | None
-    intro: str
-    base: Callable[[str], dict[str, Any]] = _no_base
-
-
 def _resource_base(key: str) -> dict[str, Any]:
     return {"name": "r", "kind": "token_bucket" if key in ("rate", "burst") else "semaphore"}
 
 
-TABLES: tuple[Table, ...] = (
-    Table("top level", lambda t: t, "", None, "The file's top-level tables."),
-    Table("[server]", lambda t: {"server": t}, "server", lambda c: c.server, "Listeners, TLS and shutdown."),
-    Table(
-        "[server.tls]",
-        lambda t: {"server": {"tls": t}},
-        "server.tls",
-        None,
-        "TLS for both listeners (PEM files). `client_ca` turns on mutual TLS.",
-    ),
-    Table(
-        "[server.grpc_web]",
-        lambda t: {"server": {"grpc_web": t}},
-        "server.grpc_web",
-        None,
-        "gRPC-Web for browser clients on the HTTP listener (off when absent); see "
-        "[gRPC-Web](../how-to/grpc-web.md).",
-    ),
-    Table("[auth]", lambda t: {"auth": t}, "auth", None, "Authentication."),
-    Table(
-        "[[auth.tokens]]",
-        lambda t: {"auth": {"tokens": [t]}},
-        "auth.tokens[0]",
-        None,
-        "One entry per bearer token. Give `token` or `token_env`, not both. Once any token is "
-        "configured, auth applies on every address (loopback included).",
-        lambda key: {"role": "client"},
-    ),
-    Table(
-        "[[auth.certs]]",
-        lambda t: {"auth": {"certs": [t]}},
-        "auth.certs[0]",
-        None,
-        "Certificate principals (mutual TLS, needs `server.tls.client_ca`): a client certificate "
-        "whose DNS subjectAltName equals `dns` gets `role`, with the restrictions of a token. "
-        "See [certificate principals](../how-to/security.md#certificate-principals).",
-        lambda key: {"role": "client", "dns": "w.example.com"},
-    ),
-    Table("[store]", lambda t: {"store": t}, "store", lambda c: c.store, "Where durable state lives."),
-    Table(
-        "[limits]",
-        lambda t: {"limits": t},
-        "limits",
-        lambda c: c.limits,
-        "Bounds on requests, streams and memory.",
-    ),
-    Table(
-        "[outputs]",
-        lambda t: {"outputs": t},
-        "outputs",
-        lambda c: c.outputs,
-        "The leader's in-memory cache of recent outputs and finished task records, which "
-        "answers `Wait`/`Get` after completion. Beyond `cache_entries` outputs or "
-        "`cache_bytes` bytes (data and content type) the oldest outputs are dropped: the task "
-        "answers `succeeded` with `output_available` false (the newest output always stays). "
-        "Beyond `info_entries` finished tasks (or `limits.key_retention_max`, the smaller) the "
-        "oldest are forgotten (`not_found`, "
-        "their keys free). The store keeps its copy for `store.keep_finished_s`.",
-    ),
-    Table(
-        "[[pools]]",
-        lambda t: {"pools": [t]},
-        "pools[0]",
-        lambda c: c.pools[0],
-        "One entry per pool. Only `name` is required; every other key has the in-process "
-        "[`Pool`](api.md#cronoq.Pool) default. Without `[[pools]]` there is one pool `default`.",
-        lambda key: {"name": "p"},
-    ),
-    Table(
-        "[pools.retry]",
-        lambda t: {"pools": [{"name": "p", "retry": t}]},
-        "pools[0].retry",
-        lambda c: c.pools[0].retry,
-        "A pool's retry policy, e.g. `retry = {max_attempts = 5, initial_backoff_s = 0.5}`.",
-    ),
-    Table(
-        "[pools.scaler]",
-        lambda t: {"pools": [{"name": "p", "scaler": t}]},
-        "pools[0].scaler",
-        None,
-        'A pool\'s scaler: the string `"external"` (the default: KEDA/HPA read `desired`, '
-        'workers bring the capacity) or a table; with `kind = "webhook"` (implied by `url`) the '
-        "desired count is POSTed to `url`, which is then required.",
-        lambda key: {"kind": "webhook", "url": "http://h"},
-    ),
-    Table(
-        "[[resources]]",
-        lambda t: {"resources": [t]},
-        "resources[0]",
-        None,
-        "Shared resources: a semaphore (`permits`, required) or a token bucket (`rate` and "
-        "`burst`, required).",
-        _resource_base,
-    ),
-    Table(
-        "[server.peer_tls]",
-        lambda t: {"server": {"peer_tls": t}},
-        "server.peer_tls",
-        None,
-        "TLS of calls to `https://` peer shards (PEM files); without `ca` the system roots. "
-        "`cert` and `key` (a client certificate) go together.",
-    ),
-    Table(
-        "[[shards]]",
-        lambda t: {"shards": [t]},
-        "shards[0]",
-        None,
-        "One entry per shard ([Scaling out with shards](../how-to/shards.md)): every pool in "
-        "exactly one shard; every server of every shard reads the same file.",
-        lambda key: {"name": "s", "number": 1, "pools": ["p"], "endpoint": "http://h:1"},
-    ),
-)
-
-#: The meaning of every key, by "<table name> <key>". Keep to one line each.
-DESCRIPTIONS: Mapping[str, str] = {
-    "top level server": "the `[server]` table",
-    "top level auth": "the `[auth]` table (`[[auth.tokens]]`, `[[auth.certs]]`)",
-    "top level store": "the `[store]` table",
-    "top level limits": "the `[limits]` table",
-    "top level pools": "the `[[pools]]` array of tables",
-    "top level resources": "the `[[resources]]` array of tables",
-    "top level shards": "the `[[shards]]` array of tables (pools split between leaders)",
-    "[server] shard": "this server's shard, a `[[shards]]` name (also `--shard`, `$CRONOQ_SHARD`; "
-    "the flag wins)",
-    "[server] peer_tls": "the `[server.peer_tls]` table",
-    "[server] insecure_peer_http": "forward callers' tokens to plain `http://` peers beyond loopback",
-    "[server.peer_tls] ca": "CA bundle that peers' certificates must chain to (default: system roots)",
-    "[server.peer_tls] cert": "client certificate presented to peers (PEM, with `key`)",
-    "[server.peer_tls] key": "its private key (PEM, with `cert`)",
-    "[[shards]] name": "the shard's name (unique)",
-    "[[shards]] number": "1..255, unique, carried in the top 8 bits of its task ids",
-    "[[shards]] pools": "the pools this shard serves",
-    "[[shards]] endpoint": "`http(s)://host:port` of its leader (a Service), or a list of its servers",
-    "[[resources]] shard": "the shard that owns the resource (required with `[[shards]]`)",
-    "[server] grpc_addr": "gRPC listener `host:port` (port 0 = any free port)",
-    "[server] http_addr": "HTTP/JSON, SSE, dashboard and `/metrics` listener",
-    "[server] metrics_addr": "an extra listener serving only `/metrics`, `/healthz`, `/readyz`, "
-    "unauthenticated",
-    "[server] tls": "the `[server.tls]` table",
-    "[server] insecure_no_auth": "allow listening beyond loopback without tokens (also `--insecure-no-auth`)",
-    "[server] shutdown_grace_s": "on SIGTERM/SIGINT, how long running attempts may finish",
-    "[server.tls] cert": "server certificate (PEM)",
-    "[server.tls] key": "its private key (PEM)",
-    "[server.tls] client_ca": "CA bundle that client certificates must chain to (mutual TLS)",
-    "[auth] tokens": "the `[[auth.tokens]]` entries",
-    "[[auth.tokens]] token": "the token itself (kept only as its SHA-256 digest)",
-    "[[auth.tokens]] token_env": "the environment variable holding the token",
-    "[[auth.tokens]] role": "`client` (Tasks), `worker` (Workers.Work), `metrics` (read-only), `admin` (all)",
-    "[[auth.tokens]] pools": "restrict the token to these pools (default: every pool)",
-    "[[auth.tokens]] labels": (
-        'worker labels the token\'s workers register with: a table or a list `["zone=z1", "gpu=a100"]`'
-    ),
-    "[[auth.tokens]] tenant": "stamp and enforce this tenant on the token's submissions",
-    "[auth] certs": "the `[[auth.certs]]` entries (certificate principals, mutual TLS)",
-    "[[auth.certs]] dns": "the DNS subjectAltName a client certificate must carry (case-insensitive)",
-    "[[auth.certs]] role": "`client`, `worker`, `metrics` or `admin`, as for a token",
-    "[[auth.certs]] pools": "restrict the certificate to these pools (default: every pool)",
-    "[[auth.certs]] labels": "worker labels the certificate's workers register with (table or list)",
-    "[[auth.certs]] tenant": "stamp and enforce this tenant on the certificate's submissions",
-    "[server] grpc_web": "the `[server.grpc_web]` table (gRPC-Web for browsers; off when absent)",
-    "[server.grpc_web] allowed_origins": "browser origins (`https://host[:port]`) answered CORS preflights",
-    "top level outputs": "the `[outputs]` table",
-    "[outputs] cache_entries": "outputs kept in memory (oldest dropped first)",
-    "[outputs] cache_bytes": "bytes of outputs kept in memory (oldest dropped first)",
-    "[outputs] info_entries": "finished task records kept in memory (`limits.key_retention_max` if smaller)",
-    "[store] kind": "`memory` (nothing persisted), `sqlite` or `postgres`",
-    "[store] path": "SQLite file",
-    "[store] url": "PostgreSQL URL (`postgresql://...`)",
-    "[store] url_env": "environment variable holding the PostgreSQL URL when `url` is not given",
-    "[store] schema": "PostgreSQL schema (one cluster per schema)",
-    "[store] keep_finished_s": "how long the store keeps finished tasks and their outputs",
-    "[store] commit_timeout_s": "a slower commit: the leader steps down, its callers get UNAVAILABLE",
-    "[store] statement_timeout_s": "PostgreSQL: bound of every statement (a hung database)",
-    "[store] connect_timeout_s": "PostgreSQL: bound of connecting",
-    "[limits] max_tasks_per_batch": "tasks in one `SubmitBatch`",
-    "[limits] max_pending_total": "not-yet-running tasks over all pools",
-    "[limits] max_pending_per_pool": "default `max_pending` of a pool",
-    "[limits] max_message_bytes": "largest gRPC message (both directions)",
-    "[limits] max_http_body_bytes": "largest HTTP request body (413 beyond)",
-    "[limits] max_key_len": "longest task key",
-    "[limits] max_kind_len": "longest task kind",
-    "[limits] max_tags": "tags per task",
-    "[limits] max_tag_len": "longest tag key or value",
-    "[limits] max_deps": "dependencies per task",
-    "[limits] max_resources": "resources per task",
-    "[limits] max_labels": "worker labels a task may require",
-    "[limits] max_label_len": "longest label key or value",
-    "[limits] max_tenant_len": "longest tenant name",
-    "[limits] max_pending_bytes": "payload bytes held by not-yet-running tasks (`overloaded` beyond)",
-    "[limits] max_connections": "open connections per listener (HTTP and gRPC)",
-    "[limits] header_timeout_s": "a request head (HTTP) or handshake (gRPC) must arrive within this",
-    "[limits] max_streams_per_principal": "Watch / SSE streams of one token (of all callers without auth)",
-    "[limits] max_worker_sessions": "worker sessions: their own budget, so clients never lock workers out",
-    "[limits] max_wait_s": "longest wait of `Wait` / `?wait=true` / `/result`",
-    "[limits] request_timeout_s": "deadline of one unary request",
-    "[limits] max_concurrent_requests": "unary requests in flight (RESOURCE_EXHAUSTED / 429 beyond)",
-    "[limits] max_concurrent_streams": "open Watch, worker and SSE streams",
-    "[limits] max_slots_per_worker": "slots granted to one worker at most",
-    "[limits] keepalive_interval_s": "gRPC keepalive ping interval",
-    "[limits] keepalive_timeout_s": "gRPC keepalive ping timeout",
-    "[limits] key_retention_s": "how long a finished task's key stays reserved (dedup, deps, lookups)",
-    "[limits] key_retention_max": "at most this many retained finished tasks (oldest dropped first)",
-    "[limits] max_list": "largest `ListTasks` page",
-    "[[pools]] name": "the pool's name (unique)",
-    "[[pools]] min": "lower bound of the autoscaler's `desired`",
-    "[[pools]] max": "upper bound of `desired` and of one worker's grant",
-    "[[pools]] autoscale": "compute `desired` (exported as `cronoq_pool_desired` and sent to the scaler)",
-    "[[pools]] scaler": 'who acts on `desired`: `"external"` or a `[pools.scaler]` table',
-    "[[pools]] lease_ttl_s": "workers must heartbeat within this (server default 30 s)",
-    "[[pools]] max_pending": "not-yet-running tasks of the pool (default `limits.max_pending_per_pool`)",
-    "[[pools]] overflow": "what a full pool does with a new task: `wait`, `reject`, `shed_lowest`, "
-    "`shed_oldest`",
-    "[[pools]] retry": "the pool's default retry policy (`[pools.retry]`)",
-    "[[pools]] default_duration_s": "expected duration before any run time was learned",
-    "[[pools]] reservable_fraction": "share of `max` that fixed-start reservations may overlap on",
-    "[[pools]] await_unknown_dependencies_s": "await unknown dependency keys this long (unset = reject them)",
-    "[[pools]] target_utilization": "autoscaler's target busy share",
-    "[[pools]] drain_time_s": "autoscaler: drain the backlog within this",
-    "[[pools]] cooldown_s": "autoscaler: at most one step down per cooldown",
-    "[[pools]] cost_per_worker_second": "price of one slot-second, for the `cost` figure",
-    "[[pools]] max_slots_per_worker": "cap on one worker's grant in this pool",
-    "[[pools]] fair_share": "weighted fair share between tenants within a class",
-    "[[pools]] tenant_weights": "`{tenant = weight}`; unlisted tenants weigh 1",
-    "[pools.retry] max_attempts": "attempts in total (1 = no retry)",
-    "[pools.retry] initial_backoff_s": "delay after the first failed attempt",
-    "[pools.retry] multiplier": "factor per further attempt",
-    "[pools.retry] max_backoff_s": "cap on the delay",
-    "[pools.retry] jitter": "draw each delay uniformly in [delay/2, delay]",
-    "[pools.scaler] kind": "`external` or `webhook`",
-    "[pools.scaler] url": "webhook URL the desired count is POSTed to",
-    "[pools.scaler] token_env": "environment variable with a bearer token for the webhook",
-    "[[resources]] name": "the resource's name (unique), used in a task's `resources`",
-    "[[resources]] kind": "`semaphore` or `token_bucket`",
-    "[[resources]] permits": "semaphore: units held while running",
-    "[[resources]] rate": "token bucket: refill per second",
-    "[[resources]] burst": "token bucket: capacity (it starts full)",
+#: the other keys a probe of ``key`` needs in a table, so that only ``key`` is wrong
+BASES: Mapping[str, Callable[[str], dict[str, Any]]] = {
+    "[[auth.tokens]]": lambda key: {"role": "client"},
+    "[[auth.certs]]": lambda key: {"role": "client", "dns": "w.example.com"},
+    "[[pools]]": lambda key: {"name": "p"},
+    "[pools.scaler]": lambda key: {"kind": "webhook", "url": "http://h"},
+    "[[resources]]": _resource_base,
+    "[[shards]]": lambda key: {"name": "s", "number": 1, "pools": ["p"], "endpoint": "http://h:1"},
 }
 
-_KNOWN_RE = re.compile(r": unknown key \(known: (?P<keys>[^)]*)\)$")
-_GOT_RE = re.compile(r" \(got .*\)$")
+#: The introduction of every table.
+INTROS: Mapping[str, str] = {
+    "top level": "The file's top-level tables.",
+    "[server]": "Listeners, TLS and shutdown.",
+    "[server.tls]": "TLS for both listeners (PEM files). `client_ca` turns on mutual TLS.",
+    "[server.grpc_web]": "gRPC-Web for browser clients on the HTTP listener (off when absent); see "
+    "[gRPC-Web](../how-to/grpc-web.md).",
+    "[server.peer_tls]": "TLS of calls to `https://` peer shards (PEM files); without `ca` the system roots. "
+    "`cert` and `key` (a client certificate) go together.",
+    "[auth]": "Authentication.",
+    "[[auth.tokens]]": "One entry per bearer token. Give `token` or `token_env`, not both. Once any token is "
+    "configured, auth applies on every address (loopback included).",
+    "[[auth.certs]]": "Certificate principals (mutual TLS, needs `server.tls.client_ca`): a client "
+    "certificate whose DNS subjectAltName equals `dns` gets `role`, with the restrictions of a token. "
+    "See [certificate principals](../how-to/security.md#certificate-principals).",
+    "[store]": "Where durable state lives.",
+    "[limits]": "Bounds on requests, streams and memory.",
+    "[outputs]": "The leader's in-memory cache of recent outputs and finished task records, which "
+    "answers `Wait`/`Get` after completion. Beyond `cache_entries` outputs or "
+    "`cache_bytes` bytes (data and content type) the oldest outputs are dropped: the task "
+    "answers `succeeded` with `output_available` false (the newest output always stays). "
+    "Beyond `info_entries` finished tasks (or `limits.key_retention_max`, the smaller) the "
+    "oldest are forgotten (`not_found`, their keys free). The store keeps its copy for "
+    "`store.keep_finished_s`.",
+    "[[pools]]": "One entry per pool. Only `name` is required; every other key has the in-process "
+    "[`Pool`](api.md#cronoq.Pool) default. Without `[[pools]]` there is one pool `default`.",
+    "[pools.retry]": "A pool's retry policy, e.g. `retry = {max_attempts = 5, initial_backoff_s = 0.5}`.",
+    "[pools.scaler]": 'A pool\'s scaler: the string `"external"` (the default: KEDA/HPA read `desired`, '
+    'workers bring the capacity) or a table; with `kind = "webhook"` (implied by `url`) the '
+    "desired count is POSTed to `url`, which is then required.",
+    "[[resources]]": "Shared resources: a semaphore (`permits`, required) or a token bucket (`rate` and "
+    "`burst`, required).",
+    "[[shards]]": "One entry per shard ([Scaling out with shards](../how-to/shards.md)): every pool in "
+    "exactly one shard; every server of every shard reads the same file.",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """One table of the file: its name in the docs, its model, and its location (``("pools",
+    0, "retry")``; the index of an array of tables is 0)."""
+
+    name: str
+    model: Any
+    loc: Loc
+
+    @property
+    def path(self) -> str:
+        from cronoq.server.config.translate import path
+
+        return path(self.loc)
+
+    def base(self, key: str) -> dict[str, Any]:
+        return BASES.get(self.name, _no_base)(key)
+
+    def build(self, t: dict[str, Any]) -> dict[str, Any]:
+        """A whole file holding the table ``t`` (with what its outer tables need)."""
+        data: Any = t
+        for k in range(len(self.loc) - 1, -1, -1):
+            part = self.loc[k]
+            if isinstance(part, int):
+                data = [data]
+                continue
+            outer = _name(self.loc[:k]) if k else None
+            data = {**(BASES.get(outer, _no_base)(part) if outer else {}), part: data}
+        assert isinstance(data, dict)
+        return data
+
+    def field(self, key: str) -> Any:
+        for name, f in self.model.model_fields.items():
+            if (f.alias or name) == key:
+                return f
+        raise KeyError(key)
+
+
+def _name(loc: Loc) -> str:
+    if not loc:
+        return "top level"
+    dotted = ".".join(str(p) for p in loc if isinstance(p, str))
+    return f"[[{dotted}]]" if isinstance(loc[-1], int) else f"[{dotted}]"
+
+
+def _unwrap(tp: Any) -> tuple[Any, list[Any]]:
+    """A type without ``Annotated`` and ``| None``, and the metadata found on the way."""
+    meta: list[Any] = []
+    while True:
+        if typing.get_origin(tp) is typing.Annotated:
+            meta += list(tp.__metadata__)
+            tp = tp.__origin__
+        elif typing.get_origin(tp) in (typing.Union, types.UnionType):
+            tp = next(a for a in typing.get_args(tp) if a is not type(None))
+        else:
+            return tp, meta
+
+
+def _sub_table(field: Any) -> tuple[Any, bool] | None:
+    """The model of a key that is a table (and whether it is an array of tables)."""
+    from pydantic import BaseModel
+
+    tp, meta = _unwrap(field.annotation)
+    meta += list(field.metadata)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp, False
+    if typing.get_origin(tp) is tuple:
+        arg = typing.get_args(tp)[0]
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg, True
+    for m in meta:  # a table kept as another type (a pool's retry: RetryTable → RetryPolicy)
+        given = getattr(m, "json_schema_input_type", None)
+        if isinstance(given, type) and issubclass(given, BaseModel):
+            return given, False
+    return None
+
+
+def _walk(model: Any, loc: Loc) -> Iterator[Table]:
+    yield Table(_name(loc), model, loc)
+    table = Table(_name(loc), model, loc)
+    for key in model.table_keys():
+        sub = _sub_table(table.field(key))
+        if sub is not None:
+            yield from _walk(sub[0], (*loc, key, 0) if sub[1] else (*loc, key))
+
+
+def tables() -> list[Table]:
+    """Every table of the file, from ``ConfigFile`` down."""
+    from cronoq.server.config import ConfigFile
+
+    return list(_walk(ConfigFile, ()))
 
 
 def _errors(data: dict[str, Any]) -> tuple[str, ...]:
@@ -319,22 +209,15 @@ def _key_path(table: Table, key: str) -> str:
 
 
 def known_keys(table: Table) -> tuple[list[str], dict[str, str]]:
-    """The keys ``table`` accepts, in the parser's order, and the required ones with their note."""
-    errors = _errors(table.build({PROBE_KEY: 1}))
-    keys: list[str] = []
+    """The keys ``table`` accepts, in the model's order, and the required ones with their note."""
+    keys = list(table.model.table_keys())
     required: dict[str, str] = {}
     prefix = _key_path(table, "")
-    for e in errors:
-        m = _KNOWN_RE.search(e)
-        if m and e.startswith(_key_path(table, PROBE_KEY) + ":"):
-            keys = [k.strip() for k in m["keys"].split(",")]
-    for e in errors:
+    for e in _errors(table.build({})):
         path, _, msg = e.partition(": ")
         key = path[len(prefix) :] if path.startswith(prefix) else ""
         if key in keys and msg.startswith("required"):
             required[key] = msg
-    if not keys:
-        raise RuntimeError(f"cannot read the keys of {table.name}: {errors}")
     return keys, required
 
 
@@ -351,6 +234,24 @@ def rules(table: Table, key: str) -> list[str]:
             if msg not in out:
                 out.append(msg)
     return out
+
+
+_GOT_RE = re.compile(r" \(got .*\)$")
+
+
+def type_name(table: Table, key: str) -> str:
+    """The key's type as the page names it."""
+    from cronoq.server.config.values import TypeName
+
+    field = table.field(key)
+    sub = _sub_table(field)
+    if sub is not None:
+        return "array of tables" if sub[1] else "table"
+    _, meta = _unwrap(field.annotation)
+    for m in [*meta, *field.metadata]:
+        if isinstance(m, TypeName):
+            return m.name
+    return "-"
 
 
 def _toml(v: Any) -> str:
@@ -378,34 +279,41 @@ def _toml(v: Any) -> str:
     return f"`{v}`"
 
 
-def default(table: Table, key: str, defaults_root: Any) -> str:
-    if table.defaults is None:
-        return "-"
-    obj = table.defaults(defaults_root)
-    if obj is None:
-        return "-"
-    for attr in (key, key.removesuffix("_s")):
-        if hasattr(obj, attr):
-            return _toml(getattr(obj, attr))
-    return "-"
+def default(table: Table, key: str) -> str:
+    field = table.field(key)
+    v = field.get_default(call_default_factory=True)
+    if _sub_table(field) is not None and key not in _SHOWN_TABLE_DEFAULTS.get(table.name, ()):
+        return "-"  # a table: its keys have the defaults
+    return _toml(v)
+
+
+#: tables whose key that is a table has a default worth a cell: a pool's retry and scaler
+_SHOWN_TABLE_DEFAULTS: Mapping[str, tuple[str, ...]] = {"[[pools]]": ("retry", "scaler")}
 
 
 def undocumented() -> list[str]:
-    """Keys the parser accepts that :data:`DESCRIPTIONS` does not describe."""
-    return [f"{t.name} {k}" for t in TABLES for k in known_keys(t)[0] if f"{t.name} {k}" not in DESCRIPTIONS]
-
-
-def stale() -> list[str]:
-    """Descriptions of keys the parser no longer accepts."""
-    accepted = {f"{t.name} {k}" for t in TABLES for k in known_keys(t)[0]}
-    return sorted(set(DESCRIPTIONS) - accepted)
+    """Keys of the models without a ``description``."""
+    return [f"{t.name} {k}" for t in tables() for k in t.model.table_keys() if not t.field(k).description]
 
 
 def problems() -> list[str]:
-    out = [
-        f"config key {k} has no description in docs/hooks/ref_config.py DESCRIPTIONS" for k in undocumented()
+    out = [f"config key {k} has no Field(description=...) in cronoq.server.config" for k in undocumented()]
+    names = [t.name for t in tables()]
+    out += [
+        f"config table {n} has no introduction in docs/hooks/ref_config.py INTROS"
+        for n in names
+        if n not in INTROS
     ]
-    out += [f"docs/hooks/ref_config.py describes {k}, which the config no longer accepts" for k in stale()]
+    out += [
+        f"docs/hooks/ref_config.py INTROS has {n}, which the config no longer has"
+        for n in INTROS
+        if n not in names
+    ]
+    out += [
+        f"docs/hooks/ref_config.py BASES has {n}, which the config no longer has"
+        for n in BASES
+        if n not in names
+    ]
     return out
 
 
@@ -414,24 +322,21 @@ def _cell(text: str) -> str:
 
 
 def render() -> str:
-    from cronoq.server.config import parse_config
-
-    root = parse_config({}, env={})
     lines: list[str] = []
-    for table in TABLES:
+    for table in tables():
         keys, required = known_keys(table)
         anchor = re.sub(r"[^a-z0-9]+", "-", table.name.lower()).strip("-")
         lines += [f"### `{table.name}` {{#{anchor}}}" if table.path else f"### Top level {{#{anchor}}}", ""]
-        lines += [table.intro, ""]
-        lines += ["| key | default | validation | meaning |", "|---|---|---|---|"]
+        lines += [INTROS.get(table.name, ""), ""]
+        lines += ["| key | type | default | validation | meaning |", "|---|---|---|---|---|"]
         for key in keys:
-            desc = DESCRIPTIONS.get(f"{table.name} {key}", "**not described yet**")
+            desc = table.field(key).description or "**not described yet**"
             checks = rules(table, key)
             if key in required:
                 checks.insert(0, f"**{required[key]}**")
             rule = _cell("; ".join(checks)) or "-"
-            dflt = "-" if key in required else default(table, key, root)
-            lines.append(f"| `{key}` | {dflt} | {rule} | {_cell(desc)} |")
+            dflt = "-" if key in required else default(table, key)
+            lines.append(f"| `{key}` | {_cell(type_name(table, key))} | {dflt} | {rule} | {_cell(desc)} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -55,16 +55,16 @@ def test_written_parts_match_the_code(check) -> None:  # type: ignore[no-untyped
 def test_config_keys_are_read_from_the_parser() -> None:
     from cronoq.server.config import LimitsConfig
 
-    limits = next(t for t in ref_config.TABLES if t.name == "[limits]")
+    limits = next(t for t in ref_config.tables() if t.name == "[limits]")
     keys, required = ref_config.known_keys(limits)
-    assert sorted(keys) == sorted(f.name for f in LimitsConfig.__dataclass_fields__.values())
+    assert sorted(keys) == sorted(LimitsConfig.model_fields)
     assert required == {}
-    pools = next(t for t in ref_config.TABLES if t.name == "[[pools]]")
+    pools = next(t for t in ref_config.tables() if t.name == "[[pools]]")
     keys, required = ref_config.known_keys(pools)
     assert keys[0] == "name" and "required" in required["name"]
     assert ref_config.rules(pools, "max") == ["must be an integer >= 1"]
     page = ref_config.render()
-    assert "| `max_pending_per_pool` | `100,000` | must be an integer >= 1 |" in page
+    assert "| `max_pending_per_pool` | integer | `100,000` | must be an integer >= 1 |" in page
     assert "**not described yet**" not in page
 
 

@@ -1,10 +1,9 @@
 """docs/reference/behaviour.md#server-start-up, docs/reference/config.md#limits,
 docs/reference/behaviour.md#server-details: `cronoq serve` configuration (TOML → validated, frozen
-dataclasses)."""
+pydantic models)."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import pickle
 import re
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from cronoq.engine.config import AutoscaleConfig, PoolConfig
 from cronoq.engine.model import RetryPolicy
@@ -100,7 +100,7 @@ def test_empty_file_is_defaults() -> None:
 
 def test_limits_defaults_match_spec() -> None:
     lim = LimitsConfig()
-    assert dataclasses.asdict(lim) == {
+    assert lim.model_dump() == {
         "max_tasks_per_batch": 1000,
         "max_pending_total": 1_000_000,
         "max_pending_per_pool": 100_000,
@@ -162,14 +162,14 @@ def test_pool_max_pending_defaults_to_limit() -> None:
     assert [p.max_pending for p in c.pools] == [7, 3]
 
 
-def test_dataclasses_are_frozen() -> None:
+def test_models_are_frozen() -> None:
     c = cfg(
         '[[pools]]\nname = "a"\ntenant_weights = {x = 2}\n'
         f'[[auth.tokens]]\ntoken = "{TOKEN}"\nrole = "admin"\n'
     )
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(ValidationError, match="frozen"):
         c.server.grpc_addr = "x"  # type: ignore[misc]
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(ValidationError, match="frozen"):
         c.pools[0].max = 3  # type: ignore[misc]
     with pytest.raises(TypeError):
         c.pools[0].tenant_weights["y"] = 1.0  # type: ignore[index]
@@ -713,7 +713,7 @@ def test_pool_name_rules() -> None:
     ],
 )
 def test_bad_limits(key: str, value: str, message: str) -> None:
-    assert key in LimitsConfig.__dataclass_fields__
+    assert key in LimitsConfig.model_fields
     err = one_error(f"[limits]\n{key} = {value}\n")
     assert err.startswith(f"limits.{key}: {message}"), err
 
