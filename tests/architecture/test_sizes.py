@@ -20,7 +20,7 @@ MAX_FUNCTION_LINES = 100
 #: TEMPORARY (the lead removes these at merge): modules being rewritten in other branches right
 #: now (pydantic config models, the OpenAPI document derived from the models); measured again
 #: once those land.  Paths relative to src/cronoq.
-TEMPORARILY_ALLOWED = frozenset({"server/config.py", "server/openapi.py"})
+TEMPORARILY_ALLOWED = frozenset({"server/openapi.py"})
 
 
 def _modules() -> list[tuple[str, str]]:
