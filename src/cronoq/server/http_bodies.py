@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, create_model, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, TypeAdapter
+from typing_extensions import TypedDict
 
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.runtime import task_fields
@@ -30,6 +31,9 @@ from cronoq.server.body_errors import custom
 
 __all__ = [
     "NOT_IN_TEMPLATE",
+    "TASK_FIELDS",
+    "TASK_SPEC",
+    "TASK_TEMPLATE",
     "PAYLOAD_FIELDS",
     "REQUEST_MODELS",
     "BulkRequest",
@@ -90,46 +94,39 @@ SHAPE_TYPES: Final[dict[str, Any]] = {
 _SHAPE_ORDER: Final = tuple(SHAPE_TYPES)
 
 
-def _no_two_payloads(data: Any) -> Any:
-    if isinstance(data, dict) and "payload" in data and "payload_base64" in data:
-        raise custom("and payload_base64 are mutually exclusive", "payload")
-    return data
+def _task_body(name: str, doc: str, leave_out: tuple[str, ...] = ()) -> Any:
+    """A task body: the payload fields and every task field of the table but ``leave_out``.
 
-
-def _task_model(name: str, doc: str, leave_out: tuple[str, ...] = ()) -> type[BaseModel]:
-    """A task body: the payload fields and every task field of the table but ``leave_out``."""
-    fields: dict[str, Any] = {
-        "content_type": (String, ""),
-        "payload_base64": (v.Base64, b""),
-        "payload": (v.Payload, None),
-    }
+    A ``TypedDict`` rather than a ``BaseModel``: validating it gives a dict of the fields
+    present, already ``TaskSpec`` keyword arguments, at a third of the cost of a model instance
+    with twenty defaults (the submit hot path)."""
+    fields: dict[str, Any] = {"content_type": String, "payload_base64": v.Base64, "payload": v.Payload}
     for shape in _SHAPE_ORDER:
         for f in task_fields.of_shape(shape):  # type: ignore[arg-type]
             if f.json not in leave_out:
-                fields[f.json] = (SHAPE_TYPES[shape], None)
-    model: type[BaseModel] = create_model(
-        name,
-        __config__=_FORBID,
-        __doc__=doc,
-        __validators__={
-            "no_two_payloads": model_validator(mode="before")(classmethod(lambda cls, d: _no_two_payloads(d)))
-        },  # type: ignore[dict-item]
-        **fields,
-    )
-    return model
+                fields[f.json] = SHAPE_TYPES[shape]
+    body: Any = TypedDict(name, fields, total=False)  # type: ignore[operator]
+    body.__doc__ = doc
+    body.__pydantic_config__ = _FORBID
+    return body
 
 
-TaskSpec: Final = _task_model(
+TaskSpec: Final = _task_body(
     "TaskSpec",
     "Task fields (proto TaskSpec names); `payload` is any JSON value (sent as application/json), "
-    "or `payload_base64` with `content_type`.",
+    "or `payload_base64` with `content_type` (not both).",
 )
-TaskTemplate: Final = _task_model(
+TaskTemplate: Final = _task_body(
     "TaskTemplate",
     "A recurring schedule's task: the task fields but those of a fixed start "
     f"({', '.join(NOT_IN_TEMPLATE)}).",
     NOT_IN_TEMPLATE,
 )
+#: their validators, built once
+TASK_SPEC: Final = TypeAdapter(TaskSpec)
+TASK_TEMPLATE: Final = TypeAdapter(TaskTemplate)
+#: the JSON names of a task body's fields (the task fields of the table and the payload's)
+TASK_FIELDS: Final = frozenset(TaskSpec.__annotations__)
 
 
 class SubmitBatchRequest(BaseModel):

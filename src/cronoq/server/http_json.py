@@ -27,12 +27,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping, Set
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
-from pydantic import BaseModel, ValidationError
+from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -46,7 +46,7 @@ from cronoq.server.app import ApiError, ServerApp
 from cronoq.server.auth import AuthError
 from cronoq.server.body_errors import type_name
 from cronoq.server.config import LimitsConfig
-from cronoq.server.http_bodies import NOT_IN_TEMPLATE, PAYLOAD_FIELDS
+from cronoq.server.http_bodies import NOT_IN_TEMPLATE, PAYLOAD_FIELDS, TASK_FIELDS
 from cronoq.server.http_values import (
     COND_FROM_JSON,
     MISS_FROM_JSON,
@@ -82,7 +82,6 @@ __all__ = [
 ]
 
 #: the JSON names of the task fields (runtime.task_fields) and of the payload
-TASK_FIELDS: Final = frozenset(bodies.TaskSpec.model_fields)
 RECURRING_FIELDS: Final = frozenset(bodies.RecurringRequest.model_fields)
 
 
@@ -205,7 +204,9 @@ def decode_json_object(body: bytes) -> dict[str, Any]:
     return data
 
 
-def reject_unknown(obj: dict[str, Any], allowed: Collection[str], where: str) -> None:
+def reject_unknown(obj: dict[str, Any], allowed: Set[str] | Mapping[str, Any], where: str) -> None:
+    if obj.keys() <= (allowed.keys() if isinstance(allowed, Mapping) else allowed):
+        return
     extra = sorted(k for k in obj if k not in allowed)
     if extra:
         at = f" in {where}" if where else ""
@@ -219,15 +220,15 @@ def json_bool(v: Any, where: str) -> bool:
 
 
 def task_spec_from_json(
-    obj: Any, where: str = "", limits: LimitsConfig | None = None, model: type[BaseModel] = bodies.TaskSpec
+    obj: Any, where: str = "", limits: LimitsConfig | None = None, body: TypeAdapter[Any] = bodies.TASK_SPEC
 ) -> pb.TaskSpec:
     """The task fields of docs/reference/behaviour.md#server-details as a protobuf ``TaskSpec`` (400
     ``invalid`` when malformed).
 
-    With ``limits``, every count and length is checked before the values are (
-    ``request_limits.check_json_task``: what a body costs is bounded by the limits); then the
-    body is validated by its model (``http_bodies.TaskSpec``, or ``model``), whose values are
-    already wire values.
+    With ``limits``, every count and length is checked before the values are
+    (``request_limits.check_json_task``: what a body costs is bounded by the limits); then the
+    body is validated by its declaration (``http_bodies.TaskSpec``, or ``body``), whose values
+    are already ``TaskSpec`` keyword arguments.
     """
     if not isinstance(obj, dict):
         raise invalid(f"{where or 'the task'} must be an object (got {type_name(obj)})")
@@ -237,25 +238,23 @@ def task_spec_from_json(
             request_limits.check_json_task(obj, limits)
         except request_limits.InvalidArgument as e:
             raise invalid(f"{where}: {e}" if where else str(e)) from None
+    if "payload" in obj and "payload_base64" in obj:
+        raise invalid(f"{where + '.' if where else ''}payload and payload_base64 are mutually exclusive")
     try:
-        m = model.model_validate(obj)
+        kw = body.validate_python(obj)
     except ValidationError as e:
         raise invalid(body_errors.message_of(e, where)) from None
-    kw = {k: x for k in m.__pydantic_fields_set__ if (x := getattr(m, k)) is not None}
     content_type = kw.pop("content_type", None)
-    raw = kw.pop("payload_base64", None)
-    payload = kw.pop("payload", None)
-    if raw is not None:
-        kw["payload"] = raw
+    if "payload_base64" in kw:
+        kw["payload"] = kw.pop("payload_base64")
         kw["content_type"] = "application/octet-stream" if content_type is None else content_type
-    elif payload is not None:
-        kw["payload"] = payload
+    elif kw.get("payload") is not None:
         kw["content_type"] = "application/json" if content_type is None else content_type
     elif content_type is not None:
         kw["content_type"] = content_type
     after = kw.pop("after", None)
     if after:
-        kw["deps"] = [*kw.get("deps", ()), *after]
+        kw["deps"] = [*(kw.get("deps") or ()), *after]
     try:
         return pb.TaskSpec(**kw)
     except (ValueError, TypeError) as e:  # e.g. strings protobuf refuses (lone surrogates)
@@ -390,7 +389,7 @@ def recurring_request_from_json(
             if task.get(f) is not None and task[f] != body[f]:
                 raise invalid(f"{f} is given both at the top level and in task, with different values")
             task[f] = body[f]
-    template = task_spec_from_json(task, "task", limits, bodies.TaskTemplate)
+    template = task_spec_from_json(task, "task", limits, bodies.TASK_TEMPLATE)
     if late is not None:
         raise invalid(late)
     req = pb.RecurringRequest(name=name, cron=env.cron, tz=env.tz or "", template=template)
