@@ -45,8 +45,12 @@ def type_of(s: dict[str, Any]) -> str:
     if "$ref" in s:
         name = s["$ref"].removeprefix(_REF)
         return f"[{name}](#{schema_anchor(name)})"
-    if "oneOf" in s:
-        return " or ".join(type_of(x) for x in s["oneOf"])
+    for alternatives in ("oneOf", "anyOf"):
+        if alternatives in s:
+            out = " or ".join(type_of(x) for x in s[alternatives])
+            return out + " or null" if s.get("nullable") else out
+    if len(s.get("allOf", ())) == 1:
+        return type_of(s["allOf"][0])
     t = s.get("type", "any")
     if t == "array":
         out = f"array of {type_of(s.get('items', {}))}"

@@ -210,15 +210,15 @@ class TaskRefObject(BaseModel):
     """A task named by ``{"id": ...}`` or ``{"key": ...}`` (exactly one)."""
 
     model_config = ConfigDict(extra="forbid")
-    id: Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern="^[0-9]+$")] | None = None
-    key: Annotated[str, Field(min_length=1)] | None = None
+    id: Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern="^[0-9]+$")] = Field(None)
+    key: Annotated[str, Field(min_length=1)] = Field(None)
 
 
-TargetInput = (
+TargetScalar = (
     Annotated[int, Field(ge=1, json_schema_extra={"format": "int64"})]
     | Annotated[str, Field(min_length=1, description="decimal digits = an id, else a key")]
-    | TaskRefObject
 )
+TargetInput = TargetScalar | TaskRefObject
 
 
 class Dep(BaseModel):
@@ -280,7 +280,7 @@ Priority = Annotated[
     ),
     Field(description="a name (case-insensitive) or an integer 0..3 (0 = critical, 3 = low)"),
 ]
-Deps = list[Annotated[pb.Dep, PlainValidator(_dep, json_schema_input_type=Dep | TargetInput)]]
+Deps = list[Annotated[pb.Dep, PlainValidator(_dep, json_schema_input_type=Dep | TargetScalar)]]
 After = Annotated[
     list[pb.Dep] | None,
     PlainValidator(_after, json_schema_input_type=list[TargetInput] | TargetInput),
