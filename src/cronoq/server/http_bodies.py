@@ -19,7 +19,7 @@ declarations, so what is documented is what is accepted.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, TypeAdapter
 from typing_extensions import TypedDict
@@ -105,7 +105,7 @@ def _task_body(name: str, doc: str, leave_out: tuple[str, ...] = ()) -> Any:
         for f in task_fields.of_shape(shape):  # type: ignore[arg-type]
             if f.json not in leave_out:
                 fields[f.json] = SHAPE_TYPES[shape]
-    body: Any = TypedDict(name, fields, total=False)  # type: ignore[operator]
+    body: Any = cast(Any, TypedDict)(name, fields, total=False)
     body.__doc__ = doc
     body.__pydantic_config__ = _FORBID
     return body

@@ -210,8 +210,8 @@ class TaskRefObject(BaseModel):
     """A task named by ``{"id": ...}`` or ``{"key": ...}`` (exactly one)."""
 
     model_config = ConfigDict(extra="forbid")
-    id: Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern="^[0-9]+$")] = Field(None)
-    key: Annotated[str, Field(min_length=1)] = Field(None)
+    id: Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern="^[0-9]+$")] = None  # type: ignore[assignment]
+    key: Annotated[str, Field(min_length=1)] = None  # type: ignore[assignment]
 
 
 TargetScalar = (
@@ -221,14 +221,15 @@ TargetScalar = (
 TargetInput = TargetScalar | TaskRefObject
 
 
+_COND: Final = _literal(COND_FROM_JSON)
+
+
 class Dep(BaseModel):
     """A dependency edge: its target and the condition (default on_success)."""
 
     model_config = ConfigDict(extra="forbid")
     target: TargetInput
-    cond: _literal([*enums.EDGE_COND.numbers, *(n.removeprefix("on_") for n in enums.EDGE_COND.numbers)]) = (
-        None
-    )
+    cond: _COND | None = None  # type: ignore[valid-type]
 
 
 # ---------------------------------------------------------------------------------------------
