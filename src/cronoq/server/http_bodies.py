@@ -130,14 +130,14 @@ TASK_FIELDS: Final = frozenset(TaskSpec.__annotations__)
 
 
 class SubmitBatchRequest(BaseModel):
-    """``POST /v1/tasks:batch``: the tasks, submitted atomically."""
+    """`POST /v1/tasks:batch`: the tasks, submitted atomically."""
 
     model_config = ConfigDict(extra="forbid")
     tasks: list[TaskSpec]  # type: ignore[valid-type]
 
 
 class RecurringRequest(BaseModel):
-    """``PUT /v1/recurring/{name}``: a schedule and its task template."""
+    """`PUT /v1/recurring/{name}`: a schedule and its task template."""
 
     model_config = ConfigDict(extra="forbid")
     name: StrictStr | None = Field(None, description="optional; must equal the path's name")
@@ -156,7 +156,7 @@ def _not_blank(s: str) -> str:
 
 
 class ReplayRequest(BaseModel):
-    """``POST /v1/tasks/{ref}/replay`` (optional body)."""
+    """`POST /v1/tasks/{ref}/replay` (optional body)."""
 
     model_config = ConfigDict(extra="forbid")
     force: Annotated[bool, Field(strict=True, description="also replay a succeeded task")] = False
@@ -179,7 +179,7 @@ class TaskFilter(BaseModel):
 
 
 class BulkRequest(BaseModel):
-    """``POST /v1/tasks:replay`` / ``POST /v1/tasks:cancel``."""
+    """`POST /v1/tasks:replay` / `POST /v1/tasks:cancel`."""
 
     model_config = ConfigDict(extra="forbid")
     filter: TaskFilter

@@ -207,7 +207,7 @@ def _payload(v: Any) -> bytes | None:
 
 
 class TaskRefObject(BaseModel):
-    """A task named by ``{"id": ...}`` or ``{"key": ...}`` (exactly one)."""
+    """A task named by `{"id": ...}` or `{"key": ...}` (exactly one)."""
 
     model_config = ConfigDict(extra="forbid")
     id: Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern="^[0-9]+$")] = None  # type: ignore[assignment]
@@ -244,11 +244,12 @@ def _choice_of(options: dict[str, int]) -> Any:
 
 
 OnMiss = Annotated[
-    int | None, PlainValidator(_choice_of(MISS_FROM_JSON), json_schema_input_type=_literal(MISS_FROM_JSON))
+    int | None,
+    PlainValidator(_choice_of(MISS_FROM_JSON), json_schema_input_type=_literal(MISS_FROM_JSON) | None),
 ]
 Overlap = Annotated[
     int | None,
-    PlainValidator(_choice_of(OVERLAP_FROM_JSON), json_schema_input_type=_literal(OVERLAP_FROM_JSON)),
+    PlainValidator(_choice_of(OVERLAP_FROM_JSON), json_schema_input_type=_literal(OVERLAP_FROM_JSON) | None),
 ]
 Seconds = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False, description="seconds")]
 Attempts = Annotated[
@@ -269,7 +270,8 @@ UnixNs = Annotated[
     PlainValidator(
         lambda v: None if v is None else integer(v, INT64_MIN, INT64_MAX, strings=True),
         json_schema_input_type=Annotated[int, Field(json_schema_extra={"format": "int64"})]
-        | Annotated[str, Field(pattern="^-?[0-9]+$")],
+        | Annotated[str, Field(pattern="^-?[0-9]+$")]
+        | None,
     ),
     Field(description="Unix time in nanoseconds (an integer or a string of digits)"),
 ]
@@ -277,19 +279,19 @@ Priority = Annotated[
     int | None,
     PlainValidator(
         _priority,
-        json_schema_input_type=_literal(PRIORITY_FROM_JSON) | Annotated[int, Field(ge=0, le=3)],
+        json_schema_input_type=_literal(PRIORITY_FROM_JSON) | Annotated[int, Field(ge=0, le=3)] | None,
     ),
     Field(description="a name (case-insensitive) or an integer 0..3 (0 = critical, 3 = low)"),
 ]
 Deps = list[Annotated[pb.Dep, PlainValidator(_dep, json_schema_input_type=Dep | TargetScalar)]]
 After = Annotated[
     list[pb.Dep] | None,
-    PlainValidator(_after, json_schema_input_type=list[TargetInput] | TargetInput),
+    PlainValidator(_after, json_schema_input_type=list[TargetInput] | TargetInput | None),
     Field(description="ids or keys (on_success): an array, or one id or key"),
 ]
 StrMap = Annotated[
     dict[str, str] | None,
-    PlainValidator(_str_map, json_schema_input_type=dict[str, str | float | bool]),
+    PlainValidator(_str_map, json_schema_input_type=dict[str, str | float | bool] | None),
     Field(description="string values; numbers and booleans are stringified with Python's str()"),
 ]
 Base64 = Annotated[
