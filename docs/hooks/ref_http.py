@@ -54,8 +54,8 @@ def type_of(s: dict[str, Any]) -> str:
     t = s.get("type", "any")
     if t == "array":
         items = s.get("items", {})
-        alternatives = "oneOf" in items or "anyOf" in items
-        out = f"array of ({type_of(items)})" if alternatives else f"array of {type_of(items)}"
+        several = "oneOf" in items or "anyOf" in items
+        out = f"array of ({type_of(items)})" if several else f"array of {type_of(items)}"
     elif t == "object" and "additionalProperties" in s and not s.get("properties"):
         ap = s["additionalProperties"]
         out = "object" if ap is False or ap is True else f"map of string → {type_of(ap)}"

@@ -6,15 +6,16 @@ Every JSON body a route accepts is declared here once, and both the parsing (``h
 ``ops.bulk_from_json``) and the OpenAPI request schemas (``openapi_requests``) come from these
 declarations, so what is documented is what is accepted.
 
-* :data:`TaskSpec` is built from the task-field table (``runtime.task_fields``): one
-  ``Annotated`` type per value shape (``http_values``) and a field per task field, plus the
-  payload fields; :data:`TaskTemplate` (a recurring schedule's task) is the same without the
-  fields a fixed start makes meaningless.  The fields are declared in the order the API has
+* :data:`TaskSpec` (a ``TypedDict``, see :func:`_task_body`) is built from the task-field
+  table (``runtime.task_fields``): one ``Annotated`` type per value shape (``http_values``)
+  and a field per task field, plus the payload fields; :data:`TaskTemplate` (a recurring
+  schedule's task) is the same without the fields a fixed start makes meaningless.  The fields are declared in the order the API has
   always checked them, since the first error in that order is the one reported.
 * Every model refuses unknown fields (``extra="forbid"``); values are strict (no ``"1"`` for a
   number) and come out as wire values (enum numbers, ``Dep``/``TaskRef`` messages, bytes), so a
   validated task body becomes a ``TaskSpec`` with one constructor call.
-* The validators are built once, at import; a request only calls ``model_validate``.
+* The validators are built once, at import (the models' own, and :data:`TASK_SPEC` /
+  :data:`TASK_TEMPLATE` for the task bodies); a request only calls them.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "TASK_TEMPLATE",
     "PAYLOAD_FIELDS",
     "REQUEST_MODELS",
+    "SHAPE_TYPES",
     "BulkRequest",
     "RecurringRequest",
     "ReplayRequest",
