@@ -9,8 +9,9 @@ declarations, so what is documented is what is accepted.
 * :data:`TaskSpec` (a ``TypedDict``, see :func:`_task_body`) is built from the task-field
   table (``runtime.task_fields``): one ``Annotated`` type per value shape (``http_values``)
   and a field per task field, plus the payload fields; :data:`TaskTemplate` (a recurring
-  schedule's task) is the same without the fields a fixed start makes meaningless.  The fields are declared in the order the API has
-  always checked them, since the first error in that order is the one reported.
+  schedule's task) is the same without the fields a fixed start makes meaningless.  The
+  fields are declared in the order the API has always checked them, since the first error in
+  that order is the one reported.
 * Every model refuses unknown fields (``extra="forbid"``); values are strict (no ``"1"`` for a
   number) and come out as wire values (enum numbers, ``Dep``/``TaskRef`` messages, bytes), so a
   validated task body becomes a ``TaskSpec`` with one constructor call.
