@@ -181,6 +181,12 @@ def test_an_integer_too_large_for_a_float_is_not_finite(field: str) -> None:
         ops.bulk_from_json({"filter": {"created_after": 10**400}})
 
 
+def test_a_string_protobuf_refuses_in_a_schedule_is_a_400() -> None:
+    """(It was a 500: the UnicodeEncodeError of the RecurringRequest escaped.)"""
+    with pytest.raises(http_json.HttpError, match=r"^schedule: 'utf-8' codec can't encode"):
+        http_json.recurring_request_from_json("nm", {"cron": "\ud800"}, L)
+
+
 def test_a_valid_bulk_body() -> None:
     body = {"filter": {"pools": "a", "tenant": "", "limit": 3, "created_after": 5}, "force": True}
     assert ops.bulk_from_json(body) == (

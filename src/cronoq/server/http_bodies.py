@@ -72,13 +72,10 @@ class RetryPolicy(BaseModel):
     jitter: Annotated[bool, Field(strict=True)] | None = None
 
 
-def _utf8(s: str) -> str:
-    s.encode("utf-8")  # (protobuf refuses lone surrogates: refused here, in field order)
-    return s
-
-
-#: a string field (strict: no number for a string)
-String: Final = Annotated[str, Field(strict=True), AfterValidator(_utf8)]
+#: a string field (strict: no number for a string).  A lone surrogate, which protobuf refuses,
+#: is refused when the ``TaskSpec`` is built, after every other field (checking it here
+#: would cost a Python call per string on the submit path).
+String: Final = Annotated[str, Field(strict=True)]
 
 #: the type of a task field's JSON value, by its shape (runtime.task_fields)
 SHAPE_TYPES: Final[dict[str, Any]] = {

@@ -392,7 +392,10 @@ def recurring_request_from_json(
     template = task_spec_from_json(task, "task", limits, bodies.TASK_TEMPLATE)
     if late is not None:
         raise invalid(late)
-    req = pb.RecurringRequest(name=name, cron=env.cron, tz=env.tz or "", template=template)
+    try:
+        req = pb.RecurringRequest(name=name, cron=env.cron, tz=env.tz or "", template=template)
+    except (ValueError, TypeError) as e:  # strings protobuf refuses (lone surrogates): was a 500
+        raise invalid(f"schedule: {e}") from None
     if env.overlap is not None:
         req.overlap = env.overlap  # type: ignore[assignment]
     return req
