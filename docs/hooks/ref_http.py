@@ -45,11 +45,17 @@ def type_of(s: dict[str, Any]) -> str:
     if "$ref" in s:
         name = s["$ref"].removeprefix(_REF)
         return f"[{name}](#{schema_anchor(name)})"
-    if "oneOf" in s:
-        return " or ".join(type_of(x) for x in s["oneOf"])
+    for alternatives in ("oneOf", "anyOf"):
+        if alternatives in s:
+            out = " or ".join(type_of(x) for x in s[alternatives])
+            return out + " or null" if s.get("nullable") else out
+    if len(s.get("allOf", ())) == 1:
+        return type_of(s["allOf"][0])
     t = s.get("type", "any")
     if t == "array":
-        out = f"array of {type_of(s.get('items', {}))}"
+        items = s.get("items", {})
+        several = "oneOf" in items or "anyOf" in items
+        out = f"array of ({type_of(items)})" if several else f"array of {type_of(items)}"
     elif t == "object" and "additionalProperties" in s and not s.get("properties"):
         ap = s["additionalProperties"]
         out = "object" if ap is False or ap is True else f"map of string → {type_of(ap)}"

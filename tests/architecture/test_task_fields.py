@@ -166,6 +166,15 @@ def test_the_http_body_sets_each_field_as_the_client_does(field: TaskField) -> N
     assert spec == _client_spec(field.name)
 
 
+def test_the_http_body_declaration_has_a_field_of_its_shape_for_each() -> None:
+    _server()
+    from cronoq.server import http_bodies
+
+    declared = http_bodies.TaskSpec.__annotations__
+    for f in TASK_FIELDS:
+        assert declared[f.json] is http_bodies.SHAPE_TYPES[f.shape], f.name
+
+
 def test_the_openapi_task_spec_schema_has_every_field() -> None:
     _, http_json, _ = _server()
     from cronoq.server.openapi import openapi_document
@@ -176,7 +185,7 @@ def test_the_openapi_task_spec_schema_has_every_field() -> None:
         for g in task_fields.of_shape(f.shape):
             assert props[f.json] == props[g.json]
     assert props["timeout_s"]["description"] == "seconds"
-    assert props["deadline_unix_ns"]["oneOf"][0]["format"] == "int64"
+    assert props["deadline_unix_ns"]["anyOf"][0]["format"] == "int64"
 
 
 #: ``cronoq submit`` options that are not task fields

@@ -52,6 +52,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Final
 from urllib.parse import unquote
 
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
@@ -63,11 +64,12 @@ from starlette.types import Receive, Scope, Send
 from cronoq.client.json_shapes import message_json
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES
 from cronoq.errors import SchedulerError
-from cronoq.server import convert, http_guard, ops, request_limits
+from cronoq.server import body_errors, convert, http_guard, ops, request_limits
 from cronoq.server import metrics as metrics_mod
 from cronoq.server.app import ApiError, ServerApp, Slices, event_filter, filter_group, store_failure
 from cronoq.server.auth import Action, AuthError, Principal, restrict_pools
 from cronoq.server.dashboard import dashboard_routes
+from cronoq.server.http_bodies import ReplayRequest, SubmitBatchRequest
 from cronoq.server.http_json import (
     UINT32_MAX,
     UINT64_MAX,
@@ -77,7 +79,6 @@ from cronoq.server.http_json import (
     error_response,
     http_error_of,
     invalid,
-    json_bool,
     json_response,
     query_bool,
     query_float,
@@ -309,7 +310,7 @@ class HttpApi:
         """``POST /v1/tasks:batch``."""
         principal = self.auth(request, Action.SUBMIT_BATCH)
         body = await self.read_json(request)
-        reject_unknown(body, frozenset({"tasks"}), "")
+        reject_unknown(body, SubmitBatchRequest.model_fields, "")
         tasks = body.get("tasks")
         if not isinstance(tasks, list):
             raise bad_request(f"tasks must be an array of task objects (got {type_name(tasks)})")
@@ -412,9 +413,12 @@ class HttpApi:
         principal = self.auth(request, Action.REPLAY)
         body = await http_guard.read_optional_json(self.app, request)
         for k in body:
-            if k != "force":
+            if k not in ReplayRequest.model_fields:
                 raise bad_request(f"unknown field '{k}' (expected force)")
-        force = json_bool(body.get("force", False), "force")
+        try:
+            force = ReplayRequest.model_validate(body).force
+        except ValidationError as e:
+            raise invalid(body_errors.message_of(e)) from None
         tid = await ops.replay(self.app, principal, ref, force, self.tenant_of(request))
         return json_response({"id": str(tid), "duplicate": False})
 

@@ -181,68 +181,38 @@ def _bad(message: str) -> ApiError:
     return ApiError("invalid_argument", message, "invalid_argument")
 
 
-def _json_names(v: Any, where: str) -> list[str]:
-    items = [v] if isinstance(v, str) else v
-    if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
-        raise _bad(f"{where} must be a string or a list of strings")
-    return items
-
-
-def _json_instant(v: Any, where: str) -> float:
-    """RFC 3339 string or Unix seconds -> Unix seconds."""
-    import datetime as _dt
-    import math
-
-    if isinstance(v, bool) or v is None:
-        raise _bad(f"{where} must be an RFC 3339 time or Unix seconds")
-    if isinstance(v, int | float):
-        if not math.isfinite(v):
-            raise _bad(f"{where} must be finite")
-        return float(v)
-    if isinstance(v, str):
-        try:
-            d = _dt.datetime.fromisoformat(v.strip())
-        except ValueError:
-            raise _bad(f"{where} is not an RFC 3339 time: {v!r}") from None
-        if d.tzinfo is None:
-            raise _bad(f"{where} must name its UTC offset (e.g. 'Z'): {v!r}")
-        return d.timestamp()
-    raise _bad(f"{where} must be an RFC 3339 time or Unix seconds")
-
-
 def bulk_from_json(body: Mapping[str, Any]) -> tuple[dict[str, Any], str, bool]:
-    """``POST /v1/tasks:replay|cancel`` body -> ``(filter keywords, request_key, force)``."""
+    """``POST /v1/tasks:replay|cancel`` body (``http_bodies.BulkRequest``) -> ``(filter keywords,
+    request_key, force)``; the first bad field in the body's order is reported."""
+    from pydantic import ValidationError
+
+    from cronoq.server import body_errors
+    from cronoq.server.http_bodies import BulkRequest
+
     for k in body:
-        if k not in ("filter", "request_key", "force"):
+        if k not in BulkRequest.model_fields:
             raise _bad(f"unknown field '{k}' (expected filter, request_key, force)")
     f = body.get("filter")
     if not isinstance(f, dict) or not f:
         raise _bad("filter must be an object with at least one criterion")
-    kw: dict[str, Any] = {}
-    for k, v in f.items():
-        where = f"filter.{k}"
-        if k in ("pools", "statuses", "kinds"):
-            kw[k] = _json_names(v, where)
-        elif k == "tags":
-            if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
-                raise _bad(f"{where} must be an object of strings")
-            kw[k] = dict(v)
-        elif k == "tenant":
-            if not isinstance(v, str):
-                raise _bad(f"{where} must be a string")
-            kw[k] = v or None
-        elif k in ("created_after", "created_before", "finished_after", "finished_before"):
-            kw[k] = _json_instant(v, where)
-        elif k == "limit":
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise _bad(f"{where} must be an integer >= 1")
-            kw[k] = v
-        else:
-            raise _bad(f"unknown filter field '{k}' (expected {', '.join(FILTER_FIELDS)})")
-    key = body.get("request_key", "")
-    if not isinstance(key, str):
-        raise _bad("request_key must be a string")
-    force = body.get("force", False)
-    if not isinstance(force, bool):
-        raise _bad("force must be true or false")
-    return kw, key, force
+    try:
+        m = BulkRequest.model_validate(body)
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+        order = list(f)  # (the filter's criteria are checked in their order)
+        errors.sort(
+            key=lambda x: (
+                x["loc"][0] != "filter",
+                order.index(x["loc"][1]) if x["loc"][0] == "filter" else 0,
+            )
+        )
+        first = errors[0]
+        if first["type"] == "extra_forbidden":
+            raise _bad(
+                f"unknown filter field '{first['loc'][1]}' (expected {', '.join(FILTER_FIELDS)})"
+            ) from None
+        raise _bad(f"{body_errors.where_of('', first['loc'])} {first.get('ctx', {})['tail']}") from None
+    kw = {k: getattr(m.filter, k) for k in m.filter.model_fields_set}
+    if "tenant" in kw:
+        kw["tenant"] = kw["tenant"] or None
+    return kw, m.request_key, m.force

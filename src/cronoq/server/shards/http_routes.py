@@ -38,6 +38,7 @@ from cronoq.server.app import ApiError
 from cronoq.server.auth import Action, AuthError
 from cronoq.server.grpc_api import ERROR_CODE_KEY
 from cronoq.server.http_api import TASK, HttpApi
+from cronoq.server.http_bodies import ReplayRequest
 from cronoq.server.http_guard import read_optional_json
 from cronoq.server.http_json import (
     HttpError,
@@ -267,7 +268,7 @@ class ShardedHttp:
         self.api.auth(request, Action.REPLAY)
         body = await read_optional_json(self.api.app, request)
         for k in body:
-            if k != "force":
+            if k not in ReplayRequest.model_fields:
                 raise HttpError(400, f"unknown field '{k}' (expected force)", "invalid_argument")
         force = body.get("force", False)
         if not isinstance(force, bool):
