@@ -49,8 +49,10 @@ the server to end it.
 All outbound messages of a session go through one queue consumed by the request iterator of
 the call, so reports, heartbeats and slot changes never interleave badly. In a version-4
 session, whatever queued up while the stream was busy sending goes out as one ``WorkerBatch``
-(at most 64 reports and the server's ``max_message_bytes``; see :mod:`cronoq.proto.protocol`),
-and a ``ServerBatch`` of leases is handled like that many ``Lease`` messages.
+(at most 64 reports and the server's ``max_message_bytes``; see :mod:`cronoq.proto.protocol`);
+when the previous write was recent (a trickle of reports), the iterator first lingers up to
+``FLUSH_LINGER_S`` for more (:mod:`cronoq.proto.flush`), while a lone report after a quiet spell
+goes out at once. A ``ServerBatch`` of leases is handled like that many ``Lease`` messages.
 
 **Progress** (version 5). ``await lease.progress(done, total, message)`` (or the synchronous
 ``lease.report_progress``) sends a ``ProgressReport`` only in a session of version 5 or more
@@ -67,6 +69,7 @@ import contextlib
 import inspect
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -89,9 +92,11 @@ from cronoq.engine.time import next_backoff
 from cronoq.errors import Permanent, Retryable, outcome_of
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
+from cronoq.proto.flush import FlushQueue, busy
 from cronoq.proto.protocol import (
     BATCH_MARGIN_BYTES,
     BATCHING_VERSION,
+    FLUSH_LINGER_S,
     MAX_BATCH_ITEMS,
     MIN_VERSION,
     PROGRESS_VERSION,
@@ -306,7 +311,7 @@ class _Session:
     """State of one ``Work`` stream."""
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
+        self.queue: FlushQueue[pb.WorkerMessage] = FlushQueue()
         self.running: dict[int, tuple[Lease, asyncio.Task[None]]] = {}
         self.open = True
         self.half_closed = False
@@ -329,20 +334,29 @@ class _Session:
 
     async def requests(self) -> Any:
         queue = self.queue
+        loop = asyncio.get_running_loop()
+        last_flush = -math.inf
         while True:
             msg = await queue.get()
             if msg is None:
                 return
-            if self.batch_bytes and not queue.empty():
-                # version 4: what queued up while the stream was busy goes out as one message
-                out, last = _batch(msg, queue, self.batch_bytes)
-                yield out
-                if last is None:
-                    continue
-                if last is _END:
-                    return
-                msg = last
+            if self.batch_bytes:
+                # version 4: a trickle of reports lingers briefly for company (only when the
+                # previous flush was recent), then what queued up goes out as one message
+                if busy(loop.time(), last_flush):
+                    room = self.batch_bytes - _report_bytes(msg)
+                    await queue.linger(FLUSH_LINGER_S, MAX_BATCH_ITEMS - 1, room, _report_bytes)
+                if not queue.empty():
+                    out, last = _batch(msg, queue, self.batch_bytes)
+                    yield out
+                    last_flush = loop.time()
+                    if last is None:
+                        continue
+                    if last is _END:
+                        return
+                    msg = last
             yield msg
+            last_flush = loop.time()
 
 
 class Worker:
@@ -991,7 +1005,7 @@ def _report_bytes(m: pb.WorkerMessage) -> int:
 
 
 def _batch(
-    first: pb.WorkerMessage, queue: asyncio.Queue[pb.WorkerMessage | None], budget: int
+    first: pb.WorkerMessage, queue: FlushQueue[pb.WorkerMessage], budget: int
 ) -> tuple[pb.WorkerMessage, pb.WorkerMessage | Any | None]:
     """``first`` and the reports queued behind it as one ``WorkerBatch`` (at most
     MAX_BATCH_ITEMS and ``budget`` bytes); also returns the message taken from the queue that
