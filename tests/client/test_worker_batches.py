@@ -10,7 +10,10 @@ from typing import Any
 from test_worker_fake import running
 
 from cronoq.client import Lease, Worker
+from cronoq.client import worker as worker_mod
+from cronoq.proto import flush
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.proto.protocol import MAX_BATCH_ITEMS
 
 
 async def noop(lease: Lease) -> object:
@@ -81,3 +84,52 @@ async def test_v3_server_never_gets_a_batch(fake: Any) -> None:
             conn.lease(i)
         done, sizes = await reports(conn, 16)
         assert sorted(done) == list(range(1, 17)) and set(sizes) == {1}
+
+
+# Lingering (cronoq.proto.flush): the bounds are patched, a 60 s bound that only a full batch can
+# cut short, and "always busy" / "never busy" where the test must not depend on the machine.
+LONG = 60.0
+
+
+async def test_a_trickle_of_reports_lingers_into_one_batch(fake: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(worker_mod, "FLUSH_LINGER_S", LONG)
+    monkeypatch.setattr(flush, "FLUSH_BUSY_S", LONG)
+    w = Worker(fake.target, "p", noop, slots=MAX_BATCH_ITEMS)
+    async with running(w):
+        conn = await fake.next_conn()
+        await conn.recv_kind("register")
+        conn.register_ok(slots=MAX_BATCH_ITEMS, version=4)
+        await w.wait_registered(5)
+        for i in range(1, MAX_BATCH_ITEMS + 1):  # one lease per message: a trickle
+            conn.lease(i)
+        done, sizes = await reports(conn, MAX_BATCH_ITEMS)
+        # the writer lingered from the first report until a full batch was queued
+        assert sorted(done) == list(range(1, MAX_BATCH_ITEMS + 1)) and sizes == [MAX_BATCH_ITEMS]
+
+
+async def test_a_report_on_a_quiet_stream_goes_at_once(fake: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(worker_mod, "FLUSH_LINGER_S", LONG)  # it would wait a minute if it lingered
+    monkeypatch.setattr(flush, "FLUSH_BUSY_S", 0.0)
+    w = Worker(fake.target, "p", noop, slots=4)
+    async with running(w):
+        conn = await fake.next_conn()
+        await conn.recv_kind("register")
+        conn.register_ok(slots=4, version=4)
+        await w.wait_registered(5)
+        conn.lease(1)
+        assert await reports(conn, 1) == ([1], [1])
+
+
+async def test_a_v3_session_never_lingers(fake: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(worker_mod, "FLUSH_LINGER_S", LONG)
+    monkeypatch.setattr(flush, "FLUSH_BUSY_S", LONG)
+    w = Worker(fake.target, "p", noop, slots=4)
+    async with running(w):
+        conn = await fake.next_conn()
+        await conn.recv_kind("register")
+        conn.register_ok(slots=4)  # version 3
+        await w.wait_registered(5)
+        for i in range(1, 5):
+            conn.lease(i)
+        done, sizes = await reports(conn, 4)
+        assert sorted(done) == [1, 2, 3, 4] and sizes == [1, 1, 1, 1]

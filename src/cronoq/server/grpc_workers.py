@@ -192,7 +192,7 @@ class WorkersServicer(pb_grpc.WorkersServicer):
         violation: list[str] = []
         reader = asyncio.get_running_loop().create_task(self._read(it, session, violation))
         budget = app.registry.max_message_bytes - BATCH_MARGIN_BYTES
-        writes = _writes(session.outbox, session.version >= BATCHING_VERSION, budget)
+        writes = outbound(session.outbox, session.version >= BATCHING_VERSION, budget)
         try:
             async with contextlib.aclosing(writes):
                 async for out in writes:
@@ -308,7 +308,7 @@ def _batch(
     return out, last
 
 
-async def _writes(
+async def outbound(
     outbox: FlushQueue[ServerMsg], batching: bool, budget: int
 ) -> AsyncGenerator[pb.ServerMessage, None]:
     """The session's outbox as stream messages, until its end (``None``) or a not-leader
