@@ -5,6 +5,7 @@ that answers version 3 never gets a batch."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from test_worker_fake import running
@@ -92,19 +93,40 @@ LONG = 60.0
 
 
 async def test_a_trickle_of_reports_lingers_into_one_batch(fake: Any, monkeypatch: Any) -> None:
+    """63 leases run, blocked; lease 0 completes alone, right after a flush, while the others
+    still run: its report lingers (60 s bound) until the 63 others are queued: one message."""
     monkeypatch.setattr(worker_mod, "FLUSH_LINGER_S", LONG)
     monkeypatch.setattr(flush, "FLUSH_BUSY_S", LONG)
-    w = Worker(fake.target, "p", noop, slots=MAX_BATCH_ITEMS)
+    gate = asyncio.Event()
+    started: list[int] = []
+    all_started = asyncio.Event()
+    first_done = asyncio.Event()
+    n = MAX_BATCH_ITEMS
+
+    async def handle(lease: Lease) -> object:
+        if lease.id == 0:
+            first_done.set()
+            return b""
+        started.append(lease.id)
+        if len(started) == n - 1:
+            all_started.set()
+        await gate.wait()
+        return b""
+
+    w = Worker(fake.target, "p", handle, slots=n)
     async with running(w):
         conn = await fake.next_conn()
         await conn.recv_kind("register")
-        conn.register_ok(slots=MAX_BATCH_ITEMS, version=4)
+        conn.register_ok(slots=n, version=4)
         await w.wait_registered(5)
-        for i in range(1, MAX_BATCH_ITEMS + 1):  # one lease per message: a trickle
+        for i in range(1, n):  # one lease per message: a trickle
             conn.lease(i)
-        done, sizes = await reports(conn, MAX_BATCH_ITEMS)
-        # the writer lingered from the first report until a full batch was queued
-        assert sorted(done) == list(range(1, MAX_BATCH_ITEMS + 1)) and sizes == [MAX_BATCH_ITEMS]
+        await asyncio.wait_for(all_started.wait(), 10)
+        conn.lease(0)
+        await asyncio.wait_for(first_done.wait(), 10)
+        gate.set()
+        done, sizes = await reports(conn, n)
+        assert sorted(done) == list(range(n)) and sizes == [n]
 
 
 async def test_a_report_on_a_quiet_stream_goes_at_once(fake: Any, monkeypatch: Any) -> None:

@@ -90,6 +90,32 @@ async def test_a_trickle_is_coalesced_until_a_batch_is_full(bounds: Bounds) -> N
     assert ids(await within(anext(gen))) == [2 + MAX_BATCH_ITEMS]
 
 
+async def test_a_burst_goes_at_once(bounds: Bounds) -> None:
+    bounds(LONG, LONG)  # busy, and a minute's bound: only "no linger" gets through
+    q: FlushQueue[ServerMsg] = FlushQueue()
+    gen = outbound(q, True, BUDGET)
+    q.put_nowait(lease(1))
+    await within(anext(gen))
+    for i in (2, 3, 4):  # queued together (one engine step): sent together, at once
+        q.put_nowait(lease(i))
+    assert ids(await within(anext(gen))) == [2, 3, 4]
+    await gen.aclose()
+
+
+async def test_no_linger_when_the_worker_has_no_free_slot(bounds: Bounds) -> None:
+    bounds(LONG, LONG)
+    q: FlushQueue[ServerMsg] = FlushQueue()
+    free = [True]
+    gen = outbound(q, True, BUDGET, lambda: free[0])
+    q.put_nowait(lease(1))
+    await within(anext(gen))
+    free[0] = False  # every slot taken: no lease can follow until the worker reports
+    q.put_nowait(lease(2))
+    msg = await within(anext(gen))
+    assert msg.WhichOneof("msg") == "lease" and msg.lease.lease == 2
+    await gen.aclose()
+
+
 async def test_a_lingering_lease_waits_no_longer_than_the_bound(bounds: Bounds) -> None:
     bounds(0.02, LONG)  # always busy, 20 ms bound
     q: FlushQueue[ServerMsg] = FlushQueue()

@@ -50,9 +50,11 @@ All outbound messages of a session go through one queue consumed by the request 
 the call, so reports, heartbeats and slot changes never interleave badly. In a version-4
 session, whatever queued up while the stream was busy sending goes out as one ``WorkerBatch``
 (at most 64 reports and the server's ``max_message_bytes``; see :mod:`cronoq.proto.protocol`);
-when the previous write was recent (a trickle of reports), the iterator first lingers up to
-``FLUSH_LINGER_S`` for more (:mod:`cronoq.proto.flush`), while a lone report after a quiet spell
-goes out at once. A ``ServerBatch`` of leases is handled like that many ``Lease`` messages.
+a lone report in a trickle (the previous write was recent, nothing else queued, and other
+leases still running, so more reports may follow) first lingers up to ``FLUSH_LINGER_S`` for
+company (:mod:`cronoq.proto.flush`), while a lone report after a quiet spell, the last running
+lease's report, or a burst goes out at once. A ``ServerBatch`` of leases is handled like that
+many ``Lease`` messages.
 
 **Progress** (version 5). ``await lease.progress(done, total, message)`` (or the synchronous
 ``lease.report_progress``) sends a ``ProgressReport`` only in a session of version 5 or more
@@ -341,9 +343,10 @@ class _Session:
             if msg is None:
                 return
             if self.batch_bytes:
-                # version 4: a trickle of reports lingers briefly for company (only when the
-                # previous flush was recent), then what queued up goes out as one message
-                if busy(loop.time(), last_flush):
+                # version 4: a lone report in a trickle (the previous flush was recent, nothing
+                # else queued, other leases still running) lingers briefly for company, then
+                # what queued up goes out as one message
+                if queue.empty() and self.running and busy(loop.time(), last_flush):
                     room = self.batch_bytes - _report_bytes(msg)
                     await queue.linger(FLUSH_LINGER_S, MAX_BATCH_ITEMS - 1, room, _report_bytes)
                 if not queue.empty():

@@ -9,9 +9,12 @@ writer wait a little for company: :meth:`FlushQueue.linger` returns after ``boun
 add up past ``budget`` bytes, or an item arrives that ``size_of`` rates above the budget (for
 example a stream end, which must not wait), whichever comes first.
 
-Whether to linger at all is :func:`busy`'s decision: only when the writer's previous flush was
-less than :data:`~cronoq.proto.protocol.FLUSH_BUSY_S` ago, so more items are likely to follow
-soon. A lone item on an idle stream (the previous flush long ago, or none) goes out at once.
+Whether to linger at all is the writer's decision, and only for a lone item in a trickle:
+nothing else is queued (a burst goes at once), :func:`busy` says the previous flush ended less
+than :data:`~cronoq.proto.protocol.FLUSH_BUSY_S` ago, and more items can follow at all (the
+server: the worker has a free slot; the worker: other leases are still running). Otherwise
+waiting would only stall a round trip: a worker whose every slot is taken gets no lease until
+it reports. A lone item on an idle stream (the previous flush long ago, or none) goes at once.
 """
 
 from __future__ import annotations

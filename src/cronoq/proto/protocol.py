@@ -12,9 +12,10 @@ comes round to the stream (the writer is idle), at most :data:`MAX_BATCH_ITEMS` 
 never more than the peer's ``max_message_bytes`` less :data:`BATCH_MARGIN_BYTES`. Under a trickle
 the queue is empty each time, so a writer whose previous flush ended less than
 :data:`FLUSH_BUSY_S` ago lingers up to :data:`FLUSH_LINGER_S` for company (or until a full
-batch, or its byte budget, is queued; :mod:`cronoq.proto.flush`) before it writes. A lone
-message on an idle stream is never delayed, and a message in a busy one by at most
-:data:`FLUSH_LINGER_S`. Version-3 sessions never linger.
+batch, or its byte budget, is queued; :mod:`cronoq.proto.flush`) before it writes, when more
+can follow (a free slot; other leases running). A lone message on an idle stream and a burst
+are never delayed, and a message in a trickle by at most :data:`FLUSH_LINGER_S`. Version-3
+sessions never linger.
 """
 
 from __future__ import annotations

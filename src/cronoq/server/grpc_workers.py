@@ -6,9 +6,10 @@ session's protocol version: the lower of the worker's and ours) before any ``Lea
 task feeds the worker's reports into the session; this coroutine writes whatever the session
 queues (``Lease``, ``Abort``, ``Shutdown``).  In a version-4 session it writes every ``Lease``
 and ``Abort`` queued by the time it runs as one ``ServerBatch`` (bounded in items and bytes, see
-:mod:`cronoq.proto.protocol`); when its previous write was recent (a trickle of leases) it first
-lingers up to ``FLUSH_LINGER_S`` for more (:mod:`cronoq.proto.flush`), so a trickle costs a
-message per few leases while a lone lease on an idle stream goes out at once. The worker's
+:mod:`cronoq.proto.protocol`); a lone lease in a trickle (the previous write was recent, nothing
+else queued, and the worker has a free slot, so more may follow) first lingers up to
+``FLUSH_LINGER_S`` for company (:mod:`cronoq.proto.flush`), so a trickle costs a message per few
+leases while a lone lease on an idle stream, or a burst, goes out at once. The worker's
 ``WorkerBatch`` reports are handled in order like single ones.  A version-5 session may also
 send ``ProgressReport`` (alone or inside a batch); an older session that sends one breaks the
 protocol.  The stream ends when the worker half-closes, disconnects, breaks the protocol
@@ -22,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -192,7 +193,8 @@ class WorkersServicer(pb_grpc.WorkersServicer):
         violation: list[str] = []
         reader = asyncio.get_running_loop().create_task(self._read(it, session, violation))
         budget = app.registry.max_message_bytes - BATCH_MARGIN_BYTES
-        writes = outbound(session.outbox, session.version >= BATCHING_VERSION, budget)
+        batching = session.version >= BATCHING_VERSION
+        writes = outbound(session.outbox, batching, budget, lambda: session.free > 0)
         try:
             async with contextlib.aclosing(writes):
                 async for out in writes:
@@ -309,12 +311,15 @@ def _batch(
 
 
 async def outbound(
-    outbox: FlushQueue[ServerMsg], batching: bool, budget: int
+    outbox: FlushQueue[ServerMsg], batching: bool, budget: int, room: Callable[[], bool] = lambda: True
 ) -> AsyncGenerator[pb.ServerMessage, None]:
     """The session's outbox as stream messages, until its end (``None``) or a not-leader
     ``Shutdown``. With ``batching`` (version 4 and up), Leases and Aborts go out packed into
-    ``ServerBatch`` messages; a writer whose previous flush was recent (:func:`busy`) lingers
-    up to ``FLUSH_LINGER_S`` for more of them first."""
+    ``ServerBatch`` messages. A lone one (nothing queued behind it) lingers up to
+    ``FLUSH_LINGER_S`` for company first, but only in a trickle: the previous flush was recent
+    (:func:`busy`) and ``room()`` says more leases may follow (the worker has a free slot; with
+    every slot taken, none can until it reports, so waiting would only stall it). A burst
+    (several queued) goes at once."""
     loop = asyncio.get_running_loop()
     last_flush = -math.inf
     while True:
@@ -322,7 +327,7 @@ async def outbound(
         if msg is None:
             return
         if batching and isinstance(msg, (LeaseMsg, AbortMsg)):
-            if busy(loop.time(), last_flush):
+            if outbox.empty() and busy(loop.time(), last_flush) and room():
                 await outbox.linger(
                     FLUSH_LINGER_S, MAX_BATCH_ITEMS - 1, budget - _lease_bytes(msg), _item_bytes
                 )
