@@ -105,14 +105,26 @@ async def test_a_burst_goes_at_once(bounds: Bounds) -> None:
 async def test_no_linger_when_the_worker_has_no_free_slot(bounds: Bounds) -> None:
     bounds(LONG, LONG)
     q: FlushQueue[ServerMsg] = FlushQueue()
-    free = [True]
+    free = [8]
     gen = outbound(q, True, BUDGET, lambda: free[0])
     q.put_nowait(lease(1))
     await within(anext(gen))
-    free[0] = False  # every slot taken: no lease can follow until the worker reports
+    free[0] = 0  # every slot taken: no lease can follow until the worker reports
     q.put_nowait(lease(2))
     msg = await within(anext(gen))
     assert msg.WhichOneof("msg") == "lease" and msg.lease.lease == 2
+    await gen.aclose()
+
+
+async def test_the_linger_waits_for_the_free_slots_only(bounds: Bounds) -> None:
+    bounds(LONG, LONG)
+    q: FlushQueue[ServerMsg] = FlushQueue()
+    gen = outbound(q, True, BUDGET, lambda: 2)  # two slots left after lease 2: two more at most
+    q.put_nowait(lease(1))
+    await within(anext(gen))
+    q.put_nowait(lease(2))
+    later(q, lease(3), lease(4))  # the last free slots filled: no reason to wait on
+    assert ids(await within(anext(gen))) == [2, 3, 4]
     await gen.aclose()
 
 

@@ -347,8 +347,10 @@ class _Session:
                 # else queued, other leases still running) lingers briefly for company, then
                 # what queued up goes out as one message
                 if queue.empty() and self.running and busy(loop.time(), last_flush):
+                    # at most one report per running lease can follow
+                    want = min(MAX_BATCH_ITEMS - 1, len(self.running))
                     room = self.batch_bytes - _report_bytes(msg)
-                    await queue.linger(FLUSH_LINGER_S, MAX_BATCH_ITEMS - 1, room, _report_bytes)
+                    await queue.linger(FLUSH_LINGER_S, want, room, _report_bytes)
                 if not queue.empty():
                     out, last = _batch(msg, queue, self.batch_bytes)
                     yield out

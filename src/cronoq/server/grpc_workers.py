@@ -194,7 +194,7 @@ class WorkersServicer(pb_grpc.WorkersServicer):
         reader = asyncio.get_running_loop().create_task(self._read(it, session, violation))
         budget = app.registry.max_message_bytes - BATCH_MARGIN_BYTES
         batching = session.version >= BATCHING_VERSION
-        writes = outbound(session.outbox, batching, budget, lambda: session.free > 0)
+        writes = outbound(session.outbox, batching, budget, lambda: session.free)
         try:
             async with contextlib.aclosing(writes):
                 async for out in writes:
@@ -311,15 +311,18 @@ def _batch(
 
 
 async def outbound(
-    outbox: FlushQueue[ServerMsg], batching: bool, budget: int, room: Callable[[], bool] = lambda: True
+    outbox: FlushQueue[ServerMsg],
+    batching: bool,
+    budget: int,
+    room: Callable[[], int] = lambda: MAX_BATCH_ITEMS,
 ) -> AsyncGenerator[pb.ServerMessage, None]:
     """The session's outbox as stream messages, until its end (``None``) or a not-leader
     ``Shutdown``. With ``batching`` (version 4 and up), Leases and Aborts go out packed into
     ``ServerBatch`` messages. A lone one (nothing queued behind it) lingers up to
     ``FLUSH_LINGER_S`` for company first, but only in a trickle: the previous flush was recent
-    (:func:`busy`) and ``room()`` says more leases may follow (the worker has a free slot; with
-    every slot taken, none can until it reports, so waiting would only stall it). A burst
-    (several queued) goes at once."""
+    (:func:`busy`) and ``room()`` (the worker's free slots) says more leases may follow; it
+    waits for at most that many (with every slot taken none can come until the worker reports,
+    so waiting longer would only stall it). A burst (several queued) goes at once."""
     loop = asyncio.get_running_loop()
     last_flush = -math.inf
     while True:
@@ -327,10 +330,9 @@ async def outbound(
         if msg is None:
             return
         if batching and isinstance(msg, (LeaseMsg, AbortMsg)):
-            if outbox.empty() and busy(loop.time(), last_flush) and room():
-                await outbox.linger(
-                    FLUSH_LINGER_S, MAX_BATCH_ITEMS - 1, budget - _lease_bytes(msg), _item_bytes
-                )
+            if outbox.empty() and busy(loop.time(), last_flush) and (more := room()) > 0:
+                want = min(MAX_BATCH_ITEMS - 1, more)
+                await outbox.linger(FLUSH_LINGER_S, want, budget - _lease_bytes(msg), _item_bytes)
             if not outbox.empty():
                 out, last = _batch(msg, outbox, budget)
                 yield out
