@@ -5,12 +5,16 @@ that answers version 3 never gets a batch."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from test_worker_fake import running
 
 from cronoq.client import Lease, Worker
+from cronoq.client import worker as worker_mod
+from cronoq.proto import flush
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.proto.protocol import MAX_BATCH_ITEMS
 
 
 async def noop(lease: Lease) -> object:
@@ -81,3 +85,73 @@ async def test_v3_server_never_gets_a_batch(fake: Any) -> None:
             conn.lease(i)
         done, sizes = await reports(conn, 16)
         assert sorted(done) == list(range(1, 17)) and set(sizes) == {1}
+
+
+# Lingering (cronoq.proto.flush): the bounds are patched, a 60 s bound that only a full batch can
+# cut short, and "always busy" / "never busy" where the test must not depend on the machine.
+LONG = 60.0
+
+
+async def test_a_trickle_of_reports_lingers_into_one_batch(fake: Any, monkeypatch: Any) -> None:
+    """63 leases run, blocked; lease 0 completes alone, right after a flush, while the others
+    still run: its report lingers (60 s bound) until the 63 others are queued: one message."""
+    monkeypatch.setattr(worker_mod, "FLUSH_LINGER_S", LONG)
+    monkeypatch.setattr(flush, "FLUSH_BUSY_S", LONG)
+    gate = asyncio.Event()
+    started: list[int] = []
+    all_started = asyncio.Event()
+    first_done = asyncio.Event()
+    n = MAX_BATCH_ITEMS
+
+    async def handle(lease: Lease) -> object:
+        if lease.id == 0:
+            first_done.set()
+            return b""
+        started.append(lease.id)
+        if len(started) == n - 1:
+            all_started.set()
+        await gate.wait()
+        return b""
+
+    w = Worker(fake.target, "p", handle, slots=n)
+    async with running(w):
+        conn = await fake.next_conn()
+        await conn.recv_kind("register")
+        conn.register_ok(slots=n, version=4)
+        await w.wait_registered(5)
+        for i in range(1, n):  # one lease per message: a trickle
+            conn.lease(i)
+        await asyncio.wait_for(all_started.wait(), 10)
+        conn.lease(0)
+        await asyncio.wait_for(first_done.wait(), 10)
+        gate.set()
+        done, sizes = await reports(conn, n)
+        assert sorted(done) == list(range(n)) and sizes == [n]
+
+
+async def test_a_report_on_a_quiet_stream_goes_at_once(fake: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(worker_mod, "FLUSH_LINGER_S", LONG)  # it would wait a minute if it lingered
+    monkeypatch.setattr(flush, "FLUSH_BUSY_S", 0.0)
+    w = Worker(fake.target, "p", noop, slots=4)
+    async with running(w):
+        conn = await fake.next_conn()
+        await conn.recv_kind("register")
+        conn.register_ok(slots=4, version=4)
+        await w.wait_registered(5)
+        conn.lease(1)
+        assert await reports(conn, 1) == ([1], [1])
+
+
+async def test_a_v3_session_never_lingers(fake: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(worker_mod, "FLUSH_LINGER_S", LONG)
+    monkeypatch.setattr(flush, "FLUSH_BUSY_S", LONG)
+    w = Worker(fake.target, "p", noop, slots=4)
+    async with running(w):
+        conn = await fake.next_conn()
+        await conn.recv_kind("register")
+        conn.register_ok(slots=4)  # version 3
+        await w.wait_registered(5)
+        for i in range(1, 5):
+            conn.lease(i)
+        done, sizes = await reports(conn, 4)
+        assert sorted(done) == [1, 2, 3, 4] and sizes == [1, 1, 1, 1]

@@ -163,6 +163,47 @@ async def test_v3_worker_beside_v4_never_sees_a_batch(server: ServerProc) -> Non
         await raw.close()
 
 
+async def test_a_trickle_of_submits_shares_messages_with_v4_only(server: ServerProc) -> None:
+    """Per-task Submits from 8 sequential submitters, split over a v4 and a v3 session (one
+    pool each): the v4 session's writer lingers for company (fewer messages than leases), the v3
+    session gets one Lease per message. (How much a trickle coalesces depends on how fast the
+    machine submits: the precise claims are in tests/server/test_grpc_workers_outbound.py.)"""
+    raw = Raw(server.grpc)
+    try:
+        v4 = RawWorker(raw, "v4", slots=64, version=4)
+        v3 = RawWorker(raw, "v3", slots=64, version=3)
+        assert (await v4.read()).registered.protocol_version == 4
+        assert (await v3.read()).registered.protocol_version == 3
+
+        async def submitter(k: int) -> None:
+            for i in range(k):
+                pool = ("v4", "v3")[i % 2]
+                await raw.tasks.Submit(pb.SubmitRequest(task=pb.TaskSpec(pool=pool)))
+
+        await asyncio.gather(*(submitter(16) for _ in range(8)))  # 64 tasks per pool
+        got4: list[pb.Lease] = []
+        messages = 0
+        while len(got4) < 64:
+            got4 += leases_of(await v4.read())
+            messages += 1
+        assert messages < 64
+        got3: list[pb.Lease] = []
+        while len(got3) < 64:
+            msg = await v3.read()
+            assert msg.WhichOneof("msg") == "lease", msg  # never a batch
+            got3.append(msg.lease)
+        await complete_all(raw, v4, got4)
+        for x in got3:
+            v3.send(complete=pb.Complete(lease=x.lease))
+        for x in got3:
+            res = await raw.tasks.Wait(pb.WaitRequest(task=pb.TaskRef(id=x.task_id), timeout_s=10))
+            assert res.status == pb.TASK_STATUS_SUCCEEDED
+        await v4.close()
+        await v3.close()
+    finally:
+        await raw.close()
+
+
 async def test_v3_session_may_not_send_a_batch(server: ServerProc) -> None:
     raw = Raw(server.grpc)
     try:

@@ -49,8 +49,12 @@ the server to end it.
 All outbound messages of a session go through one queue consumed by the request iterator of
 the call, so reports, heartbeats and slot changes never interleave badly. In a version-4
 session, whatever queued up while the stream was busy sending goes out as one ``WorkerBatch``
-(at most 64 reports and the server's ``max_message_bytes``; see :mod:`cronoq.proto.protocol`),
-and a ``ServerBatch`` of leases is handled like that many ``Lease`` messages.
+(at most 64 reports and the server's ``max_message_bytes``; see :mod:`cronoq.proto.protocol`);
+a lone report in a trickle (the previous write was recent, nothing else queued, and other
+leases still running, so more reports may follow) first lingers up to ``FLUSH_LINGER_S`` for
+company (:mod:`cronoq.proto.flush`), while a lone report after a quiet spell, the last running
+lease's report, or a burst goes out at once. A ``ServerBatch`` of leases is handled like that
+many ``Lease`` messages.
 
 **Progress** (version 5). ``await lease.progress(done, total, message)`` (or the synchronous
 ``lease.report_progress``) sends a ``ProgressReport`` only in a session of version 5 or more
@@ -67,6 +71,7 @@ import contextlib
 import inspect
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -89,9 +94,11 @@ from cronoq.engine.time import next_backoff
 from cronoq.errors import Permanent, Retryable, outcome_of
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
+from cronoq.proto.flush import FlushQueue, busy
 from cronoq.proto.protocol import (
     BATCH_MARGIN_BYTES,
     BATCHING_VERSION,
+    FLUSH_LINGER_S,
     MAX_BATCH_ITEMS,
     MIN_VERSION,
     PROGRESS_VERSION,
@@ -306,7 +313,7 @@ class _Session:
     """State of one ``Work`` stream."""
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
+        self.queue: FlushQueue[pb.WorkerMessage] = FlushQueue()
         self.running: dict[int, tuple[Lease, asyncio.Task[None]]] = {}
         self.open = True
         self.half_closed = False
@@ -329,20 +336,32 @@ class _Session:
 
     async def requests(self) -> Any:
         queue = self.queue
+        loop = asyncio.get_running_loop()
+        last_flush = -math.inf
         while True:
             msg = await queue.get()
             if msg is None:
                 return
-            if self.batch_bytes and not queue.empty():
-                # version 4: what queued up while the stream was busy goes out as one message
-                out, last = _batch(msg, queue, self.batch_bytes)
-                yield out
-                if last is None:
-                    continue
-                if last is _END:
-                    return
-                msg = last
+            if self.batch_bytes:
+                # version 4: a lone report in a trickle (the previous flush was recent, nothing
+                # else queued, other leases still running) lingers briefly for company, then
+                # what queued up goes out as one message
+                if queue.empty() and self.running and busy(loop.time(), last_flush):
+                    # at most one report per running lease can follow
+                    want = min(MAX_BATCH_ITEMS - 1, len(self.running))
+                    room = self.batch_bytes - _report_bytes(msg)
+                    await queue.linger(FLUSH_LINGER_S, want, room, _report_bytes)
+                if not queue.empty():
+                    out, last = _batch(msg, queue, self.batch_bytes)
+                    yield out
+                    last_flush = loop.time()
+                    if last is None:
+                        continue
+                    if last is _END:
+                        return
+                    msg = last
             yield msg
+            last_flush = loop.time()
 
 
 class Worker:
@@ -991,7 +1010,7 @@ def _report_bytes(m: pb.WorkerMessage) -> int:
 
 
 def _batch(
-    first: pb.WorkerMessage, queue: asyncio.Queue[pb.WorkerMessage | None], budget: int
+    first: pb.WorkerMessage, queue: FlushQueue[pb.WorkerMessage], budget: int
 ) -> tuple[pb.WorkerMessage, pb.WorkerMessage | Any | None]:
     """``first`` and the reports queued behind it as one ``WorkerBatch`` (at most
     MAX_BATCH_ITEMS and ``budget`` bytes); also returns the message taken from the queue that

@@ -9,8 +9,13 @@ it only in a session of version 5 or more, so older servers never see it.
 
 Flushing (both ends): messages queued while the event loop is busy go out together when it
 comes round to the stream (the writer is idle), at most :data:`MAX_BATCH_ITEMS` per message and
-never more than the peer's ``max_message_bytes`` less :data:`BATCH_MARGIN_BYTES`; nothing waits
-on a timer, so a lone message is never delayed.
+never more than the peer's ``max_message_bytes`` less :data:`BATCH_MARGIN_BYTES`. Under a trickle
+the queue is empty each time, so a writer whose previous flush ended less than
+:data:`FLUSH_BUSY_S` ago lingers up to :data:`FLUSH_LINGER_S` for company (or until a full
+batch, or its byte budget, is queued; :mod:`cronoq.proto.flush`) before it writes, when more
+can follow (a free slot; other leases running). A lone message on an idle stream and a burst
+are never delayed, and a message in a trickle by at most :data:`FLUSH_LINGER_S`. Version-3
+sessions never linger.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from __future__ import annotations
 __all__ = [
     "BATCH_MARGIN_BYTES",
     "BATCHING_VERSION",
+    "FLUSH_BUSY_S",
+    "FLUSH_LINGER_S",
     "MAX_BATCH_ITEMS",
     "MIN_VERSION",
     "PROGRESS_VERSION",
@@ -39,6 +46,13 @@ MIN_VERSION = 3
 
 #: Messages packed into one batch at most.
 MAX_BATCH_ITEMS = 64
+
+#: The longest a version-4 writer waits for more items before it flushes (seconds).
+FLUSH_LINGER_S = 0.002
+
+#: A writer lingers only when its previous flush ended less than this long ago (seconds): items
+#: come faster than one per bound, so more are likely; a lone one on an idle stream goes at once.
+FLUSH_BUSY_S = 0.002
 
 #: Bytes kept free in a batch for framing and the fields that are not counted.
 BATCH_MARGIN_BYTES = 1024

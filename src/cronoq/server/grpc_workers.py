@@ -6,11 +6,15 @@ session's protocol version: the lower of the worker's and ours) before any ``Lea
 task feeds the worker's reports into the session; this coroutine writes whatever the session
 queues (``Lease``, ``Abort``, ``Shutdown``).  In a version-4 session it writes every ``Lease``
 and ``Abort`` queued by the time it runs as one ``ServerBatch`` (bounded in items and bytes, see
-:mod:`cronoq.proto.protocol`), and the worker's ``WorkerBatch`` reports are handled in order
-like single ones.  A version-5 session may also send ``ProgressReport`` (alone or inside a
-batch); an older session that sends one breaks the protocol.  The stream ends when the
-worker half-closes, disconnects, breaks the protocol (INVALID_ARGUMENT), stops reading (its
-outbound queue fills up), or the server shuts down or stops leading.
+:mod:`cronoq.proto.protocol`); a lone lease in a trickle (the previous write was recent, nothing
+else queued, and the worker has a free slot, so more may follow) first lingers up to
+``FLUSH_LINGER_S`` for company (:mod:`cronoq.proto.flush`), so a trickle costs a message per few
+leases while a lone lease on an idle stream, or a burst, goes out at once. The worker's
+``WorkerBatch`` reports are handled in order like single ones.  A version-5 session may also
+send ``ProgressReport`` (alone or inside a batch); an older session that sends one breaks the
+protocol.  The stream ends when the worker half-closes, disconnects, breaks the protocol
+(INVALID_ARGUMENT), stops reading (its outbound queue fills up), or the server shuts down or
+stops leading.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -27,7 +31,14 @@ import grpc
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
 from cronoq.proto.enums import PRIORITY_TO_WIRE
-from cronoq.proto.protocol import BATCH_MARGIN_BYTES, BATCHING_VERSION, MAX_BATCH_ITEMS, PROGRESS_VERSION
+from cronoq.proto.flush import FlushQueue, busy
+from cronoq.proto.protocol import (
+    BATCH_MARGIN_BYTES,
+    BATCHING_VERSION,
+    FLUSH_LINGER_S,
+    MAX_BATCH_ITEMS,
+    PROGRESS_VERSION,
+)
 from cronoq.server.app import ApiError, ServerApp
 from cronoq.server.auth import PermissionDenied, Unauthenticated, stamp_labels
 from cronoq.server.grpc_api import add_generic_only, peer_dns
@@ -181,25 +192,13 @@ class WorkersServicer(pb_grpc.WorkersServicer):
         )
         violation: list[str] = []
         reader = asyncio.get_running_loop().create_task(self._read(it, session, violation))
-        outbox = session.outbox
-        batching = session.version >= BATCHING_VERSION
         budget = app.registry.max_message_bytes - BATCH_MARGIN_BYTES
+        batching = session.version >= BATCHING_VERSION
+        writes = outbound(session.outbox, batching, budget, lambda: session.free)
         try:
-            while True:
-                msg = await outbox.get()
-                if msg is None:
-                    break
-                if batching and not outbox.empty() and isinstance(msg, (LeaseMsg, AbortMsg)):
-                    out, last = _batch(msg, outbox, budget)
+            async with contextlib.aclosing(writes):
+                async for out in writes:
                     yield out
-                    if last is None:
-                        continue
-                    msg = last
-                    if msg is _END:
-                        break
-                yield to_proto(msg)
-                if isinstance(msg, ShutdownMsg) and msg.not_leader:
-                    break
         finally:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -281,7 +280,7 @@ def _lease_bytes(msg: LeaseMsg | AbortMsg) -> int:
 
 
 def _batch(
-    first: LeaseMsg | AbortMsg, outbox: asyncio.Queue[ServerMsg | None], budget: int
+    first: LeaseMsg | AbortMsg, outbox: FlushQueue[ServerMsg], budget: int
 ) -> tuple[pb.ServerMessage, ServerMsg | Any | None]:
     """Drain what is queued behind ``first`` into one ``ServerBatch`` (Leases and Aborts, at
     most MAX_BATCH_ITEMS and ``budget`` bytes). Returns the message and the next one taken
@@ -309,6 +308,51 @@ def _batch(
     if len(messages) == 1:  # nothing joined it: the plain message (cheaper for the worker)
         return to_proto(first), last
     return out, last
+
+
+async def outbound(
+    outbox: FlushQueue[ServerMsg],
+    batching: bool,
+    budget: int,
+    room: Callable[[], int] = lambda: MAX_BATCH_ITEMS,
+) -> AsyncGenerator[pb.ServerMessage, None]:
+    """The session's outbox as stream messages, until its end (``None``) or a not-leader
+    ``Shutdown``. With ``batching`` (version 4 and up), Leases and Aborts go out packed into
+    ``ServerBatch`` messages. A lone one (nothing queued behind it) lingers up to
+    ``FLUSH_LINGER_S`` for company first, but only in a trickle: the previous flush was recent
+    (:func:`busy`) and ``room()`` (the worker's free slots) says more leases may follow; it
+    waits for at most that many (with every slot taken none can come until the worker reports,
+    so waiting longer would only stall it). A burst (several queued) goes at once."""
+    loop = asyncio.get_running_loop()
+    last_flush = -math.inf
+    while True:
+        msg = await outbox.get()
+        if msg is None:
+            return
+        if batching and isinstance(msg, (LeaseMsg, AbortMsg)):
+            if outbox.empty() and busy(loop.time(), last_flush) and (more := room()) > 0:
+                want = min(MAX_BATCH_ITEMS - 1, more)
+                await outbox.linger(FLUSH_LINGER_S, want, budget - _lease_bytes(msg), _item_bytes)
+            if not outbox.empty():
+                out, last = _batch(msg, outbox, budget)
+                yield out
+                last_flush = loop.time()
+                if last is None:
+                    continue
+                if last is _END:
+                    return
+                msg = last
+        yield to_proto(msg)
+        last_flush = loop.time()
+        if isinstance(msg, ShutdownMsg) and msg.not_leader:
+            return
+
+
+def _item_bytes(msg: ServerMsg) -> int:
+    """What ``msg`` adds to a lingering batch; anything but a Lease or Abort ends the linger."""
+    if isinstance(msg, (LeaseMsg, AbortMsg)):
+        return _lease_bytes(msg)
+    return 1 << 62
 
 
 def register(server: Any, app: ServerApp) -> None:

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from cronoq.runtime.context import TaskContext
     from cronoq.runtime.scheduler import Scheduler
 
+from cronoq.proto.flush import FlushQueue
 from cronoq.proto.protocol import session_version
 
 _log = logging.getLogger("cronoq.server.workers")
@@ -150,7 +151,7 @@ class WorkerSession:
         self.slots = slots
         self.connected_unix_ns = time.time_ns()
         self.attempts: dict[int, Attempt] = {}
-        self.outbox: asyncio.Queue[ServerMsg | None] = asyncio.Queue(maxsize=outbox_size)
+        self.outbox: FlushQueue[ServerMsg] = FlushQueue(maxsize=outbox_size)
         self.closed = False
         self.close_reason = ""
 
