@@ -5,7 +5,10 @@
     non-empty payload (an ASCII index) has its handler-start time (``time.monotonic_ns``,
     system-wide on Linux, so comparable with the driver's) recorded.  Prints
     ``REGISTERED <id>``; on SIGTERM drains, writes ``{"handled": n, "starts": {index: ns}}``
-    to ``OUT`` and exits.
+    to ``OUT`` and exits.  ``CRONOQ_BENCH_WORKER_PROTOCOL=N`` (``bench/server.py
+    --worker-protocol N``) makes it register asking for worker protocol ``N`` (e.g. 3: one
+    message per lease and per report, as the published v3 worker) instead of
+    :data:`cronoq.client.PROTOCOL_VERSION`; the server answers with the lower of the two.
 
 ``python bench/_server_worker.py load TARGET MODE N CHUNK``
     A load generator: connects, prints ``READY``, waits for a line on stdin, then submits
@@ -42,6 +45,13 @@ from typing import Any
 async def run_worker(target: str, pool: str, slots: int, out: str) -> None:
     from cronoq.client import Worker
 
+    version = os.environ.get("CRONOQ_BENCH_WORKER_PROTOCOL")
+    if version:
+        # the version the Worker asks for at Register is this module constant (a bench-only knob)
+        import cronoq.client.worker as worker_module
+
+        worker_module.PROTOCOL_VERSION = int(version)
+
     starts: dict[str, int] = {}
     handled = [0]
     mono = time.monotonic_ns
@@ -60,7 +70,7 @@ async def run_worker(target: str, pool: str, slots: int, out: str) -> None:
     loop.add_signal_handler(signal.SIGINT, stop.set)
     task = asyncio.create_task(w.run())
     wid = await w.wait_registered(30)
-    print(f"REGISTERED {wid} {w.granted_slots}", flush=True)
+    print(f"REGISTERED {wid} {w.granted_slots} {w.server_protocol_version}", flush=True)
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
     await w.stop(grace=2.0)

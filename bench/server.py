@@ -6,7 +6,10 @@ group, ``--json PATH`` for the output file, default ``bench/results/server.json`
 ``--profile DIR`` runs every server under cProfile and prints its hottest functions;
 ``--py-spy DIR`` samples every server with ``py-spy record`` (raw stacks) and prints self and
 inclusive shares per function, ``CRONOQ_BENCH_PYSPY_ARGS=--native`` adds py-spy options;
-``--no-celery`` skips the baseline).
+``--no-celery`` skips the baseline; ``--worker-protocol N`` has every cronoq worker process
+register asking for worker protocol ``N``, e.g. 3 for one gRPC message per lease and per report
+as the published v3 worker sends them, instead of the newest its ``Worker`` speaks; the version
+the server granted is in each figure's ``extra.worker_protocol``).
 
 Everything runs in separate processes on this machine: the server (``python -m cronoq.cli
 serve``, loopback, free ports, a SQLite store in a temp dir — or the memory store), remote
@@ -333,6 +336,7 @@ async def stop_server(sv: Server) -> None:
 class Workers:
     procs: list[Any] = field(default_factory=list)
     outs: list[Path] = field(default_factory=list)
+    protocol: int = 0  # the worker protocol version the server granted (0: not reported)
 
 
 async def start_workers(sv: Server, k: int, slots: int) -> Workers:
@@ -352,7 +356,8 @@ async def start_workers(sv: Server, k: int, slots: int) -> Workers:
         ws.procs.append(p)
         ws.outs.append(out)
     for p in ws.procs:
-        await _line(p, "REGISTERED")
+        line = (await _line(p, "REGISTERED")).split()
+        ws.protocol = int(line[3]) if len(line) > 3 else 0
     # the server has pushed the capacity once every worker shows up
     assert sv.client is not None
     deadline = time.monotonic() + 30
@@ -697,6 +702,7 @@ async def bench_throughput(
                         runs["submit_shared"].append(await cronoq_shared(sv, SHARED_COROS, sn))
                 finally:
                     await stop_workers(ws)
+                protocol = ws.protocol
                 crun = cel.get(str(k), {})
                 for key, label, target, ckey in (
                     ("batch", f"submit_batch of {chunk}, 1 client process", T_BATCH, "batch"),
@@ -728,6 +734,7 @@ async def bench_throughput(
                                 "store": store,
                                 "workers": k,
                                 "slots_per_worker": slots,
+                                "worker_protocol": protocol,
                                 "n": rs[0].n,
                                 "server_cpu_s_per_1k": cpu,
                                 # the same run's gRPC floor (bench/grpc_floor.py)
@@ -1021,7 +1028,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--py-spy", type=Path, default=None, metavar="DIR", help="py-spy record every server (raw) into DIR"
     )
+    p.add_argument(
+        "--worker-protocol",
+        type=int,
+        default=None,
+        metavar="N",
+        help="cronoq workers ask for worker protocol N (e.g. 3: the published worker's framing)",
+    )
     args = p.parse_args(argv)
+    if args.worker_protocol is not None:
+        # read by bench/_server_worker.py's worker processes only (they inherit this environment)
+        os.environ["CRONOQ_BENCH_WORKER_PROTOCOL"] = str(args.worker_protocol)
 
     sz = dict(SIZES["quick" if args.quick else "full"])
     if args.repeat is not None:
