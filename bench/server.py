@@ -9,7 +9,9 @@ inclusive shares per function, ``CRONOQ_BENCH_PYSPY_ARGS=--native`` adds py-spy 
 ``--no-celery`` skips the baseline; ``--worker-protocol N`` has every cronoq worker process
 register asking for worker protocol ``N``, e.g. 3 for one gRPC message per lease and per report
 as the published v3 worker sends them, instead of the newest its ``Worker`` speaks; the version
-the server granted is in each figure's ``extra.worker_protocol``).
+the server granted is in each figure's ``extra.worker_protocol``; ``--messages`` counts the
+gRPC messages on the workers' Work streams, both ways, over each run: ``extra.messages_per_task``,
+at a small CPU cost to the worker processes).
 
 Everything runs in separate processes on this machine: the server (``python -m cronoq.cli
 serve``, loopback, free ports, a SQLite store in a temp dir — or the memory store), remote
@@ -368,6 +370,29 @@ async def start_workers(sv: Server, k: int, slots: int) -> Workers:
     return ws
 
 
+async def worker_messages(ws: Workers) -> tuple[int, int]:
+    """(Work stream messages both ways, tasks handled) so far, summed over the workers (0, 0
+    unless they count: ``--messages``)."""
+    if not os.environ.get("CRONOQ_BENCH_COUNT_MESSAGES"):
+        return 0, 0
+    msgs = handled = 0
+    for p in ws.procs:
+        p.send_signal(signal.SIGUSR1)
+        _, m_in, m_out, h = (await _line(p, "MESSAGES", 10)).split()
+        msgs += int(m_in) + int(m_out)
+        handled += int(h)
+    return msgs, handled
+
+
+async def counted(ws: Workers, run: Awaitable[Run]) -> Run:
+    """``await run`` with its Work stream messages per task (``--messages``) filled in."""
+    m0, h0 = await worker_messages(ws)
+    r = await run
+    m1, h1 = await worker_messages(ws)
+    r.messages_per_task = (m1 - m0) / (h1 - h0) if h1 > h0 else None
+    return r
+
+
 async def stop_workers(ws: Workers) -> list[dict[str, Any]]:
     await asyncio.gather(*(_end(p) for p in ws.procs))
     out = []
@@ -403,6 +428,7 @@ class Run:
     submit_seconds: float  # when the last client finished submitting
     server_cpu_per_1k: float  # server CPU seconds per 1000 tasks
     n: int
+    messages_per_task: float | None = None  # Work stream messages both ways (``--messages``)
 
 
 async def _load_procs(
@@ -696,10 +722,12 @@ async def bench_throughput(
                     await _warm(sv)
                     runs = {"batch": [], "submit_procs": [], "submit_coros": [], "submit_shared": []}
                     for _ in range(rep):
-                        runs["batch"].append(await cronoq_procs(sv, "batch", 1, bn, chunk))
-                        runs["submit_procs"].append(await cronoq_procs(sv, "submit", clients, sn, chunk))
-                        runs["submit_coros"].append(await cronoq_coros(sv, clients, sn))
-                        runs["submit_shared"].append(await cronoq_shared(sv, SHARED_COROS, sn))
+                        runs["batch"].append(await counted(ws, cronoq_procs(sv, "batch", 1, bn, chunk)))
+                        runs["submit_procs"].append(
+                            await counted(ws, cronoq_procs(sv, "submit", clients, sn, chunk))
+                        )
+                        runs["submit_coros"].append(await counted(ws, cronoq_coros(sv, clients, sn)))
+                        runs["submit_shared"].append(await counted(ws, cronoq_shared(sv, SHARED_COROS, sn)))
                 finally:
                     await stop_workers(ws)
                 protocol = ws.protocol
@@ -735,6 +763,11 @@ async def bench_throughput(
                                 "workers": k,
                                 "slots_per_worker": slots,
                                 "worker_protocol": protocol,
+                                "messages_per_task": (
+                                    median([r.messages_per_task for r in rs if r.messages_per_task])
+                                    if any(r.messages_per_task for r in rs)
+                                    else None
+                                ),
                                 "n": rs[0].n,
                                 "server_cpu_s_per_1k": cpu,
                                 # the same run's gRPC floor (bench/grpc_floor.py)
@@ -1035,7 +1068,10 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="cronoq workers ask for worker protocol N (e.g. 3: the published worker's framing)",
     )
+    p.add_argument("--messages", action="store_true", help="count the workers' Work stream messages per task")
     args = p.parse_args(argv)
+    if args.messages:
+        os.environ["CRONOQ_BENCH_COUNT_MESSAGES"] = "1"
     if args.worker_protocol is not None:
         # read by bench/_server_worker.py's worker processes only (they inherit this environment)
         os.environ["CRONOQ_BENCH_WORKER_PROTOCOL"] = str(args.worker_protocol)
