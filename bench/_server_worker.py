@@ -5,7 +5,14 @@
     non-empty payload (an ASCII index) has its handler-start time (``time.monotonic_ns``,
     system-wide on Linux, so comparable with the driver's) recorded.  Prints
     ``REGISTERED <id>``; on SIGTERM drains, writes ``{"handled": n, "starts": {index: ns}}``
-    to ``OUT`` and exits.
+    to ``OUT`` and exits.  ``CRONOQ_BENCH_WORKER_PROTOCOL=N`` (``bench/server.py
+    --worker-protocol N``) makes it register asking for worker protocol ``N`` (e.g. 3: one
+    message per lease and per report, as the published v3 worker) instead of
+    :data:`cronoq.client.PROTOCOL_VERSION`; the server answers with the lower of the two.
+    ``CRONOQ_BENCH_COUNT_MESSAGES=1`` (``--messages``) counts the gRPC messages of its Work
+    stream each way through a thin wrapper of the stream (a few microseconds per message of this
+    process's CPU, so it is off by default); on SIGUSR1 the worker prints ``MESSAGES <in> <out>
+    <handled>`` (the driver takes the difference over a run), and ``OUT`` has the totals.
 
 ``python bench/_server_worker.py load TARGET MODE N CHUNK``
     A load generator: connects, prints ``READY``, waits for a line on stdin, then submits
@@ -38,9 +45,59 @@ from typing import Any
 
 # --------------------------------------------------------------------------- cronoq worker
 
+_MESSAGES = {"in": 0, "out": 0}
+
+
+class _CountedCall:
+    """A Work stream call that counts the messages read from it."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+
+    async def read(self) -> Any:
+        import grpc
+
+        msg = await self._call.read()
+        if msg is not grpc.aio.EOF:
+            _MESSAGES["in"] += 1
+        return msg
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._call, name)
+
+
+def _count_messages() -> None:
+    """Wrap the Worker's ``WorkersStub`` so its Work stream's messages are counted each way."""
+    import cronoq.client.worker as worker_module
+
+    real = worker_module.pb_grpc.WorkersStub
+
+    async def counted(requests: Any) -> Any:
+        async for msg in requests:
+            _MESSAGES["out"] += 1
+            yield msg
+
+    class CountingStub:
+        def __init__(self, channel: Any) -> None:
+            self._stub = real(channel)
+
+        def Work(self, requests: Any, **kw: Any) -> Any:
+            return _CountedCall(self._stub.Work(counted(requests), **kw))
+
+    worker_module.pb_grpc = type("pb_grpc", (), {"WorkersStub": CountingStub})  # type: ignore[assignment]
+
 
 async def run_worker(target: str, pool: str, slots: int, out: str) -> None:
     from cronoq.client import Worker
+
+    version = os.environ.get("CRONOQ_BENCH_WORKER_PROTOCOL")
+    if version:
+        # the version the Worker asks for at Register is this module constant (a bench-only knob)
+        import cronoq.client.worker as worker_module
+
+        worker_module.PROTOCOL_VERSION = int(version)
+    if os.environ.get("CRONOQ_BENCH_COUNT_MESSAGES"):
+        _count_messages()
 
     starts: dict[str, int] = {}
     handled = [0]
@@ -58,16 +115,28 @@ async def run_worker(target: str, pool: str, slots: int, out: str) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
+    loop.add_signal_handler(
+        signal.SIGUSR1,
+        lambda: print(f"MESSAGES {_MESSAGES['in']} {_MESSAGES['out']} {handled[0]}", flush=True),
+    )
     task = asyncio.create_task(w.run())
     wid = await w.wait_registered(30)
-    print(f"REGISTERED {wid} {w.granted_slots}", flush=True)
+    print(f"REGISTERED {wid} {w.granted_slots} {w.server_protocol_version}", flush=True)
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
     await w.stop(grace=2.0)
     with contextlib.suppress(Exception):
         await task
     with open(out, "w") as f:
-        json.dump({"handled": handled[0], "starts": starts}, f)
+        json.dump(
+            {
+                "handled": handled[0],
+                "starts": starts,
+                "messages_in": _MESSAGES["in"],
+                "messages_out": _MESSAGES["out"],
+            },
+            f,
+        )
 
 
 # --------------------------------------------------------------------------- cronoq load

@@ -6,7 +6,12 @@ group, ``--json PATH`` for the output file, default ``bench/results/server.json`
 ``--profile DIR`` runs every server under cProfile and prints its hottest functions;
 ``--py-spy DIR`` samples every server with ``py-spy record`` (raw stacks) and prints self and
 inclusive shares per function, ``CRONOQ_BENCH_PYSPY_ARGS=--native`` adds py-spy options;
-``--no-celery`` skips the baseline).
+``--no-celery`` skips the baseline; ``--worker-protocol N`` has every cronoq worker process
+register asking for worker protocol ``N``, e.g. 3 for one gRPC message per lease and per report
+as the published v3 worker sends them, instead of the newest its ``Worker`` speaks; the version
+the server granted is in each figure's ``extra.worker_protocol``; ``--messages`` counts the
+gRPC messages on the workers' Work streams, both ways, over each run: ``extra.messages_per_task``,
+at a small CPU cost to the worker processes).
 
 Everything runs in separate processes on this machine: the server (``python -m cronoq.cli
 serve``, loopback, free ports, a SQLite store in a temp dir — or the memory store), remote
@@ -333,6 +338,7 @@ async def stop_server(sv: Server) -> None:
 class Workers:
     procs: list[Any] = field(default_factory=list)
     outs: list[Path] = field(default_factory=list)
+    protocol: int = 0  # the worker protocol version the server granted (0: not reported)
 
 
 async def start_workers(sv: Server, k: int, slots: int) -> Workers:
@@ -352,7 +358,8 @@ async def start_workers(sv: Server, k: int, slots: int) -> Workers:
         ws.procs.append(p)
         ws.outs.append(out)
     for p in ws.procs:
-        await _line(p, "REGISTERED")
+        line = (await _line(p, "REGISTERED")).split()
+        ws.protocol = int(line[3]) if len(line) > 3 else 0
     # the server has pushed the capacity once every worker shows up
     assert sv.client is not None
     deadline = time.monotonic() + 30
@@ -361,6 +368,29 @@ async def start_workers(sv: Server, k: int, slots: int) -> Workers:
             raise RuntimeError("workers did not show up")
         await asyncio.sleep(0.02)
     return ws
+
+
+async def worker_messages(ws: Workers) -> tuple[int, int]:
+    """(Work stream messages both ways, tasks handled) so far, summed over the workers (0, 0
+    unless they count: ``--messages``)."""
+    if not os.environ.get("CRONOQ_BENCH_COUNT_MESSAGES"):
+        return 0, 0
+    msgs = handled = 0
+    for p in ws.procs:
+        p.send_signal(signal.SIGUSR1)
+        _, m_in, m_out, h = (await _line(p, "MESSAGES", 10)).split()
+        msgs += int(m_in) + int(m_out)
+        handled += int(h)
+    return msgs, handled
+
+
+async def counted(ws: Workers, run: Awaitable[Run]) -> Run:
+    """``await run`` with its Work stream messages per task (``--messages``) filled in."""
+    m0, h0 = await worker_messages(ws)
+    r = await run
+    m1, h1 = await worker_messages(ws)
+    r.messages_per_task = (m1 - m0) / (h1 - h0) if h1 > h0 else None
+    return r
 
 
 async def stop_workers(ws: Workers) -> list[dict[str, Any]]:
@@ -398,6 +428,7 @@ class Run:
     submit_seconds: float  # when the last client finished submitting
     server_cpu_per_1k: float  # server CPU seconds per 1000 tasks
     n: int
+    messages_per_task: float | None = None  # Work stream messages both ways (``--messages``)
 
 
 async def _load_procs(
@@ -691,12 +722,15 @@ async def bench_throughput(
                     await _warm(sv)
                     runs = {"batch": [], "submit_procs": [], "submit_coros": [], "submit_shared": []}
                     for _ in range(rep):
-                        runs["batch"].append(await cronoq_procs(sv, "batch", 1, bn, chunk))
-                        runs["submit_procs"].append(await cronoq_procs(sv, "submit", clients, sn, chunk))
-                        runs["submit_coros"].append(await cronoq_coros(sv, clients, sn))
-                        runs["submit_shared"].append(await cronoq_shared(sv, SHARED_COROS, sn))
+                        runs["batch"].append(await counted(ws, cronoq_procs(sv, "batch", 1, bn, chunk)))
+                        runs["submit_procs"].append(
+                            await counted(ws, cronoq_procs(sv, "submit", clients, sn, chunk))
+                        )
+                        runs["submit_coros"].append(await counted(ws, cronoq_coros(sv, clients, sn)))
+                        runs["submit_shared"].append(await counted(ws, cronoq_shared(sv, SHARED_COROS, sn)))
                 finally:
                     await stop_workers(ws)
+                protocol = ws.protocol
                 crun = cel.get(str(k), {})
                 for key, label, target, ckey in (
                     ("batch", f"submit_batch of {chunk}, 1 client process", T_BATCH, "batch"),
@@ -728,6 +762,12 @@ async def bench_throughput(
                                 "store": store,
                                 "workers": k,
                                 "slots_per_worker": slots,
+                                "worker_protocol": protocol,
+                                "messages_per_task": (
+                                    median([r.messages_per_task for r in rs if r.messages_per_task])
+                                    if any(r.messages_per_task for r in rs)
+                                    else None
+                                ),
                                 "n": rs[0].n,
                                 "server_cpu_s_per_1k": cpu,
                                 # the same run's gRPC floor (bench/grpc_floor.py)
@@ -1021,7 +1061,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--py-spy", type=Path, default=None, metavar="DIR", help="py-spy record every server (raw) into DIR"
     )
+    p.add_argument(
+        "--worker-protocol",
+        type=int,
+        default=None,
+        metavar="N",
+        help="cronoq workers ask for worker protocol N (e.g. 3: the published worker's framing)",
+    )
+    p.add_argument("--messages", action="store_true", help="count the workers' Work stream messages per task")
     args = p.parse_args(argv)
+    if args.messages:
+        os.environ["CRONOQ_BENCH_COUNT_MESSAGES"] = "1"
+    if args.worker_protocol is not None:
+        # read by bench/_server_worker.py's worker processes only (they inherit this environment)
+        os.environ["CRONOQ_BENCH_WORKER_PROTOCOL"] = str(args.worker_protocol)
 
     sz = dict(SIZES["quick" if args.quick else "full"])
     if args.repeat is not None:

@@ -241,8 +241,8 @@ def build_spec(payload: object = None, **fields: Any) -> pb.TaskSpec:
     Unset fields stay unset, so the server applies its (pool's) defaults. ``content_type``
     overrides the content type the payload encoding picked.
     """
-    unknown = sorted(set(fields) - TASK_FIELDS)
-    if unknown:
+    if fields and not fields.keys() <= TASK_FIELDS:
+        unknown = sorted(set(fields) - TASK_FIELDS)
         raise TypeError(f"unexpected task field {unknown[0]!r}")
     spec = pb.TaskSpec()
     data, ctype = encode_payload(payload)
@@ -253,6 +253,8 @@ def build_spec(payload: object = None, **fields: Any) -> pb.TaskSpec:
             raise ValueError(f"content_type must be a string (got {content_type!r})")
         ctype = content_type
     spec.content_type = ctype
+    if not fields:  # a payload only (a common per-task submit): every other field stays unset
+        return spec
 
     pool = fields.get("pool")
     if pool is not None:

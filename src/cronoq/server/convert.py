@@ -115,8 +115,9 @@ def _check_message_size(spec: pb.TaskSpec, limit: int) -> None:
     size += len(spec.content_type.encode()) + len(spec.kind.encode()) + len(spec.key.encode())
     size += len(spec.tenant.encode())
     for m in (spec.tags, spec.labels):
-        for k, v in m.items():
-            size += len(k.encode()) + len(v.encode())
+        if m:
+            for k, v in m.items():
+                size += len(k.encode()) + len(v.encode())
     if size > limit:
         raise InvalidArgument(
             f"task too large: its payload ({len(spec.payload)} bytes), content type, kind, key, "

@@ -82,16 +82,14 @@ def _strings(limits: LimitsConfig, key: object, kind: object, tenant: object) ->
 
 def check_spec(spec: pb.TaskSpec, limits: LimitsConfig) -> None:
     """Every count and length of a protobuf ``TaskSpec`` (gRPC; HTTP after conversion)."""
-    check_counts(
-        limits,
-        deps=len(spec.deps),
-        tags=len(spec.tags),
-        resources=len(spec.resources),
-        labels=len(spec.labels),
-    )
+    tags, labels = spec.tags, spec.labels
+    n_tags, n_labels = len(tags), len(labels)
+    check_counts(limits, deps=len(spec.deps), tags=n_tags, resources=len(spec.resources), labels=n_labels)
     _strings(limits, spec.key, spec.kind, spec.tenant)
-    check_map("tag", spec.tags, limits.max_tag_len)
-    check_map("label", spec.labels, limits.max_label_len)
+    if n_tags:  # (iterating an empty protobuf map still costs a Mapping-mixin round trip)
+        check_map("tag", tags, limits.max_tag_len)
+    if n_labels:
+        check_map("label", labels, limits.max_label_len)
 
 
 def _size(v: object, *, scalar: int = 0) -> int:
