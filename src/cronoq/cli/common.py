@@ -10,7 +10,8 @@ imports none of them, so any of them can import it first.
   its message and exit code (:func:`_describe`); ``watch`` and ``top`` stop on SIGINT/SIGTERM
   with exit 0 (:func:`_until_stopped`);
 * options: :func:`client_options` (``--server``/``--token``/``--tls``, also accepted on the
-  group: :class:`GroupOptions`), :func:`json_option`, :func:`app_dir_option`, the
+  group: :class:`GroupOptions`), :func:`json_option`, :func:`log_level_option`,
+  :func:`app_dir_option`, the
   :data:`DURATION` parameter type and the task-reference callbacks;
 * output: :data:`console` / :data:`err_console` (rich), :func:`_dump` (one JSON document on
   stdout), :func:`_note` (a progress line on stderr), the time, duration and status formatters.
@@ -167,6 +168,17 @@ def app_dir_option(
 def json_option(f: F) -> F:
     """``--json``: machine-readable output on stdout."""
     return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")(f)
+
+
+def log_level_option(f: F) -> F:
+    """``--log-level`` (env ``CRONOQ_LOG_LEVEL``) of the long-running commands (serve, worker)."""
+    return click.option(
+        "--log-level",
+        type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+        default="info",
+        show_default=True,
+        envvar="CRONOQ_LOG_LEVEL",
+    )(f)
 
 
 def _setup_logging(level: str) -> None:

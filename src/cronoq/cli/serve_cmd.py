@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     pass
 
 
-from cronoq.cli.common import _setup_logging, cli, fail
+from cronoq.cli.common import _setup_logging, cli, fail, log_level_option
 
 
 def _proto_text() -> str:
@@ -44,13 +44,7 @@ def _proto_text() -> str:
 )
 @click.option("--check", is_flag=True, help="Validate the configuration and exit (0 = valid).")
 @click.option("--print-proto", is_flag=True, help="Print the bundled gRPC contract (cronoq.proto) and exit.")
-@click.option(
-    "--log-level",
-    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
-    default="info",
-    show_default=True,
-    envvar="CRONOQ_LOG_LEVEL",
-)
+@log_level_option
 def serve(
     config_path: str | None,
     insecure_no_auth: bool,

@@ -39,6 +39,7 @@ from cronoq.cli.common import (
     cli,
     client_options,
     fail,
+    log_level_option,
 )
 
 Handler = Callable[["Lease"], Awaitable[object]]
@@ -150,13 +151,7 @@ def load_handler(ref: str, app_dir: str | None = ".") -> Handler:
     show_default=True,
     help="On SIGTERM/SIGINT: how long running tasks may finish before they are cut short.",
 )
-@click.option(
-    "--log-level",
-    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
-    default="info",
-    show_default=True,
-    envvar="CRONOQ_LOG_LEVEL",
-)
+@log_level_option
 def worker(
     handler_ref: str,
     pool: str,
