@@ -659,3 +659,82 @@ async def test_sync_executor_without_heartbeat_loses_lease():
         snap = await s.snapshot()
         assert snap.totals["lease_expiries"] == 1
         assert await s.status(h.id) == "dead_lettered"
+
+
+# ----------------------------------------------------------------------------- starting executors
+
+
+class Starter:
+    """A *starting* executor (``start_attempt``, as the server's remote one): each attempt is a
+    future the test resolves, with no task of its own."""
+
+    def __init__(self) -> None:
+        self.futures: list[asyncio.Future[object]] = []
+        self.started = asyncio.Event()
+        self.tasks_seen: list[int] = []
+
+    async def __call__(self, ctx: TaskContext, payload: object) -> object:  # (a tracing span's path)
+        return await self.start_attempt(ctx, payload)
+
+    def start_attempt(self, ctx: TaskContext, payload: object) -> asyncio.Future[object]:
+        self.tasks_seen.append(len(asyncio.all_tasks()))
+        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        self.futures.append(fut)
+        self.started.set()
+        return fut
+
+    async def next(self) -> asyncio.Future[object]:
+        await wait(self.started.wait())
+        self.started.clear()
+        return self.futures[-1]
+
+
+async def test_a_starting_executor_s_future_is_the_attempt():
+    ex = Starter()
+    async with Scheduler([pool(executor=ex, retry=FAST_RETRY)]) as s:
+        h = await s.submit("p")
+        (await ex.next()).set_result("out")
+        assert await wait(h) == "out"
+        # a retryable error retries; a permanent one fails at once
+        h = await s.submit("q")
+        (await ex.next()).set_exception(Retryable("busy"))
+        (await ex.next()).set_exception(Permanent("bad input"))
+        with pytest.raises(TaskFailed) as ei:
+            await wait(h)
+        assert (ei.value.status, ei.value.message, len(ex.futures)) == ("failed", "bad input", 3)
+        assert (await s.snapshot()).running == 0
+    assert len(set(ex.tasks_seen)) == 1  # no task per attempt: the loop's task count never grew
+
+
+async def test_an_abort_cancels_a_starting_executor_s_future():
+    ex = Starter()
+    async with Scheduler([pool(executor=ex, retry=RetryPolicy.none())]) as s:
+        h = await s.submit(1, timeout=0.05)
+        fut = await ex.next()
+        with pytest.raises(TaskFailed) as ei:
+            await wait(h)
+        assert (ei.value.status, ei.value.message) == ("dead_lettered", "attempt timed out")
+        assert fut.cancelled()
+        h = await s.submit(2)
+        fut = await ex.next()
+        assert await s.cancel(h.id)
+        assert fut.cancelled()
+        fut.cancel()  # (a late outcome of an aborted attempt changes nothing)
+        assert (await s.snapshot()).totals["stale_completions"] == 0
+
+
+async def test_a_starting_executor_that_raises_fails_the_attempt():
+    calls = []
+
+    class Broken(Starter):
+        def start_attempt(self, ctx: TaskContext, payload: object) -> asyncio.Future[object]:
+            calls.append(ctx.attempt)
+            raise Retryable("cannot start")
+
+    async with Scheduler(
+        [pool(executor=Broken(), retry=RetryPolicy(max_attempts=2, initial_backoff=0))]
+    ) as s:
+        with pytest.raises(TaskFailed) as ei:
+            await wait(await s.submit(1))
+        assert (ei.value.status, ei.value.message, calls) == ("dead_lettered", "cannot start", [1, 2])
+        assert (await s.snapshot()).running == 0

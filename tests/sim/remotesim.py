@@ -9,12 +9,12 @@ to simulated worker sessions, and pool capacity is what those sessions are grant
 
 * the registry and executor run unmodified; the simulator stands in for the ``Scheduler``'s
   seam (``sched.seam``: ``set_group_capacity``, ``count_stale``, ``cancel``, ``move_attempt``,
-  ``task_of``, ``time_base``, ``loop``) and for the attempt's ``TaskContext``.  Executor
-  coroutines are stepped by hand (``send``/``throw``) inside one asyncio loop that never runs
-  a task, so everything stays deterministic: a
-  coroutine resumes when the future it awaits is done (a worker report, a disconnect) and gets
-  ``CancelledError`` thrown in when the engine aborts its attempt, as a cancelled asyncio task
-  would.  Outcomes are reported to the engine as ``Scheduler._attempt`` does;
+  ``task_of``, ``time_base``, ``loop``) and for the attempt's ``TaskContext``.  The executor
+  starts each attempt as the ``Scheduler`` has it do (``start_attempt``: a future resolved by
+  the worker's reports, cancelled when the engine aborts the attempt); the stand-in loop runs
+  every future's done callbacks at once instead of on a next turn (:class:`_InlineLoop`), so
+  everything stays deterministic.  Outcomes are reported to the engine as
+  ``Scheduler._on_done`` does;
 * simulated workers register (random pool, label set and slots), change their slots
   (``SetSlots``, 0 = drain), disconnect and reconnect; they read their session's outbox after
   every step: a ``Lease`` is Nacked (at once or a little later, with or without a reason),
@@ -50,7 +50,8 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Coroutine
+from collections.abc import Callable
+from contextvars import Context
 from typing import Any
 
 from cronoq.engine.actions import Abort, Dispatch
@@ -78,6 +79,30 @@ MSG_NO_WORKER = "no worker accepted the lease: "
 R_REPORT, R_HEARTBEAT, R_NACK, R_CANCELLED = 10, 11, 12, 13
 
 
+class _InlineLoop:
+    """The loop the executor's futures belong to: ``call_soon`` (how a future runs its done
+    callbacks) calls at once, so an abort's ``Abort`` message is queued before the simulator
+    looks; nothing else of a loop is used."""
+
+    def __init__(self, sim: RemoteSimulator) -> None:
+        self.sim = sim
+
+    def create_future(self) -> asyncio.Future[Any]:
+        return asyncio.Future(loop=self)  # type: ignore[arg-type]
+
+    def call_soon(self, callback: Callable[..., object], *args: Any, context: Context | None = None) -> None:
+        if context is not None:
+            context.run(callback, *args)
+        else:
+            callback(*args)
+
+    def get_debug(self) -> bool:
+        return False
+
+    def call_exception_handler(self, context: dict[str, Any]) -> None:
+        self.sim.fail(f"a future's error was never retrieved: {context.get('exception')!r}")
+
+
 class _Sched:
     """The parts of ``Scheduler`` the worker registry and the remote executor use: its seam
     (``runtime/seam.py``), here the scheduler stand-in itself (``sched.seam is sched``)."""
@@ -86,7 +111,7 @@ class _Sched:
         self.sim = sim
         self.seam = self
         self.time_base = sim.sc.config.time_base
-        self.loop = sim.loop
+        self.loop = _InlineLoop(sim)
 
     def set_group_capacity(self, pool: str, labels: dict[str, str] | None, n: int) -> None:
         """Routed through the simulator's checked wrapper (the simulator ticks on its own)."""
@@ -140,16 +165,14 @@ class _Ctx:
 
 
 class _Attempt:
-    __slots__ = ("coro", "ctx", "expect", "fut", "lease", "pool", "refused", "running", "task_id")
+    __slots__ = ("ctx", "expect", "fut", "lease", "pool", "refused", "task_id")
 
-    def __init__(self, ctx: _Ctx, coro: Coroutine[Any, Any, Blob], pool: str) -> None:
+    def __init__(self, ctx: _Ctx, pool: str) -> None:
         self.ctx = ctx
-        self.coro = coro
         self.lease = ctx.lease
         self.task_id = ctx._task.id
         self.pool = pool
-        self.fut: asyncio.Future[Any] | None = None
-        self.running = False
+        self.fut: asyncio.Future[Blob] | None = None
         self.refused: set[int] = set()
         # what the model expects next: ("offer", session id) or ("fail", message)
         self.expect: tuple[str, Any] | None = None
@@ -222,8 +245,6 @@ class RemoteSimulator(FeatureSimulator):
         try:
             st = self.loop.run_until_complete(main())
         finally:
-            for a in self.remote.values():
-                a.coro.close()
             self.loop.close()
         st.shadow.update({"r_" + k: v for k, v in self.stats_r.items()})
         return st
@@ -247,8 +268,6 @@ class RemoteSimulator(FeatureSimulator):
                     self.register(pool, dict(labels), 2)
 
     def _drop_workers(self) -> None:
-        for a in self.remote.values():
-            a.coro.close()
         self.remote = {}
         self.profiles = [(w.pool, w.labels, w.slots) for w in self.workers.values()]
         self.workers = {}
@@ -363,10 +382,12 @@ class RemoteSimulator(FeatureSimulator):
     def _start(self, d: Dispatch) -> None:
         pool = self.config.pools[d.task.opts.pool_index].name
         ctx = _Ctx(self, d)
-        a = _Attempt(ctx, self.executors[pool](ctx, None), pool)  # type: ignore[arg-type]
+        a = _Attempt(ctx, pool)
         self.remote[d.lease] = a
         self._expect_offer(a, "no worker available")
-        self._resume(a, None)
+        a.fut = self.executors[pool].start_attempt(ctx, None)  # type: ignore[arg-type]
+        if a.fut.done():
+            self._settle(a)
         self._drain()
         if a.lease in self.remote and a.expect is not None:
             self.fail(f"lease {a.lease} was not offered to worker {a.expect[1]}")
@@ -375,25 +396,22 @@ class RemoteSimulator(FeatureSimulator):
         wid = self._pick(a)
         a.expect = ("offer", wid) if wid is not None else ("fail", MSG_NO_WORKER + reason)
 
-    def _resume(self, a: _Attempt, exc: BaseException | None) -> None:
-        a.running = True
+    def _settle(self, a: _Attempt) -> None:
+        """The attempt's future is done: its outcome, checked and reported."""
+        fut = a.fut
+        assert fut is not None and fut.done()
         outcome: tuple[Any, ...]
-        try:
-            fut = a.coro.throw(exc) if exc is not None else a.coro.send(None)
-        except StopIteration as e:
-            outcome = ("ok", e.value)
-        except Permanent as e:
-            outcome = ("permanent", e.message, None)
-        except Retryable as e:
-            outcome = ("retry", e.message, None if e.retry_after is None else to_ns(e.retry_after))
-        except asyncio.CancelledError:
+        exc = None if fut.cancelled() else fut.exception()
+        if fut.cancelled():
             outcome = ("cancelled",)
+        elif exc is None:
+            outcome = ("ok", fut.result())
+        elif isinstance(exc, Permanent):
+            outcome = ("permanent", exc.message, None)
+        elif isinstance(exc, Retryable):
+            outcome = ("retry", exc.message, None if exc.retry_after is None else to_ns(exc.retry_after))
         else:
-            a.fut = fut
-            a.running = False
-            return
-        a.running = False
-        a.fut = None
+            self.fail(f"attempt {a.lease} ended with {exc!r}")
         del self.remote[a.lease]
         a.ctx._ended = True
         if a.ctx._cancelled:
@@ -419,15 +437,14 @@ class RemoteSimulator(FeatureSimulator):
         self.report(a.lease, outcome)
 
     def _pump(self) -> None:
-        """Resume every executor whose awaited future is done (lease order), then read outboxes."""
+        """Report every attempt whose future is done (lease order), then read outboxes."""
         progress = True
         while progress:
             progress = False
             for lease in sorted(self.remote):
                 a = self.remote.get(lease)
-                if a is not None and not a.running and a.fut is not None and a.fut.done():
-                    a.fut = None
-                    self._resume(a, None)
+                if a is not None and a.fut is not None and a.fut.done():
+                    self._settle(a)
                     progress = True
         self._drain()
 
@@ -439,13 +456,12 @@ class RemoteSimulator(FeatureSimulator):
                     continue
                 a.ctx._cancelled = True
                 a.ctx.abort_reason = act.reason
-                if a.running:
-                    continue  # the worker cancelled the task: the executor is ending it itself
                 holder = self.holder.get(act.lease)
                 if holder is not None:
                     self.aborts[act.lease] = (holder, act.reason)
-                a.fut = None
-                self._resume(a, asyncio.CancelledError())
+                assert a.fut is not None
+                a.fut.cancel()  # as the Scheduler does (its done callback queues the Abort)
+                self._settle(a)
                 self._drain()
                 if act.lease in self.aborts:
                     self.fail(f"the engine aborted lease {act.lease}; worker {holder} got no Abort")

@@ -5,13 +5,25 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.config import AutoscaleConfig, PoolConfig
 from cronoq.engine.model import RetryPolicy
 from cronoq.runtime.scalers import Scaler, SlotScaler
 
+if TYPE_CHECKING:
+    import asyncio
+
 Executor = Callable[..., Any]
+
+
+def _starter(executor: object) -> Callable[[Any, object], asyncio.Future[Any]] | None:
+    """The ``start_attempt(ctx, payload)`` method of a *starting* executor, else None: it begins
+    the attempt and returns an ``asyncio.Future`` of its result (or error), which the scheduler
+    watches instead of running a task per attempt; cancelling that future aborts the attempt
+    (the server's remote executor)."""
+    start = getattr(executor, "start_attempt", None)
+    return start if callable(start) else None
 
 
 def _is_async_callable(fn: object) -> bool:
@@ -28,7 +40,7 @@ class Pool:
     loop's default thread pool (an awaitable it returns is awaited).
     """
 
-    __slots__ = ("_config", "executor", "is_async", "scaler")
+    __slots__ = ("_config", "executor", "is_async", "scaler", "start_attempt")
 
     def __init__(
         self,
@@ -72,6 +84,7 @@ class Pool:
         )
         self.executor = executor
         self.is_async = _is_async_callable(executor)
+        self.start_attempt = _starter(executor)
         if scaler is not None and not callable(getattr(scaler, "scale_to", None)):
             raise ValueError("scaler must have a scale_to(pool, desired) method")
         self.scaler: Scaler = scaler if scaler is not None else SlotScaler()
@@ -85,6 +98,7 @@ class Pool:
         self._config = config
         self.executor = executor
         self.is_async = _is_async_callable(executor)
+        self.start_attempt = _starter(executor)
         self.scaler = scaler if scaler is not None else SlotScaler()
         return self
 

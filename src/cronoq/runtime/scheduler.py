@@ -18,6 +18,9 @@ everything submitted this turn), carries out the resulting actions and arms a si
   from ``_running`` and cancels that task; the runner then reports nothing.  A
   ``CancelledError`` the executor raises on its own (``ctx`` not marked) is reported as a
   retryable failure;
+* a *starting* executor (``Pool.start_attempt``, the server's remote one) begins the
+  attempt and returns its future, watched by ``_on_done`` like a thread's (but an abort
+  cancels it): no task, no loop turn of its own;
 * a plain function runs in the loop's default thread pool; its future has one
   ``add_done_callback`` (``_on_done``) that reports the outcome, or, if the function returned
   an awaitable, awaits that under the same lease.  A thread cannot be interrupted: an engine
@@ -126,10 +129,6 @@ def _run_in_thread(executor: Executor, ctx: TaskContext, payload: object) -> Any
     if ctx._cancelled:
         return _SKIPPED
     return executor(ctx, payload)
-
-
-def _error_message(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 # submission fields that are not task options: a submission without them takes the fast path
@@ -487,6 +486,14 @@ class Scheduler(Operations):
             self._otel_all or ((tags := t.opts.tags) is not None and _otel.TRACEPARENT in tags)
         ):  # the attempt runs in a span continuing the submitter's (cronoq.otel)
             executor = _otel.traced_executor(executor, ctx, pool.is_async, self._otel_tracer)
+        elif pool.start_attempt is not None:
+            try:
+                fut = pool.start_attempt(ctx, t.payload)
+            except Exception as exc:
+                return self._not_started(lease, ctx, exc)
+            self._running[lease] = (fut, ctx)
+            fut.add_done_callback(partial(self._on_done, lease, ctx))
+            return
         if pool.is_async:
             # The executor is called inside _attempt, which reports the outcome itself when it
             # returns: no done callback, no extra loop turn.  If this task is cancelled before
@@ -496,21 +503,24 @@ class Scheduler(Operations):
                 task = loop.create_task(coro)
             except Exception as exc:
                 coro.close()
-                ctx._ended = True
-                self._core.fail(self._now(), lease, _error_message(exc))  # type: ignore[union-attr]
-                return
+                return self._not_started(lease, ctx, exc)
             if not ctx._ended:  # (an eager task factory may already have finished it)
                 self._running[lease] = (task, ctx)
             return
         try:
             fut = loop.run_in_executor(None, _run_in_thread, executor, ctx, t.payload)
         except Exception as exc:  # the executor could not even be started
-            ctx._ended = True
-            self._core.fail(self._now(), lease, _error_message(exc))  # type: ignore[union-attr]
-            return
+            return self._not_started(lease, ctx, exc)
         ctx._in_thread = True
         self._running[lease] = (fut, ctx)
         fut.add_done_callback(partial(self._on_done, lease, ctx))
+
+    def _not_started(self, lease: int, ctx: TaskContext, exc: Exception) -> None:
+        """The executor could not even start the attempt: it failed (``outcome_of``), and a
+        retry due at once is dispatched on the next turn."""
+        ctx._ended = True
+        self._fail_attempt(self._core, lease, exc)  # type: ignore[arg-type]
+        self._kick()
 
     async def _attempt(self, lease: int, ctx: TaskContext, executor: Executor, payload: object) -> None:
         """Run one attempt of an async executor and report its outcome
@@ -590,10 +600,7 @@ class Scheduler(Operations):
                     inner = asyncio.ensure_future(result)
                 except Exception as exc:
                     del self._running[lease]
-                    entry[1]._ended = True
-                    core.fail(self._now(), lease, _error_message(exc))
-                    self._kick()
-                    return
+                    return self._not_started(lease, entry[1], exc)
                 entry[1]._in_thread = False  # the rest runs on the loop: abort cancels it
                 self._running[lease] = (inner, entry[1])
                 inner.add_done_callback(partial(self._on_done, lease, entry[1]))

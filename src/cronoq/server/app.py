@@ -184,22 +184,18 @@ class ServerApp:
 
         return OutputCache(oc.cache_entries, oc.cache_bytes, drop, held)
 
-    def _noting(self, executor: RemoteExecutor) -> Callable[[Any, object], Any]:
-        """``executor`` noting every output it returns in the output cache."""
-
-        async def run(ctx: Any, payload: object) -> Blob:
-            blob = await executor(ctx, payload)
-            self.outputs.note(ctx.id, blob)
-            return blob
-
-        return run
+    def _note_output(self, task_id: int, blob: Blob) -> None:
+        """Every output a worker returns goes to the output cache."""
+        self.outputs.note(task_id, blob)
 
     def _make_scheduler(self) -> Scheduler:
         """A scheduler for one leadership term, its pools run by remote workers via the registry."""
         cfg = self.config
         pools = [
             Pool.from_config(
-                pool_config(p), self._noting(RemoteExecutor(self.registry, p.name)), scaler=ExternalScaler()
+                pool_config(p),
+                RemoteExecutor(self.registry, p.name, self._note_output),
+                scaler=ExternalScaler(),
             )
             for p in cfg.local_pools  # (with shards: this shard's pools only)
         ]

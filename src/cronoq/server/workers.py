@@ -21,8 +21,11 @@ on the worker's session and awaits the worker's report:
   counted like any stale report;
 * a disconnect → the attempt fails retryably (``worker disconnected``).
 
-When the engine aborts an attempt (timeout, cancel, lease expiry, shutdown) the executor's
-coroutine is cancelled and it sends ``Abort{lease, reason}`` to the worker.  Heartbeats renew
+The executor is a *starting* one (``Pool.start_attempt``): it queues the lease and hands the
+scheduler the attempt's future (:class:`Attempt`), which the reports above resolve, so an
+attempt costs no asyncio task and no loop turn of its own.  When the engine aborts an attempt
+(timeout, cancel, lease expiry, shutdown) the future is cancelled and ``Abort{lease, reason}``
+goes to the worker.  Heartbeats renew
 the engine lease through the attempt's context.  Reports for leases a session does not hold
 are ignored and counted as stale.
 
@@ -44,7 +47,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cronoq.errors import Permanent, Retryable
 
@@ -111,20 +114,54 @@ class RegisteredMsg:
 ServerMsg = LeaseMsg | AbortMsg | ShutdownMsg | RegisteredMsg
 
 
-class WorkerGone(Exception):
-    """The worker's session ended before it reported."""
-
-
 @dataclass(eq=False)
 class Attempt:
-    """One lease handed to a worker (possibly re-offered after a Nack)."""
+    """One lease handed to a worker (possibly re-offered after a Nack): its session's reports
+    resolve ``future``, the attempt's outcome as the scheduler sees it."""
 
     lease: int
     ctx: TaskContext
     msg: LeaseMsg
-    future: asyncio.Future[Any]
+    future: asyncio.Future[Blob]
+    executor: RemoteExecutor
+    group: dict[str, str]  # the engine worker group it runs in (labels)
     session: WorkerSession | None = None
     refused_by: set[int] = field(default_factory=set)
+
+    def complete(self, output: Blob) -> None:
+        if not self.future.done():
+            note = self.executor.on_output
+            if note is not None:
+                note(self.msg.task_id, output)
+            self.future.set_result(output)
+
+    def fail(self, message: str, permanent: bool, retry_after: float | None) -> None:
+        if not self.future.done():
+            self.future.set_exception(
+                Permanent(message) if permanent else Retryable(message, retry_after=retry_after)
+            )
+
+    def nack(self, reason: str) -> None:
+        """Refused: offered to another worker within the same attempt."""
+        if not self.future.done():
+            self.executor.offer(self, reason or "rejected")
+
+    def cancelled(self) -> None:
+        """Cancelled by the worker: the task ends cancelled (the engine aborts the attempt)."""
+        if not self.future.done():
+            self.executor.registry.sched.seam.cancel(self.msg.task_id)
+            self.future.cancel()  # (a task the cancel did not end: a retryable failure)
+
+    def gone(self, reason: str) -> None:
+        if not self.future.done():
+            self.future.set_exception(Retryable(reason or "worker disconnected"))
+
+    def ended(self, fut: asyncio.Future[Blob]) -> None:
+        """The future's done callback: an abort by the engine (timeout, cancel, lease expiry,
+        shutdown) cancelled it; the worker holding the lease is told so."""
+        session = self.session
+        if fut.cancelled() and session is not None and session.attempts.pop(self.lease, None) is not None:
+            session.send(AbortMsg(self.lease, self.ctx.abort_reason or "aborted"))
 
 
 class WorkerSession:
@@ -201,27 +238,27 @@ class WorkerSession:
 
     def complete(self, lease: int, output: bytes, content_type: str) -> None:
         att = self._take(lease)
-        if att is not None and not att.future.done():
-            att.future.set_result(("complete", Blob(output, content_type)))
+        if att is not None:
+            att.complete(Blob(output, content_type))
         self.registry._slot_freed(self)
 
     def fail(self, lease: int, message: str, permanent: bool, retry_after: float | None) -> None:
         att = self._take(lease)
-        if att is not None and not att.future.done():
-            att.future.set_result(("fail", message, permanent, retry_after))
+        if att is not None:
+            att.fail(message, permanent, retry_after)
         self.registry._slot_freed(self)
 
     def nack(self, lease: int, reason: str) -> None:
         att = self._take(lease)
         if att is not None and not att.future.done():
             att.refused_by.add(self.id)
-            att.future.set_result(("nack", reason))
+            att.nack(reason)
         self.registry._slot_freed(self)
 
     def cancelled(self, lease: int) -> None:
         att = self._take(lease)
-        if att is not None and not att.future.done():
-            att.future.set_result(("cancelled",))
+        if att is not None:
+            att.cancelled()
         self.registry._slot_freed(self)
 
     def set_slots(self, slots: int) -> int:
@@ -301,8 +338,7 @@ class WorkerRegistry:
         attempts = list(s.attempts.values())
         s.attempts.clear()
         for att in attempts:
-            if not att.future.done():
-                att.future.set_exception(WorkerGone(reason))
+            att.gone(reason)
         with contextlib.suppress(asyncio.QueueFull):
             s.outbox.put_nowait(None)  # wake the writer so the stream ends
         self._resize(s.pool, s.labels)
@@ -364,16 +400,30 @@ class WorkerRegistry:
 
 
 class RemoteExecutor:
-    """The executor of a server pool: runs each attempt on a remote worker."""
+    """The executor of a server pool: runs each attempt on a remote worker.
 
-    def __init__(self, registry: WorkerRegistry, pool: str) -> None:
+    A *starting* executor (``Pool.start_attempt``): :meth:`start_attempt` sends the lease and returns the
+    attempt's future at once, and the worker's reports resolve it (:class:`Attempt`), so an
+    attempt costs no asyncio task of its own. Awaiting the executor (:meth:`__call__`, what a
+    tracing span wraps) awaits that future."""
+
+    def __init__(
+        self, registry: WorkerRegistry, pool: str, on_output: Callable[[int, Blob], None] | None = None
+    ) -> None:
         self.registry = registry
         self.pool = pool
+        #: ``(task id, output)`` of every attempt that completes (the server's output cache)
+        self.on_output = on_output
 
     async def __call__(self, ctx: TaskContext, payload: object) -> Blob:
+        result: Blob = await self.start_attempt(ctx, payload)
+        return result
+
+    def start_attempt(self, ctx: TaskContext, payload: object) -> asyncio.Future[Blob]:
+        """Hand the attempt to a worker: a future of its output, or of the error it ended with
+        (:class:`Permanent`, :class:`Retryable`); cancelling it aborts the attempt."""
         blob = payload if isinstance(payload, Blob) else Blob(b"", "")
-        sched = self.registry.sched
-        seam = sched.seam
+        seam = self.registry.sched.seam
         t = seam.task_of(ctx)
         opts = t.opts
         deadline = None if t.deadline is None else seam.time_base + t.deadline
@@ -392,53 +442,34 @@ class RemoteExecutor:
             priority=opts.priority,
             lease_ttl_s=self.registry.lease_ttl_s.get(self.pool),
         )
-        group = ctx.group
         loop = seam.loop or asyncio.get_running_loop()  # (the scheduler's loop runs this)
-        att = Attempt(ctx.lease, ctx, msg, loop.create_future())
-        reason = "no worker available"
+        att = Attempt(ctx.lease, ctx, msg, loop.create_future(), executor=self, group=ctx.group)
+        att.future.add_done_callback(att.ended)
+        self.offer(att, "no worker available")
+        return att.future
+
+    def offer(self, att: Attempt, reason: str) -> None:
+        """Queue ``att``'s lease on a worker of its group with a free slot, else (handed back)
+        of another group whose labels suit the task, if the engine moves the attempt onto a
+        free slot of that group (docs/reference/grpc.md#worker-protocol: "another free
+        worker"); with none, the attempt fails retryably."""
+        registry, ctx = self.registry, att.ctx
         while True:
-            session = self.registry.pick(self.pool, group, att.refused_by)
+            session = registry.pick(self.pool, att.group, att.refused_by)
             if session is None and att.refused_by:
-                # handed back: a worker of another group may take it, if the engine moves the
-                # attempt onto a free slot of that group (docs/reference/grpc.md#worker-protocol: "another
-                # free worker")
-                for other in self.registry.others(self.pool, group, opts.labels, att.refused_by):
-                    if seam.move_attempt(ctx, other.labels):
-                        session, group = other, other.labels
+                labels = registry.sched.seam.task_of(ctx).opts.labels
+                for other in registry.others(self.pool, att.group, labels, att.refused_by):
+                    if registry.sched.seam.move_attempt(ctx, other.labels):
+                        session, att.group = other, other.labels
                         break
             if session is None:
-                raise Retryable(f"no worker accepted the lease: {reason}")
-            if att.future.done():  # a re-offer after a Nack: a fresh future
-                att.future = loop.create_future()
+                att.future.set_exception(Retryable(f"no worker accepted the lease: {reason}"))
+                return
             att.session = session
             session.attempts[att.lease] = att
             ctx.note_worker(session.name or f"worker {session.id}")
-            if not session.send(msg):
-                session.attempts.pop(att.lease, None)
-                att.refused_by.add(session.id)
-                reason = "worker disconnected"
-                continue
-            try:
-                outcome = await att.future
-            except WorkerGone as e:
-                raise Retryable(str(e) or "worker disconnected") from None
-            except asyncio.CancelledError:
-                # the engine aborted the attempt (timeout, cancel, lease expiry, shutdown)
-                if session.attempts.pop(att.lease, None) is not None:
-                    session.send(AbortMsg(att.lease, ctx.abort_reason or "aborted"))
-                raise
-            kind = outcome[0]
-            if kind == "complete":
-                result: Blob = outcome[1]
-                return result
-            if kind == "fail":
-                _, message, permanent, retry_after = outcome
-                if permanent:
-                    raise Permanent(message)
-                raise Retryable(message, retry_after=retry_after)
-            if kind == "nack":
-                reason = outcome[1] or "rejected"
-                continue
-            # cancelled by the worker: the task ends cancelled
-            seam.cancel(t.id)
-            raise asyncio.CancelledError()
+            if session.send(att.msg):
+                return
+            session.attempts.pop(att.lease, None)
+            att.refused_by.add(session.id)
+            reason = "worker disconnected"
