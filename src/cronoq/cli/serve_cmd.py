@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     pass
 
 
-from cronoq.cli.common import _setup_logging, cli, fail, log_level_option
+from cronoq.cli.common import _setup_logging, cli, fail, log_level_option, tune_gc
 
 
 def _proto_text() -> str:
@@ -83,6 +83,7 @@ def serve(
     from cronoq.server.run import serve as run_server
 
     try:
+        tune_gc()
         asyncio.run(run_server(config))
     except (ServeError, SchedulerError) as e:
         fail(str(e))

@@ -40,6 +40,7 @@ from cronoq.cli.common import (
     client_options,
     fail,
     log_level_option,
+    tune_gc,
 )
 
 Handler = Callable[["Lease"], Awaitable[object]]
@@ -230,6 +231,7 @@ def worker(
         _note("cronoq worker: stopped")
 
     try:
+        tune_gc()
         asyncio.run(main())
     except ClientError as e:
         fail(*_describe(e, server))
