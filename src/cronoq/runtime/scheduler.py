@@ -492,7 +492,7 @@ class Scheduler(Operations):
             except Exception as exc:
                 return self._not_started(lease, ctx, exc)
             self._running[lease] = (fut, ctx)
-            fut.add_done_callback(partial(self._on_done, lease, ctx))
+            fut.add_done_callback(partial(self._on_done, lease, ctx, output=True))
             return
         if pool.is_async:
             # The executor is called inside _attempt, which reports the outcome itself when it
@@ -570,7 +570,8 @@ class Scheduler(Operations):
         ra = None if o.retry_after is None else to_ns(o.retry_after)
         core.fail(self._now(), lease, o.message, permanent=o.permanent, retry_after=ra)
 
-    def _on_done(self, lease: int, ctx: TaskContext, fut: asyncio.Future[Any]) -> None:
+    def _on_done(self, lease: int, ctx: TaskContext, fut: asyncio.Future[Any], output: bool = False) -> None:
+        """An attempt's future is done (``output``: its result is the output as it is)."""
         entry = self._running.get(lease)
         if entry is None or entry[0] is not fut:
             # aborted by the engine (timeout, cancel, lease loss) or shut down; an outcome that
@@ -594,7 +595,7 @@ class Scheduler(Operations):
             entry[1]._ended = True
             self._fail_attempt(core, lease, exc)
         else:
-            if not isinstance(fut, asyncio.Task) and inspect.isawaitable(result):
+            if not output and not isinstance(fut, asyncio.Task) and inspect.isawaitable(result):
                 # a plain function returned an awaitable: await it within the same attempt
                 try:
                     inner = asyncio.ensure_future(result)
