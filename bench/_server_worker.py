@@ -17,7 +17,8 @@
 ``python bench/_server_worker.py load TARGET MODE N CHUNK``
     A load generator: connects, prints ``READY``, waits for a line on stdin, then submits
     ``N`` no-op tasks (``MODE`` ``submit``: one awaited ``Client.submit`` after another;
-    ``batch``: ``Client.submit_batch`` of ``CHUNK`` tasks) and prints ``DONE <seconds>``.
+    ``batch``: ``Client.submit_batch`` of ``CHUNK`` tasks) and prints ``DONE <seconds> <CPU
+    seconds>`` (its own ``time.process_time`` over the submissions).
 
 ``python bench/_server_worker.py sse URL N``
     ``N`` concurrent streams of ``URL`` (Server-Sent Events); prints ``LIVE`` once every
@@ -150,7 +151,7 @@ async def run_load(target: str, mode: str, n: int, chunk: int) -> None:
         await client.snapshot()  # the connection is up before GO
         print("READY", flush=True)
         await loop.run_in_executor(None, sys.stdin.readline)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if mode == "submit":
             submit = client.submit
             for _ in range(n):
@@ -163,7 +164,7 @@ async def run_load(target: str, mode: str, n: int, chunk: int) -> None:
                 left -= k
         else:
             raise SystemExit(f"unknown load mode {mode!r}")
-        print(f"DONE {time.perf_counter() - t0:.6f}", flush=True)
+        print(f"DONE {time.perf_counter() - t0:.6f} {time.process_time() - c0:.6f}", flush=True)
 
 
 # --------------------------------------------------------------------------- SSE subscribers

@@ -6,15 +6,16 @@ can answer at all.
     python bench/grpc_floor.py                 # 8 client processes x 2,000 calls
     python bench/grpc_floor.py --quick --json bench/results/grpc_floor.json
 
-Reports calls/s (first call sent → last answer, whole system) and the echo server's CPU
-seconds per 1,000 calls (``/proc/PID/stat``). ``bench/server.py`` measures it in the same run
+Reports calls/s (first call sent → last answer, whole system), the echo server's CPU
+seconds per 1,000 calls (``/proc/PID/stat``) and its clients' (each load process's own
+``time.process_time`` over its calls, summed). ``bench/server.py`` measures it in the same run
 (group ``throughput``) and records each cronoq figure's ratio to it in ``extra``
 (``floor_ratio``: tasks/s over the floor's calls/s; ``cpu_vs_floor``: server CPU per task over
 the floor's CPU per call).
 
 Internals: ``python bench/grpc_floor.py serve`` prints ``PORT <n>`` and echoes until stdin
 closes; ``python bench/grpc_floor.py load PORT N`` prints ``READY``, waits for a line on stdin,
-makes ``N`` calls and prints ``DONE <seconds>``. The method has no (de)serializers: bytes in,
+makes ``N`` calls and prints ``DONE <seconds> <CPU seconds>``. The method has no (de)serializers: bytes in,
 the same bytes out, so the figure is gRPC's own cost.
 """
 
@@ -43,6 +44,7 @@ class Floor:
     calls: int
     clients: int
     seconds: float
+    client_cpu_s_per_1k: float = 0.0  # the load processes' CPU seconds per 1,000 calls
 
     def to_json(self) -> dict[str, float | int]:
         return {
@@ -51,6 +53,7 @@ class Floor:
             "calls": self.calls,
             "clients": self.clients,
             "seconds": self.seconds,
+            "client_cpu_s_per_1k": self.client_cpu_s_per_1k,
         }
 
 
@@ -88,10 +91,10 @@ async def _load(port: int, n: int) -> None:
         await call(PAYLOAD)  # connected and warm before the start line
         print("READY", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(n):
             await call(PAYLOAD)
-        print(f"DONE {time.perf_counter() - t0:.6f}", flush=True)
+        print(f"DONE {time.perf_counter() - t0:.6f} {time.process_time() - c0:.6f}", flush=True)
 
 
 async def _readline(proc: asyncio.subprocess.Process, prefix: str) -> str:
@@ -127,8 +130,9 @@ async def measure(clients: int = 8, calls: int = 2000) -> Floor:
             assert p.stdin is not None
             p.stdin.write(b"go\n")
             await p.stdin.drain()
+        client_cpu = 0.0
         for p in loads:
-            await _readline(p, "DONE")
+            client_cpu += float((await _readline(p, "DONE")).split()[2])
         seconds = time.perf_counter() - t0
         cpu = _cpu_seconds(server.pid) - cpu0
     finally:
@@ -144,7 +148,7 @@ async def measure(clients: int = 8, calls: int = 2000) -> Floor:
             server.kill()
             await server.wait()
     total = clients * calls
-    return Floor(total / seconds, cpu / total * 1000, total, clients, seconds)
+    return Floor(total / seconds, cpu / total * 1000, total, clients, seconds, client_cpu / total * 1000)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     floor = asyncio.run(measure(args.clients, calls))
     print(
         f"grpc.aio unary echo, {floor.clients} client processes: {floor.calls_per_s:,.0f} calls/s, "
-        f"server CPU {floor.cpu_s_per_1k:.3f} s per 1,000 calls"
+        f"server CPU {floor.cpu_s_per_1k:.3f} s per 1,000 calls, clients' {floor.client_cpu_s_per_1k:.3f}"
     )
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

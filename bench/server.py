@@ -58,10 +58,15 @@ Groups (``--only``):
     understated; ``extra`` has the events received per task and subscriber, the server CPU per
     1000 tasks with and without, and the subscriber process's CPU per 1000 tasks.
 
-Every throughput figure is also set against the **gRPC floor** measured at the start of the
-group (``bench/grpc_floor.py``: a bare ``grpc.aio`` unary echo server driven by the same number
-of client processes): ``extra.floor_ratio`` = tasks/s over the floor's calls/s and
-``extra.cpu_vs_floor`` = server CPU per task over the floor's CPU per call.
+Every throughput figure is also set against the **gRPC floor** (``bench/grpc_floor.py``: a bare
+``grpc.aio`` unary echo server driven by the same number of client processes), measured again
+before each repeat, so each repeat is set against the machine as it was then:
+``extra.floor_ratios`` = each repeat's tasks/s over its floor's calls/s, ``extra.floor_ratio``
+their median, ``extra.cpu_vs_floor`` the median of server CPU per task over the floor's CPU per
+call.  ``extra`` also splits the CPU of a task between the server, the load processes
+(``client_cpu_s_per_1k``, each one's own ``process_time``) and the workers
+(``worker_cpu_s_per_1k``); ``extra.floor.client_cpu_s_per_1k`` is the floor's clients' share.
+All of them share the machine's cores, so a client's CPU is throughput the server cannot use.
 
 Baselines: Celery (``--pool threads``, the same number of threads as cronoq slots per worker,
 one ``celery worker`` process per cronoq worker process) with a Redis broker and a Redis
@@ -385,9 +390,12 @@ async def worker_messages(ws: Workers) -> tuple[int, int]:
 
 
 async def counted(ws: Workers, run: Awaitable[Run]) -> Run:
-    """``await run`` with its Work stream messages per task (``--messages``) filled in."""
+    """``await run`` with the workers' CPU per task and their Work stream messages per task
+    (``--messages``) filled in."""
     m0, h0 = await worker_messages(ws)
+    w0 = sum(cpu_seconds(p.pid) for p in ws.procs)
     r = await run
+    r.worker_cpu_per_1k = (sum(cpu_seconds(p.pid) for p in ws.procs) - w0) / r.n * 1000
     m1, h1 = await worker_messages(ws)
     r.messages_per_task = (m1 - m0) / (h1 - h0) if h1 > h0 else None
     return r
@@ -429,6 +437,8 @@ class Run:
     server_cpu_per_1k: float  # server CPU seconds per 1000 tasks
     n: int
     messages_per_task: float | None = None  # Work stream messages both ways (``--messages``)
+    client_cpu_per_1k: float = 0.0  # the load processes' own CPU seconds per 1000 tasks
+    worker_cpu_per_1k: float = 0.0  # the worker processes' (``counted``)
 
 
 async def _load_procs(
@@ -447,12 +457,14 @@ async def _load_procs(
         await asyncio.gather(*(p.stdin.drain() for p in procs))
         done = asyncio.gather(*(_line(p, "DONE", 600) for p in procs))
         t1 = await _until(count, base + n, 600)
-        sub = max(float(line.split()[1]) for line in await done)
+        lines = [line.split() for line in await done]
+        sub = max(float(f[1]) for f in lines)
+        client_cpu = sum(float(f[2]) for f in lines if len(f) > 2)
         c1 = cpu()
     finally:
         for p in procs:
             await _end(p)
-    return Run(n / (t1 - t0), t1 - t0, sub, (c1 - c0) / n * 1000, n)
+    return Run(n / (t1 - t0), t1 - t0, sub, (c1 - c0) / n * 1000, n, client_cpu_per_1k=client_cpu / n * 1000)
 
 
 async def cronoq_procs(sv: Server, mode: str, clients: int, n: int, chunk: int) -> Run:
@@ -706,12 +718,6 @@ async def bench_throughput(
         else f"Celery + Redis: not measured ({celery.reason if celery else '--no-celery'})"
     )  # fmt: skip
 
-    floor = await grpc_floor_measure(clients, sn)
-    print(
-        f"  gRPC floor (bare grpc.aio unary echo, {clients} client processes): "
-        f"{floor.calls_per_s:,.0f} calls/s, server CPU {floor.cpu_s_per_1k:.3f} s per 1,000 calls",
-        flush=True,
-    )
     out: list[Result] = []
     for store in ("sqlite", "memory"):
         sv = await start_server(store, opts.profile, getattr(opts, "py_spy", None))
@@ -721,7 +727,10 @@ async def bench_throughput(
                 try:
                     await _warm(sv)
                     runs = {"batch": [], "submit_procs": [], "submit_coros": [], "submit_shared": []}
+                    floors: list[Floor] = []
                     for _ in range(rep):
+                        # each repeat beside its own floor: a shared machine's load drifts
+                        floors.append(await grpc_floor_measure(clients, sn))
                         runs["batch"].append(await counted(ws, cronoq_procs(sv, "batch", 1, bn, chunk)))
                         runs["submit_procs"].append(
                             await counted(ws, cronoq_procs(sv, "submit", clients, sn, chunk))
@@ -732,6 +741,13 @@ async def bench_throughput(
                     await stop_workers(ws)
                 protocol = ws.protocol
                 crun = cel.get(str(k), {})
+                floor = sorted(floors, key=lambda f: f.calls_per_s)[len(floors) // 2]
+                print(
+                    f"  gRPC floor (bare grpc.aio unary echo, {clients} client processes), median of "
+                    f"{len(floors)}: {floor.calls_per_s:,.0f} calls/s, server CPU "
+                    f"{floor.cpu_s_per_1k:.3f} s per 1,000 calls, clients' {floor.client_cpu_s_per_1k:.3f}",
+                    flush=True,
+                )
                 for key, label, target, ckey in (
                     ("batch", f"submit_batch of {chunk}, 1 client process", T_BATCH, "batch"),
                     ("submit_procs", f"per-task submit, {clients} client processes", T_SUBMIT, "submit"),
@@ -745,7 +761,10 @@ async def bench_throughput(
                 ):
                     rs = runs[key]
                     crs = crun.get(ckey, [])
-                    rate, cpu = median([r.rate for r in rs]), median([r.server_cpu_per_1k for r in rs])
+                    cpu = median([r.server_cpu_per_1k for r in rs])
+                    paired = list(zip(rs, floors, strict=True))
+                    ratios = [r.rate / f.calls_per_s for r, f in paired]
+                    cpu_ratios = [r.server_cpu_per_1k / f.cpu_s_per_1k for r, f in paired if f.cpu_s_per_1k]
                     out.append(
                         Result(
                             "throughput",
@@ -770,10 +789,14 @@ async def bench_throughput(
                                 ),
                                 "n": rs[0].n,
                                 "server_cpu_s_per_1k": cpu,
-                                # the same run's gRPC floor (bench/grpc_floor.py)
+                                "client_cpu_s_per_1k": median([r.client_cpu_per_1k for r in rs]),
+                                "worker_cpu_s_per_1k": median([r.worker_cpu_per_1k for r in rs]),
+                                # the same run's gRPC floor (bench/grpc_floor.py), measured
+                                # beside each repeat: the ratios are medians of the repeats'
                                 "floor": floor.to_json(),
-                                "floor_ratio": rate / floor.calls_per_s,
-                                "cpu_vs_floor": cpu / floor.cpu_s_per_1k if floor.cpu_s_per_1k else None,
+                                "floor_ratios": ratios,
+                                "floor_ratio": median(ratios),
+                                "cpu_vs_floor": median(cpu_ratios) if cpu_ratios else None,
                                 "submit_seconds": median([r.submit_seconds for r in rs]),
                                 "seconds": median([r.seconds for r in rs]),
                                 "celery_submit_seconds": (
@@ -783,6 +806,14 @@ async def bench_throughput(
                         )
                     )
                     print(describe(out[-1]), flush=True)
+                    x = out[-1].extra
+                    each = ", ".join(f"{v:.3f}" for v in ratios)
+                    print(
+                        f"    {x['floor_ratio']:.3f}x the floor (repeats {each}); "
+                        f"CPU ms per task: server {cpu:.3f}, clients {x['client_cpu_s_per_1k']:.3f}, "
+                        f"workers {x['worker_cpu_s_per_1k']:.3f}",
+                        flush=True,
+                    )
         finally:
             await stop_server(sv)
     return out

@@ -19,4 +19,12 @@ async def test_floor_measures_calls_and_cpu() -> None:
     assert floor.calls == 100 and floor.clients == 2
     assert floor.calls_per_s > 0 and math.isfinite(floor.calls_per_s)
     assert floor.cpu_s_per_1k >= 0 and floor.seconds > 0
-    assert set(floor.to_json()) == {"calls_per_s", "cpu_s_per_1k", "calls", "clients", "seconds"}
+    assert floor.client_cpu_s_per_1k > 0  # the load processes' own CPU
+    assert set(floor.to_json()) == {
+        "calls_per_s",
+        "cpu_s_per_1k",
+        "calls",
+        "clients",
+        "seconds",
+        "client_cpu_s_per_1k",
+    }
