@@ -25,7 +25,7 @@ from cronoq.server.grpc_workers import outbound
 from cronoq.server.workers import LeaseMsg, ServerMsg, ShutdownMsg
 
 BUDGET = 1 << 20
-#: sets (FLUSH_LINGER_S, FLUSH_BUSY_S) for one test
+#: sets (LEASE_LINGER_S, FLUSH_BUSY_S) for one test
 Bounds = Callable[[float, float], None]
 T = TypeVar("T")
 LONG = 60.0
@@ -58,7 +58,7 @@ def later(q: FlushQueue[ServerMsg], *items: ServerMsg | None) -> None:
 @pytest.fixture
 def bounds(monkeypatch: pytest.MonkeyPatch) -> Bounds:
     def set_(linger: float, busy: float) -> None:
-        monkeypatch.setattr(grpc_workers, "FLUSH_LINGER_S", linger)
+        monkeypatch.setattr(grpc_workers, "LEASE_LINGER_S", linger)
         monkeypatch.setattr(flush, "FLUSH_BUSY_S", busy)
 
     return set_

@@ -37,7 +37,8 @@ class Pool:
     """A worker pool: capacity limits, scaling, retries, queue bounds and its executor.
 
     The executor is ``async def run(ctx, payload)`` or a plain function, which runs in the
-    loop's default thread pool (an awaitable it returns is awaited).
+    loop's default thread pool (an awaitable it returns is awaited), or a *starting* executor
+    (an async callable with ``start_attempt``, see :func:`_starter`).
     """
 
     __slots__ = ("_config", "executor", "is_async", "scaler", "start_attempt")

@@ -8,7 +8,7 @@ queues (``Lease``, ``Abort``, ``Shutdown``).  In a version-4 session it writes e
 and ``Abort`` queued by the time it runs as one ``ServerBatch`` (bounded in items and bytes, see
 :mod:`cronoq.proto.protocol`); a lone lease in a trickle (the previous write was recent, nothing
 else queued, and the worker has a free slot, so more may follow) first lingers up to
-``FLUSH_LINGER_S`` for company (:mod:`cronoq.proto.flush`), so a trickle costs a message per few
+``LEASE_LINGER_S`` for company (:mod:`cronoq.proto.flush`), so a trickle costs a message per few
 leases while a lone lease on an idle stream, or a burst, goes out at once. The worker's
 ``WorkerBatch`` reports are handled in order like single ones.  A version-5 session may also
 send ``ProgressReport`` (alone or inside a batch); an older session that sends one breaks the
@@ -35,7 +35,7 @@ from cronoq.proto.flush import FlushQueue, busy
 from cronoq.proto.protocol import (
     BATCH_MARGIN_BYTES,
     BATCHING_VERSION,
-    FLUSH_LINGER_S,
+    LEASE_LINGER_S,
     MAX_BATCH_ITEMS,
     PROGRESS_VERSION,
 )
@@ -319,7 +319,7 @@ async def outbound(
     """The session's outbox as stream messages, until its end (``None``) or a not-leader
     ``Shutdown``. With ``batching`` (version 4 and up), Leases and Aborts go out packed into
     ``ServerBatch`` messages. A lone one (nothing queued behind it) lingers up to
-    ``FLUSH_LINGER_S`` for company first, but only in a trickle: the previous flush was recent
+    ``LEASE_LINGER_S`` for company first, but only in a trickle: the previous flush was recent
     (:func:`busy`) and ``room()`` (the worker's free slots) says more leases may follow; it
     waits for at most that many (with every slot taken none can come until the worker reports,
     so waiting longer would only stall it). A burst (several queued) goes at once."""
@@ -332,7 +332,7 @@ async def outbound(
         if batching and isinstance(msg, (LeaseMsg, AbortMsg)):
             if outbox.empty() and busy(loop.time(), last_flush) and (more := room()) > 0:
                 want = min(MAX_BATCH_ITEMS - 1, more)
-                await outbox.linger(FLUSH_LINGER_S, want, budget - _lease_bytes(msg), _item_bytes)
+                await outbox.linger(LEASE_LINGER_S, want, budget - _lease_bytes(msg), _item_bytes)
             if not outbox.empty():
                 out, last = _batch(msg, outbox, budget)
                 yield out
