@@ -115,6 +115,8 @@ async def test_bulk_cancel_yields_to_the_loop_between_pages() -> None:
         ({"pools": []}, "pools must not be empty"),
         ({"tags": {"a": 1}}, "tags must be a dict of str to str"),
         ({"created_after": float("nan")}, "created_after must be finite"),
+        ({"created_after": 1.8e299}, "created_after is out of range"),  # (found by the HTTP fuzz)
+        ({"finished_before": -1e300}, "finished_before is out of range"),
     ],
 )
 async def test_bad_filters_are_value_errors(kw: dict[str, Any], match: str) -> None:

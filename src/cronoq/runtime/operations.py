@@ -92,7 +92,10 @@ def _instant(what: str, value: object, time_base: int) -> int | None:
             raise ValueError(f"{what} must be finite (got {value!r})")
     else:
         raise ArgumentTypeError(f"{what} must be an aware datetime or Unix seconds (got {value!r})")
-    return round(secs * 1e9) - time_base
+    ns = secs * 1e9
+    if not math.isfinite(ns):  # (finite seconds whose nanoseconds overflow a float)
+        raise ValueError(f"{what} is out of range (got {value!r})")
+    return round(ns) - time_base
 
 
 def parse_filter(
