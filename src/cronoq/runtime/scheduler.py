@@ -79,6 +79,7 @@ from cronoq.runtime.gcpause import gc_paused
 from cronoq.runtime.handles import TaskHandle, set_outcome
 from cronoq.runtime.operations import Operations
 from cronoq.runtime.pool import Executor, Pool
+from cronoq.runtime.processes import Processes, ProcessRegistry, check_processes
 from cronoq.runtime.scalers import Scaler, SlotScaler
 from cronoq.runtime.scheduler_args import (
     check_clock,
@@ -156,7 +157,8 @@ class Scheduler(Operations):
     their payloads in memory so they can be replayed (default ``None``: yes, unless the store is
     durable, which holds them; docs/how-to/operations.md#replay); ``id_shard`` (1..255) puts a
     shard number in the task ids (``shard << 56 | epoch << 40 | seq``; 0, the default: not sharded,
-    docs/how-to/shards.md).
+    docs/how-to/shards.md); ``processes`` (a :class:`cronoq.Processes`) sets how the child processes
+    of ``run_in="process"`` work run, for pools without their own (docs/how-to/processes.md).
     """
 
     def __init__(
@@ -175,8 +177,10 @@ class Scheduler(Operations):
         wait_for_space: bool = True,
         keep_payloads: bool | None = None,
         id_shard: int = 0,
+        processes: Processes | None = None,
     ) -> None:
         pool_list = check_pools(pools)
+        self._procs = ProcessRegistry(check_processes(processes))  # run_in="process" children
         res_list = check_resources(resources)
         self._resources = res_list
         self._codec = check_store_and_codec(store, codec)
@@ -346,6 +350,7 @@ class Scheduler(Operations):
             ctx._ended = True
             fut.cancel()
         self._running.clear()
+        await self._procs.close()  # (the cancels above started the hard kills of running children)
         if core.actions:
             self._apply()  # the last status changes go to the store too
         self._next_seq = core.next_seq
