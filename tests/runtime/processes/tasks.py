@@ -32,7 +32,10 @@ def write_pid(path: str) -> None:
 
 
 def spin(ctx: Any, payload: dict[str, Any]) -> None:
-    """Write the pid, then spin in pure Python forever (ignoring SIGTERM if asked)."""
+    """Write the pid, then spin in pure Python forever (ignoring SIGTERM if asked); ``warm``:
+    return at once (starts the child, so a test's timeout does not count its start)."""
+    if payload.get("warm"):
+        return
     if payload.get("ignore_term"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     write_pid(payload["pidfile"])

@@ -2,13 +2,15 @@
 
 Theory of operation
 -------------------
-A supervisor starts children lazily: an attempt takes an idle child, or starts one when none is
-idle, so there are never more children than attempts running at once, which the pool's
+A supervisor starts children lazily: an attempt takes an idle child, or starts one when none
+is idle, so there are never more children than attempts running at once, which the pool's
 capacity (its slots) bounds; when capacity falls, an idle surplus is stopped as attempts start
 and end. A child is a ``multiprocessing`` process of the configured start method (forkserver by
-default; ``fork`` only while this process runs a single thread) with one duplex pipe. All of it
-runs on the event loop, with no thread of its own: ``loop.add_reader`` watches each child's
-pipe (progress, heartbeats, results) and its process sentinel (its exit).
+default; ``fork`` only while this process runs a single thread) with one duplex pipe. Starting
+one blocks (the forkserver's first start imports cronoq), so it happens in a small spawner
+thread pool and the loop, heartbeats included, never waits for it; everything else runs on the
+event loop: ``loop.add_reader`` watches each child's pipe (progress, heartbeats, results) and
+its process sentinel (its exit).
 
 * **Attempt**: :meth:`Supervisor.start` pickles the arguments (an unpicklable argument or
   function fails the attempt permanently, saying so), sends the job and returns a future. The
@@ -37,6 +39,7 @@ import pickle
 import signal
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from cronoq.errors import Retryable
@@ -50,6 +53,18 @@ _log = logging.getLogger("cronoq.processes")
 
 Progress = Callable[[float, "float | None", "str | None"], None]
 Heartbeat = Callable[[], None]
+
+
+_SPAWNER: ThreadPoolExecutor | None = None
+
+
+def _spawner() -> ThreadPoolExecutor:
+    """The threads that start children (starting one blocks: the forkserver's first start
+    imports cronoq), shared by every supervisor of this process."""
+    global _SPAWNER
+    if _SPAWNER is None:
+        _SPAWNER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cronoq-spawn")
+    return _SPAWNER
 
 
 def died_message(pid: int, exitcode: int | None) -> str:
@@ -149,17 +164,43 @@ class Supervisor:
         fn_id, fn_bytes = self._pickled_fn(fn)
         loop = self._loop = asyncio.get_running_loop()
         self._trim(keep=1)
-        child = self._idle.pop() if self._idle else self._spawn(loop)
         job = _Job(self._next_job, loop.create_future(), progress, heartbeat)
         self._next_job += 1
+        send = (fn_id, fn_bytes, ctx_kind, info, args_bytes)
+        if self._idle:
+            self._dispatch(self._idle.pop(), job, send)
+        else:  # a new child, started in a thread: the loop (heartbeats included) never waits for it
+            made = loop.run_in_executor(_spawner(), self._make_process)
+            made.add_done_callback(lambda f: self._spawned(f, job, send))
+        return job.fut
+
+    def _dispatch(self, child: Child, job: _Job, send: tuple[Any, ...]) -> None:
+        fn_id, fn_bytes, ctx_kind, info, args_bytes = send
         first = fn_id not in child.fns
         if not child.send(("run", job.id, fn_id, fn_bytes if first else None, ctx_kind, info, args_bytes)):
-            self._discard(child)
-            raise Retryable(f"could not send the task to its process (pid {child.pid})")
+            self._kill(child)
+            job.fut.set_exception(Retryable(f"could not send the task to its process (pid {child.pid})"))
+            return
         child.fns.add(fn_id)
         child.job = job
         job.fut.add_done_callback(lambda f: self._on_future_done(child, job, f))
-        return job.fut
+
+    def _spawned(self, made: asyncio.Future[tuple[Any, Any]], job: _Job, send: tuple[Any, ...]) -> None:
+        try:
+            proc, conn = made.result()
+        except Exception as e:
+            if not job.fut.done():
+                job.fut.set_exception(
+                    Retryable(f"could not start a process for the task: {type(e).__name__}: {e}")
+                )
+            return
+        child = self._adopt(proc, conn)
+        if self._closed:
+            self._kill(child)
+        elif job.fut.done():  # cancelled while the child started: it serves the next attempt
+            self._after_job(child, 0)
+        else:
+            self._dispatch(child, job, send)
 
     def _pickled_fn(self, fn: object) -> tuple[int, bytes]:
         key = id(fn)
@@ -189,22 +230,29 @@ class Supervisor:
             ctx.set_forkserver_preload(["cronoq.runtime.processes.child"])
         return ctx
 
-    def _spawn(self, loop: asyncio.AbstractEventLoop) -> Child:
+    def _make_process(self) -> tuple[Any, Any]:
+        """Start a child process and its pipe (in a spawner thread: this blocks)."""
         mp = self._context()
         parent_conn, child_conn = mp.Pipe(duplex=True)
         proc = mp.Process(target=child_main, args=(child_conn,), name=f"cronoq-{self.name}", daemon=True)
         try:
             proc.start()
-        except Exception as e:
+        except BaseException:
             parent_conn.close()
-            raise Retryable(f"could not start a process for the task: {type(e).__name__}: {e}") from None
+            raise
         finally:
             child_conn.close()
-        child = Child(proc, parent_conn, loop)
+        return proc, parent_conn
+
+    def _adopt(self, proc: Any, conn: Any) -> Child:
+        """Watch a started child from the loop: its pipe and its exit."""
+        loop = self._loop
+        assert loop is not None
+        child = Child(proc, conn, loop)
         self._live.add(child)
         self._all.add(child)
         self.started += 1
-        loop.add_reader(parent_conn.fileno(), self._on_readable, child)
+        loop.add_reader(conn.fileno(), self._on_readable, child)
         loop.add_reader(proc.sentinel, self._on_exit, child)
         return child
 

@@ -1,0 +1,129 @@
+"""``cronoq worker --run-in process`` end to end: a real ``cronoq serve``, a real worker
+subprocess and its child processes (docs/how-to/processes.md): recycling, hard time limit,
+heartbeats while a child runs, progress, and no orphan child when the worker is SIGKILLed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cronoq.client import Client
+
+from .procs import ServerProc, child_env, start_server
+
+HERE = Path(__file__).resolve().parent
+
+SERVER_TOML = """
+[[pools]]
+name = "cpu"
+max = 2
+lease_ttl_s = 0.6
+retry = {max_attempts = 1}
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def _pid_in(path: Path, timeout: float = 20.0) -> int:
+    end = time.monotonic() + timeout
+    while not (path.exists() and path.read_text()):
+        assert time.monotonic() < end, f"no pid in {path}"
+        await asyncio.sleep(0.02)
+    return int(path.read_text())
+
+
+async def _gone(pid: int, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while _alive(pid):
+        assert time.monotonic() < end, f"process {pid} still alive after {timeout} s"
+        await asyncio.sleep(0.02)
+
+
+def _start_worker(sp: ServerProc, log_path: Path) -> subprocess.Popen[bytes]:
+    import sys
+
+    with open(log_path, "wb") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "cronoq.cli", "worker", "proc_handlers:handle", "--run-in", "process",
+             "--pool", "cpu", "--slots", "2", "--kill-grace", "0.5", "--max-tasks-per-child", "2",
+             "--app-dir", str(HERE), "--server", sp.grpc],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
+        )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while "cronoq worker: registered" not in log_path.read_text(errors="replace"):
+        assert worker.poll() is None, log_path.read_text()
+        assert time.monotonic() < deadline, log_path.read_text()
+        time.sleep(0.05)
+    return worker
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
+    sp = start_server(tmp_path_factory.mktemp("procs"), SERVER_TOML, name="procs")
+    try:
+        yield sp
+    finally:
+        assert sp.terminate() == 0, sp.log()
+
+
+async def test_process_worker_end_to_end(server: ServerProc, tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    worker = _start_worker(server, log)
+    try:
+        async with Client(server.grpc) as c:
+            # recycling by count (--max-tasks-per-child 2), in children of the worker
+            pids = []
+            for _ in range(3):
+                r = await c.submit({"op": "pid"}, pool="cpu", wait=True, wait_timeout=30)
+                assert r.result is not None and r.result.status == "succeeded", r
+                pids.append(r.result.json()["pid"])
+            assert worker.pid not in pids
+            assert pids[0] == pids[1] != pids[2]
+            # a 2 s task with a 0.6 s lease ttl: the worker heartbeats while its child runs
+            r = await c.submit({"op": "sleep", "s": 2}, pool="cpu", wait=True, wait_timeout=30)
+            assert r.result is not None and r.result.status == "succeeded", r
+            assert r.result.json()["attempt"] == 1
+            # the hard time limit: a child spinning with SIGTERM ignored is killed
+            pidfile = tmp_path / "spin"
+            start = time.monotonic()
+            s = await c.submit({"op": "spin", "pidfile": str(pidfile)}, pool="cpu", timeout=1.5)
+            pid = await _pid_in(pidfile)
+            res = await c.wait(s.id, timeout=30)
+            assert res.status == "dead_lettered" and "timed out" in res.message, res
+            await _gone(pid, 3.0)
+            assert time.monotonic() - start < 1.5 + 0.5 + 3.0
+    finally:
+        worker.terminate()
+        assert worker.wait(30) == 0, log.read_text()
+
+
+async def test_worker_sigkilled_leaves_no_orphan_children(server: ServerProc, tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    worker = _start_worker(server, log)
+    try:
+        async with Client(server.grpc) as c:
+            files = [tmp_path / "a", tmp_path / "b"]
+            for f in files:
+                await c.submit({"op": "spin", "pidfile": str(f)}, pool="cpu")
+            pids = [await _pid_in(f) for f in files]
+            assert all(_alive(p) for p in pids)
+            worker.kill()
+            worker.wait(10)
+            for p in pids:
+                await _gone(p, 5.0)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
