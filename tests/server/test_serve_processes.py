@@ -4,14 +4,13 @@ heartbeats while a child runs, progress, and no orphan child when the worker is 
 
 from __future__ import annotations
 
-import asyncio
-import os
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.runtime.processes.waits import alive, gone_within, read_pid
 
 from cronoq.client import Client
 
@@ -28,27 +27,8 @@ retry = {max_attempts = 1}
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 async def _pid_in(path: Path, timeout: float = 20.0) -> int:
-    end = time.monotonic() + timeout
-    while not (path.exists() and path.read_text()):
-        assert time.monotonic() < end, f"no pid in {path}"
-        await asyncio.sleep(0.02)
-    return int(path.read_text())
-
-
-async def _gone(pid: int, timeout: float) -> None:
-    end = time.monotonic() + timeout
-    while _alive(pid):
-        assert time.monotonic() < end, f"process {pid} still alive after {timeout} s"
-        await asyncio.sleep(0.02)
+    return await read_pid(path, timeout)
 
 
 def _start_worker(sp: ServerProc, log_path: Path) -> subprocess.Popen[bytes]:
@@ -102,7 +82,7 @@ async def test_process_worker_end_to_end(server: ServerProc, tmp_path: Path) -> 
             pid = await _pid_in(pidfile)
             res = await c.wait(s.id, timeout=30)
             assert res.status == "dead_lettered" and "timed out" in res.message, res
-            await _gone(pid, 3.0)
+            await gone_within(pid, 3.0)
             assert time.monotonic() - start < 1.5 + 0.5 + 3.0
     finally:
         worker.terminate()
@@ -118,11 +98,11 @@ async def test_worker_sigkilled_leaves_no_orphan_children(server: ServerProc, tm
             for f in files:
                 await c.submit({"op": "spin", "pidfile": str(f)}, pool="cpu")
             pids = [await _pid_in(f) for f in files]
-            assert all(_alive(p) for p in pids)
+            assert all(alive(p) for p in pids)
             worker.kill()
             worker.wait(10)
             for p in pids:
-                await _gone(p, 5.0)
+                await gone_within(p, 5.0)
     finally:
         if worker.poll() is None:
             worker.kill()

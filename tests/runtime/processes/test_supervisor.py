@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from tests.runtime.conftest import wait
 from tests.runtime.processes import broken, tasks
-from tests.runtime.processes.conftest import alive, gone_within, read_pid
+from tests.runtime.processes.waits import alive, gone_within, read_pid
 
 from cronoq import Pool, Processes, RetryPolicy, Scheduler, TaskFailed
 

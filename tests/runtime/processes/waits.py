@@ -1,4 +1,4 @@
-"""Helpers for the process tests: waiting on a child's pid file and on its death."""
+"""Waits of the process tests: a child's pid file, a process's death (polling with a deadline)."""
 
 from __future__ import annotations
 
