@@ -44,11 +44,13 @@ class FnRef:
     """A module-level function named by ``module`` and ``qualname``, resolved in the child; a
     :class:`~cronoq.tasks.TaskDefinition` found there stands for the function it wraps."""
 
-    __slots__ = ("module", "qualname")
+    __slots__ = ("local", "module", "qualname")
 
-    def __init__(self, module: str, qualname: str) -> None:
+    def __init__(self, module: str, qualname: str, local: Any = None) -> None:
         self.module = module
         self.qualname = qualname
+        #: the function itself, in this process (never pickled): what the test kit's threads run
+        self.local = local
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (FnRef, (self.module, self.qualname))

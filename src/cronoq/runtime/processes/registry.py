@@ -132,7 +132,7 @@ def _in_thread(ctx: Any, fn: object, args: tuple[Any, ...], kwargs: dict[str, An
         args, kwargs = pickle.loads(pickle.dumps((args, kwargs)))
     except Exception as e:
         raise pickling_error("the task's arguments cannot be pickled for its process", e) from None
-    target: Any = fn.resolve() if isinstance(fn, FnRef) else fn
+    target: Any = (fn.local or fn.resolve()) if isinstance(fn, FnRef) else fn
     if ctx_kind != CTX_NONE:
         args = (ctx, *args)
     result = target(*args, **kwargs)
