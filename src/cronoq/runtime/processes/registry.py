@@ -43,9 +43,13 @@ class ProcessRegistry:
         self._sups: dict[str, Supervisor] = {}
 
     def supervisor(self, pool: str, settings: Processes | None = None) -> Supervisor:
+        """The supervisor of ``pool`` (made on first use); ``settings`` (the pool's own) apply
+        to it from now on, else the registry's."""
         sup = self._sups.get(pool)
         if sup is None:
             sup = self._sups[pool] = Supervisor(pool, settings or self.settings)
+        elif settings is not None:
+            sup.settings = settings
         return sup
 
     @property

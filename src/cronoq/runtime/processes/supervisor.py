@@ -258,9 +258,8 @@ class Supervisor:
 
     def _on_readable(self, child: Child) -> None:
         conn = child.conn
-        try:
-            while conn.poll():
-                self._on_message(child, conn.recv())
+        try:  # one message per wakeup (the loop calls again while more is buffered): no poll
+            self._on_message(child, conn.recv())
         except (EOFError, OSError):
             assert self._loop is not None
             self._loop.remove_reader(conn.fileno())  # the child is going: its sentinel says how
