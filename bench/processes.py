@@ -33,7 +33,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import multiprocessing
-import os
 import sys
 import time
 from pathlib import Path
@@ -48,7 +47,7 @@ except ImportError:  # pragma: no cover - not installed
     sys.path.insert(0, str(_HERE.parent / "src"))
 
 import _proc_tasks as tasks  # noqa: E402
-from _common import Result, machine_info, median, source_info, table, write_json  # noqa: E402
+from _common import Result, median, run_and_report  # noqa: E402
 
 from cronoq import Pool, Processes, RetryPolicy, Scheduler, TaskFailed  # noqa: E402
 
@@ -193,18 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"output file (default {DEFAULT_JSON})")
     args = p.parse_args(argv)
     sz = dict(SIZES["quick" if args.quick else "full"])
-    machine = machine_info()
-    machine["cronoq"] = source_info()
-    print(f"cronoq process benchmark ({'quick' if args.quick else 'full'})")
-    print(f"load average: {', '.join(f'{x:.2f}' for x in os.getloadavg())}   sizes: {sz}", flush=True)
-    t0 = time.perf_counter()
-    results = asyncio.run(bench(sz))
-    print("\nsummary (ratio = value / baseline)")
-    print(table(results))
-    print(f"load average at end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"total {time.perf_counter() - t0:.1f} s")
-    write_json(args.json, machine, {"sizes": sz, "quick": args.quick}, results)
-    print(f"wrote {args.json}")
+    run_and_report("cronoq process benchmark", sz, args.quick, args.json, lambda: asyncio.run(bench(sz)))
     return 0
 
 
