@@ -4,6 +4,8 @@ heartbeats while a child runs, progress, and no orphan child when the worker is 
 
 from __future__ import annotations
 
+import asyncio
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -11,7 +13,9 @@ from pathlib import Path
 
 import pytest
 from tests.runtime.processes.waits import alive, gone_within, read_pid
+from tests.tasks import proc_app
 
+from cronoq import Processes
 from cronoq.client import Client
 
 from .procs import ServerProc, child_env, start_server
@@ -19,6 +23,10 @@ from .procs import ServerProc, child_env, start_server
 HERE = Path(__file__).resolve().parent
 
 SERVER_TOML = """
+[[pools]]
+name = "default"
+max = 2
+
 [[pools]]
 name = "cpu"
 max = 2
@@ -38,7 +46,7 @@ def _start_worker(sp: ServerProc, log_path: Path) -> subprocess.Popen[bytes]:
         worker = subprocess.Popen(
             [sys.executable, "-m", "cronoq.cli", "worker", "proc_handlers:handle", "--run-in", "process",
              "--pool", "cpu", "--slots", "2", "--kill-grace", "0.5", "--max-tasks-per-child", "2",
-             "--app-dir", str(HERE), "--server", sp.grpc],
+             "--grace", "0.5", "--app-dir", str(HERE), "--server", sp.grpc],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
         )  # fmt: skip
     deadline = time.monotonic() + 30
@@ -84,9 +92,38 @@ async def test_process_worker_end_to_end(server: ServerProc, tmp_path: Path) -> 
             assert res.status == "dead_lettered" and "timed out" in res.message, res
             await gone_within(pid, 3.0)
             assert time.monotonic() - start < 1.5 + 0.5 + 3.0
+            # SIGTERM drains the worker (--grace 0.5), then its running child is killed
+            pidfile = tmp_path / "drained"
+            await c.submit({"op": "spin", "pidfile": str(pidfile)}, pool="cpu")
+            pid = await _pid_in(pidfile)
+            worker.terminate()
+            assert worker.wait(30) == 0, log.read_text()
+            await gone_within(pid, 2.0)
     finally:
-        worker.terminate()
-        assert worker.wait(30) == 0, log.read_text()
+        if worker.poll() is None:
+            worker.terminate()
+            assert worker.wait(30) == 0, log.read_text()
+
+
+async def test_app_process_tasks_on_a_remote_worker(server: ServerProc) -> None:
+    """An app's run_in="process" task served by a client Worker (in this process, with
+    processes=...): the LeaseHandler runs it in a child with the lease's context."""
+    async with Client(server.grpc) as c:
+        worker = proc_app.app.worker(server.grpc, "default", processes=Processes(kill_grace=0.5))
+        async with worker:
+            await worker.wait_registered(20)
+            proc_app.app.bind(c)
+            try:
+                h = await proc_app.on_process.submit(21)
+                out = await asyncio.wait_for(_result(h), 30)
+            finally:
+                proc_app.app.bind(None)
+        assert out["n"] == 42 and out["pid"] != os.getpid() and out["attempt"] == 1
+        assert out["kind"] == "tests.tasks.proc_app.on_process"
+
+
+async def _result(h: object) -> dict[str, object]:
+    return await h  # type: ignore[misc,no-any-return]
 
 
 async def test_worker_sigkilled_leaves_no_orphan_children(server: ServerProc, tmp_path: Path) -> None:

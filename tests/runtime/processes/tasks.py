@@ -80,3 +80,13 @@ def progress(ctx: Any, payload: Any) -> str:
 async def async_pid(ctx: Any, payload: Any) -> int:
     await ctx.sleep(0)
     return os.getpid()
+
+
+def cooperative(ctx: Any, payload: dict[str, Any]) -> str:
+    """Handle SIGTERM itself and stop at ``ctx.is_cancelled()`` (within kill_grace)."""
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    write_pid(payload["pidfile"])
+    while not ctx.is_cancelled():
+        time.sleep(0.005)
+    Path(payload["marker"]).write_text("saw the cancel")
+    return "stopped"

@@ -58,6 +58,17 @@ async def test_cancel_kills_a_sleeping_child(tmp_path: Path) -> None:
         await gone_within(pid, 2.0)  # time.sleep(3600) ends at the SIGTERM
 
 
+async def test_is_cancelled_reaches_the_child_before_the_kill(tmp_path: Path) -> None:
+    pidfile, marker = tmp_path / "pid", tmp_path / "marker"
+    pool = ppool(tasks.cooperative, processes=Processes(kill_grace=5.0))
+    async with Scheduler([pool]) as sched:
+        h = await sched.submit({"pidfile": str(pidfile), "marker": str(marker)})
+        pid = await read_pid(pidfile)
+        await sched.cancel(h.id)
+        await gone_within(pid, 4.0)  # it returned on its own, well before the SIGKILL
+        assert marker.read_text() == "saw the cancel"
+
+
 @pytest.mark.parametrize(
     ("how", "message"), [("exit", "died: exit code 3"), ("segv", "died: killed by signal SIGSEGV")]
 )

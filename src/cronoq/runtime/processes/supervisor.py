@@ -267,8 +267,10 @@ class Supervisor:
     def _on_message(self, child: Child, msg: tuple[Any, ...]) -> None:
         kind, job_id = msg[0], msg[1]
         job = child.job
-        if job is None or job.id != job_id:
-            return  # a late message of a job that was cancelled
+        if job is None or job.id != job_id:  # a late message of a job that was cancelled
+            if kind == "done" and child.stopping:
+                self._sigkill(child)  # it stopped on its own within kill_grace: no need to wait
+            return
         if kind == "progress":
             with contextlib.suppress(Exception):
                 job.progress(msg[2], msg[3], msg[4])
