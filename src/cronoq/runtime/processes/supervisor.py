@@ -169,6 +169,13 @@ class Supervisor:
         send = (fn_id, fn_bytes, ctx_kind, info, args_bytes)
         if self._idle:
             self._dispatch(self._idle.pop(), job, send)
+        elif self.settings.start_method == "fork" and threading.active_count() == 1:
+            made = loop.create_future()  # a fork is quick, and only safe from this one thread
+            try:
+                made.set_result(self._make_process())
+            except Exception as e:
+                made.set_exception(e)
+            self._spawned(made, job, send)
         else:  # a new child, started in a thread: the loop (heartbeats included) never waits for it
             made = loop.run_in_executor(_spawner(), self._make_process)
             made.add_done_callback(lambda f: self._spawned(f, job, send))
