@@ -53,3 +53,9 @@ async def test_test_kit_runs_real_processes_when_asked() -> None:
 
 async def _await(h: object) -> object:
     return await h  # type: ignore[misc]
+
+
+async def test_eager_runs_process_tasks_in_a_thread() -> None:
+    with cronoq.testing.eager(proc_app.app):
+        out = await (await proc_app.on_process.submit(4))
+    assert out["n"] == 8 and out["pid"] == os.getpid()

@@ -10,7 +10,13 @@
 """
 
 from cronoq.runtime.processes.jobs import CTX_LEASE, CTX_NONE, CTX_TASK, FnRef
-from cronoq.runtime.processes.registry import CURRENT, ProcessRegistry, run_in_process, start_in_process
+from cronoq.runtime.processes.registry import (
+    CURRENT,
+    IN_THREADS,
+    ProcessRegistry,
+    run_in_process,
+    start_in_process,
+)
 from cronoq.runtime.processes.runin import RUN_IN, ProcessExecutor, check_run_in, lease_handler
 from cronoq.runtime.processes.settings import Processes, check_processes, parse_memory
 
@@ -19,6 +25,7 @@ __all__ = [
     "CTX_NONE",
     "CTX_TASK",
     "CURRENT",
+    "IN_THREADS",
     "RUN_IN",
     "FnRef",
     "ProcessExecutor",

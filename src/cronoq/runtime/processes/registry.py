@@ -30,7 +30,7 @@ from cronoq.runtime.processes.jobs import CTX_LEASE, CTX_NONE, FnRef, pickling_e
 from cronoq.runtime.processes.settings import Processes
 from cronoq.runtime.processes.supervisor import Supervisor
 
-__all__ = ["CURRENT", "ProcessRegistry", "start_in_process"]
+__all__ = ["CURRENT", "IN_THREADS", "ProcessRegistry", "start_in_process"]
 
 
 class ProcessRegistry:
@@ -69,6 +69,9 @@ CURRENT: contextvars.ContextVar[ProcessRegistry | None] = contextvars.ContextVar
 )
 #: the registry of a lease handler run outside a Worker (children exit with this process)
 _FALLBACK = ProcessRegistry()
+#: a registry whose jobs run in threads (``cronoq.testing.eager`` makes it current)
+IN_THREADS = ProcessRegistry()
+IN_THREADS.in_threads = True
 
 
 def _info(ctx: Any) -> dict[str, Any]:
@@ -111,7 +114,7 @@ def _where(ctx: Any) -> tuple[ProcessRegistry, Supervisor]:
         sup.capacity = capacity
         return reg, sup
     reg = CURRENT.get() or _FALLBACK
-    return reg, reg.supervisor(ctx.pool)
+    return reg, reg.supervisor(getattr(ctx, "pool", "default"))
 
 
 def start_in_process(
