@@ -22,6 +22,8 @@ def test_defaults_and_sizes() -> None:
     assert Processes(max_memory_per_child="512MiB").max_memory_per_child == 512 * 1024**2
     assert Processes(max_memory_per_child="2GB").max_memory_per_child == 2 * 1000**3
     assert Processes(max_memory_per_child=1000).max_memory_per_child == 1000
+    assert Processes(max_memory_per_child=1.5e9).max_memory_per_child == 1_500_000_000
+    assert Processes(max_memory_per_child="1.5 GiB").max_memory_per_child == 1536 * 1024**2
     assert Processes(max_tasks_per_child=3) == Processes(max_tasks_per_child=3)
 
 
@@ -33,6 +35,7 @@ def test_defaults_and_sizes() -> None:
         ({"max_memory_per_child": 0}, "max_memory_per_child must be > 0"),
         ({"max_memory_per_child": -5}, "max_memory_per_child must be > 0"),
         ({"max_memory_per_child": "12 parsecs"}, "such as '512MiB'"),
+        ({"max_memory_per_child": float("nan")}, "max_memory_per_child must be > 0"),
         ({"kill_grace": -1}, "kill_grace must be"),
         ({"start_method": "vfork"}, "start_method must be one of"),
     ],

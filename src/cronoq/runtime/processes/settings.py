@@ -36,12 +36,12 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_memory(value: object, name: str = "max_memory_per_child") -> int:
-    """A memory size in bytes: an int, or a string such as ``"512MiB"``, ``"2GB"``, ``"300000"``
+    """A memory size in bytes: a number, or a string such as ``"512MiB"``, ``"2GB"``, ``"300000"``
     (units B, KB/MB/GB: powers of 1000; KiB/MiB/GiB: powers of 1024). > 0, else ValueError."""
     if isinstance(value, bool):
         raise ValueError(f"{name} must be a number of bytes or a size such as '512MiB' (got {value!r})")
-    if isinstance(value, int):
-        n = value
+    if isinstance(value, (int, float)):
+        n = math.floor(value) if math.isfinite(value) else 0
     elif isinstance(value, str):
         m = _SIZE.match(value)
         unit = _UNITS.get(m.group(2).lower()) if m else None
