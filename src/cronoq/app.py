@@ -39,7 +39,7 @@ from cronoq.tasks.scheduler import AppScheduler
 from cronoq.tasks.targets import ClientTarget, NamedTask, SchedulerTarget, Target
 
 if TYPE_CHECKING:
-    from cronoq.client import Client, Worker
+    from cronoq.client import BlockingClient, Client, Worker
 
 __all__ = ["App"]
 
@@ -262,16 +262,19 @@ class App:
 
     # ------------------------------------------------------------------ targets
 
-    def bind(self, target: Client | Scheduler | None) -> None:
-        """Send this app's calls to a server (a :class:`cronoq.client.Client`) or to a running
-        :class:`~cronoq.Scheduler` whose pools serve the app; ``None`` unbinds. A running
-        ``app.scheduler(...)`` still takes precedence while it runs."""
+    def bind(self, target: Client | BlockingClient | Scheduler | None) -> None:
+        """Send this app's calls to a server (a :class:`cronoq.client.Client`, or a
+        :class:`cronoq.client.BlockingClient` for ``t.submit_sync`` from any thread) or to a
+        running :class:`~cronoq.Scheduler` whose pools serve the app; ``None`` unbinds. A
+        running ``app.scheduler(...)`` still takes precedence while it runs."""
         if target is None:
             self._bound = None
         elif isinstance(target, Scheduler):
             self._bound = SchedulerTarget(target)
+        elif callable(bind_target := getattr(target, "bind_target", None)):  # a BlockingClient
+            self._bound = bind_target()
         elif callable(getattr(target, "submit", None)) and callable(getattr(target, "wait", None)):
-            self._bound = ClientTarget(target)
+            self._bound = ClientTarget(target)  # type: ignore[arg-type]
         else:
             raise ValueError(f"bind takes a cronoq.client.Client or a Scheduler (got {target!r})")
 

@@ -138,7 +138,9 @@ class RemoteHandle(TaskHandle[R]):
 
 
 class Target(Protocol):
-    """Where an app's calls go (see the module docstring)."""
+    """Where an app's calls go (see the module docstring). Targets may have a ``loop``: the
+    event loop their calls run on, where blocking calls (:mod:`cronoq.tasks.sync_calls`) send
+    them."""
 
     def submit(
         self, binding: Binding, payload: Payload, fields: dict[str, Any]
@@ -153,13 +155,22 @@ def _converter(binding: Binding) -> Callable[[object], Any] | None:
     return None if binding.result.native else binding.result_from_wire
 
 
-class SchedulerTarget:
-    """Calls go to an in-process :class:`~cronoq.Scheduler`."""
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
-    __slots__ = ("scheduler",)
+
+class SchedulerTarget:
+    """Calls go to an in-process :class:`~cronoq.Scheduler`. ``loop`` (the running loop when
+    made, if any) is where blocking calls (``t.submit_sync``) run them."""
+
+    __slots__ = ("loop", "scheduler")
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
+        self.loop = _running_loop()
 
     def submit(
         self, binding: Binding, payload: Payload, fields: dict[str, Any]
@@ -189,12 +200,15 @@ def _identity(value: object) -> object:
 
 
 class ClientTarget:
-    """Calls go to a cronoq server through a :class:`cronoq.client.Client`."""
+    """Calls go to a cronoq server through a :class:`cronoq.client.Client`. ``loop`` is the
+    loop the client lives on (given, else the running loop when made, if any): blocking calls
+    (``t.submit_sync``) run there."""
 
-    __slots__ = ("client",)
+    __slots__ = ("client", "loop")
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.client = client
+        self.loop = loop or _running_loop()
 
     async def submit(self, binding: Binding, payload: Payload, fields: dict[str, Any]) -> TaskHandle[Any]:
         sub = await self.client.submit(payload, **fields)

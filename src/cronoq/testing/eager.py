@@ -117,6 +117,9 @@ def _message(exc: BaseException) -> str:
 class EagerTarget:
     """Runs each call inline (see the module docstring)."""
 
+    #: blocking calls (``t.submit_sync``) may run it with asyncio.run in the calling thread
+    inline = True
+
     def __init__(self, app: App) -> None:
         self._app = app
         self._ids = itertools.count(1)
