@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from cronoq.runtime.handles import TaskHandle
 from cronoq.tasks.binding import Binding
 from cronoq.tasks.fields import CALL_FIELDS, check_fields
+from cronoq.tasks.lifespan import async_hooks, call_in_hooks
 from cronoq.tasks.sync_calls import BlockingTaskHandle, run_on_target
 from cronoq.tasks.targets import NamedTask
 
@@ -162,11 +163,21 @@ class TaskDefinition(TaskCall[P, R]):
         args, kwargs = self._binding.decode(payload)
         if self._binding.takes_context:
             args.insert(0, ctx)
+        hooks = self._app.call_hooks
         if self.is_async:
-            result = await self.fn(*args, **kwargs)
+            if hooks:
+                async with async_hooks(hooks):
+                    result = await self.fn(*args, **kwargs)
+            else:
+                result = await self.fn(*args, **kwargs)
         else:
             loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(None, partial(self.fn, *args, **kwargs))
+            call = (
+                partial(call_in_hooks, hooks, self.fn, *args, **kwargs)
+                if hooks
+                else partial(self.fn, *args, **kwargs)
+            )
+            result = await loop.run_in_executor(None, call)
             if inspect.isawaitable(result):
                 result = await result
         return self._binding.result_to_wire(result)
