@@ -1,11 +1,20 @@
-"""Fixtures of the framework integration tests: one real ``cronoq serve`` for the session."""
+"""Fixtures of the framework integration tests: one real ``cronoq serve`` for the session, and
+the temporary Django project with its worker."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
-from tests.server.procs import ServerProc, start_server
+from tests.server.procs import ServerProc, child_env, start_server, start_worker, stop_worker
+
+HERE = Path(__file__).resolve().parent
 
 #: the pools of the shared server: one per integration (each served by its own worker)
 SERVER_TOML = """
@@ -43,3 +52,38 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
         yield sp
     finally:
         assert sp.terminate() == 0, sp.log()
+
+
+@dataclass
+class DjangoProject:
+    """The temporary Django project (a copy of djproject/), set up in this process, and its
+    ``manage.py cronoq_worker --pool django --slots 1`` subprocess."""
+
+    root: Path
+    worker: subprocess.Popen[bytes]
+    log: Path
+
+
+@pytest.fixture(scope="session")
+def django_project(server: ServerProc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DjangoProject]:
+    django = pytest.importorskip("django")
+    pytest.importorskip("django_tasks")
+    from django.core.management import call_command
+
+    tmp = tmp_path_factory.mktemp("django")
+    root = tmp / "site"
+    shutil.copytree(HERE / "djproject", root)
+    os.environ.update(
+        DJANGO_DB=str(tmp / "db.sqlite3"), CRONOQ_SERVER=server.grpc, DJANGO_SETTINGS_MODULE="proj.settings"
+    )
+    sys.path.insert(0, str(root))
+    django.setup()
+    call_command("migrate", run_syncdb=True, verbosity=0)
+    env = dict(child_env(), SHOP_WORKER_SIDE="1")
+    log = tmp / "worker.log"
+    argv = [sys.executable, "manage.py", "cronoq_worker", "--pool", "django", "--slots", "1", "--grace", "5"]
+    worker = start_worker(log, argv, cwd=root, env=env)
+    try:
+        yield DjangoProject(root, worker, log)
+    finally:
+        stop_worker(worker, log)
