@@ -137,3 +137,12 @@ async def test_sync_calls_on_the_loop_thread_are_refused(server: ServerProc) -> 
                 double.submit_sync(1)
         finally:
             app.bind(None)
+
+
+async def test_async_calls_from_another_loop_reach_the_blocking_clients(client: BlockingClient) -> None:
+    """An async view (its own loop) awaiting a task of an app bound to a BlockingClient."""
+    handle = await double.submit(21)
+    assert await handle == 42
+    assert client.wait(await double.enqueue(4), timeout=30).json() == 8
+    [h] = await app.submit_batch([double.spec(5)])
+    assert await h == 10
