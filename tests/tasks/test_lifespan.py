@@ -176,3 +176,32 @@ def test_a_real_worker_enters_the_lifespan_once(tmp_path: Path, worker_log: Path
         stop_worker(worker, tmp_path / "w.log")
         assert sp.terminate() == 0
     assert worker_log.read_text() == f"enter {worker.pid}\nexit {worker.pid}\n"
+
+
+def test_one_app_runs_on_successive_loops() -> None:
+    """Each asyncio.run (a test, a script) is a new loop: the lifespan enters anew on each."""
+    import asyncio
+
+    log: list[str] = []
+    app, read = _app_with_lifespan(log)
+
+    async def once() -> object:
+        async with run(app):
+            return await (await read.submit())
+
+    assert [asyncio.run(once()) for _ in range(2)] == [42, 42]
+    assert log == ["enter", "exit", "enter", "exit"]
+
+
+async def test_concurrent_starts_enter_once() -> None:
+    import asyncio
+
+    log: list[str] = []
+    app, _ = _app_with_lifespan(log)
+    a, b = app.scheduler(["a"]), app.scheduler(["b"])
+    await asyncio.gather(a.start(), b.start())
+    assert log == ["enter"] and a.state is b.state
+    await a.shutdown()
+    assert log == ["enter"]  # b still runs
+    await b.shutdown()
+    assert log == ["enter", "exit"]

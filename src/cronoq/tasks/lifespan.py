@@ -97,8 +97,8 @@ class Lifespan:
         if self.fn is None:
             yield None
             return
-        if self._lock is None:
-            self._lock = asyncio.Lock()
+        if self._lock is None or (self._depth == 0 and not self._lock.locked()):
+            self._lock = asyncio.Lock()  # (a fresh one per life: a lock is tied to one loop)
         async with self._lock:
             if self._depth == 0:
                 cm = self.fn()
