@@ -105,7 +105,7 @@ class App:
         self._bound: Target | None = None
         self._stack: list[Target] = []
         self._lifespan = Lifespan()
-        self._hooks: list[CallHook] = []
+        self._hooks: tuple[CallHook, ...] = ()
 
     @property
     def name(self) -> str:
@@ -258,11 +258,11 @@ class App:
             getattr(hook, "async_context", None)
         ):
             raise ValueError(f"a call hook has sync_context() and async_context() (got {hook!r})")
-        self._hooks.append(hook)
+        self._hooks = (*self._hooks, hook)
 
     @property
     def call_hooks(self) -> tuple[CallHook, ...]:
-        return tuple(self._hooks)
+        return self._hooks
 
     # ------------------------------------------------------------------ running
 
