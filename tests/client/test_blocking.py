@@ -146,3 +146,29 @@ async def test_async_calls_from_another_loop_reach_the_blocking_clients(client: 
     assert client.wait(await double.enqueue(4), timeout=30).json() == 8
     [h] = await app.submit_batch([double.spec(5)])
     assert await h == 10
+
+
+def test_lazy_start_and_a_forked_child_gets_its_own_loop(
+    server: ServerProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import cronoq.client.blocking as blocking_module
+
+    before = {t.name for t in threading.enumerate()}
+    c = BlockingClient(server.grpc)
+    assert c.targets == [server.grpc]
+    assert "cronoq-client" not in {t.name for t in threading.enumerate()} - before  # nothing started
+    app.bind(c)
+    try:
+        assert double.submit_sync(1).id > 0
+        first_loop = c.runner.loop
+        real_pid = blocking_module.os.getpid()
+        # as in a child forked after the first call: a new process id → a new loop and channel
+        monkeypatch.setattr(blocking_module.os, "getpid", lambda: real_pid + 1)
+        assert c.snapshot().pools
+        assert c.runner.loop is not first_loop
+        assert double.submit_sync(2).result(timeout=30) == 4  # the app's target follows it
+    finally:
+        app.bind(None)
+        c.close()

@@ -27,18 +27,20 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import os
 import threading
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
+from cronoq.client._channel import normalize_targets
 from cronoq.client.client import Client, Watch
 from cronoq.client.errors import ClientError
+from cronoq.tasks.targets import ClientTarget
 
 if TYPE_CHECKING:
     import grpc
 
     from cronoq.client.types import Event, TaskInfo
-    from cronoq.tasks.targets import ClientTarget
 
 __all__ = ["BlockingClient", "BlockingWatch", "LoopThread", "blocking"]
 
@@ -102,7 +104,8 @@ def blocking(
 
     @functools.wraps(method)
     def call(self: BlockingClient, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.runner.run(getattr(self.client, name)(*args, **kwargs))
+        runner, client = self._ensure()
+        return runner.run(getattr(client, name)(*args, **kwargs))
 
     return call
 
@@ -152,12 +155,32 @@ class BlockingWatch:
             self._runner.run(self._watch.aclose())
 
 
+class _BlockingTarget(ClientTarget):
+    """An app's target bound to a :class:`BlockingClient`: its ``client`` and ``loop`` are the
+    blocking client's current ones, so a forked child uses its own."""
+
+    __slots__ = ("_blocking",)
+
+    def __init__(self, blocking: BlockingClient) -> None:  # (no super().__init__: no slots set)
+        self._blocking = blocking
+
+    @property
+    def client(self) -> Client:  # type: ignore[override]
+        return self._blocking.client
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:  # type: ignore[override]
+        return self._blocking.runner.loop
+
+
 class BlockingClient:
     """The calls of :class:`~cronoq.client.Client`, blocking and thread-safe (see the module
     docstring): ``with BlockingClient("127.0.0.1:7070") as client: client.submit(...)``.
 
     Takes the arguments of ``Client``; ``client.client`` is the async client (on the loop
-    thread ``client.runner``).
+    thread ``client.runner``). Nothing starts before the first call, and a forked child starts
+    its own loop thread and channel on its first call (pre-forking servers: gunicorn
+    ``--preload``, uWSGI).
     """
 
     def __init__(
@@ -170,7 +193,8 @@ class BlockingClient:
         options: Sequence[tuple[str, Any]] | None = None,
         coalesce_submits: bool = True,
     ) -> None:
-        self.client = Client(
+        self._make_client = functools.partial(
+            Client,
             target,
             token=token,
             tls=tls,
@@ -178,17 +202,47 @@ class BlockingClient:
             options=options,
             coalesce_submits=coalesce_submits,
         )
-        self.runner = LoopThread()
+        self._targets = normalize_targets(target)  # (checks the addresses now)
+        self._lock = threading.Lock()
+        self._live: tuple[int, LoopThread, Client] | None = None
+        self._closed = False
+
+    def _ensure(self) -> tuple[LoopThread, Client]:
+        """The loop thread and client of this process, started on first use — and again in a
+        forked child (a pre-forking server that imported the app in its master: the thread
+        did not survive the fork, and a gRPC channel must not be shared across it)."""
+        live = self._live
+        pid = os.getpid()
+        if live is not None and live[0] == pid:
+            return live[1], live[2]
+        with self._lock:
+            if self._closed:
+                raise ClientError("cancelled", "client is closed")
+            live = self._live
+            if live is None or live[0] != pid:
+                live = self._live = (pid, LoopThread(), self._make_client())
+            return live[1], live[2]
+
+    @property
+    def runner(self) -> LoopThread:
+        """The loop thread the calls run on (started on first use)."""
+        return self._ensure()[0]
+
+    @property
+    def client(self) -> Client:
+        """The async client (use it on :attr:`runner`'s loop)."""
+        return self._ensure()[1]
 
     @property
     def targets(self) -> list[str]:
         """The server addresses, in failover order."""
-        return self.client.targets
+        return list(self._targets)
 
     @property
     def target(self) -> str:
         """The address calls go to first (the last one that answered)."""
-        return self.client.target
+        live = self._live
+        return live[2].target if live is not None else self._targets[0]
 
     def __enter__(self) -> BlockingClient:
         return self
@@ -198,15 +252,18 @@ class BlockingClient:
 
     def close(self) -> None:
         """Close the channels and stop the loop thread. Idempotent."""
-        with contextlib.suppress(ClientError):  # closed already
-            self.runner.run(self.client.close())
-        self.runner.stop()
+        with self._lock:
+            self._closed = True
+            live, self._live = self._live, None
+        if live is not None and live[0] == os.getpid():
+            with contextlib.suppress(ClientError):  # closed already
+                live[1].run(live[2].close())
+            live[1].stop()
 
     def bind_target(self) -> ClientTarget:
-        """What ``app.bind(blocking_client)`` binds: the async client, on this loop."""
-        from cronoq.tasks.targets import ClientTarget
-
-        return ClientTarget(self.client, self.runner.loop)
+        """What ``app.bind(blocking_client)`` binds: the async client on its loop, as they are
+        in the calling process (see :class:`_BlockingTarget`)."""
+        return _BlockingTarget(self)
 
     # -- the calls of Client ------------------------------------------------------------------
 
@@ -232,7 +289,8 @@ class BlockingClient:
 
     def iter_tasks(self, *args: Any, **kwargs: Any) -> Iterator[TaskInfo]:
         """Every matching task (as :meth:`Client.iter_tasks`), fetching pages as needed."""
-        agen = self.client.iter_tasks(*args, **kwargs)
+        runner, client = self._ensure()
+        agen = client.iter_tasks(*args, **kwargs)
 
         async def step() -> tuple[bool, TaskInfo | None]:
             try:
@@ -241,7 +299,7 @@ class BlockingClient:
                 return False, None
 
         while True:
-            more, info = self.runner.run(step())
+            more, info = runner.run(step())
             if not more:
                 return
             assert info is not None
@@ -249,7 +307,8 @@ class BlockingClient:
 
     @functools.wraps(Client.watch)
     def watch(self, *args: Any, **kwargs: Any) -> BlockingWatch:
-        return BlockingWatch(self.runner, self.client.watch(*args, **kwargs))
+        runner, client = self._ensure()
+        return BlockingWatch(runner, client.watch(*args, **kwargs))
 
     def __repr__(self) -> str:
         return f"BlockingClient({self.client.targets!r})"
