@@ -62,6 +62,8 @@ class DjangoProject:
     root: Path
     worker: subprocess.Popen[bytes]
     log: Path
+    #: the environment of the project's processes (its settings read DJANGO_DB and CRONOQ_SERVER)
+    env: dict[str, str]
 
 
 @pytest.fixture(scope="session")
@@ -73,17 +75,20 @@ def django_project(server: ServerProc, tmp_path_factory: pytest.TempPathFactory)
     tmp = tmp_path_factory.mktemp("django")
     root = tmp / "site"
     shutil.copytree(HERE / "djproject", root)
-    os.environ.update(
-        DJANGO_DB=str(tmp / "db.sqlite3"), CRONOQ_SERVER=server.grpc, DJANGO_SETTINGS_MODULE="proj.settings"
-    )
+    project_env = {
+        "DJANGO_DB": str(tmp / "db.sqlite3"),
+        "CRONOQ_SERVER": server.grpc,
+        "DJANGO_SETTINGS_MODULE": "proj.settings",
+    }
+    os.environ.update(project_env)
     sys.path.insert(0, str(root))
     django.setup()
     call_command("migrate", run_syncdb=True, verbosity=0)
-    env = dict(child_env(), SHOP_WORKER_SIDE="1")
+    env = dict(child_env(), **project_env, SHOP_WORKER_SIDE="1")
     log = tmp / "worker.log"
     argv = [sys.executable, "manage.py", "cronoq_worker", "--pool", "django", "--slots", "1", "--grace", "5"]
     worker = start_worker(log, argv, cwd=root, env=env)
     try:
-        yield DjangoProject(root, worker, log)
+        yield DjangoProject(root, worker, log, dict(child_env(), **project_env))
     finally:
         stop_worker(worker, log)

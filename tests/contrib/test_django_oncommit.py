@@ -68,13 +68,11 @@ def test_worker_command_options_and_a_bad_app_module(django_project: DjangoProje
     import subprocess
     import sys
 
-    from tests.server.procs import child_env
-
     manage = [sys.executable, "manage.py", "cronoq_worker"]
     out = subprocess.run(
         [*manage, "--help"],
         cwd=django_project.root,
-        env=child_env(),
+        env=django_project.env,
         capture_output=True,
         text=True,
         timeout=60,
@@ -85,7 +83,7 @@ def test_worker_command_options_and_a_bad_app_module(django_project: DjangoProje
     bad = subprocess.run(
         [*manage, "--pool", "django"],
         cwd=django_project.root,
-        env=dict(child_env(), SHOP_BAD_APP="1"),
+        env=dict(django_project.env, SHOP_BAD_APP="1"),
         capture_output=True,
         text=True,
         timeout=60,

@@ -23,7 +23,8 @@ HERE = Path(__file__).resolve().parent
 
 @pytest.fixture(scope="module")
 def site(server: ServerProc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
-    os.environ["CRONOQ_SERVER"] = server.grpc
+    previous = os.environ.get("CRONOQ_SERVER")
+    os.environ["CRONOQ_SERVER"] = server.grpc  # (flask_site reads it at import)
     module = importlib.import_module("flask_site")
     log = tmp_path_factory.mktemp("flask") / "worker.log"
     argv = [
@@ -44,7 +45,10 @@ def site(server: ServerProc, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     finally:
         stop_worker(proc, log)
         module.ext.close()
-        del os.environ["CRONOQ_SERVER"]
+        if previous is None:
+            del os.environ["CRONOQ_SERVER"]
+        else:
+            os.environ["CRONOQ_SERVER"] = previous
 
 
 def test_a_view_submits_and_the_task_runs_in_the_app_context(site: ModuleType) -> None:
