@@ -163,3 +163,28 @@ def test_a_task_module_the_worker_cannot_import(shop: Any) -> None:
     assert len(result.errors) == 1  # permanent: not retried
     assert result.errors[0].exception_class_path == "cronoq.errors.TaskFailed"
     assert "cannot import the Django task 'shop.web_only.render_pdf'" in result.errors[0].traceback
+
+
+def test_a_running_task_reads_running(shop: Any, tmp_path: Any) -> None:
+    import time
+
+    from cronoq.contrib.django.compat import TaskResultStatus
+
+    release = tmp_path / "release"
+    result = shop.wait_for_file.enqueue(str(release))
+    deadline = time.monotonic() + 30
+    while result.status != TaskResultStatus.RUNNING:
+        assert time.monotonic() < deadline, result.status
+        time.sleep(0.02)
+        result.refresh()
+    assert result.started_at is not None and result.finished_at is None
+    with pytest.raises(ValueError):
+        result.return_value  # noqa: B018 - not finished yet
+    release.touch()
+    assert _finished(result).return_value == "released"
+
+
+def test_a_return_value_django_cannot_serialize_fails_the_task(shop: Any) -> None:
+    result = _finished(shop.returns_a_set.enqueue())
+    assert result.status == "FAILED" and len(result.errors) == 1  # permanent: not retried
+    assert "the return value is not JSON-serializable" in result.errors[0].traceback

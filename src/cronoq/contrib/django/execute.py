@@ -120,8 +120,8 @@ class WorkerHandler:
                 value = await loop.run_in_executor(self._pool, _call_sync, task.func, args, kwargs)
         except Exception as exc:
             raise Retryable(error_message(exc)) from exc
-        try:
-            return normalize_json(value)
+        try:  # always JSON bytes (a str result stays a JSON string, as get_result reads it)
+            return json.dumps(normalize_json(value), separators=(",", ":"), allow_nan=False).encode()
         except (TypeError, ValueError) as e:
             raise Permanent(f"task '{lease.kind}': the return value is not JSON-serializable: {e}") from None
 

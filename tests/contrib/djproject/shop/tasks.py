@@ -61,3 +61,20 @@ def check_connection() -> dict:
 @task(queue_name="nowhere")
 def lost() -> None:
     pass
+
+
+@task(queue_name="django")
+def wait_for_file(path: str) -> str:
+    """Runs until the test creates ``path`` (so the test can see it RUNNING)."""
+    import os
+    import time
+
+    deadline = time.monotonic() + 30
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return "released"
+
+
+@task(queue_name="django")
+def returns_a_set() -> object:
+    return {1, 2}
