@@ -79,3 +79,16 @@ def test_pause_and_resume_a_pool(staff: Any) -> None:
     assert not paused() and "default: resumed" in r.content.decode().lower()
     r = staff.post("/admin/cronoq/serverpool/", {"pool": "no-such-pool", "action": "pause"}, follow=True)
     assert "no-such-pool: " in r.content.decode().lower() and "not_found" in r.content.decode()
+
+
+def test_the_server_comes_from_tasks_when_cronoq_names_none(staff: Any) -> None:
+    from django.test import override_settings
+
+    with override_settings(CRONOQ={}):  # the TASKS backend's OPTIONS["server"] is used
+        assert staff.get("/admin/cronoq/serverpool/").content.decode().count('data-pool="') >= 2
+    with override_settings(CRONOQ={}, TASKS={}):
+        for page in ("/admin/cronoq/serverpool/", "/admin/cronoq/servertask/"):
+            r = staff.get(page)
+            assert r.status_code == 200 and "SERVER" in r.content.decode()
+        r = staff.post("/admin/cronoq/servertask/", {"single": "cancel:1"}, follow=True)
+        assert r.status_code == 200 and "SERVER" in r.content.decode()

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
@@ -77,7 +78,7 @@ class ServerTaskAdmin(_ServerAdmin):
                 after=int(after) if after.isdigit() else 0,
                 limit=PAGE,
             )
-        except (ClientError, ValueError) as e:
+        except (ClientError, ValueError, ImproperlyConfigured) as e:
             messages.error(request, f"cronoq server: {e}")
         context = self._context(
             request,
@@ -99,7 +100,11 @@ class ServerTaskAdmin(_ServerAdmin):
         if action not in ("cancel", "replay") or not ids:
             messages.warning(request, "choose cancel or replay and at least one task")
             return
-        client = default_client()
+        try:
+            client = default_client()
+        except ImproperlyConfigured as e:
+            messages.error(request, f"cronoq server: {e}")
+            return
         done: list[str] = []
         refused: list[str] = []
         for task_id in ids:
@@ -121,7 +126,11 @@ class ServerTaskAdmin(_ServerAdmin):
 class ServerPoolAdmin(_ServerAdmin):
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         self._forbidden(request)
-        client = default_client()
+        try:
+            client = default_client()
+        except ImproperlyConfigured as e:
+            messages.error(request, f"cronoq server: {e}")
+            return TemplateResponse(request, "admin/cronoq/pools.html", self._context(request, pools=[]))
         if request.method == "POST":
             pool, action = request.POST.get("pool", ""), request.POST.get("action", "")
             try:

@@ -104,12 +104,26 @@ def shared_client(server: Sequence[str], token: str | None, tls: bool) -> Blocki
         return client
 
 
+BACKEND_PATH = "cronoq.contrib.django.CronoqBackend"
+
+
 def default_client() -> BlockingClient:
-    """The client of ``settings.CRONOQ`` (``ImproperlyConfigured`` without a SERVER)."""
+    """The client of ``settings.CRONOQ``, else of the first ``TASKS`` backend that is a
+    ``CronoqBackend`` (``ImproperlyConfigured`` when neither names a server)."""
+    from django.conf import settings as django_settings
+
     s = settings()
-    if not s.server:
-        raise improperly_configured("settings.CRONOQ['SERVER'] is required: the cronoq server's 'HOST:PORT'")
-    return shared_client(s.server, s.token, s.tls)
+    if s.server:
+        return shared_client(s.server, s.token, s.tls)
+    for alias, config in (getattr(django_settings, "TASKS", None) or {}).items():
+        if isinstance(config, dict) and config.get("BACKEND") == BACKEND_PATH:
+            options = config.get("OPTIONS") or {}
+            server = servers(options.get("server"), f"TASKS[{alias!r}]['OPTIONS']['server']")
+            return shared_client(server, options.get("token"), bool(options.get("tls", False)))
+    raise improperly_configured(
+        "settings.CRONOQ['SERVER'] is required (or a TASKS backend of cronoq.contrib.django.CronoqBackend"
+        " with OPTIONS['server']): the cronoq server's 'HOST:PORT'"
+    )
 
 
 def load_apps(refs: Sequence[str]) -> list[App]:
