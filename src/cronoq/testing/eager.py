@@ -79,7 +79,7 @@ class EagerHandle(TaskHandle[R]):
 class EagerContext:
     """What a task's ``TaskContext`` parameter gets in eager mode: attempt 1, never cancelled."""
 
-    __slots__ = ("id", "kind")
+    __slots__ = ("id", "kind", "state")
 
     attempt = 1
     key = None
@@ -87,9 +87,11 @@ class EagerContext:
     timeout = None
     deadline = None
 
-    def __init__(self, task_id: int, kind: str) -> None:
+    def __init__(self, task_id: int, kind: str, state: Any = None) -> None:
         self.id = task_id
         self.kind = kind
+        #: what the app's lifespan yielded, when one runs (``async with app.lifespan_context()``)
+        self.state = state
 
     @property
     def tags(self) -> dict[str, str]:
@@ -118,6 +120,9 @@ def _message(exc: BaseException) -> str:
 class EagerTarget:
     """Runs each call inline (see the module docstring)."""
 
+    #: blocking calls (``t.submit_sync``) may run it with asyncio.run in the calling thread
+    inline = True
+
     def __init__(self, app: App) -> None:
         self._app = app
         self._ids = itertools.count(1)
@@ -128,7 +133,7 @@ class EagerTarget:
         defn = self._app.tasks[binding.name]
         threads = CURRENT.set(IN_THREADS)  # run_in="process": in a thread, as the test kit does
         try:
-            output = await defn.invoke(EagerContext(task_id, kind), payload)
+            output = await defn.invoke(EagerContext(task_id, kind, self._app.state), payload)
         except Exception as exc:
             return EagerHandle(task_id, error=TaskFailed("failed", _message(exc), task_id))
         finally:
