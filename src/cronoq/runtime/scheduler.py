@@ -155,7 +155,8 @@ class Scheduler(Operations):
     choice: a request never waits for space); ``keep_payloads`` says whether finished tasks keep
     their payloads in memory so they can be replayed (default ``None``: yes, unless the store is
     durable, which holds them; docs/how-to/operations.md#replay); ``id_shard`` (1..255) puts a
-    shard number in the task ids (``shard << 56 | epoch << 40 | seq``; 0, the default: not sharded,
+    shard number in the task ids, which then read ``shard << 56 | epoch << 40 | seq``; 0, the
+    default, is not sharded and ids read ``epoch << 48 | seq`` (cronoq.engine.ids,
     docs/how-to/shards.md).
     """
 
