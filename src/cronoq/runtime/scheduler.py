@@ -63,6 +63,7 @@ from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, 
 from cronoq.engine.resources import ResourceConfig
 from cronoq.engine.snapshot import Snapshot
 from cronoq.engine.time import check_seconds, to_ns
+from cronoq.engine.waiting import waiting_reason
 from cronoq.errors import (
     ArgumentTypeError,
     InvalidSubmission,
@@ -1078,15 +1079,18 @@ class Scheduler(Operations):
 
     def task_extras(self, t: TaskState, full: bool = True) -> TaskExtras:
         """What the engine keeps beside the task record ``t`` (a record this scheduler's
-        lookups returned): its latest progress and, when ``full``, its attempt timeline and
-        dependency links, for a task's detail view (the server's ``TaskInfo``).  In memory only."""
+        lookups returned): its latest progress, why it is not running (engine/waiting.py) and,
+        when ``full``, its attempt timeline and dependency links, for a task's detail view (the
+        server's ``TaskInfo``).  In memory only."""
         core = self._core
         if core is None:
             return TaskExtras(None, [], [], [])
+        pi = t.opts.pool_index
+        why = waiting_reason(t, core.pools[pi], core.res, self._now()) if 0 <= pi < len(core.pools) else ""
         if not full:
-            return TaskExtras(core.progress.latest(t), [], [], [])
+            return TaskExtras(core.progress.latest(t), [], [], [], why)
         att = core.attempts
-        return TaskExtras(core.progress.latest(t), att.timeline(t), att.parents(t), att.children(t))
+        return TaskExtras(core.progress.latest(t), att.timeline(t), att.parents(t), att.children(t), why)
 
     def __repr__(self) -> str:
         return f"<Scheduler pools={self._pool_names} started={self.started}>"
