@@ -6,7 +6,8 @@ fail here, naming the page and the line, until the page is fixed. Three kinds of
 checked, in inline code and in code blocks of ``docs/**/*.md`` and the README:
 
 * **dotted Python names** ``cronoq.x.Y.z``: imported (the longest importable module prefix)
-  and resolved attribute by attribute;
+  and resolved attribute by attribute; and the methods called on the objects the pages always
+  name alike (``sched.replay_where``, ``client.wait``, ``ctx.progress``, ``lease.json``);
 * **command-line options**: each ``--flag`` of a ``cronoq CMD ...`` line (shell blocks, and
   inline code that starts with ``cronoq``) must be an option of that click command, of its
   subcommand, or of the root group (client options also go before the command);
@@ -169,6 +170,42 @@ def test_resolve_tells_real_from_made_up() -> None:
     assert resolve("cronoq.client.Client.wait") and resolve("cronoq.Scheduler.replay_where")
     assert resolve("cronoq.testing") and resolve("cronoq.RetryPolicy")
     assert not resolve("cronoq.client.Client.wiat") and not resolve("cronoq.Schedular")
+
+
+# ---------------------------------------------------------------------------------------------
+# methods and attributes of the objects the pages call by their usual names
+
+#: the variable names the pages give these objects, throughout (`sched.replay(...)`)
+RECEIVERS = {
+    "sched": ("cronoq", "Scheduler"),
+    "client": ("cronoq.client", "Client"),
+    "ctx": ("cronoq", "TaskContext"),
+    "lease": ("cronoq.client.worker", "Lease"),
+}
+#: `client.py`, `worker.yaml`: file names, not attributes
+FILE_SUFFIXES = {"py", "yaml", "yml", "crt", "pem", "toml"}
+ATTRIBUTE = re.compile(r"(?<![\w.])(" + "|".join(RECEIVERS) + r")\.([A-Za-z_]\w*)")
+
+
+def attribute_uses() -> Iterator[tuple[str, str, str]]:
+    for s in snippets():
+        if s.lang not in ("", "python", "py", "pycon"):
+            continue
+        for m in ATTRIBUTE.finditer(s.text):
+            if m[2] not in FILE_SUFFIXES:
+                yield f"{s.page}:{s.line}", m[1], m[2]
+
+
+def test_methods_called_on_the_usual_objects_exist() -> None:
+    classes = {name: getattr(importlib.import_module(mod), cls) for name, (mod, cls) in RECEIVERS.items()}
+    checked = 0
+    bad = []
+    for where, receiver, attr in attribute_uses():
+        checked += 1
+        if not hasattr(classes[receiver], attr):
+            bad.append(f"{where}: {receiver}.{attr} ({classes[receiver].__name__} has no {attr!r})")
+    assert checked > 100, "the pages call sched., client. and ctx. methods; the scan finds them"
+    assert not bad, "methods the objects do not have:\n" + "\n".join(sorted(set(bad)))
 
 
 # ---------------------------------------------------------------------------------------------
