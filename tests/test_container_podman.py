@@ -14,7 +14,8 @@ Cost: the first run on a machine makes the base (debootstrap, about two minutes,
 ``$CRONOQ_BASE_CACHE``, default ``/var/cache/cronoq-images``) and the dependency wheels (pip,
 cached there by the hash of pyproject.toml); later runs take about 30 s (the image build with
 podman's layer cache, and the server start). Skipped, with the reason, without podman, runc,
-or root (podman's storage and debootstrap need it here).
+or root (podman's storage and debootstrap need it here), or when the first run finds no package
+index to build the dependency wheels from.
 """
 
 from __future__ import annotations
@@ -98,7 +99,10 @@ def wheels(into: Path) -> None:
             text=True,
             timeout=600,
         )
-        assert r.returncode == 0, r.stderr[-3000:]
+        if r.returncode != 0:  # the first run needs the package index (later runs use the cache)
+            shutil.rmtree(tmp, ignore_errors=True)
+            last = (r.stderr.strip().splitlines() or ["?"])[-1]
+            pytest.skip(f"cannot build the dependency wheels once (no package index here?): {last}")
         for w in tmp.glob("cronoq-*.whl"):
             w.unlink()
         tmp.rename(deps)
