@@ -146,18 +146,20 @@ def http(url: str, body: object = None) -> tuple[int, dict[str, object]]:
         return resp.status, (json.loads(text) if text.startswith("{") else {"text": text})
 
 
-def wait_healthy(base: str, name: str) -> None:
+def wait_for(url: str, name: str) -> None:
+    """Poll ``url`` (``/healthz``: the process is up; ``/readyz``: it leads and takes
+    submissions) until it answers 200, with a deadline."""
     deadline = time.monotonic() + 60
     while True:
         try:
-            status, _ = http(f"{base}/healthz")
+            status, _ = http(url)
             if status == 200:
                 return
         except (OSError, urllib.error.URLError):
-            pass
+            pass  # not listening yet, or 503 until it leads
         if time.monotonic() > deadline:
             logs = podman("logs", name, check=False)
-            raise AssertionError(f"the container never answered /healthz:\n{logs.stdout}{logs.stderr}")
+            raise AssertionError(f"the container never answered {url}:\n{logs.stdout}{logs.stderr}")
         time.sleep(0.2)
 
 
@@ -181,7 +183,8 @@ def test_the_image_builds_offline_and_serves(tmp_path: Path) -> None:
             tag, "--config", "/etc/cronoq/test.toml",
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
-        wait_healthy(url, name)
+        wait_for(f"{url}/healthz", name)
+        wait_for(f"{url}/readyz", name)  # leading: submissions are taken
         # a submit through the HTTP API, acknowledged and read back
         status, sub = http(f"{url}/v1/tasks", {"payload": {"hello": "image"}, "key": "from-the-host"})
         assert status in (200, 201) and sub["duplicate"] is False, sub
