@@ -70,6 +70,19 @@ class PoolSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class ResourceSnapshot:
+    """Use of one shared resource: ``in_use`` of its ``capacity`` units (a semaphore's held
+    permits, a token bucket's spent tokens) and ``waiting`` ready tasks parked until it can
+    serve them (engine/waiting.py)."""
+
+    name: str
+    kind: str
+    capacity: int
+    in_use: int
+    waiting: int
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Engine-wide snapshot."""
 
@@ -78,6 +91,7 @@ class Snapshot:
     running: int
     pending: int
     totals: dict[str, int]
+    resources: list[ResourceSnapshot] = field(default_factory=list)
 
     def pool(self, name: str) -> PoolSnapshot | None:
         for p in self.pools:
@@ -113,8 +127,10 @@ def build_snapshot(
     live: int,
     running: int,
     totals: dict[str, int],
+    resources: list[ResourceSnapshot] | None = None,
 ) -> Snapshot:
-    """The snapshot at ``now`` of ``pools`` (``window``: the metrics window, ns)."""
+    """The snapshot at ``now`` of ``pools`` (``window``: the metrics window, ns) and of the
+    ``resources``' use."""
     running_by_pool: dict[int, int] = {}
     for t in running_attempts:
         el = now - t.attempt_started
@@ -127,6 +143,7 @@ def build_snapshot(
         running=running,
         pending=sum(p.pending for p in out),
         totals=totals,
+        resources=resources or [],
     )
 
 

@@ -63,6 +63,7 @@ from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, 
 from cronoq.engine.resources import ResourceConfig
 from cronoq.engine.snapshot import Snapshot
 from cronoq.engine.time import check_seconds, to_ns
+from cronoq.engine.waiting import waiting_reason
 from cronoq.errors import (
     ArgumentTypeError,
     InvalidSubmission,
@@ -88,6 +89,7 @@ from cronoq.runtime.scheduler_args import (
     check_keep_payloads,
     check_key_retention_max,
     check_pools,
+    check_ref,
     check_resources,
     check_store_and_codec,
 )
@@ -113,12 +115,6 @@ Prepared = tuple[TaskOptions, str | None, TimeSpec | None, TimeSpec | None, Edge
 
 SHUTDOWN_MESSAGE = "scheduler shut down"
 _log = logging.getLogger("cronoq")
-
-
-def _check_ref(ref: object) -> int | str:
-    if isinstance(ref, bool) or not isinstance(ref, (int, str)):
-        raise ArgumentTypeError(f"a task reference is an id (int) or a key (str), got {ref!r}")
-    return ref
 
 
 #: what a plain function's thread returns when its attempt was aborted before the thread began
@@ -156,9 +152,10 @@ class Scheduler(Operations):
     choice: a request never waits for space); ``keep_payloads`` says whether finished tasks keep
     their payloads in memory so they can be replayed (default ``None``: yes, unless the store is
     durable, which holds them; docs/how-to/operations.md#replay); ``id_shard`` (1..255) puts a
-    shard number in the task ids (``shard << 56 | epoch << 40 | seq``; 0, the default: not sharded,
-    docs/how-to/shards.md); ``processes`` (a :class:`cronoq.Processes`) sets how the child processes
-    of ``run_in="process"`` work run, for pools without their own (docs/how-to/processes.md).
+    shard number in the task ids, which then read ``shard << 56 | epoch << 40 | seq``; 0, the
+    default, is not sharded and ids read ``epoch << 48 | seq`` (cronoq.engine.ids,
+    docs/how-to/shards.md); ``processes`` (a :class:`cronoq.Processes`) sets how the child
+    processes of ``run_in="process"`` work run, for pools without their own (docs/how-to/processes.md).
     """
 
     def __init__(
@@ -879,7 +876,7 @@ class Scheduler(Operations):
     def _find(self, ref: object, tenant: object) -> TaskState | None:
         """The task ``ref`` names for ``tenant``: keys are scoped by tenant, and with a tenant
         given, another tenant's task (by id too) is as unknown as a missing one."""
-        _check_ref(ref)
+        check_ref(ref)
         if tenant is not None and not isinstance(tenant, str):
             raise ArgumentTypeError(f"tenant must be a string (got {tenant!r})")
         core = self._require()
@@ -1082,15 +1079,18 @@ class Scheduler(Operations):
 
     def task_extras(self, t: TaskState, full: bool = True) -> TaskExtras:
         """What the engine keeps beside the task record ``t`` (a record this scheduler's
-        lookups returned): its latest progress and, when ``full``, its attempt timeline and
-        dependency links, for a task's detail view (the server's ``TaskInfo``).  In memory only."""
+        lookups returned): its latest progress, why it is not running (engine/waiting.py) and,
+        when ``full``, its attempt timeline and dependency links, for a task's detail view (the
+        server's ``TaskInfo``).  In memory only."""
         core = self._core
         if core is None:
             return TaskExtras(None, [], [], [])
+        pi = t.opts.pool_index
+        why = waiting_reason(t, core.pools[pi], core.res, self._now()) if 0 <= pi < len(core.pools) else ""
         if not full:
-            return TaskExtras(core.progress.latest(t), [], [], [])
+            return TaskExtras(core.progress.latest(t), [], [], [], why)
         att = core.attempts
-        return TaskExtras(core.progress.latest(t), att.timeline(t), att.parents(t), att.children(t))
+        return TaskExtras(core.progress.latest(t), att.timeline(t), att.parents(t), att.children(t), why)
 
     def __repr__(self) -> str:
         return f"<Scheduler pools={self._pool_names} started={self.started}>"

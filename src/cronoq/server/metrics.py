@@ -171,6 +171,8 @@ class SnapshotCollector(Collector):
                 busy.add_metric([p.name, lab], _num(grp.busy))
         yield cap
         yield busy
+        if self.pools is None:  # resources are shared by every pool: not for a pool-scoped token
+            yield from _resource_gauges(snap)
 
         yield GaugeMetricFamily("cronoq_live_tasks", "Live (non-terminal) tasks.", value=snap.live_tasks)
         yield GaugeMetricFamily("cronoq_running", "Attempts running.", value=snap.running)
@@ -182,6 +184,22 @@ class SnapshotCollector(Collector):
             )
             c.add_metric([], _num(value))
             yield c
+
+
+_RESOURCE_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("capacity", "capacity", "Units of a shared resource (semaphore permits, bucket burst)."),
+    ("in_use", "in_use", "Units in use: permits held by running attempts, or tokens spent and not refilled."),
+    ("waiting", "waiting", "Ready tasks parked until the resource can serve them."),
+)
+
+
+def _resource_gauges(snap: Snapshot) -> Iterator[Metric]:
+    """``cronoq_resource_*{resource}``: each shared resource's use (engine/waiting.py)."""
+    for suffix, attr, help_ in _RESOURCE_GAUGES:
+        g = GaugeMetricFamily(f"cronoq_resource_{suffix}", help_, labels=["resource"])
+        for r in snap.resources:
+            g.add_metric([r.name], _num(getattr(r, attr)))
+        yield g
 
 
 def render(
