@@ -1205,9 +1205,13 @@ async def test_metrics_only_app() -> None:
 async def test_concurrency_limit() -> None:
     async with serve("[limits]\nmax_concurrent_requests = 1\nmax_concurrent_streams = 1\n") as (app, c):
         tid = (await c.post("/v1/tasks", json={})).json()["id"]
-        waiting = asyncio.ensure_future(c.get(f"/v1/tasks/{tid}/result?timeout=5"))
-        await asyncio.sleep(0.1)
-        assert err(await c.get("/v1/tasks")) == (429, "resource_exhausted")
+        waiting = asyncio.ensure_future(c.get(f"/v1/tasks/{tid}/result?timeout=30"))
+        for _ in range(1000):  # until the long poll holds the one request slot (5 s at most)
+            r = await c.get("/v1/tasks")
+            if r.status_code != 200 or waiting.done():
+                break
+            await asyncio.sleep(0.005)
+        assert err(r) == (429, "resource_exhausted")
         assert (await c.get("/healthz")).status_code == 200
         # one event stream at a time
         web = create_http_app(app)
