@@ -223,7 +223,8 @@ async def test_snapshot_and_watch_merged(cluster: Cluster) -> None:
 
 def _http(method: str, url: str, body: Any = None) -> tuple[int, dict[str, Any]]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={"authorization": f"Bearer {ADMIN}"})
+    headers = {"authorization": f"Bearer {ADMIN}", "content-type": "application/json"}
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=20) as r:
             return r.status, json.loads(r.read())
