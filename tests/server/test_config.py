@@ -134,6 +134,8 @@ def test_limits_defaults_match_spec() -> None:
         "max_peer_calls": 64,
         "peer_breaker_failures": 3,
         "peer_breaker_reset_s": 5,
+        "max_requests_per_principal": 256,
+        "max_connections_per_address": 1024,
     }
 
 

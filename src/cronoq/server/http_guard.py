@@ -24,7 +24,9 @@ Theory of operation
    (``text/plain``, forms) are never JSON, so no such request reaches a handler even if the
    origin check were passed.
 4. The concurrency limits (``limits.max_concurrent_requests``; ``/v1/events`` streams count
-   against ``limits.max_concurrent_streams``) → 429.
+   against ``limits.max_concurrent_streams``) and the caller's share of each
+   (``max_requests_per_principal`` with auth on, ``max_streams_per_principal``;
+   :mod:`cronoq.server.principal_shares`) → 429.
 
 ``/healthz`` and ``/readyz`` are exempt from all four.
 
@@ -51,6 +53,7 @@ from cronoq.server.auth import Action, AuthError, Principal
 from cronoq.server.config import split_host_port
 from cronoq.server.http_conn import scope_peer_dns
 from cronoq.server.http_json import HttpError, bad_request, decode_json_object, error_response
+from cronoq.server.principal_shares import Shares, principal_key
 
 __all__ = [
     "GuardMiddleware",
@@ -191,6 +194,39 @@ class RequestGuard:
         self.listen_addr = listen_addr
         self.requests = 0
         self.streams = 0
+        self.request_shares = Shares()
+        self.stream_shares = Shares()
+
+    def _admit(self, stream: bool, key: str) -> tuple[Shares | None, str | None]:
+        """Count one request or stream (the share it took, or None), or say why not (429)."""
+        lim = self.app.limits
+        if stream:
+            if self.streams >= lim.max_concurrent_streams:
+                return (
+                    None,
+                    "too many concurrent event streams "
+                    f"(max_concurrent_streams {lim.max_concurrent_streams})",
+                )
+            if not self.stream_shares.take(key, lim.max_streams_per_principal):
+                return None, (
+                    "too many concurrent event streams for this token "
+                    f"(max_streams_per_principal {lim.max_streams_per_principal})"
+                )
+            self.streams += 1
+            return self.stream_shares, None
+        if self.requests >= lim.max_concurrent_requests:
+            return (
+                None,
+                f"too many concurrent requests (max_concurrent_requests {lim.max_concurrent_requests})",
+            )
+        shares = self.request_shares if self.app.auth.auth_enabled else None  # (module docstring)
+        if shares is not None and not shares.take(key, lim.max_requests_per_principal):
+            return None, (
+                "too many concurrent requests for this token "
+                f"(max_requests_per_principal {lim.max_requests_per_principal})"
+            )
+        self.requests += 1
+        return shares, None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -214,31 +250,17 @@ class RequestGuard:
         if refusal is not None:
             await error_response(*refusal)(scope, receive, send)
             return
-        limits = self.app.limits
         stream = path == "/v1/events"
-        if stream:
-            if self.streams >= limits.max_concurrent_streams:
-                await error_response(
-                    429,
-                    "too many concurrent event streams "
-                    f"(max_concurrent_streams {limits.max_concurrent_streams})",
-                    "resource_exhausted",
-                )(scope, receive, send)
-                return
-            self.streams += 1
-        else:
-            if self.requests >= limits.max_concurrent_requests:
-                await error_response(
-                    429,
-                    "too many concurrent requests "
-                    f"(max_concurrent_requests {limits.max_concurrent_requests})",
-                    "resource_exhausted",
-                )(scope, receive, send)
-                return
-            self.requests += 1
+        key = principal_key(headers.get("authorization"), scope_peer_dns(scope)) if auth.auth_enabled else ""
+        shares, refused = self._admit(stream, key)
+        if refused is not None:
+            await error_response(429, refused, "resource_exhausted")(scope, receive, send)
+            return
         try:
             await self.inner(scope, receive, send)
         finally:
+            if shares is not None:
+                shares.give(key)
             if stream:
                 self.streams -= 1
             else:

@@ -221,6 +221,7 @@ class LimitsConfig(Section):
         *("max_slots_per_worker", "keepalive_interval_s", "keepalive_timeout_s", "key_retention_s"),
         *("key_retention_max", "max_list"),
         *("peer_timeout_s", "max_peer_calls", "peer_breaker_failures", "peer_breaker_reset_s"),
+        *("max_requests_per_principal", "max_connections_per_address"),
     )
 
     max_tasks_per_batch: Int1 = Field(1000, description="tasks in one `SubmitBatch`")
@@ -285,4 +286,11 @@ class LimitsConfig(Section):
     )
     peer_breaker_reset_s: PositiveDuration = Field(
         5.0, description="how long an open breaker fails calls at once before one probe call"
+    )
+    #: each caller's share of the budgets (principal_shares.py)
+    max_requests_per_principal: Int1 = Field(
+        256, description="unary requests in flight of one token or certificate principal (with auth)"
+    )
+    max_connections_per_address: Int1 = Field(
+        1024, description="open HTTP connections from one client address (closed at once beyond)"
     )
