@@ -483,7 +483,7 @@ class TasksServicer(pb_grpc.TasksServicer):
         except Exception as e:
             await _abort(context, e)
             raise AssertionError("unreachable") from None
-        return pb.BulkResponse(matched=res.matched, acted=res.acted)
+        return pb.BulkResponse(matched=res.matched, acted=res.acted, resumed=res.resumed)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -61,7 +61,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
-from cronoq.client.json_shapes import message_json
+from cronoq.client.json_shapes import bulk_json, message_json
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES
 from cronoq.errors import SchedulerError
 from cronoq.server import body_errors, convert, http_guard, ops, request_limits
@@ -426,7 +426,7 @@ class HttpApi:
         principal = self.auth(request, role)
         filt, key, force = ops.bulk_from_json(await self.read_json(request))
         res = await ops.bulk(self.app, principal, action, filt, key, force)
-        return json_response({"matched": res.matched, "acted": res.acted})
+        return json_response(bulk_json(res.matched, res.acted, resumed=res.resumed))
 
     @_handler
     async def replay_where(self, request: Request) -> Response:
