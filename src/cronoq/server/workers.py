@@ -17,7 +17,9 @@ on the worker's session and awaits the worker's report:
   fails retryably (``no worker accepted the lease: …``);
 * ``Cancelled`` → the task is cancelled through the scheduler;
 * ``ProgressReport`` (protocol version 5) → the attempt's context reports it
-  (``TaskContext.progress``); a report with bad values is dropped and logged, a stale one
+  (``TaskContext.progress``); a report with bad values is dropped and counted, and logged at
+  most once per interval with counts per worker (:class:`~cronoq.server.log_summary.LogSummary`:
+  one line per report would let one batch flood the log and hold the loop), a stale one
   counted like any stale report;
 * a disconnect → the attempt fails retryably (``worker disconnected``).
 
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
 
 from cronoq.proto.flush import FlushQueue
 from cronoq.proto.protocol import session_version
+from cronoq.server.log_summary import LogSummary
 
 _log = logging.getLogger("cronoq.server.workers")
 
@@ -234,7 +237,7 @@ class WorkerSession:
         try:
             att.ctx.progress(done, total, message)
         except ValueError as e:
-            _log.warning("worker %s '%s': progress of lease %d dropped: %s", self.id, self.name, lease, e)
+            self.registry.dropped_progress.note(f"worker {self.id} '{self.name}'", f"lease {lease}: {e}")
 
     def complete(self, lease: int, output: bytes, content_type: str) -> None:
         att = self._take(lease)
@@ -293,6 +296,8 @@ class WorkerRegistry:
         self.sessions: dict[int, WorkerSession] = {}
         self._ids = itertools.count(1)
         self.on_change = on_change
+        #: invalid progress reports: counted, one summary line per interval (log_summary.py)
+        self.dropped_progress = LogSummary(_log, "progress reports dropped")
 
     # -- membership --------------------------------------------------------------------------
 
