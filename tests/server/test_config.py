@@ -130,6 +130,9 @@ def test_limits_defaults_match_spec() -> None:
         "key_retention_s": 3600,
         "key_retention_max": 1_000_000,
         "max_list": 1000,
+        "max_request_key_len": 256,
+        "max_filter_items": 1000,
+        "max_report_message_len": 4096,
     }
 
 

@@ -161,6 +161,7 @@ class ServerApp:
             pool_max={p.name: p.max for p in config.pools},
             lease_ttl_s={p.name: p.lease_ttl_s for p in config.pools},
             max_message_bytes=config.limits.max_message_bytes,
+            max_report_message_len=config.limits.max_report_message_len,
         )
         self.outputs = self._output_cache()
         self.sched = self._make_scheduler()
@@ -501,6 +502,13 @@ class ServerApp:
             raise ApiError("unavailable", "scheduler shut down")
         return t2
 
+    def check_filter(self, **kw: Any) -> None:
+        """``request_limits.check_filter`` with this server's limits; 400 ``invalid``."""
+        try:
+            request_limits.check_filter(self.limits, **kw)
+        except request_limits.InvalidArgument as e:
+            raise ApiError("invalid_argument", str(e), "invalid") from None
+
     def list_tasks(
         self,
         principal: Principal | None,
@@ -516,6 +524,10 @@ class ServerApp:
     ) -> tuple[list[TaskState], int]:
         """One page of the caller's tasks with ids > ``after``; ``kinds``, ``tags`` (all must
         match) and the creation range (Unix ns: at or after / strictly before) narrow it."""
+        n_tags = len(tags) if tags else 0
+        self.check_filter(
+            items=len(pools) + len(statuses) + len(kinds or ()) + n_tags, kinds=kinds or (), tags=tags
+        )
         sched = self.require_leader()
         tasks = sched.seam.retained_tasks()
         allowed = set(pools) if pools else None

@@ -425,6 +425,9 @@ class TasksServicer(pb_grpc.TasksServicer):
         app = self.app
         try:
             principal = _principal(app, context)
+            app.check_filter(
+                items=len(request.ids) + len(request.keys) + len(request.pools), keys=request.keys
+            )
             pools = _pools_filter(app, principal, request.pools)
             ids, keys, every = list(request.ids), list(request.keys), request.all_transitions
             keep = event_filter(principal, pools, ids, keys, every, app.task_of_tenant)

@@ -481,14 +481,19 @@ class HttpApi:
     @_handler
     async def events(self, request: Request) -> Response:
         principal = self.auth(request, Action.WATCH)
-        pools = self._pools_filter(principal, query_list(request, "pool"))
+        raw_pools, raw_ids, keys = (
+            query_list(request, "pool"),
+            query_list(request, "id"),
+            query_list(request, "key"),
+        )
+        self.app.check_filter(items=len(raw_pools) + len(raw_ids) + len(keys), keys=keys)
+        pools = self._pools_filter(principal, raw_pools)
         all_transitions = query_bool(request, "all_transitions")
         ids: list[int] = []
-        for v in query_list(request, "id"):
+        for v in raw_ids:
             if not (v.isascii() and v.isdigit()) or not 1 <= int(v) <= UINT64_MAX:
                 raise bad_request(f"query parameter id must be a task id (got {v!r})")
             ids.append(int(v))
-        keys = query_list(request, "key")
 
         keep = event_filter(principal, pools, ids, keys, all_transitions, self.app.task_of_tenant)
         group = filter_group(principal, pools, ids, keys, all_transitions) if keep is not None else None

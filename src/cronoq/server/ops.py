@@ -38,6 +38,8 @@ __all__ = [
 
 T = TypeVar("T")
 
+#: the list-valued filter keywords (counted against ``limits.max_filter_items``)
+_LISTS = frozenset({"pools", "statuses", "kinds", "tags"})
 #: the keyword arguments of a bulk filter (``Scheduler.cancel_where`` / ``replay_where``)
 FILTER_FIELDS = (
     "pools",
@@ -119,6 +121,12 @@ async def bulk(
     """``action`` ("cancel" / "replay") every task matching ``filt`` (FILTER_FIELDS keywords)
     within the caller's pools and tenant."""
     sched = app.require_leader()
+    sizes = [len(v) for k, v in filt.items() if k in _LISTS and isinstance(v, list | tuple | dict)]
+    tags = filt.get("tags")
+    app.check_filter(
+        items=sum(sizes), kinds=filt.get("kinds") or (), tags=tags if isinstance(tags, dict) else None,
+        request_key=request_key,
+    )  # fmt: skip
     if not any(v not in (None, (), [], {}) for v in filt.values()):
         raise ApiError("invalid_argument", "a bulk action needs at least one filter criterion", "invalid")
     kw = dict(filt)

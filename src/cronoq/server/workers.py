@@ -10,7 +10,8 @@ on the worker's session and awaits the worker's report:
 
 * ``Complete`` → the attempt returns a :class:`Blob` (output bytes + content type);
 * ``Fail`` → :class:`~cronoq.errors.Permanent` or :class:`~cronoq.errors.Retryable`
-  (with ``retry_after``);
+  (with ``retry_after``; its message, as a ``Nack``'s reason, cut to
+  ``limits.max_report_message_len`` characters: it is kept with the task and stored);
 * ``Nack`` → the lease is offered to another worker with a free slot within the same attempt:
   of the same group first, else of another group whose labels suit the task (the engine then
   moves the attempt onto that group's slot: :meth:`Core.move_attempt`); if none, the attempt
@@ -222,6 +223,11 @@ class WorkerSession:
             self.registry.sched.seam.count_stale()
         return att
 
+    def _cut(self, text: str) -> str:
+        """A worker's text as kept: at most ``max_report_message_len`` characters."""
+        n = self.registry.max_report_message_len
+        return text if len(text) <= n else f"{text[:n]}… (cut at {n} characters)"
+
     def heartbeat(self, lease: int) -> None:
         att = self.attempts.get(lease)
         if att is None:
@@ -248,14 +254,14 @@ class WorkerSession:
     def fail(self, lease: int, message: str, permanent: bool, retry_after: float | None) -> None:
         att = self._take(lease)
         if att is not None:
-            att.fail(message, permanent, retry_after)
+            att.fail(self._cut(message), permanent, retry_after)
         self.registry._slot_freed(self)
 
     def nack(self, lease: int, reason: str) -> None:
         att = self._take(lease)
         if att is not None and not att.future.done():
             att.refused_by.add(self.id)
-            att.nack(reason)
+            att.nack(self._cut(reason))
         self.registry._slot_freed(self)
 
     def cancelled(self, lease: int) -> None:
@@ -283,6 +289,7 @@ class WorkerRegistry:
         pool_max: dict[str, int] | None = None,
         lease_ttl_s: dict[str, float | None] | None = None,
         max_message_bytes: int = 4 * 1024 * 1024,
+        max_report_message_len: int = 4096,
         outbox_size: int = 1024,
         on_change: Callable[[], None] | None = None,
     ) -> None:
@@ -292,6 +299,8 @@ class WorkerRegistry:
         self.pool_max = pool_max or {}
         self.lease_ttl_s = lease_ttl_s or {}
         self.max_message_bytes = max_message_bytes
+        #: a Fail message or Nack reason is cut to this many characters (it is kept, and stored)
+        self.max_report_message_len = max_report_message_len
         self.outbox_size = outbox_size
         self.sessions: dict[int, WorkerSession] = {}
         self._ids = itertools.count(1)
