@@ -158,9 +158,21 @@ async def check_round_trip(make: Make) -> None:
                 {"rows": [1, 2]},
                 True,
                 2,
+                spec=_bare(spec3),  # (the whole definition: a replay keeps its options)
             ),
             RecoveredTerminal(
-                4, 4, "default", "default", "bad", "failed", 1, t0 + 50, t0 + 51, t0 + 52, "nope"
+                4,
+                4,
+                "default",
+                "default",
+                "bad",
+                "failed",
+                1,
+                t0 + 50,
+                t0 + 51,
+                t0 + 52,
+                "nope",
+                spec=_bare(spec4),
             ),
         ]
         # recovered schedule templates carry the decoded payload (see store/base.py)

@@ -360,7 +360,8 @@ class RecoveredTask(_Record):
 
 
 class RecoveredTerminal(_Record):
-    """A recently finished task, for lookups, key dedup, dependents and outputs."""
+    """A recently finished task, for lookups, key dedup, dependents, outputs, filters and
+    replays (with its ``spec``, a replay after a restart keeps the original's options)."""
 
     __slots__ = (
         "id",
@@ -379,6 +380,7 @@ class RecoveredTerminal(_Record):
         "priority",
         "tenant",
         "replay_of",
+        "spec",
     )
 
     def __init__(
@@ -399,8 +401,12 @@ class RecoveredTerminal(_Record):
         priority: int = 2,
         tenant: str | None = None,
         replay_of: int | None = None,
+        spec: TaskRecord | None = None,
     ) -> None:
         self.replay_of = replay_of  # the task it replays (its ``cronoq.replay_of`` tag), if any
+        # its whole definition (options: retry, timeout, labels, tags, resources ...) when the
+        # store could decode it; None: only the fields above are known
+        self.spec = spec
         self.id = id
         self.seq = seq
         self.pool = pool

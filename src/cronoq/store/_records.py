@@ -296,6 +296,11 @@ def _replay_of(spec: str) -> int | None:
     return int(v) if isinstance(v, str) and v.isdigit() else None
 
 
+def _replay_tag(spec: TaskRecord) -> int | None:
+    v = (spec.tags or {}).get("cronoq.replay_of")
+    return int(v) if isinstance(v, str) and v.isdigit() else None
+
+
 def build_recovered(
     task_rows: Iterable[Sequence[Any]],
     schedule_rows: Iterable[Sequence[Any]],
@@ -337,6 +342,10 @@ def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Cod
         if finished is not None:
             if finished < cutoff_ns:
                 continue
+            try:  # (an undecodable definition only loses the options: the outcome stays)
+                spec_rec: TaskRecord | None = spec_from_json(spec, None)
+            except Exception:
+                spec_rec = None
             out = None
             if has_output and output is not None:
                 try:
@@ -360,8 +369,9 @@ def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Cod
                     out,
                     bool(has_output) and output is not None,
                     priority,
-                    _tenant(spec),
-                    _replay_of(spec),
+                    _tenant(spec) if spec_rec is None else spec_rec.tenant,
+                    _replay_of(spec) if spec_rec is None else _replay_tag(spec_rec),
+                    spec_rec,
                 )
             )
             continue
