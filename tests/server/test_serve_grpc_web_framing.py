@@ -115,3 +115,20 @@ def test_a_slow_body_is_cut_off_by_the_body_deadline(web: ServerProc) -> None:
     assert data.startswith(b"HTTP/1.1 408"), data
     assert b"grpc-status: 4" in data.lower()
     assert 0.5 < took < 10, took  # request_timeout_s = 1 (it was never cut off)
+
+
+def test_an_error_with_its_own_code_is_not_a_500(web: ServerProc) -> None:
+    """``unknown pool`` carries an error code in its trailers (gRPC's ``abort`` takes them,
+    sonora's did not: HTTP 500)."""
+    bad = pb.SubmitRequest(task=pb.TaskSpec(pool="nope")).SerializeToString()
+    host, port = web.http.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        head = f"POST {SUBMIT} HTTP/1.1\r\nhost: {web.http}\r\ncontent-type: application/grpc-web+proto\r\n"
+        s.sendall(
+            f"{head}content-length: {len(frame(bad))}\r\nconnection: close\r\n\r\n".encode() + frame(bad)
+        )
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 200"), data
+    assert b"grpc-status:5" in data.replace(b" ", b"") and b"unknown%20pool" in data, data

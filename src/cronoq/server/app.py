@@ -39,7 +39,7 @@ from cronoq.runtime.scalers import ExternalScaler
 from cronoq.runtime.scheduler import Scheduler
 from cronoq.runtime.task import Task
 from cronoq.server import convert, request_limits
-from cronoq.server.auth import Authenticator, Principal, check_tenant, stamp_tenant
+from cronoq.server.auth import Authenticator, Principal, allows_pool, check_tenant, stamp_tenant
 from cronoq.server.config import ServerConfig, pool_config, resource_configs
 from cronoq.server.history import HistoryRing, run_sampler
 from cronoq.server.outputs import OutputCache
@@ -381,7 +381,7 @@ class ServerApp:
         except convert.InvalidArgument as e:
             raise ApiError("invalid_argument", str(e), "invalid") from None
         pool = kw.get("pool") or self.config.default_pool
-        if pool not in self.sched.pools:
+        if pool not in self.sched.pools or not allows_pool(principal, pool):  # (no oracle)
             raise ApiError("not_found", f"unknown pool '{pool}'", "unknown_pool")
         self.auth.authorize(principal, "submit", pool)
         if principal is not None and principal.tenant is not None:

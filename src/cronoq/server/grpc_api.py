@@ -55,6 +55,7 @@ from cronoq.server.auth import (
     GRPC_METHOD_ACTIONS,
     AuthError,
     Principal,
+    allows_pool,
     restrict_pools,
 )
 from cronoq.server.grpc_watch import WatchFanout
@@ -244,9 +245,10 @@ def _wait_timeout(request: Any, name: str) -> float | None:
 
 
 def _pools_filter(app: ServerApp, principal: Principal | None, requested: Any) -> list[str]:
-    """A ListTasks/Watch pool filter: unknown pool → NOT_FOUND, another token's → PERMISSION_DENIED."""
+    """A ListTasks/Watch pool filter: an unknown pool, or another token's, → NOT_FOUND (the same
+    answer: a token cannot tell which pools exist beyond its own)."""
     for p in requested:
-        if p not in app.sched.pools:
+        if p not in app.sched.pools or not allows_pool(principal, p):
             raise ApiError("not_found", f"unknown pool '{p}'", "unknown_pool")
     return restrict_pools(principal, requested) or []
 

@@ -97,6 +97,24 @@ def _same_origin(origin: str, scope: Scope, host: str | None) -> bool:
     )
 
 
+def _fit_context(ctx: Any, scope: Scope) -> Any:
+    """sonora's context, its ``auth_context()`` holding the client certificate's DNS names
+    (``[[auth.certs]]``; sonora's own raises NotImplementedError) and its ``abort`` taking
+    ``trailing_metadata`` as grpc's does (sonora's has no such argument: an error with its own
+    code, ``unknown pool`` on Submit, was a 500)."""
+    names = {"peer_dns": [n.encode() for n in scope_peer_dns(scope)]}
+    ctx.auth_context = lambda: names
+    abort = ctx.abort
+
+    async def abort_with_trailers(code: Any, details: str, trailing_metadata: Any = ()) -> None:
+        if trailing_metadata:
+            ctx.set_trailing_metadata(trailing_metadata)
+        await abort(code, details)
+
+    ctx.abort = abort_with_trailers
+    return ctx
+
+
 def _sonora_app() -> Any:
     """sonora's ASGI gRPC-Web server with the adapter's corrections (module docstring)."""
     try:
@@ -187,12 +205,7 @@ def _sonora_app() -> Any:
             )
 
         def _create_context(self, scope: Scope) -> Any:
-            """sonora's context, its ``auth_context()`` holding the client certificate's DNS
-            names (``[[auth.certs]]``; sonora's own raises NotImplementedError)."""
-            ctx = super()._create_context(scope)
-            names = {"peer_dns": [n.encode() for n in scope_peer_dns(scope)]}
-            ctx.auth_context = lambda: names
-            return ctx
+            return _fit_context(super()._create_context(scope), scope)
 
     return Sonora(None, enable_cors=False)
 

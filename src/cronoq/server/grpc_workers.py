@@ -42,7 +42,7 @@ from cronoq.proto.protocol import (
     PROGRESS_VERSION,
 )
 from cronoq.server.app import ApiError, ServerApp
-from cronoq.server.auth import PermissionDenied, Unauthenticated, stamp_labels
+from cronoq.server.auth import PermissionDenied, Unauthenticated, allows_pool, stamp_labels
 from cronoq.server.grpc_api import add_generic_only, peer_dns
 from cronoq.server.workers import (
     AbortMsg,
@@ -178,7 +178,7 @@ class WorkersServicer(pb_grpc.WorkersServicer):
                 grpc.StatusCode.FAILED_PRECONDITION, wrong.message, trailing_metadata=wrong.metadata
             )
             return
-        if reg.pool not in app.sched.pools:
+        if reg.pool not in app.sched.pools or not allows_pool(principal, reg.pool):  # (no oracle)
             await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown pool '{reg.pool}'")
             return
         try:

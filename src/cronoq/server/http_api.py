@@ -67,7 +67,7 @@ from cronoq.errors import SchedulerError
 from cronoq.server import body_errors, convert, http_guard, ops, request_limits
 from cronoq.server import metrics as metrics_mod
 from cronoq.server.app import ApiError, ServerApp, Slices, event_filter, filter_group, store_failure
-from cronoq.server.auth import Action, AuthError, Principal, restrict_pools
+from cronoq.server.auth import Action, AuthError, Principal, allows_pool, restrict_pools
 from cronoq.server.dashboard import dashboard_routes
 from cronoq.server.http_bodies import ReplayRequest, SubmitBatchRequest
 from cronoq.server.http_json import (
@@ -279,7 +279,7 @@ class HttpApi:
 
     def _pools_filter(self, principal: Principal | None, requested: list[str]) -> list[str]:
         for p in requested:
-            if p not in self.app.sched.pools:
+            if p not in self.app.sched.pools or not allows_pool(principal, p):  # (no oracle)
                 raise HttpError(404, f"unknown pool '{p}'", "not_found")
         return restrict_pools(principal, requested) or []
 
@@ -571,9 +571,7 @@ class HttpApi:
         if principal is not None and principal.pools is not None:
             for info in await self.app.list_recurring(None):
                 if info.name == name and info.pool not in principal.pools:
-                    raise HttpError(
-                        403, f"token is not allowed to use pool '{info.pool}'", "permission_denied"
-                    )
+                    return json_response({"removed": False})  # (as a missing one: no oracle)
         removed = await self.app.remove_recurring(principal, name)
         return json_response({"removed": removed})
 
