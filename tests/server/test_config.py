@@ -1100,3 +1100,16 @@ def test_deeply_nested_toml_is_a_config_error() -> None:
         with pytest.raises(ConfigError) as ei:
             loads_config(text, source="deep.toml")
         assert "nested too deeply" in str(ei.value) and "deep.toml" in str(ei.value)
+
+
+@pytest.mark.parametrize("table", ["pools", "resources", "shards", "a"])
+def test_a_deep_dotted_table_header_is_a_config_error(table: str) -> None:
+    """``[pools.a.a.a...]`` of 5,000 levels nests without recursion in tomllib but was a
+    RecursionError when validated: now it is refused first, with the path and the limit."""
+    text = "[" + ".".join([table] + ["a"] * 5000) + "]\n"
+    with pytest.raises(ConfigError) as ei:
+        loads_config(text, source="deep.toml")
+    assert f"{table}.a.a...: tables and arrays nested more than 32 levels deep" in str(ei.value)
+    assert "deep.toml" in str(ei.value)
+    with pytest.raises(ConfigError, match=r"server\.a: unknown key"):  # (shallow: the usual message)
+        loads_config("[" + ".".join(["server"] + ["a"] * 30) + "]\n")
