@@ -136,6 +136,9 @@ def test_limits_defaults_match_spec() -> None:
         "peer_breaker_reset_s": 5,
         "max_requests_per_principal": 256,
         "max_connections_per_address": 1024,
+        "max_request_key_len": 256,
+        "max_filter_items": 1000,
+        "max_report_message_len": 4096,
     }
 
 
@@ -1103,3 +1106,16 @@ def test_deeply_nested_toml_is_a_config_error() -> None:
         with pytest.raises(ConfigError) as ei:
             loads_config(text, source="deep.toml")
         assert "nested too deeply" in str(ei.value) and "deep.toml" in str(ei.value)
+
+
+@pytest.mark.parametrize("table", ["pools", "resources", "shards", "a"])
+def test_a_deep_dotted_table_header_is_a_config_error(table: str) -> None:
+    """``[pools.a.a.a...]`` of 5,000 levels nests without recursion in tomllib but was a
+    RecursionError when validated: now it is refused first, with the path and the limit."""
+    text = "[" + ".".join([table] + ["a"] * 5000) + "]\n"
+    with pytest.raises(ConfigError) as ei:
+        loads_config(text, source="deep.toml")
+    assert f"{table}.a.a...: tables and arrays nested more than 32 levels deep" in str(ei.value)
+    assert "deep.toml" in str(ei.value)
+    with pytest.raises(ConfigError, match=r"server\.a: unknown key"):  # (shallow: the usual message)
+        loads_config("[" + ".".join(["server"] + ["a"] * 30) + "]\n")

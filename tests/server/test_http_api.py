@@ -1012,16 +1012,19 @@ async def test_auth_checked_before_the_body() -> None:
 async def test_pool_and_tenant_restricted_tokens() -> None:
     async with serve(TOKENS) as (_app, c):
         s, t, a = bearer(SCOPED), bearer(TENANT), bearer(ADMIN)
-        assert err(await c.post("/v1/tasks", json={}, headers=s)) == (403, "permission_denied")
+        # another token's pool answers as a missing one (no existence oracle)
+        assert err(await c.post("/v1/tasks", json={}, headers=s)) == (404, "unknown_pool")
+        assert err(await c.post("/v1/tasks", json={"pool": "nope"}, headers=s)) == (404, "unknown_pool")
         mine = (await c.post("/v1/tasks", json={"pool": "other"}, headers=s)).json()["id"]
         theirs = (await c.post("/v1/tasks", json={}, headers=a)).json()["id"]
         assert [x["id"] for x in (await c.get("/v1/tasks", headers=s)).json()["tasks"]] == [mine]
-        assert err(await c.get("/v1/tasks?pool=default", headers=s)) == (403, "permission_denied")
+        assert err(await c.get("/v1/tasks?pool=default", headers=s)) == (404, "not_found")
+        assert err(await c.get("/v1/tasks?pool=nope", headers=s)) == (404, "not_found")
         # another pool's task answers as one that does not exist (no existence oracle)
         assert err(await c.get(f"/v1/tasks/{theirs}", headers=s)) == (404, "not_found")
         assert err(await c.post(f"/v1/tasks/{theirs}/cancel", headers=s)) == (404, "not_found")
         assert err(await c.get(f"/v1/tasks/{theirs}/result", headers=s)) == (404, "not_found")
-        assert err(await c.get("/v1/events?pool=default", headers=s)) == (403, "permission_denied")
+        assert err(await c.get("/v1/events?pool=default", headers=s)) == (404, "not_found")
         # tenant: stamped, enforced
         tt = (await c.post("/v1/tasks", json={}, headers=t)).json()["id"]
         assert (await c.get(f"/v1/tasks/{tt}", headers=a)).json()["tenant"] == "acme"

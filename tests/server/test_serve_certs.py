@@ -135,7 +135,7 @@ async def test_client_certificate_submits_within_its_pools(mtls: Mtls) -> None:
         sub = await raw.tasks.Submit(submit("a"))  # type: ignore[attr-defined]
         info = await raw.tasks.Get(pb.GetRequest(task=pb.TaskRef(id=sub.id)))  # type: ignore[attr-defined]
         assert info.id == sub.id and info.pool == "a"
-        assert await code_of(raw.tasks.Submit(submit("b"))) == grpc.StatusCode.PERMISSION_DENIED  # type: ignore[attr-defined]
+        assert await code_of(raw.tasks.Submit(submit("b"))) == grpc.StatusCode.NOT_FOUND  # type: ignore[attr-defined]
         # a client role may not Work, Snapshot or add recurring schedules
         assert await code_of(raw.admin.Snapshot(pb.Empty())) == grpc.StatusCode.PERMISSION_DENIED  # type: ignore[attr-defined]
         w = RawWorker(raw, "a")
@@ -145,7 +145,7 @@ async def test_client_certificate_submits_within_its_pools(mtls: Mtls) -> None:
         await asyncio.wait_for(watch.initial_metadata(), 10)
         watch.cancel()
         bad = raw.tasks.Watch(pb.WatchRequest(pools=["b"]))  # type: ignore[attr-defined]
-        assert await asyncio.wait_for(bad.code(), 10) == grpc.StatusCode.PERMISSION_DENIED
+        assert await asyncio.wait_for(bad.code(), 10) == grpc.StatusCode.NOT_FOUND  # (no oracle)
     finally:
         await raw.close()
 
@@ -165,9 +165,9 @@ async def test_worker_certificate_works_with_its_labels(mtls: Mtls) -> None:
         workers = await client.admin.ListWorkers(pb.Empty())  # type: ignore[attr-defined]
         assert [dict(x.labels) for x in workers.workers if x.pool == "w"] == [{"zone": "z1"}]
         await w.close()
-        # pool b is not the certificate's
+        # pool b is not the certificate's: as unknown as a missing pool
         wb = RawWorker(worker, "b")
-        assert await asyncio.wait_for(wb.call.code(), 10) == grpc.StatusCode.PERMISSION_DENIED
+        assert await asyncio.wait_for(wb.call.code(), 10) == grpc.StatusCode.NOT_FOUND
     finally:
         await client.close()
         await worker.close()
@@ -216,7 +216,7 @@ def test_http_certificate_principals(mtls: Mtls) -> None:
     status, got = mtls.http("client", "GET", f"/v1/tasks/{body['id']}")
     assert status == 200 and got["pool"] == "a"
     status, err = mtls.http("client", "POST", "/v1/tasks", {"pool": "b"})
-    assert (status, err["code"]) == (403, "permission_denied")
+    assert (status, err["code"]) == (404, "unknown_pool")
     assert mtls.http("client", "GET", "/v1/snapshot")[0] == 403
     assert mtls.http("admin", "GET", "/v1/snapshot")[0] == 200
     # a sent token decides, here for a certificate no entry maps
@@ -298,7 +298,8 @@ def test_grpc_web_with_a_client_certificate(mtls: Mtls) -> None:
         and pb.SubmitResponse.FromString(data[5 : 5 + int.from_bytes(data[1:5])]).id
     )
     denied = pb.SubmitRequest(task=pb.TaskSpec(pool="b")).SerializeToString()
-    assert call("client", "/cronoq.v1.Tasks/Submit", denied)[0]["grpc-status"] == "7"
+    # NOT_FOUND: another pool answers as a missing one (no oracle)
+    assert call("client", "/cronoq.v1.Tasks/Submit", denied)[0]["grpc-status"] == "5"
     assert call("stranger", "/cronoq.v1.Admin/Snapshot", b"")[0]["grpc-status"] == "16"
     headers, data = call("admin", "/cronoq.v1.Admin/Snapshot", b"")
     assert "grpc-status" not in headers and b"grpc-status: 0" in data

@@ -97,12 +97,13 @@ async def test_submit_and_get_over_grpc_web(web_server: ServerProc) -> None:
         )
         info = await tasks.Get(pb.GetRequest(task=pb.TaskRef(id=sub.id)), metadata=md(TOKENS["client_a"]))
         assert info.id == sub.id and info.pool == "a"
-        # the token's restrictions hold: another pool is PERMISSION_DENIED, no token UNAUTHENTICATED
+        # the token's restrictions hold: another pool is NOT_FOUND (as a missing one: no
+        # oracle), no token UNAUTHENTICATED
         with pytest.raises(grpc.RpcError) as ei:
             await tasks.Submit(
                 pb.SubmitRequest(task=pb.TaskSpec(pool="default")), metadata=md(TOKENS["client_a"])
             )
-        assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert ei.value.code() == grpc.StatusCode.NOT_FOUND
         with pytest.raises(grpc.RpcError) as ei:
             await tasks.Get(pb.GetRequest(task=pb.TaskRef(id=sub.id)))
         assert ei.value.code() == grpc.StatusCode.UNAUTHENTICATED
@@ -200,11 +201,11 @@ async def test_watch_streams_over_grpc_web(web_server: ServerProc) -> None:
         event = await asyncio.wait_for(call.read(), 10)
         assert event.id == sub.id and event.pool == "a"
         call.__exit__(None, None, None)  # the client goes away: the server ends the stream
-        # a pool outside the token's: refused as a trailers-only answer
+        # a pool outside the token's: refused (as a missing one) as a trailers-only answer
         bad = tasks.Watch(pb.WatchRequest(pools=["default"]), metadata=md(TOKENS["client_a"]))
         with pytest.raises(grpc.RpcError) as ei:
             await asyncio.wait_for(bad.read(), 10)
-        assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert ei.value.code() == grpc.StatusCode.NOT_FOUND
     finally:
         await ch.close()
 

@@ -18,6 +18,8 @@ import pytest
 from cronoq.engine import Core, CoreConfig, PoolConfig, TaskOptions
 from cronoq.engine.actions import Dispatch, Persist
 from cronoq.engine.mutations import (
+    BULK_KEYS,
+    BulkKeyChange,
     Mutation,
     RecoveredSchedule,
     RecoveredTask,
@@ -158,9 +160,21 @@ async def check_round_trip(make: Make) -> None:
                 {"rows": [1, 2]},
                 True,
                 2,
+                spec=_bare(spec3),  # (the whole definition: a replay keeps its options)
             ),
             RecoveredTerminal(
-                4, 4, "default", "default", "bad", "failed", 1, t0 + 50, t0 + 51, t0 + 52, "nope"
+                4,
+                4,
+                "default",
+                "default",
+                "bad",
+                "failed",
+                1,
+                t0 + 50,
+                t0 + 51,
+                t0 + 52,
+                "nope",
+                spec=_bare(spec4),
             ),
         ]
         # recovered schedule templates carry the decoded payload (see store/base.py)
@@ -188,6 +202,29 @@ async def check_round_trip(make: Make) -> None:
         assert [t.id for t in rec2.terminal] == [3, 4]
     finally:
         await s2.close()
+
+
+async def check_bulk_keys(make: Make) -> None:
+    """Bulk request keys: upserted per (action, tenant, key), the newest BULK_KEYS kept, read
+    back oldest first with their progress (docs/how-to/operations.md#bulk-actions)."""
+    s, ep = await leader(make)
+    try:
+        t0 = now_ns()
+        await s.commit([BulkKeyChange("replay", None, "k0", 1000, 990, False, t0)], ep, codec)
+        await s.commit([BulkKeyChange("replay", None, "k0", 2500, 2480, True, t0 + 1)], ep, codec)
+        await s.commit([BulkKeyChange("cancel", "acme", "k0", 3, 3, True, t0 + 2)], ep, codec)
+        more = [BulkKeyChange("cancel", None, f"n{i}", i, i, True, t0 + 10 + i) for i in range(BULK_KEYS - 1)]
+        await s.commit(more, ep, codec)
+        rec = await s.load(codec)
+        assert len(rec.bulk_keys) == BULK_KEYS  # the oldest ("replay", None, "k0") is gone
+        assert rec.bulk_keys[0] == BulkKeyChange("cancel", "acme", "k0", 3, 3, True, t0 + 2)
+        assert rec.bulk_keys[-1] == more[-1]
+        await s.commit([BulkKeyChange("replay", None, "k0", 7, 7, False, t0 + 10**6)], ep, codec)
+        assert (await s.load(codec)).bulk_keys[-1] == BulkKeyChange(
+            "replay", None, "k0", 7, 7, False, t0 + 10**6
+        )
+    finally:
+        await s.close()
 
 
 async def check_unencodable_output(make: Make) -> None:

@@ -80,6 +80,10 @@ async def test_round_trip_every_mutation_kind(make: Any) -> None:
     await contract.check_round_trip(make)
 
 
+async def test_bulk_request_keys(make: Any) -> None:
+    await contract.check_bulk_keys(make)
+
+
 async def test_unencodable_output_is_not_fatal(make: Any) -> None:
     await contract.check_unencodable_output(make)
 

@@ -159,16 +159,14 @@ def _run_bulk(
             else:
                 res = await client.cancel_where(request_key=request_key, call_timeout=CALL_TIMEOUT, **kw)
         if as_json:
-            _dump(
-                {
-                    "matched": res.matched,
-                    "acted": res.acted,
-                    "unavailable_shards": list(res.unavailable_shards),
-                }
-            )
+            from cronoq.client.json_shapes import bulk_json
+
+            _dump(bulk_json(res.matched, res.acted, list(res.unavailable_shards), res.resumed))
         else:
             verb = "replayed" if action == "replay" else "cancelled"
             console.print(f"{res.matched} tasks matched, {res.acted} {verb}", highlight=False)
+            if res.resumed:  # (the counts include what the interrupted first call did)
+                console.print("resumed an interrupted call with this request key", highlight=False)
             if res.unavailable_shards:  # (a sharded server: their tasks are not counted)
                 names = ", ".join(res.unavailable_shards)
                 console.print(f"unavailable shards (not counted): {names}", highlight=False)
@@ -221,7 +219,7 @@ def _pause_cmd(pool: str, paused: bool, server: str, token: str | None, tls: boo
 
 @cli.command(epilog=EPILOG)
 @click.argument("ref", metavar="[REF]", required=False, callback=_opt_ref_arg)
-@click.option("--force", is_flag=True, help="Also replay succeeded tasks.")
+@click.option("--force", is_flag=True, help="Also replay succeeded tasks (and, by filter, replayed ones).")
 @bulk_options
 @client_options
 @json_option

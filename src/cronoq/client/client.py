@@ -494,7 +494,12 @@ class Client:
         timeout = seconds_or_none("call_timeout", call_timeout)
         request = pb.BulkRequest(filter=task_filter(filter), request_key=request_key or "", force=bool(force))
         response = await self._call("tasks", method, request, timeout=timeout)
-        return BulkResult(int(response.matched), int(response.acted), tuple(response.unavailable_shards))
+        return BulkResult(
+            int(response.matched),
+            int(response.acted),
+            tuple(response.unavailable_shards),
+            bool(response.resumed),
+        )
 
 
 def _name(what: str, v: object) -> str:

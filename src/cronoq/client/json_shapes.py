@@ -13,6 +13,7 @@ Pure functions over protobuf messages and plain values (no grpc, no server impor
   content_type, message, output_available}``: ``output`` when the output bytes are JSON,
   else ``output_base64`` (neither when no output is available).
 * :func:`event_json` is a ``StatusEvent`` plus ``at`` (Unix seconds), as sent on ``/v1/events``.
+* :func:`bulk_json` is a bulk action's answer ``{matched, acted, unavailable_shards?, resumed?}``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 
 __all__ = [
     "ID_FIELDS",
+    "bulk_json",
     "event_json",
     "guess_content_type",
     "json_output",
@@ -159,4 +161,17 @@ def event_json(msg: pb.StatusEvent, at: float | None = None) -> dict[str, Any]:
     if out.get("progress", 0) is None:  # (set only on a Watch's progress update)
         del out["progress"]
     out["at"] = msg.at_unix_ns / 1e9 if at is None else at
+    return out
+
+
+def bulk_json(
+    matched: int, acted: int, unavailable_shards: list[str] | None = None, resumed: bool = False
+) -> dict[str, Any]:
+    """A bulk action's answer; ``unavailable_shards`` when given (a sharded answer), ``resumed``
+    only when true (the counts include what an interrupted first call with the key did)."""
+    out: dict[str, Any] = {"matched": matched, "acted": acted}
+    if unavailable_shards is not None:
+        out["unavailable_shards"] = unavailable_shards
+    if resumed:
+        out["resumed"] = True
     return out

@@ -18,6 +18,13 @@ act on (not finished for cancel; finished and not succeeded for replay, plus suc
 ``matched`` counts the tasks the filter matched, ``acted`` those the action changed (a
 replay refused for a missing payload, or one whose pool is full, is matched but not acted on);
 with ``limit`` at most that many tasks are matched.
+
+A bulk replay never matches a task that already has a replay (``replayed_by``, rebuilt from
+the replays' tags after a restart) unless forced (``TaskFilter.again``, the ``force`` flag):
+replaying "every failed task of last night" twice replays each of them once.  The progress of
+a call with a ``request_key`` is persisted page by page (:func:`note_key`, a
+:class:`~cronoq.engine.mutations.BulkKeyChange`) so the shell answers a retry after a restart
+or a failover with what the first call did, or finishes an interrupted one.
 """
 
 from __future__ import annotations
@@ -25,9 +32,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from cronoq.engine.actions import Persist
 from cronoq.engine.keys import same_tenant
 from cronoq.engine.model import FIRST_TERMINAL, SUCCEEDED, TaskState
-from cronoq.engine.replay import replay
+from cronoq.engine.mutations import BulkKeyChange
+from cronoq.engine.replay import replay, replayed_by
 from cronoq.errors import SubmitError
 
 if TYPE_CHECKING:
@@ -42,6 +51,7 @@ __all__ = [
     "cancel_all",
     "candidates",
     "matches",
+    "note_key",
     "replay_all",
     "select",
 ]
@@ -53,9 +63,11 @@ class TaskFilter:
     """What a bulk action acts on (every given criterion must hold; see the module docstring).
 
     Times are engine ns; ``pools`` are pool indexes; ``statuses`` status numbers (never
-    empty: the shell puts the action's eligible statuses there when none were given)."""
+    empty: the shell puts the action's eligible statuses there when none were given);
+    ``again`` False leaves out the tasks that already have a replay."""
 
     __slots__ = (
+        "again",
         "created_after",
         "created_before",
         "finished_after",
@@ -81,7 +93,9 @@ class TaskFilter:
         finished_after: int | None = None,
         finished_before: int | None = None,
         limit: int | None = None,
+        again: bool = True,
     ) -> None:
+        self.again = again
         self.statuses = statuses
         self.pools = pools
         self.kinds = kinds
@@ -97,6 +111,8 @@ class TaskFilter:
 def matches(t: TaskState, f: TaskFilter) -> bool:
     """Whether ``t`` matches every criterion of ``f``."""
     if t.status not in f.statuses:
+        return False
+    if not f.again and replayed_by(t) is not None:
         return False
     o = t.opts
     if f.pools is not None and o.pool_index not in f.pools:
@@ -157,15 +173,17 @@ def replay_all(
     now: int,
     hits: Sequence[TaskState],
     payload: Callable[[TaskState], tuple[bool, object, bytes | None]],
+    again: bool = True,
 ) -> int:
-    """Replay ``hits`` (those still finished); how many were replayed.
+    """Replay ``hits`` (those still finished, and with ``again`` False still without a
+    replay); how many were replayed.
 
     ``payload(t)`` gives ``(available, payload, blob)`` for each (the shell's view of the
     payload and its encoding); an unavailable payload or a refused submission (full pool,
     pool removed) leaves that task alone."""
     acted = 0
     for t in hits:
-        if t.status < FIRST_TERMINAL:
+        if t.status < FIRST_TERMINAL or (not again and replayed_by(t) is not None):
             continue
         ok, obj, blob = payload(t)
         if not ok:
@@ -176,6 +194,14 @@ def replay_all(
             continue
         acted += 1
     return acted
+
+
+def note_key(core: Core, now: int, record: BulkKeyChange) -> None:
+    """The progress of a bulk call with a request key (``record.at`` is set to ``now`` as
+    Unix ns): persisted with the page's own changes when the core persists."""
+    if core.persist:
+        record.at = core.config.time_base + now
+        core.actions.append(Persist(record))
 
 
 #: statuses a bulk cancel / replay may act on

@@ -9,7 +9,11 @@ action carrying one of these records for every durable change:
   terminal status (with message and, on success, the output object);
 * :class:`RecurringUpsert` / :class:`RecurringRemove` / :class:`RecurringNext` — schedules;
 * :class:`PauseChange` — a pool or a recurring schedule was paused or resumed
-  (docs/how-to/operations.md): stores keep the set of paused names, recovery restores it.
+  (docs/how-to/operations.md): stores keep the set of paused names, recovery restores it;
+* :class:`BulkKeyChange` — the progress of a bulk action called with a ``request_key``
+  (docs/how-to/operations.md#bulk-actions): stores keep the latest of each key (the newest
+  :data:`BULK_KEYS` keys), recovery hands them to the shell, so a retry after a restart or a
+  failover answers (or finishes) the first call instead of acting twice.
 
 ``blocked``/``ready``/``scheduled`` are not persisted: recovery derives them from the
 dependency edges and start times.  Times in records are Unix nanoseconds, so a record means
@@ -23,7 +27,7 @@ The records are plain slotted classes with ``__eq__`` so tests can compare round
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from cronoq.engine.model import STATUS_NAMES, RetryPolicy, TaskOptions, TaskState
 from cronoq.engine.time import NS
@@ -295,7 +299,32 @@ class PauseChange(_Record):
         self.paused = paused
 
 
-Mutation = Submitted | StatusChange | RecurringUpsert | RecurringRemove | RecurringNext | PauseChange
+#: how many bulk request keys a store keeps (the newest; the shell remembers as many)
+BULK_KEYS: Final = 1024
+
+
+class BulkKeyChange(_Record):
+    """Bulk action ``action`` (``"cancel"`` / ``"replay"``) called by ``tenant`` with
+    ``request_key`` ``key`` has so far ``matched`` and ``acted`` on that many tasks; ``done``
+    once it finished (not done: it is running, or was interrupted).  ``at``: Unix ns."""
+
+    __slots__ = ("action", "tenant", "key", "matched", "acted", "done", "at")
+
+    def __init__(
+        self, action: str, tenant: str | None, key: str, matched: int, acted: int, done: bool, at: int
+    ) -> None:
+        self.action = action
+        self.tenant = tenant
+        self.key = key
+        self.matched = matched
+        self.acted = acted
+        self.done = done
+        self.at = at
+
+
+Mutation = (
+    Submitted | StatusChange | RecurringUpsert | RecurringRemove | RecurringNext | PauseChange | BulkKeyChange
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,7 +360,8 @@ class RecoveredTask(_Record):
 
 
 class RecoveredTerminal(_Record):
-    """A recently finished task, for lookups, key dedup, dependents and outputs."""
+    """A recently finished task, for lookups, key dedup, dependents, outputs, filters and
+    replays (with its ``spec``, a replay after a restart keeps the original's options)."""
 
     __slots__ = (
         "id",
@@ -350,6 +380,7 @@ class RecoveredTerminal(_Record):
         "priority",
         "tenant",
         "replay_of",
+        "spec",
     )
 
     def __init__(
@@ -370,8 +401,12 @@ class RecoveredTerminal(_Record):
         priority: int = 2,
         tenant: str | None = None,
         replay_of: int | None = None,
+        spec: TaskRecord | None = None,
     ) -> None:
         self.replay_of = replay_of  # the task it replays (its ``cronoq.replay_of`` tag), if any
+        # its whole definition (options: retry, timeout, labels, tags, resources ...) when the
+        # store could decode it; None: only the fields above are known
+        self.spec = spec
         self.id = id
         self.seq = seq
         self.pool = pool
@@ -401,7 +436,7 @@ class RecoveredSchedule(_Record):
 class Recovered(_Record):
     """Engine state restored from durable storage, passed to ``Core.recover``."""
 
-    __slots__ = ("tasks", "terminal", "schedules", "quarantined", "quarantined_rows", "paused")
+    __slots__ = ("tasks", "terminal", "schedules", "quarantined", "quarantined_rows", "paused", "bulk_keys")
 
     def __init__(
         self,
@@ -411,6 +446,7 @@ class Recovered(_Record):
         quarantined: list[tuple[int, str]] | None = None,
         quarantined_rows: dict[int, RecoveredTerminal] | None = None,
         paused: list[tuple[str, str]] | None = None,
+        bulk_keys: list[BulkKeyChange] | None = None,
     ) -> None:
         self.tasks = tasks or []
         self.terminal = terminal or []
@@ -421,3 +457,5 @@ class Recovered(_Record):
         self.quarantined_rows = quarantined_rows or {}
         # (kind, name) of the paused pools ("pool") and recurring schedules ("recurring")
         self.paused = paused or []
+        # the latest progress of the newest bulk request keys, oldest first (for the shell)
+        self.bulk_keys = bulk_keys or []

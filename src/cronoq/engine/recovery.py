@@ -5,7 +5,11 @@ Theory of operation
 A :class:`Recovery` runs once, on a core that has done nothing yet, in four passes:
 
 1. *Retain* the terminal tasks (oldest first), so lookups, key dedup, outputs and the edges
-   of live dependents see them.
+   of live dependents see them, with the whole definition the store read back (retry policy,
+   timeout, labels, tags, resources): a replay after a restart keeps the original's options
+   and a filter by tag finds it, as before the restart.  They cost what they cost before it:
+   their number is bounded by the retention (``retention_max``; a server's
+   ``outputs.info_entries``) and each definition by the request limits it was accepted under.
 2. *Rebuild* every live task in id order under its own id, sequence and arrival: the core
    admits it as it admits a new submission (indexed, live, pending) but it is neither counted
    as submitted again nor given a new id, so nothing is undone afterwards.  A task whose pool
@@ -202,13 +206,18 @@ class Recovery:
         core._after_failure(t, now, MSG_INTERRUPTED, None)
 
     def retain(self, r0: RecoveredTerminal) -> TaskState:
-        """A terminal task read back from the store: retained for lookups, dedup and outputs."""
+        """A terminal task read back from the store: retained for lookups, dedup, outputs,
+        filters and replays, with its whole definition when the store could decode it."""
         core, tb = self.core, self.tb
         pidx = core.pool_index.get(r0.pool, core.default_pool)
-        tags = None if r0.replay_of is None else {REPLAY_TAG: str(r0.replay_of)}
-        opts = TaskOptions(
-            pool=core.pools[pidx].name, kind=r0.kind, priority=r0.priority, tenant=r0.tenant, tags=tags
-        )
+        if r0.spec is not None:
+            opts = r0.spec.options()
+            opts.pool = core.pools[pidx].name  # (a pool removed since: the default one)
+        else:
+            tags = None if r0.replay_of is None else {REPLAY_TAG: str(r0.replay_of)}
+            opts = TaskOptions(
+                pool=core.pools[pidx].name, kind=r0.kind, priority=r0.priority, tenant=r0.tenant, tags=tags
+            )
         opts.pool_index = pidx
         opts.stats_key = (pidx, r0.kind)
         opts.resolver = core

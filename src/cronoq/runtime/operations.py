@@ -13,11 +13,15 @@ of :data:`~cronoq.engine.bulk.PAGE` tasks and sleep between pages for four times
 the page took (:data:`BULK_SHARE`): other submissions and reports interleave, the loop is never
 held for more than a page, and a concurrent load keeps at least 80 % of its rate (a bulk
 action alone takes five times its scheduler time in wall time; bench/bulk.py measures both).
-A ``request_key`` makes a bulk call idempotent: the result of the first call with that key (per action and
-tenant) is remembered among the last :data:`REQUEST_KEYS` keys and returned again; a
-concurrent call with the same key waits for the first one.  A replay with a durable store
-reads the original payload back from the store (``store.load_payload``), since the engine
-drops ended tasks' payloads then.
+A ``request_key`` makes a bulk call idempotent: the result of the first call with that key (per
+action and tenant) is remembered among the last :data:`REQUEST_KEYS` keys and returned again; a
+concurrent call with the same key waits for the first one.  With a durable store the key's
+progress is persisted after every page (``bulk.note_key``) and read back at start
+(:meth:`Operations._restore_bulk_keys`): a retry after a restart or a failover answers the
+first call's result, or, when that call was interrupted, finishes it and answers the totals
+with ``resumed`` set (the tasks it already replayed have a replay and are not matched again).
+A replay with a durable store reads the original payload back from the store
+(``store.load_payload``), since the engine drops ended tasks' payloads then.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import TYPE_CHECKING, Final
 from cronoq.engine import bulk, control
 from cronoq.engine import replay as _replay
 from cronoq.engine.model import STATUS_BY_NAME, TaskState
+from cronoq.engine.mutations import BULK_KEYS, BulkKeyChange
 from cronoq.errors import ArgumentTypeError, ReplayError
 
 if TYPE_CHECKING:
@@ -45,8 +50,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BULK_SHARE", "REQUEST_KEYS", "BulkResult", "Operations", "parse_filter"]
 
-#: how many recent bulk request keys are remembered (idempotency)
-REQUEST_KEYS: Final = 1024
+#: how many recent bulk request keys are remembered (idempotency; a durable store keeps as many)
+REQUEST_KEYS: Final = BULK_KEYS
 #: the most of the loop's time a bulk action takes while it runs (it sleeps between pages)
 BULK_SHARE: Final = 0.2
 
@@ -55,11 +60,16 @@ BULK_SHARE: Final = 0.2
 class BulkResult:
     """What a bulk action did: ``matched`` tasks matched its filter, ``acted`` of them were
     cancelled (or replayed); ``unavailable_shards`` (a sharded server, through the client) names
-    the shards that could not be reached, whose tasks are not counted (docs/how-to/shards.md)."""
+    the shards that could not be reached, whose tasks are not counted (docs/how-to/shards.md);
+    ``resumed``: an interrupted call with the same ``request_key`` was finished, and the counts
+    include what it did before the interruption."""
 
     matched: int
     acted: int
     unavailable_shards: tuple[str, ...] = ()
+    #: the first call with this ``request_key`` was interrupted (a restart, a failover, an
+    #: error) and this one finished it: ``matched`` / ``acted`` include what was done before
+    resumed: bool = False
 
 
 def _names(what: str, value: object) -> frozenset[str] | None:
@@ -193,7 +203,7 @@ class Operations:
         def _handle_for(self, tid: int, dup: bool) -> TaskHandle: ...
         def _find(self, ref: object, tenant: object) -> TaskState | None: ...
 
-    _bulk_keys: OrderedDict[tuple[str, str | None, str], asyncio.Future[BulkResult]] | None = None
+    _bulk_keys: OrderedDict[tuple[str, str | None, str], _Key] | None = None
 
     async def _done(self) -> None:
         self._settle()
@@ -317,10 +327,10 @@ class Operations:
         force: bool = False,
         request_key: str | None = None,
     ) -> BulkResult:
-        """Replay every finished task matching the filter that did not succeed (with
-        ``force``, succeeded ones too), in pages; ``BulkResult(matched, acted)`` (a task whose
-        payload is no longer retained is matched, not acted on).  Idempotent by
-        ``request_key``."""
+        """Replay every finished task matching the filter that did not succeed and has no
+        replay yet (with ``force``, succeeded ones and replayed ones too), in pages;
+        ``BulkResult(matched, acted)`` (a task whose payload is no longer retained is matched,
+        not acted on).  Idempotent by ``request_key``, durably with a durable store."""
         if not isinstance(force, bool):
             raise ArgumentTypeError(f"force must be a bool (got {force!r})")
         core = self._require()
@@ -330,41 +340,60 @@ class Operations:
             tags=tags, tenant=tenant, created_after=created_after, created_before=created_before,
             finished_after=finished_after, finished_before=finished_before, limit=limit,
         )  # fmt: skip
+        f.again = force
         return await self._once("replay", tenant, request_key, f, True)
+
+    def _restore_bulk_keys(self, records: list[BulkKeyChange]) -> None:
+        """Recovery: the request keys a durable store read back (oldest first)."""
+        keys = self._bulk_keys = OrderedDict()
+        for r in records[-REQUEST_KEYS:]:
+            keys[(r.action, r.tenant, r.key)] = _Key(r.matched, r.acted, r.done)
 
     async def _once(
         self, action: str, tenant: str | None, request_key: str | None, f: bulk.TaskFilter, replaying: bool
     ) -> BulkResult:
         if request_key is None or request_key == "":
-            return await self._bulk(f, replaying)
+            return await self._bulk(f, replaying, None)
         if not isinstance(request_key, str):
             raise ArgumentTypeError(f"request_key must be a string (got {request_key!r})")
         keys = self._bulk_keys
         if keys is None:
             keys = self._bulk_keys = OrderedDict()
         k = (action, tenant, request_key)
-        fut = keys.get(k)
-        if fut is not None:
+        entry = keys.get(k)
+        if entry is not None:
             keys.move_to_end(k)
-            return await asyncio.shield(fut)
-        fut = asyncio.get_running_loop().create_future()
-        keys[k] = fut
-        while len(keys) > REQUEST_KEYS:
-            keys.popitem(last=False)
+            if entry.fut is not None:
+                return await asyncio.shield(entry.fut)
+            if entry.done:
+                return BulkResult(entry.matched, entry.acted, resumed=entry.resumed)
+            entry.resumed = True  # interrupted (a restart, a failover, an error): finish it
+        else:
+            entry = keys[k] = _Key()
+            while len(keys) > REQUEST_KEYS:
+                keys.popitem(last=False)
+        fut = entry.fut = asyncio.get_running_loop().create_future()
         try:
-            result = await self._bulk(f, replaying)
+            result = await self._bulk(f, replaying, (k, entry))
         except BaseException as e:
-            keys.pop(k, None)  # nothing was answered: a retry with the key runs again
+            entry.fut = None
+            if not entry.matched and not entry.resumed:
+                keys.pop(k, None)  # nothing was done: a retry with the key runs afresh
             fut.set_exception(e)
             fut.exception()  # (retrieved: no "never retrieved" warning)
             raise
+        entry.fut = None
         fut.set_result(result)
         return result
 
-    async def _bulk(self, f: bulk.TaskFilter, replaying: bool) -> BulkResult:
+    async def _bulk(
+        self, f: bulk.TaskFilter, replaying: bool, key: tuple[tuple[str, str | None, str], _Key] | None
+    ) -> BulkResult:
         core = self._require()
         ids = bulk.candidates(core)
-        matched = acted = 0
+        entry = None if key is None else key[1]
+        # (a resumed call starts from what the interrupted one did)
+        matched, acted = (0, 0) if entry is None else (entry.matched, entry.acted)
         limit = f.limit
         started = time.perf_counter()
         for i in range(0, len(ids), bulk.PAGE):
@@ -377,9 +406,11 @@ class Operations:
             if replaying:
                 payloads = {t.id: await self._payload(core, t) for t in hits}
                 core = self._require()
-                acted += bulk.replay_all(core, self._now(), hits, _lookup(payloads))
+                acted += bulk.replay_all(core, self._now(), hits, _lookup(payloads), f.again)
             else:
                 acted += bulk.cancel_all(core, self._now(), hits)
+            if key is not None and hits:
+                self._note(core, key, matched, acted, False)
             self._settle()
             # let the loop run between pages, long enough that this action takes at most
             # BULK_SHARE of it: other submissions keep (1 - BULK_SHARE) of their rate
@@ -387,8 +418,30 @@ class Operations:
             await asyncio.sleep(spent * (1.0 - BULK_SHARE) / BULK_SHARE)
             started = time.perf_counter()
             core = self._require()
+        if key is not None:
+            self._note(core, key, matched, acted, True)
         await self._done()
-        return BulkResult(matched, acted)
+        return BulkResult(matched, acted, resumed=entry is not None and entry.resumed)
+
+    def _note(
+        self, core: Core, key: tuple[tuple[str, str | None, str], _Key], matched: int, acted: int, done: bool
+    ) -> None:
+        """Record (and with a durable store persist) a keyed bulk call's progress."""
+        (action, tenant, request_key), entry = key
+        entry.matched, entry.acted, entry.done = matched, acted, done
+        bulk.note_key(core, self._now(), BulkKeyChange(action, tenant, request_key, matched, acted, done, 0))
+
+
+@dataclass(slots=True)
+class _Key:
+    """A bulk request key: what its call did so far, whether it finished, and (while it runs
+    in this process) the future concurrent calls with the same key wait on."""
+
+    matched: int = 0
+    acted: int = 0
+    done: bool = False
+    resumed: bool = False
+    fut: asyncio.Future[BulkResult] | None = None
 
 
 def _lookup(

@@ -305,6 +305,7 @@ class Scheduler(Operations):
             self._core = core
             assert recovered is not None
             core.recover(0, recovered)
+            self._restore_bulk_keys(recovered.bulk_keys)
             self._apply()
             self._kick()
         self._accepting = True

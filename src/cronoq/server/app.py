@@ -39,7 +39,7 @@ from cronoq.runtime.scalers import ExternalScaler
 from cronoq.runtime.scheduler import Scheduler
 from cronoq.runtime.task import Task
 from cronoq.server import convert, request_limits
-from cronoq.server.auth import Authenticator, Principal, check_tenant, stamp_tenant
+from cronoq.server.auth import Authenticator, Principal, allows_pool, check_tenant, stamp_tenant
 from cronoq.server.config import ServerConfig, pool_config, resource_configs
 from cronoq.server.history import HistoryRing, run_sampler
 from cronoq.server.outputs import OutputCache
@@ -161,6 +161,7 @@ class ServerApp:
             pool_max={p.name: p.max for p in config.pools},
             lease_ttl_s={p.name: p.lease_ttl_s for p in config.pools},
             max_message_bytes=config.limits.max_message_bytes,
+            max_report_message_len=config.limits.max_report_message_len,
         )
         self.outputs = self._output_cache()
         self.sched = self._make_scheduler()
@@ -391,7 +392,7 @@ class ServerApp:
         except convert.InvalidArgument as e:
             raise ApiError("invalid_argument", str(e), "invalid") from None
         pool = kw.get("pool") or self.config.default_pool
-        if pool not in self.sched.pools:
+        if pool not in self.sched.pools or not allows_pool(principal, pool):  # (no oracle)
             raise ApiError("not_found", f"unknown pool '{pool}'", "unknown_pool")
         self.auth.authorize(principal, "submit", pool)
         if principal is not None and principal.tenant is not None:
@@ -512,6 +513,13 @@ class ServerApp:
             raise ApiError("unavailable", "scheduler shut down")
         return t2
 
+    def check_filter(self, **kw: Any) -> None:
+        """``request_limits.check_filter`` with this server's limits; 400 ``invalid``."""
+        try:
+            request_limits.check_filter(self.limits, **kw)
+        except request_limits.InvalidArgument as e:
+            raise ApiError("invalid_argument", str(e), "invalid") from None
+
     def list_tasks(
         self,
         principal: Principal | None,
@@ -527,6 +535,10 @@ class ServerApp:
     ) -> tuple[list[TaskState], int]:
         """One page of the caller's tasks with ids > ``after``; ``kinds``, ``tags`` (all must
         match) and the creation range (Unix ns: at or after / strictly before) narrow it."""
+        n_tags = len(tags) if tags else 0
+        self.check_filter(
+            items=len(pools) + len(statuses) + len(kinds or ()) + n_tags, kinds=kinds or (), tags=tags
+        )
         sched = self.require_leader()
         tasks = sched.seam.retained_tasks()
         allowed = set(pools) if pools else None

@@ -55,6 +55,7 @@ from cronoq.server.auth import (
     GRPC_METHOD_ACTIONS,
     AuthError,
     Principal,
+    allows_pool,
     restrict_pools,
 )
 from cronoq.server.grpc_watch import WatchFanout
@@ -245,9 +246,10 @@ def _wait_timeout(request: Any, name: str) -> float | None:
 
 
 def _pools_filter(app: ServerApp, principal: Principal | None, requested: Any) -> list[str]:
-    """A ListTasks/Watch pool filter: unknown pool → NOT_FOUND, another token's → PERMISSION_DENIED."""
+    """A ListTasks/Watch pool filter: an unknown pool, or another token's, → NOT_FOUND (the same
+    answer: a token cannot tell which pools exist beyond its own)."""
     for p in requested:
-        if p not in app.sched.pools:
+        if p not in app.sched.pools or not allows_pool(principal, p):
             raise ApiError("not_found", f"unknown pool '{p}'", "unknown_pool")
     return restrict_pools(principal, requested) or []
 
@@ -426,6 +428,9 @@ class TasksServicer(pb_grpc.TasksServicer):
         app = self.app
         try:
             principal = _principal(app, context)
+            app.check_filter(
+                items=len(request.ids) + len(request.keys) + len(request.pools), keys=request.keys
+            )
             pools = _pools_filter(app, principal, request.pools)
             ids, keys, every = list(request.ids), list(request.keys), request.all_transitions
             keep = event_filter(principal, pools, ids, keys, every, app.task_of_tenant)
@@ -484,7 +489,7 @@ class TasksServicer(pb_grpc.TasksServicer):
         except Exception as e:
             await _abort(context, e)
             raise AssertionError("unreachable") from None
-        return pb.BulkResponse(matched=res.matched, acted=res.acted)
+        return pb.BulkResponse(matched=res.matched, acted=res.acted, resumed=res.resumed)
 
 
 # ---------------------------------------------------------------------------------------------

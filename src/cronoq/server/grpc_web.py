@@ -19,7 +19,9 @@ before its guard) and takes the requests whose path is a ``Tasks`` or ``Admin`` 
   gRPC listener.  A refusal is a trailers-only gRPC-Web answer (``grpc-status`` in the
   headers, HTTP 200, the CORS headers for an allowed origin so the page can read it).  The
   body is then read up to ``limits.max_message_bytes`` (plus framing; base64 counted as
-  decoded) and handed on.
+  decoded) within ``limits.request_timeout_s`` (the JSON API's body deadline: 408 and
+  DEADLINE_EXCEEDED past it), its framing checked (:mod:`.grpc_web_frames`: exactly one
+  well-formed request frame, else 400 and INVALID_ARGUMENT, nothing run) and handed on.
 * anything else falls through to the JSON app (a 404 there).
 
 The calls themselves run in `sonora <https://github.com/public/sonora>`_'s ASGI gRPC-Web
@@ -50,6 +52,7 @@ import grpc
 from cronoq.server import grpc_api
 from cronoq.server.app import ServerApp
 from cronoq.server.auth import GRPC_METHOD_ACTIONS, AuthError, PermissionDenied
+from cronoq.server.grpc_web_frames import BadFrame, check_request, request_type
 from cronoq.server.http_conn import scope_peer_dns
 
 __all__ = ["GrpcWebMiddleware", "grpc_web_available"]
@@ -92,6 +95,24 @@ def _same_origin(origin: str, scope: Scope, host: str | None) -> bool:
     return (
         cross_site_reason("POST", scope.get("scheme", "http"), {"origin": origin, "host": host or ""}) is None
     )
+
+
+def _fit_context(ctx: Any, scope: Scope) -> Any:
+    """sonora's context, its ``auth_context()`` holding the client certificate's DNS names
+    (``[[auth.certs]]``; sonora's own raises NotImplementedError) and its ``abort`` taking
+    ``trailing_metadata`` as grpc's does (sonora's has no such argument: an error with its own
+    code, ``unknown pool`` on Submit, was a 500)."""
+    names = {"peer_dns": [n.encode() for n in scope_peer_dns(scope)]}
+    ctx.auth_context = lambda: names
+    abort = ctx.abort
+
+    async def abort_with_trailers(code: Any, details: str, trailing_metadata: Any = ()) -> None:
+        if trailing_metadata:
+            ctx.set_trailing_metadata(trailing_metadata)
+        await abort(code, details)
+
+    ctx.abort = abort_with_trailers
+    return ctx
 
 
 def _sonora_app() -> Any:
@@ -184,12 +205,7 @@ def _sonora_app() -> Any:
             )
 
         def _create_context(self, scope: Scope) -> Any:
-            """sonora's context, its ``auth_context()`` holding the client certificate's DNS
-            names (``[[auth.certs]]``; sonora's own raises NotImplementedError)."""
-            ctx = super()._create_context(scope)
-            names = {"peer_dns": [n.encode() for n in scope_peer_dns(scope)]}
-            ctx.auth_context = lambda: names
-            return ctx
+            return _fit_context(super()._create_context(scope), scope)
 
     return Sonora(None, enable_cors=False)
 
@@ -243,10 +259,23 @@ class GrpcWebMiddleware:
                 send, grpc_api.grpc_status(e.code), e.message, reply_type, origin if cors else None
             )
             return
+        limits = self.app.limits
         try:
-            body = await self._read_body(receive, ctype)
+            body = await asyncio.wait_for(self._read_body(receive, ctype), limits.request_timeout_s)
         except _ClientGone:
             return  # nothing to answer, and never a call with half a request
+        except TimeoutError:
+            message = f"request body not received within {limits.request_timeout_s:g} s"
+            code, status = grpc.StatusCode.DEADLINE_EXCEEDED, 408
+            await self._status(send, code, message, reply_type, origin if cors else None, status)
+            return
+        if body is not None:
+            try:
+                check_request(body, reply_type == "application/grpc-web-text", request_type(scope["path"]))
+            except BadFrame as e:
+                code = grpc.StatusCode.INVALID_ARGUMENT
+                await self._status(send, code, str(e), reply_type, origin if cors else None, 400)
+                return
         if body is None:
             await self._status(
                 send,
@@ -336,9 +365,16 @@ class GrpcWebMiddleware:
         await send({"type": "http.response.body", "body": b""})
 
     async def _status(
-        self, send: Any, code: grpc.StatusCode, message: str, content_type: str, origin: str | None
+        self,
+        send: Any,
+        code: grpc.StatusCode,
+        message: str,
+        content_type: str,
+        origin: str | None,
+        http_status: int = 200,
     ) -> None:
-        """A trailers-only gRPC-Web answer: the status in the headers, no body."""
+        """A trailers-only gRPC-Web answer: the status in the headers, no body (HTTP 200, or
+        ``http_status`` for a request the HTTP layer refuses: a malformed or a late body)."""
         headers = [
             (b"content-type", content_type.encode("latin-1")),
             (b"grpc-status", str(code.value[0]).encode()),
@@ -346,5 +382,5 @@ class GrpcWebMiddleware:
         ]
         if origin is not None:
             headers += self._cors_headers(origin)
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.start", "status": http_status, "headers": headers})
         await send({"type": "http.response.body", "body": b""})

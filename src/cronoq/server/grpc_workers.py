@@ -10,11 +10,13 @@ and ``Abort`` queued by the time it runs as one ``ServerBatch`` (bounded in item
 else queued, and the worker has a free slot, so more may follow) first lingers up to
 ``LEASE_LINGER_S`` for company (:mod:`cronoq.proto.flush`), so a trickle costs a message per few
 leases while a lone lease on an idle stream, or a burst, goes out at once. The worker's
-``WorkerBatch`` reports are handled in order like single ones.  A version-5 session may also
-send ``ProgressReport`` (alone or inside a batch); an older session that sends one breaks the
-protocol.  The stream ends when the worker half-closes, disconnects, breaks the protocol
-(INVALID_ARGUMENT), stops reading (its outbound queue fills up), or the server shuts down or
-stops leading.
+``WorkerBatch`` reports are handled in order like single ones, :data:`REPORTS_PER_TURN` at a
+time with a yield to the loop between chunks: a batch is bounded by the message size, not its
+item count, and 20,000 reports in one 300 KiB message must not hold every other call back.
+A version-5 session may also send ``ProgressReport`` (alone or inside a batch); an older
+session that sends one breaks the protocol.  The stream ends when the worker half-closes,
+disconnects, breaks the protocol (INVALID_ARGUMENT), stops reading (its outbound queue fills
+up), or the server shuts down or stops leading.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from cronoq.proto.protocol import (
     PROGRESS_VERSION,
 )
 from cronoq.server.app import ApiError, ServerApp
-from cronoq.server.auth import PermissionDenied, Unauthenticated, stamp_labels
+from cronoq.server.auth import PermissionDenied, Unauthenticated, allows_pool, stamp_labels
 from cronoq.server.grpc_api import add_generic_only, peer_dns
 from cronoq.server.workers import (
     AbortMsg,
@@ -51,6 +53,9 @@ from cronoq.server.workers import (
 )
 
 log = logging.getLogger("cronoq.server.workers")
+
+#: reports of one WorkerBatch handled per loop turn (our workers send at most MAX_BATCH_ITEMS)
+REPORTS_PER_TURN = 2 * MAX_BATCH_ITEMS
 
 
 def to_proto(msg: ServerMsg, out: pb.ServerMessage | None = None) -> pb.ServerMessage:
@@ -173,7 +178,7 @@ class WorkersServicer(pb_grpc.WorkersServicer):
                 grpc.StatusCode.FAILED_PRECONDITION, wrong.message, trailing_metadata=wrong.metadata
             )
             return
-        if reg.pool not in app.sched.pools:
+        if reg.pool not in app.sched.pools or not allows_pool(principal, reg.pool):  # (no oracle)
             await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown pool '{reg.pool}'")
             return
         try:
@@ -218,7 +223,9 @@ class WorkersServicer(pb_grpc.WorkersServicer):
                 if m.WhichOneof("msg") == "batch":
                     if s.version < BATCHING_VERSION:
                         raise _Violation("WorkerBatch needs worker protocol version 4")
-                    for inner in m.batch.messages:
+                    for i, inner in enumerate(m.batch.messages):
+                        if i and not i % REPORTS_PER_TURN:
+                            await asyncio.sleep(0)  # (one batch never holds the loop for long)
                         if inner.WhichOneof("msg") == "batch":
                             raise _Violation("a WorkerBatch may not contain another batch")
                         _report(s, inner)

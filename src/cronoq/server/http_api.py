@@ -61,13 +61,13 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
-from cronoq.client.json_shapes import message_json
+from cronoq.client.json_shapes import bulk_json, message_json
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES
 from cronoq.errors import SchedulerError
 from cronoq.server import body_errors, convert, http_guard, ops, request_limits
 from cronoq.server import metrics as metrics_mod
 from cronoq.server.app import ApiError, ServerApp, Slices, event_filter, filter_group, store_failure
-from cronoq.server.auth import Action, AuthError, Principal, restrict_pools
+from cronoq.server.auth import Action, AuthError, Principal, allows_pool, restrict_pools
 from cronoq.server.dashboard import dashboard_routes
 from cronoq.server.http_bodies import ReplayRequest, SubmitBatchRequest
 from cronoq.server.http_json import (
@@ -279,7 +279,7 @@ class HttpApi:
 
     def _pools_filter(self, principal: Principal | None, requested: list[str]) -> list[str]:
         for p in requested:
-            if p not in self.app.sched.pools:
+            if p not in self.app.sched.pools or not allows_pool(principal, p):  # (no oracle)
                 raise HttpError(404, f"unknown pool '{p}'", "not_found")
         return restrict_pools(principal, requested) or []
 
@@ -426,7 +426,7 @@ class HttpApi:
         principal = self.auth(request, role)
         filt, key, force = ops.bulk_from_json(await self.read_json(request))
         res = await ops.bulk(self.app, principal, action, filt, key, force)
-        return json_response({"matched": res.matched, "acted": res.acted})
+        return json_response(bulk_json(res.matched, res.acted, resumed=res.resumed))
 
     @_handler
     async def replay_where(self, request: Request) -> Response:
@@ -481,14 +481,19 @@ class HttpApi:
     @_handler
     async def events(self, request: Request) -> Response:
         principal = self.auth(request, Action.WATCH)
-        pools = self._pools_filter(principal, query_list(request, "pool"))
+        raw_pools, raw_ids, keys = (
+            query_list(request, "pool"),
+            query_list(request, "id"),
+            query_list(request, "key"),
+        )
+        self.app.check_filter(items=len(raw_pools) + len(raw_ids) + len(keys), keys=keys)
+        pools = self._pools_filter(principal, raw_pools)
         all_transitions = query_bool(request, "all_transitions")
         ids: list[int] = []
-        for v in query_list(request, "id"):
+        for v in raw_ids:
             if not (v.isascii() and v.isdigit()) or not 1 <= int(v) <= UINT64_MAX:
                 raise bad_request(f"query parameter id must be a task id (got {v!r})")
             ids.append(int(v))
-        keys = query_list(request, "key")
 
         keep = event_filter(principal, pools, ids, keys, all_transitions, self.app.task_of_tenant)
         group = filter_group(principal, pools, ids, keys, all_transitions) if keep is not None else None
@@ -566,9 +571,7 @@ class HttpApi:
         if principal is not None and principal.pools is not None:
             for info in await self.app.list_recurring(None):
                 if info.name == name and info.pool not in principal.pools:
-                    raise HttpError(
-                        403, f"token is not allowed to use pool '{info.pool}'", "permission_denied"
-                    )
+                    return json_response({"removed": False})  # (as a missing one: no oracle)
         removed = await self.app.remove_recurring(principal, name)
         return json_response({"removed": removed})
 

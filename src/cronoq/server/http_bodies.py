@@ -184,7 +184,9 @@ class BulkRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     filter: TaskFilter
     request_key: Annotated[v.RequestKey, Field(description="a retry with it answers the first result")] = ""
-    force: Annotated[v.Force, Field(description="tasks:replay: also succeeded tasks")] = False
+    force: Annotated[
+        v.Force, Field(description="tasks:replay: also succeeded tasks and tasks that already have a replay")
+    ] = False
 
 
 #: every request body model (their schemas are the OpenAPI request schemas)

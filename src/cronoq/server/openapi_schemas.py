@@ -215,7 +215,15 @@ def _admin_responses() -> dict[str, Any]:
         },
         "BulkResponse": {
             "type": "object",
-            "properties": {"matched": {"type": "integer"}, "acted": {"type": "integer"}},
+            "properties": {
+                "matched": {"type": "integer"},
+                "acted": {"type": "integer"},
+                "resumed": {
+                    "type": "boolean",
+                    "description": "present (true) when an interrupted first call with this "
+                    "request_key was finished: the counts include what it did before",
+                },
+            },
             "required": ["matched", "acted"],
         },
     }

@@ -5,12 +5,13 @@ Theory of operation
 -------------------
 The role of each action is checked by the caller's transport (the gRPC interceptor, the HTTP
 route) before the request is read; here the *scope* is checked: a pool-restricted token may
-pause only its pools and schedules of its pools, replay only its own tasks (another pool's or
-tenant's task is as unknown as a missing one), and a bulk filter is narrowed to the token's
-pools (a filter naming another pool is PERMISSION_DENIED; no pool filter means the token's
-pools) and to its tenant.  Engine errors map to wire statuses: an unknown pool, schedule or
-task is NOT_FOUND, a bad filter INVALID_ARGUMENT, a refused replay FAILED_PRECONDITION with
-the :class:`~cronoq.errors.ReplayError` code, a store failure UNAVAILABLE.
+pause only its pools and schedules of its pools (others answer as missing ones), replay only
+its own tasks (another pool's or tenant's task is as unknown as a missing one), and a bulk
+filter is narrowed to the token's pools (a filter naming another token's pool is NOT_FOUND,
+as a missing pool: no existence oracle; no pool filter means the token's pools) and to its
+tenant.  Engine errors map to wire statuses: an unknown pool, schedule or task is NOT_FOUND, a
+bad filter INVALID_ARGUMENT, a refused replay FAILED_PRECONDITION with the
+:class:`~cronoq.errors.ReplayError` code, a store failure UNAVAILABLE.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from cronoq.errors import ArgumentTypeError, ReplayError, SchedulerError, SubmitError
 from cronoq.runtime.operations import BulkResult
 from cronoq.server.app import ApiError, store_failure
-from cronoq.server.auth import PermissionDenied, Principal, check_pool, restrict_pools
+from cronoq.server.auth import PermissionDenied, Principal, allows_pool, check_pool, restrict_pools
 
 if TYPE_CHECKING:
     from cronoq.server.app import ServerApp
@@ -38,6 +39,8 @@ __all__ = [
 
 T = TypeVar("T")
 
+#: the list-valued filter keywords (counted against ``limits.max_filter_items``)
+_LISTS = frozenset({"pools", "statuses", "kinds", "tags"})
 #: the keyword arguments of a bulk filter (``Scheduler.cancel_where`` / ``replay_where``)
 FILTER_FIELDS = (
     "pools",
@@ -82,11 +85,11 @@ async def set_paused(app: ServerApp, principal: Principal | None, kind: str, nam
     """Pause or resume pool (``kind`` "pool") or recurring schedule ``name``; True if changed."""
     sched = app.require_leader()
     if kind == "pool":
-        if name not in sched.pools:
+        if name not in sched.pools or not allows_pool(principal, name):  # (no oracle)
             raise ApiError("not_found", f"unknown pool '{name}'")
-        check_pool(principal, name)
         return await _run(lambda: sched.pause(name) if paused else sched.resume(name))
-    check_pool(principal, await _schedule_pool(app, name))
+    if not allows_pool(principal, await _schedule_pool(app, name)):
+        raise ApiError("not_found", f"unknown recurring schedule '{name}'")
     return await _run(lambda: sched.pause_recurring(name) if paused else sched.resume_recurring(name))
 
 
@@ -119,14 +122,20 @@ async def bulk(
     """``action`` ("cancel" / "replay") every task matching ``filt`` (FILTER_FIELDS keywords)
     within the caller's pools and tenant."""
     sched = app.require_leader()
+    sizes = [len(v) for k, v in filt.items() if k in _LISTS and isinstance(v, list | tuple | dict)]
+    tags = filt.get("tags")
+    app.check_filter(
+        items=sum(sizes), kinds=filt.get("kinds") or (), tags=tags if isinstance(tags, dict) else None,
+        request_key=request_key,
+    )  # fmt: skip
     if not any(v not in (None, (), [], {}) for v in filt.values()):
         raise ApiError("invalid_argument", "a bulk action needs at least one filter criterion", "invalid")
     kw = dict(filt)
     pools = list(kw.get("pools") or ())
     for p in pools:
-        if p not in sched.pools:
+        if p not in sched.pools or not allows_pool(principal, p):  # (no oracle)
             raise ApiError("not_found", f"unknown pool '{p}'")
-    restricted = restrict_pools(principal, pools)  # (PERMISSION_DENIED for another token's pool)
+    restricted = restrict_pools(principal, pools)  # (another token's pool was refused above)
     if not pools and restricted is not None:
         # the token's pools, of which a shard has only its own (docs/how-to/shards.md)
         restricted = [p for p in restricted if p in sched.pools]

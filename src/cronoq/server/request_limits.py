@@ -16,13 +16,17 @@ number of items.
 Limits (``[limits]``, see docs/how-to/security.md): ``max_deps`` (``deps`` and ``after``
 together), ``max_tags``/``max_tag_len``, ``max_resources``, ``max_labels``/``max_label_len``,
 ``max_key_len``, ``max_kind_len``, ``max_tenant_len``, and ``max_tasks_per_batch`` for
-batches (:func:`check_batch`).  Violations are :class:`InvalidArgument` (INVALID_ARGUMENT /
-400 ``invalid``).
+batches (:func:`check_batch`).  Filters (:func:`check_filter`: ``Watch`` / ``/v1/events``,
+listings, bulk actions) hold at most ``max_filter_items`` items, their keys, kinds and tags
+obey the task limits, and a bulk ``request_key`` is at most ``max_request_key_len``
+characters: a Watch keeps its filter for its whole life and a request key is remembered, so
+neither may be as large as a message.  Violations are :class:`InvalidArgument`
+(INVALID_ARGUMENT / 400 ``invalid``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -33,6 +37,7 @@ __all__ = [
     "InvalidArgument",
     "check_batch",
     "check_counts",
+    "check_filter",
     "check_json_task",
     "check_map",
     "check_spec",
@@ -116,3 +121,27 @@ def check_json_task(obj: Mapping[str, Any], limits: LimitsConfig) -> None:
         m = obj.get(name)
         if isinstance(m, dict):
             check_map(what, m, limit)
+
+
+def check_filter(
+    limits: LimitsConfig,
+    *,
+    items: int,
+    keys: Iterable[object] = (),
+    kinds: Iterable[object] = (),
+    tags: Mapping[Any, Any] | None = None,
+    request_key: object = None,
+) -> None:
+    """A filter of ``items`` items in all (ids, keys, pools, kinds, statuses, tags: counted
+    with ``len()`` before anything is converted), then its strings."""
+    if items > limits.max_filter_items:
+        raise InvalidArgument(
+            f"filter has too many items ({items}, max_filter_items {limits.max_filter_items})"
+        )
+    check_text("request_key", request_key, limits.max_request_key_len)
+    for k in keys:
+        check_text("key", k, limits.max_key_len)
+    for k in kinds:
+        check_text("kind", k, limits.max_kind_len)
+    if tags:
+        check_map("tag", tags, limits.max_tag_len)

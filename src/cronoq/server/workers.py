@@ -10,14 +10,17 @@ on the worker's session and awaits the worker's report:
 
 * ``Complete`` → the attempt returns a :class:`Blob` (output bytes + content type);
 * ``Fail`` → :class:`~cronoq.errors.Permanent` or :class:`~cronoq.errors.Retryable`
-  (with ``retry_after``);
+  (with ``retry_after``; its message, as a ``Nack``'s reason, cut to
+  ``limits.max_report_message_len`` characters: it is kept with the task and stored);
 * ``Nack`` → the lease is offered to another worker with a free slot within the same attempt:
   of the same group first, else of another group whose labels suit the task (the engine then
   moves the attempt onto that group's slot: :meth:`Core.move_attempt`); if none, the attempt
   fails retryably (``no worker accepted the lease: …``);
 * ``Cancelled`` → the task is cancelled through the scheduler;
 * ``ProgressReport`` (protocol version 5) → the attempt's context reports it
-  (``TaskContext.progress``); a report with bad values is dropped and logged, a stale one
+  (``TaskContext.progress``); a report with bad values is dropped and counted, and logged at
+  most once per interval with counts per worker (:class:`~cronoq.server.log_summary.LogSummary`:
+  one line per report would let one batch flood the log and hold the loop), a stale one
   counted like any stale report;
 * a disconnect → the attempt fails retryably (``worker disconnected``).
 
@@ -57,6 +60,7 @@ if TYPE_CHECKING:
 
 from cronoq.proto.flush import FlushQueue
 from cronoq.proto.protocol import session_version
+from cronoq.server.log_summary import LogSummary
 
 _log = logging.getLogger("cronoq.server.workers")
 
@@ -219,6 +223,11 @@ class WorkerSession:
             self.registry.sched.seam.count_stale()
         return att
 
+    def _cut(self, text: str) -> str:
+        """A worker's text as kept: at most ``max_report_message_len`` characters."""
+        n = self.registry.max_report_message_len
+        return text if len(text) <= n else f"{text[:n]}… (cut at {n} characters)"
+
     def heartbeat(self, lease: int) -> None:
         att = self.attempts.get(lease)
         if att is None:
@@ -234,7 +243,7 @@ class WorkerSession:
         try:
             att.ctx.progress(done, total, message)
         except ValueError as e:
-            _log.warning("worker %s '%s': progress of lease %d dropped: %s", self.id, self.name, lease, e)
+            self.registry.dropped_progress.note(f"worker {self.id} '{self.name}'", f"lease {lease}: {e}")
 
     def complete(self, lease: int, output: bytes, content_type: str) -> None:
         att = self._take(lease)
@@ -245,14 +254,14 @@ class WorkerSession:
     def fail(self, lease: int, message: str, permanent: bool, retry_after: float | None) -> None:
         att = self._take(lease)
         if att is not None:
-            att.fail(message, permanent, retry_after)
+            att.fail(self._cut(message), permanent, retry_after)
         self.registry._slot_freed(self)
 
     def nack(self, lease: int, reason: str) -> None:
         att = self._take(lease)
         if att is not None and not att.future.done():
             att.refused_by.add(self.id)
-            att.nack(reason)
+            att.nack(self._cut(reason))
         self.registry._slot_freed(self)
 
     def cancelled(self, lease: int) -> None:
@@ -280,6 +289,7 @@ class WorkerRegistry:
         pool_max: dict[str, int] | None = None,
         lease_ttl_s: dict[str, float | None] | None = None,
         max_message_bytes: int = 4 * 1024 * 1024,
+        max_report_message_len: int = 4096,
         outbox_size: int = 1024,
         on_change: Callable[[], None] | None = None,
     ) -> None:
@@ -289,10 +299,14 @@ class WorkerRegistry:
         self.pool_max = pool_max or {}
         self.lease_ttl_s = lease_ttl_s or {}
         self.max_message_bytes = max_message_bytes
+        #: a Fail message or Nack reason is cut to this many characters (it is kept, and stored)
+        self.max_report_message_len = max_report_message_len
         self.outbox_size = outbox_size
         self.sessions: dict[int, WorkerSession] = {}
         self._ids = itertools.count(1)
         self.on_change = on_change
+        #: invalid progress reports: counted, one summary line per interval (log_summary.py)
+        self.dropped_progress = LogSummary(_log, "progress reports dropped")
 
     # -- membership --------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from cronoq.engine.mutations import (
+    BulkKeyChange,
     Mutation,
     PauseChange,
     Recovered,
@@ -73,6 +74,9 @@ TASK_COLUMNS = (
     "output",
     "has_output",
 )
+
+#: Column order of a ``cronoq_bulk_keys`` row (a bulk action's request key and its progress).
+BULK_KEY_COLUMNS = ("action", "tenant", "key", "matched", "acted", "done", "at")
 
 
 def spec_dict(rec: TaskRecord) -> dict[str, Any]:
@@ -169,7 +173,7 @@ class _Row:
 class Batch:
     """One commit's worth of row writes, folded per task/schedule."""
 
-    __slots__ = ("inserts", "updates", "schedule_ops", "pause_ops")
+    __slots__ = ("inserts", "updates", "schedule_ops", "pause_ops", "bulk_key_ops")
 
     def __init__(self) -> None:
         #: full rows in TASK_COLUMNS order (upserted)
@@ -180,6 +184,8 @@ class Batch:
         self.schedule_ops: list[tuple[Any, ...]] = []
         #: (kind, name, paused): ``cronoq_paused`` rows to add (paused) or delete, in order
         self.pause_ops: list[tuple[str, str, bool]] = []
+        #: ``cronoq_bulk_keys`` rows to upsert, in BULK_KEY_COLUMNS order (the tenant "" for none)
+        self.bulk_key_ops: list[tuple[str, str, str, int, int, bool, int]] = []
 
 
 def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
@@ -238,6 +244,8 @@ def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
             batch.schedule_ops.append(("next", m.name, m.next, db_id(m.last)))
         elif type(m) is PauseChange:
             batch.pause_ops.append((m.kind, m.name, m.paused))
+        elif type(m) is BulkKeyChange:
+            batch.bulk_key_ops.append((m.action, m.tenant or "", m.key, m.matched, m.acted, m.done, m.at))
         else:
             raise TypeError(f"not a mutation: {m!r}")
     for r in rows.values():
@@ -288,18 +296,24 @@ def _replay_of(spec: str) -> int | None:
     return int(v) if isinstance(v, str) and v.isdigit() else None
 
 
+def _replay_tag(spec: TaskRecord) -> int | None:
+    v = (spec.tags or {}).get("cronoq.replay_of")
+    return int(v) if isinstance(v, str) and v.isdigit() else None
+
+
 def build_recovered(
     task_rows: Iterable[Sequence[Any]],
     schedule_rows: Iterable[Sequence[Any]],
     codec: Codec,
     cutoff_ns: int,
     paused_rows: Iterable[Sequence[Any]] = (),
+    bulk_key_rows: Iterable[Sequence[Any]] = (),
 ) -> Recovered:
     """Rows (TASK_COLUMNS order; schedules as (name, spec, payload, next, last); paused names
-    as (kind, name)) -> Recovered."""
+    as (kind, name); bulk keys in BULK_KEY_COLUMNS order) -> Recovered."""
     rec = Recovered()
     add_task_rows(rec, task_rows, codec, cutoff_ns)
-    return finish_recovered(rec, schedule_rows, codec, paused_rows)
+    return finish_recovered(rec, schedule_rows, codec, paused_rows, bulk_key_rows)
 
 
 def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Codec, cutoff_ns: int) -> None:
@@ -328,6 +342,10 @@ def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Cod
         if finished is not None:
             if finished < cutoff_ns:
                 continue
+            try:  # (an undecodable definition only loses the options: the outcome stays)
+                spec_rec: TaskRecord | None = spec_from_json(spec, None)
+            except Exception:
+                spec_rec = None
             out = None
             if has_output and output is not None:
                 try:
@@ -351,8 +369,9 @@ def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Cod
                     out,
                     bool(has_output) and output is not None,
                     priority,
-                    _tenant(spec),
-                    _replay_of(spec),
+                    _tenant(spec) if spec_rec is None else spec_rec.tenant,
+                    _replay_of(spec) if spec_rec is None else _replay_tag(spec_rec),
+                    spec_rec,
                 )
             )
             continue
@@ -376,9 +395,15 @@ def finish_recovered(
     schedule_rows: Iterable[Sequence[Any]],
     codec: Codec,
     paused_rows: Iterable[Sequence[Any]] = (),
+    bulk_key_rows: Iterable[Sequence[Any]] = (),
 ) -> Recovered:
-    """Add the schedules and the paused names, and put ``rec`` in id order."""
+    """Add the schedules, the paused names and the bulk request keys (BULK_KEY_COLUMNS order,
+    newest first, as the stores select them), and put ``rec`` in id order."""
     rec.paused = [(str(kind), str(name)) for kind, name in paused_rows]
+    rec.bulk_keys = [
+        BulkKeyChange(str(a), str(t) or None, str(k), int(m), int(n), bool(d), int(at))
+        for a, t, k, m, n, d, at in bulk_key_rows
+    ][::-1]
     for name, spec, payload, nxt, last in schedule_rows:
         try:
             obj = None if payload is None else codec.decode(bytes(payload))

@@ -8,8 +8,8 @@ rows in one round trip; it ships binary wheels for every supported CPython.  It 
 stubs, hence the ``type: ignore`` on its import.  It is imported only when a store opens.
 
 Tables live in the configured schema (created on open): ``cronoq_meta``, ``cronoq_leader``
-(``id=1, epoch, owner, since``), ``cronoq_tasks``, ``cronoq_schedules``, ``cronoq_paused`` — the same rows as
-:mod:`cronoq.store.sqlite`.
+(``id=1, epoch, owner, since``), ``cronoq_tasks``, ``cronoq_schedules``, ``cronoq_paused``,
+``cronoq_bulk_keys`` — the same rows as :mod:`cronoq.store.sqlite`.
 
 Leadership: the leader holds the session advisory lock ``(hashtext('cronoq'),
 hashtext(<schema>))`` on a dedicated connection.  Taking it bumps ``cronoq_leader.epoch``; a
@@ -41,9 +41,16 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from cronoq.engine.mutations import Mutation, Recovered
+from cronoq.engine.mutations import BULK_KEYS, Mutation, Recovered
 from cronoq.errors import Fenced, SchedulerError
-from cronoq.store._records import TASK_COLUMNS, add_task_rows, db_id, finish_recovered, fold
+from cronoq.store._records import (
+    BULK_KEY_COLUMNS,
+    TASK_COLUMNS,
+    add_task_rows,
+    db_id,
+    finish_recovered,
+    fold,
+)
 from cronoq.store.base import (
     TransientStoreError,
     bounded,
@@ -288,6 +295,16 @@ class PostgresStore:
                     name text NOT NULL,
                     PRIMARY KEY (kind, name)
                 );
+                CREATE TABLE IF NOT EXISTS {q}.cronoq_bulk_keys (
+                    action text NOT NULL,
+                    tenant text NOT NULL,
+                    key text NOT NULL,
+                    matched bigint NOT NULL,
+                    acted bigint NOT NULL,
+                    done boolean NOT NULL,
+                    at bigint NOT NULL,
+                    PRIMARY KEY (action, tenant, key)
+                );
                 """
             )
             v = await conn.fetchval(f"SELECT v FROM {q}.cronoq_meta WHERE k = 'schema'")
@@ -480,7 +497,11 @@ class PostgresStore:
                 paused = await conn.fetch(
                     f"SELECT kind, name FROM {self._q}.cronoq_paused ORDER BY kind, name"
                 )
-            return finish_recovered(rec, schedules, codec, paused)
+                bulk_keys = await conn.fetch(
+                    f"SELECT {', '.join(BULK_KEY_COLUMNS)} FROM {self._q}.cronoq_bulk_keys "
+                    f"ORDER BY at DESC LIMIT {BULK_KEYS}"
+                )
+            return finish_recovered(rec, schedules, codec, paused, bulk_keys)
 
         result: Recovered = await self._run(op)
         return result
@@ -538,6 +559,8 @@ class PostgresStore:
                         await conn.execute(
                             f"DELETE FROM {q}.cronoq_paused WHERE kind = $1 AND name = $2", kind, name
                         )
+                if batch.bulk_key_ops:
+                    await _write_bulk_keys(conn, q, batch.bulk_key_ops)
 
         await bounded(self, self._run(op), "PostgresStore")
 
@@ -563,3 +586,17 @@ class PostgresStore:
             return int(status.split()[-1])
 
         return int(await self._run(op))
+
+
+async def _write_bulk_keys(conn: Any, q: str, rows: list[tuple[str, str, str, int, int, bool, int]]) -> None:
+    """Upsert bulk request keys' progress; keep the newest :data:`BULK_KEYS` of them."""
+    await conn.executemany(
+        f"INSERT INTO {q}.cronoq_bulk_keys ({', '.join(BULK_KEY_COLUMNS)}) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (action, tenant, key) DO UPDATE "
+        "SET matched = excluded.matched, acted = excluded.acted, done = excluded.done, at = excluded.at",
+        rows,
+    )
+    await conn.execute(
+        f"DELETE FROM {q}.cronoq_bulk_keys WHERE (action, tenant, key) NOT IN "
+        f"(SELECT action, tenant, key FROM {q}.cronoq_bulk_keys ORDER BY at DESC LIMIT {BULK_KEYS})"
+    )

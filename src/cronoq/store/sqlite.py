@@ -13,7 +13,10 @@ Tables (created on open):
 * ``cronoq_tasks`` — one row per task (see :data:`cronoq.store._records.TASK_COLUMNS`);
 * ``cronoq_schedules(name, spec, payload, next, last)``;
 * ``cronoq_paused(kind, name)`` — the paused pools and recurring schedules (added by a later
-  version: ``CREATE TABLE IF NOT EXISTS`` adds it to an existing database on open).
+  version: ``CREATE TABLE IF NOT EXISTS`` adds it to an existing database on open);
+* ``cronoq_bulk_keys(action, tenant, key, matched, acted, done, at)`` — the progress of the
+  newest :data:`~cronoq.engine.mutations.BULK_KEYS` bulk request keys (added the same way;
+  older ones are deleted by the commit that writes a newer one).
 
 A standby polls the lease row every ``lock_poll`` seconds and takes it (bumping the epoch) when
 it has lapsed or was released.  The leader renews it every ``lease_renew`` seconds; every commit
@@ -35,9 +38,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from cronoq.engine.mutations import Mutation, Recovered
+from cronoq.engine.mutations import BULK_KEYS, Mutation, Recovered
 from cronoq.errors import Fenced, SchedulerError
-from cronoq.store._records import TASK_COLUMNS, build_recovered, db_id, fold
+from cronoq.store._records import BULK_KEY_COLUMNS, TASK_COLUMNS, build_recovered, db_id, fold
 from cronoq.store.base import (
     TransientStoreError,
     bounded,
@@ -97,7 +100,27 @@ CREATE TABLE IF NOT EXISTS cronoq_paused (
     name TEXT NOT NULL,
     PRIMARY KEY (kind, name)
 );
+CREATE TABLE IF NOT EXISTS cronoq_bulk_keys (
+    action TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    key TEXT NOT NULL,
+    matched INTEGER NOT NULL,
+    acted INTEGER NOT NULL,
+    done INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (action, tenant, key)
+);
 """
+_BULK_COLS = ", ".join(BULK_KEY_COLUMNS)
+_BULK_UPSERT = (
+    f"INSERT INTO cronoq_bulk_keys ({_BULK_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (action, tenant, key) DO UPDATE SET matched = excluded.matched, "
+    "acted = excluded.acted, done = excluded.done, at = excluded.at"
+)
+_BULK_PRUNE = (
+    "DELETE FROM cronoq_bulk_keys WHERE rowid NOT IN "
+    f"(SELECT rowid FROM cronoq_bulk_keys ORDER BY at DESC LIMIT {BULK_KEYS})"
+)
 
 _COLS = ", ".join(TASK_COLUMNS)
 _INSERT = (
@@ -396,13 +419,16 @@ class SqliteStore:
                 "SELECT name, spec, payload, next, last FROM cronoq_schedules ORDER BY name"
             ).fetchall()
             paused = conn.execute("SELECT kind, name FROM cronoq_paused ORDER BY kind, name").fetchall()
+            bulk_keys = conn.execute(
+                f"SELECT {_BULK_COLS} FROM cronoq_bulk_keys ORDER BY at DESC LIMIT {BULK_KEYS}"
+            ).fetchall()
             # rows are decoded as they are read (a cursor, not fetchall): the table's payloads
             # are never all in memory twice, as rows and as decoded payloads
             tasks = conn.execute(
                 f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NULL OR finished >= ? ORDER BY id",
                 (cutoff,),
             )
-            return build_recovered(tasks, schedules, codec, cutoff, paused)
+            return build_recovered(tasks, schedules, codec, cutoff, paused, bulk_keys)
         finally:
             conn.execute("COMMIT")
 
@@ -452,6 +478,9 @@ class SqliteStore:
                     )
                 else:
                     conn.execute("DELETE FROM cronoq_paused WHERE kind = ? AND name = ?", (kind, name))
+            if batch.bulk_key_ops:
+                conn.executemany(_BULK_UPSERT, batch.bulk_key_ops)
+                conn.execute(_BULK_PRUNE)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

@@ -120,6 +120,31 @@ def parse_config(
     raise ConfigError(errors, source)
 
 
+#: the deepest nesting of tables and arrays a configuration may have (the schema needs 5)
+MAX_DEPTH: Final = 32
+
+
+def too_deep(data: Mapping[str, Any]) -> str | None:
+    """The dotted path (shortened) of a value nested deeper than :data:`MAX_DEPTH`, or None;
+    iterative, so a 5,000-level ``[a.a.a...]`` header is measured without recursing."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(data, ())]
+    while stack:
+        value, path = stack.pop()
+        if len(path) > MAX_DEPTH:
+            return ".".join(path[:3]) + "..."
+        items = (
+            value.items()
+            if isinstance(value, Mapping)
+            else enumerate(value)
+            if isinstance(value, list)
+            else ()
+        )
+        for k, v in items:
+            if isinstance(v, Mapping | list):
+                stack.append((v, (*path, str(k))))
+    return None
+
+
 def loads_config(
     text: str,
     *,
@@ -135,6 +160,9 @@ def loads_config(
         raise ConfigError(f"invalid TOML: {e}", source) from None
     except RecursionError:  # (tomllib recurses per nesting level of arrays and inline tables)
         raise ConfigError("invalid TOML: values are nested too deeply", source) from None
+    deep = too_deep(data)
+    if deep is not None:  # (a dotted header nests without recursion in tomllib, not after it)
+        raise ConfigError(f"{deep}: tables and arrays nested more than {MAX_DEPTH} levels deep", source)
     return parse_config(data, env=env, insecure_no_auth=insecure_no_auth, source=source, shard=shard)
 
 

@@ -219,9 +219,9 @@ class LimitsConfig(Section):
         *("header_timeout_s", "max_streams_per_principal", "max_worker_sessions", "max_pending_bytes"),
         *("max_wait_s", "request_timeout_s", "max_concurrent_requests", "max_concurrent_streams"),
         *("max_slots_per_worker", "keepalive_interval_s", "keepalive_timeout_s", "key_retention_s"),
-        *("key_retention_max", "max_list"),
+        *("key_retention_max", "max_list", "max_request_key_len", "max_filter_items"),
         *("peer_timeout_s", "max_peer_calls", "peer_breaker_failures", "peer_breaker_reset_s"),
-        *("max_requests_per_principal", "max_connections_per_address"),
+        *("max_requests_per_principal", "max_connections_per_address", "max_report_message_len"),
     )
 
     max_tasks_per_batch: Int1 = Field(1000, description="tasks in one `SubmitBatch`")
@@ -293,4 +293,14 @@ class LimitsConfig(Section):
     )
     max_connections_per_address: Int1 = Field(
         1024, description="open HTTP connections from one client address (closed at once beyond)"
+    )
+    #: (ours, hardening round 2) what one request may make the server keep or scan: a bulk
+    #: action's request key is remembered (and stored), a Watch keeps its filter for its life
+    max_request_key_len: Int1 = Field(256, description="longest bulk `request_key`")
+    max_filter_items: Int1 = Field(
+        1000,
+        description="items of one filter: Watch / `/v1/events` ids, keys and pools; list and bulk filters",
+    )
+    max_report_message_len: Int1 = Field(
+        4096, description="longest failure message or Nack reason a worker reports (longer: cut)"
     )

@@ -289,11 +289,7 @@ class ShardedHttp:
         method = "Tasks/ReplayWhere" if action == "replay" else "Tasks/CancelWhere"
         resp = await self._call(request, method, msg)
         return json_response(
-            {
-                "matched": resp.matched,
-                "acted": resp.acted,
-                "unavailable_shards": list(resp.unavailable_shards),
-            }
+            json_shapes.bulk_json(resp.matched, resp.acted, list(resp.unavailable_shards), resp.resumed)
         )
 
     async def replay_where(self, request: Request) -> Response:

@@ -512,7 +512,8 @@ async def bulk(c: Routed) -> Any:
     """``ReplayWhere`` / ``CancelWhere`` on the shards of ``filter.pools`` (every shard when
     empty), one after the other in shard-number order, each with the part of ``limit`` still
     left; counts summed, unreached shards named (a partial action still reports what it did).
-    Each shard gets the same ``request_key`` (each is idempotent by itself)."""
+    Each shard gets the same ``request_key`` (each is idempotent by itself, durably: a retry
+    after a shard's failover answers what it did before, ``resumed`` when it finishes it)."""
     req = c.request
     wanted = list(req.filter.pools)
     shards = _shards_of(c, wanted)
@@ -541,6 +542,7 @@ async def bulk(c: Routed) -> Any:
             continue
         out.matched += a.matched
         out.acted += a.acted
+        out.resumed = out.resumed or a.resumed
     return out
 
 

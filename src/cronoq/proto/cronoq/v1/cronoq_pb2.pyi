@@ -903,14 +903,16 @@ class BulkRequest(_message.Message):
     def __init__(self, filter: _Optional[_Union[TaskFilter, _Mapping]] = ..., request_key: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
 
 class BulkResponse(_message.Message):
-    __slots__ = ("matched", "acted", "unavailable_shards")
+    __slots__ = ("matched", "acted", "unavailable_shards", "resumed")
     MATCHED_FIELD_NUMBER: _ClassVar[int]
     ACTED_FIELD_NUMBER: _ClassVar[int]
     UNAVAILABLE_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_FIELD_NUMBER: _ClassVar[int]
     matched: int
     acted: int
     unavailable_shards: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, matched: _Optional[int] = ..., acted: _Optional[int] = ..., unavailable_shards: _Optional[_Iterable[str]] = ...) -> None: ...
+    resumed: bool
+    def __init__(self, matched: _Optional[int] = ..., acted: _Optional[int] = ..., unavailable_shards: _Optional[_Iterable[str]] = ..., resumed: _Optional[bool] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("done", "total", "message", "at_unix_ns", "attempt")
