@@ -51,6 +51,7 @@ from cronoq.errors import InvalidSubmission, SubmitError
 
 if TYPE_CHECKING:
     from cronoq.engine.core import Core
+    from cronoq.engine.keyed import Keyed
     from cronoq.engine.pools import PoolState
     from cronoq.engine.resources import Resources
 
@@ -171,9 +172,13 @@ def resolve_pool(core: Core, opts: TaskOptions) -> int:
 
 def check_resources(res: Resources, opts: TaskOptions) -> None:
     """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid``
-    (docs/reference/behaviour.md#resources, docs/concepts/resources.md#keyed-resources)."""
+    (docs/reference/behaviour.md#resources, docs/concepts/resources.md#keyed-resources).
+
+    Also notes on ``opts`` the resources whose tasks the core tracks (``opts.tracked``).
+    """
+    tracked: list[tuple[Keyed, str, int]] = []
     for name, amount in (opts.resources or {}).items():
-        capacity = _capacity(res, name)
+        capacity, kr = _capacity(res, name)
         if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
             raise InvalidSubmission(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
         if amount > capacity:
@@ -182,10 +187,14 @@ def check_resources(res: Resources, opts: TaskOptions) -> None:
                 f"requested amount exceeds capacity of resource '{name}' "
                 f"(the task needs {amount} units, its capacity is {capacity})",
             )
+        if kr is not None:
+            tracked.append((kr, name, amount))
+    opts.tracked = tracked or None
 
 
-def _capacity(res: Resources, name: str) -> int:
-    """The capacity of what ``name`` asks for: a resource, or a key of a keyed one."""
+def _capacity(res: Resources, name: str) -> tuple[int, Keyed | None]:
+    """The capacity of what ``name`` asks for (a resource, or a key of a keyed one), and the
+    tracked resource it belongs to."""
     if not isinstance(name, str):
         raise InvalidSubmission(f"resource names must be strings (got {name!r})")
     kr = res.keyed.get(name)
@@ -195,13 +204,13 @@ def _capacity(res: Resources, name: str) -> int:
         )
     r = res.by_name.get(name)
     if r is not None:
-        return r.capacity
+        return r.capacity, kr
     base, sep, key = name.partition(":")
     kr = res.keyed.get(base) if sep else None
     if kr is not None and kr.per_key:
         if not key:
             raise InvalidSubmission(f"resource '{base}' needs a non-empty key: '{base}:<key>' (got '{name}')")
-        return kr.capacity_of(name)
+        return kr.capacity_of(name), kr
     if sep and (base in res.by_name or base in res.keyed):
         raise InvalidSubmission(
             f"resource '{base}' is not keyed (per_key=False): ask for '{base}', not '{name}'"
@@ -243,7 +252,7 @@ def plan_admission(core: Core, now: int, items: Sequence[BatchItem], single: boo
         _plan_windows(core, plan)
     _check_bounds(core, plan, now, single)
     if core.res.keyed:  # new keys of keyed resources: all of them fit under max_keys, or none
-        core.res.make_room((it.opts.resources for i, it in enumerate(items) if plan.dup[i] is None), now)
+        core.res.make_room((it.opts.tracked for i, it in enumerate(items) if plan.dup[i] is None), now)
     return plan
 
 

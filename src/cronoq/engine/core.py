@@ -327,8 +327,8 @@ class Core:
         deadline: int | None,
     ) -> TaskState:
         """Create a task in ``blocked`` under the next id and count it; the caller releases it."""
-        if opts.resources is not None and self.res.keyed:  # (its keys were checked, then judged)
-            self.res.make_room((opts.resources,), now)
+        if opts.tracked is not None:  # (its keys were checked, then judged)
+            self.res.make_room((opts.tracked,), now)
         seq = self.seq
         if seq > self.seq_limit:  # (never carries into the epoch or shard bits)
             msg = "task ids of this leadership term are exhausted: restart the leader"
@@ -352,7 +352,7 @@ class Core:
         if t.key is not None:
             self.keys.reserve(scoped_key(t.opts.tenant, t.key), t.id)
         self.live += 1
-        if t.opts.resources is not None and self.res.keyed:
+        if t.opts.tracked is not None:
             self.res.admitted(t, now, new)
         pool.pending += 1
         pool.pending_by_class[t.opts.priority] += 1
@@ -533,7 +533,7 @@ class Core:
         if not self.keep_payloads:
             t.payload = None
         self.live -= 1
-        if t.opts.resources is not None and self.res.keyed:
+        if t.opts.tracked is not None:
             self.res.ended(t, now)
         if t.fixed is not None:
             self.pools[t.opts.pool_index].release_fixed(t)
@@ -896,7 +896,7 @@ class Core:
         if not self.keep_payloads:
             t.payload = None
         self.live -= 1
-        if opts.resources is not None and self.res.keyed:
+        if opts.tracked is not None:
             self.res.ended(t, now)
         if self.publish:
             self._event(t, now, None)

@@ -101,10 +101,10 @@ class KeyBucket(TokenBucket):
     """The token bucket of one key (refill arithmetic inherited).
 
     Compact for idle keys: its last use is its last refill (``used`` is ``last``: every use
-    refills first), and its running units are counted from its tasks when asked.
+    refills first).
     """
 
-    __slots__ = ("live", "parent", "tasks")
+    __slots__ = ("live", "parent", "run", "tasks")
 
     def __init__(self, parent: Keyed, capacity: int, now: int) -> None:
         self.name = parent.name
@@ -115,6 +115,7 @@ class KeyBucket(TokenBucket):
         self.parent = parent
         self.tasks: dict[int, TaskState] | None = None
         self.live = 0
+        self.run = 0  # units of its running attempts
 
     @property
     def used(self) -> int:
@@ -123,25 +124,25 @@ class KeyBucket(TokenBucket):
     def take(self, k: int, now: int) -> None:
         self._refill(now)
         self.nano -= k * NS
+        self.run += k
         self.parent.run += k
 
     def try_take(self, k: int, now: int) -> bool:
         self._refill(now)
         if self.nano >= k * NS:
             self.nano -= k * NS
+            self.run += k
             self.parent.run += k
             return True
         return False
 
     def give_back(self, k: int) -> None:
         """Tokens are consumed, never returned; the attempt stops running."""
+        self.run -= k
         self.parent.run -= k
 
     def running(self, full: str) -> int:
-        tasks = self.tasks
-        if tasks is None:
-            return 0
-        return sum(_units(t, full) for t in tasks.values() if t.status == RUNNING)
+        return self.run
 
     def reset(self, now: int) -> None:
         self.nano = self.capacity * NS
@@ -210,7 +211,7 @@ class Keyed:
     def unit(self, full: str, now: int) -> Unit | None:
         """The live unit of ``full`` (None: unknown or forgotten); an expired idle one is reset."""
         u = self.keys.get(full)
-        if u is not None and u.tasks is None and self.per_key and u.used + self.ttl <= now:
+        if u is not None and not u.live and self.per_key and u.used + self.ttl <= now:
             u.reset(now)
         return u
 
@@ -236,12 +237,12 @@ class Keyed:
         """Forget the keys idle for ``ttl``; note when the next one may expire."""
         ttl = self.ttl
         keys = self.keys
-        dead = [f for f, u in keys.items() if u.tasks is None and u.used + ttl <= now]
+        dead = [f for f, u in keys.items() if not u.live and u.used + ttl <= now]
         for f in dead:
             del keys[f]
         soonest = now + ttl
         for u in keys.values():
-            if u.tasks is None and u.used + ttl < soonest:
+            if not u.live and u.used + ttl < soonest:
                 soonest = u.used + ttl
         self.next_expiry = soonest
         self.created = 0
@@ -254,35 +255,38 @@ class Keyed:
 
     def busiest(self, top: int, now: int) -> list[tuple[str, int, int, int]]:
         """The ``top`` keys by waiting units: ``(key, running, waiting, limit)``."""
-        rows = ((u.live - u.running(f), f, u) for f, u in self.keys.items() if u.tasks is not None)
+        rows = ((u.live - u.running(f), f, u) for f, u in self.keys.items() if u.live)
         best = heapq.nlargest(top, rows, key=lambda r: r[0])
         cut = len(self.name) + 1 if self.per_key else 0
         return [(f[cut:], u.running(f), w, u.capacity) for w, f, u in best]
 
 
 def admit(u: Unit, t: TaskState, k: int, now: int) -> None:
-    """Count live task ``t`` (``k`` units) in its key."""
-    tasks = u.tasks
-    if tasks is None:
-        tasks = u.tasks = {}
-    tasks[t.id] = t
+    """Count live task ``t`` (``k`` units) in its key (and keep it, for a policy's choices)."""
+    if u.parent.policy != QUEUE:
+        tasks = u.tasks
+        if tasks is None:
+            tasks = u.tasks = {}
+        tasks[t.id] = t
     u.live += k
     u.parent.live += k
     u.touch(now)
 
 
 def forget(u: Unit, t: TaskState, k: int, now: int) -> None:
-    """Task ``t`` no longer counts in its key (idempotent)."""
-    tasks = u.tasks
-    if tasks is None or tasks.pop(t.id, None) is None:
-        return
-    if not tasks:
-        u.tasks = None
+    """Task ``t`` no longer counts in its key (idempotent under a policy, which may forget a
+    task it cancels before the task ends; under ``queue`` a task is forgotten once, as it ends)."""
+    if u.parent.policy != QUEUE:
+        tasks = u.tasks
+        if tasks is None or tasks.pop(t.id, None) is None:
+            return
+        if not tasks:
+            u.tasks = None
     u.live -= k
     u.parent.live -= k
     u.touch(now)
     p = u.parent
-    if u.tasks is None and u.used + p.ttl < p.next_expiry:
+    if not u.live and u.used + p.ttl < p.next_expiry:
         p.next_expiry = u.used + p.ttl
 
 

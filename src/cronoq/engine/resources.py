@@ -47,6 +47,10 @@ if TYPE_CHECKING:
     from cronoq.engine.timers import Timers
 
 
+#: A tracked resource a task asks for: (its resource, the name asked, units)
+Tracked = tuple[Keyed, str, int]
+
+
 class ResourceConfig:
     """A named resource tasks can require: ``Resource.semaphore`` / ``Resource.token_bucket``.
 
@@ -210,9 +214,10 @@ class Resources:
     def unit(self, name: str) -> Semaphore | TokenBucket | Unit:
         """The unit a task's ``name`` (``"name:key"`` for a keyed one) takes from; it exists
         while the task is live."""
-        r = self.by_name.get(name)
-        if r is not None:
-            return r
+        return self.by_name.get(name) or self.keyed_unit(name)
+
+    def keyed_unit(self, name: str) -> Unit:
+        """The unit of key ``name`` (``"name:key"``) of a keyed resource."""
         return self.keyed[name[: name.find(":")]].keys[name]
 
     def take_all(self, need: dict[str, int], now: int) -> str | None:
@@ -220,9 +225,9 @@ class Resources:
         by_name = self.by_name
         if len(need) == 1:  # the common case: one resource, taken in one call
             ((name, k),) = need.items()
-            if (by_name.get(name) or self.unit(name)).try_take(k, now):
+            if (by_name.get(name) or self.keyed_unit(name)).try_take(k, now):
                 return None
-        units = [(by_name.get(name) or self.unit(name), k) for name, k in need.items()]
+        units = [(by_name.get(name) or self.keyed_unit(name), k) for name, k in need.items()]
         for (r, k), name in zip(units, need):
             if not r.can_take(k, now):
                 return name
@@ -232,7 +237,7 @@ class Resources:
 
     def give_back(self, name: str, k: int) -> None:
         """A running attempt ends: its units of ``name`` go back (a bucket keeps its tokens)."""
-        (self.by_name.get(name) or self.unit(name)).give_back(k)
+        (self.by_name.get(name) or self.keyed_unit(name)).give_back(k)
 
     def park(self, name: str, t: TaskState, token: int, now: int) -> None:
         """``t`` (lane token ``token``) waits until ``name`` can serve it."""
@@ -284,22 +289,17 @@ class Resources:
 
     # ---------------------------------------------------------------- tracked resources
 
-    def tracked(self, name: str) -> Keyed | None:
-        """The tracked resource a task's ``name`` belongs to (None: an untracked one)."""
-        kr = self.keyed.get(name)
-        if kr is not None or name in self.by_name:
-            return kr
-        i = name.find(":")
-        return self.keyed.get(name[:i]) if i > 0 else None
-
-    def make_room(self, needs: Iterable[dict[str, int] | None], now: int) -> None:
+    def make_room(self, needs: Iterable[list[Tracked] | None], now: int) -> None:
         """SubmitError ``overloaded`` when the new keys ``needs`` ask for pass a ``max_keys``."""
         seen: set[str] = set()
         new: dict[Keyed, int] = {}
-        for need in needs:
-            for name in need or ():
-                kr = self.tracked(name)
-                if kr is not None and kr.per_key and name not in seen and kr.unit(name, now) is None:
+        lists = [need for need in needs if need]
+        most = sum(len(need) for need in lists)  # at most this many new keys in all
+        for need in lists:
+            for kr, name, _ in need:
+                if len(kr.keys) + most <= kr.max_keys:
+                    continue  # room whatever is new (the common case: no lookup)
+                if kr.per_key and name not in seen and kr.unit(name, now) is None:
                     seen.add(name)
                     new[kr] = new.get(kr, 0) + 1
         for kr, n in new.items():
@@ -309,29 +309,25 @@ class Resources:
     def admitted(self, t: TaskState, now: int, new: bool) -> None:
         """A live task enters (``new``, or recovered): counted in each of its keys; a new one
         is then judged by the policies (:meth:`judge`)."""
-        for name, k in (t.opts.resources or {}).items():
-            kr = self.tracked(name)
-            if kr is not None:
-                admit(kr.ensure(name, now), t, k, now)
+        for kr, name, k in t.opts.tracked or ():
+            admit(kr.ensure(name, now), t, k, now)
         if new:
             self.doomed += self.judge(t, now)
 
     def ended(self, t: TaskState, now: int) -> None:
         """A task ended (or was cancelled by a policy): it no longer counts in its keys."""
-        for name, k in (t.opts.resources or {}).items():
-            kr = self.tracked(name)
-            u = None if kr is None else kr.keys.get(name)
+        for kr, name, k in t.opts.tracked or ():
+            u = kr.keys.get(name)
             if u is not None:
                 forget(u, t, k, now)
-                if u.tasks is None:
-                    self.waiters.pop(name, None)  # (stale entries only: nothing of it is ready)
+                if not u.live and name in self.waiters:
+                    del self.waiters[name]  # (stale entries only: nothing of it is ready)
 
     def judge(self, t: TaskState, now: int) -> list[tuple[TaskState, str]]:
         """The tasks the policies of new task ``t``'s resources cancel (``t`` may be one)."""
         out: list[tuple[TaskState, str]] = []
-        for name, k in (t.opts.resources or {}).items():
-            kr = self.tracked(name)
-            if kr is None or kr.policy == QUEUE:
+        for kr, name, k in t.opts.tracked or ():
+            if kr.policy == QUEUE:
                 continue
             victims = judge(kr.keys[name], name, t, k, now)
             msg = victim_message(name, kr.policy)
