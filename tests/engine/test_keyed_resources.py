@@ -276,3 +276,23 @@ def test_recovery_rebuilds_key_state_from_the_tasks():
     assert fresh.res.keyed["customer"].live_keys(NS) == 1
     dup = fresh.submit(NS, TaskOptions(resources={"customer:a": 1}), None)[0]
     assert fresh.tasks[dup].status_name == "cancelled", "the recovered task still holds key a"
+
+
+# ------------------------------------------------------------------ observability
+
+
+def test_snapshot_gauges_and_the_busiest_keys(make, mkpool):
+    d = make([mkpool(cap=10)], resources=[per_customer(1, limits={"big": 3}), Resource.semaphore("db", 1)])
+    for key, n in (("a", 4), ("b", 2), ("big", 5), ("c", 1)):
+        for _ in range(n):
+            d.submit(resources={f"customer:{key}": 1})
+    d.tick()
+    (gauge,) = d.core.snapshot(d.now).resources
+    assert (gauge.name, gauge.kind, gauge.per_key) == ("customer", "semaphore", True)
+    assert (gauge.keys, gauge.running, gauge.waiting) == (4, 6, 6)
+    top = d.core.res.busiest("customer", 2, d.now)
+    assert [tuple(k) for k in top] == [("a", 1, 3, 1), ("big", 3, 2, 3)]
+    with pytest.raises(ValueError, match="not a keyed resource"):
+        d.core.res.busiest("db", 2, d.now)
+    with pytest.raises(ValueError, match="top"):
+        d.core.res.busiest("customer", 0, d.now)

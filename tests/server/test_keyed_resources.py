@@ -5,6 +5,9 @@ wire keeps its ``resources`` map, so raw protobuf and the published client ask f
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,3 +113,43 @@ async def test_key_state_is_rebuilt_after_a_restart(tmp_path: Path) -> None:
     finally:
         await raw.close()
         assert sp.terminate() == 0, sp.log()
+
+
+def _http_get(sp: ServerProc, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://{sp.http}{path}", timeout=30) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+async def test_gauges_and_the_busiest_keys_over_http_and_grpc(server: ServerProc) -> None:
+    raw = Raw(server.grpc)
+    try:
+        for key, n in (("a", 3), ("b", 1)):
+            for _ in range(n):
+                spec = pb.TaskSpec(pool="idle", resources={f"customer:{key}": 1})
+                await raw.tasks.Submit(pb.SubmitRequest(task=spec))
+        status, text = _http_get(server, "/metrics")
+        assert status == 200
+        assert 'cronoq_resource_keys{resource="customer"} 2.0' in text
+        assert 'cronoq_resource_waiting{resource="customer"} 4.0' in text
+        assert "customer:a" not in text, "no per-key series"
+        status, body = _http_get(server, "/v1/resources/customer/keys?top=1")
+        assert status == 200
+        assert json.loads(body) == {
+            "resource": "customer",
+            "keys": [{"key": "a", "running": 0, "waiting": 3, "limit": 1}],
+        }
+        assert _http_get(server, "/v1/resources/customer/keys?top=0")[0] == 400
+        assert _http_get(server, "/v1/resources/nope/keys")[0] == 404
+        resp = await raw.admin.ListResourceKeys(pb.ResourceKeysRequest(resource="customer"))
+        assert [(k.key, k.waiting) for k in resp.keys] == [("a", 3), ("b", 1)]
+        snap = await raw.admin.Snapshot(pb.Empty())
+        gauges = {g.name: (g.keys, g.waiting, g.running) for g in snap.resources}
+        assert gauges["customer"] == (2, 4, 0)
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await raw.admin.ListResourceKeys(pb.ResourceKeysRequest(resource="nope"))
+        assert ei.value.code() == grpc.StatusCode.NOT_FOUND
+    finally:
+        await raw.close()

@@ -1084,9 +1084,8 @@ class Core:
 
     def snapshot(self, now: int) -> Snapshot:
         self._prune(now)
-        return build_snapshot(
-            now, self.config.window, self.pools, self.leases.values(), self.live, self.running, self.totals
-        )
+        r, w, lv = self.res.snapshot(now), self.config.window, self.leases.values()
+        return build_snapshot(now, w, self.pools, lv, self.live, self.running, self.totals, r)
 
     # ------------------------------------------------------------------ introspection
 

@@ -27,7 +27,7 @@ than ``queue`` is a :class:`Keyed` with its one unit under its own name, never f
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from cronoq.engine.model import RUNNING, TaskState
 from cronoq.engine.time import NS, to_ns
@@ -158,6 +158,19 @@ class KeyBucket(TokenBucket):
 
 Unit = KeySem | KeyBucket
 
+#: The most keys one listing returns (``top`` is clamped to it).
+MAX_TOP = 1000
+
+
+class ResourceKey(NamedTuple):
+    """One key of a keyed resource, as :meth:`Keyed.busiest` lists it (units, not tasks: a
+    task asking 2 units counts 2)."""
+
+    key: str
+    running: int
+    waiting: int
+    limit: int
+
 
 def _units(t: TaskState, full: str) -> int:
     """The units task ``t`` asks of ``full``."""
@@ -172,6 +185,7 @@ class Keyed:
         "cap",
         "created",
         "keys",
+        "kind",
         "limits",
         "live",
         "max_keys",
@@ -195,6 +209,7 @@ class Keyed:
         self.limits = dict(cfg.limits or {})
         self.max_keys = cfg.max_keys
         self.ttl = to_ns(cfg.idle_ttl)
+        self.kind = cfg.kind
         self.unit_cls: type[Unit] = KeySem if cfg.kind == SEMAPHORE else KeyBucket
         self.keys: dict[str, Unit] = {}
         self.live = 0  # units of live tasks, every key
@@ -253,12 +268,12 @@ class Keyed:
             self.sweep(now)
         return len(self.keys)
 
-    def busiest(self, top: int, now: int) -> list[tuple[str, int, int, int]]:
-        """The ``top`` keys by waiting units: ``(key, running, waiting, limit)``."""
+    def busiest(self, top: int, now: int) -> list[ResourceKey]:
+        """The ``top`` keys (at most :data:`MAX_TOP`) by waiting units, then running ones."""
         rows = ((u.live - u.running(f), f, u) for f, u in self.keys.items() if u.live)
-        best = heapq.nlargest(top, rows, key=lambda r: r[0])
+        best = heapq.nlargest(min(top, MAX_TOP), rows, key=lambda r: (r[0], r[2].live))
         cut = len(self.name) + 1 if self.per_key else 0
-        return [(f[cut:], u.running(f), w, u.capacity) for w, f, u in best]
+        return [ResourceKey(f[cut:], u.running(f), w, u.capacity) for w, f, u in best]
 
 
 def admit(u: Unit, t: TaskState, k: int, now: int) -> None:

@@ -30,6 +30,7 @@ from cronoq.engine.keyed import (
     POLICIES,
     QUEUE,
     Keyed,
+    ResourceKey,
     Unit,
     admit,
     check_limits,
@@ -40,6 +41,7 @@ from cronoq.engine.keyed import (
     victim_message,
 )
 from cronoq.engine.model import READY, TaskState
+from cronoq.engine.snapshot import ResourceSnapshot
 from cronoq.engine.units import SEMAPHORE, TOKEN_BUCKET, Semaphore, TokenBucket
 
 if TYPE_CHECKING:
@@ -335,6 +337,25 @@ class Resources:
             if t in victims:
                 break
         return out
+
+    # ---------------------------------------------------------------- observability
+
+    def snapshot(self, now: int) -> list[ResourceSnapshot]:
+        """The gauges of the tracked resources (bounded: one row per resource)."""
+        return [
+            ResourceSnapshot(kr.name, kr.kind, kr.per_key, kr.live_keys(now), kr.live - kr.run, kr.run)
+            for kr in self.keyed.values()
+        ]
+
+    def busiest(self, name: str, top: int, now: int) -> list[ResourceKey]:
+        """The ``top`` keys of resource ``name`` by waiting units (ValueError: ``name`` is not
+        a keyed resource, or one with a policy)."""
+        if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+            raise ValueError(f"top must be an int >= 1 (got {top!r})")
+        kr = self.keyed.get(name)
+        if kr is None:
+            raise ValueError(f"'{name}' is not a keyed resource (per_key=True) of this scheduler")
+        return kr.busiest(top, now)
 
 
 def cancel_doomed(core: Core, now: int) -> None:

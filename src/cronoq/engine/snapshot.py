@@ -70,6 +70,20 @@ class PoolSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class ResourceSnapshot:
+    """One keyed resource (or one with a policy): its live keys, and the units its tasks wait
+    for and hold (docs/concepts/resources.md#keyed-resources).  No per-key figures: those are
+    :meth:`Resources.busiest`'s, on demand."""
+
+    name: str
+    kind: str
+    per_key: bool
+    keys: int
+    waiting: int
+    running: int
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Engine-wide snapshot."""
 
@@ -78,6 +92,7 @@ class Snapshot:
     running: int
     pending: int
     totals: dict[str, int]
+    resources: list[ResourceSnapshot] = field(default_factory=list)
 
     def pool(self, name: str) -> PoolSnapshot | None:
         for p in self.pools:
@@ -113,6 +128,7 @@ def build_snapshot(
     live: int,
     running: int,
     totals: dict[str, int],
+    resources: list[ResourceSnapshot] | None = None,
 ) -> Snapshot:
     """The snapshot at ``now`` of ``pools`` (``window``: the metrics window, ns)."""
     running_by_pool: dict[int, int] = {}
@@ -127,6 +143,7 @@ def build_snapshot(
         running=running,
         pending=sum(p.pending for p in out),
         totals=totals,
+        resources=resources or [],
     )
 
 

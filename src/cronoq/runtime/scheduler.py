@@ -56,6 +56,7 @@ from cronoq.engine.admission import BatchItem
 from cronoq.engine.attempts import AttemptRecord, TaskExtras
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
+from cronoq.engine.keyed import ResourceKey
 from cronoq.engine.keys import same_tenant
 from cronoq.engine.model import FIRST_TERMINAL, STATUS_NAMES, TaskOptions, TaskState
 from cronoq.engine.progress import Progress, PublishProgress
@@ -903,6 +904,11 @@ class Scheduler(Operations):
     async def snapshot(self) -> Snapshot:
         core = self._require()
         return core.snapshot(self._now())
+
+    async def resource_keys(self, resource: str, top: int = 10) -> list[ResourceKey]:
+        """The ``top`` (1..1000) busiest keys of keyed resource ``resource`` by waiting units
+        (docs/concepts/resources.md#keyed-resources).  ValueError: not a keyed resource."""
+        return self._require().res.busiest(resource, top, self._now())
 
     async def set_capacity(self, pool: str, n: int) -> None:
         """Set a pool's capacity (worker slots) directly; not clamped to min/max."""

@@ -2,7 +2,8 @@
 
 Every scrape takes a fresh :meth:`Scheduler.snapshot` and renders it through a one-shot
 ``prometheus_client`` collector (nothing is kept between scrapes, so a standby or restarted
-process never reports stale series).  Per-pool series carry ``pool="<name>"``; per-class
+process never reports stale series).  Per-pool series carry ``pool="<name>"``, per keyed
+resource ``resource="<name>"`` (never a key: bounded cardinality); per-class
 series add ``class="critical|high|normal|low"``; quantile series add ``quantile``; per worker
 group series add ``group`` (the group's labels as ``k=v,k2=v2``, ``""`` for the unlabelled
 group).  Totals since start are ``cronoq_tasks_<name>_total`` counters.  A standby exports
@@ -172,6 +173,8 @@ class SnapshotCollector(Collector):
         yield cap
         yield busy
 
+        yield from _resource_gauges(snap)
+
         yield GaugeMetricFamily("cronoq_live_tasks", "Live (non-terminal) tasks.", value=snap.live_tasks)
         yield GaugeMetricFamily("cronoq_running", "Attempts running.", value=snap.running)
         yield GaugeMetricFamily("cronoq_pending", "Tasks pending.", value=snap.pending)
@@ -182,6 +185,23 @@ class SnapshotCollector(Collector):
             )
             c.add_metric([], _num(value))
             yield c
+
+
+#: (metric suffix, ResourceSnapshot attribute, help) of the per-resource gauges (no per-key
+#: series: the busiest keys are listed on demand, docs/concepts/resources.md#keyed-resources).
+_RESOURCE_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("keys", "keys", "Live keys of a keyed resource (with tasks, or used within idle_ttl)."),
+    ("waiting", "waiting", "Units asked by live tasks of the resource that are not running."),
+    ("running", "running", "Units held by running attempts of the resource."),
+)
+
+
+def _resource_gauges(snap: Snapshot) -> Iterator[Metric]:
+    for suffix, attr, help_ in _RESOURCE_GAUGES:
+        g = GaugeMetricFamily(f"cronoq_resource_{suffix}", help_, labels=["resource"])
+        for r in snap.resources:
+            g.add_metric([r.name], getattr(r, attr))
+        yield g
 
 
 def render(

@@ -678,7 +678,7 @@ class Totals(_message.Message):
     def __init__(self, submitted: _Optional[int] = ..., dispatched: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., cancelled: _Optional[int] = ..., skipped: _Optional[int] = ..., missed: _Optional[int] = ..., shed: _Optional[int] = ..., retries: _Optional[int] = ..., timeouts: _Optional[int] = ..., lease_expiries: _Optional[int] = ..., stale_completions: _Optional[int] = ...) -> None: ...
 
 class SnapshotResponse(_message.Message):
-    __slots__ = ("pools", "live_tasks", "running", "pending", "totals", "workers_connected", "unavailable_shards")
+    __slots__ = ("pools", "live_tasks", "running", "pending", "totals", "workers_connected", "unavailable_shards", "resources")
     POOLS_FIELD_NUMBER: _ClassVar[int]
     LIVE_TASKS_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
@@ -686,6 +686,7 @@ class SnapshotResponse(_message.Message):
     TOTALS_FIELD_NUMBER: _ClassVar[int]
     WORKERS_CONNECTED_FIELD_NUMBER: _ClassVar[int]
     UNAVAILABLE_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
     pools: _containers.RepeatedCompositeFieldContainer[PoolSnapshot]
     live_tasks: int
     running: int
@@ -693,7 +694,52 @@ class SnapshotResponse(_message.Message):
     totals: Totals
     workers_connected: int
     unavailable_shards: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, pools: _Optional[_Iterable[_Union[PoolSnapshot, _Mapping]]] = ..., live_tasks: _Optional[int] = ..., running: _Optional[int] = ..., pending: _Optional[int] = ..., totals: _Optional[_Union[Totals, _Mapping]] = ..., workers_connected: _Optional[int] = ..., unavailable_shards: _Optional[_Iterable[str]] = ...) -> None: ...
+    resources: _containers.RepeatedCompositeFieldContainer[ResourceGauge]
+    def __init__(self, pools: _Optional[_Iterable[_Union[PoolSnapshot, _Mapping]]] = ..., live_tasks: _Optional[int] = ..., running: _Optional[int] = ..., pending: _Optional[int] = ..., totals: _Optional[_Union[Totals, _Mapping]] = ..., workers_connected: _Optional[int] = ..., unavailable_shards: _Optional[_Iterable[str]] = ..., resources: _Optional[_Iterable[_Union[ResourceGauge, _Mapping]]] = ...) -> None: ...
+
+class ResourceGauge(_message.Message):
+    __slots__ = ("name", "kind", "per_key", "keys", "waiting", "running")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PER_KEY_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    kind: str
+    per_key: bool
+    keys: int
+    waiting: int
+    running: int
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., per_key: _Optional[bool] = ..., keys: _Optional[int] = ..., waiting: _Optional[int] = ..., running: _Optional[int] = ...) -> None: ...
+
+class ResourceKeysRequest(_message.Message):
+    __slots__ = ("resource", "top")
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    TOP_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    top: int
+    def __init__(self, resource: _Optional[str] = ..., top: _Optional[int] = ...) -> None: ...
+
+class ResourceKeyInfo(_message.Message):
+    __slots__ = ("key", "running", "waiting", "limit")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    running: int
+    waiting: int
+    limit: int
+    def __init__(self, key: _Optional[str] = ..., running: _Optional[int] = ..., waiting: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ResourceKeysResponse(_message.Message):
+    __slots__ = ("resource", "keys")
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    keys: _containers.RepeatedCompositeFieldContainer[ResourceKeyInfo]
+    def __init__(self, resource: _Optional[str] = ..., keys: _Optional[_Iterable[_Union[ResourceKeyInfo, _Mapping]]] = ...) -> None: ...
 
 class RecurringRequest(_message.Message):
     __slots__ = ("name", "cron", "tz", "template", "overlap")
