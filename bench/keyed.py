@@ -15,6 +15,9 @@ Figures:
     As above, each task also taking one token of its key's bucket
     (``Resource.token_bucket("api", 1e9, 1000, per_key=True)``: a rate that never binds).
     Target: at least 0.7 × the baseline.
+``one unkeyed semaphore``
+    Context, no target: the same loop with ``resources={"db": 1}`` (one unkeyed semaphore that
+    never binds): what taking any resource costs end to end.
 ``uncontended-key dispatch p99``
     The engine (``Core`` under virtual time) with 10,000 tasks of one hot key waiting on its
     permit (one running): the wall time of ``submit`` + ``tick`` until an uncontended key's
@@ -81,6 +84,8 @@ def _resources(mode: str) -> list[Resource]:
         out.append(Resource.semaphore("customer", 2, per_key=True))
     if mode == "stacked":
         out.append(Resource.token_bucket("api", 1e9, 1000, per_key=True))
+    if mode == "db":
+        out.append(Resource.semaphore("db", 1_000_000))
     return out
 
 
@@ -105,6 +110,9 @@ async def _enqueue_run(mode: str, n: int, keys: int) -> float:
         if mode == "none":
             for i in range(n):
                 await enqueue(i)
+        elif mode == "db":
+            for i in range(n):
+                await enqueue(i, resources={"db": 1})
         elif mode == "sem":
             for i in range(n):
                 await enqueue(i, resources={f"customer:{i % keys}": 1})
@@ -120,13 +128,13 @@ async def _enqueue_run(mode: str, n: int, keys: int) -> float:
 
 def bench_throughput(sz: dict[str, int]) -> list[Result]:
     n, keys, rep = sz["n"], sz["keys"], 2 * sz["repeat"]
-    rates: dict[str, list[float]] = {"none": [], "sem": [], "stacked": []}
+    rates: dict[str, list[float]] = {"none": [], "db": [], "sem": [], "stacked": []}
     for i in range(rep):
-        order = ("none", "sem", "stacked") if i % 2 == 0 else ("stacked", "sem", "none")
+        order = ("none", "db", "sem", "stacked") if i % 2 == 0 else ("stacked", "sem", "db", "none")
         for mode in order:
             rates[mode].append(n / run_async(lambda mode=mode: _enqueue_run(mode, n, keys)))
     base = median(rates["none"])
-    info = {"n": n, "keys": keys, "slots": SLOTS}
+    info = {"n": n, "keys": keys, "slots": SLOTS, "unkeyed_semaphore_rate": median(rates["db"])}
     return [
         Result("keyed", f"e2e tasks/s, per-key semaphore of 2 over {keys:,} keys", median(rates["sem"]),
                "tasks/s", base, "same enqueue without the resource", True, 0.8 * base, rates["sem"],
@@ -134,6 +142,9 @@ def bench_throughput(sz: dict[str, int]) -> list[Result]:
         Result("keyed", "e2e tasks/s, per-key semaphore + per-key token bucket", median(rates["stacked"]),
                "tasks/s", base, "same enqueue without the resources", True, 0.7 * base, rates["stacked"],
                rates["none"], info),
+        Result("keyed", "e2e tasks/s, one unkeyed semaphore (context: the cost of any resource)",
+               median(rates["db"]), "tasks/s", base, "same enqueue without the resource", True, None,
+               rates["db"], rates["none"], info),
     ]  # fmt: skip
 
 

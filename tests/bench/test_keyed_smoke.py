@@ -21,7 +21,7 @@ TINY = {"n": 300, "keys": 30, "repeat": 1, "hot": 200, "probes": 20, "idle": 2_0
 
 def test_every_figure_comes_out_positive() -> None:
     results = keyed.bench_memory(TINY) + keyed.bench_hot_key(TINY) + keyed.bench_throughput(TINY)
-    assert len(results) == 5
+    assert len(results) == 6
     for r in results:
         assert math.isfinite(r.value) and r.value > 0, r
         assert math.isfinite(r.baseline) and r.baseline > 0, r

@@ -197,6 +197,12 @@ def _capacity(res: Resources, name: str) -> tuple[int, Keyed | None]:
     tracked resource it belongs to."""
     if not isinstance(name, str):
         raise InvalidSubmission(f"resource names must be strings (got {name!r})")
+    base, sep, key = name.partition(":")
+    kr = res.keyed.get(base) if sep else None
+    if kr is not None and kr.per_key:  # (the common case first: a key of a keyed resource)
+        if not key:
+            raise InvalidSubmission(f"resource '{base}' needs a non-empty key: '{base}:<key>' (got '{name}')")
+        return kr.capacity_of(name), kr
     kr = res.keyed.get(name)
     if kr is not None and kr.per_key:
         raise InvalidSubmission(
@@ -205,12 +211,6 @@ def _capacity(res: Resources, name: str) -> tuple[int, Keyed | None]:
     r = res.by_name.get(name)
     if r is not None:
         return r.capacity, kr
-    base, sep, key = name.partition(":")
-    kr = res.keyed.get(base) if sep else None
-    if kr is not None and kr.per_key:
-        if not key:
-            raise InvalidSubmission(f"resource '{base}' needs a non-empty key: '{base}:<key>' (got '{name}')")
-        return kr.capacity_of(name), kr
     if sep and (base in res.by_name or base in res.keyed):
         raise InvalidSubmission(
             f"resource '{base}' is not keyed (per_key=False): ask for '{base}', not '{name}'"

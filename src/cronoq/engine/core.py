@@ -328,7 +328,7 @@ class Core:
     ) -> TaskState:
         """Create a task in ``blocked`` under the next id and count it; the caller releases it."""
         if opts.tracked is not None:  # (its keys were checked, then judged)
-            self.res.make_room((opts.tracked,), now)
+            self.res.room_for(opts.tracked, now)
         seq = self.seq
         if seq > self.seq_limit:  # (never carries into the epoch or shard bits)
             msg = "task ids of this leadership term are exhausted: restart the leader"

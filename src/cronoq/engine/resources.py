@@ -291,6 +291,13 @@ class Resources:
 
     # ---------------------------------------------------------------- tracked resources
 
+    def room_for(self, tracked: list[Tracked], now: int) -> None:
+        """:meth:`make_room` for one task (the submit hot path: no lookup far from the cap)."""
+        for kr, _, _ in tracked:
+            if len(kr.keys) + len(tracked) > kr.max_keys:
+                self.make_room((tracked,), now)
+                return
+
     def make_room(self, needs: Iterable[list[Tracked] | None], now: int) -> None:
         """SubmitError ``overloaded`` when the new keys ``needs`` ask for pass a ``max_keys``."""
         seen: set[str] = set()
