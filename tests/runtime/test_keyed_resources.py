@@ -103,3 +103,23 @@ async def test_named_tasks_take_a_key_per_call() -> None:
         with pytest.raises(SubmitError, match="is keyed"):
             await sync_customer.options(resources={"customer": 1}).submit("42")
         assert env.events
+
+
+async def test_resource_keys_lists_the_busiest_keys() -> None:
+    async def work(ctx, payload) -> None:
+        await ctx.sleep(10.0)
+
+    pools = [Pool("default", work, min=8, max=8, autoscale=False)]
+    per_customer = Resource.semaphore("customer", 1, per_key=True, limits={"big": 2})
+    async with cronoq.testing.run(pools, resources=[per_customer], autojump=False) as env:
+        s = env.scheduler
+        for key, n in (("a", 4), ("big", 3), ("c", 1)):
+            for _ in range(n):
+                await s.enqueue(None, resources={f"customer:{key}": 1})
+        await env.settle()
+        keys = await s.resource_keys("customer", top=2)
+        assert [tuple(k) for k in keys] == [("a", 1, 3, 1), ("big", 2, 1, 2)]
+        snap = await s.snapshot()
+        assert [(r.name, r.keys, r.waiting, r.running) for r in snap.resources] == [("customer", 3, 4, 4)]
+        with pytest.raises(ValueError, match="not a keyed resource"):
+            await s.resource_keys("nope")

@@ -130,6 +130,13 @@ class ResourceConfig:
         max_keys: int = 100_000,
         idle_ttl: float = 3600.0,
     ) -> ResourceConfig:
+        """A semaphore of ``permits`` units: a task asking ``k`` holds them while its attempt runs.
+
+        ``per_key=True``: one semaphore per key, asked for as ``"name:key"`` (``limits``: the
+        permits of given keys; ``max_keys`` live keys at most; a key idle ``idle_ttl`` seconds
+        is forgotten).  ``on_limit``: ``"queue"``, ``"cancel_newest"``, ``"cancel_oldest"`` or
+        ``"keep_latest"`` (docs/concepts/resources.md#keyed-resources).  ValueError when invalid.
+        """
         if isinstance(permits, bool) or not isinstance(permits, int) or permits < 1:
             raise ValueError(f"permits must be an int >= 1 (got {permits!r})")
         return cls(
@@ -150,6 +157,13 @@ class ResourceConfig:
         max_keys: int = 100_000,
         idle_ttl: float = 3600.0,
     ) -> ResourceConfig:
+        """A token bucket: starts full with ``burst`` tokens, refills ``rate`` per second; a task
+        asking ``k`` takes ``k`` tokens at dispatch.
+
+        ``per_key=True``: one bucket per key, asked for as ``"name:key"`` (``limits``: the burst
+        of given keys; ``max_keys``, ``idle_ttl`` as for a semaphore).  ``on_limit``: ``"queue"``
+        or ``"cancel_newest"`` (docs/concepts/resources.md#keyed-resources).  ValueError when invalid.
+        """
         if (
             isinstance(rate, bool)
             or not isinstance(rate, (int, float))
