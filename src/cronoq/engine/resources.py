@@ -210,7 +210,7 @@ class Resources:
     name a task asks for, ``"name:key"`` included; dispatch and parking work on such names.
     """
 
-    __slots__ = ("by_name", "doomed", "keyed", "timers", "waiters")
+    __slots__ = ("by_name", "doomed", "judging", "keyed", "timers", "waiters")
 
     def __init__(self, configs: Iterable[ResourceConfig], now: int, timers: Timers) -> None:
         self.by_name: dict[str, Semaphore | TokenBucket | Unit] = {}
@@ -226,6 +226,7 @@ class Resources:
         self.waiters: dict[str, list[tuple[int, int, int, TaskState]]] = {}
         self.timers = timers
         self.doomed: list[tuple[TaskState, str]] = []  # to cancel once the submission is committed
+        self.judging = any(kr.policy != QUEUE for kr in self.keyed.values())  # some policy applies
 
     def unit(self, name: str) -> Semaphore | TokenBucket | Unit:
         """The unit a task's ``name`` (``"name:key"`` for a keyed one) takes from; it exists
@@ -334,7 +335,7 @@ class Resources:
         is then judged by the policies (:meth:`judge`)."""
         for kr, name, k in t.opts.tracked or ():
             admit(kr.ensure(name, now), t, k, now)
-        if new:
+        if new and self.judging:
             self.doomed += self.judge(t, now)
 
     def ended(self, t: TaskState, now: int) -> None:
