@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -587,3 +588,15 @@ def test_bench(srv: ServerProc) -> None:
     r = cli(srv, "bench", "-n", "30", "--pool", "bench")
     assert r.returncode == 0, r.stderr
     assert "tasks/s" in r.stdout and "succeeded 30" in r.stdout
+
+
+def test_get_says_why_a_task_waits(srv: ServerProc) -> None:
+    """``cronoq get`` shows the server's one line on why a task is not running
+    (docs/getting-started/dashboard.md#why-a-task-waits): pool ``idle`` has no worker."""
+    out = ok_json(srv, "submit", "idle", "--pool", "idle")
+    info = ok_json(srv, "get", str(out["id"]))
+    assert info["status"] == "ready" and isinstance(info["waiting"], str) and info["waiting"]
+    human = cli(srv, "get", str(out["id"]))
+    assert human.returncode == 0
+    assert re.search(rf"^waiting\s+{re.escape(info['waiting'])}$", human.stdout, re.M), human.stdout
+    assert cli(srv, "cancel", str(out["id"])).returncode == 0

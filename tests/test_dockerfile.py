@@ -58,7 +58,10 @@ def _instructions() -> list[tuple[str, str]]:
 def test_dockerfile_shape() -> None:
     ins = _instructions()
     froms = [rest for op, rest in ins if op == "FROM"]
-    assert froms and all(f.startswith("python:3.") and "-slim" in f for f in froms)
+    assert froms and all(f.startswith("${BASE}") for f in froms)
+    # the published default is the official slim image; BASE swaps in a locally made one
+    (base,) = [rest for op, rest in ins[: ins.index(("FROM", froms[0]))] if op == "ARG"]
+    assert base.startswith("BASE=python:3.") and base.endswith("-slim"), base
     final = ins[max(i for i, (op, _) in enumerate(ins) if op == "FROM") :]
     users = [rest for op, rest in final if op == "USER"]
     assert users and not users[-1].startswith(("root", "0")), users

@@ -92,8 +92,9 @@ INTROS: Mapping[str, str] = {
     "[`Pool`](api.md#cronoq.Pool) default. Without `[[pools]]` there is one pool `default`.",
     "[pools.retry]": "A pool's retry policy, e.g. `retry = {max_attempts = 5, initial_backoff_s = 0.5}`.",
     "[pools.scaler]": 'A pool\'s scaler: the string `"external"` (the default: KEDA/HPA read `desired`, '
-    'workers bring the capacity) or a table; with `kind = "webhook"` (implied by `url`) the '
-    "desired count is POSTed to `url`, which is then required.",
+    'workers bring the capacity) or a table; `kind = "webhook"` (implied by `url`) requires `url`. '
+    "In this version the server calls no webhook: every pool only publishes `desired` "
+    "([autoscaling](../concepts/autoscaling.md)).",
     "[[resources]]": "Shared resources: a semaphore (`permits`, required) or a token bucket (`rate` and "
     "`burst`, required).",
     "[[shards]]": "One entry per shard ([Scaling out with shards](../how-to/shards.md)): every pool in "

@@ -71,15 +71,16 @@ async def _collect() -> tuple[bytes, list[Instrument]]:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from cronoq import Pool, Scheduler
+    from cronoq import Pool, Resource, Scheduler
     from cronoq.otel import instrument
     from cronoq.server.metrics import render
 
     async def run(ctx: Any, payload: Any) -> str:
         return "ok"
 
-    async with Scheduler([Pool("default", run, min=1, max=2)]) as sched:
-        await (await sched.submit(1))
+    # one resource, so the per-resource series are rendered too
+    async with Scheduler([Pool("default", run, min=1, max=2)], [Resource.semaphore("db", 2)]) as sched:
+        await (await sched.submit(1, resources={"db": 1}))
         snap = await sched.snapshot()
         text = render(snap, {"default": 1}, leader=True)
         reader = InMemoryMetricReader()

@@ -287,9 +287,11 @@ def test_snapshot_gauges_and_the_busiest_keys(make, mkpool):
         for _ in range(n):
             d.submit(resources={f"customer:{key}": 1})
     d.tick()
-    (gauge,) = d.core.snapshot(d.now).resources
-    assert (gauge.name, gauge.kind, gauge.per_key) == ("customer", "semaphore", True)
-    assert (gauge.keys, gauge.running, gauge.waiting) == (4, 6, 6)
+    rows = {r.name: r for r in d.core.snapshot(d.now).resources}
+    assert sorted(rows) == ["customer", "db"] and not rows["db"].per_key
+    gauge = rows["customer"]
+    assert (gauge.kind, gauge.per_key, gauge.capacity) == ("semaphore", True, 1)
+    assert (gauge.keys, gauge.in_use, gauge.waiting) == (4, 6, 6)
     top = d.core.res.busiest("customer", 2, d.now)
     assert [tuple(k) for k in top] == [("a", 1, 3, 1), ("big", 3, 2, 3)]
     with pytest.raises(ValueError, match="not a keyed resource"):

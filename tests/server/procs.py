@@ -259,3 +259,36 @@ class RawWorker:
     async def close(self, timeout: float = 10.0) -> None:
         self.out.put_nowait(None)
         await asyncio.wait_for(self.call.code(), timeout)
+
+
+# ---------------------------------------------------------------------------------------------
+# worker processes
+
+
+def start_worker(
+    log_path: Path, argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start a worker process (``argv``, output to ``log_path``) and wait until it printed
+    ``cronoq worker: registered``."""
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env or child_env(),
+            cwd=cwd,
+        )
+    deadline = time.monotonic() + 30
+    while "cronoq worker: registered" not in log_path.read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"worker not registered (exit {proc.poll()}):\n{log_path.read_text()}")
+        time.sleep(0.05)
+    return proc
+
+
+def stop_worker(proc: subprocess.Popen[bytes], log_path: Path) -> None:
+    """SIGTERM the worker; it must drain and exit 0."""
+    proc.terminate()
+    assert proc.wait(30) == 0, log_path.read_text()

@@ -146,7 +146,7 @@ async def test_gauges_and_the_busiest_keys_over_http_and_grpc(server: ServerProc
         resp = await raw.admin.ListResourceKeys(pb.ResourceKeysRequest(resource="customer"))
         assert [(k.key, k.waiting) for k in resp.keys] == [("a", 3), ("b", 1)]
         snap = await raw.admin.Snapshot(pb.Empty())
-        gauges = {g.name: (g.keys, g.waiting, g.running) for g in snap.resources}
+        gauges = {g.name: (g.keys, g.waiting, g.in_use) for g in snap.resources}
         assert gauges["customer"] == (2, 4, 0)
         with pytest.raises(grpc.aio.AioRpcError) as ei:
             await raw.admin.ListResourceKeys(pb.ResourceKeysRequest(resource="nope"))

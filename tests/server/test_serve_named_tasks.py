@@ -7,7 +7,6 @@ import datetime as dt
 import json
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from cronoq import TaskFailed
 from cronoq.client import Client
 
 from .named_app import Order, add, app, echo, flaky, ship
-from .procs import ServerProc, child_env, start_server
+from .procs import ServerProc, child_env, start_server, start_worker, stop_worker
 
 HERE = Path(__file__).resolve().parent
 
@@ -47,22 +46,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
     directory = tmp_path_factory.mktemp("named")
     sp = start_server(directory, SERVER_TOML, name="named")
     log_path = directory / "worker.log"
-    with open(log_path, "wb") as log:
-        worker = subprocess.Popen(
-            [*CLI, "worker", "named_app:app", "--pool", "default", "--slots", "4", "--app-dir", str(HERE),
-             "--server", sp.grpc],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
-        )  # fmt: skip
+    argv = [*CLI, "worker", "named_app:app", "--pool", "default", "--slots", "4", "--app-dir", str(HERE)]
+    worker = start_worker(log_path, [*argv, "--server", sp.grpc])
     try:
-        deadline = time.monotonic() + 30
-        while "cronoq worker: registered" not in log_path.read_text(errors="replace"):
-            assert worker.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.05)
         yield sp, worker
     finally:
-        worker.terminate()
-        assert worker.wait(30) == 0, log_path.read_text()
+        stop_worker(worker, log_path)
         assert sp.terminate() == 0, sp.log()
 
 

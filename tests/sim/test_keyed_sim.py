@@ -113,8 +113,9 @@ class KeyedSim:
                 assert u.live == live.get(full, 0), (full, u.live, live.get(full, 0))
             assert kr.run == sum(running[f] for f in running if f.partition(":")[0] == kr.name)
         for g in core.snapshot(now).resources:
-            kr = core.res.keyed[g.name]
-            assert (g.running, g.waiting) == (kr.run, kr.live - kr.run)
+            if g.per_key:
+                kr = core.res.keyed[g.name]
+                assert (g.in_use, g.waiting, g.keys) == (kr.run, kr.live - kr.run, len(kr.keys))
 
     def drain(self) -> None:
         """Complete what runs and follow the engine's wake-ups until no task is live."""

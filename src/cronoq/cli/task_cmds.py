@@ -414,6 +414,8 @@ def _detail_rows(info: Any) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     if info.name:
         rows.append(("name", info.name))
+    if info.waiting:
+        rows.append(("waiting", info.waiting))  # why it is not running
     rows.append(("progress", "-" if info.progress is None else _progress_text(info.progress)))
     if info.parents:
         rows.append(("parents", ", ".join(map(str, info.parents))))

@@ -191,7 +191,8 @@ class TaskInfo:
     are Unix seconds (None until they happen). ``progress`` is the latest attempt's progress
     (None: none reported); ``attempts``, ``parents`` and ``children`` are filled by
     ``Client.get`` (docs/how-to/progress.md), empty in listings; ``name`` is the named task's
-    name when the server knows it, else ""."""
+    name when the server knows it, else ""; ``waiting`` says why a task that has not finished
+    is not running ("" otherwise; docs/getting-started/dashboard.md#why-a-task-waits)."""
 
     id: int
     status: str
@@ -215,6 +216,7 @@ class TaskInfo:
     parents: tuple[int, ...] = ()
     children: tuple[int, ...] = ()
     name: str = ""
+    waiting: str = ""
 
     @classmethod
     def from_wire(cls, msg: pb.TaskInfo) -> TaskInfo:
@@ -240,6 +242,7 @@ class TaskInfo:
             parents=tuple(msg.parents),
             children=tuple(msg.children),
             name=msg.name,
+            waiting=msg.waiting,
         )
         _keep_wire(info, msg)
         return info

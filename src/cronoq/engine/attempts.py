@@ -86,6 +86,8 @@ class TaskExtras:
     attempts: list[AttemptRecord]
     parents: list[int]
     children: list[int]
+    #: why the task is not running, "" when it runs or has finished (engine/waiting.py)
+    waiting: str = ""
 
 
 def _failure_outcome(message: str | None) -> str:

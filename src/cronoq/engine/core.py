@@ -120,6 +120,7 @@ from cronoq.engine.timers import (
     Timers,
     task_timer_live,
 )
+from cronoq.engine.waiting import resource_use
 from cronoq.errors import SubmitError
 
 _PENDING = (True, True, True, False, True) + (False,) * 7  # blocked, scheduled, ready, retrying
@@ -1084,8 +1085,8 @@ class Core:
 
     def snapshot(self, now: int) -> Snapshot:
         self._prune(now)
-        r, w, lv = self.res.snapshot(now), self.config.window, self.leases.values()
-        return build_snapshot(now, w, self.pools, lv, self.live, self.running, self.totals, r)
+        state = (self.pools, self.leases.values(), self.live, self.running, self.totals)
+        return build_snapshot(now, self.config.window, *state, resource_use(self.res, now))
 
     # ------------------------------------------------------------------ introspection
 

@@ -363,10 +363,11 @@ class Resources:
     # ---------------------------------------------------------------- observability
 
     def snapshot(self, now: int) -> list[ResourceSnapshot]:
-        """The gauges of the tracked resources (bounded: one row per resource)."""
+        """The rows of the keyed resources (bounded: one row per resource, not per key)."""
         return [
-            ResourceSnapshot(kr.name, kr.kind, kr.per_key, kr.live_keys(now), kr.live - kr.run, kr.run)
+            ResourceSnapshot(kr.name, kr.kind, kr.cap, kr.run, kr.live - kr.run, True, kr.live_keys(now))
             for kr in self.keyed.values()
+            if kr.per_key
         ]
 
     def busiest(self, name: str, top: int, now: int) -> list[ResourceKey]:

@@ -71,16 +71,20 @@ class PoolSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class ResourceSnapshot:
-    """One keyed resource (or one with a policy): its live keys, and the units its tasks wait
-    for and hold (docs/concepts/resources.md#keyed-resources).  No per-key figures: those are
-    :meth:`Resources.busiest`'s, on demand."""
+    """Use of one shared resource: ``in_use`` of its ``capacity`` units (a semaphore's held
+    permits, a token bucket's spent tokens) and ``waiting`` ready tasks parked until it can
+    serve them (engine/waiting.py).  A keyed resource (``per_key``,
+    docs/concepts/resources.md#keyed-resources) has one row for all its keys: ``capacity`` is a
+    key's default, ``in_use`` the units its running attempts hold, ``waiting`` the units of its
+    live tasks not running, ``keys`` its live keys (no per-key rows: cardinality stays bounded)."""
 
     name: str
     kind: str
-    per_key: bool
-    keys: int
+    capacity: int
+    in_use: int
     waiting: int
-    running: int
+    per_key: bool = False
+    keys: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +134,8 @@ def build_snapshot(
     totals: dict[str, int],
     resources: list[ResourceSnapshot] | None = None,
 ) -> Snapshot:
-    """The snapshot at ``now`` of ``pools`` (``window``: the metrics window, ns)."""
+    """The snapshot at ``now`` of ``pools`` (``window``: the metrics window, ns) and of the
+    ``resources``' use."""
     running_by_pool: dict[int, int] = {}
     for t in running_attempts:
         el = now - t.attempt_started

@@ -56,7 +56,6 @@ from cronoq.engine.admission import BatchItem
 from cronoq.engine.attempts import AttemptRecord, TaskExtras
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
-from cronoq.engine.keyed import ResourceKey
 from cronoq.engine.keys import same_tenant
 from cronoq.engine.model import FIRST_TERMINAL, STATUS_NAMES, TaskOptions, TaskState
 from cronoq.engine.progress import Progress, PublishProgress
@@ -64,6 +63,7 @@ from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, 
 from cronoq.engine.resources import ResourceConfig
 from cronoq.engine.snapshot import Snapshot
 from cronoq.engine.time import check_seconds, to_ns
+from cronoq.engine.waiting import waiting_reason
 from cronoq.errors import (
     ArgumentTypeError,
     InvalidSubmission,
@@ -156,7 +156,8 @@ class Scheduler(Operations):
     choice: a request never waits for space); ``keep_payloads`` says whether finished tasks keep
     their payloads in memory so they can be replayed (default ``None``: yes, unless the store is
     durable, which holds them; docs/how-to/operations.md#replay); ``id_shard`` (1..255) puts a
-    shard number in the task ids (``shard << 56 | epoch << 40 | seq``; 0, the default: not sharded,
+    shard number in the task ids, which then read ``shard << 56 | epoch << 40 | seq``; 0, the
+    default, is not sharded and ids read ``epoch << 48 | seq`` (cronoq.engine.ids,
     docs/how-to/shards.md).
     """
 
@@ -905,11 +906,6 @@ class Scheduler(Operations):
         core = self._require()
         return core.snapshot(self._now())
 
-    async def resource_keys(self, resource: str, top: int = 10) -> list[ResourceKey]:
-        """The ``top`` (1..1000) busiest keys of keyed resource ``resource`` by waiting units
-        (docs/concepts/resources.md#keyed-resources).  ValueError: not a keyed resource."""
-        return self._require().res.busiest(resource, top, self._now())
-
     async def set_capacity(self, pool: str, n: int) -> None:
         """Set a pool's capacity (worker slots) directly; not clamped to min/max."""
         core = self._require()
@@ -1083,15 +1079,18 @@ class Scheduler(Operations):
 
     def task_extras(self, t: TaskState, full: bool = True) -> TaskExtras:
         """What the engine keeps beside the task record ``t`` (a record this scheduler's
-        lookups returned): its latest progress and, when ``full``, its attempt timeline and
-        dependency links, for a task's detail view (the server's ``TaskInfo``).  In memory only."""
+        lookups returned): its latest progress, why it is not running (engine/waiting.py) and,
+        when ``full``, its attempt timeline and dependency links, for a task's detail view (the
+        server's ``TaskInfo``).  In memory only."""
         core = self._core
         if core is None:
             return TaskExtras(None, [], [], [])
+        pi = t.opts.pool_index
+        why = waiting_reason(t, core.pools[pi], core.res, self._now()) if 0 <= pi < len(core.pools) else ""
         if not full:
-            return TaskExtras(core.progress.latest(t), [], [], [])
+            return TaskExtras(core.progress.latest(t), [], [], [], why)
         att = core.attempts
-        return TaskExtras(core.progress.latest(t), att.timeline(t), att.parents(t), att.children(t))
+        return TaskExtras(core.progress.latest(t), att.timeline(t), att.parents(t), att.children(t), why)
 
     def __repr__(self) -> str:
         return f"<Scheduler pools={self._pool_names} started={self.started}>"

@@ -370,7 +370,18 @@ class ServerApp:
         """``TaskInfo`` of ``t`` with its progress; ``detail`` (GetTask): also its attempts and
         dependency links (docs/how-to/progress.md)."""
         info = convert.task_info(t, self.pool_of(t), self.max_attempts(t), self.sched.seam.time_base)
-        return convert.add_extras(info, self.sched.task_extras(t, detail))
+        info = convert.add_extras(info, self.sched.task_extras(t, detail))
+        info.waiting = self.waiting_reason(t, info.waiting)
+        if detail:
+            convert.count_statuses(info.parent_statuses, info.parents, self.sched.seam.lookup)
+            convert.count_statuses(info.child_statuses, info.children, self.sched.seam.lookup)
+        return info
+
+    def waiting_reason(self, t: TaskState, engine_reason: str) -> str:
+        """Why ``t`` is not running, for ``TaskInfo.waiting``: the engine's reason
+        (engine/waiting.py); the place for the server's own reasons that go first (a ready
+        task whose kind no connected worker serves)."""
+        return engine_reason
 
     # ------------------------------------------------------------------ operations
 

@@ -15,11 +15,13 @@ Wire enum numbers come from the proto descriptors, matched to the engine's by na
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.model import (
     COND_NAMES,
     FIRST_TERMINAL,
+    STATUS_NAMES,
     SUCCEEDED,
     Dep,
     RetryPolicy,
@@ -232,6 +234,7 @@ def task_info(t: TaskState, pool: str, max_attempts: int, time_base: int) -> pb.
         output_available=t.status == SUCCEEDED and isinstance(t.output, Blob),
         tenant=t.opts.tenant or "",
         priority=_enum(enums.PRIORITY_TO_WIRE[t.opts.priority]),
+        tags=t.opts.tags or {},
     )
     info.created_unix_ns = time_base + t.created_at
     if t.started_at is not None:
@@ -240,6 +243,17 @@ def task_info(t: TaskState, pool: str, max_attempts: int, time_base: int) -> pb.
         info.finished_unix_ns = time_base + t.finished_at
     replay_links(info, t)
     return info
+
+
+def count_statuses(
+    out: MutableMapping[str, int], ids: Iterable[int], lookup: Callable[[int], TaskState | None]
+) -> None:
+    """``out[status] += 1`` for each of the tasks ``ids`` ("unknown": no longer retained), the
+    summary of a wide fan-in (``TaskInfo.parent_statuses`` / ``child_statuses``)."""
+    for tid in ids:
+        t = lookup(tid)
+        name = STATUS_NAMES[t.status] if t is not None else "unknown"
+        out[name] = out.get(name, 0) + 1
 
 
 def replay_links(info: pb.TaskInfo, t: TaskState) -> None:
@@ -262,9 +276,9 @@ def _unix_ns(seconds: float) -> int:
 
 def add_extras(info: pb.TaskInfo, extras: TaskExtras) -> pb.TaskInfo:
     """``info`` with what the engine keeps beside the task record (docs/how-to/progress.md):
-    progress, attempt timeline, dependency links (``TaskInfo`` fields 15 and 18-20), and the
-    name (21): the kind a task was given (a named task's kind is its name), "" for the default
-    kind."""
+    progress, attempt timeline, dependency links (``TaskInfo`` fields 15 and 18-20), why it is
+    not running (48), and the name (21): the kind a task was given (a named task's kind is its
+    name), "" for the default kind."""
     p = extras.progress
     if p is not None:
         prog = info.progress
@@ -283,6 +297,7 @@ def add_extras(info: pb.TaskInfo, extras: TaskExtras) -> pb.TaskInfo:
             ai.ended_unix_ns = _unix_ns(a.ended_at)
     info.parents.extend(extras.parents)
     info.children.extend(extras.children)
+    info.waiting = extras.waiting
     if info.kind and info.kind != DEFAULT_KIND:  # a named task's kind is its name
         info.name = info.kind
     return info
@@ -354,6 +369,7 @@ def snapshot_msg(snap: Snapshot, workers_by_pool: dict[str, int]) -> pb.Snapshot
                 workers_connected=workers_by_pool.get(p.name, 0),
                 groups=[pb.WorkerGroup(labels=g.labels, capacity=g.capacity, busy=g.busy) for g in p.groups],
                 paused=p.paused,
+                ready=p.ready,
             )
         )
     tot = snap.totals
@@ -365,14 +381,15 @@ def snapshot_msg(snap: Snapshot, workers_by_pool: dict[str, int]) -> pb.Snapshot
         pending=snap.pending,
         totals=totals,
         workers_connected=sum(workers_by_pool.values()),
-        resources=[_resource_gauge(r) for r in snap.resources],
+        resources=[_resource_use(r) for r in snap.resources],
     )
 
 
-def _resource_gauge(r: ResourceSnapshot) -> pb.ResourceGauge:
-    return pb.ResourceGauge(
-        name=r.name, kind=r.kind, per_key=r.per_key, keys=r.keys, waiting=r.waiting, running=r.running
-    )
+def _resource_use(r: ResourceSnapshot) -> pb.ResourceUse:
+    return pb.ResourceUse(
+        name=r.name, kind=r.kind, capacity=r.capacity, in_use=r.in_use, waiting=r.waiting,
+        per_key=r.per_key, keys=r.keys,
+    )  # fmt: skip
 
 
 def resource_keys_msg(resource: str, keys: list[ResourceKey]) -> pb.ResourceKeysResponse:

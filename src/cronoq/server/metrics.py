@@ -172,8 +172,8 @@ class SnapshotCollector(Collector):
                 busy.add_metric([p.name, lab], _num(grp.busy))
         yield cap
         yield busy
-
-        yield from _resource_gauges(snap)
+        if self.pools is None:  # resources are shared by every pool: not for a pool-scoped token
+            yield from _resource_gauges(snap)
 
         yield GaugeMetricFamily("cronoq_live_tasks", "Live (non-terminal) tasks.", value=snap.live_tasks)
         yield GaugeMetricFamily("cronoq_running", "Attempts running.", value=snap.running)
@@ -187,20 +187,20 @@ class SnapshotCollector(Collector):
             yield c
 
 
-#: (metric suffix, ResourceSnapshot attribute, help) of the per-resource gauges (no per-key
-#: series: the busiest keys are listed on demand, docs/concepts/resources.md#keyed-resources).
 _RESOURCE_GAUGES: tuple[tuple[str, str, str], ...] = (
-    ("keys", "keys", "Live keys of a keyed resource (with tasks, or used within idle_ttl)."),
-    ("waiting", "waiting", "Units asked by live tasks of the resource that are not running."),
-    ("running", "running", "Units held by running attempts of the resource."),
+    ("capacity", "capacity", "Units of a shared resource (semaphore permits, bucket burst)."),
+    ("in_use", "in_use", "Units in use: permits held by running attempts, or tokens spent and not refilled."),
+    ("waiting", "waiting", "Ready tasks parked until the resource can serve them (keyed: units waiting)."),
+    ("keys", "keys", "Live keys of a keyed resource (with tasks, or used within idle_ttl); 0 if unkeyed."),
 )
 
 
 def _resource_gauges(snap: Snapshot) -> Iterator[Metric]:
+    """``cronoq_resource_*{resource}``: each shared resource's use (engine/waiting.py)."""
     for suffix, attr, help_ in _RESOURCE_GAUGES:
         g = GaugeMetricFamily(f"cronoq_resource_{suffix}", help_, labels=["resource"])
         for r in snap.resources:
-            g.add_metric([r.name], getattr(r, attr))
+            g.add_metric([r.name], _num(getattr(r, attr)))
         yield g
 
 

@@ -84,13 +84,15 @@ Retry = Annotated[RetryPolicy, PlainValidator(_retry, json_schema_input_type=Ret
 
 class ScalerConfig(Section):
     """A pool's scaler: ``external`` (KEDA/HPA read ``desired``; workers bring capacity) or
-    ``webhook`` (the desired count is POSTed to ``url``, with ``Bearer $token_env`` if set)."""
+    ``webhook`` (``url``, with ``Bearer $token_env`` if set). Both are validated, but in this
+    version the server calls no webhook: every pool only publishes ``desired``
+    (docs/concepts/autoscaling.md)."""
 
     table_what: ClassVar[str] = '"external" or a table {kind, url, token_env}'
     file_keys: ClassVar[tuple[str, ...] | None] = ("kind", "url", "token_env")
 
     kind: ScalerKind = Field("external", description="`external` or `webhook`")
-    url: HttpUrl | None = Field(None, description="webhook URL the desired count is POSTed to")
+    url: HttpUrl | None = Field(None, description="webhook URL (validated, not called yet)")
     token_env: EnvName | None = Field(
         None, description="environment variable with a bearer token for the webhook"
     )

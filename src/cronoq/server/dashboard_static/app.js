@@ -14,6 +14,7 @@ import {
 } from "./api.js";
 import { TimeChart } from "./chart.js";
 import { renderResources } from "./resources.js";
+import { fanSummary, fmtInZone, pendingSplit, resourceRows, rowNote, tagCell } from "./oncall.js";
 import {
   $,
   $$,
@@ -277,6 +278,9 @@ function renderSnapshot(snap) {
   }
   if (!grid.children.length) grid.append(h("p.muted", { text: "No pools." }));
   else $$("p.muted", grid).forEach((x) => x.remove());
+  const res = snap.resources || [];
+  $("#resources").hidden = !res.length;
+  $("#resources-body").replaceChildren(...resourceRows(res));
   if (!state.historyLoaded && state.poolCards.size) loadHistory();
   scheduleDraw();
 }
@@ -356,6 +360,7 @@ function makePoolCard(name) {
     }),
   );
   const pendingText = h("span.mono", { dataset: { stat: "pending" } });
+  const splitText = h("div.pending-split", { dataset: { stat: "pending-split" } });
   const classbar = h("div.classbar", { "aria-hidden": "true" });
   const capCanvas = h("canvas.chart", { id: `chart-cap-${slug}`, dataset: { pool: name, chart: "capacity" } });
   const pendCanvas = h("canvas.chart.small", { id: `chart-pend-${slug}`, dataset: { pool: name, chart: "pending" } });
@@ -379,6 +384,7 @@ function makePoolCard(name) {
       h("span.muted", null, "pending ", pendingText),
       pauseBtn,
     ),
+    splitText,
     stats,
     h(
       "div.chart-title",
@@ -412,7 +418,7 @@ function makePoolCard(name) {
     stacked: true,
     series: CLASSES.map((k) => ({ key: k, label: k, color: `--c-${k}` })),
   });
-  return Object.assign(pc, { card, charts: [cap, pend], fields, pendingText, classbar, badge, pauseBtn, name });
+  return Object.assign(pc, { card, charts: [cap, pend], fields, pendingText, splitText, classbar, badge, pauseBtn, name });
 }
 
 function updatePoolCard(pc, p, now) {
@@ -428,6 +434,8 @@ function updatePoolCard(pc, p, now) {
   const row = Object.fromEntries(CLASSES.map((k, i) => [k, Number(pend[i] || 0)]));
   const total = CLASSES.reduce((s, k) => s + row[k], 0);
   pc.pendingText.textContent = `${fmtNum(total)} (${CLASSES.map((k) => `${k[0]}:${fmtNum(row[k])}`).join(" ")})`;
+  pc.pendingText.title = pendingSplit(p, total);
+  pc.splitText.textContent = pendingSplit(p, total);
   pc.classbar.replaceChildren(
     ...CLASSES.filter((k) => row[k] > 0).map((k) => {
       const s = h(`span.sw-${k}`);
@@ -670,7 +678,7 @@ function renderTaskTable() {
   t.dirtyRows.clear();
   if (!trs.length) {
     const msg = t.loading ? "Loading…" : "No tasks.";
-    body.replaceChildren(h("tr", null, h("td.empty", { colspan: 10, text: msg })));
+    body.replaceChildren(h("tr", null, h("td.empty", { colspan: 12, text: msg })));
     return;
   }
   // move only what is out of place (keeps focus and avoids relayout of unchanged rows)
@@ -737,6 +745,7 @@ function fillRow(tr, r) {
   tr.classList.toggle("selected", selected);
   const pending = r.partial ? "…" : "";
   const prog = rowProgress(r);
+  const note = rowNote(r);
   tr.replaceChildren(
     h(
       "td.c-sel",
@@ -750,15 +759,19 @@ function fillRow(tr, r) {
       }),
     ),
     h("td", null, h("button.link", { type: "button", "aria-label": `Open task ${r.id}`, onclick: () => openTask(r.id), text: r.id })),
-    h(
-      "td.key",
-      { title: r.name ? `named task ${r.name}${r.key ? ` (key ${r.key})` : ""}` : r.key || "" },
-      r.name ? [h("span.badge.name", { text: "named" }), " ", r.name] : r.key || "",
-    ),
+    h("td.key", { title: r.key || "", text: r.key || "–" }),
+    h("td.c-name", { title: r.name ? `named task ${r.name}` : "" }, r.name ? [h("span.badge.name", { text: "named" }), " ", r.name] : "–"),
+    (({ title, children }) => h("td.c-tags", { title }, children))(tagCell(r.tags)),
     h("td", { text: r.pool || "" }),
     h("td.c-kind", { text: r.kind || pending }),
     h("td.c-prio", { text: r.priority || pending }),
-    h("td", null, h(`span.status.st-${r.status}`, { text: r.status }), prog ? [" ", progressBar(prog, `Progress of task ${r.id}`)] : null),
+    h(
+      "td.c-status",
+      null,
+      h(`span.status.st-${r.status}`, { text: r.status }),
+      prog ? [" ", progressBar(prog, `Progress of task ${r.id}`)] : null,
+      (note ? h(`div.row-note.${note.kind}`, { text: note.text, title: note.title, dataset: { note: note.kind } }) : null),
+    ),
     h("td.c-attempt", { text: r.max_attempts ? `${r.attempt}/${r.max_attempts}` : String(r.attempt ?? "") }),
     h("td", { title: created ? created.toISOString() : "", text: created ? fmtTime(created) : "" }),
     h(
@@ -839,6 +852,7 @@ function applyEventsToTasks(events) {
   for (const ev of events) {
     const row = t.byId.get(ev.id);
     if (row) {
+      if (row.status !== ev.status) row.waiting = ""; // said for the old status
       row.status = ev.status;
       row.attempt = ev.attempt;
       if (ev.message) row.message = ev.message;
@@ -1285,6 +1299,10 @@ function renderDetail() {
     ["Finished", finished ? `${fmtTime(finished)} · ran ${secs(started, finished)}` : "–"],
     ["Message", i.message || "–"],
   ];
+  const why = rowNote(i);
+  if (why && why.kind === "waiting") kv.splice(1, 0, ["Why not running", h("span", { id: "detail-waiting", text: why.text })]);
+  const tags = tagCell(i.tags, 20);
+  if (tags.title) kv.push(["Tags", h("span", { title: tags.title }, tags.children)]);
   if (i.name) kv.splice(2, 0, ["Name", i.name]);
   const link = (id, label) => h("button.link", { type: "button", text: id, "aria-label": `${label} ${id}`, onclick: () => openTask(id) });
   if (i.replay_of && i.replay_of !== "0") kv.push(["Replay of", link(String(i.replay_of), "Open the original task")]);
@@ -1470,6 +1488,11 @@ function attemptTimeline(i) {
 }
 
 /** Parents → this task → children, with statuses; every other node opens its task. */
+/** `s` cut to `n` characters with an ellipsis. */
+function clip(s, n) {
+  return s.length > n ? `${s.slice(0, n - 1)}…` : s;
+}
+
 function depGraph(i, known) {
   const parents = (i.parents || []).slice(0, DEPS_MAX).map(String);
   const children = (i.children || []).slice(0, DEPS_MAX).map(String);
@@ -1496,7 +1519,8 @@ function depGraph(i, known) {
   const node = (id, x, y, self) => {
     const info = self ? i : known.get(id);
     const status = info ? info.status : "";
-    const label = `${self ? "this task" : `task ${id}`}${status ? ` · ${status}` : ""}`;
+    const name = info ? info.key || info.name || "" : "";
+    const label = `${self ? "this task" : `task ${id}`}${name ? ` (${name})` : ""}${status ? ` · ${status}` : ""}`;
     const g = svgEl(
       "g",
       {
@@ -1517,7 +1541,7 @@ function depGraph(i, known) {
             },
       },
       svgEl("rect", { width: nodeW, height: nodeH, rx: 6 }),
-      svgEl("text", { x: 8, y: 13, class: "dep-id", text: `#${id}${info && (info.name || info.key) ? ` ${info.name || info.key}` : ""}`.slice(0, 22) }),
+      svgEl("text", { x: 8, y: 13, class: "dep-id", text: clip(name || `#${id}`, 22) }),
       svgEl("text", { x: 8, y: 25, class: `dep-status st-${status}`, text: status || "…" }),
       svgEl("title", { text: label }),
     );
@@ -1534,10 +1558,14 @@ function depGraph(i, known) {
   parents.forEach((id, k) => svg.append(node(id, col[0], yOf(k, parents.length), false)));
   svg.append(node(i.id, col[1], cy, true));
   children.forEach((id, k) => svg.append(node(id, col[2], yOf(k, children.length), false)));
-  const more = [];
-  if ((i.parents || []).length > DEPS_MAX) more.push(`${i.parents.length - DEPS_MAX} more parents`);
-  if ((i.children || []).length > DEPS_MAX) more.push(`${i.children.length - DEPS_MAX} more children`);
-  return h("div.deps-box", null, svg, more.length ? h("p.muted", { text: `(${more.join(", ")} not drawn)` }) : null);
+  // a wide fan-in or fan-out is summarised by status (the server counts them all); the graph
+  // draws the first DEPS_MAX of each side
+  const sums = [];
+  const np = (i.parents || []).length;
+  const nc = (i.children || []).length;
+  if (np > 1) sums.push(h("p.dep-summary", { dataset: { side: "parents" }, text: fanSummary(np, i.parent_statuses, "parent", "parents") + (np > DEPS_MAX ? ` (${DEPS_MAX} drawn)` : "") }));
+  if (nc > 1) sums.push(h("p.dep-summary", { dataset: { side: "children" }, text: fanSummary(nc, i.child_statuses, "child", "children") + (nc > DEPS_MAX ? ` (${DEPS_MAX} drawn)` : "") }));
+  return h("div.deps-box", null, sums, svg);
 }
 
 function setupDetail() {
@@ -1728,16 +1756,19 @@ function recurringRows(sc) {
     h("td", { text: sc.kind || "–" }),
     h("td", { text: sc.overlap || "skip" }),
     h("td", null, stateCell),
-    h("td", { title: next ? next.toISOString() : "", text: paused ? "–" : next ? `${fmtTime(next)} (${fmtRel(next)})` : "–" }),
+    h("td.c-next", {
+      title: next ? `${fmtTime(next)} in this browser's time zone (${next.toISOString()})` : "",
+      text: paused ? "–" : next ? `${fmtInZone(next, sc.tz)} (${fmtRel(next)})` : "–",
+    }),
     h(
       "td",
       null,
       sc.last_task_id
         ? h("button.link", {
             type: "button",
-            text: sc.last_task_id,
-            "aria-label": `Open task ${sc.last_task_id}`,
-            onclick: () => openTask(sc.last_task_id),
+            text: String(sc.last_task_id),
+            "aria-label": `Open the next occurrence of ${sc.name}, task ${sc.last_task_id}`,
+            onclick: () => openTask(String(sc.last_task_id)),
           })
         : "–",
     ),

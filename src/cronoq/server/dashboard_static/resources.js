@@ -12,19 +12,19 @@ let open = null; // the resource whose busiest keys are shown
 export function renderResources(snap) {
   const panel = $("#resources-panel");
   if (!panel) return;
-  const rows = snap.resources || [];
+  const rows = (snap.resources || []).filter((r) => r.per_key); // (every resource: oncall.js's table)
   panel.hidden = rows.length === 0;
   if (!rows.length) return;
-  const head = h("tr", null, ["Resource", "Kind", "Live keys", "Waiting", "Running", ""].map((t) => h("th", { scope: "col", text: t })));
+  const head = h("tr", null, ["Resource", "Kind", "Live keys", "Waiting", "In use", ""].map((t) => h("th", { scope: "col", text: t })));
   const body = rows.map((r) =>
     h(
       "tr",
       null,
       h("td", { text: r.name }),
-      h("td", { text: r.per_key ? `${r.kind} per key` : r.kind }),
+      h("td", { text: `${r.kind} per key` }),
       h("td.num", { text: fmtNum(Number(r.keys)) }),
       h("td.num", { text: fmtNum(Number(r.waiting)) }),
-      h("td.num", { text: fmtNum(Number(r.running)) }),
+      h("td.num", { text: fmtNum(Number(r.in_use)) }),
       h("td", null, h("button.link-like", { type: "button", text: "Busiest keys", onclick: () => showKeys(r.name) })),
     ),
   );
