@@ -13,9 +13,9 @@ non-root user (uid 10001, read from ``/proc`` of the container's process).
 Cost: the first run on a machine makes the base (debootstrap, about two minutes, cached in
 ``$CRONOQ_BASE_CACHE``, default ``/var/cache/cronoq-images``) and the dependency wheels (pip,
 cached there by the hash of pyproject.toml); later runs take 30 to 45 s on a loaded two-core
-machine (the image build, without layers, and the server start). Skipped, with the reason, without podman, runc,
-or root (podman's storage and debootstrap need it here), or when the first run finds no package
-index to build the dependency wheels from.
+machine (the image build, without layers, and the server start). Skipped, with the reason,
+without podman, runc, or root (podman's storage and debootstrap need it here), or when the first
+run finds no package index to build the dependency wheels from.
 """
 
 from __future__ import annotations
