@@ -298,3 +298,15 @@ def test_snapshot_gauges_and_the_busiest_keys(make, mkpool):
         d.core.res.busiest("db", 2, d.now)
     with pytest.raises(ValueError, match="top"):
         d.core.res.busiest("customer", 0, d.now)
+
+
+def test_a_policy_on_an_unkeyed_resource_treats_it_as_one_key(make, mkpool):
+    d = make([mkpool(cap=4)], resources=[Resource.semaphore("deploy", 1, on_limit="cancel_newest")])
+    a = d.submit(resources={"deploy": 1})
+    b = d.submit(resources={"deploy": 1})
+    assert d.status(b) == "cancelled" and "'deploy'" in d.task(b).message
+    assert d.tick() == [a]
+    d.complete(a)
+    assert d.status(d.submit(resources={"deploy": 1})) == "ready"
+    with pytest.raises(SubmitError, match="is not keyed"):
+        d.submit(resources={"deploy:x": 1})
