@@ -177,3 +177,22 @@ def write_json(
         "results": [r.to_json() for r in results],
     }
     path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def run_and_report(
+    title: str, sizes: dict[str, Any], quick: bool, path: Path, run: Callable[[], Sequence[Result]]
+) -> None:
+    """Print the header (with the load average), ``run()`` the benchmark, print its table and
+    the load average at the end, and write the JSON results to ``path``."""
+    machine = machine_info()
+    machine["cronoq"] = source_info()
+    print(f"{title} ({'quick' if quick else 'full'})")
+    print(f"load average: {', '.join(f'{x:.2f}' for x in os.getloadavg())}   sizes: {sizes}", flush=True)
+    t0 = time.perf_counter()
+    results = run()
+    print("\nsummary (ratio = value / baseline)")
+    print(table(results))
+    print(f"load average at end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"total {time.perf_counter() - t0:.1f} s")
+    write_json(path, machine, {"sizes": sizes, "quick": quick}, results)
+    print(f"wrote {path}")

@@ -91,6 +91,9 @@ def test_group_tls_reaches_the_subcommand(srv: ServerProc, task_id: str) -> None
     # the test server speaks plaintext: with TLS the call cannot succeed
     r = run("--tls", "--server", srv.grpc, "--token", GOOD, "get", task_id)
     assert r.returncode == 1, (r.stdout, r.stderr)
+    # the failure is the TLS handshake with that very server (not, say, a usage error)
+    assert f"error: cannot reach a leading server at {srv.grpc}" in r.stderr, r.stderr
+    assert "Tls handshake failed" in r.stderr, r.stderr
     assert run("--server", srv.grpc, "--token", GOOD, "get", task_id).returncode == 0
 
 

@@ -29,6 +29,7 @@ from cronoq.runtime.events import EventStream, ProgressEventStream
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.operations import BulkResult
 from cronoq.runtime.pool import Pool
+from cronoq.runtime.processes.settings import Processes
 from cronoq.runtime.scalers import ExternalScaler, Scaler, SlotScaler
 from cronoq.runtime.scheduler import Scheduler
 from cronoq.runtime.task import Task
@@ -56,6 +57,7 @@ __all__ = [
     "Permanent",
     "Pool",
     "PoolSnapshot",
+    "Processes",
     "Priority",
     "Progress",
     "ProgressEvent",

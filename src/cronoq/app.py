@@ -30,6 +30,7 @@ from cronoq.errors import InvalidSubmission, SchedulerError
 from cronoq.runtime.context import TaskContext
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.pool import Pool
+from cronoq.runtime.processes.runin import check_run_in
 from cronoq.runtime.scheduler import Scheduler
 from cronoq.tasks.convert import TaskDefinitionError
 from cronoq.tasks.definition import TaskDefinition
@@ -57,12 +58,13 @@ _NOT_BOUND = (
 class TaskDecorator:
     """What ``@app.task(name=..., **fields)`` returns: apply it to the task function."""
 
-    __slots__ = ("_app", "_fields", "_name")
+    __slots__ = ("_app", "_fields", "_name", "_run_in")
 
-    def __init__(self, app: App, name: str | None, fields: dict[str, Any]) -> None:
+    def __init__(self, app: App, name: str | None, fields: dict[str, Any], run_in: str | None = None) -> None:
         self._app = app
         self._name = name
         self._fields = fields
+        self._run_in = run_in
 
     @overload
     def __call__(
@@ -76,7 +78,7 @@ class TaskDecorator:
     def __call__(self, fn: Callable[P, R], /) -> TaskDefinition[P, R]: ...
 
     def __call__(self, fn: Callable[..., Any], /) -> TaskDefinition[Any, Any]:
-        return self._app._register(fn, self._name, self._fields)
+        return self._app._register(fn, self._name, self._fields, self._run_in)
 
 
 class App:
@@ -143,17 +145,21 @@ class App:
         every call carries (``pool``, ``priority``, ``retry``, ``timeout``, ``resources``,
         ``labels``, ``tags``, ``tenant``, ``duration_hint``, ``kind`` — the name by default —,
         ``tolerance``, ``on_miss``, ``deadline_in``). A first parameter annotated
-        :class:`~cronoq.TaskContext` receives the attempt's context.
+        :class:`~cronoq.TaskContext` receives the attempt's context. ``run_in`` says where the
+        function runs: ``"loop"`` (default for ``async def``), ``"thread"`` (default for a plain
+        ``def``) or ``"process"`` (a child process with a hard time limit,
+        docs/how-to/processes.md); it is not sent with the calls.
         """
         if name is not None and (not isinstance(name, str) or not name):
             raise TaskDefinitionError(f"a task name must be a non-empty string (got {name!r})")
+        run_in = fields.pop("run_in", None)
         checked = check_fields(fields, DEFINITION_FIELDS, f"task '{name}'" if name else "@app.task")
         if fn is None:
-            return TaskDecorator(self, name, checked)
-        return self._register(fn, name, checked)
+            return TaskDecorator(self, name, checked, run_in)
+        return self._register(fn, name, checked, run_in)
 
     def _register(
-        self, fn: Callable[..., Any], name: str | None, fields: dict[str, Any]
+        self, fn: Callable[..., Any], name: str | None, fields: dict[str, Any], run_in: str | None = None
     ) -> TaskDefinition[Any, Any]:
         if isinstance(fn, TaskDefinition):
             raise TaskDefinitionError(f"{fn!r} is already a task; apply @app.task to the function once")
@@ -173,7 +179,9 @@ class App:
                 f"task '{name}': kind '{kind}' is already the kind of task '{self._by_kind[kind].name}'"
                 " (workers dispatch by kind: it must be unique in the app)"
             )
-        defn: TaskDefinition[Any, Any] = TaskDefinition(self, fn, name, fields)
+        where = f"task '{name}'"
+        checked_run_in = check_run_in(fn, run_in, where, by_reference=True)
+        defn: TaskDefinition[Any, Any] = TaskDefinition(self, fn, name, fields, checked_run_in)
         self._tasks[name] = defn
         self._by_kind[kind] = defn
         return defn
@@ -365,6 +373,7 @@ class App:
                     "kind": t.kind,
                     "pool": t.pool,
                     "async": t.is_async,
+                    "run_in": t.run_in,
                     "signature": str(t.signature),
                     "fields": {k: _plain(v) for k, v in t.fields.items() if k != "kind"},
                     "recurring": [

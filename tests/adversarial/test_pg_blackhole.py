@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from server.procs import start_server
+from services import missing_service
 
 PG = ("127.0.0.1", 5432)
 DSN = "postgresql://postgres@127.0.0.1:{port}/test"
@@ -95,7 +96,7 @@ def proxy() -> Iterator[Proxy]:
     try:
         asyncio.run(probe())
     except Exception as e:
-        pytest.skip(f"PostgreSQL unreachable at {PG}: {type(e).__name__}: {e}")
+        missing_service("PostgreSQL", f"unreachable at {PG}: {type(e).__name__}: {e}")
     with Proxy() as p:
         yield p
 

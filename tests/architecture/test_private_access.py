@@ -44,6 +44,11 @@ ALLOWED: dict[tuple[str, str], str] = {
         "cheaply whether a span is current, falling back to the public API when it is absent"
     ),
     ("otel.py", 'getattr(rc, "_current_context")'): "the same opentelemetry internal (see above)",
+    ("runtime/processes/child.py", "os._exit"): (
+        "os._exit is the stdlib's documented way for a child process to exit at once (no atexit "
+        "handlers, no flushing of state inherited from its parent): a process child uses it when "
+        "its worker is gone"
+    ),
     ("server/grpc_web.py", "context._trailing_metadata"): _SONORA,
     ("server/grpc_web.py", "context._response_headers"): _SONORA,
     ("server/grpc_web.py", "context._initial_metadata"): _SONORA,

@@ -20,13 +20,15 @@ sys.path.append(str(BENCH))  # appended: bench/server.py must not shadow tests/s
 
 import durable  # noqa: E402
 
+from services import missing_service  # noqa: E402
+
 TINY = {"n": 300, "concurrency": 32, "slots": 16, "repeat": 1, "fsync_n": 200}
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "sqlite_nosync", "postgres"])
 def test_run_once(kind: str, tmp_path: Path) -> None:
     if kind == "postgres" and (why := durable.pg_reachable()):
-        pytest.skip(why)
+        missing_service("PostgreSQL", why)
     got = durable.measure(kind, TINY, str(tmp_path))
     assert math.isfinite(got["tasks_per_s"]) and got["tasks_per_s"] > 0
     if kind != "memory":

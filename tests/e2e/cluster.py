@@ -101,6 +101,16 @@ class PgSchema:
 
         return int(pg_run(q) or 0)
 
+    def sessions(self, tag: str) -> int:
+        """How many sessions the node ``tag`` has open on the database."""
+
+        async def q(conn: Any) -> Any:
+            return await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", self.app(tag)
+            )
+
+        return int(pg_run(q))
+
     def terminate(self, tag: str) -> int:
         async def q(conn: Any) -> Any:
             return await conn.fetchval(

@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from services import missing_service
+
 from .harness import Child, PostgresTarget, SqliteTarget, check_store, children, epoch_of, pg_unreachable
 
 pytestmark = pytest.mark.slow
@@ -103,7 +105,7 @@ def test_sqlite_survives_sigkill(tmp_path: Path) -> None:
 def test_postgres_survives_sigkill() -> None:
     why = pg_unreachable()
     if why:
-        pytest.skip(why)
+        missing_service("PostgreSQL", why)
     target = PostgresTarget()
     try:
         crash_rounds(target, SEED, ROUNDS)

@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from services import missing_service
+
 from .harness import Child, PostgresTarget, SqliteTarget, check_store, children, epoch_of, pg_unreachable
 
 LEASE_TTL = 0.6
@@ -40,7 +42,7 @@ def target(request: Any, tmp_path: Path) -> Any:
         return
     why = pg_unreachable()
     if why:
-        pytest.skip(why)
+        missing_service("PostgreSQL", why)
     t = PostgresTarget()
     try:
         yield t

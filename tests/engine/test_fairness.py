@@ -221,7 +221,7 @@ def test_tenant_weight_validation():
     PoolConfig("p", tenant_weights={"a": 0.5, "b": 10})
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     weights=st.lists(st.sampled_from([0.5, 1, 2, 3, 5]), min_size=2, max_size=4),
     n=st.integers(50, 400),

@@ -152,7 +152,7 @@ def test_pause_is_persisted_and_recovered():
     assert not [a for a in fresh.drain_actions() if isinstance(a, Dispatch)]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     st.lists(
         st.sampled_from(["submit", "fixed", "fixed_skip", "pause", "resume", "tick", "done", "later"]),

@@ -223,7 +223,7 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS)
 def test_progress_events_only_for_running_attempts_rate_limited_newest_delivered(make, mkpool, ops):
     """Whatever happens: a progress event is only ever published for a task that is running

@@ -20,7 +20,7 @@ from cronoq.engine.time import NS
 from cronoq.engine.time import to_ns as sec
 from cronoq.errors import SubmitError
 
-HYP = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+HYP = settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def sem(name: str = "db", permits: int = 2) -> Resource:
@@ -539,7 +539,7 @@ def test_resource_repr_and_capacity():
     assert "semaphore" in repr(s) and "token_bucket" in repr(b)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(
     st.sampled_from(["semaphore", "bucket"]),
     st.lists(st.tuples(st.integers(1, 4), st.integers(0, NS // 2)), min_size=1, max_size=40),

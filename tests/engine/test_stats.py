@@ -46,7 +46,7 @@ steps = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(steps)
 def test_totals_equal_the_sum_of_live_slots(plan: list[tuple[int, int | None]]) -> None:
     w = PoolWindow(WINDOW_S * NS)
@@ -101,7 +101,7 @@ def _quantile_by_walking(h: LogHistogram, q: float) -> int:
     return _bucket_value(last)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.lists(st.integers(0, 10**10), max_size=300), st.lists(st.floats(0.0, 1.0), min_size=1, max_size=6))
 def test_quantiles_match_the_walk(values: list[int], qs: list[float]) -> None:
     h = LogHistogram()

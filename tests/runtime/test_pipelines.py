@@ -30,6 +30,7 @@ from cronoq import (
     Task,
     TaskFailed,
 )
+from cronoq.testing import VirtualClock
 
 from .conftest import SAFETY, Gate, echo, pool, settle, wait
 
@@ -306,11 +307,13 @@ async def test_await_timeout_skips() -> None:
 
 async def test_await_timeout_does_not_fire_once_bound(gate: Gate) -> None:
     p = pool(executor=gate, min=2, max=2, unknown_dependency="await", await_timeout=0.2)
-    async with Scheduler([p]) as s:
+    clock = VirtualClock(1_000_000.0)
+    async with Scheduler([p], clock=clock) as s:
         child = await s.submit("child", after="p")
         await s.submit("p", key="p")
         await wait(gate.started("p").wait())
-        await asyncio.sleep(0.4)  # well past await_timeout: the bound edge must not time out
+        clock.advance(0.4)  # well past await_timeout (virtual time): the bound edge must not time out
+        await settle()
         assert await s.status(child.id) == "blocked"
         gate.release_all()
         assert await wait(child) == "child"
@@ -620,10 +623,12 @@ async def test_on_miss_skip_and_fail(on_miss: str, status: str) -> None:
 
 
 async def test_on_miss_run_late_runs_at_first_opportunity() -> None:
-    async with Scheduler([pool(min=0, max=2, initial=0)]) as s:
+    clock = VirtualClock(1_000_000.0)
+    async with Scheduler([pool(min=0, max=2, initial=0)], clock=clock) as s:
         h = await s.submit("late", start_in=0.05, tolerance=0.05)  # run_late is the default
         plain = await s.submit("plain")
-        await asyncio.sleep(0.3)  # past start + tolerance
+        clock.advance(0.3)  # past start + tolerance (virtual time)
+        await settle()
         assert await s.status(h.id) == "ready"
         assert (await s.snapshot()).pool("default").fixed_start_hit_rate == 0.0
         await s.set_capacity("default", 1)
@@ -763,14 +768,17 @@ async def test_recurring_every_second_keys_and_listing() -> None:
 
 async def test_remove_recurring_keeps_materialized_occurrence() -> None:
     ex = KeyedGate()
-    async with Scheduler([pool(executor=ex, min=2, max=4)]) as s:
+    clock = VirtualClock(1_000_000.0)
+    async with Scheduler([pool(executor=ex, min=2, max=4)], clock=clock) as s:
         info = await s.add_recurring("r", EVERY_SECOND, "tick", key="k")
         assert await s.remove_recurring("r") is True
         h = await s.handle(info.last_task_id)
         assert h is not None
+        clock.advance(1.0)  # (virtual time) the materialized occurrence's start
         assert await wait(h) == ex.started[0]
         submitted = (await s.snapshot()).totals["submitted"]
-        await asyncio.sleep(1.3)  # past the next second: no new occurrence may appear
+        clock.advance(1.3)  # past the next second: no new occurrence may appear
+        await settle()
         assert (await s.snapshot()).totals["submitted"] == submitted == 1
         assert ex.started == [ex.started[0]]
 

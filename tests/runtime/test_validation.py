@@ -234,10 +234,19 @@ def test_deadline_at_naive_datetime_rejected():
         Task("p", deadline_at=dt.datetime(2030, 1, 1))
 
 
-def test_deadline_at_accepts_unix_seconds_and_aware_datetime():
-    Task("p", deadline_at=2_000_000_000)
-    Task("p", deadline_at=2_000_000_000.5)
-    Task("p", deadline_at=dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
+async def test_deadline_at_accepts_unix_seconds_and_aware_datetime():
+    seen = []
+
+    async def run(ctx, p):
+        seen.append(ctx.deadline)
+
+    when = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+    tasks = [Task(1, deadline_at=2_000_000_000), Task(2, deadline_at=2_000_000_000.5)]
+    tasks.append(Task(3, deadline_at=when))
+    async with Scheduler([pool(executor=run, min=1, max=1)]) as s:
+        for h in await s.submit_batch(tasks):
+            await wait(h)
+    assert sorted(seen) == [when.timestamp(), 2_000_000_000.0, 2_000_000_000.5]  # (earliest deadline first)
 
 
 @pytest.mark.parametrize("field", ["deadline_at", "start_at"])
@@ -333,7 +342,8 @@ def test_pool_overflow(value):
 
 @pytest.mark.parametrize("value", ["wait", "reject", "shed_lowest", "shed_oldest"])
 def test_pool_overflow_valid(value):
-    Pool("p", echo, overflow=value, max_pending=3)
+    config = Pool("p", echo, overflow=value, max_pending=3).config
+    assert (config.overflow, config.max_pending) == (value, 3)
 
 
 @pytest.mark.parametrize("weight", [0, -1, math.inf, math.nan])
@@ -348,15 +358,16 @@ def test_pool_max_pending(value):
 
 
 def test_pool_max_pending_valid():
-    Pool("p", echo, max_pending=1)
-    Pool("p", echo, max_pending=None)
+    assert Pool("p", echo, max_pending=1).config.max_pending == 1
+    assert Pool("p", echo, max_pending=None).config.max_pending is None
 
 
 def test_pool_autoscale_forms():
-    Pool("p", echo, autoscale=None)
-    Pool("p", echo, autoscale=True)
-    Pool("p", echo, autoscale=False)
-    Pool("p", echo, autoscale=AutoscaleConfig(interval=2.0))
+    default = repr(AutoscaleConfig())  # (no __eq__: compared by their fields)
+    assert repr(Pool("p", echo, autoscale=None).config.autoscale) == default  # the default: on
+    assert repr(Pool("p", echo, autoscale=True).config.autoscale) == default
+    assert Pool("p", echo, autoscale=False).config.autoscale is None
+    assert Pool("p", echo, autoscale=AutoscaleConfig(interval=2.0)).config.autoscale.interval == 2.0
 
 
 def test_pool_retry_must_be_retry_policy():

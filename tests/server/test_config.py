@@ -130,6 +130,12 @@ def test_limits_defaults_match_spec() -> None:
         "key_retention_s": 3600,
         "key_retention_max": 1_000_000,
         "max_list": 1000,
+        "peer_timeout_s": 10,
+        "max_peer_calls": 64,
+        "peer_breaker_failures": 3,
+        "peer_breaker_reset_s": 5,
+        "max_requests_per_principal": 256,
+        "max_connections_per_address": 1024,
     }
 
 

@@ -20,7 +20,7 @@ name = "p2"
 name = "a"
 number = 1
 pools = ["p1"]
-endpoint = "http://127.0.0.1:7070"
+endpoint = "http://127.0.0.1:7060"
 [[shards]]
 name = "b"
 number = 200
@@ -154,14 +154,14 @@ def test_shard_number_range(number: object) -> None:
     ],
 )
 def test_endpoint_rules(endpoint: str, message: str) -> None:
-    text = BASE.replace('endpoint = "http://127.0.0.1:7070"', f'endpoint = "{endpoint}"')
+    text = BASE.replace('endpoint = "http://127.0.0.1:7060"', f'endpoint = "{endpoint}"')
     (e,) = errors_of(text, shard="a")
     assert e.startswith("shards[0].endpoint: ") and message in e, e
 
 
 def test_endpoint_forms_accepted() -> None:
-    for ep in ("https://shard-a.svc:443", "http://[::1]:7070", "HTTP://h:1/"):
-        text = BASE.replace('endpoint = "http://127.0.0.1:7070"', f'endpoint = "{ep}"')
+    for ep in ("https://shard-a.svc:443", "http://[::1]:7060", "HTTP://h:1/"):
+        text = BASE.replace('endpoint = "http://127.0.0.1:7060"', f'endpoint = "{ep}"')
         assert cfg(text, shard="a").shards[0].endpoint.startswith(("http", "https"))
 
 
@@ -238,3 +238,49 @@ async def test_a_store_of_another_shard_stops_the_server(tmp_path: Path) -> None
     out = _serve(["--config", str(cfg), "--shard", "b"], tmp_path)
     assert out.returncode != 0
     assert "belongs to shard 'a', not 'b'" in out.stderr, out.stderr
+
+
+def test_an_endpoint_of_two_shards_is_refused() -> None:
+    """Issue 35, defect 8: an endpoint must reach one shard (a call for b reached a)."""
+    text = BASE.replace('"http://127.0.0.1:7082/"', '"http://localhost:7060"')
+    (e,) = errors_of(text, shard="a")
+    assert e == (
+        "shards[1].endpoint: endpoint 'http://localhost:7060' is also shard 'a''s: each endpoint must "
+        "reach one shard"
+    ), e
+
+
+@pytest.mark.parametrize(
+    ("grpc_addr", "endpoint"),
+    [
+        ("127.0.0.1:7080", "http://127.0.0.1:7080"),
+        ("127.0.0.1:7080", "http://localhost:7080"),
+        ("0.0.0.0:7080", "http://127.0.0.1:7080"),
+        ("[::]:7080", "http://[::1]:7080"),
+    ],
+)
+def test_a_peer_endpoint_that_is_this_server_is_refused(grpc_addr: str, endpoint: str) -> None:
+    """Issue 35, defect 8: through such an endpoint a bulk replay ran twice on this shard."""
+    server = f'[server]\ninsecure_no_auth = true\ngrpc_addr = "{grpc_addr}"\n'
+    text = server + BASE.replace('"http://127.0.0.1:7080"', f'"{endpoint}"')
+    (e,) = errors_of(text, shard="a")
+    assert e == (
+        f"shards[1].endpoint: endpoint {endpoint!r} of shard 'b' is this server's own "
+        f"server.grpc_addr ({grpc_addr!r}, shard 'a'): calls to 'b' would come back here"
+    ), e
+    # the same file is right for the servers of shard b (their own endpoint lists them)
+    assert cfg(text, shard="b").shards[1].endpoints[0] == endpoint
+
+
+def test_other_hosts_on_the_same_port_are_not_this_server() -> None:
+    text = '[server]\ninsecure_no_auth = true\ngrpc_addr = "0.0.0.0:7080"\n' + BASE.replace(
+        '"http://127.0.0.1:7080"', '"https://shard-b:7080"'
+    )
+    assert cfg(text, shard="a").shards[1].endpoint == "https://shard-b:7080"
+
+
+def test_check_refuses_a_looping_shard_config(tmp_path: Path) -> None:
+    cfg_path = tmp_path / "c.toml"
+    cfg_path.write_text('[server]\ngrpc_addr = "127.0.0.1:7080"\n' + BASE)
+    out = _serve(["--config", str(cfg_path), "--check", "--shard", "a"], tmp_path)
+    assert out.returncode != 0 and "calls to 'b' would come back here" in out.stderr, out.stderr

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -26,10 +25,10 @@ httpx = pytest.importorskip("httpx")
 
 from cronoq.server.dashboard import load_assets  # noqa: E402
 from cronoq.server.http_api import create_http_app  # noqa: E402
+from services import CHROMIUM, browser_missing, missing_service, unless_missing  # noqa: E402
 
 from .test_http_support import ADMIN, CLIENT, TOKENS, FakeWorker, bearer, make_app, serve  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -39,20 +38,10 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 
-try:
+with contextlib.suppress(ImportError):  # browser_missing() says when it is not there
     from playwright.async_api import Page, async_playwright, expect
 
-    HAVE_PLAYWRIGHT = True
-except ImportError:  # pragma: no cover - depends on the environment
-    HAVE_PLAYWRIGHT = False
-
-needs_browser = pytest.mark.skipif(
-    not HAVE_PLAYWRIGHT or not os.access(CHROMIUM, os.X_OK),
-    reason=(
-        "browser tests need Playwright for Python (`pip install playwright`, in the dev extra) and "
-        f"Debian's Chromium at {CHROMIUM} (`apt-get install -y chromium`; .ci/run installs it)"
-    ),
-)
+needs_browser = unless_missing("the browser", browser_missing())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -108,6 +97,8 @@ class Console:
 async def browser_page(
     url: str, *, width: int = 1280, height: int = 900
 ) -> AsyncIterator[tuple[Page, Console]]:
+    if why := browser_missing():
+        missing_service("the browser", why)
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:

@@ -4,9 +4,10 @@ the kind/tag/time filters, multi-select with bulk cancel, live rows with their k
 priority, the recurring editor's inline errors.
 
 Pause/resume, replay, bulk endpoints, progress, attempt timelines and dependency graphs need
-endpoints or fields other branches add: those tests look at the server's OpenAPI document and
-skip when it does not have them (the dashboard hides those controls then, which
-:func:`test_missing_features_are_hidden` checks).
+endpoints and fields of the server: those tests first check that the server's OpenAPI document
+has them and fail, naming what is missing, when it does not (a missing route is a regression,
+never a reason to skip).  The dashboard hides those controls on a server without them, which
+:func:`test_missing_features_are_hidden` checks.
 """
 
 from __future__ import annotations
@@ -42,20 +43,15 @@ async def routes(c: Any) -> tuple[dict[str, Any], set[str]]:
 
 
 async def need_route(c: Any, path: str, method: str = "post") -> None:
-    """Skip unless the server documents ``path`` or shows the operations work in its data (a
-    pool snapshot with ``paused``: pause/resume, replay and the bulk endpoints come together)."""
+    """Fail unless the server documents ``method path`` (the test drives that route)."""
     paths, _ = await routes(c)
-    if method in paths.get(path, {}):
-        return
-    pools = (await c.get("/v1/snapshot")).json()["pools"]
-    if not pools or "paused" not in pools[0]:
-        pytest.skip(f"this build has no {method.upper()} {path} (another branch adds it)")
+    assert method in paths.get(path, {}), f"the server has no {method.upper()} {path}"
 
 
 async def need_task_field(c: Any, name: str) -> None:
+    """Fail unless the server's TaskInfo has the field ``name`` (the test renders it)."""
     _, fields = await routes(c)
-    if name not in fields:
-        pytest.skip(f"this build's TaskInfo has no {name!r} (another branch adds it)")
+    assert name in fields, f"the server's TaskInfo has no {name!r}"
 
 
 def filters(page: Page) -> Any:
@@ -270,7 +266,7 @@ async def test_missing_features_are_hidden() -> None:
     """Controls whose endpoints this server lacks are not shown (and nothing errors)."""
     async with http_server() as (_app, url), httpx.AsyncClient(base_url=url, timeout=10) as c:
         paths, _fields = await routes(c)
-        ops = "paused" in (await c.get("/v1/snapshot")).json()["pools"][0]  # (see need_route)
+        ops = "paused" in (await c.get("/v1/snapshot")).json()["pools"][0]  # (operations come together)
         await c.put("/v1/recurring/r", json={"cron": "@daily"})
         async with browser_page(url) as (page, console):
             await page.goto(url + "/")

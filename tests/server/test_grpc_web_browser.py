@@ -6,33 +6,27 @@ carries an ``authorization`` header) and from one that is not."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import http.server
-import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from services import CHROMIUM, browser_missing, missing_service, unless_missing
+
 from .procs import TOKENS, ServerProc, pb, start_server
 
 pytest.importorskip("sonora")
-try:
+with contextlib.suppress(ImportError):  # browser_missing() says when it is not there
     from playwright.async_api import async_playwright
 
-    HAVE_PLAYWRIGHT = True
-except ImportError:  # pragma: no cover - depends on the environment
-    HAVE_PLAYWRIGHT = False
-
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 PAGE_DIR = Path(__file__).with_name("grpc_web_page")
 
-pytestmark = pytest.mark.skipif(
-    not HAVE_PLAYWRIGHT or not os.access(CHROMIUM, os.X_OK),
-    reason=f"browser tests need Playwright for Python and Chromium at {CHROMIUM}",
-)
+pytestmark = unless_missing("the browser", browser_missing())
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -71,6 +65,8 @@ async def test_a_page_calls_snapshot_over_grpc_web(
     web_server: ServerProc, page_server: int, tmp_path: Path
 ) -> None:
     server = f"http://{web_server.http}"
+    if why := browser_missing():
+        missing_service("the browser", why)
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:

@@ -184,8 +184,8 @@ async def test_real_process_smoke(tmp_path: Path) -> None:
 
 
 def _urlopen(url: str, data: bytes | None = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    """urllib as a test written with the standard library would use it: ``data=`` without a
-    content type (urllib then sends ``application/x-www-form-urlencoded``)."""
+    """urllib as a test written with the standard library would use it (with ``data=`` and no
+    content type urllib sends ``application/x-www-form-urlencoded``)."""
     req = urllib.request.Request(url, data=data, headers=headers or {})
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
@@ -195,8 +195,8 @@ def _urlopen(url: str, data: bytes | None = None, headers: dict[str, str] | None
 
 
 async def test_real_process_urllib_and_curl_bodies_and_cross_site(tmp_path: Path) -> None:
-    """A real ``cronoq serve``: bodies are JSON whatever their content type (urllib's and
-    ``curl -d``'s form default included); without auth a browser's cross-site POST is 403."""
+    """A real ``cronoq serve``: a body must be declared JSON (urllib's and ``curl -d``'s form
+    default are 415, nothing created); without auth a browser's cross-site POST is 403."""
     try:
         from .procs import start_server
     except ImportError:  # pragma: no cover - the runner's test helpers are not there
@@ -206,15 +206,26 @@ async def test_real_process_urllib_and_curl_bodies_and_cross_site(tmp_path: Path
         base = f"http://{sp.http}"
 
         def scenario() -> None:
-            status, body = _urlopen(f"{base}/v1/tasks", b'{"key": "u1", "pool": "idle", "after": []}')
+            json_ct = {"content-type": "application/json"}
+            status, body = _urlopen(
+                f"{base}/v1/tasks", b'{"key": "u0", "pool": "idle"}'
+            )  # urllib's form type
+            assert status == 415 and body["code"] == "invalid_argument", body
+            assert "content-type: application/json" in body["error"], body
+            assert _urlopen(f"{base}/v1/tasks/u0")[0] == 404  # nothing created
+            status, body = _urlopen(
+                f"{base}/v1/tasks", b'{"key": "u1", "pool": "idle", "after": []}', json_ct
+            )
             assert status == 200, body
             tid = body["id"]
             assert isinstance(tid, str)
-            status, body = _urlopen(f"{base}/v1/tasks", b'{"key": "u2", "pool": "idle", "after": "u1"}')
+            status, body = _urlopen(
+                f"{base}/v1/tasks", b'{"key": "u2", "pool": "idle", "after": "u1"}', json_ct
+            )
             assert status == 200, body
             status, body = _urlopen(f"{base}/v1/tasks/u2")
             assert status == 200 and body["status"] == "blocked", body
-            status, body = _urlopen(f"{base}/v1/tasks", b"key=u3")
+            status, body = _urlopen(f"{base}/v1/tasks", b"key=u3", json_ct)
             assert status == 400 and body["code"] == "invalid_argument", body
             # a web page's "simple" cross-site POST (form body, foreign Origin) is refused ...
             evil = {"Origin": "http://evil.example", "Content-Type": "text/plain"}
@@ -227,13 +238,11 @@ async def test_real_process_urllib_and_curl_bodies_and_cross_site(tmp_path: Path
             status, body = _urlopen(f"{base}/v1/tasks/{tid}/cancel", b"", own)
             assert (status, body) == (200, {"cancelled": True})
             if shutil.which("curl"):
-                out = subprocess.run(
-                    ["curl", "-s", "-d", '{"key": "c1", "tags": {"n": 1}}', f"{base}/v1/tasks"],
-                    capture_output=True,
-                    text=True,
-                    timeout=30,
-                    check=True,
-                )
+                curl = ["curl", "-s", "-d", '{"key": "c1", "tags": {"n": 1}}', f"{base}/v1/tasks"]
+                out = subprocess.run(curl, capture_output=True, text=True, timeout=30, check=True)
+                assert json.loads(out.stdout)["code"] == "invalid_argument", out.stdout  # (415)
+                curl[2:2] = ["-H", "content-type: application/json"]
+                out = subprocess.run(curl, capture_output=True, text=True, timeout=30, check=True)
                 assert json.loads(out.stdout)["duplicate"] is False, out.stdout
 
         await asyncio.to_thread(scenario)

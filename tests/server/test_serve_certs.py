@@ -84,12 +84,21 @@ class Mtls:
         return raw
 
     def http(
-        self, name: str, method: str, path: str, body: object = None, token: str | None = None
+        self,
+        name: str,
+        method: str,
+        path: str,
+        body: object = None,
+        token: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, dict[str, object]]:
         ctx = ssl.create_default_context(cafile=str(self.dir / "ca.pem"))
         ctx.load_cert_chain(self.dir / f"{name}.pem", self.dir / f"{name}.key")
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"https://{self.sp.http}{path}", data=data, method=method)
+        data = body if isinstance(body, bytes) else None if body is None else json.dumps(body).encode()
+        headers = {"content-type": "application/json", **(headers or {})}
+        req = urllib.request.Request(
+            f"https://{self.sp.http}{path}", data=data, method=method, headers=headers
+        )
         if token is not None:
             req.add_header("authorization", f"Bearer {token}")
         try:
@@ -213,6 +222,56 @@ def test_http_certificate_principals(mtls: Mtls) -> None:
     # a sent token decides, here for a certificate no entry maps
     status, _ = mtls.http("stranger", "POST", "/v1/tasks", {"pool": "b"}, token=TOKENS["client"])
     assert status == 200
+
+
+#: what a page on another origin makes a browser send, with the client certificate it holds
+CROSS_SITE = [
+    {"origin": "https://evil.example", "content-type": "text/plain"},
+    {"origin": "null", "content-type": "application/json"},
+    {"sec-fetch-site": "cross-site", "content-type": "application/x-www-form-urlencoded"},
+]
+
+
+def test_a_certificate_is_no_credential_for_a_cross_site_write(mtls: Mtls) -> None:
+    """Defect: a page on another origin, in a browser holding the admin's client certificate,
+    paused a pool and cancelled every task (the origin check ran only without auth)."""
+    status, body = mtls.http(
+        "admin", "POST", "/v1/tasks", {"pool": "b", "key": "csrf-victim", "start_in_s": 3600}
+    )
+    assert status == 200, body
+    writes: list[tuple[str, str, bytes]] = [
+        ("POST", "/v1/pools/b/pause", b"{}"),
+        ("POST", "/v1/tasks:cancel", b'{"filter": {}}'),
+        ("POST", "/v1/tasks/csrf-victim/cancel", b""),
+        ("POST", "/v1/tasks", b'{"pool": "b", "key": "csrf-new"}'),
+    ]
+    for headers in CROSS_SITE:
+        for method, path, raw in writes:
+            status, err = mtls.http("admin", method, path, raw, headers=headers)
+            assert (status, err["code"]) == (403, "permission_denied"), (headers, path, err)
+            assert "cross-site request refused" in str(err["error"])
+        # reads stay allowed
+        assert mtls.http("admin", "GET", "/v1/tasks/csrf-victim", headers=headers)[0] == 200
+    # a form or text body is refused even without an Origin (a browser that sends none)
+    status, err = mtls.http(
+        "admin", "POST", "/v1/tasks:cancel", b'{"filter": {}}', headers={"content-type": "text/plain"}
+    )
+    assert (status, err["code"]) == (415, "invalid_argument"), err
+    # nothing happened
+    status, task = mtls.http("admin", "GET", "/v1/tasks/csrf-victim")
+    assert status == 200 and task["status"] == "scheduled", task
+    assert mtls.http("admin", "GET", "/v1/tasks/csrf-new")[0] == 404
+    pools = {p["name"]: p for p in mtls.http("admin", "GET", "/v1/snapshot")[1]["pools"]}  # type: ignore[attr-defined]
+    assert pools["b"]["paused"] is False
+    # the same request from the server's own origin (the dashboard), or a program, goes through
+    own = {"origin": f"https://{mtls.sp.http}"}
+    status, body = mtls.http("admin", "POST", "/v1/tasks/csrf-victim/cancel", b"", headers=own)
+    assert (status, body) == (200, {"cancelled": True})
+    # a bearer token (never added by a browser on its own) is not refused cross-site
+    status, body = mtls.http(
+        "admin", "POST", "/v1/tasks", {"pool": "a"}, token=TOKENS["client"], headers=CROSS_SITE[1]
+    )
+    assert status == 200, body
 
 
 def test_grpc_web_with_a_client_certificate(mtls: Mtls) -> None:

@@ -58,6 +58,7 @@ async def raw(srv: ServerProc) -> AsyncIterator[Raw]:
 def http(sp: ServerProc, method: str, path: str, token: str | None, body: Any = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(f"http://{sp.http}{path}", data=data, method=method)
+    req.add_header("content-type", "application/json")
     if token is not None:
         req.add_header("authorization", f"Bearer {TOKENS[token]}")
     try:

@@ -201,7 +201,6 @@ class EngineMachine(RuleBasedStateMachine):
 EngineMachine.TestCase.settings = settings(
     max_examples=150,
     stateful_step_count=40,
-    deadline=None,
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -64,8 +64,8 @@ async def test_sqlite_frozen_leader_knows_its_lease_lapsed(tmp_path: Path) -> No
         lambda: SqliteStore(path, lease_ttl=1.0, lease_renew=0.2, lock_poll=0.05)
     )
     try:
-        time.sleep(1.6)  # the leader's loop freezes past its lease; the standby takes over meanwhile
-        assert took.is_set(), "the standby did not take over during the freeze"
+        # the leader's loop freezes (a blocking wait) until the standby has taken over
+        assert took.wait(30), "the standby did not take over during the freeze"
         # the first thing the old leader runs after the freeze: its renewer has not run yet
         assert a.leading
         left = lease_left(a)
@@ -83,12 +83,14 @@ async def test_postgres_silent_leader_loses_the_lock_on_schedule(make: Any) -> N
     await a.acquire()
     thread, took = _standby_in_thread(lambda: make(lease_ttl=2.0, keepalive=0.2, lock_poll=0.05))
     try:
-        time.sleep(1.0)
-        assert not took.is_set(), "the lock lapsed before lease_ttl"
+        # the leader's loop freezes (blocking waits): no ping reaches the database
+        t0 = time.monotonic()
+        assert not took.wait(1.0), "the lock lapsed before lease_ttl"
         left = lease_left(a)
         assert left is not None and left > 0
-        time.sleep(2.5)  # past lease_ttl without a ping: the database ends the lock session
-        assert took.is_set(), "the standby did not get the lock after lease_ttl"
+        # past lease_ttl without a ping the database ends the lock session; the standby gets it
+        assert took.wait(30), "the standby did not get the lock after lease_ttl"
+        assert time.monotonic() - t0 >= 2.0 - 0.2 - 0.1, "the lock lapsed before lease_ttl"
         left = lease_left(a)
         assert left is not None and left <= 0
     finally:

@@ -21,6 +21,7 @@ import pytest
 from cronoq.engine.mutations import Submitted, TaskRecord
 from cronoq.errors import SchedulerError
 from cronoq.store import PostgresStore
+from services import missing_service
 
 from . import contract
 from .contract import codec
@@ -47,7 +48,7 @@ async def _probe() -> str:
 async def schema() -> AsyncIterator[str]:
     why = await _probe()
     if why:
-        pytest.skip(why)
+        missing_service("PostgreSQL", why)
     name = f"cronoq_t_{uuid.uuid4().hex[:12]}"
     yield name
     conn = await asyncpg.connect(DSN)

@@ -4,10 +4,13 @@ docs/reference/behaviour.md#recovery, docs/reference/behaviour.md#fencing)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pathlib
 import sqlite3
 import stat
+import subprocess
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -166,14 +169,35 @@ async def test_locked_file_is_a_clear_error(db: pathlib.Path) -> None:
         holder.close()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root can write read-only files")
+@contextlib.contextmanager
+def read_only(path: pathlib.Path) -> Iterator[None]:
+    """Make ``path`` read-only for this process, root included: root ignores file modes (CI runs
+    as root), so as root the file is made immutable (``chattr +i``, undone afterwards)."""
+    mode = path.stat().st_mode
+    path.chmod(0o400)
+    immutable = os.geteuid() == 0
+    if immutable:
+        r = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True, check=False)
+        if r.returncode != 0:
+            path.chmod(mode)
+            pytest.skip(f"root ignores file modes and `chattr +i` failed here: {r.stderr.strip()}")
+    try:
+        yield
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        path.chmod(mode)
+
+
 async def test_read_only_file_is_a_clear_error(db: pathlib.Path) -> None:
     s = SqliteStore(db)
     await s.open()
     await s.close()
-    os.chmod(db, 0o400)
-    with pytest.raises(SchedulerError, match="read-only"):
-        await SqliteStore(db).open()
+    with read_only(db):
+        with pytest.raises(OSError):  # the premise: this process cannot write it
+            db.open("ab").close()
+        with pytest.raises(SchedulerError, match="read-only"):
+            await SqliteStore(db).open()
 
 
 def test_argument_validation(db: pathlib.Path) -> None:

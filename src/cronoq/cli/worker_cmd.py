@@ -1,6 +1,7 @@
 """``cronoq worker``: serve a pool from this process as a remote worker.
 
-``MODULE:FUNCTION`` is loaded with :func:`load_handler` (a sync function runs in a thread) and
+``MODULE:FUNCTION`` is loaded with :func:`load_handler` (a sync function runs in a thread, or
+with ``--run-in process`` any function in a child process) and
 ``MODULE:APP`` (a :class:`cronoq.App`) serves every task of the app by name, inside the app's
 ``@app.lifespan`` (entered once, around the worker's life);
 :func:`load_object` and :func:`load_app` are shared with ``submit --app`` and ``tasks``. The
@@ -93,23 +94,39 @@ def load_app(ref: str, app_dir: str | None = ".") -> App:
     return obj
 
 
-def load_handler(ref: str, app_dir: str | None = ".") -> Handler:
+def load_handler(ref: str, app_dir: str | None = ".", run_in: str | None = None) -> Handler:
     """``MODULE:FUNCTION`` (FUNCTION may be dotted) → an async handler taking the lease;
     ``MODULE:APP`` (a :class:`cronoq.App`) → the app's handler, dispatching by task name.
 
     ``app_dir`` is put first on ``sys.path`` (default: the working directory, as for
     ``python -m``). A sync function runs in a thread (``asyncio.to_thread``) so it never
     blocks heartbeats; note that a thread cannot be interrupted when the lease is aborted.
+    ``run_in`` (``--run-in``): ``"process"`` runs the function in a child process
+    (docs/how-to/processes.md); ``"loop"``/``"thread"`` insist on an async/plain function.
     Raises ``click.BadParameter`` for a malformed reference or a missing module/function.
     """
     from cronoq.app import App
+    from cronoq.runtime.processes import check_run_in, lease_handler
 
     obj = load_object(ref, app_dir)
     if isinstance(obj, App):
+        if run_in is not None:
+            raise click.BadParameter(
+                "--run-in applies to a MODULE:FUNCTION handler; an app's tasks say where they run"
+                " with @app.task(run_in=...)",
+                param_hint="--run-in",
+            )
         return obj.handler()
     if not callable(obj):
         raise click.BadParameter(f"{ref} is not callable", param_hint="MODULE:FUNCTION")
     fn = obj
+    try:
+        where = check_run_in(fn, run_in, ref)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--run-in") from None
+    if where == "process":
+        process_handler: Handler = lease_handler(fn)
+        return process_handler
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):  # noqa: B004
         handler: Handler = fn
         return handler
@@ -164,6 +181,32 @@ def lifespan_of(handler: object) -> contextlib.AbstractAsyncContextManager[Any]:
     show_default=True,
     help="On SIGTERM/SIGINT: how long running tasks may finish before they are cut short.",
 )
+@click.option(
+    "--run-in",
+    type=click.Choice(["loop", "thread", "process"]),
+    default=None,
+    help="Where a MODULE:FUNCTION handler runs: the event loop (async def), a thread (plain def)"
+    " or a child process with a hard time limit (default: by the function's kind).",
+)
+@click.option(
+    "--max-tasks-per-child",
+    type=click.IntRange(1),
+    default=None,
+    help="With process tasks: replace a child process after this many tasks.",
+)
+@click.option(
+    "--max-memory-per-child",
+    default=None,
+    metavar="SIZE",
+    help="With process tasks: replace a child whose RSS after a task exceeds SIZE (bytes or e.g. 512MiB).",
+)
+@click.option(
+    "--kill-grace",
+    type=DURATION,
+    default=5.0,
+    show_default=True,
+    help="With process tasks: seconds between SIGTERM and SIGKILL of a child cut short.",
+)
 @log_level_option
 def worker(
     handler_ref: str,
@@ -176,6 +219,10 @@ def worker(
     name: str,
     app_dir: str,
     grace: float,
+    run_in: str | None,
+    max_tasks_per_child: int | None,
+    max_memory_per_child: str | None,
+    kill_grace: float,
     log_level: str,
 ) -> None:
     """Serve POOL with a Python function: `cronoq worker mymodule:handle --pool default`,
@@ -193,9 +240,15 @@ def worker(
     registered, `cronoq worker: stopped` at the end.
     """
     _need_client()
-    handler = load_handler(handler_ref, app_dir)
+    handler = load_handler(handler_ref, app_dir, run_in)
     _setup_logging(log_level)
     from cronoq.client import ClientError, Worker
+    from cronoq.runtime.processes import Processes
+
+    try:
+        processes = Processes(max_tasks_per_child, max_memory_per_child, kill_grace)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--max-memory-per-child") from None
 
     worker_name = name or f"{socket.gethostname()}:{os.getpid()}"
     try:
@@ -209,6 +262,7 @@ def worker(
             labels=labels,
             grace=grace,
             tls=tls,
+            processes=processes,
         )
     except ValueError as e:
         raise click.UsageError(str(e)) from None

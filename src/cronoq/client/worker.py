@@ -104,6 +104,7 @@ from cronoq.proto.protocol import (
     PROGRESS_VERSION,
     PROTOCOL_VERSION,
 )
+from cronoq.runtime.processes import CURRENT, Processes, ProcessRegistry, check_processes
 
 __all__ = ["MAX_REDIRECTS", "PROTOCOL_VERSION", "Lease", "Worker"]
 
@@ -371,6 +372,8 @@ class Worker:
     labelled worker group; ``token`` authenticates (role ``worker``). ``target`` may be a list of
     addresses: each reconnect moves to the next. Use ``await worker.run()`` (returns after
     :meth:`stop`), or ``async with worker:`` to run it in the background and stop it on exit.
+    ``processes`` (a :class:`cronoq.Processes`) sets how the child processes of
+    ``run_in="process"`` tasks run (docs/how-to/processes.md); they stop with the worker.
     """
 
     def __init__(
@@ -390,6 +393,7 @@ class Worker:
         credentials: grpc.ChannelCredentials | None = None,
         options: Sequence[tuple[str, Any]] | None = None,
         insecure_redirect_http: bool = False,
+        processes: Processes | None = None,
     ) -> None:
         if not isinstance(pool, str) or not pool:
             raise ValueError(f"pool must be a non-empty string (got {pool!r})")
@@ -404,6 +408,8 @@ class Worker:
             raise ValueError(f"backoff must be (min, max) with 0 <= min <= max (got {backoff!r})")
         if grace < 0:
             raise ValueError(f"grace must be >= 0 (got {grace!r})")
+        #: the child processes of run_in="process" tasks (docs/how-to/processes.md)
+        self._procs = ProcessRegistry(check_processes(processes))
         self._targets = normalize_targets(target)
         self._pool = pool
         self._handler = handler
@@ -565,6 +571,7 @@ class Worker:
         self._running = True
         self._stop_requested = False
         done.clear()
+        procs = CURRENT.set(self._procs)  # process tasks of this worker's handlers run here
         delay = self._backoff[0]
         failed = 0  # consecutive attempts that did not register
         redirects = 0  # consecutive shard redirects
@@ -626,6 +633,8 @@ class Worker:
                         await self._sleep(wakeup, delay)
                         delay = next_backoff(delay, *self._backoff)
         finally:
+            CURRENT.reset(procs)
+            await self._procs.close()  # no child outlives the worker
             self._running = False
             registered.clear()
             done.set()

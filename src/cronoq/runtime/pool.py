@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.config import AutoscaleConfig, PoolConfig
 from cronoq.engine.model import RetryPolicy
+from cronoq.runtime.processes.runin import ProcessExecutor, check_run_in
+from cronoq.runtime.processes.settings import Processes, check_processes
 from cronoq.runtime.scalers import Scaler, SlotScaler
 
 if TYPE_CHECKING:
@@ -39,9 +41,15 @@ class Pool:
     The executor is ``async def run(ctx, payload)`` or a plain function, which runs in the
     loop's default thread pool (an awaitable it returns is awaited), or a *starting* executor
     (an async callable with ``start_attempt``, see :func:`_starter`).
+
+    ``run_in`` says where the executor runs: ``"loop"`` (the default for an ``async def``),
+    ``"thread"`` (the default for a plain function) or ``"process"`` (a child process per slot,
+    with a hard time limit; docs/how-to/processes.md), checked now (``ValueError`` saying why).
+    ``processes`` (a :class:`cronoq.Processes`) sets how this pool's children run; None: the
+    scheduler's ``processes=``.
     """
 
-    __slots__ = ("_config", "executor", "is_async", "scaler", "start_attempt")
+    __slots__ = ("_config", "executor", "is_async", "processes", "run_in", "scaler", "start_attempt")
 
     def __init__(
         self,
@@ -63,9 +71,15 @@ class Pool:
         tenant_weights: Mapping[str, float] | None = None,
         fair_share: bool = False,
         scaler: Scaler | None = None,
+        run_in: str | None = None,
+        processes: Processes | None = None,
     ) -> None:
         if not callable(executor):
             raise ValueError("executor must be callable")
+        self.run_in = check_run_in(executor, run_in, f"pool '{name}'")
+        self.processes = check_processes(processes)
+        if self.run_in == "process":
+            executor = ProcessExecutor(executor)
         self._config = PoolConfig(
             name,
             min=min,
@@ -97,6 +111,8 @@ class Pool:
             raise ValueError("executor must be callable")
         self = cls.__new__(cls)
         self._config = config
+        self.run_in = None
+        self.processes = None
         self.executor = executor
         self.is_async = _is_async_callable(executor)
         self.start_attempt = _starter(executor)

@@ -80,6 +80,7 @@ from cronoq.runtime.gcpause import gc_paused
 from cronoq.runtime.handles import TaskHandle, set_outcome
 from cronoq.runtime.operations import Operations
 from cronoq.runtime.pool import Executor, Pool
+from cronoq.runtime.processes import Processes, ProcessRegistry, check_processes
 from cronoq.runtime.scalers import Scaler, SlotScaler
 from cronoq.runtime.scheduler_args import (
     check_clock,
@@ -88,6 +89,7 @@ from cronoq.runtime.scheduler_args import (
     check_keep_payloads,
     check_key_retention_max,
     check_pools,
+    check_ref,
     check_resources,
     check_store_and_codec,
 )
@@ -113,12 +115,6 @@ Prepared = tuple[TaskOptions, str | None, TimeSpec | None, TimeSpec | None, Edge
 
 SHUTDOWN_MESSAGE = "scheduler shut down"
 _log = logging.getLogger("cronoq")
-
-
-def _check_ref(ref: object) -> int | str:
-    if isinstance(ref, bool) or not isinstance(ref, (int, str)):
-        raise ArgumentTypeError(f"a task reference is an id (int) or a key (str), got {ref!r}")
-    return ref
 
 
 #: what a plain function's thread returns when its attempt was aborted before the thread began
@@ -158,7 +154,8 @@ class Scheduler(Operations):
     durable, which holds them; docs/how-to/operations.md#replay); ``id_shard`` (1..255) puts a
     shard number in the task ids, which then read ``shard << 56 | epoch << 40 | seq``; 0, the
     default, is not sharded and ids read ``epoch << 48 | seq`` (cronoq.engine.ids,
-    docs/how-to/shards.md).
+    docs/how-to/shards.md); ``processes`` (a :class:`cronoq.Processes`) sets how the child
+    processes of ``run_in="process"`` work run, for pools without their own (docs/how-to/processes.md).
     """
 
     def __init__(
@@ -177,8 +174,10 @@ class Scheduler(Operations):
         wait_for_space: bool = True,
         keep_payloads: bool | None = None,
         id_shard: int = 0,
+        processes: Processes | None = None,
     ) -> None:
         pool_list = check_pools(pools)
+        self._procs = ProcessRegistry(check_processes(processes))  # run_in="process" children
         res_list = check_resources(resources)
         self._resources = res_list
         self._codec = check_store_and_codec(store, codec)
@@ -348,6 +347,7 @@ class Scheduler(Operations):
             ctx._ended = True
             fut.cancel()
         self._running.clear()
+        await self._procs.close()  # (the cancels above started the hard kills of running children)
         if core.actions:
             self._apply()  # the last status changes go to the store too
         self._next_seq = core.next_seq
@@ -876,7 +876,7 @@ class Scheduler(Operations):
     def _find(self, ref: object, tenant: object) -> TaskState | None:
         """The task ``ref`` names for ``tenant``: keys are scoped by tenant, and with a tenant
         given, another tenant's task (by id too) is as unknown as a missing one."""
-        _check_ref(ref)
+        check_ref(ref)
         if tenant is not None and not isinstance(tenant, str):
             raise ArgumentTypeError(f"tenant must be a string (got {tenant!r})")
         core = self._require()

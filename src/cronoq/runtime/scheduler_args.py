@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from cronoq.engine.resources import ResourceConfig
+from cronoq.errors import ArgumentTypeError
 from cronoq.runtime.clock import LOOP_CLOCK, Clock
 from cronoq.runtime.pool import Pool
 
@@ -97,3 +98,10 @@ def check_event_capacity(event_capacity: int) -> int:
     if isinstance(event_capacity, bool) or not isinstance(event_capacity, int) or event_capacity < 1:
         raise ValueError(f"event_capacity must be an int >= 1 (got {event_capacity!r})")
     return event_capacity
+
+
+def check_ref(ref: object) -> int | str:
+    """A task reference: an id (int) or a key (str), else ``ArgumentTypeError``."""
+    if isinstance(ref, bool) or not isinstance(ref, (int, str)):
+        raise ArgumentTypeError(f"a task reference is an id (int) or a key (str), got {ref!r}")
+    return ref

@@ -80,6 +80,11 @@ class SchedulerSeam:
         """Whether the caller runs on the scheduler's loop thread.  Any thread."""
         return threading.get_ident() == self._s._loop_thread
 
+    def run_processes_in_threads(self, flag: bool = True) -> None:
+        """Run ``run_in="process"`` attempts in the loop's thread pool instead of child processes
+        (what ``cronoq.testing.run`` does unless asked for real processes)."""
+        self._s._procs.in_threads = bool(flag)
+
     def pool_at(self, index: int) -> Pool:
         """The pool with configuration index ``index`` (``TaskState.opts.pool_index``)."""
         return self._s._pools[index]

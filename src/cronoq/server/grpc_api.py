@@ -58,6 +58,7 @@ from cronoq.server.auth import (
     restrict_pools,
 )
 from cronoq.server.grpc_watch import WatchFanout
+from cronoq.server.principal_shares import Shares, principal_key
 from cronoq.server.sse import with_progress
 
 if TYPE_CHECKING:
@@ -663,26 +664,47 @@ class UnaryBudget:
     The listener's global limit is the sum of three budgets (unary calls, Watch streams, worker
     sessions); each is enforced by its own handlers, so a flood of one kind (e.g. thousands of
     long ``Wait`` calls) is refused with RESOURCE_EXHAUSTED before it can take the others'
-    share, and clients never lock workers out.
+    share, and clients never lock workers out.  With auth on, one token or certificate
+    principal holds at most ``limits.max_requests_per_principal`` of it (principal_shares.py),
+    so one tenant's long ``Wait`` calls never lock the others out.
     """
 
     def __init__(self, app: ServerApp) -> None:
         self.app = app
         self.inflight = 0
+        self.shares = Shares()
+
+    def _key(self, context: grpc.aio.ServicerContext) -> str | None:
+        """The caller's share key (None: no shares, auth is off)."""
+        if not self.app.auth.auth_enabled:
+            return None
+        md = dict(context.invocation_metadata() or ())
+        token = md.get("authorization")
+        names = () if token else peer_dns(context)
+        return principal_key(token if isinstance(token, str) else None, names)
 
     def wrap(self, method: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]) -> Any:
         async def budgeted(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            limit = self.app.limits.max_concurrent_requests
-            if self.inflight >= limit:
+            lim = self.app.limits
+            if self.inflight >= lim.max_concurrent_requests:
                 await context.abort(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    f"too many concurrent requests (max_concurrent_requests {limit})",
+                    f"too many concurrent requests (max_concurrent_requests {lim.max_concurrent_requests})",
+                )
+            key = self._key(context)
+            if key is not None and not self.shares.take(key, lim.max_requests_per_principal):
+                await context.abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    "too many concurrent requests for this token "
+                    f"(max_requests_per_principal {lim.max_requests_per_principal})",
                 )
             self.inflight += 1
             try:
                 return await method(request, context)
             finally:
                 self.inflight -= 1
+                if key is not None:
+                    self.shares.give(key)
 
         return budgeted
 

@@ -13,7 +13,9 @@ token needed, stopped both listeners at the descriptor limit.
 listener:
 
 * ``max_connections``: a connection beyond it is closed as soon as it is accepted (before a
-  byte is read).
+  byte is read); so is one beyond ``per_address`` open connections from the same client IP
+  address (``limits.max_connections_per_address``: one client cannot hold the listener's
+  whole budget; principal_shares.py).
 * ``head_timeout``: from the moment a connection opens, and again after each response, the
   next request head must be complete within this many seconds, else the connection is
   closed.  A request in progress is never cut by it (its body is bounded by the handlers'
@@ -37,6 +39,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from cronoq.server.principal_shares import Shares
 
 __all__ = ["PEER_DNS_STATE", "guarded_protocol", "peer_cert_dns", "scope_peer_dns"]
 
@@ -62,11 +66,20 @@ def scope_peer_dns(scope: Mapping[str, Any]) -> tuple[str, ...]:
 log = logging.getLogger("cronoq.server.http")
 
 
-def guarded_protocol(max_connections: int, head_timeout: float) -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol with a connection cap and a request-head deadline (module doc)."""
+def _address(transport: asyncio.BaseTransport) -> str:
+    peer = transport.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else ""
+
+
+def guarded_protocol(
+    max_connections: int, head_timeout: float, per_address: int | None = None
+) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with connection caps and a request-head deadline (module doc)."""
+    by_address = Shares()  # open connections per client address, on this listener
 
     class GuardedH11Protocol(H11Protocol):
         _head_timer: asyncio.TimerHandle | None = None
+        _address: str | None = None  # counted in by_address
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -74,6 +87,18 @@ def guarded_protocol(max_connections: int, head_timeout: float) -> type[asyncio.
                 log.warning("HTTP connection refused: %d open (limits.max_connections)", max_connections)
                 transport.close()
                 return
+            if per_address is not None:
+                address = _address(transport)
+                if not by_address.take(address, per_address):
+                    log.warning(
+                        "HTTP connection from %s refused: %d open from it "
+                        "(limits.max_connections_per_address)",
+                        address,
+                        per_address,
+                    )
+                    transport.close()
+                    return
+                self._address = address
             dns = peer_cert_dns(transport.get_extra_info("peercert"))
             if dns:  # this connection's requests carry them (module docstring)
                 self.app_state = {**self.app_state, PEER_DNS_STATE: dns}
@@ -98,6 +123,9 @@ def guarded_protocol(max_connections: int, head_timeout: float) -> type[asyncio.
                 self._arm_head_timer()
 
         def connection_lost(self, exc: Exception | None) -> None:
+            if self._address is not None:
+                by_address.give(self._address)
+                self._address = None
             if self._head_timer is not None:
                 self._head_timer.cancel()
                 self._head_timer = None

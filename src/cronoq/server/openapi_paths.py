@@ -25,13 +25,15 @@ def _error_responses(*codes: int) -> dict[str, Any]:
         400: "bad input: invalid JSON, body not an object, invalid, cycle, duplicate_key_in_batch, "
         "resource_exceeds_capacity, unknown_resource",
         401: "missing or bad token",
-        403: "wrong role, pool or tenant; without auth: a non-loopback Host, or a state-changing "
-        "request a browser marks as cross-site (foreign or null Origin, Sec-Fetch-Site cross-site/same-site)",
+        403: "wrong role, pool or tenant; without auth: a non-loopback Host; without a bearer token "
+        "(no auth, or a client certificate): a state-changing request a browser marks as "
+        "cross-site (foreign or null Origin, Sec-Fetch-Site cross-site/same-site)",
         404: "unknown task, pool or dependency",
         405: "method not allowed",
         408: "request body not received in time",
         409: "reservation_conflict",
         413: "body larger than limits.max_http_body_bytes",
+        415: "a body whose content-type is not application/json (or application/*+json)",
         429: "overloaded / full / too many concurrent requests",
         503: "standby (not the leader) or shutting down",
         504: "wait timed out",
@@ -367,6 +369,9 @@ def paths() -> dict[str, Any]:
     paths.update(_ops_paths(p["ref"], p["key"], p["name"]))
     for path, item in paths.items():
         for method, op in item.items():
+            if method in ("post", "put", "delete", "patch"):  # (http_guard: a body must be JSON)
+                op["responses"].update(_error_responses(415))
+                op["responses"] = dict(sorted(op["responses"].items()))
             if not op.get("operationId"):
                 slug = path.strip("/").replace("/", "_").replace("{", "").replace("}", "").replace(":", "_")
                 op["operationId"] = f"{method}_{slug}".replace(".", "_")

@@ -163,7 +163,7 @@ class _Http:
             lifespan="off",
             timeout_graceful_shutdown=max(1, int(config.server.shutdown_grace_s)),
             # connection cap and request-head deadline (slowloris): see http_conn.py
-            http=guarded_protocol(lim.max_connections, lim.header_timeout_s),
+            http=guarded_protocol(lim.max_connections, lim.header_timeout_s, lim.max_connections_per_address),
             timeout_keep_alive=5,
             **kw,
         )

@@ -14,7 +14,8 @@ task argument may itself be called ``key`` or ``priority``.
 
 On the worker side, :meth:`TaskDefinition.invoke` decodes a payload, calls the function (an
 ``async def`` on the loop, a plain ``def`` in the loop's default thread pool, as executors
-run) and returns the JSON form of the result.
+run; with ``run_in="process"`` in a child process, :mod:`cronoq.runtime.processes`, the
+arguments and result pickled) and returns the JSON form of the result.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from cronoq.runtime.handles import TaskHandle
+from cronoq.runtime.processes import CTX_NONE, CTX_TASK, FnRef, run_in_process
 from cronoq.tasks.binding import Binding
 from cronoq.tasks.fields import CALL_FIELDS, check_fields
 from cronoq.tasks.lifespan import async_hooks, call_in_hooks
@@ -112,13 +114,19 @@ class TaskDefinition(TaskCall[P, R]):
     ``t.signature`` describe it.
     """
 
-    __slots__ = ("_app", "_binding", "fn", "is_async", "name")
+    __slots__ = ("_app", "_binding", "_ref", "fn", "is_async", "name", "run_in")
 
-    def __init__(self, app: App, fn: Callable[..., Any], name: str, fields: dict[str, Any]) -> None:
+    def __init__(
+        self, app: App, fn: Callable[..., Any], name: str, fields: dict[str, Any], run_in: str | None = None
+    ) -> None:
         self._app = app
         self.fn = fn
         self.name = name
         self.is_async = inspect.iscoroutinefunction(fn)
+        #: where the function runs: "loop" (async def), "thread" (plain def) or "process"
+        self.run_in: str = run_in or ("loop" if self.is_async else "thread")
+        # how a child process finds the function (its module attribute is this definition)
+        self._ref = FnRef(fn.__module__, fn.__qualname__, fn) if self.run_in == "process" else None
         self._binding = Binding(fn, name)
         super().__init__(self, fields)
 
@@ -161,6 +169,10 @@ class TaskDefinition(TaskCall[P, R]):
         Bad arguments raise :class:`~cronoq.Permanent`.
         """
         args, kwargs = self._binding.decode(payload)
+        if self._ref is not None:  # run_in="process": the context is made in the child
+            kind = CTX_TASK if self._binding.takes_context else CTX_NONE
+            result = await run_in_process(ctx, self._ref, tuple(args), kwargs, kind)
+            return self._binding.result_to_wire(result)
         if self._binding.takes_context:
             args.insert(0, ctx)
         hooks = self._app.call_hooks

@@ -57,7 +57,9 @@ class TaskExecutor:
         if defn is None:
             raise unknown_task(kind, self._tasks)
         b = defn.binding
-        hot = defn.is_async and b.result.check is not None and not defn.app.call_hooks
+        hot = (
+            defn.is_async and defn.run_in == "loop" and b.result.check is not None and not defn.app.call_hooks
+        )
         entry: _Entry = (defn, defn.fn if hot else None, b.fast_args, b.result.check, b.takes_context)
         self._hot[kind] = entry
         return entry

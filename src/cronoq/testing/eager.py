@@ -5,10 +5,10 @@ Theory of operation
 While the context is open the app's calls go to an :class:`EagerTarget` (it is attached like a
 scheduler, so it takes precedence over a bound client). ``await t.submit(...)`` still binds and
 encodes the arguments (so bad calls fail exactly as they would for real), then decodes the
-payload as a worker would, runs the function once — an ``async def`` inline, a plain ``def`` in
-the loop's thread pool — and returns an already resolved :class:`EagerHandle`: its ``await``
-gives the return value (through JSON and back, like a real round trip), or raises
-:class:`~cronoq.TaskFailed` with the error's message (status ``failed``).
+payload as a worker would, runs the function once — an ``async def`` inline, a plain ``def`` (or
+a ``run_in="process"`` task) in the loop's thread pool — and returns an already resolved
+:class:`EagerHandle`: its ``await`` gives the return value (through JSON and back, like a real
+round trip), or raises :class:`~cronoq.TaskFailed` with the error's message (status ``failed``).
 
 There is no scheduler: no retries, priorities, fixed starts, dependencies or schedules (task
 fields are accepted and ignored). For those, use :func:`cronoq.testing.run`.
@@ -26,6 +26,7 @@ from cronoq.app import App
 from cronoq.engine.progress import check_progress
 from cronoq.errors import CronoqError, Permanent, Retryable, TaskFailed
 from cronoq.runtime.handles import TaskHandle
+from cronoq.runtime.processes import CURRENT, IN_THREADS
 
 if TYPE_CHECKING:
     from cronoq.tasks.binding import Binding, Payload
@@ -130,10 +131,13 @@ class EagerTarget:
         task_id = next(self._ids)
         kind = fields["kind"]
         defn = self._app.tasks[binding.name]
+        threads = CURRENT.set(IN_THREADS)  # run_in="process": in a thread, as the test kit does
         try:
             output = await defn.invoke(EagerContext(task_id, kind, self._app.state), payload)
         except Exception as exc:
             return EagerHandle(task_id, error=TaskFailed("failed", _message(exc), task_id))
+        finally:
+            CURRENT.reset(threads)
         return EagerHandle(task_id, binding.result_from_wire(output))
 
     async def submit(self, binding: Binding, payload: Payload, fields: dict[str, Any]) -> TaskHandle[Any]:

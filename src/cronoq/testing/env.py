@@ -217,6 +217,7 @@ async def run(
     quiet_turns: int = QUIET_TURNS,
     hold_timeout: float | None = HOLD_TIMEOUT,
     shutdown_grace: float = 0.0,
+    real_processes: bool = False,
     **options: Any,
 ) -> AsyncIterator[Environment]:
     """Run a real Scheduler on virtual time: ``async with cronoq.testing.run(app) as env:``.
@@ -230,7 +231,9 @@ async def run(
     :meth:`Environment.advance` moves time; ``advance`` raises ``TimeoutError`` when attempts
     hold time still for ``hold_timeout`` real seconds (None: no limit). ``options`` are the
     Scheduler's (``store``, ``resources``, ...); every transition is published
-    (``emit_transitions=True``).
+    (``emit_transitions=True``). ``run_in="process"`` work runs in a thread (its arguments and
+    result still pickled), so virtual time works; ``real_processes=True`` runs it in child
+    processes, as in production (docs/how-to/processes.md#testing).
     """
     if isinstance(quiet_turns, bool) or not isinstance(quiet_turns, int) or quiet_turns < 1:
         raise ValueError(f"quiet_turns must be an int >= 1 (got {quiet_turns!r})")
@@ -257,6 +260,7 @@ async def run(
             raise ValueError("give the pools either as the first argument or as pools=, not both")
         pools_list = [app_or_pools] if isinstance(app_or_pools, Pool) else list(app_or_pools)
         sched = Scheduler(pools_list, clock=clock, emit_transitions=True, **options)
+    sched.seam.run_processes_in_threads(not real_processes)
     env = Environment(sched, clock, quiet_turns, hold_timeout)
     await env._start(autojump)
     try:

@@ -24,6 +24,7 @@ from tests.server.procs import Raw, pb
 from tests.server.test_dashboard import browser_page, needs_browser
 
 from cronoq.client import Client, ClientError, Worker
+from services import missing_service
 
 asyncpg = pytest.importorskip("asyncpg", reason="asyncpg is not installed (pip install 'cronoq[postgres]')")
 
@@ -51,7 +52,7 @@ def _pg_reason() -> str:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     why = _pg_reason()
     if why:
-        pytest.skip(why)
+        missing_service("PostgreSQL", why)
     c = Cluster(tmp_path_factory.mktemp("shards"))
     try:
         c.start()
@@ -222,7 +223,8 @@ async def test_snapshot_and_watch_merged(cluster: Cluster) -> None:
 
 def _http(method: str, url: str, body: Any = None) -> tuple[int, dict[str, Any]]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={"authorization": f"Bearer {ADMIN}"})
+    headers = {"authorization": f"Bearer {ADMIN}", "content-type": "application/json"}
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=20) as r:
             return r.status, json.loads(r.read())

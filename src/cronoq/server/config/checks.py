@@ -3,8 +3,9 @@
 The tables' own rules are in their models (:mod:`.base`); what needs several tables is here:
 unique pool and resource names, the pools a token, certificate or shard names, unique tokens
 and certificate principals, certificates need mutual TLS, the sharding rules (every pool in one
-shard, ``server.shard`` names a shard, resources name their shard, ``{shard}`` placeholders),
-authentication beyond loopback, distinct listeners.
+shard, ``server.shard`` names a shard, resources name their shard, ``{shard}`` placeholders,
+no endpoint reaches two shards or points back at this server), authentication beyond loopback,
+distinct listeners.
 
 They read the file's data through a :class:`View`, which answers a key's value only when the
 key is present and validated without a problem (else its default, as the rest of the file is
@@ -17,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .addresses import is_loopback, listen_addr
+from .addresses import is_loopback, listen_addr, split_host_port
 from .errors import Bad
 from .pools import DEFAULT_POOL, PoolSpec, ResourceSpec, ShardSpec
 from .principals import CertConfig, TokenEntry, token_digest
@@ -297,6 +298,60 @@ def _sharding(v: View, env: Mapping[str, str], flag: str | None, names: Sequence
     out.own_shard = own
 
 
+_WILDCARDS: Final = frozenset({"", "0.0.0.0", "::"})
+
+
+def _authority(endpoint: str) -> tuple[str, int] | None:
+    """``(host, port)`` of an ``http(s)://host:port`` endpoint, loopback names as one."""
+    try:
+        host, port = split_host_port(endpoint.partition("://")[2].rstrip("/"))
+    except ValueError:
+        return None
+    if port is None or not port.isdigit():
+        return None
+    host = host.lower().rstrip(".")
+    return ("loopback" if is_loopback(host) else host), int(port)
+
+
+def _endpoints(v: View, i: int) -> list[str]:
+    eps = v.get("shards", i, "endpoint")
+    return [eps] if isinstance(eps, str) else [e for e in eps or () if isinstance(e, str)]
+
+
+def _shard_endpoints(v: View, own: str | None, out: Outcome) -> None:
+    """A call to a shard must reach that shard: no endpoint listed by two shards, and no other
+    shard's endpoint is this server's own gRPC listener (a loop: the call comes back here)."""
+    grpc_addr = v.get("server", "grpc_addr", default=ServerSection().grpc_addr)
+    try:
+        host, port = listen_addr(grpc_addr)
+    except (Bad, ValueError):
+        host, port = "", 0
+    own_auth = ("loopback" if is_loopback(host) else host.lower(), port)
+    seen: dict[tuple[str, int], str] = {}
+    for i, _ in v.entries("shards"):
+        name = v.get("shards", i, "name")
+        for ep in _endpoints(v, i):
+            auth = _authority(ep)
+            if auth is None:
+                continue
+            other = seen.get(auth)
+            if other is not None and other != name:
+                out.inline(
+                    ("shards", i, "endpoint"),
+                    f"endpoint {ep!r} is also shard {other!r}'s: each endpoint must reach one shard",
+                )
+            seen.setdefault(auth, name)
+            # (a wildcard listener is reached through loopback here; other hosts are other machines)
+            same_host = auth[0] == "loopback" if host in _WILDCARDS else auth[0] == own_auth[0]
+            here = port != 0 and auth[1] == port and same_host
+            if own is not None and name != own and here:
+                out.inline(
+                    ("shards", i, "endpoint"),
+                    f"endpoint {ep!r} of shard {name!r} is this server's own server.grpc_addr "
+                    f"({grpc_addr!r}, shard {own!r}): calls to {name!r} would come back here",
+                )
+
+
 def _listeners(v: View, auth: bool, insecure: bool, out: Outcome) -> None:
     """Beyond loopback needs auth (metrics_addr is unauthenticated by design); distinct ports."""
     d = ServerSection()
@@ -337,5 +392,6 @@ def check(
     auth = _auth(v, env, pool_names, out)
     names = _shards(v, pool_names, out)
     _sharding(v, env, shard, names, out)
+    _shard_endpoints(v, out.own_shard, out)
     _listeners(v, auth, insecure_no_auth, out)
     return out

@@ -220,6 +220,8 @@ class LimitsConfig(Section):
         *("max_wait_s", "request_timeout_s", "max_concurrent_requests", "max_concurrent_streams"),
         *("max_slots_per_worker", "keepalive_interval_s", "keepalive_timeout_s", "key_retention_s"),
         *("key_retention_max", "max_list"),
+        *("peer_timeout_s", "max_peer_calls", "peer_breaker_failures", "peer_breaker_reset_s"),
+        *("max_requests_per_principal", "max_connections_per_address"),
     )
 
     max_tasks_per_batch: Int1 = Field(1000, description="tasks in one `SubmitBatch`")
@@ -272,4 +274,23 @@ class LimitsConfig(Section):
     #: payload bytes the leader holds for live tasks (payloads of 256 bytes and more count)
     max_pending_bytes: Int1 = Field(
         256 * MIB, description="payload bytes held by not-yet-running tasks (`overloaded` beyond)"
+    )
+    #: calls to peer shards (shards/breaker.py): their own deadline and budget, and the breaker
+    #: that makes calls to a peer known to be down fail at once
+    peer_timeout_s: PositiveDuration = Field(
+        10.0, description="deadline of one call to a peer shard (plus the wait it asks for)"
+    )
+    max_peer_calls: Int1 = Field(64, description="calls in flight to one peer shard (503 beyond)")
+    peer_breaker_failures: Int1 = Field(
+        3, description="consecutive calls a peer shard did not answer before its breaker opens"
+    )
+    peer_breaker_reset_s: PositiveDuration = Field(
+        5.0, description="how long an open breaker fails calls at once before one probe call"
+    )
+    #: each caller's share of the budgets (principal_shares.py)
+    max_requests_per_principal: Int1 = Field(
+        256, description="unary requests in flight of one token or certificate principal (with auth)"
+    )
+    max_connections_per_address: Int1 = Field(
+        1024, description="open HTTP connections from one client address (closed at once beyond)"
     )

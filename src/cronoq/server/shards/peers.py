@@ -11,6 +11,12 @@ answers as leader within ``limits.request_timeout_s`` the shard is :class:`Unrea
 (UNAVAILABLE ``shard '<s>' is unreachable`` / 503).  Any other answer of the peer, errors
 included, is the answer (:class:`PeerError` keeps its status, message and trailing metadata).
 
+Each peer shard has a circuit breaker and its own call budget (:mod:`.breaker`): a call to a
+peer known to be down (``limits.peer_breaker_failures`` calls in a row not answered within
+their deadline, ``limits.peer_timeout_s``) fails at once as :class:`Unreachable` until one
+probe call, ``limits.peer_breaker_reset_s`` later, finds it answering again; at most
+``limits.max_peer_calls`` unary calls are in flight to one peer.
+
 Forwarding is allowed to ``https://`` peers (verified with ``server.peer_tls.ca`` or the
 system roots), to ``http://`` peers on a loopback host, and to other ``http://`` peers only
 with ``server.insecure_peer_http``: the caller's bearer token travels with the call.  Calls
@@ -29,7 +35,8 @@ import grpc
 import grpc.aio
 
 from cronoq.server.config import ServerConfig, ShardSpec, is_loopback
-from cronoq.server.shards.topology import FORWARDED_KEY, SERVED_BY_KEY
+from cronoq.server.shards.breaker import Breaker
+from cronoq.server.shards.topology import FORWARDED_KEY, NOT_THIS_SHARD, SERVED_BY_KEY, TO_SHARD_KEY
 
 log = logging.getLogger("cronoq.server.shards")
 
@@ -44,10 +51,12 @@ _MAYBE_DONE = ("the store could not commit", "not the leader any more")
 class Unreachable(Exception):
     """No address of the shard answered as its leader in time."""
 
-    def __init__(self, shard: ShardSpec) -> None:
+    def __init__(self, shard: ShardSpec, why: str = "") -> None:
         super().__init__(f"shard '{shard.name}' is unreachable")
         self.shard = shard
         self.message = str(self)
+        #: why, when the call failed at once (the breaker, the budget); logged, not sent
+        self.why = why
 
 
 class PeerError(Exception):
@@ -72,9 +81,12 @@ def forward_allowed(config: ServerConfig, endpoint: str) -> bool:
     return is_loopback(authority) or config.server.insecure_peer_http
 
 
-def _retry_elsewhere(e: grpc.aio.AioRpcError) -> bool:
+def _retry_elsewhere(e: grpc.aio.AioRpcError, ep: str, shard: ShardSpec) -> bool:
     if e.code() != grpc.StatusCode.UNAVAILABLE:
         return False
+    if (e.details() or "").startswith(NOT_THIS_SHARD):  # refused before it ran: misconfigured
+        log.error("peer %s is not shard %r (%s): tried the next address", ep, shard.name, e.details())
+        return True
     # a standby, or the transport (connection refused, reset, ...), unless it may have landed
     return not (e.details() or "").startswith(_MAYBE_DONE)
 
@@ -94,6 +106,7 @@ class Peers:
         self.own = config.server.shard or ""
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._current: dict[str, int] = {}
+        self._breakers: dict[str, Breaker] = {}
         self._creds: grpc.ChannelCredentials | None = None
         mb = config.limits.max_message_bytes
         self._options = [
@@ -141,8 +154,26 @@ class Peers:
         """The address of ``shard`` that answered as its leader last (its first before any)."""
         return shard.endpoints[self._current.get(shard.name, 0)]
 
-    def metadata(self, authorization: str | None) -> tuple[tuple[str, str], ...]:
-        md: tuple[tuple[str, str], ...] = ((FORWARDED_KEY, self.own),)
+    def breaker(self, shard: ShardSpec) -> Breaker:
+        """The breaker and budget of calls to ``shard`` (one per peer shard, kept)."""
+        br = self._breakers.get(shard.name)
+        if br is None:
+            lim = self.config.limits
+            br = Breaker(lim.peer_breaker_failures, lim.peer_breaker_reset_s, lim.max_peer_calls)
+            self._breakers[shard.name] = br
+        return br
+
+    def _admit(self, shard: ShardSpec, *, counted: bool = True) -> bool:
+        """Admit a call to ``shard`` (whether it is the breaker's probe) or raise Unreachable."""
+        admitted = self.breaker(shard).admit(time.monotonic(), counted=counted)
+        if isinstance(admitted, str):
+            log.warning("call to shard %r failed at once: %s", shard.name, admitted)
+            raise Unreachable(shard, admitted)
+        return admitted
+
+    def metadata(self, authorization: str | None, shard: ShardSpec) -> tuple[tuple[str, str], ...]:
+        """A forwarded call's metadata: who forwards it, to which shard, the caller's token."""
+        md: tuple[tuple[str, str], ...] = ((FORWARDED_KEY, self.own), (TO_SHARD_KEY, shard.name))
         if authorization:
             md += (("authorization", authorization),)
         return md
@@ -157,10 +188,24 @@ class Peers:
         timeout: float | None = None,
     ) -> Any:
         """``method`` on ``shard``'s leader; :class:`PeerError` for its error answers,
-        :class:`Unreachable` when no address leads within ``timeout`` (request_timeout_s)."""
-        budget = self.config.limits.request_timeout_s if timeout is None else timeout
-        until = time.monotonic() + budget
-        md = self.metadata(authorization)
+        :class:`Unreachable` when no address leads within ``timeout`` (peer_timeout_s) or the
+        breaker or budget fail the call at once."""
+        budget = self.config.limits.peer_timeout_s if timeout is None else timeout
+        probe = self._admit(shard)
+        answered = False
+        try:
+            md = self.metadata(authorization, shard)
+            resp = await self._unary(shard, method, request, response_cls, md, time.monotonic() + budget)
+            answered = True
+            return resp
+        except PeerError:
+            answered = True  # (an answer: the peer is alive)
+            raise
+        finally:
+            self.breaker(shard).done(time.monotonic(), answered, probe)
+
+    async def _unary(self, shard: ShardSpec, method: str, req: Any, cls: Any, md: Any, until: float) -> Any:
+        request, response_cls = req, cls
         for idx, ep in self.order(shard):
             left = until - time.monotonic()
             if left <= 0:
@@ -175,7 +220,7 @@ class Peers:
                 resp = await pending
                 served = dict(await pending.trailing_metadata() or ()).get(SERVED_BY_KEY)
             except grpc.aio.AioRpcError as e:
-                if _retry_elsewhere(e):
+                if _retry_elsewhere(e, ep, shard):
                     continue
                 if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED and e.details() == "Deadline Exceeded":
                     break  # (our own deadline, not the peer's answer)
@@ -194,7 +239,22 @@ class Peers:
     ) -> AsyncIterator[Any]:
         """A server stream from ``shard``'s leader: yields ``None`` once it is live (its initial
         metadata arrived), then its messages; raises :class:`PeerError` / :class:`Unreachable`."""
-        md = self.metadata(authorization)
+        md = self.metadata(authorization, shard)
+        probe = self._admit(shard, counted=False)
+        answered = False
+        try:
+            async for msg in self._stream(shard, method, request, response_cls, md):
+                answered = True
+                yield msg
+        except PeerError:
+            answered = True
+            raise
+        finally:
+            self.breaker(shard).done(time.monotonic(), answered, probe, counted=False)
+
+    async def _stream(
+        self, shard: ShardSpec, method: str, request: Any, response_cls: Any, md: tuple[tuple[str, str], ...]
+    ) -> AsyncIterator[Any]:
         for idx, ep in self.order(shard):
             call = self.channel(ep).unary_stream(
                 method,
@@ -211,7 +271,7 @@ class Peers:
                     yield msg
                 return
             except grpc.aio.AioRpcError as e:
-                if _retry_elsewhere(e):
+                if _retry_elsewhere(e, ep, shard):
                     continue
                 raise PeerError(e.code(), e.details() or "", tuple(e.trailing_metadata() or ())) from None
             finally:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -45,7 +46,16 @@ from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server.app import ApiError, ServerApp
 from cronoq.server.config import ShardSpec
 from cronoq.server.shards.peers import PeerError, Peers, Unreachable
-from cronoq.server.shards.topology import FORWARDED_KEY, SERVED_BY_KEY, Topology, WrongShard
+from cronoq.server.shards.topology import (
+    FORWARDED_KEY,
+    SERVED_BY_KEY,
+    TO_SHARD_KEY,
+    Topology,
+    WrongShard,
+    not_this_shard,
+)
+
+log = logging.getLogger("cronoq.server.shards")
 
 __all__ = ["ROUTES", "LocalContext", "Routed", "Router", "check_task", "grpc_error", "routed"]
 
@@ -740,15 +750,15 @@ class Router:
         return getattr(pb, self._methods[path].output_type.name)
 
     def timeout(self, request: Any) -> float:
-        """A forwarded call's deadline: ``request_timeout_s``, plus the wait it asks for."""
+        """A forwarded call's deadline: ``peer_timeout_s``, plus the wait it asks for."""
         limits = self.app.limits
         fields = request.DESCRIPTOR.fields_by_name
         waits = [f for f in _WAITS if f in fields]
         if not waits or ("wait" in fields and not request.wait):
-            return limits.request_timeout_s
+            return limits.peer_timeout_s
         f = waits[0]
         wait = min(getattr(request, f), limits.max_wait_s) if request.HasField(f) else limits.max_wait_s
-        return limits.request_timeout_s + max(wait, 0.0)
+        return limits.peer_timeout_s + max(wait, 0.0)
 
     def may_forward(self, shard: ShardSpec, authorization: str | None) -> bool:
         """Forwarding is allowed by the peer rule, and only with a bearer token when auth is on
@@ -778,9 +788,22 @@ class Router:
         md = context.invocation_metadata()
         return Routed(self, path, request, context, local, _metadata_value(md, "authorization"))
 
+    async def check_forwarded(self, context: Any) -> bool:
+        """Whether the call was forwarded by a peer; one meant for another shard than this
+        server's is refused before it runs (UNAVAILABLE: the peer tries its next address)."""
+        md = context.invocation_metadata()
+        if _metadata_value(md, FORWARDED_KEY) is None:
+            return False
+        wanted = _metadata_value(md, TO_SHARD_KEY)
+        own = self.top.own
+        if wanted is not None and own is not None and wanted != own.name:
+            log.error("refused a call forwarded for shard %r: this server is shard %r", wanted, own.name)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, not_this_shard(own.name, wanted))
+        return True
+
     def _unary(self, path: str, original: Handler, rule: Rule) -> Handler:
         async def routed(request: Any, context: Any) -> Any:
-            if _metadata_value(context.invocation_metadata(), FORWARDED_KEY) is not None:
+            if await self.check_forwarded(context):
                 context.set_trailing_metadata(self.served_by)  # (the caller checks who answered)
                 return await original(request, context)
             try:
@@ -792,7 +815,7 @@ class Router:
 
     def _streaming(self, path: str, original: Any, rule: Any) -> Any:
         async def routed(request: Any, context: Any) -> AsyncIterator[Any]:
-            if _metadata_value(context.invocation_metadata(), FORWARDED_KEY) is not None:
+            if await self.check_forwarded(context):
                 async for msg in original(request, context):
                     yield msg
                 return

@@ -14,7 +14,16 @@ from typing import Final
 from cronoq.engine.ids import SHARD_SHIFT
 from cronoq.server.config import ServerConfig, ShardSpec
 
-__all__ = ["FORWARDED_KEY", "SERVED_BY_KEY", "SHARD_ENDPOINT_KEY", "SHARD_KEY", "Topology", "WrongShard"]
+__all__ = [
+    "FORWARDED_KEY",
+    "SERVED_BY_KEY",
+    "SHARD_ENDPOINT_KEY",
+    "SHARD_KEY",
+    "TO_SHARD_KEY",
+    "Topology",
+    "WrongShard",
+    "not_this_shard",
+]
 
 #: metadata of a forwarded call: the forwarding server's shard name (ours)
 FORWARDED_KEY: Final = "cronoq-forwarded"
@@ -23,6 +32,16 @@ SHARD_KEY: Final = "cronoq-shard"
 SHARD_ENDPOINT_KEY: Final = "cronoq-shard-endpoint"
 #: trailing metadata of a forwarded call's answer: the answering server's shard (ours)
 SERVED_BY_KEY: Final = "cronoq-served-by"
+#: metadata of a forwarded call: the shard it is meant for; a server of another shard refuses
+#: it before acting (UNAVAILABLE, :func:`not_this_shard`), so a misrouted call does nothing (ours)
+TO_SHARD_KEY: Final = "cronoq-to-shard"
+#: the start of that refusal's message
+NOT_THIS_SHARD: Final = "this server is shard"
+
+
+def not_this_shard(own: str, wanted: str) -> str:
+    """The refusal of a forwarded call meant for shard ``wanted`` by a server of shard ``own``."""
+    return f"{NOT_THIS_SHARD} {own!r}, not {wanted!r}: the call was not run"
 
 
 class WrongShard(Exception):

@@ -1,0 +1,263 @@
+"""The main loop of a process child (runs in the child only).
+
+Theory of operation
+-------------------
+A child is started by :mod:`cronoq.runtime.processes.supervisor` with one end of a duplex pipe.
+It first ties its life to its parent's: on Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (through
+ctypes) kills it when its parent dies — the forkserver, which itself exits when the worker
+does, or the worker under ``spawn``/``fork`` —, and a *reader* thread that owns the receiving
+side of the pipe exits the process (``os._exit``) as soon as the pipe reaches EOF, that is when
+the worker is gone, however it died. So no child outlives its worker, even one SIGKILLed.
+
+The reader thread hands ``run`` messages to the main thread through a queue, and a ``cancel``
+for the running job sets the flag ``ctx.is_cancelled()`` reads. The main thread runs one job
+at a time: it unpickles the function (cached by id) and the arguments, calls the function with
+a :class:`ChildContext` or :class:`ChildLease` first when asked (an awaitable result is run on
+the child's own event loop), pickles the result and sends ``done`` with its RSS. Every failure —
+an import error while unpickling the function included — is a ``done`` with a failure
+(:func:`~cronoq.runtime.processes.jobs.failure_of`): the child stays up, so a module that does
+not import fails each attempt permanently without a respawn storm. SIGINT is ignored (a
+terminal's Ctrl-C reaches the whole process group: the worker decides when children stop);
+SIGTERM keeps its default action (the parent's hard kill starts with it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import pickle
+import queue
+import signal
+import sys
+import threading
+from typing import Any
+
+from cronoq.engine.progress import check_progress
+from cronoq.runtime.processes.jobs import CTX_LEASE, CTX_NONE, FnRef, failure_of, pickling_error
+
+__all__ = ["ChildContext", "ChildLease", "child_main", "rss_bytes"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this process when its parent dies (best effort elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        ppid = os.getppid()
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != ppid:  # the parent died before the call: too late for the signal
+            os._exit(1)
+    except Exception:  # pragma: no cover - no libc: the pipe watchdog still applies
+        pass
+
+
+def rss_bytes() -> int:
+    """This process's resident set size now (Linux: /proc; else the peak, from getrusage)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024
+
+
+class _Channel:
+    """The child's end of the pipe: sends from any thread, and the job being run."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.lock = threading.Lock()
+        self.job = 0
+        self.cancelled: set[int] = set()
+
+    def send(self, msg: tuple[Any, ...]) -> None:
+        with self.lock:
+            self.conn.send(msg)
+
+
+class _Attempt:
+    """What the contexts of a child share: the attempt's info and its controls over the pipe."""
+
+    def __init__(self, info: dict[str, Any], chan: _Channel, job: int) -> None:
+        self._info = info
+        self._chan = chan
+        self._job = job
+        self.attempt: int = info["attempt"]
+        self.kind: str = info["kind"]
+        self.key: str | None = info["key"]
+        self.pool: str = info["pool"]
+        self.timeout: float | None = info["timeout"]
+        self.deadline: float | None = info["deadline"]
+        self.tags: dict[str, str] = dict(info["tags"])
+
+    def _is_cancelled(self) -> bool:
+        return self._job in self._chan.cancelled
+
+    def _report(self, done: float, total: float | None, message: str | None) -> None:
+        d, t, m = check_progress(done, total, message)
+        if not self._is_cancelled():
+            self._chan.send(("progress", self._job, d, t, m))
+
+    def heartbeat(self) -> None:
+        """Renew the lease (the parent also does, while the child runs)."""
+        if not self._is_cancelled():
+            self._chan.send(("heartbeat", self._job))
+
+
+class ChildContext(_Attempt):
+    """The task context inside a child: ``id``, ``kind``, ``key``, ``attempt``, ``tags``,
+    ``deadline``, ``timeout``, ``pool``, ``lease``, ``group``; ``progress()`` and
+    ``heartbeat()`` go over the pipe; ``is_cancelled()`` turns True on the parent's cancel."""
+
+    def __init__(self, info: dict[str, Any], chan: _Channel, job: int) -> None:
+        super().__init__(info, chan, job)
+        self.id: int = info["id"]
+        self.lease: int = info["lease"]
+        self.group: dict[str, str] = dict(info.get("group") or {})
+        self.abort_reason: str | None = None
+
+    def is_cancelled(self) -> bool:
+        return self._is_cancelled()
+
+    def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        self._report(done, total, message)
+
+    def note_worker(self, name: str) -> None:
+        """(A no-op in a child: the worker is already named.)"""
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    def __repr__(self) -> str:
+        return f"<ChildContext id={self.id} attempt={self.attempt} pid={os.getpid()}>"
+
+
+class _Flag:
+    """``lease.cancelled`` in a child: truthy once the parent cancelled the job."""
+
+    def __init__(self, lease: ChildLease) -> None:
+        self._lease = lease
+
+    def __bool__(self) -> bool:
+        return self._lease._is_cancelled()
+
+    def is_set(self) -> bool:
+        return self._lease._is_cancelled()
+
+
+class ChildLease(_Attempt):
+    """A remote worker's lease inside a child (``cronoq worker --run-in process``): the lease's
+    fields, ``json()``/``text()``/``value()``, ``cancelled``, ``heartbeat()`` and progress."""
+
+    def __init__(self, info: dict[str, Any], chan: _Channel, job: int) -> None:
+        super().__init__(info, chan, job)
+        self.id: int = info["lease"]
+        self.task_id: int = info["id"]
+        self.payload: bytes = info["payload"]
+        self.content_type: str = info["content_type"]
+        self.priority: str = info["priority"]
+        self.lease_ttl: float | None = info["lease_ttl"]
+        self.cancel_reason = ""
+
+    @property
+    def cancelled(self) -> _Flag:
+        return _Flag(self)
+
+    def json(self) -> Any:
+        import json
+
+        return json.loads(self.payload) if self.payload else None
+
+    def text(self) -> str:
+        return self.payload.decode("utf-8")
+
+    def value(self) -> Any:
+        from cronoq.client.encoding import decode_payload
+
+        return decode_payload(self.payload, self.content_type)
+
+    async def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        self._report(done, total, message)
+
+    def report_progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        self._report(done, total, message)
+
+    def __repr__(self) -> str:
+        return f"ChildLease(id={self.id}, task_id={self.task_id}, attempt={self.attempt}, pid={os.getpid()})"
+
+
+def _reader(chan: _Channel, jobs: queue.SimpleQueue[tuple[Any, ...] | None]) -> None:
+    """Own the receiving side: queue jobs, note cancels, exit the process at EOF (parent gone)."""
+    while True:
+        try:
+            msg = chan.conn.recv()
+        except (EOFError, OSError):
+            os._exit(0)  # the worker is gone: never outlive it
+        if msg[0] == "run":
+            jobs.put(msg)
+        elif msg[0] == "cancel":
+            chan.cancelled.add(msg[1])
+        else:  # "stop"
+            jobs.put(None)
+
+
+def _run(chan: _Channel, fns: dict[int, Any], msg: tuple[Any, ...], loop: asyncio.AbstractEventLoop) -> Any:
+    _, job, fn_id, fn_bytes, ctx_kind, info, args_bytes = msg
+    fn = fns.get(fn_id)
+    if fn is None:
+        try:
+            fn = pickle.loads(fn_bytes)
+            fn = fn.resolve() if isinstance(fn, FnRef) else fn
+        except Exception as e:
+            fn = pickling_error("cannot load the task in the child process", e)
+        fns[fn_id] = fn  # (a load error is kept: the parent sends the function once)
+    if isinstance(fn, BaseException):
+        raise fn
+    try:
+        args, kwargs = pickle.loads(args_bytes)
+    except Exception as e:
+        raise pickling_error("cannot unpickle the arguments in the child process", e) from None
+    if ctx_kind != CTX_NONE:
+        first = ChildLease(info, chan, job) if ctx_kind == CTX_LEASE else ChildContext(info, chan, job)
+        args = (first, *args)
+    result = fn(*args, **kwargs)
+    if inspect.isawaitable(result):
+        result = loop.run_until_complete(_await(result))
+    return result
+
+
+async def _await(aw: Any) -> Any:
+    return await aw
+
+
+def child_main(conn: Any) -> None:
+    """The child's entry point (the target of its ``multiprocessing.Process``)."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    chan = _Channel(conn)
+    jobs: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+    threading.Thread(target=_reader, args=(chan, jobs), name="cronoq-child-reader", daemon=True).start()
+    fns: dict[int, Any] = {}
+    loop = asyncio.new_event_loop()
+    while (msg := jobs.get()) is not None:
+        job = msg[1]
+        chan.job = job
+        try:
+            result = _run(chan, fns, msg, loop)
+            try:
+                out: tuple[Any, ...] = ("done", job, True, pickle.dumps(result), 0)
+            except Exception as e:
+                out = ("done", job, False, failure_of(pickling_error("the result cannot be pickled", e)), 0)
+        except BaseException as e:  # every outcome (SystemExit included) goes back to the parent
+            out = ("done", job, False, failure_of(e), 0)
+        chan.cancelled.discard(job)
+        chan.send((*out[:4], rss_bytes()))
+    loop.close()

@@ -1,0 +1,92 @@
+"""Module-level task functions for the process tests (a child imports them by name)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from cronoq import Permanent, Retryable
+
+_LEAK: list[bytearray] = []
+
+
+def pid(ctx: Any, payload: Any) -> dict[str, Any]:
+    """The child's pid and what its context shows."""
+    return {
+        "pid": os.getpid(),
+        "id": ctx.id,
+        "kind": ctx.kind,
+        "key": ctx.key,
+        "attempt": ctx.attempt,
+        "tags": ctx.tags,
+        "deadline": ctx.deadline,
+        "payload": payload,
+    }
+
+
+def write_pid(path: str) -> None:
+    Path(path).write_text(str(os.getpid()))
+
+
+def spin(ctx: Any, payload: dict[str, Any]) -> None:
+    """Write the pid, then spin in pure Python forever (ignoring SIGTERM if asked); ``warm``:
+    return at once (starts the child, so a test's timeout does not count its start)."""
+    if payload.get("warm"):
+        return
+    if payload.get("ignore_term"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    write_pid(payload["pidfile"])
+    while True:
+        pass
+
+
+def sleep_forever(ctx: Any, payload: dict[str, Any]) -> None:
+    write_pid(payload["pidfile"])
+    time.sleep(3600)
+
+
+def die(ctx: Any, how: str) -> None:
+    if how == "segv":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    os._exit(3)
+
+
+def fail(ctx: Any, how: str) -> Any:
+    if how == "permanent":
+        raise Permanent("no way")
+    if how == "retry":
+        raise Retryable("later", retry_after=30.0)
+    if how == "unpicklable":
+        return lambda: None
+    raise KeyError("boom")
+
+
+def leak(ctx: Any, mib: int) -> int:
+    """Keep ``mib`` MiB alive in the child (a leak); the child's pid."""
+    if mib:
+        _LEAK.append(bytearray(mib * 1024 * 1024))
+    return os.getpid()
+
+
+def progress(ctx: Any, payload: Any) -> str:
+    ctx.progress(3, 4, "almost")
+    ctx.heartbeat()
+    return "ok"
+
+
+async def async_pid(ctx: Any, payload: Any) -> int:
+    await ctx.sleep(0)
+    return os.getpid()
+
+
+def cooperative(ctx: Any, payload: dict[str, Any]) -> str:
+    """Handle SIGTERM itself and stop at ``ctx.is_cancelled()`` (within kill_grace)."""
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    write_pid(payload["pidfile"])
+    while not ctx.is_cancelled():
+        time.sleep(0.005)
+    Path(payload["marker"]).write_text("saw the cancel")
+    return "stopped"

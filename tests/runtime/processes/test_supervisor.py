@@ -1,0 +1,212 @@
+"""Process pools in a real Scheduler, with real child processes (docs/how-to/processes.md):
+hard time limits, crash isolation, recycling, outcomes, context, cancel and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.runtime.conftest import wait
+from tests.runtime.processes import broken, tasks
+from tests.runtime.processes.waits import alive, gone_within, read_pid
+
+from cronoq import Pool, Processes, RetryPolicy, Scheduler, TaskFailed
+
+ONCE = RetryPolicy(max_attempts=1)
+FAST = Processes(kill_grace=0.5)
+
+
+def ppool(fn: Any, **kw: Any) -> Pool:
+    kw.setdefault("autoscale", False)
+    kw.setdefault("processes", FAST)
+    return Pool("p", fn, run_in="process", **kw)
+
+
+@pytest.mark.parametrize("ignore_term", [False, True], ids=["spin", "spin-ignoring-sigterm"])
+async def test_timeout_kills_a_spinning_child(tmp_path: Path, ignore_term: bool) -> None:
+    pidfile = tmp_path / "pid"
+    async with Scheduler([ppool(tasks.spin)]) as sched:
+        await wait(await sched.submit({"warm": True}))  # the child is up: the timeout is all spin
+        start = time.monotonic()
+        h = await sched.submit({"pidfile": str(pidfile), "ignore_term": ignore_term}, timeout=1, retry=ONCE)
+        pid = await read_pid(pidfile)
+        with pytest.raises(TaskFailed, match="timed out"):
+            await wait(h)
+        assert time.monotonic() - start < 1 + 0.5 + 0.5
+        # SIGTERM at the timeout, SIGKILL kill_grace later: gone within timeout + grace + 0.5 s
+        await gone_within(pid, 0.5 + 0.5)
+        assert time.monotonic() - start < 1 + 0.5 + 0.5 + 0.5
+        # the pool keeps serving with a new child
+        sched._pools[0].executor.fn = tasks.pid  # (same pool, a task that returns)
+        h2 = await sched.submit("after", retry=ONCE)
+        assert (await wait(h2))["pid"] != pid
+
+
+async def test_cancel_kills_a_sleeping_child(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    async with Scheduler([ppool(tasks.sleep_forever)]) as sched:
+        h = await sched.submit({"pidfile": str(pidfile)})
+        pid = await read_pid(pidfile)
+        assert await sched.cancel(h.id)
+        with pytest.raises(TaskFailed) as info:
+            await wait(h)
+        assert info.value.status == "cancelled"
+        await gone_within(pid, 2.0)  # time.sleep(3600) ends at the SIGTERM
+
+
+async def test_is_cancelled_reaches_the_child_before_the_kill(tmp_path: Path) -> None:
+    pidfile, marker = tmp_path / "pid", tmp_path / "marker"
+    pool = ppool(tasks.cooperative, processes=Processes(kill_grace=5.0))
+    async with Scheduler([pool]) as sched:
+        h = await sched.submit({"pidfile": str(pidfile), "marker": str(marker)})
+        pid = await read_pid(pidfile)
+        await sched.cancel(h.id)
+        await gone_within(pid, 4.0)  # it returned on its own, well before the SIGKILL
+        assert marker.read_text() == "saw the cancel"
+
+
+@pytest.mark.parametrize(
+    ("how", "message"), [("exit", "died: exit code 3"), ("segv", "died: killed by signal SIGSEGV")]
+)
+async def test_a_dead_child_fails_only_its_attempt(how: str, message: str) -> None:
+    async with Scheduler(
+        [Pool("d", tasks.die, run_in="process", processes=FAST, max=2, autoscale=False), ppool(tasks.pid)]
+    ) as sched:
+        h = await sched.submit(how, pool="d", retry=ONCE)
+        ok = await sched.submit("fine", pool="p")
+        with pytest.raises(TaskFailed, match=message) as info:
+            await wait(h)
+        assert info.value.status == "dead_lettered"  # retryable: the retries ran out
+        assert (await wait(ok))["payload"] == "fine"
+        again = await sched.submit(how, pool="d", retry=ONCE)
+        with pytest.raises(TaskFailed, match=message):
+            await wait(again)
+
+
+async def test_outcomes_as_in_a_thread() -> None:
+    async with Scheduler([ppool(tasks.fail, max=2)]) as sched:
+        perm = await sched.submit("permanent", retry=RetryPolicy(max_attempts=3))
+        with pytest.raises(TaskFailed, match="no way") as info:
+            await wait(perm)
+        assert info.value.status == "failed"
+        other = await sched.submit("key", retry=ONCE)
+        with pytest.raises(TaskFailed, match="KeyError: 'boom'"):
+            await wait(other)
+        bad_result = await sched.submit("unpicklable", retry=RetryPolicy(max_attempts=3))
+        with pytest.raises(TaskFailed, match="the result cannot be pickled") as info:
+            await wait(bad_result)
+        assert info.value.status == "failed"
+        bad_arg = await sched.submit(lambda: None, retry=RetryPolicy(max_attempts=3))
+        with pytest.raises(TaskFailed, match="arguments cannot be pickled") as info:
+            await wait(bad_arg)
+        assert info.value.status == "failed"
+
+
+async def test_retry_after_is_kept() -> None:
+    async with Scheduler([ppool(tasks.fail)]) as sched:
+        h = await sched.submit("retry", retry=RetryPolicy(max_attempts=2, initial_backoff=0.01))
+        end = time.monotonic() + 10
+        while not (att := await sched.attempts(h.id)) or att[0].outcome != "failed":
+            assert time.monotonic() < end
+            await asyncio.sleep(0.01)
+        assert att[0].message == "later"
+        core = sched._core
+        assert core is not None
+        wake = core.next_wakeup()  # the retry's timer: retry_after (30 s), not the 0.01 s backoff
+        assert wake is not None and (wake - sched._now()) / 1e9 == pytest.approx(30, abs=2)
+        await sched.cancel(h.id)
+
+
+async def test_context_and_progress_in_the_child() -> None:
+    async with Scheduler(
+        [ppool(tasks.pid), Pool("g", tasks.progress, run_in="process", autoscale=False)]
+    ) as sched:
+        h = await sched.submit(7, key="k1", kind="report", tags={"a": "b"}, deadline_in=60)
+        out = await wait(h)
+        assert out["pid"] != os.getpid()
+        assert (out["id"], out["kind"], out["key"], out["attempt"], out["tags"]) == (
+            h.id,
+            "report",
+            "k1",
+            1,
+            {"a": "b"},
+        )
+        assert out["deadline"] == pytest.approx(time.time() + 60, abs=5)
+        g = await sched.submit(None, pool="g")
+        assert await wait(g) == "ok"
+        p = await sched.progress(g.id)
+        assert p is not None and (p.done, p.total, p.message) == (3, 4, "almost")
+
+
+async def test_recycling_by_count() -> None:
+    pool = ppool(tasks.pid, processes=Processes(max_tasks_per_child=2, kill_grace=0.5))
+    async with Scheduler([pool]) as sched:
+        pids = [(await wait(await sched.submit(i)))["pid"] for i in range(4)]
+    assert pids[0] == pids[1] != pids[2] == pids[3]
+
+
+async def test_recycling_by_memory() -> None:
+    async with Scheduler([ppool(tasks.leak)]) as sched:
+        base = await wait(await sched.submit(0))
+    probe = sched._procs  # (the registry is closed; measure a fresh child's RSS instead)
+    assert probe.supervisors == {}
+    pool = ppool(tasks.leak, processes=Processes(max_memory_per_child="150MiB", kill_grace=0.5))
+    async with Scheduler([pool]) as sched:
+        first = await wait(await sched.submit(0))
+        assert await wait(await sched.submit(0)) == first  # under the limit: kept
+        assert await wait(await sched.submit(200)) == first  # grows past it during this task
+        after = await wait(await sched.submit(0))
+        assert after != first  # replaced after the task that crossed the limit
+    assert base != first
+
+
+async def test_import_error_in_the_child_is_permanent_without_respawns() -> None:
+    async with Scheduler([ppool(broken.task)]) as sched:
+        for _ in range(3):
+            h = await sched.submit(None, retry=RetryPolicy(max_attempts=3))
+            with pytest.raises(
+                TaskFailed, match="cannot load the task in the child process: ImportError"
+            ) as info:
+                await wait(h)
+            assert info.value.status == "failed"
+        assert sched._procs.supervisor("p").started == 1
+
+
+async def test_shutdown_kills_running_children(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    sched = Scheduler([ppool(tasks.spin)])
+    await sched.start()
+    await sched.submit({"pidfile": str(pidfile), "ignore_term": True})
+    pid = await read_pid(pidfile)
+    start = time.monotonic()
+    await wait(sched.shutdown(0.2))
+    assert not alive(pid)
+    assert time.monotonic() - start < 0.2 + 0.5 + 1.0
+
+
+async def test_one_child_per_slot_and_idle_surplus_stops_when_capacity_falls(tmp_path: Path) -> None:
+    async with Scheduler([ppool(tasks.sleep_forever, max=2, min=2)]) as sched:
+        files = [tmp_path / "a", tmp_path / "b"]
+        hs = [await sched.submit({"pidfile": str(f)}) for f in files]
+        pids = [await read_pid(f) for f in files]
+        assert len(set(pids)) == 2  # one child per running attempt
+        for h in hs:
+            await sched.cancel(h.id)
+        for p in pids:
+            await gone_within(p, 3.0)
+        sched._pools[0].executor.fn = tasks.pid
+        sup = sched._procs.supervisor("p")
+        both = [await sched.submit(i) for i in range(2)]
+        for h in both:
+            await wait(h)
+        assert len(sup.pids) == 2
+        await sched.set_capacity("p", 1)
+        await wait(await sched.submit("one"))
+        end = time.monotonic() + 5
+        while len(sup.pids) > 1:  # the idle surplus child is stopped
+            assert time.monotonic() < end, sup.pids
+            await asyncio.sleep(0.01)

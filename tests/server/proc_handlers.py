@@ -1,0 +1,30 @@
+"""The handler of the ``cronoq worker --run-in process`` tests (a child imports it by name)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+
+def handle(lease: Any) -> dict[str, Any]:
+    """``{"op": ...}``: ``pid`` (the child's pid and the lease's fields), ``sleep`` (``s``
+    seconds, reporting progress), ``spin`` (write the pid to ``pidfile``, ignore SIGTERM, spin)."""
+    job = lease.json()
+    op = job["op"]
+    if op == "spin":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        Path(job["pidfile"]).write_text(str(os.getpid()))
+        while True:
+            pass
+    if op == "sleep":
+        lease.report_progress(1, 2, "sleeping")
+        time.sleep(job["s"])
+    return {
+        "pid": os.getpid(),
+        "task_id": lease.task_id,
+        "attempt": lease.attempt,
+        "cancelled": bool(lease.cancelled),
+    }
