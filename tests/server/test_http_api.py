@@ -569,7 +569,7 @@ def test_one_route_per_path_and_method() -> None:
         assert len(methods) == 1, (r.path, methods)
         assert (r.path, methods[0]) not in seen, (r.path, methods)
         seen.add((r.path, methods[0]))
-    assert len(seen) == 22
+    assert len(seen) == 23
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1293,6 +1293,7 @@ async def test_openapi_document() -> None:
         ("/v1/snapshot", "get"),
         ("/v1/history", "get"),
         ("/v1/workers", "get"),
+        ("/v1/resources/{name}/keys", "get"),
         ("/v1/recurring", "get"),
         ("/v1/recurring/{name}", "get"),
         ("/v1/recurring/{name}", "put"),

@@ -29,7 +29,7 @@ are admission decisions too, shared with the core's single-task fast path.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from cronoq.engine.deps import kids_have_cycle, link, plan_member_edges, reaches
@@ -51,8 +51,9 @@ from cronoq.errors import InvalidSubmission, SubmitError
 
 if TYPE_CHECKING:
     from cronoq.engine.core import Core
+    from cronoq.engine.keyed import Keyed
     from cronoq.engine.pools import PoolState
-    from cronoq.engine.resources import Semaphore, TokenBucket
+    from cronoq.engine.resources import Resources
 
 # kinds of the edges of a member to something outside the batch
 E_TASK = 0  # an existing live task (the target is its TaskState)
@@ -162,28 +163,59 @@ def resolve_pool(core: Core, opts: TaskOptions) -> int:
             raise SubmitError("unknown_pool", f"unknown pool '{opts.pool}'")
         idx = found
     if opts.resources is not None:
-        check_resources(core.resources, opts)
+        check_resources(core.res, opts)
     opts.pool_index = idx
     opts.stats_key = (idx, opts.kind)
     opts.resolver = core
     return idx
 
 
-def check_resources(resources: Mapping[str, Semaphore | TokenBucket], opts: TaskOptions) -> None:
+def check_resources(res: Resources, opts: TaskOptions) -> None:
     """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid``
-    (docs/reference/behaviour.md#resources)."""
+    (docs/reference/behaviour.md#resources, docs/concepts/resources.md#keyed-resources).
+
+    Also notes on ``opts`` the resources whose tasks the core tracks (``opts.tracked``).
+    """
+    tracked: list[tuple[Keyed, str, int]] = []
     for name, amount in (opts.resources or {}).items():
-        r = resources.get(name)
-        if r is None:
-            raise SubmitError("unknown_resource", f"unknown resource '{name}'")
+        capacity, kr = _capacity(res, name)
         if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
             raise InvalidSubmission(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
-        if amount > r.capacity:
+        if amount > capacity:
             raise SubmitError(
                 "resource_exceeds_capacity",
                 f"requested amount exceeds capacity of resource '{name}' "
-                f"(the task needs {amount} units, its capacity is {r.capacity})",
+                f"(the task needs {amount} units, its capacity is {capacity})",
             )
+        if kr is not None:
+            tracked.append((kr, name, amount))
+    opts.tracked = tracked or None
+
+
+def _capacity(res: Resources, name: str) -> tuple[int, Keyed | None]:
+    """The capacity of what ``name`` asks for (a resource, or a key of a keyed one), and the
+    tracked resource it belongs to."""
+    if not isinstance(name, str):
+        raise InvalidSubmission(f"resource names must be strings (got {name!r})")
+    base, sep, key = name.partition(":")
+    kr = res.keyed.get(base) if sep else None
+    if kr is not None and kr.per_key:  # (the common case first: a key of a keyed resource)
+        if not key:
+            raise InvalidSubmission(f"resource '{base}' needs a non-empty key: '{base}:<key>' (got '{name}')")
+        return kr.capacity_of(name), kr
+    kr = res.keyed.get(name)
+    if kr is not None and kr.per_key:
+        raise InvalidSubmission(
+            f"resource '{name}' is keyed (per_key=True): ask for '{name}:<key>' with a non-empty key"
+        )
+    r = res.by_name.get(name)
+    if r is not None:
+        return r.capacity, kr
+    if sep and (base in res.by_name or base in res.keyed):
+        raise InvalidSubmission(
+            f"resource '{base}' is not keyed (per_key=False): ask for '{base}', not '{name}'"
+        )
+    raise SubmitError("unknown_resource", f"unknown resource '{name}'")
 
 
 def overflow(core: Core, pool: PoolState, priority: int, now: int) -> None:
@@ -219,6 +251,8 @@ def plan_admission(core: Core, now: int, items: Sequence[BatchItem], single: boo
     if plan.any_start:
         _plan_windows(core, plan)
     _check_bounds(core, plan, now, single)
+    if core.res.keyed:  # new keys of keyed resources: all of them fit under max_keys, or none
+        core.res.make_room((it.opts.tracked for i, it in enumerate(items) if plan.dup[i] is None), now)
     return plan
 
 

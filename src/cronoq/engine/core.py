@@ -99,7 +99,7 @@ from cronoq.engine.pools import Group, PoolState
 from cronoq.engine.progress import ProgressTracker
 from cronoq.engine.recovery import Recovery
 from cronoq.engine.recurring import RecurringInfo, RecurringSpec, Schedule, Schedules
-from cronoq.engine.resources import Resources
+from cronoq.engine.resources import Resources, cancel_doomed
 from cronoq.engine.scoring import Scorer
 from cronoq.engine.snapshot import TOTAL_NAMES, Snapshot, build_snapshot, status_counts
 from cronoq.engine.starts import missed, start_due, unblock_fixed
@@ -220,7 +220,7 @@ class Core:
     def check_resources(self, opts: TaskOptions) -> None:
         """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid``
         (docs/reference/behaviour.md#resources)."""
-        check_resources(self.resources, opts)
+        check_resources(self.res, opts)
 
     def submit(
         self,
@@ -259,6 +259,8 @@ class Core:
         tid = self._create(now, pool, opts, payload, key, deadline)
         if self.persist:
             self._persist_submitted(self.tasks[tid], deadline, None, None, blob)
+        if self.res.doomed:
+            cancel_doomed(self, now)
         return tid, False
 
     def submit_batch(self, now: int, items: Sequence[BatchItem | tuple[Any, ...]]) -> list[tuple[int, bool]]:
@@ -302,6 +304,8 @@ class Core:
                 self._terminate(member, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
             elif member.unmet == 0:
                 release(member, now)
+        if self.res.doomed:
+            cancel_doomed(self, now)
         return out
 
     def _expected(self, opts: TaskOptions) -> int:
@@ -324,6 +328,8 @@ class Core:
         deadline: int | None,
     ) -> TaskState:
         """Create a task in ``blocked`` under the next id and count it; the caller releases it."""
+        if opts.tracked is not None:  # (its keys were checked, then judged)
+            self.res.room_for(opts.tracked, now)
         seq = self.seq
         if seq > self.seq_limit:  # (never carries into the epoch or shard bits)
             msg = "task ids of this leadership term are exhausted: restart the leader"
@@ -333,12 +339,12 @@ class Core:
         self._n_submitted += 1
         if deadline is not None:
             t.deadline = deadline
-        self._admit(t, pool, now)
+        self._admit(t, pool, now, new=True)
         if self.publish and self.emit_transitions:
             self._event(t, now, None)
         return t
 
-    def _admit(self, t: TaskState, pool: PoolState, now: int) -> None:
+    def _admit(self, t: TaskState, pool: PoolState, now: int, new: bool = False) -> None:
         """Take a new ``blocked`` task in: indexed (id, key), live, pending in its pool.
 
         New submissions (:meth:`_new_task`) and recovered tasks, which keep their ids, share it.
@@ -347,6 +353,8 @@ class Core:
         if t.key is not None:
             self.keys.reserve(scoped_key(t.opts.tenant, t.key), t.id)
         self.live += 1
+        if t.opts.tracked is not None:
+            self.res.admitted(t, now, new)
         pool.pending += 1
         pool.pending_by_class[t.opts.priority] += 1
         if pool.scaler is not None and not pool.scale_armed:
@@ -526,6 +534,8 @@ class Core:
         if not self.keep_payloads:
             t.payload = None
         self.live -= 1
+        if t.opts.tracked is not None:
+            self.res.ended(t, now)
         if t.fixed is not None:
             self.pools[t.opts.pool_index].release_fixed(t)
         self.retained.append(t)
@@ -821,9 +831,9 @@ class Core:
                 self._unpark_labels(pool)
         res = t.opts.resources
         if res is not None:
-            resources, waiters = self.resources, self.res_waiters
+            give_back, waiters = self.res.give_back, self.res_waiters
             for name, k in res.items():
-                resources[name].give_back(k)
+                give_back(name, k)
                 if waiters and name in waiters:
                     self._unpark_resource(name, now)
 
@@ -887,6 +897,8 @@ class Core:
         if not self.keep_payloads:
             t.payload = None
         self.live -= 1
+        if opts.tracked is not None:
+            self.res.ended(t, now)
         if self.publish:
             self._event(t, now, None)
         if self.persist:
@@ -995,16 +1007,16 @@ class Core:
         t.output = OUTPUT_LOST
         return True
 
-    def cancel(self, now: int, ref: int | str) -> bool:
+    def cancel(self, now: int, ref: int | str, message: str = MSG_CANCELLED) -> bool:
         """Cancel a non-terminal task (aborting a running attempt).  False if unknown/terminal."""
         t = self.lookup(now, ref)
         if t is None or t.status >= FIRST_TERMINAL:
             return False
         if t.status == RUNNING:
-            self.actions.append(Abort(t.lease, t.id, MSG_CANCELLED))
+            self.actions.append(Abort(t.lease, t.id, message))
             self._end_attempt(t, now, succeeded=False)
         self.counters["cancelled"] += 1
-        self._terminate(t, now, EV_CANCEL, MSG_CANCELLED)
+        self._terminate(t, now, EV_CANCEL, message)
         return True
 
     def set_capacity(self, now: int, pool_name: str, n: int) -> None:
@@ -1082,17 +1094,7 @@ class Core:
         return status_counts(self.tasks.values())
 
 
-__all__ = [
-    "Core",
-    "PoolState",
-    "BLOCKED",
-    "SCHEDULED",
-    "READY",
-    "RUNNING",
-    "RETRYING",
-    "SUCCEEDED",
-    "FAILED",
-    "DEAD_LETTERED",
-    "CANCELLED",
-    "SHED",
-]
+# fmt: off
+__all__ = ["Core", "PoolState", "BLOCKED", "SCHEDULED", "READY", "RUNNING", "RETRYING", "SUCCEEDED",
+           "FAILED", "DEAD_LETTERED", "CANCELLED", "SHED"]
+# fmt: on

@@ -358,6 +358,7 @@ class TaskOptions:
         "tenant",
         "timeout",
         "tolerance",
+        "tracked",
     )
 
     def __init__(
@@ -390,6 +391,7 @@ class TaskOptions:
         self.pool_index = -1
         self.stats_key: object = None
         self.resolver: object = None  # the core pool_index and stats_key belong to
+        self.tracked: list[Any] | None = None  # (resource, name, units) of its tracked resources
 
     def unresolved(self) -> TaskOptions:
         """A copy that no core has resolved yet."""
@@ -399,6 +401,7 @@ class TaskOptions:
         out.pool_index = -1
         out.stats_key = None
         out.resolver = None
+        out.tracked = None
         return out
 
 

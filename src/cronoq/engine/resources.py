@@ -1,11 +1,9 @@
 """Shared resources (docs/reference/behaviour.md#resources): semaphores and token buckets, shared by every
 pool.
 
-* :class:`Semaphore` — ``permits`` units; a running task holds its units until its attempt ends.
-* :class:`TokenBucket` — starts full (``burst`` tokens), refills continuously at ``rate`` per
-  second up to ``burst``; tokens are taken at dispatch and never returned.  Token arithmetic
-  is exact: tokens are kept in "nano-tokens" (tokens × 1e9) so refill over ``dt`` ns is the
-  integer ``rate × dt``, and ``ready_at(k)`` tells the core when to wake up (no polling).
+:class:`ResourceConfig` declares one (``Resource.semaphore`` / ``Resource.token_bucket``); its
+units (permits, tokens) are in ``units.py``; a keyed resource (``per_key=True``), asked for as
+``"name:key"``, has one unit per key and a policy for the excess (``keyed.py``).
 
 A task is dispatched only when every resource it needs can give its amount *now*; the core
 then acquires them all at once (all-or-nothing, single-threaded, so atomic).
@@ -15,7 +13,8 @@ tasks *parked* on each one because it could not serve them, in a heap by (class,
 parked task is out of its lane (its lane token is negated, so any older entry is stale);
 when units come back (an attempt ends) or a bucket has refilled (a ``T_REFILL`` wake-up,
 armed for the first waiter's amount: no polling), waiters go back to their lanes in heap
-order while the resource can serve them.
+order while the resource can serve them.  Keyed units are parked under their full name
+(``"customer:42"``), so a key at its limit never holds back the tasks of another key.
 """
 
 from __future__ import annotations
@@ -25,38 +24,146 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from cronoq.engine.keyed import (
+    CANCEL_OLDEST,
+    KEEP_LATEST,
+    POLICIES,
+    QUEUE,
+    Keyed,
+    ResourceKey,
+    Unit,
+    admit,
+    check_limits,
+    check_name,
+    forget,
+    judge,
+    refuse_new_keys,
+    victim_message,
+)
 from cronoq.engine.model import READY, TaskState
-from cronoq.engine.time import NS
+from cronoq.engine.snapshot import ResourceSnapshot
+from cronoq.engine.units import SEMAPHORE, TOKEN_BUCKET, Semaphore, TokenBucket
 
 if TYPE_CHECKING:
+    from cronoq.engine.core import Core
     from cronoq.engine.timers import Timers
 
-SEMAPHORE = "semaphore"
-TOKEN_BUCKET = "token_bucket"
+
+#: A tracked resource a task asks for: (its resource, the name asked, units)
+Tracked = tuple[Keyed, str, int]
 
 
 class ResourceConfig:
-    """A named resource tasks can require: ``Resource.semaphore`` / ``Resource.token_bucket``."""
+    """A named resource tasks can require: ``Resource.semaphore`` / ``Resource.token_bucket``.
 
-    __slots__ = ("name", "kind", "permits", "rate", "burst")
+    ``per_key=True`` gives every key its own unit (docs/concepts/resources.md#keyed-resources);
+    ``on_limit`` is the policy for the excess (``engine/keyed.py``).
+    """
 
-    def __init__(self, name: str, kind: str, permits: int = 0, rate: float = 0.0, burst: int = 0) -> None:
+    __slots__ = (
+        "burst",
+        "idle_ttl",
+        "kind",
+        "limits",
+        "max_keys",
+        "name",
+        "on_limit",
+        "per_key",
+        "permits",
+        "rate",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        permits: int = 0,
+        rate: float = 0.0,
+        burst: int = 0,
+        *,
+        per_key: bool = False,
+        on_limit: str = QUEUE,
+        limits: dict[str, int] | None = None,
+        max_keys: int = 100_000,
+        idle_ttl: float = 3600.0,
+    ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("resource name must be a non-empty string")
+        if not isinstance(per_key, bool):
+            raise ValueError(f"per_key must be a bool (got {per_key!r})")
+        check_name(name, per_key)
+        if on_limit not in POLICIES:
+            raise ValueError(f"on_limit must be one of {', '.join(POLICIES)} (got {on_limit!r})")
+        if kind == TOKEN_BUCKET and on_limit in (CANCEL_OLDEST, KEEP_LATEST):
+            raise ValueError(f"on_limit={on_limit!r} is for semaphores only (a token bucket has no holders)")
+        if limits is not None and not per_key:
+            raise ValueError("limits override the capacity of keys: they need per_key=True")
+        if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1:
+            raise ValueError(f"max_keys must be an int >= 1 (got {max_keys!r})")
+        if (
+            isinstance(idle_ttl, bool)
+            or not isinstance(idle_ttl, (int, float))
+            or not math.isfinite(idle_ttl)
+            or idle_ttl < 0
+        ):
+            raise ValueError(f"idle_ttl must be a finite number of seconds >= 0 (got {idle_ttl!r})")
         self.name = name
         self.kind = kind
         self.permits = permits
         self.rate = rate
         self.burst = burst
+        self.per_key = per_key
+        self.on_limit = on_limit
+        self.limits = check_limits(limits)
+        self.max_keys = max_keys
+        self.idle_ttl = float(idle_ttl)
 
     @classmethod
-    def semaphore(cls, name: str, permits: int) -> ResourceConfig:
+    def semaphore(
+        cls,
+        name: str,
+        permits: int,
+        *,
+        per_key: bool = False,
+        on_limit: str = QUEUE,
+        limits: dict[str, int] | None = None,
+        max_keys: int = 100_000,
+        idle_ttl: float = 3600.0,
+    ) -> ResourceConfig:
+        """A semaphore of ``permits`` units: a task asking ``k`` holds them while its attempt runs.
+
+        ``per_key=True``: one semaphore per key, asked for as ``"name:key"`` (``limits``: the
+        permits of given keys; ``max_keys`` live keys at most; a key idle ``idle_ttl`` seconds
+        is forgotten).  ``on_limit``: ``"queue"``, ``"cancel_newest"``, ``"cancel_oldest"`` or
+        ``"keep_latest"`` (docs/concepts/resources.md#keyed-resources).  ValueError when invalid.
+        """
         if isinstance(permits, bool) or not isinstance(permits, int) or permits < 1:
             raise ValueError(f"permits must be an int >= 1 (got {permits!r})")
-        return cls(name, SEMAPHORE, permits=permits)
+        return cls(
+            name, SEMAPHORE, permits=permits, per_key=per_key, on_limit=on_limit, limits=limits,
+            max_keys=max_keys, idle_ttl=idle_ttl,
+        )  # fmt: skip
 
     @classmethod
-    def token_bucket(cls, name: str, rate: float, burst: int) -> ResourceConfig:
+    def token_bucket(
+        cls,
+        name: str,
+        rate: float,
+        burst: int,
+        *,
+        per_key: bool = False,
+        on_limit: str = QUEUE,
+        limits: dict[str, int] | None = None,
+        max_keys: int = 100_000,
+        idle_ttl: float = 3600.0,
+    ) -> ResourceConfig:
+        """A token bucket: starts full with ``burst`` tokens, refills ``rate`` per second; a task
+        asking ``k`` takes ``k`` tokens at dispatch.
+
+        ``per_key=True``: one bucket per key, asked for as ``"name:key"`` (``limits``: the burst
+        of given keys; ``max_keys``, ``idle_ttl`` as for a semaphore).  ``on_limit``: ``"queue"``
+        or ``"cancel_newest"`` (docs/concepts/resources.md#keyed-resources).  ValueError when invalid.
+        """
         if (
             isinstance(rate, bool)
             or not isinstance(rate, (int, float))
@@ -66,100 +173,29 @@ class ResourceConfig:
             raise ValueError(f"rate must be finite and > 0 (got {rate!r})")
         if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
             raise ValueError(f"burst must be an int >= 1 (got {burst!r})")
-        return cls(name, TOKEN_BUCKET, rate=float(rate), burst=burst)
+        return cls(
+            name, TOKEN_BUCKET, rate=float(rate), burst=burst, per_key=per_key, on_limit=on_limit,
+            limits=limits, max_keys=max_keys, idle_ttl=idle_ttl,
+        )  # fmt: skip
 
     @property
     def capacity(self) -> int:
         return self.permits if self.kind == SEMAPHORE else self.burst
 
+    @property
+    def tracked(self) -> bool:
+        """Whether the engine tracks the resource's tasks (keyed, or a policy other than queue)."""
+        return self.per_key or self.on_limit != QUEUE
+
     def __repr__(self) -> str:
+        extra = "".join(
+            f", {k}={getattr(self, k)!r}"
+            for k, default in (("per_key", False), ("on_limit", QUEUE), ("limits", None))
+            if getattr(self, k) != default
+        )
         if self.kind == SEMAPHORE:
-            return f"Resource.semaphore({self.name!r}, {self.permits})"
-        return f"Resource.token_bucket({self.name!r}, rate={self.rate}, burst={self.burst})"
-
-
-class Semaphore:
-    __slots__ = ("name", "capacity", "available")
-
-    def __init__(self, cfg: ResourceConfig) -> None:
-        self.name = cfg.name
-        self.capacity = cfg.permits
-        self.available = cfg.permits
-
-    def can_take(self, k: int, now: int) -> bool:
-        return self.available >= k
-
-    def take(self, k: int, now: int) -> None:
-        self.available -= k
-
-    def try_take(self, k: int, now: int) -> bool:
-        """``take`` if ``can_take``: one call on the dispatch hot path."""
-        a = self.available
-        if a >= k:
-            self.available = a - k
-            return True
-        return False
-
-    def give_back(self, k: int) -> None:
-        self.available += k
-
-    def ready_at(self, k: int, now: int) -> int | None:
-        return None  # only a release frees permits
-
-    def in_use(self, now: int) -> int:
-        return self.capacity - self.available
-
-
-class TokenBucket:
-    __slots__ = ("name", "capacity", "rate", "nano", "last")
-
-    def __init__(self, cfg: ResourceConfig, now: int) -> None:
-        self.name = cfg.name
-        self.capacity = cfg.burst
-        self.rate = cfg.rate  # tokens per second == nano-tokens per ns
-        self.nano = cfg.burst * NS  # starts full
-        self.last = now
-
-    def _refill(self, now: int) -> None:
-        if now > self.last:
-            cap = self.capacity * NS
-            n = self.nano + int(self.rate * (now - self.last))
-            self.nano = n if n < cap else cap
-            self.last = now
-
-    def can_take(self, k: int, now: int) -> bool:
-        self._refill(now)
-        return self.nano >= k * NS
-
-    def take(self, k: int, now: int) -> None:
-        self._refill(now)
-        self.nano -= k * NS
-
-    def try_take(self, k: int, now: int) -> bool:
-        """``take`` if ``can_take``: one call on the dispatch hot path."""
-        self._refill(now)
-        if self.nano >= k * NS:
-            self.nano -= k * NS
-            return True
-        return False
-
-    def give_back(self, k: int) -> None:
-        """Tokens are consumed, never returned."""
-
-    def ready_at(self, k: int, now: int) -> int | None:
-        """The earliest instant at which ``k`` tokens will be available."""
-        self._refill(now)
-        missing = k * NS - self.nano
-        if missing <= 0:
-            return now
-        return now + math.ceil(missing / self.rate)
-
-    def tokens(self, now: int) -> float:
-        self._refill(now)
-        return self.nano / NS
-
-    def in_use(self, now: int) -> int:
-        return self.capacity - int(self.tokens(now))
+            return f"Resource.semaphore({self.name!r}, {self.permits}{extra})"
+        return f"Resource.token_bucket({self.name!r}, rate={self.rate}, burst={self.burst}{extra})"
 
 
 #: The public name: ``Resource.semaphore(name, permits)``, ``Resource.token_bucket(name, rate, burst)``.
@@ -167,31 +203,58 @@ Resource = ResourceConfig
 
 
 class Resources:
-    """The resources of one core and the tasks parked on them (see the module docstring)."""
+    """The resources of one core and the tasks parked on them (see the module docstring).
 
-    __slots__ = ("by_name", "timers", "waiters")
+    ``by_name`` holds the unkeyed units by name; ``keyed`` the resources whose tasks are
+    tracked (keyed, or with a policy: ``engine/keyed.py``) by name.  :meth:`unit` resolves a
+    name a task asks for, ``"name:key"`` included; dispatch and parking work on such names.
+    """
+
+    __slots__ = ("by_name", "doomed", "judging", "keyed", "timers", "waiters")
 
     def __init__(self, configs: Iterable[ResourceConfig], now: int, timers: Timers) -> None:
-        self.by_name: dict[str, Semaphore | TokenBucket] = {
-            r.name: (Semaphore(r) if r.kind == SEMAPHORE else TokenBucket(r, now)) for r in configs
-        }
+        self.by_name: dict[str, Semaphore | TokenBucket | Unit] = {}
+        self.keyed: dict[str, Keyed] = {}
+        for r in configs:
+            if r.tracked:
+                kr = self.keyed[r.name] = Keyed(r, now)
+                if not r.per_key:
+                    self.by_name[r.name] = kr.keys[r.name]
+            else:
+                self.by_name[r.name] = Semaphore(r) if r.kind == SEMAPHORE else TokenBucket(r, now)
         # ready tasks parked until a resource frees: name -> heap of (class, id, token, task)
         self.waiters: dict[str, list[tuple[int, int, int, TaskState]]] = {}
         self.timers = timers
+        self.doomed: list[tuple[TaskState, str]] = []  # to cancel once the submission is committed
+        self.judging = any(kr.policy != QUEUE for kr in self.keyed.values())  # some policy applies
+
+    def unit(self, name: str) -> Semaphore | TokenBucket | Unit:
+        """The unit a task's ``name`` (``"name:key"`` for a keyed one) takes from; it exists
+        while the task is live."""
+        return self.by_name.get(name) or self.keyed_unit(name)
+
+    def keyed_unit(self, name: str) -> Unit:
+        """The unit of key ``name`` (``"name:key"``) of a keyed resource."""
+        return self.keyed[name[: name.find(":")]].keys[name]
 
     def take_all(self, need: dict[str, int], now: int) -> str | None:
         """Take every amount of ``need`` at once; else take none and return the first short one."""
         by_name = self.by_name
         if len(need) == 1:  # the common case: one resource, taken in one call
             ((name, k),) = need.items()
-            if by_name[name].try_take(k, now):
+            if (by_name.get(name) or self.keyed_unit(name)).try_take(k, now):
                 return None
-        for name, k in need.items():
-            if not by_name[name].can_take(k, now):
+        units = [(by_name.get(name) or self.keyed_unit(name), k) for name, k in need.items()]
+        for (r, k), name in zip(units, need):
+            if not r.can_take(k, now):
                 return name
-        for name, k in need.items():
-            by_name[name].take(k, now)
+        for r, k in units:
+            r.take(k, now)
         return None
+
+    def give_back(self, name: str, k: int) -> None:
+        """A running attempt ends: its units of ``name`` go back (a bucket keeps its tokens)."""
+        (self.by_name.get(name) or self.keyed_unit(name)).give_back(k)
 
     def park(self, name: str, t: TaskState, token: int, now: int) -> None:
         """``t`` (lane token ``token``) waits until ``name`` can serve it."""
@@ -200,8 +263,8 @@ class Resources:
 
     def arm_refill(self, name: str, now: int, k: int | None = None) -> None:
         """Wake up when bucket ``name`` holds ``k`` tokens (default: its first waiter's amount)."""
-        r = self.by_name[name]
-        if not isinstance(r, TokenBucket):
+        r = self.unit(name)
+        if not r.refills:
             return
         if k is None:
             waiters = self.waiters.get(name)
@@ -215,10 +278,12 @@ class Resources:
     def unpark(self, name: str, now: int) -> list[TaskState]:
         """The parked tasks of ``name`` it can serve now, in order, out of the heap."""
         waiters = self.waiters.get(name)
+        while waiters and (waiters[0][3].status != READY or waiters[0][3].lane_token != waiters[0][2]):
+            heapq.heappop(waiters)
         if not waiters:
+            self.waiters.pop(name, None)
             return []
-        r = self.by_name[name]
-        budget = r.available if isinstance(r, Semaphore) else int(r.tokens(now))
+        budget = self.unit(name).budget(now)
         out: list[TaskState] = []
         while waiters and budget > 0:
             _, _, token, t = waiters[0]
@@ -238,3 +303,86 @@ class Resources:
         else:
             self.arm_refill(name, now)
         return out
+
+    # ---------------------------------------------------------------- tracked resources
+
+    def room_for(self, tracked: list[Tracked], now: int) -> None:
+        """:meth:`make_room` for one task (the submit hot path: no lookup far from the cap)."""
+        for kr, _, _ in tracked:
+            if len(kr.keys) + len(tracked) > kr.max_keys:
+                self.make_room((tracked,), now)
+                return
+
+    def make_room(self, needs: Iterable[list[Tracked] | None], now: int) -> None:
+        """SubmitError ``overloaded`` when the new keys ``needs`` ask for pass a ``max_keys``."""
+        seen: set[str] = set()
+        new: dict[Keyed, int] = {}
+        lists = [need for need in needs if need]
+        most = sum(len(need) for need in lists)  # at most this many new keys in all
+        for need in lists:
+            for kr, name, _ in need:
+                if len(kr.keys) + most <= kr.max_keys:
+                    continue  # room whatever is new (the common case: no lookup)
+                if kr.per_key and name not in seen and kr.unit(name, now) is None:
+                    seen.add(name)
+                    new[kr] = new.get(kr, 0) + 1
+        for kr, n in new.items():
+            if not kr.has_room(n, now):
+                raise refuse_new_keys(kr.name, kr.max_keys)
+
+    def admitted(self, t: TaskState, now: int, new: bool) -> None:
+        """A live task enters (``new``, or recovered): counted in each of its keys; a new one
+        is then judged by the policies (:meth:`judge`)."""
+        for kr, name, k in t.opts.tracked or ():
+            admit(kr.ensure(name, now), t, k, now)
+        if new and self.judging:
+            self.doomed += self.judge(t, now)
+
+    def ended(self, t: TaskState, now: int) -> None:
+        """A task ended (or was cancelled by a policy): it no longer counts in its keys."""
+        for kr, name, k in t.opts.tracked or ():
+            u = kr.keys.get(name)
+            if u is not None:
+                forget(u, t, k, now)
+                if not u.live and name in self.waiters:
+                    del self.waiters[name]  # (stale entries only: nothing of it is ready)
+
+    def judge(self, t: TaskState, now: int) -> list[tuple[TaskState, str]]:
+        """The tasks the policies of new task ``t``'s resources cancel (``t`` may be one)."""
+        out: list[tuple[TaskState, str]] = []
+        for kr, name, k in t.opts.tracked or ():
+            if kr.policy == QUEUE:
+                continue
+            victims = judge(kr.keys[name], name, t, k, now)
+            msg = victim_message(name, kr.policy)
+            out += [(v, msg) for v in victims]
+            if t in victims:
+                break
+        return out
+
+    # ---------------------------------------------------------------- observability
+
+    def snapshot(self, now: int) -> list[ResourceSnapshot]:
+        """The rows of the keyed resources (bounded: one row per resource, not per key)."""
+        return [
+            ResourceSnapshot(kr.name, kr.kind, kr.cap, kr.run, kr.live - kr.run, True, kr.live_keys(now))
+            for kr in self.keyed.values()
+            if kr.per_key
+        ]
+
+    def busiest(self, name: str, top: int, now: int) -> list[ResourceKey]:
+        """The ``top`` keys of resource ``name`` by waiting units (ValueError: ``name`` is not
+        a keyed resource, or one with a policy)."""
+        if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+            raise ValueError(f"top must be an int >= 1 (got {top!r})")
+        kr = self.keyed.get(name)
+        if kr is None:
+            raise ValueError(f"'{name}' is not a keyed resource (per_key=True) of this scheduler")
+        return kr.busiest(top, now)
+
+
+def cancel_doomed(core: Core, now: int) -> None:
+    """Cancel the tasks the policies doomed during the submission ``core`` just committed."""
+    doomed, core.res.doomed = core.res.doomed, []
+    for t, message in doomed:
+        core.cancel(now, t.id, message)

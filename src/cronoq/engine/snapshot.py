@@ -73,13 +73,18 @@ class PoolSnapshot:
 class ResourceSnapshot:
     """Use of one shared resource: ``in_use`` of its ``capacity`` units (a semaphore's held
     permits, a token bucket's spent tokens) and ``waiting`` ready tasks parked until it can
-    serve them (engine/waiting.py)."""
+    serve them (engine/waiting.py).  A keyed resource (``per_key``,
+    docs/concepts/resources.md#keyed-resources) has one row for all its keys: ``capacity`` is a
+    key's default, ``in_use`` the units its running attempts hold, ``waiting`` the units of its
+    live tasks not running, ``keys`` its live keys (no per-key rows: cardinality stays bounded)."""
 
     name: str
     kind: str
     capacity: int
     in_use: int
     waiting: int
+    per_key: bool = False
+    keys: int = 0
 
 
 @dataclass(frozen=True, slots=True)

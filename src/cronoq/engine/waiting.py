@@ -49,8 +49,8 @@ def waiting_reason(t: TaskState, pool: PoolState, res: Resources, now: int) -> s
         return f"pool '{pool.name}' is paused"
     for name, k in (t.opts.resources or {}).items():
         r = res.by_name.get(name)
-        if r is None:
-            continue
+        if r is None:  # a key of a keyed resource ("customer:42"): its own unit
+            r = res.keyed_unit(name)
         short = r.available < k if isinstance(r, Semaphore) else r.tokens(now) < k
         if short:
             return f"resource '{name}' at its limit ({r.in_use(now)} of {r.capacity} in use)"
@@ -70,4 +70,4 @@ def resource_use(res: Resources, now: int) -> list[ResourceSnapshot]:
         parked = {t.id for _, _, token, t in heap if t.status == READY and t.lane_token == token}
         kind = SEMAPHORE if isinstance(r, Semaphore) else TOKEN_BUCKET
         out.append(ResourceSnapshot(name, kind, r.capacity, r.in_use(now), len(parked)))
-    return out
+    return sorted(out + res.snapshot(now), key=lambda r: r.name)  # (+ keyed ones: engine/keyed.py)

@@ -36,6 +36,7 @@ from cronoq.runtime.seam import SchedulerSeam
 from cronoq.runtime.task import Task
 
 if TYPE_CHECKING:
+    from cronoq.engine.keyed import ResourceKey
     from cronoq.engine.resources import ResourceConfig
     from cronoq.store.base import Store
     from cronoq.store.codec import Codec
@@ -350,6 +351,9 @@ class BlockingScheduler:
 
     def snapshot(self) -> Snapshot:
         return self._call(self._sched.snapshot())
+
+    def resource_keys(self, resource: str, top: int = 10) -> list[ResourceKey]:
+        return self._call(self._sched.resource_keys(resource, top))
 
     def set_capacity(self, pool: str, n: int) -> None:
         self._call(self._sched.set_capacity(pool, n))

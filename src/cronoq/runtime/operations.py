@@ -1,5 +1,5 @@
 """Operator actions of the in-process Scheduler: pause/resume, run now, replay and bulk
-actions (docs/how-to/operations.md).
+actions (docs/how-to/operations.md), and the busiest keys of a keyed resource.
 
 Theory of operation
 -------------------
@@ -43,6 +43,7 @@ from cronoq.errors import ArgumentTypeError, ReplayError
 
 if TYPE_CHECKING:
     from cronoq.engine.core import Core
+    from cronoq.engine.keyed import ResourceKey
     from cronoq.runtime.durable import Committer
     from cronoq.runtime.handles import TaskHandle
     from cronoq.store.base import Store
@@ -211,6 +212,11 @@ class Operations:
             await self._durable()
 
     # ------------------------------------------------------------------ pause / resume
+
+    async def resource_keys(self, resource: str, top: int = 10) -> list[ResourceKey]:
+        """The ``top`` (1..1000) busiest keys of keyed resource ``resource`` by waiting units
+        (docs/concepts/resources.md#keyed-resources).  ValueError: not a keyed resource."""
+        return self._require().res.busiest(resource, top, self._now())
 
     async def pause(self, pool: str) -> bool:
         """Pause ``pool``: it dispatches nothing new (running attempts finish, submissions are

@@ -39,6 +39,21 @@ def str_map(name: str, value: object) -> dict[str, str] | None:
     return out or None
 
 
+def resource_map(resources: object) -> dict[str, int] | None:
+    """A task's ``resources``, checked (names are strings, amounts ints >= 1) and copied."""
+    if not isinstance(resources, Mapping):
+        raise ArgumentTypeError("resources must be a mapping of resource name to units")
+    res = {}
+    for name, amount in resources.items():
+        if not isinstance(name, str):
+            raise ArgumentTypeError(f"resource names must be strings (got {name!r})")
+        if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
+            # docs/reference/behaviour.md#resources: a SubmitError ``invalid`` that is also a ValueError
+            raise InvalidSubmission(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
+        res[name] = amount
+    return res or None
+
+
 def make_options(
     pool: str | None = None,
     kind: str | None = None,
@@ -68,19 +83,7 @@ def make_options(
     tmo = None if timeout is None else to_ns(check_seconds("timeout", timeout))
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise ArgumentTypeError(f"retry must be a RetryPolicy (got {retry!r})")
-    res: dict[str, int] | None = None
-    if resources is not None:
-        if not isinstance(resources, Mapping):
-            raise ArgumentTypeError("resources must be a mapping of resource name to units")
-        res = {}
-        for name, amount in resources.items():
-            if not isinstance(name, str):
-                raise ArgumentTypeError(f"resource names must be strings (got {name!r})")
-            if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
-                # docs/reference/behaviour.md#resources: a SubmitError ``invalid`` that is also a ValueError
-                raise InvalidSubmission(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
-            res[name] = amount
-        res = res or None
+    res = None if resources is None else resource_map(resources)
     if tenant is not None and not isinstance(tenant, str):
         raise ArgumentTypeError(f"tenant must be a string (got {tenant!r})")
     return TaskOptions(
@@ -212,7 +215,10 @@ class OptionsCache:
         except TypeError:  # an unhashable value (make_options rejects or copies it)
             return make_options(**fields)
         if opts is None:
-            opts = make_options(**fields)
+            if len(fields) == 1 and "resources" in fields:  # (a keyed resource: one key per call)
+                opts = TaskOptions(resources=resource_map(fields["resources"]))  # (the defaults)
+            else:
+                opts = make_options(**fields)
             if len(self._cache) >= self._limit:
                 self._cache.clear()
             self._cache[ck] = opts

@@ -588,6 +588,15 @@ class ServerApp:
         by_pool = {name: self.registry.connected(name) for name in sched.pools}
         return snap, by_pool
 
+    async def resource_keys(self, resource: str, top: int) -> Any:
+        """The busiest keys of keyed resource ``resource`` (``not_found``: not a keyed one)."""
+        sched = self.require_leader()
+        try:
+            keys = await sched.resource_keys(resource, top or 10)
+        except ValueError as e:
+            raise ApiError("not_found", str(e), "unknown_resource") from None
+        return convert.resource_keys_msg(resource, keys)
+
     async def add_recurring(self, principal: Principal | None, req: Any) -> None:
         sched = self.require_leader()
         payload, kw = self._prepare(principal, req.template)

@@ -196,6 +196,7 @@ GRPC_METHOD_ACTIONS: Final[Mapping[str, Action]] = MappingProxyType(
         "/cronoq.v1.Tasks/Watch": Action.WATCH,
         "/cronoq.v1.Workers/Work": Action.WORK,
         "/cronoq.v1.Admin/Snapshot": Action.SNAPSHOT,
+        "/cronoq.v1.Admin/ListResourceKeys": Action.SNAPSHOT,
         "/cronoq.v1.Admin/AddRecurring": Action.ADD_RECURRING,
         "/cronoq.v1.Admin/RemoveRecurring": Action.REMOVE_RECURRING,
         "/cronoq.v1.Admin/ListWorkers": Action.LIST_WORKERS,

@@ -29,7 +29,7 @@ from cronoq.engine.model import (
     TaskState,
 )
 from cronoq.engine.replay import replay_of, replayed_by
-from cronoq.engine.snapshot import Snapshot
+from cronoq.engine.snapshot import ResourceSnapshot, Snapshot
 from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.runtime import task_fields
@@ -38,6 +38,7 @@ from cronoq.server.workers import Blob, WorkerSession
 
 if TYPE_CHECKING:
     from cronoq.engine.attempts import TaskExtras
+    from cronoq.engine.keyed import ResourceKey
     from cronoq.engine.progress import ProgressEvent
     from cronoq.engine.recurring import RecurringInfo
     from cronoq.server.config import LimitsConfig
@@ -380,10 +381,22 @@ def snapshot_msg(snap: Snapshot, workers_by_pool: dict[str, int]) -> pb.Snapshot
         pending=snap.pending,
         totals=totals,
         workers_connected=sum(workers_by_pool.values()),
-        resources=[
-            pb.ResourceUse(name=r.name, kind=r.kind, capacity=r.capacity, in_use=r.in_use, waiting=r.waiting)
-            for r in snap.resources
-        ],
+        resources=[_resource_use(r) for r in snap.resources],
+    )
+
+
+def _resource_use(r: ResourceSnapshot) -> pb.ResourceUse:
+    return pb.ResourceUse(
+        name=r.name, kind=r.kind, capacity=r.capacity, in_use=r.in_use, waiting=r.waiting,
+        per_key=r.per_key, keys=r.keys,
+    )  # fmt: skip
+
+
+def resource_keys_msg(resource: str, keys: list[ResourceKey]) -> pb.ResourceKeysResponse:
+    """The busiest keys of a keyed resource (``ListResourceKeys``, ``GET /v1/resources/{name}/keys``)."""
+    return pb.ResourceKeysResponse(
+        resource=resource,
+        keys=[pb.ResourceKeyInfo(key=k, running=r, waiting=w, limit=n) for k, r, w, n in keys],
     )
 
 

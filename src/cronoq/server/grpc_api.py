@@ -566,6 +566,17 @@ class AdminServicer(_OpsAdmin, pb_grpc.AdminServicer):
             msg.workers_connected = sum(p.workers_connected for p in keep)
         return msg
 
+    async def ListResourceKeys(
+        self, request: pb.ResourceKeysRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ResourceKeysResponse:
+        try:
+            _principal(self.app, context)
+            msg: pb.ResourceKeysResponse = await self.app.resource_keys(request.resource, request.top)
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+        return msg
+
     async def AddRecurring(self, request: pb.RecurringRequest, context: grpc.aio.ServicerContext) -> pb.Empty:
         app = self.app
         try:

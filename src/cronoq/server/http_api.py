@@ -62,6 +62,7 @@ from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
 from cronoq.client.json_shapes import bulk_json, message_json
+from cronoq.engine.keyed import MAX_TOP
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES
 from cronoq.errors import SchedulerError
 from cronoq.server import body_errors, convert, http_guard, ops, request_limits
@@ -540,6 +541,16 @@ class HttpApi:
         return json_response({"interval_s": 1, "points": points})
 
     @_handler
+    async def resource_keys(self, request: Request) -> Response:
+        """``GET /v1/resources/{name}/keys?top=N``: the busiest keys of a keyed resource."""
+        self.auth(request, Action.SNAPSHOT)
+        raw = request.query_params.get("top") or "10"
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_TOP:
+            raise bad_request(f"query parameter top must be an integer from 1 to {MAX_TOP} (got {raw!r})")
+        msg = await self.app.resource_keys(request.path_params["name"], int(raw))
+        return json_response(message_json(msg))
+
+    @_handler
     async def workers(self, request: Request) -> Response:
         principal = self.auth(request, Action.LIST_WORKERS)
         sessions = self.app.list_workers(principal)
@@ -677,6 +688,7 @@ def api_routes(api: HttpApi) -> list[BaseRoute]:
         Route("/v1/snapshot", api.snapshot, methods=["GET"]),
         Route("/v1/history", api.history, methods=["GET"]),
         Route("/v1/workers", api.workers, methods=["GET"]),
+        Route("/v1/resources/{name}/keys", api.resource_keys, methods=["GET"]),
         Route("/v1/recurring", api.list_recurring, methods=["GET"]),
         Route("/v1/recurring/{name}", api.get_recurring, methods=["GET"]),
         Route("/v1/recurring/{name}", api.put_recurring, methods=["PUT"]),

@@ -2,7 +2,8 @@
 
 Every scrape takes a fresh :meth:`Scheduler.snapshot` and renders it through a one-shot
 ``prometheus_client`` collector (nothing is kept between scrapes, so a standby or restarted
-process never reports stale series).  Per-pool series carry ``pool="<name>"``; per-class
+process never reports stale series).  Per-pool series carry ``pool="<name>"``, per keyed
+resource ``resource="<name>"`` (never a key: bounded cardinality); per-class
 series add ``class="critical|high|normal|low"``; quantile series add ``quantile``; per worker
 group series add ``group`` (the group's labels as ``k=v,k2=v2``, ``""`` for the unlabelled
 group).  Totals since start are ``cronoq_tasks_<name>_total`` counters.  A standby exports
@@ -189,7 +190,8 @@ class SnapshotCollector(Collector):
 _RESOURCE_GAUGES: tuple[tuple[str, str, str], ...] = (
     ("capacity", "capacity", "Units of a shared resource (semaphore permits, bucket burst)."),
     ("in_use", "in_use", "Units in use: permits held by running attempts, or tokens spent and not refilled."),
-    ("waiting", "waiting", "Ready tasks parked until the resource can serve them."),
+    ("waiting", "waiting", "Ready tasks parked until the resource can serve them (keyed: units waiting)."),
+    ("keys", "keys", "Live keys of a keyed resource (with tasks, or used within idle_ttl); 0 if unkeyed."),
 )
 
 

@@ -215,6 +215,18 @@ def _admin_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
             )
         },
         "/v1/workers": {"get": _op("Connected workers", _ok("WorkerList"), _COMMON, tags=("admin",))},
+        "/v1/resources/{name}/keys": {
+            "get": _op(
+                "The busiest keys of a keyed resource (top N by waiting units)",
+                _ok("ResourceKeysResponse"),
+                (400, 404, *_COMMON),
+                params=[
+                    name_param,
+                    _q("top", {"type": "integer", "minimum": 1, "maximum": 1000}, "how many"),
+                ],
+                tags=("admin",),
+            )
+        },
         "/v1/recurring": {"get": _op("Recurring schedules", _ok("RecurringList"), _COMMON, tags=("admin",))},
         "/v1/recurring/{name}": {
             "get": _op(

@@ -238,6 +238,7 @@ def _message_schemas() -> dict[str, Any]:
         pb.WorkerInfo.DESCRIPTOR,
         pb.RecurringInfo.DESCRIPTOR,
         pb.StatusEvent.DESCRIPTOR,
+        pb.ResourceKeysResponse.DESCRIPTOR,
     ):
         _message_schema(desc, out)
     ev = out["StatusEvent"]

@@ -39,6 +39,7 @@ def test_owners() -> None:
     assert top.of_id(200 << 56 | 5 << 40 | 1) is b and top.of_id(1 << 56 | 9) is a
     assert top.of_id(3 << 48 | 1) is None  # an unsharded id names no shard
     assert top.of_resource("db") is b and top.of_resource("x") is None
+    assert top.of_resource("db:customer-42") is b and top.of_resource("x:1") is None
 
 
 def test_refusals() -> None:

@@ -31,8 +31,10 @@ from .values import (
     HttpUrl,
     Int0,
     Int1,
+    Limits,
     Name,
     NonNegative,
+    OnLimit,
     OpenFraction,
     Overflow,
     Positive,
@@ -208,6 +210,14 @@ class ResourceSpec(Section):
     shard: Name | None = Field(
         None, description="the shard that owns the resource (required with `[[shards]]`)"
     )
+    per_key: Bool = Field(False, description='one unit per key: tasks ask for `"name:key"`')
+    on_limit: OnLimit = Field(
+        "queue",
+        description="the excess: `queue`, `cancel_newest`, or (semaphores) `cancel_oldest`, `keep_latest`",
+    )
+    limits: Limits = Field(default_factory=FrozenMap, description="per_key: the capacity of given keys")
+    max_keys: Int1 = Field(100_000, description="per_key: live keys at most (a new one past it is refused)")
+    idle_ttl_s: Duration = Field(3600.0, description="per_key: a key idle this long is forgotten")
 
     @classmethod
     def prepare(cls, raw: dict[str, Any], env: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
@@ -239,14 +249,25 @@ class ResourceSpec(Section):
             if "permits" in raw:
                 out.append((("permits",), 'only used with kind = "semaphore"'))
             out += [((k,), "required for a token_bucket") for k in ("rate", "burst") if k not in raw]
+            if valid("on_limit") in ("cancel_oldest", "keep_latest"):
+                out.append((("on_limit",), "cancel_oldest and keep_latest are for semaphores only"))
+        name, per_key = valid("name"), valid("per_key")
+        if per_key and isinstance(name, str) and ":" in name:
+            out.append((("name",), "a keyed resource's name may not contain ':' (it separates the key)"))
+        if not per_key:
+            keyed_only = ("limits", "max_keys", "idle_ttl_s")
+            out += [((k,), "only used with per_key = true") for k in keyed_only if k in raw]
         return out
 
     def to_engine(self) -> ResourceConfig:
+        keyed: dict[str, Any] = {"per_key": self.per_key, "on_limit": self.on_limit}
+        if self.per_key:
+            keyed.update(limits=dict(self.limits) or None, max_keys=self.max_keys, idle_ttl=self.idle_ttl_s)
         if self.kind == "semaphore":
             assert self.permits is not None
-            return ResourceConfig.semaphore(self.name, self.permits)
+            return ResourceConfig.semaphore(self.name, self.permits, **keyed)
         assert self.rate is not None and self.burst is not None
-        return ResourceConfig.token_bucket(self.name, self.rate, self.burst)
+        return ResourceConfig.token_bucket(self.name, self.rate, self.burst, **keyed)
 
 
 class ShardSpec(Section):

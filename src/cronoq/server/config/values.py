@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from cronoq.engine.config import OVERFLOW_POLICIES
+from cronoq.engine.keyed import POLICIES
 
 from .addresses import listen_addr, split_host_port
 from .errors import Bad, bad
@@ -202,6 +203,9 @@ StoreKind = Annotated[
 ScalerKind = Annotated[Literal["external", "webhook"], _one_of(("external", "webhook")), _CHOICE]
 ResourceKind = Annotated[
     Literal["semaphore", "token_bucket"], _one_of(("semaphore", "token_bucket")), _CHOICE
+]
+OnLimit = Annotated[
+    Literal["queue", "cancel_newest", "cancel_oldest", "keep_latest"], _one_of(POLICIES), _CHOICE
 ]
 Overflow = Annotated[
     Literal["wait", "reject", "shed_lowest", "shed_oldest"], _one_of(OVERFLOW_POLICIES), _CHOICE
@@ -375,6 +379,18 @@ def _weights(v: Any) -> FrozenMap[str, float]:
     return FrozenMap(out)
 
 
+def _limits(v: Any) -> FrozenMap[str, int]:
+    """A keyed resource's ``limits``: key = capacity, each an integer >= 1."""
+    if not isinstance(v, Mapping):
+        raise Bad(f"must be a table of key = capacity (got {show(v)})")
+    for k, x in v.items():
+        if not k:
+            raise Bad("keys must be non-empty")
+        if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+            raise Bad(f"limits must be integers >= 1 (got {k} = {show(x)})")
+    return FrozenMap(v)
+
+
 def _endpoint(v: Any) -> str:
     """A shard endpoint: ``http(s)://host:port``, no userinfo, no path (a trailing ``/`` is
     dropped)."""
@@ -421,6 +437,9 @@ Labels = Annotated[
     TypeName('table or array of "key=value"'),
 ]
 Origins = Annotated[tuple[str, ...], _plain(_origins, list[str]), TypeName("array of origins")]
+Limits = Annotated[
+    FrozenMap[str, int], _plain(_limits, dict[str, int]), _MAP_OUT, TypeName("table of integers")
+]
 Weights = Annotated[
     FrozenMap[str, float], _plain(_weights, dict[str, float]), _MAP_OUT, TypeName("table of numbers")
 ]

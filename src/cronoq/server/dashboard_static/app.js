@@ -13,6 +13,7 @@ import {
   taskPath,
 } from "./api.js";
 import { TimeChart } from "./chart.js";
+import { renderResources } from "./resources.js";
 import { fanSummary, fmtInZone, pendingSplit, resourceRows, rowNote, tagCell } from "./oncall.js";
 import {
   $,
@@ -205,6 +206,7 @@ async function pollSnapshot() {
     note("#pools-note", gone.length ? `Unavailable shards (their pools are not shown): ${gone.join(", ")}` : "");
     banner("");
     renderSnapshot(snap);
+    renderResources(snap);
   } catch (e) {
     note("#pools-note", explain(e, "Pools"));
     if (e.status === 403 && state.pools.length === 0) {

@@ -422,6 +422,7 @@ async def snapshot(c: Routed) -> Any:
             _fan_error(s, a, unavailable)
             continue
         pools.extend(a.pools)
+        out.resources.extend(a.resources)  # (each resource belongs to one shard)
         _add_counts(out, a)
         _add_counts(out.totals, a.totals)
         unavailable.extend(a.unavailable_shards)
@@ -479,6 +480,16 @@ def owner_of_named_pool(get_pool: Callable[[Any], str]) -> Rule:
         return await c.send(shard, lambda s: c.top.pool_refusal(pool, s))
 
     return rule
+
+
+async def owner_of_resource(c: Routed) -> Any:
+    """``ListResourceKeys`` belongs to the shard of the resource it names (an unknown one: the
+    local handler's NOT_FOUND)."""
+    name = c.request.resource
+    shard = c.top.of_resource(name) if name else None
+    return await c.send(
+        shard, lambda s: WrongShard(f"resource '{name}' belongs to shard '{s.name}' at {s.endpoint}", s)
+    )
 
 
 async def named_schedule(c: Routed) -> Any:
@@ -690,6 +701,7 @@ ROUTES: dict[str, Rule | Callable[[Routed], AsyncIterator[Any]]] = {
     "/cronoq.v1.Admin/RemoveRecurring": remove_recurring,
     "/cronoq.v1.Admin/ListWorkers": concat("workers", lambda w: (w.pool, w.id)),
     "/cronoq.v1.Admin/ListRecurring": concat("schedules", lambda s: s.name),
+    "/cronoq.v1.Admin/ListResourceKeys": owner_of_resource,
     # operations (docs/how-to/shards.md#operations-across-shards)
     "/cronoq.v1.Tasks/Replay": owner_of_ref(lambda r: r.task),
     "/cronoq.v1.Tasks/ReplayWhere": bulk,

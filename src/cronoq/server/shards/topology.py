@@ -97,7 +97,12 @@ class Topology:
         return self.by_number.get(task_id >> SHARD_SHIFT)
 
     def of_resource(self, name: str) -> ShardSpec | None:
-        return self._resource_owner.get(name)
+        """The shard owning resource ``name``; a key ``"name:key"`` of a keyed one is its
+        resource's (docs/concepts/resources.md#keyed-resources)."""
+        owner = self._resource_owner.get(name)
+        if owner is None and ":" in name:
+            owner = self._resource_owner.get(name.partition(":")[0])
+        return owner
 
     # -- refusals ------------------------------------------------------------------------------
 

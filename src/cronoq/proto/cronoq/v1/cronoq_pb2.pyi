@@ -662,18 +662,22 @@ class PoolSnapshot(_message.Message):
     def __init__(self, name: _Optional[str] = ..., capacity: _Optional[int] = ..., busy: _Optional[int] = ..., held: _Optional[int] = ..., desired: _Optional[int] = ..., pending_by_class: _Optional[_Iterable[int]] = ..., reservations: _Optional[int] = ..., dispatched: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., priority_adherence: _Optional[float] = ..., fixed_start_hit_rate: _Optional[float] = ..., utilization: _Optional[float] = ..., schedule_efficiency: _Optional[float] = ..., wait_p50_s: _Optional[float] = ..., wait_p90_s: _Optional[float] = ..., wait_p99_s: _Optional[float] = ..., cost: _Optional[float] = ..., workers_connected: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[WorkerGroup, _Mapping]]] = ..., paused: _Optional[bool] = ..., ready: _Optional[int] = ...) -> None: ...
 
 class ResourceUse(_message.Message):
-    __slots__ = ("name", "kind", "capacity", "in_use", "waiting")
+    __slots__ = ("name", "kind", "capacity", "in_use", "waiting", "per_key", "keys")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
     IN_USE_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
+    PER_KEY_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: str
     capacity: int
     in_use: int
     waiting: int
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., capacity: _Optional[int] = ..., in_use: _Optional[int] = ..., waiting: _Optional[int] = ...) -> None: ...
+    per_key: bool
+    keys: int
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., capacity: _Optional[int] = ..., in_use: _Optional[int] = ..., waiting: _Optional[int] = ..., per_key: _Optional[bool] = ..., keys: _Optional[int] = ...) -> None: ...
 
 class WorkerGroup(_message.Message):
     __slots__ = ("labels", "capacity", "busy")
@@ -741,6 +745,34 @@ class SnapshotResponse(_message.Message):
     unavailable_shards: _containers.RepeatedScalarFieldContainer[str]
     resources: _containers.RepeatedCompositeFieldContainer[ResourceUse]
     def __init__(self, pools: _Optional[_Iterable[_Union[PoolSnapshot, _Mapping]]] = ..., live_tasks: _Optional[int] = ..., running: _Optional[int] = ..., pending: _Optional[int] = ..., totals: _Optional[_Union[Totals, _Mapping]] = ..., workers_connected: _Optional[int] = ..., unavailable_shards: _Optional[_Iterable[str]] = ..., resources: _Optional[_Iterable[_Union[ResourceUse, _Mapping]]] = ...) -> None: ...
+
+class ResourceKeysRequest(_message.Message):
+    __slots__ = ("resource", "top")
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    TOP_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    top: int
+    def __init__(self, resource: _Optional[str] = ..., top: _Optional[int] = ...) -> None: ...
+
+class ResourceKeyInfo(_message.Message):
+    __slots__ = ("key", "running", "waiting", "limit")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    running: int
+    waiting: int
+    limit: int
+    def __init__(self, key: _Optional[str] = ..., running: _Optional[int] = ..., waiting: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ResourceKeysResponse(_message.Message):
+    __slots__ = ("resource", "keys")
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    keys: _containers.RepeatedCompositeFieldContainer[ResourceKeyInfo]
+    def __init__(self, resource: _Optional[str] = ..., keys: _Optional[_Iterable[_Union[ResourceKeyInfo, _Mapping]]] = ...) -> None: ...
 
 class RecurringRequest(_message.Message):
     __slots__ = ("name", "cron", "tz", "template", "overlap")

@@ -689,6 +689,11 @@ class AdminStub:
                 request_serializer=cronoq_dot_v1_dot_cronoq__pb2.RecurringNameRequest.SerializeToString,
                 response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.SubmitResponse.FromString,
                 _registered_method=True)
+        self.ListResourceKeys = channel.unary_unary(
+                '/cronoq.v1.Admin/ListResourceKeys',
+                request_serializer=cronoq_dot_v1_dot_cronoq__pb2.ResourceKeysRequest.SerializeToString,
+                response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.ResourceKeysResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -762,6 +767,15 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListResourceKeys(self, request, context):
+        """The busiest keys of a keyed resource: the top N by waiting units, each with its running
+        and waiting units and its limit (docs/concepts/resources.md#keyed-resources). A resource
+        that is not keyed → NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -814,6 +828,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.TriggerRecurring,
                     request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.RecurringNameRequest.FromString,
                     response_serializer=cronoq_dot_v1_dot_cronoq__pb2.SubmitResponse.SerializeToString,
+            ),
+            'ListResourceKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListResourceKeys,
+                    request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.ResourceKeysRequest.FromString,
+                    response_serializer=cronoq_dot_v1_dot_cronoq__pb2.ResourceKeysResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1088,6 +1107,33 @@ class Admin:
             '/cronoq.v1.Admin/TriggerRecurring',
             cronoq_dot_v1_dot_cronoq__pb2.RecurringNameRequest.SerializeToString,
             cronoq_dot_v1_dot_cronoq__pb2.SubmitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListResourceKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronoq.v1.Admin/ListResourceKeys',
+            cronoq_dot_v1_dot_cronoq__pb2.ResourceKeysRequest.SerializeToString,
+            cronoq_dot_v1_dot_cronoq__pb2.ResourceKeysResponse.FromString,
             options,
             channel_credentials,
             insecure,

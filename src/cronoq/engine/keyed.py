@@ -1,0 +1,362 @@
+"""Keyed resources (docs/concepts/resources.md#keyed-resources): one semaphore or token bucket
+per runtime key, and the policies for the excess.
+
+Theory of operation
+-------------------
+A resource declared with ``per_key=True`` is asked for as ``"name:key"`` (the part before the
+first ``:`` names the resource).  :class:`Keyed` holds the resource's keys in one plain dict,
+full name (``"customer:42"``) -> unit, created on first use.  A unit (:class:`KeySem`,
+:class:`KeyBucket`) offers the same calls as an unkeyed ``Semaphore`` / ``TokenBucket``, so
+dispatch takes, parks and gives back keyed units exactly as it does unkeyed ones: the tasks
+waiting for a key are parked under the full name, so a busy key never holds back the others.
+
+Each unit also knows its live tasks (``tasks``: id -> task, in admission order, ``None`` when
+there is none: an idle key costs no dict) and their units (``live``), so the policies decide
+in O(1) for ``queue`` / ``cancel_newest`` and walk only the key's own tasks for
+``cancel_oldest`` / ``keep_latest``.  ``used`` is the last instant a task of the key was
+admitted or ended.
+
+A key counts against ``max_keys`` while it has tasks or was used within ``idle_ttl``; past
+that it is forgotten: lazily when it is looked up again (a bucket starts full again), and by
+:meth:`Keyed.sweep`, one pass over the dict, run only when a key may have expired (the
+earliest possible expiry is tracked) and either the cap is reached or as many keys were
+created as the dict holds (amortized O(1) per key).  An unkeyed resource with a policy other
+than ``queue`` is a :class:`Keyed` with its one unit under its own name, never forgotten.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING, NamedTuple
+
+from cronoq.engine.model import RUNNING, TaskState
+from cronoq.engine.time import NS, to_ns
+from cronoq.engine.units import SEMAPHORE, Semaphore, TokenBucket
+from cronoq.errors import SubmitError
+
+if TYPE_CHECKING:
+    from cronoq.engine.resources import ResourceConfig
+
+QUEUE = "queue"
+CANCEL_NEWEST = "cancel_newest"
+CANCEL_OLDEST = "cancel_oldest"
+KEEP_LATEST = "keep_latest"
+POLICIES = (QUEUE, CANCEL_NEWEST, CANCEL_OLDEST, KEEP_LATEST)
+
+_WHY = {
+    CANCEL_NEWEST: "was at its limit",
+    CANCEL_OLDEST: "took a newer task in its place",
+    KEEP_LATEST: "kept only its latest task",
+}
+
+
+def victim_message(full: str, policy: str) -> str:
+    """The message of a task a policy cancelled: names the resource key and the policy."""
+    return f"cancelled: resource key '{full}' {_WHY[policy]} (on_limit={policy!r})"
+
+
+class KeySem(Semaphore):
+    """The semaphore of one key (see the module docstring)."""
+
+    __slots__ = ("live", "parent", "tasks", "used")
+
+    def __init__(self, parent: Keyed, capacity: int, now: int) -> None:
+        self.name = parent.name
+        self.capacity = self.available = capacity
+        self.parent = parent
+        self.used = now
+        self.tasks: dict[int, TaskState] | None = None
+        self.live = 0  # units of the live tasks
+
+    def take(self, k: int, now: int) -> None:
+        self.available -= k
+        self.parent.run += k
+
+    def try_take(self, k: int, now: int) -> bool:
+        if self.available >= k:
+            self.available -= k
+            self.parent.run += k
+            return True
+        return False
+
+    def give_back(self, k: int) -> None:
+        self.available += k
+        self.parent.run -= k
+
+    def running(self, full: str) -> int:
+        return self.capacity - self.available
+
+    def reset(self, now: int) -> None:
+        self.used = now
+
+    def touch(self, now: int) -> None:
+        self.used = now
+
+    def room(self, full: str, now: int) -> bool:
+        """``cancel_newest``: the key's live tasks (the new one included) fit its permits."""
+        return self.live <= self.capacity
+
+
+class KeyBucket(TokenBucket):
+    """The token bucket of one key (refill arithmetic inherited).
+
+    Compact for idle keys: its last use is its last refill (``used`` is ``last``: every use
+    refills first).
+    """
+
+    __slots__ = ("live", "parent", "run", "tasks")
+
+    def __init__(self, parent: Keyed, capacity: int, now: int) -> None:
+        self.name = parent.name
+        self.rate = parent.rate
+        self.capacity = capacity
+        self.nano = capacity * NS
+        self.last = now
+        self.parent = parent
+        self.tasks: dict[int, TaskState] | None = None
+        self.live = 0
+        self.run = 0  # units of its running attempts
+
+    @property
+    def used(self) -> int:
+        return self.last
+
+    def take(self, k: int, now: int) -> None:
+        self._refill(now)
+        self.nano -= k * NS
+        self.run += k
+        self.parent.run += k
+
+    def try_take(self, k: int, now: int) -> bool:
+        self._refill(now)
+        if self.nano >= k * NS:
+            self.nano -= k * NS
+            self.run += k
+            self.parent.run += k
+            return True
+        return False
+
+    def give_back(self, k: int) -> None:
+        """Tokens are consumed, never returned; the attempt stops running."""
+        self.run -= k
+        self.parent.run -= k
+
+    def running(self, full: str) -> int:
+        return self.run
+
+    def reset(self, now: int) -> None:
+        self.nano = self.capacity * NS
+        self.last = now
+
+    def touch(self, now: int) -> None:
+        self._refill(now)
+
+    def room(self, full: str, now: int) -> bool:
+        """``cancel_newest``: tokens now cover every waiting unit of the key (the new one too)."""
+        return self.live - self.running(full) <= self.tokens(now)
+
+
+Unit = KeySem | KeyBucket
+
+#: The most keys one listing returns (``top`` is clamped to it).
+MAX_TOP = 1000
+
+
+class ResourceKey(NamedTuple):
+    """One key of a keyed resource, as :meth:`Keyed.busiest` lists it (units, not tasks: a
+    task asking 2 units counts 2)."""
+
+    key: str
+    running: int
+    waiting: int
+    limit: int
+
+
+def _units(t: TaskState, full: str) -> int:
+    """The units task ``t`` asks of ``full``."""
+    return (t.opts.resources or {}).get(full, 1)
+
+
+class Keyed:
+    """A keyed resource (or an unkeyed one with a policy): its units and counters."""
+
+    __slots__ = (
+        "burst",
+        "cap",
+        "created",
+        "keys",
+        "kind",
+        "limits",
+        "live",
+        "max_keys",
+        "name",
+        "next_expiry",
+        "per_key",
+        "policy",
+        "rate",
+        "run",
+        "ttl",
+        "unit_cls",
+    )
+
+    def __init__(self, cfg: ResourceConfig, now: int) -> None:
+        self.name = cfg.name
+        self.per_key = cfg.per_key
+        self.policy = cfg.on_limit
+        self.cap = cfg.capacity
+        self.rate = cfg.rate
+        self.burst = cfg.burst
+        self.limits = dict(cfg.limits or {})
+        self.max_keys = cfg.max_keys
+        self.ttl = to_ns(cfg.idle_ttl)
+        self.kind = cfg.kind
+        self.unit_cls: type[Unit] = KeySem if cfg.kind == SEMAPHORE else KeyBucket
+        self.keys: dict[str, Unit] = {}
+        self.live = 0  # units of live tasks, every key
+        self.run = 0  # units held by running attempts, every key
+        self.created = 0  # keys created since the last sweep
+        self.next_expiry = 0  # no idle key can expire before this instant
+        if not self.per_key:
+            self.keys[self.name] = self.unit_cls(self, self.cap, now)
+
+    def capacity_of(self, full: str) -> int:
+        """The capacity of key ``full`` (its ``limits`` override, else the resource's)."""
+        return self.limits.get(full[len(self.name) + 1 :], self.cap) if self.per_key else self.cap
+
+    def unit(self, full: str, now: int) -> Unit | None:
+        """The live unit of ``full`` (None: unknown or forgotten); an expired idle one is reset."""
+        u = self.keys.get(full)
+        if u is not None and not u.live and self.per_key and u.used + self.ttl <= now:
+            u.reset(now)
+        return u
+
+    def has_room(self, new: int, now: int) -> bool:
+        """Whether ``new`` more keys fit under ``max_keys`` (sweeping expired keys if needed)."""
+        if len(self.keys) + new <= self.max_keys:
+            return True
+        if now >= self.next_expiry:
+            self.sweep(now)
+        return len(self.keys) + new <= self.max_keys
+
+    def ensure(self, full: str, now: int) -> Unit:
+        """The unit of ``full``, created if needed (the cap was checked by :meth:`has_room`)."""
+        u = self.unit(full, now)
+        if u is None:
+            u = self.keys[full] = self.unit_cls(self, self.capacity_of(full), now)
+            self.created += 1
+            if self.created > len(self.keys) and now >= self.next_expiry:
+                self.sweep(now)
+        return u
+
+    def sweep(self, now: int) -> None:
+        """Forget the keys idle for ``ttl``; note when the next one may expire."""
+        ttl = self.ttl
+        keys = self.keys
+        dead = [f for f, u in keys.items() if not u.live and u.used + ttl <= now]
+        for f in dead:
+            del keys[f]
+        soonest = now + ttl
+        for u in keys.values():
+            if not u.live and u.used + ttl < soonest:
+                soonest = u.used + ttl
+        self.next_expiry = soonest
+        self.created = 0
+
+    def live_keys(self, now: int) -> int:
+        """Keys that have tasks or were used within ``idle_ttl``."""
+        if self.per_key and now >= self.next_expiry:
+            self.sweep(now)
+        return len(self.keys)
+
+    def busiest(self, top: int, now: int) -> list[ResourceKey]:
+        """The ``top`` keys (at most :data:`MAX_TOP`) by waiting units, then running ones."""
+        rows = ((u.live - u.running(f), f, u) for f, u in self.keys.items() if u.live)
+        best = heapq.nlargest(min(top, MAX_TOP), rows, key=lambda r: (r[0], r[2].live))
+        cut = len(self.name) + 1 if self.per_key else 0
+        return [ResourceKey(f[cut:], u.running(f), w, u.capacity) for w, f, u in best]
+
+
+def admit(u: Unit, t: TaskState, k: int, now: int) -> None:
+    """Count live task ``t`` (``k`` units) in its key (and keep it, for a policy's choices)."""
+    if u.parent.policy != QUEUE:
+        tasks = u.tasks
+        if tasks is None:
+            tasks = u.tasks = {}
+        tasks[t.id] = t
+    u.live += k
+    u.parent.live += k
+    u.touch(now)
+
+
+def forget(u: Unit, t: TaskState, k: int, now: int) -> None:
+    """Task ``t`` no longer counts in its key (idempotent under a policy, which may forget a
+    task it cancels before the task ends; under ``queue`` a task is forgotten once, as it ends)."""
+    if u.parent.policy != QUEUE:
+        tasks = u.tasks
+        if tasks is None or tasks.pop(t.id, None) is None:
+            return
+        if not tasks:
+            u.tasks = None
+    u.live -= k
+    u.parent.live -= k
+    u.touch(now)
+    p = u.parent
+    if not u.live and u.used + p.ttl < p.next_expiry:
+        p.next_expiry = u.used + p.ttl
+
+
+def judge(u: Unit, full: str, t: TaskState, k: int, now: int) -> list[TaskState]:
+    """Apply the policy of ``u``'s resource to new task ``t`` (already counted): the tasks it
+    cancels, ``t`` itself included for ``cancel_newest``; each is uncounted at once."""
+    policy = u.parent.policy
+    if policy == CANCEL_NEWEST:
+        if u.room(full, now):
+            return []
+        forget(u, t, k, now)
+        return [t]
+    tasks = u.tasks
+    assert tasks is not None
+    out: list[TaskState] = []
+    if policy == KEEP_LATEST:
+        out = [v for v in tasks.values() if v is not t and v.started_at is None and v.status != RUNNING]
+    else:  # CANCEL_OLDEST: the oldest waiting task, else the oldest running one
+        excess = u.live - u.capacity
+        while excess > 0:
+            v = next((v for v in tasks.values() if v is not t and v.status != RUNNING), None)
+            if v is None:
+                v = next((v for v in tasks.values() if v is not t), None)
+            if v is None:
+                break
+            excess -= _units(v, full)
+            out.append(v)
+            forget(u, v, _units(v, full), now)
+        return out
+    for v in out:
+        forget(u, v, _units(v, full), now)
+    return out
+
+
+def check_name(name: str, per_key: bool) -> None:
+    """A keyed resource's name may not contain ``:`` (it separates the key)."""
+    if per_key and ":" in name:
+        raise ValueError(f"a keyed resource's name may not contain ':' (got {name!r})")
+
+
+def check_limits(limits: object) -> dict[str, int] | None:
+    """``limits``: key -> capacity, each a positive int (ValueError)."""
+    if limits is None:
+        return None
+    if not isinstance(limits, dict):
+        raise ValueError(f"limits must be a dict of key -> positive int (got {limits!r})")
+    for key, n in limits.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"limits keys must be non-empty strings (got {key!r})")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"limits[{key!r}] must be a positive int (got {n!r})")
+    return dict(limits)
+
+
+def refuse_new_keys(name: str, max_keys: int) -> SubmitError:
+    return SubmitError(
+        "overloaded", f"resource '{name}' has {max_keys} live keys (max_keys): no room for a new key"
+    )

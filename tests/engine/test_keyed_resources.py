@@ -1,0 +1,312 @@
+"""docs/concepts/resources.md#keyed-resources: per-key semaphores and token buckets, their
+``limits``, ``max_keys`` and ``idle_ttl``, the policies for the excess, and recovery, under
+virtual time."""
+
+from __future__ import annotations
+
+import pytest
+
+from cronoq.engine.actions import Abort, Persist
+from cronoq.engine.config import CoreConfig, PoolConfig
+from cronoq.engine.core import Core
+from cronoq.engine.model import TaskOptions
+from cronoq.engine.mutations import Recovered, RecoveredTask, Submitted
+from cronoq.engine.resources import Resource
+from cronoq.engine.time import NS
+from cronoq.errors import SubmitError
+
+
+def running(d) -> list[int]:
+    return sorted(t.id for t in d.core.leases.values())
+
+
+def per_customer(permits: int = 2, **kw) -> Resource:
+    return Resource.semaphore("customer", permits, per_key=True, **kw)
+
+
+# ------------------------------------------------------------------ queue (the default)
+
+
+def test_each_key_has_its_own_permits(make, mkpool):
+    d = make([mkpool(cap=10)], resources=[per_customer(2)])
+    a = [d.submit(resources={"customer:a": 1}) for _ in range(4)]
+    b = [d.submit(resources={"customer:b": 1}) for _ in range(3)]
+    assert d.tick() == a[:2] + b[:2]
+    d.complete(a[0])
+    assert d.tick() == [a[2]]
+    assert d.status(a[3]) == "ready" and d.status(b[2]) == "ready"
+
+
+def test_a_busy_key_never_holds_back_other_keys(make, mkpool):
+    d = make([mkpool(cap=3)], resources=[per_customer(1)])
+    hot = [d.submit(resources={"customer:hot": 1}) for _ in range(50)]
+    cold = d.submit(resources={"customer:cold": 1})
+    plain = d.submit()
+    assert d.tick() == [hot[0], cold, plain]
+    d.complete(cold)
+    d.complete(plain)
+    late = d.submit(resources={"customer:late": 1})
+    assert d.tick() == [late]
+
+
+def test_keys_free_in_score_order(make, mkpool):
+    d = make([mkpool(cap=1)], resources=[per_customer(1)])
+    x1 = d.submit(resources={"customer:x": 1})
+    x2 = d.submit(resources={"customer:x": 1})
+    y1 = d.submit(resources={"customer:y": 1})
+    assert d.tick() == [x1]
+    d.complete(x1)
+    assert d.tick() == [x2], "x2 was submitted first: equal scores go in submission order"
+    d.complete(x2)
+    assert d.tick() == [y1]
+
+
+def test_limits_override_the_capacity_of_given_keys(make, mkpool):
+    d = make([mkpool(cap=10)], resources=[per_customer(1, limits={"vip-7": 3})])
+    vip = [d.submit(resources={"customer:vip-7": 1}) for _ in range(4)]
+    other = [d.submit(resources={"customer:o": 1}) for _ in range(2)]
+    assert d.tick() == vip[:3] + other[:1]
+    with pytest.raises(SubmitError) as e:
+        d.submit(resources={"customer:o": 2})
+    assert e.value.code == "resource_exceeds_capacity"
+    d.submit(resources={"customer:vip-7": 2})  # within its own limit
+
+
+def test_keyed_and_unkeyed_resources_combine_all_or_nothing(make, mkpool):
+    d = make([mkpool(cap=10)], resources=[per_customer(1), Resource.semaphore("db", 1)])
+    a = d.submit(resources={"customer:a": 1, "db": 1})
+    b = d.submit(resources={"customer:b": 1, "db": 1})
+    c = d.submit(resources={"customer:b": 1})
+    assert d.tick() == [a, c]
+    assert d.core.res.unit("customer:b").available == 0
+    d.complete(c)
+    assert d.tick() == []
+    assert d.core.res.unit("customer:b").available == 1, "b takes no key permit while db is held"
+    d.complete(a)
+    assert d.tick() == [b]
+
+
+def test_per_key_token_buckets_refill_independently(make, mkpool):
+    d = make([mkpool(cap=10)], resources=[Resource.token_bucket("api", 1.0, 1, per_key=True)])
+    a = [d.submit(resources={"api:a": 1}) for _ in range(2)]
+    b = d.submit(resources={"api:b": 1})
+    assert d.tick() == [a[0], b]
+    assert d.wakeup_in() == NS, "a wake-up is armed for key a's refill"
+    d.advance(1.0)
+    assert d.tick() == [a[1]]
+
+
+# ------------------------------------------------------------------ max_keys and idle_ttl
+
+
+def test_max_keys_refuses_a_new_key_until_an_idle_one_expires(make, mkpool):
+    d = make([mkpool(cap=10)], resources=[per_customer(1, max_keys=2, idle_ttl=10.0)])
+    a = d.submit(resources={"customer:a": 1})
+    b = d.submit(resources={"customer:b": 1})
+    d.submit(resources={"customer:a": 1})  # an existing key needs no room
+    with pytest.raises(SubmitError) as e:
+        d.submit(resources={"customer:c": 1})
+    assert e.value.code == "overloaded" and "'customer'" in e.value.message
+    d.tick()
+    d.complete(b)
+    d.advance(9.0)
+    with pytest.raises(SubmitError):
+        d.submit(resources={"customer:c": 1})  # b was used 9 s ago: it still counts
+    d.advance(1.0)
+    c = d.submit(resources={"customer:c": 1})  # b is forgotten
+    assert d.core.res.keyed["customer"].live_keys(d.now) == 2
+    assert d.status(a) == "running" and d.status(c) == "ready"
+
+
+def test_a_forgotten_key_starts_with_a_full_bucket(make, mkpool):
+    bucket = Resource.token_bucket("api", 0.01, 2, per_key=True, idle_ttl=5.0)
+    d = make([mkpool(cap=10)], resources=[bucket])
+    ids = [d.submit(resources={"api:k": 1}) for _ in range(2)]
+    assert d.tick() == ids
+    for t in ids:
+        d.complete(t)
+    d.advance(4.0)
+    x = d.submit(resources={"api:k": 1})
+    assert d.tick() == [], "4 s after its last use the key keeps its empty bucket"
+    d.cancel(x)
+    d.advance(5.0)
+    y = [d.submit(resources={"api:k": 1}) for _ in range(2)]
+    assert d.tick() == y, "idle for idle_ttl: forgotten, the bucket starts full again"
+
+
+def test_a_batch_past_max_keys_creates_nothing(make, mkpool):
+    d = make([mkpool(cap=10)], resources=[per_customer(1, max_keys=2)])
+    items = [(TaskOptions(resources={"customer:" + k: 1}), None, None, None, None, None) for k in "abc"]
+    with pytest.raises(SubmitError) as e:
+        d.core.submit_batch(d.now, items)
+    assert e.value.code == "overloaded"
+    assert not d.core.tasks and d.core.res.keyed["customer"].live_keys(d.now) == 0
+    d.core.submit_batch(d.now, items[:2])
+
+
+# ------------------------------------------------------------------ policies
+
+
+def test_cancel_newest_is_a_singleton(make, mkpool):
+    d = make([mkpool(cap=10)], resources=[per_customer(1, on_limit="cancel_newest")], publish=True)
+    a = d.submit(resources={"customer:a": 1})
+    a2 = d.submit(resources={"customer:a": 1})
+    b = d.submit(resources={"customer:b": 1})
+    assert d.status(a2) == "cancelled"
+    msg = d.task(a2).message
+    assert "customer:a" in msg and "cancel_newest" in msg
+    assert d.events(a2)[-1].message == msg
+    assert d.tick() == [a, b]
+    d.complete(a)
+    assert d.status(d.submit(resources={"customer:a": 1})) == "ready"
+
+
+def test_cancel_newest_bucket_drops_over_rate(make, mkpool):
+    bucket = Resource.token_bucket("api", 1.0, 2, per_key=True, on_limit="cancel_newest")
+    d = make([mkpool(cap=10)], resources=[bucket])
+    ids = [d.submit(resources={"api:k": 1}) for _ in range(3)]
+    assert [d.status(t) for t in ids] == ["ready", "ready", "cancelled"]
+    assert d.tick() == ids[:2]
+    d.advance(1.0)
+    again = [d.submit(resources={"api:k": 1}) for _ in range(2)]
+    assert [d.status(t) for t in again] == ["ready", "cancelled"]
+
+
+def test_cancel_oldest_replaces_the_oldest_waiting_then_running(make, mkpool):
+    d = make([mkpool(cap=10)], resources=[per_customer(1, on_limit="cancel_oldest")])
+    a = d.submit(resources={"customer:k": 1})
+    assert d.tick() == [a]
+    b = d.submit(resources={"customer:k": 1})  # a runs: a is the oldest, aborted
+    assert d.status(a) == "cancelled" and "cancel_oldest" in d.task(a).message
+    assert [x.task_id for x in d.of(Abort)] == [a]
+    assert d.tick() == [b]
+    c = d.submit(resources={"customer:k": 1})
+    assert d.status(b) == "cancelled" and d.status(c) == "ready"
+    e = d.submit(resources={"customer:k": 1})  # nothing runs: c, the oldest waiting one, goes
+    assert d.status(c) == "cancelled" and d.tick() == [e]
+
+
+def test_cancel_oldest_prefers_a_waiting_victim(make, mkpool):
+    d = make([mkpool(cap=10)], resources=[per_customer(2, on_limit="cancel_oldest")])
+    r1, r2 = (d.submit(resources={"customer:k": 1}) for _ in range(2))
+    assert d.tick() == [r1, r2]
+    d.complete(r1)
+    w1 = d.submit(resources={"customer:k": 1})
+    w2 = d.submit(resources={"customer:k": 1})  # r2 and w1 hold the 2 permits: w1 (waiting) goes
+    assert d.status(w1) == "cancelled" and d.status(r2) == "running"
+    assert d.tick() == [w2]
+    w3 = d.submit(resources={"customer:k": 1})  # nothing waits: r2, the oldest running, goes
+    assert d.status(r2) == "cancelled" and d.status(w2) == "running"
+    assert d.tick() == [w3]
+
+
+def test_keep_latest_debounces(make, mkpool):
+    d = make([mkpool(cap=10)], resources=[per_customer(1, on_limit="keep_latest")])
+    o = TaskOptions(resources={"customer:k": 1})
+    first = d.core.submit(d.now, o, None, None, None, d.now + 5 * NS)[0]
+    d.advance(2.0)
+    second = d.core.submit(d.now, o, None, None, None, d.now + 5 * NS)[0]
+    d.collect()
+    assert d.status(first) == "cancelled" and "keep_latest" in d.task(first).message
+    assert d.status(second) == "scheduled"
+    d.advance(5.0)
+    assert d.tick() == [second]
+    third = d.submit(resources={"customer:k": 1})
+    assert d.status(second) == "running", "running tasks continue"
+    d.complete(second)
+    assert d.tick() == [third]
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    ("make_resource", "needle"),
+    [
+        (lambda: Resource.semaphore("a:b", 1, per_key=True), "':'"),
+        (lambda: Resource.semaphore("a", 1, on_limit="drop"), "on_limit"),
+        (lambda: Resource.token_bucket("a", 1.0, 1, on_limit="cancel_oldest"), "semaphores only"),
+        (lambda: Resource.token_bucket("a", 1.0, 1, on_limit="keep_latest"), "semaphores only"),
+        (lambda: Resource.semaphore("a", 1, per_key=True, limits={"x": 0}), "positive int"),
+        (lambda: Resource.semaphore("a", 1, per_key=True, limits={"x": True}), "positive int"),
+        (lambda: Resource.semaphore("a", 1, per_key=True, limits={"x": 1.5}), "positive int"),
+        (lambda: Resource.semaphore("a", 1, limits={"x": 2}), "per_key=True"),
+        (lambda: Resource.semaphore("a", 1, per_key=True, max_keys=0), "max_keys"),
+    ],
+)
+def test_bad_declarations_are_refused_at_construction(make_resource, needle):
+    with pytest.raises(ValueError, match=needle):
+        make_resource()
+
+
+@pytest.mark.parametrize(
+    ("ask", "needle"),
+    [
+        ("customer", "is keyed"),
+        ("customer:", "non-empty key"),
+        ("db:1", "is not keyed"),
+    ],
+)
+def test_bad_asks_are_invalid_and_name_the_resource(make, mkpool, ask, needle):
+    d = make([mkpool(cap=2)], resources=[per_customer(1), Resource.semaphore("db", 1)])
+    with pytest.raises(SubmitError, match=needle) as e:
+        d.submit(resources={ask: 1})
+    assert e.value.code == "invalid" and ask.split(":")[0] in e.value.message
+    assert not d.core.tasks
+
+
+# ------------------------------------------------------------------ recovery
+
+
+def test_recovery_rebuilds_key_state_from_the_tasks():
+    cfg = CoreConfig(
+        [PoolConfig("default", min=4, max=4, initial=4, autoscale=False)],
+        resources=[per_customer(1, on_limit="cancel_newest")],
+        persist=True,
+    )
+    core = Core(cfg)
+    a = core.submit(0, TaskOptions(resources={"customer:a": 1}), None)[0]
+    core.tick(0)
+    subs = [x.mutation for x in core.drain_actions() if type(x) is Persist and type(x.mutation) is Submitted]
+    fresh = Core(cfg, now=NS, epoch=1)
+    fresh.recover(
+        NS, Recovered([RecoveredTask(s.id, s.seq, s.arrival, s.spec, None, "running", 1) for s in subs], [])
+    )
+    assert fresh.tasks[a].status_name == "retrying"
+    assert fresh.res.keyed["customer"].live_keys(NS) == 1
+    dup = fresh.submit(NS, TaskOptions(resources={"customer:a": 1}), None)[0]
+    assert fresh.tasks[dup].status_name == "cancelled", "the recovered task still holds key a"
+
+
+# ------------------------------------------------------------------ observability
+
+
+def test_snapshot_gauges_and_the_busiest_keys(make, mkpool):
+    d = make([mkpool(cap=10)], resources=[per_customer(1, limits={"big": 3}), Resource.semaphore("db", 1)])
+    for key, n in (("a", 4), ("b", 2), ("big", 5), ("c", 1)):
+        for _ in range(n):
+            d.submit(resources={f"customer:{key}": 1})
+    d.tick()
+    rows = {r.name: r for r in d.core.snapshot(d.now).resources}
+    assert sorted(rows) == ["customer", "db"] and not rows["db"].per_key
+    gauge = rows["customer"]
+    assert (gauge.kind, gauge.per_key, gauge.capacity) == ("semaphore", True, 1)
+    assert (gauge.keys, gauge.in_use, gauge.waiting) == (4, 6, 6)
+    top = d.core.res.busiest("customer", 2, d.now)
+    assert [tuple(k) for k in top] == [("a", 1, 3, 1), ("big", 3, 2, 3)]
+    with pytest.raises(ValueError, match="not a keyed resource"):
+        d.core.res.busiest("db", 2, d.now)
+    with pytest.raises(ValueError, match="top"):
+        d.core.res.busiest("customer", 0, d.now)
+
+
+def test_a_policy_on_an_unkeyed_resource_treats_it_as_one_key(make, mkpool):
+    d = make([mkpool(cap=4)], resources=[Resource.semaphore("deploy", 1, on_limit="cancel_newest")])
+    a = d.submit(resources={"deploy": 1})
+    b = d.submit(resources={"deploy": 1})
+    assert d.status(b) == "cancelled" and "'deploy'" in d.task(b).message
+    assert d.tick() == [a]
+    d.complete(a)
+    assert d.status(d.submit(resources={"deploy": 1})) == "ready"
+    with pytest.raises(SubmitError, match="is not keyed"):
+        d.submit(resources={"deploy:x": 1})

@@ -1,0 +1,155 @@
+"""Keyed resources on a real ``cronoq serve`` (docs/concepts/resources.md#keyed-resources): the
+wire keeps its ``resources`` map, so raw protobuf and the published client ask for
+``"customer:42"`` unchanged; key state is rebuilt from the tasks after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from cronoq.client import Client, Worker
+
+from .procs import Raw, ServerProc, pb, start_server
+
+KEYED_TOML = """
+[[pools]]
+name = "work"
+max = 8
+
+[[pools]]
+name = "idle"
+max = 4
+
+[[resources]]
+name = "customer"
+kind = "semaphore"
+permits = 1
+per_key = true
+
+[[resources]]
+name = "job"
+kind = "semaphore"
+permits = 1
+per_key = true
+on_limit = "cancel_newest"
+"""
+
+
+async def _status(raw: Raw, tid: int) -> pb.TaskInfo:
+    return await raw.tasks.Get(pb.GetRequest(task=pb.TaskRef(id=tid)))
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProc]:
+    sp = start_server(tmp_path, KEYED_TOML, name="keyed")
+    try:
+        yield sp
+    finally:
+        assert sp.terminate() == 0, sp.log()
+
+
+async def test_the_published_client_runs_one_task_per_customer_at_once(server: ServerProc) -> None:
+    running: dict[str, int] = {}
+    peak: dict[str, int] = {}
+
+    async def handler(lease):  # type: ignore[no-untyped-def]
+        c = lease.payload.decode()
+        running[c] = running.get(c, 0) + 1
+        peak[c] = max(peak.get(c, 0), running[c])
+        await asyncio.sleep(0.05)
+        running[c] -= 1
+
+    async with Client(server.grpc) as client, Worker(server.grpc, "work", handler, slots=6):
+        subs = [
+            await client.submit(c.encode(), pool="work", resources={f"customer:{c}": 1}) for c in "aaabbbc"
+        ]
+        for s in subs:
+            assert (await client.wait(s.id, timeout=30)).status == "succeeded"
+    assert peak == {"a": 1, "b": 1, "c": 1}
+
+
+async def test_raw_protobuf_keys_policies_and_bad_asks(server: ServerProc) -> None:
+    raw = Raw(server.grpc)
+    try:
+        spec = pb.TaskSpec(pool="idle", resources={"job:nightly": 1})
+        first = await raw.tasks.Submit(pb.SubmitRequest(task=spec))
+        second = await raw.tasks.Submit(pb.SubmitRequest(task=spec))
+        info = await _status(raw, second.id)
+        assert info.status == pb.TASK_STATUS_CANCELLED
+        assert "job:nightly" in info.message and "cancel_newest" in info.message
+        assert (await _status(raw, first.id)).status == pb.TASK_STATUS_READY
+        for bad in ("job", "job:", "nope:1"):
+            with pytest.raises(grpc.aio.AioRpcError) as ei:
+                await raw.tasks.Submit(pb.SubmitRequest(task=pb.TaskSpec(pool="idle", resources={bad: 1})))
+            assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert bad.partition(":")[0] in (ei.value.details() or "")
+    finally:
+        await raw.close()
+
+
+async def test_key_state_is_rebuilt_after_a_restart(tmp_path: Path) -> None:
+    sp = start_server(tmp_path, KEYED_TOML, name="keyed")
+    raw = Raw(sp.grpc)
+    try:
+        spec = pb.TaskSpec(pool="idle", resources={"job:sync": 1})
+        kept = (await raw.tasks.Submit(pb.SubmitRequest(task=spec))).id
+    finally:
+        await raw.close()
+        assert sp.terminate() == 0, sp.log()
+    sp = start_server(tmp_path, KEYED_TOML, name="keyed")
+    raw = Raw(sp.grpc)
+    try:
+        spec = pb.TaskSpec(pool="idle", resources={"job:sync": 1})
+        again = (await raw.tasks.Submit(pb.SubmitRequest(task=spec))).id
+        assert (await _status(raw, again)).status == pb.TASK_STATUS_CANCELLED, "the recovered task holds it"
+        assert (await _status(raw, kept)).status == pb.TASK_STATUS_READY
+    finally:
+        await raw.close()
+        assert sp.terminate() == 0, sp.log()
+
+
+def _http_get(sp: ServerProc, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://{sp.http}{path}", timeout=30) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+async def test_gauges_and_the_busiest_keys_over_http_and_grpc(server: ServerProc) -> None:
+    raw = Raw(server.grpc)
+    try:
+        for key, n in (("a", 3), ("b", 1)):
+            for _ in range(n):
+                spec = pb.TaskSpec(pool="idle", resources={f"customer:{key}": 1})
+                await raw.tasks.Submit(pb.SubmitRequest(task=spec))
+        status, text = _http_get(server, "/metrics")
+        assert status == 200
+        assert 'cronoq_resource_keys{resource="customer"} 2.0' in text
+        assert 'cronoq_resource_waiting{resource="customer"} 4.0' in text
+        assert "customer:a" not in text, "no per-key series"
+        status, body = _http_get(server, "/v1/resources/customer/keys?top=1")
+        assert status == 200
+        assert json.loads(body) == {
+            "resource": "customer",
+            "keys": [{"key": "a", "running": 0, "waiting": 3, "limit": 1}],
+        }
+        assert _http_get(server, "/v1/resources/customer/keys?top=0")[0] == 400
+        assert _http_get(server, "/v1/resources/nope/keys")[0] == 404
+        resp = await raw.admin.ListResourceKeys(pb.ResourceKeysRequest(resource="customer"))
+        assert [(k.key, k.waiting) for k in resp.keys] == [("a", 3), ("b", 1)]
+        snap = await raw.admin.Snapshot(pb.Empty())
+        gauges = {g.name: (g.keys, g.waiting, g.in_use) for g in snap.resources}
+        assert gauges["customer"] == (2, 4, 0)
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await raw.admin.ListResourceKeys(pb.ResourceKeysRequest(resource="nope"))
+        assert ei.value.code() == grpc.StatusCode.NOT_FOUND
+    finally:
+        await raw.close()
