@@ -228,6 +228,7 @@ __all__ = [
     "md",
     "pb",
     "pb_grpc",
+    "start_app_worker",
     "start_server",
     "tls_toml",
 ]
@@ -259,3 +260,21 @@ class RawWorker:
     async def close(self, timeout: float = 10.0) -> None:
         self.out.put_nowait(None)
         await asyncio.wait_for(self.call.code(), timeout)
+
+
+def start_app_worker(
+    sp: ServerProc, app: str, app_dir: Path, log_path: Path, slots: int = 4
+) -> subprocess.Popen[bytes]:
+    """A real ``cronoq worker MODULE:APP`` on pool ``default`` of ``sp``, once it registered."""
+    with open(log_path, "wb") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "cronoq.cli", "worker", app, "--pool", "default", "--slots", str(slots),
+             "--app-dir", str(app_dir), "--server", sp.grpc],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
+        )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while "cronoq worker: registered" not in log_path.read_text(errors="replace"):
+        assert worker.poll() is None, log_path.read_text()
+        assert time.monotonic() < deadline, log_path.read_text()
+        time.sleep(0.05)
+    return worker

@@ -7,7 +7,6 @@ import datetime as dt
 import json
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from cronoq import TaskFailed
 from cronoq.client import Client
 
 from .named_app import Order, add, app, echo, flaky, ship
-from .procs import ServerProc, child_env, start_server
+from .procs import ServerProc, child_env, start_app_worker, start_server
 
 HERE = Path(__file__).resolve().parent
 
@@ -47,18 +46,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
     directory = tmp_path_factory.mktemp("named")
     sp = start_server(directory, SERVER_TOML, name="named")
     log_path = directory / "worker.log"
-    with open(log_path, "wb") as log:
-        worker = subprocess.Popen(
-            [*CLI, "worker", "named_app:app", "--pool", "default", "--slots", "4", "--app-dir", str(HERE),
-             "--server", sp.grpc],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
-        )  # fmt: skip
+    worker = start_app_worker(sp, "named_app:app", HERE, log_path)
     try:
-        deadline = time.monotonic() + 30
-        while "cronoq worker: registered" not in log_path.read_text(errors="replace"):
-            assert worker.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.05)
         yield sp, worker
     finally:
         worker.terminate()

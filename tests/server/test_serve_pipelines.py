@@ -1,0 +1,125 @@
+"""Pipelines that pass data, end to end (docs/concepts/dependencies.md#outputs-on-edges): a
+real ``cronoq serve``, a real ``cronoq worker pipeline_app:app`` and the app bound to a Client;
+a raw version-3 worker (the published protocol) receives plain arguments, a version-6 one the
+parents' outcomes too."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from cronoq import TaskFailed, outcome_of, output_of
+from cronoq.client import Client
+
+from .pipeline_app import app, big, count, email_invoice, fetch_order, number, render_invoice, report, total
+from .procs import Raw, RawWorker, ServerProc, pb, start_app_worker, start_server
+
+HERE = Path(__file__).resolve().parent
+LIMIT = 16384
+
+TOML = f"""
+[limits]
+max_message_bytes = {LIMIT}
+
+[[pools]]
+name = "default"
+max = 8
+
+[[pools]]
+name = "raw"
+max = 2
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
+    directory = tmp_path_factory.mktemp("pipes")
+    sp = start_server(directory, TOML, name="pipes")
+    log_path = directory / "worker.log"
+    worker = start_app_worker(sp, "pipeline_app:app", HERE, log_path, slots=8)
+    try:
+        yield sp
+    finally:
+        worker.terminate()
+        assert worker.wait(30) == 0, log_path.read_text()
+        assert sp.terminate() == 0, sp.log()
+
+
+@pytest.fixture
+async def client(server: ServerProc) -> AsyncIterator[Client]:
+    async with Client(server.grpc) as c:
+        app.bind(c)
+        try:
+            yield c
+        finally:
+            app.bind(None)
+
+
+async def test_a_typed_three_step_chain_with_nested_placeholders(client: Client) -> None:
+    f = fetch_order.spec(42)
+    due = dt.datetime(2026, 1, 12, tzinfo=dt.UTC)
+    r = render_invoice.spec(f.output, due)
+    e = email_invoice.options(key="mail-42").spec(r.output, cc=["ann", "bob"])
+    handles = await app.submit_batch([f, r, e])
+    assert await handles[2] == "42:10:ann,bob:['succeeded']"
+    info = await client.get(handles[2].id)
+    assert info.key == "mail-42"
+
+
+async def test_a_hundred_way_fan_in(client: Client) -> None:
+    parts = [number.spec(n) for n in range(100)]
+    handles = await app.submit_batch([*parts, total.spec([p.output for p in parts])])
+    assert await handles[-1] == sum(range(100))
+
+
+async def test_a_failure_mid_chain(client: Client) -> None:
+    f = fetch_order.spec(-1)
+    r = render_invoice.spec(f.output, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    seen = report.spec(outcome_of(f))
+    handles = await app.submit_batch([f, r, seen])
+    with pytest.raises(TaskFailed) as err:
+        await handles[1]
+    assert err.value.status == "skipped"
+    assert await handles[2] == "failed: no order -1"
+
+
+async def test_a_child_over_the_message_limit_fails_alone(client: Client) -> None:
+    parent = big.spec(LIMIT * 2 // 3)
+    child = count.spec([parent.output, parent.output])
+    fine = count.spec([parent.output])
+    handles = await app.submit_batch([parent, child, fine])
+    with pytest.raises(TaskFailed) as err:
+        await handles[1]
+    assert err.value.status == "failed"
+    assert f"parent(s) {handles[0].id} substituted is" in err.value.message
+    assert f"over the server's max_message_bytes ({LIMIT})" in err.value.message
+    assert await handles[2] == LIMIT * 2 // 3
+
+
+async def test_old_and_new_workers_get_plain_arguments(client: Client, server: ServerProc) -> None:
+    first = await number.submit(20)
+    assert await first == 20
+    raw = Raw(server.grpc)
+    try:
+        for version in (3, 6):
+            w = RawWorker(raw, pool="raw", version=version)
+            h = await total.options(pool="raw").submit([output_of(first), 22])
+            msg = await w.read()
+            while msg.WhichOneof("msg") != "lease":
+                msg = await w.read()
+            lease = msg.lease
+            assert json.loads(lease.payload) == {"args": [[20, 22]], "kwargs": {}}
+            if version == 3:
+                assert not lease.parents
+            else:
+                (p,) = lease.parents
+                assert (p.id, p.status, json.loads(p.output)) == (first.id, "succeeded", 20)
+            w.send(complete=pb.Complete(lease=lease.lease, output=b"42", content_type="application/json"))
+            assert await h == 42
+            await w.close()
+    finally:
+        await raw.close()
