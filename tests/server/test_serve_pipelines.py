@@ -5,18 +5,22 @@ parents' outcomes too."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from cronoq import TaskFailed, outcome_of, output_of
 from cronoq.client import Client
 
 from .pipeline_app import app, big, count, email_invoice, fetch_order, number, render_invoice, report, total
-from .procs import Raw, RawWorker, ServerProc, pb, start_app_worker, start_server
+from .procs import Raw, RawWorker, ServerProc, child_env, pb, start_app_worker, start_server
 
 HERE = Path(__file__).resolve().parent
 LIMIT = 16384
@@ -76,7 +80,7 @@ async def test_a_hundred_way_fan_in(client: Client) -> None:
     assert await handles[-1] == sum(range(100))
 
 
-async def test_a_failure_mid_chain(client: Client) -> None:
+async def test_a_failure_mid_chain(client: Client, server: ServerProc) -> None:
     f = fetch_order.spec(-1)
     r = render_invoice.spec(f.output, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
     seen = report.spec(outcome_of(f))
@@ -85,6 +89,20 @@ async def test_a_failure_mid_chain(client: Client) -> None:
         await handles[1]
     assert err.value.status == "skipped"
     assert await handles[2] == "failed: no order -1"
+    # `cronoq get` shows how the parents ended
+    r = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "cronoq.cli", "get", str(handles[2].id), "--json", "--server", server.grpc],
+        capture_output=True, text=True, env=child_env(), timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (parent,) = json.loads(r.stdout)["parent_outcomes"]
+    assert (parent["id"], parent["status"], parent["message"]) == (
+        str(handles[0].id),
+        "failed",
+        "no order -1",
+    )
+    assert parent["key"].startswith("pipe.fetch_order:")  # (a keyless spec used by a placeholder)
 
 
 async def test_a_child_over_the_message_limit_fails_alone(client: Client) -> None:
@@ -123,3 +141,31 @@ async def test_old_and_new_workers_get_plain_arguments(client: Client, server: S
             await w.close()
     finally:
         await raw.close()
+
+
+async def test_the_json_placeholder_form_over_http(client: Client, server: ServerProc) -> None:
+    body = {
+        "tasks": [
+            {"kind": "pipe.number", "key": "http-n", "payload": {"args": [5], "kwargs": {}}},
+            {"kind": "pipe.fetch_order", "key": "http-bad", "payload": {"args": [-2], "kwargs": {}}},
+            {
+                "kind": "pipe.total",
+                "key": "http-total",
+                "after": ["http-n"],
+                "payload": {"args": [[{"$output": 0}, {"$output": 0}, 1]], "kwargs": {}},
+            },
+            {
+                "kind": "pipe.report",
+                "deps": [{"target": "http-bad", "cond": "complete"}],
+                "payload": {"args": [{"$outcome": 0}], "kwargs": {}},
+            },
+        ]
+    }
+    async with httpx.AsyncClient(base_url=f"http://{server.http}") as http:
+        r = await http.post("/v1/tasks:batch", json=body)
+        assert r.status_code == 200, r.text
+        ids = [t["id"] for t in r.json()["tasks"]]
+        res = (await http.get(f"/v1/tasks/{ids[2]}/result", params={"timeout": 30})).json()
+        assert res["output"] == 11
+        res = (await http.get(f"/v1/tasks/{ids[3]}/result", params={"timeout": 30})).json()
+        assert res["output"] == "failed: no order -2"

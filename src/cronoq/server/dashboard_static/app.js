@@ -1330,6 +1330,7 @@ function renderDetail() {
   if (Array.isArray(i.attempts) && i.attempts.length) parts.push(h("h3", { text: "Attempts" }), attemptTimeline(i));
   if ((i.parents && i.parents.length) || (i.children && i.children.length)) {
     parts.push(h("h3", { text: "Dependencies" }), depGraph(i, d.deps || new Map()));
+    if (i.parents && i.parents.length) parts.push(parentOutcomes(i, d.deps || new Map(), link));
   }
   parts.push(h("h3", { text: "Status history" }), h("ol.history", { "aria-label": "Status history" }, items));
   const r = d.result;
@@ -1465,6 +1466,18 @@ function attemptTimeline(i) {
     ),
   );
   return h("div.attempts-box", null, svg, h("div.table-wrap", null, table));
+}
+
+/** How each parent ended, in edge order: the outcomes the task received (ctx.parents; a
+ * placeholder argument {"$output": k} / {"$outcome": k} takes the k-th). */
+function parentOutcomes(i, known, link) {
+  const rows = (i.parents || []).slice(0, DEPS_MAX).map((raw, k) => {
+    const id = String(raw);
+    const p = known.get(id);
+    const how = p ? `${p.status}${p.message ? ` · ${p.message}` : ""}` : "…";
+    return h("li", null, `edge ${k}: `, link(id, "Open parent task"), ` ${how}`);
+  });
+  return h("ol.outcomes", { "aria-label": "Outcomes received from the parents" }, rows);
 }
 
 /** Parents → this task → children, with statuses; every other node opens its task. */
