@@ -303,9 +303,10 @@ class App:
         for t in batch:
             if not isinstance(t, NamedTask):
                 raise ValueError(f"app.submit_batch takes t.spec(...) calls (got {t!r})")
+        members = {id(t) for t in batch}
         for t in batch:  # placeholders become edges: to members, to earlier tasks
             if t.holes:
-                resolve_edges(t, batch)
+                resolve_edges(t, members)
         handles = await self.target().submit_batch(batch)
         for t, h in zip(batch, handles):
             t.submitted_id = int(h.id)

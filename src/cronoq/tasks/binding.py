@@ -167,6 +167,12 @@ class Binding:
     ) -> Payload:
         """As :meth:`encode`, but arguments for which ``is_hole`` holds (they hold placeholder
         markers, tasks/placeholders.py) travel as they are: converted when substituted."""
+        fast = self._fast
+        if fast is not None and not kwargs and len(args) == len(fast):  # (no Signature.bind)
+            out = [
+                v if is_hole(v) else self._wire_at(i, conv, v) for i, (conv, v) in enumerate(zip(fast, args))
+            ]
+            return {"args": out, "kwargs": {}}
         try:
             bound = self._sig.bind(*args, **kwargs)
         except TypeError as e:
@@ -175,6 +181,12 @@ class Binding:
             "args": self._encode_args(bound.args, is_hole),
             "kwargs": self._encode_kwargs(bound.kwargs, is_hole),
         }
+
+    def _wire_at(self, i: int, conv: Converter, v: object) -> object:
+        try:
+            return conv.to_wire(v)
+        except ConversionError as e:
+            raise self._invalid(self._param_at(i), e) from None
 
     def _param_at(self, i: int) -> str:
         names = list(self._convs)

@@ -26,11 +26,12 @@ as such.  An output that is not JSON fails the child permanently, naming the par
 
 from __future__ import annotations
 
+import itertools
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-from cronoq.engine.model import Dep
+from cronoq.engine.model import ON_COMPLETE, ON_SUCCESS, Dep
 from cronoq.errors import InvalidSubmission, Permanent
 from cronoq.outcome import Outcome
 from cronoq.runtime.handles import TaskHandle
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 __all__ = ["Placeholder", "encode_call", "has_placeholder", "outcome_of", "output_of", "substitute"]
 
 OUTPUT, OUTCOME = "$output", "$outcome"
+_PREFIX = uuid.uuid4().hex[:16]
+_SEQ = itertools.count(1)
 _OUTSIDE = "a placeholder ({!r}) is only an argument of a named task's call (t.spec / t.submit)"
 
 
@@ -107,16 +110,17 @@ def has_placeholder(value: object, depth: int = 0) -> bool:
     return False
 
 
-def _mark(value: object, holes: list[Placeholder], base: int) -> object:
-    """``value`` with each placeholder replaced by its marker (``holes`` collects them)."""
+def _mark(value: object, holes: dict[tuple[str, int], tuple[int, Placeholder]], base: int) -> object:
+    """``value`` with each placeholder replaced by its marker (``holes`` collects them, by mode
+    and parent: the same parent twice is one edge)."""
     tp = type(value)
     if tp is Placeholder:
         p: Any = value
-        for k, h in enumerate(holes):
-            if h.mode == p.mode and h.source is p.source:
-                return {p.mode: base + k}
-        holes.append(p)
-        return {p.mode: base + len(holes) - 1}
+        k = (p.mode, id(p.source))
+        found = holes.get(k)
+        if found is None:
+            found = holes[k] = (len(holes), p)
+        return {p.mode: base + found[0]}
     if tp is list or tp is tuple:
         return [_mark(v, holes, base) for v in value]  # type: ignore[attr-defined]
     if tp is dict:
@@ -129,7 +133,7 @@ def encode_call(
 ) -> tuple[Payload, list[Placeholder]]:
     """The payload of a call holding placeholders, and its placeholders in edge order (the
     first one is edge ``n_edges``: the call's own edges come first)."""
-    holes: list[Placeholder] = []
+    holes: dict[tuple[str, int], tuple[int, Placeholder]] = {}
     in_args = [has_placeholder(v) for v in args]
     in_kw = {k: has_placeholder(v) for k, v in kwargs.items()}
     margs = tuple(_mark(v, holes, n_edges) if m else v for v, m in zip(args, in_args))
@@ -141,29 +145,30 @@ def encode_call(
                 f"task '{binding.name}': an argument holding a placeholder must otherwise be JSON (got {v!r})"
             )
     skip = {id(v) for v in held}
-    return binding.encode_holes(margs, mkw, lambda v: id(v) in skip), holes
+    return binding.encode_holes(margs, mkw, lambda v: id(v) in skip), [p for _, p in holes.values()]
 
 
-def _target(p: Placeholder, batch: Sequence[NamedTask]) -> int | str:
+def _target(p: Placeholder, batch: Collection[int]) -> int | str:
+    """The edge target of ``p``; ``batch``: the ``id()`` of the batch's specs."""
     src = p.source
     if isinstance(src, TaskHandle):
         return int(src.id)
     if isinstance(src, (int, str)):
         return src
     spec: Any = src
-    if any(spec is t for t in batch):
-        if spec.key is None:
-            spec.set_key(f"{spec.fields.get('kind', 'task')}:{uuid.uuid4().hex}")
+    if id(spec) in batch:
+        if spec.key is None:  # a unique key: the process's random prefix and a counter
+            spec.set_key(f"{spec.fields.get('kind', 'task')}:{_PREFIX}-{next(_SEQ)}")
         return str(spec.key)
     if spec.submitted_id is not None:
         return int(spec.submitted_id)
     raise InvalidSubmission(f"{p!r}: that spec is neither in this batch nor submitted: {spec!r}")
 
 
-def resolve_edges(spec: NamedTask, batch: Sequence[NamedTask]) -> None:
-    """Give ``spec`` the edges of its placeholders (see the module docstring); idempotent."""
-    extra = [Dep(_target(p, batch), on="success" if p.mode == OUTPUT else "complete") for p in spec.holes]
-    spec.set_edges(extra)
+def resolve_edges(spec: NamedTask, batch: Collection[int]) -> None:
+    """Give ``spec`` the edges of its placeholders (see the module docstring); idempotent.
+    ``batch``: the ``id()`` of every spec of the batch."""
+    spec.set_edges([(_target(p, batch), ON_SUCCESS if p.mode == OUTPUT else ON_COMPLETE) for p in spec.holes])
 
 
 def edges_for(holes: Sequence[Placeholder]) -> list[Dep]:

@@ -24,7 +24,7 @@ import asyncio
 from collections.abc import Callable, Coroutine, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from cronoq.engine.model import Dep
+from cronoq.engine.model import COND_NAMES, Dep
 from cronoq.errors import TaskFailed
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.task import Task
@@ -51,7 +51,7 @@ class NamedTask(Task, Generic[R]):
     (docs/concepts/dependencies.md#outputs-on-edges); ``holes`` are the placeholders its own
     arguments hold, which become its last edges when it is submitted."""
 
-    __slots__ = ("_base_deps", "_base_fdeps", "binding", "fields", "holes", "submitted_id")
+    __slots__ = ("_base_deps", "_extra", "binding", "fields", "holes", "submitted_id")
 
     def __init__(
         self,
@@ -65,7 +65,7 @@ class NamedTask(Task, Generic[R]):
         self.fields = dict(fields)
         self.holes = holes or []
         self._base_deps = self._deps
-        self._base_fdeps = list(fields.get("deps") or ())
+        self._extra: list[tuple[int | str, int]] = []
         self.submitted_id: int | None = None  # its id once submitted (a later placeholder's edge)
 
     @property
@@ -78,12 +78,18 @@ class NamedTask(Task, Generic[R]):
         self._key = key
         self.fields["key"] = key
 
-    def set_edges(self, extra: list[Dep]) -> None:
-        """The edges of its placeholders, after its own (replacing any set before)."""
-        base = self._base_deps or []
-        self._deps = [*base, *((d.target, d.cond) for d in extra)] or None
-        if extra:
-            self.fields["deps"] = [*self._base_fdeps, *extra]
+    def set_edges(self, extra: list[tuple[int | str, int]]) -> None:
+        """The edges ``(target, condition)`` of its placeholders, after its own (replacing any
+        set before)."""
+        self._extra = extra
+        self._deps = [*(self._base_deps or ()), *extra] or None
+
+    def call_fields(self) -> dict[str, Any]:
+        """Its task fields for a server, the edges of its placeholders included."""
+        if not self._extra:
+            return self.fields
+        extra = [Dep(target, on=COND_NAMES[cond]) for target, cond in self._extra]
+        return {**self.fields, "deps": [*(self.fields.get("deps") or ()), *extra]}
 
     def __repr__(self) -> str:
         return f"NamedTask({self.fields.get('kind')!r}, payload={self.payload!r}, key={self.key!r})"
@@ -238,7 +244,7 @@ class ClientTarget:
         return int(sub.id)
 
     async def submit_batch(self, tasks: Sequence[NamedTask]) -> list[TaskHandle[Any]]:
-        subs = await self.client.submit_batch([{"payload": t.payload, **t.fields} for t in tasks])
+        subs = await self.client.submit_batch([{"payload": t.payload, **t.call_fields()} for t in tasks])
         return [
             RemoteHandle(self.client, s.id, s.duplicate, _converter(t.binding) or _identity)
             for t, s in zip(tasks, subs)
