@@ -169,3 +169,45 @@ async def test_the_json_placeholder_form_over_http(client: Client, server: Serve
         assert res["output"] == 11
         res = (await http.get(f"/v1/tasks/{ids[3]}/result", params={"timeout": 30})).json()
         assert res["output"] == "failed: no order -2"
+
+
+async def test_a_restart_between_a_parents_end_and_its_childs_start(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The child's pool has no worker until the server restarted (SQLite): the child then
+    receives the output its parent returned before the restart."""
+    directory = tmp_path_factory.mktemp("pipes-restart")
+    sp = start_server(directory, TOML, name="restart")
+    worker = start_app_worker(sp, "pipeline_app:app", HERE, directory / "worker.log")
+    try:
+        async with Client(sp.grpc) as c:
+            app.bind(c)
+            try:
+                parent = number.spec(7)
+                parent_h, child_h = await app.submit_batch(
+                    [parent, total.options(pool="raw").spec([parent.output, 1])]
+                )
+                assert await parent_h == 7
+            finally:
+                app.bind(None)
+    finally:
+        worker.terminate()
+        assert worker.wait(30) == 0
+        assert sp.terminate() == 0, sp.log()
+    sp = start_server(directory, TOML, name="restart")
+    raw = Raw(sp.grpc)
+    try:
+        w = RawWorker(raw, pool="raw", version=6)
+        msg = await w.read()
+        while msg.WhichOneof("msg") != "lease":
+            msg = await w.read()
+        assert json.loads(msg.lease.payload) == {"args": [[7, 1]], "kwargs": {}}
+        (p,) = msg.lease.parents
+        assert (p.id, p.status, json.loads(p.output)) == (parent_h.id, "succeeded", 7)
+        w.send(complete=pb.Complete(lease=msg.lease.lease, output=b"8", content_type="application/json"))
+        res = await raw.tasks.Wait(pb.WaitRequest(task=pb.TaskRef(id=child_h.id), timeout_s=20))
+        assert res.status == pb.TASK_STATUS_SUCCEEDED
+        await w.close()
+    finally:
+        await raw.close()
+        assert sp.terminate() == 0, sp.log()
