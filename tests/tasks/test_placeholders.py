@@ -140,6 +140,8 @@ async def test_bad_input_is_refused_and_nothing_is_submitted() -> None:
         assert sched.seam.pending_total() == 0  # nothing was half-submitted
         with pytest.raises(TypeError, match="only an argument of a named task's call"):
             bool(stray.output)
+        with pytest.raises(SubmitError, match="is a placeholder: pass it as an argument"):
+            cronoq.Task(stray.output)
         with pytest.raises(SubmitError, match="placeholder must otherwise be JSON"):
             total.spec([stray.output, object()])
 

@@ -54,6 +54,7 @@ class Placeholder:
     docstring).  It has no value of its own: using it any other way is a TypeError."""
 
     __slots__ = ("mode", "source")
+    cronoq_placeholder = True  # (what cronoq.Task looks for: a placeholder is no payload)
 
     def __init__(self, source: object, mode: str) -> None:
         if isinstance(source, bool) or not isinstance(source, (int, str, TaskHandle)):
