@@ -92,17 +92,11 @@ async def test_a_failure_mid_chain(client: Client, server: ServerProc) -> None:
     # `cronoq get` shows how the parents ended
     r = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "cronoq.cli", "get", str(handles[2].id), "--json", "--server", server.grpc],
+        [sys.executable, "-m", "cronoq.cli", "get", str(handles[2].id), "--server", server.grpc],
         capture_output=True, text=True, env=child_env(), timeout=60,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    (parent,) = json.loads(r.stdout)["parent_outcomes"]
-    assert (parent["id"], parent["status"], parent["message"]) == (
-        str(handles[0].id),
-        "failed",
-        "no order -1",
-    )
-    assert parent["key"].startswith("pipe.fetch_order:")  # (a keyless spec used by a placeholder)
+    assert f"{handles[0].id} failed (no order -1)" in " ".join(r.stdout.split()), r.stdout
 
 
 async def test_a_child_over_the_message_limit_fails_alone(client: Client) -> None:

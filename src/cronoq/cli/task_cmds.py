@@ -368,10 +368,10 @@ def get(ref: int | str, server: str, token: str | None, tls: bool, as_json: bool
     async def main() -> None:
         async with _client(server, token, tls) as client:
             info = await client.get(ref, call_timeout=CALL_TIMEOUT)
+            if as_json:  # (the HTTP API's TaskInfo, as it is)
+                _dump(info.to_json())
+                return
             outcomes = await _parent_outcomes(client, info.parents)
-        if as_json:
-            _dump({**info.to_json(), "parent_outcomes": outcomes})
-            return
         from rich.table import Table
 
         t = Table(show_header=False, box=None, pad_edge=False)
