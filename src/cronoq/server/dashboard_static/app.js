@@ -1468,16 +1468,16 @@ function attemptTimeline(i) {
   return h("div.attempts-box", null, svg, h("div.table-wrap", null, table));
 }
 
-/** How each parent ended, in edge order: the outcomes the task received (ctx.parents; a
- * placeholder argument {"$output": k} / {"$outcome": k} takes the k-th). */
+/** How each parent ended: the outcomes the task received (its ctx.parents, and the values of
+ * its placeholder arguments). */
 function parentOutcomes(i, known, link) {
-  const rows = (i.parents || []).slice(0, DEPS_MAX).map((raw, k) => {
+  const rows = (i.parents || []).slice(0, DEPS_MAX).map((raw) => {
     const id = String(raw);
     const p = known.get(id);
     const how = p ? `${p.status}${p.message ? ` · ${p.message}` : ""}` : "…";
-    return h("li", null, `edge ${k}: `, link(id, "Open parent task"), ` ${how}`);
+    return h("li", null, link(id, "Open parent task"), ` ${how}`);
   });
-  return h("ol.outcomes", { "aria-label": "Outcomes received from the parents" }, rows);
+  return h("ul.outcomes", { "aria-label": "Outcomes received from the parents" }, rows);
 }
 
 /** Parents → this task → children, with statuses; every other node opens its task. */
