@@ -22,6 +22,7 @@ remote :class:`cronoq.client.Worker` (what ``cronoq worker MODULE:APP`` serves).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
 
@@ -34,13 +35,14 @@ from cronoq.tasks.convert import TaskDefinitionError
 from cronoq.tasks.definition import TaskDefinition
 from cronoq.tasks.dispatch import LeaseHandler, TaskExecutor
 from cronoq.tasks.fields import DEFINITION_FIELDS, RECURRING_FIELDS, check_fields
+from cronoq.tasks.lifespan import CallHook, Lifespan
 from cronoq.tasks.placeholders import has_placeholder, resolve_edges
 from cronoq.tasks.recurring import RecurringDefinition, check_schedule
 from cronoq.tasks.scheduler import AppScheduler
 from cronoq.tasks.targets import ClientTarget, NamedTask, SchedulerTarget, Target
 
 if TYPE_CHECKING:
-    from cronoq.client import Client, Worker
+    from cronoq.client import BlockingClient, Client, Worker
 
 __all__ = ["App"]
 
@@ -81,7 +83,17 @@ class TaskDecorator:
 class App:
     """A registry of named tasks (see the module docstring): ``app = cronoq.App("shop")``."""
 
-    __slots__ = ("_bound", "_by_kind", "_executor", "_name", "_recurring", "_stack", "_tasks")
+    __slots__ = (
+        "_bound",
+        "_by_kind",
+        "_executor",
+        "_hooks",
+        "_lifespan",
+        "_name",
+        "_recurring",
+        "_stack",
+        "_tasks",
+    )
 
     def __init__(self, name: str) -> None:
         if not isinstance(name, str) or not name:
@@ -93,6 +105,8 @@ class App:
         self._executor = TaskExecutor(self._by_kind)
         self._bound: Target | None = None
         self._stack: list[Target] = []
+        self._lifespan = Lifespan()
+        self._hooks: tuple[CallHook, ...] = ()
 
     @property
     def name(self) -> str:
@@ -224,6 +238,38 @@ class App:
 
         return apply
 
+    # ------------------------------------------------------------------ worker resources
+
+    def lifespan(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``@app.lifespan``: an async context manager function (or an async generator function
+        that yields once) run once per scheduler or worker process around its life; what it
+        yields is ``ctx.state`` in every task (docs/how-to/resources-per-worker.md)."""
+        self._lifespan.set(fn, self._name)
+        return fn
+
+    def lifespan_context(self) -> AbstractAsyncContextManager[Any]:
+        """Enter the app's lifespan (a no-op without one), yielding the state: what every
+        runner of the app's tasks enters around its life (nested entries share one)."""
+        return self._lifespan.running()
+
+    @property
+    def state(self) -> Any:
+        """What the running lifespan yielded (None when none runs)."""
+        return self._lifespan.state
+
+    def add_call_hook(self, hook: CallHook) -> None:
+        """Run every task function of this app inside ``hook``'s contexts (a framework's app
+        context, connection hygiene): see :class:`cronoq.tasks.lifespan.CallHook`."""
+        if not callable(getattr(hook, "sync_context", None)) or not callable(
+            getattr(hook, "async_context", None)
+        ):
+            raise ValueError(f"a call hook has sync_context() and async_context() (got {hook!r})")
+        self._hooks = (*self._hooks, hook)
+
+    @property
+    def call_hooks(self) -> tuple[CallHook, ...]:
+        return self._hooks
+
     # ------------------------------------------------------------------ running
 
     def pool(self, name: str, **options: Any) -> Pool:
@@ -258,7 +304,7 @@ class App:
 
     def handler(self) -> LeaseHandler:
         """The handler of a remote :class:`cronoq.client.Worker` serving this app's tasks."""
-        return LeaseHandler(self._by_kind)
+        return LeaseHandler(self._by_kind, self._lifespan)
 
     def worker(self, target: str | Sequence[str], pool: str, **options: Any) -> Worker:
         """A remote :class:`cronoq.client.Worker` serving ``pool`` with this app's tasks."""
@@ -268,16 +314,19 @@ class App:
 
     # ------------------------------------------------------------------ targets
 
-    def bind(self, target: Client | Scheduler | None) -> None:
-        """Send this app's calls to a server (a :class:`cronoq.client.Client`) or to a running
-        :class:`~cronoq.Scheduler` whose pools serve the app; ``None`` unbinds. A running
-        ``app.scheduler(...)`` still takes precedence while it runs."""
+    def bind(self, target: Client | BlockingClient | Scheduler | None) -> None:
+        """Send this app's calls to a server (a :class:`cronoq.client.Client`, or a
+        :class:`cronoq.client.BlockingClient` for ``t.submit_sync`` from any thread) or to a
+        running :class:`~cronoq.Scheduler` whose pools serve the app; ``None`` unbinds. A
+        running ``app.scheduler(...)`` still takes precedence while it runs."""
         if target is None:
             self._bound = None
         elif isinstance(target, Scheduler):
             self._bound = SchedulerTarget(target)
+        elif callable(bind_target := getattr(target, "bind_target", None)):  # a BlockingClient
+            self._bound = bind_target()
         elif callable(getattr(target, "submit", None)) and callable(getattr(target, "wait", None)):
-            self._bound = ClientTarget(target)
+            self._bound = ClientTarget(target)  # type: ignore[arg-type]
         else:
             raise ValueError(f"bind takes a cronoq.client.Client or a Scheduler (got {target!r})")
 

@@ -228,7 +228,6 @@ __all__ = [
     "md",
     "pb",
     "pb_grpc",
-    "start_app_worker",
     "start_server",
     "tls_toml",
 ]
@@ -262,19 +261,34 @@ class RawWorker:
         await asyncio.wait_for(self.call.code(), timeout)
 
 
-def start_app_worker(
-    sp: ServerProc, app: str, app_dir: Path, log_path: Path, slots: int = 4
+# ---------------------------------------------------------------------------------------------
+# worker processes
+
+
+def start_worker(
+    log_path: Path, argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
-    """A real ``cronoq worker MODULE:APP`` on pool ``default`` of ``sp``, once it registered."""
+    """Start a worker process (``argv``, output to ``log_path``) and wait until it printed
+    ``cronoq worker: registered``."""
     with open(log_path, "wb") as log:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "cronoq.cli", "worker", app, "--pool", "default", "--slots", str(slots),
-             "--app-dir", str(app_dir), "--server", sp.grpc],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
-        )  # fmt: skip
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env or child_env(),
+            cwd=cwd,
+        )
     deadline = time.monotonic() + 30
     while "cronoq worker: registered" not in log_path.read_text(errors="replace"):
-        assert worker.poll() is None, log_path.read_text()
-        assert time.monotonic() < deadline, log_path.read_text()
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"worker not registered (exit {proc.poll()}):\n{log_path.read_text()}")
         time.sleep(0.05)
-    return worker
+    return proc
+
+
+def stop_worker(proc: subprocess.Popen[bytes], log_path: Path) -> None:
+    """SIGTERM the worker; it must drain and exit 0."""
+    proc.terminate()
+    assert proc.wait(30) == 0, log_path.read_text()

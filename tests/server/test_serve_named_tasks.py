@@ -16,7 +16,7 @@ from cronoq import TaskFailed
 from cronoq.client import Client
 
 from .named_app import Order, add, app, echo, flaky, ship
-from .procs import ServerProc, child_env, start_app_worker, start_server
+from .procs import ServerProc, child_env, start_server, start_worker, stop_worker
 
 HERE = Path(__file__).resolve().parent
 
@@ -46,12 +46,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
     directory = tmp_path_factory.mktemp("named")
     sp = start_server(directory, SERVER_TOML, name="named")
     log_path = directory / "worker.log"
-    worker = start_app_worker(sp, "named_app:app", HERE, log_path)
+    argv = [*CLI, "worker", "named_app:app", "--pool", "default", "--slots", "4", "--app-dir", str(HERE)]
+    worker = start_worker(log_path, [*argv, "--server", sp.grpc])
     try:
         yield sp, worker
     finally:
-        worker.terminate()
-        assert worker.wait(30) == 0, log_path.read_text()
+        stop_worker(worker, log_path)
         assert sp.terminate() == 0, sp.log()
 
 

@@ -20,7 +20,7 @@ from cronoq import TaskFailed, outcome_of, output_of
 from cronoq.client import Client
 
 from .pipeline_app import app, big, count, email_invoice, fetch_order, number, render_invoice, report, total
-from .procs import Raw, RawWorker, ServerProc, child_env, pb, start_app_worker, start_server
+from .procs import Raw, RawWorker, ServerProc, child_env, pb, start_server, start_worker, stop_worker
 
 HERE = Path(__file__).resolve().parent
 LIMIT = 16384
@@ -39,17 +39,22 @@ max = 2
 """
 
 
+def worker_argv(sp: ServerProc, slots: int = 4) -> list[str]:
+    """A real ``cronoq worker pipeline_app:app`` on pool ``default`` of ``sp``."""
+    return [sys.executable, "-m", "cronoq.cli", "worker", "pipeline_app:app", "--pool", "default",
+            "--slots", str(slots), "--app-dir", str(HERE), "--server", sp.grpc]  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
     directory = tmp_path_factory.mktemp("pipes")
     sp = start_server(directory, TOML, name="pipes")
     log_path = directory / "worker.log"
-    worker = start_app_worker(sp, "pipeline_app:app", HERE, log_path, slots=8)
+    worker = start_worker(log_path, worker_argv(sp, slots=8))
     try:
         yield sp
     finally:
-        worker.terminate()
-        assert worker.wait(30) == 0, log_path.read_text()
+        stop_worker(worker, log_path)
         assert sp.terminate() == 0, sp.log()
 
 
@@ -172,7 +177,7 @@ async def test_a_restart_between_a_parents_end_and_its_childs_start(
     receives the output its parent returned before the restart."""
     directory = tmp_path_factory.mktemp("pipes-restart")
     sp = start_server(directory, TOML, name="restart")
-    worker = start_app_worker(sp, "pipeline_app:app", HERE, directory / "worker.log")
+    worker = start_worker(directory / "worker.log", worker_argv(sp))
     try:
         async with Client(sp.grpc) as c:
             app.bind(c)
@@ -185,8 +190,7 @@ async def test_a_restart_between_a_parents_end_and_its_childs_start(
             finally:
                 app.bind(None)
     finally:
-        worker.terminate()
-        assert worker.wait(30) == 0
+        stop_worker(worker, directory / "worker.log")
         assert sp.terminate() == 0, sp.log()
     sp = start_server(directory, TOML, name="restart")
     raw = Raw(sp.grpc)

@@ -1,7 +1,8 @@
 """``cronoq worker``: serve a pool from this process as a remote worker.
 
 ``MODULE:FUNCTION`` is loaded with :func:`load_handler` (a sync function runs in a thread) and
-``MODULE:APP`` (a :class:`cronoq.App`) serves every task of the app by name;
+``MODULE:APP`` (a :class:`cronoq.App`) serves every task of the app by name, inside the app's
+``@app.lifespan`` (entered once, around the worker's life);
 :func:`load_object` and :func:`load_app` are shared with ``submit --app`` and ``tasks``. The
 command starts a :class:`cronoq.client.Worker`, waits until it registered (a progress line on
 stderr says so) and runs it until SIGINT/SIGTERM, which drains the running leases.
@@ -123,6 +124,17 @@ def load_handler(ref: str, app_dir: str | None = ".") -> Handler:
     return run_sync
 
 
+def lifespan_of(handler: object) -> contextlib.AbstractAsyncContextManager[Any]:
+    """The app's ``@app.lifespan`` when ``handler`` serves a :class:`cronoq.App` (entered
+    around the worker's life), else a no-op context."""
+    lifespan = getattr(handler, "lifespan", None)
+    running = getattr(lifespan, "running", None)
+    if callable(running):
+        cm: contextlib.AbstractAsyncContextManager[Any] = running()
+        return cm
+    return contextlib.nullcontext()
+
+
 @cli.command(epilog=EPILOG)
 @click.argument("handler_ref", metavar="MODULE:FUNCTION|MODULE:APP")
 @click.option("--pool", "-p", required=True, help="Pool to serve.")
@@ -230,9 +242,13 @@ def worker(
                 await t
         _note("cronoq worker: stopped")
 
+    async def with_lifespan() -> None:
+        async with lifespan_of(handler):  # the app's @app.lifespan, once for this process
+            await main()
+
     try:
         tune_gc()
-        asyncio.run(main())
+        asyncio.run(with_lifespan())
     except ClientError as e:
         fail(*_describe(e, server))
     except KeyboardInterrupt:  # pragma: no cover - SIGINT is handled in main()

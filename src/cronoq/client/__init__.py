@@ -16,6 +16,7 @@
 ``import cronoq`` never imports this package (nor grpc).
 """
 
+from cronoq.client.blocking import BlockingClient, BlockingWatch
 from cronoq.client.client import Client, Watch
 from cronoq.client.encoding import build_spec, decode_payload, encode_payload, task
 from cronoq.client.errors import CancelTask, ClientError, Reject, WaitTimeout
@@ -38,6 +39,8 @@ from cronoq.errors import Permanent, Retryable, TaskFailed
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "BlockingClient",
+    "BlockingWatch",
     "CancelFlag",
     "CancelTask",
     "Client",

@@ -8,7 +8,7 @@ are handed to the loop with ``call_soon_threadsafe``.  Both are no-ops once the 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.parents import outcomes
 from cronoq.engine.progress import check_progress
@@ -76,6 +76,12 @@ class TaskContext:
         """Labels of the worker group running this attempt (``{}``: the unlabelled group)."""
         g = self._group
         return dict(g.labels) if g is not None else dict(_EMPTY)
+
+    @property
+    def state(self) -> Any:
+        """What the app's ``@app.lifespan`` yielded, for an app's scheduler (None otherwise):
+        worker-level resources such as a database pool (docs/how-to/resources-per-worker.md)."""
+        return getattr(self._sched, "state", None)
 
     @property
     def timeout(self) -> float | None:

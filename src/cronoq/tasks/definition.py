@@ -30,7 +30,9 @@ from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.task import parse_deps
 from cronoq.tasks.binding import Binding, Payload
 from cronoq.tasks.fields import CALL_FIELDS, check_fields
+from cronoq.tasks.lifespan import async_hooks, call_in_hooks
 from cronoq.tasks.placeholders import edges_for, encode_call, has_placeholder
+from cronoq.tasks.sync_calls import BlockingTaskHandle, run_on_target
 from cronoq.tasks.targets import NamedTask
 
 if TYPE_CHECKING:
@@ -44,7 +46,8 @@ R = TypeVar("R")
 
 class TaskCall(Generic[P, R]):
     """A task with per-call fields (what ``t.options(...)`` returns): ``submit``, ``enqueue``,
-    ``spec`` and ``options`` as on the definition."""
+    their blocking forms ``submit_sync`` / ``enqueue_sync``, ``spec`` and ``options`` as on the
+    definition."""
 
     __slots__ = ("_defn", "_fields")
 
@@ -90,6 +93,18 @@ class TaskCall(Generic[P, R]):
         n = len(parse_deps(f.get("after"), f.get("deps")) or ())
         payload, holes = encode_call(self._defn._binding, args, kwargs, n)
         return payload, {**f, "deps": [*(f.get("deps") or ()), *edges_for(holes)]}
+
+    def submit_sync(self, *args: P.args, **kwargs: P.kwargs) -> BlockingTaskHandle[R]:
+        """The blocking form of :meth:`submit`, for code without asyncio (any thread): the
+        handle's ``.result(timeout)`` blocks for the return value (:mod:`cronoq.tasks.sync_calls`)."""
+        target = self._defn._app.target()
+        handle = run_on_target(target, self.submit(*args, **kwargs), "t.submit_sync()")
+        return BlockingTaskHandle(handle, target)
+
+    def enqueue_sync(self, *args: P.args, **kwargs: P.kwargs) -> int:
+        """The blocking form of :meth:`enqueue` (any thread): the task id."""
+        target = self._defn._app.target()
+        return run_on_target(target, self.enqueue(*args, **kwargs), "t.enqueue_sync()")
 
     def spec(self, *args: P.args, **kwargs: P.kwargs) -> NamedTask[R]:
         """The call as a :class:`cronoq.Task` for ``submit_batch`` (validated now); its
@@ -175,11 +190,21 @@ class TaskDefinition(TaskCall[P, R]):
         args, kwargs = self._binding.decode(payload)
         if self._binding.takes_context:
             args.insert(0, ctx)
+        hooks = self._app.call_hooks
         if self.is_async:
-            result = await self.fn(*args, **kwargs)
+            if hooks:
+                async with async_hooks(hooks):
+                    result = await self.fn(*args, **kwargs)
+            else:
+                result = await self.fn(*args, **kwargs)
         else:
             loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(None, partial(self.fn, *args, **kwargs))
+            call = (
+                partial(call_in_hooks, hooks, self.fn, *args, **kwargs)
+                if hooks
+                else partial(self.fn, *args, **kwargs)
+            )
+            result = await loop.run_in_executor(None, call)
             if inspect.isawaitable(result):
                 result = await result
         return self._binding.result_to_wire(result)

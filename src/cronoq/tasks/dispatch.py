@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cronoq.errors import Permanent
+from cronoq.tasks.lifespan import Lifespan
 from cronoq.tasks.placeholders import substitute
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class TaskExecutor:
         if defn is None:
             raise unknown_task(kind, self._tasks)
         b = defn.binding
-        hot = defn.is_async and b.result.check is not None
+        hot = defn.is_async and b.result.check is not None and not defn.app.call_hooks
         entry: _Entry = (defn, defn.fn if hot else None, b.fast_args, b.result.check, b.takes_context)
         self._hot[kind] = entry
         return entry
@@ -93,10 +94,12 @@ _Entry = tuple[Any, Any, Any, Any, bool]
 class LeaseContext:
     """What a task function of a remote worker gets for its ``TaskContext`` parameter."""
 
-    __slots__ = ("_lease",)
+    __slots__ = ("_lease", "state")
 
-    def __init__(self, lease: Any) -> None:
+    def __init__(self, lease: Any, state: Any = None) -> None:
         self._lease = lease
+        #: what the app's ``@app.lifespan`` yielded (None without one)
+        self.state = state
 
     @property
     def id(self) -> int:
@@ -161,10 +164,14 @@ class LeaseContext:
 class LeaseHandler:
     """The handler of a remote worker serving an app (``cronoq worker MODULE:APP``)."""
 
-    __slots__ = ("_tasks",)
+    __slots__ = ("_tasks", "lifespan")
 
-    def __init__(self, tasks: Mapping[str, TaskDefinition[Any, Any]]) -> None:
+    def __init__(
+        self, tasks: Mapping[str, TaskDefinition[Any, Any]], lifespan: Lifespan | None = None
+    ) -> None:
         self._tasks = tasks
+        #: the app's worker resources: enter ``lifespan.running()`` around the worker's life
+        self.lifespan = lifespan or Lifespan()
 
     async def __call__(self, lease: Any) -> bytes:
         kind = lease.kind
@@ -180,7 +187,7 @@ class LeaseHandler:
                 raise Permanent(
                     f"task '{kind}': the payload is not JSON ({lease.content_type or 'untyped'}): {e}"
                 ) from None
-        result = await defn.invoke(LeaseContext(lease), payload)
+        result = await defn.invoke(LeaseContext(lease, self.lifespan.state), payload)
         return json.dumps(result, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
 
     def __repr__(self) -> str:

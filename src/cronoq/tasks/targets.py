@@ -11,6 +11,8 @@ An :class:`~cronoq.App` sends every ``submit`` / ``enqueue`` / batch to its curr
 * :class:`ClientTarget` — a :class:`cronoq.client.Client` (``app.bind(client)``). The payload
   is sent as ``application/json`` with ``kind`` = the task's name; the handle is a
   :class:`RemoteHandle` that waits on the server when awaited and decodes the JSON output.
+  A client lives on one loop (the running one when bound, or a ``BlockingClient``'s own):
+  calls awaited on another loop are handed to it (:func:`on_loop`).
 
 Both kinds of handle are :class:`~cronoq.TaskHandle` subclasses: ``await handle`` gives the
 task's return value (converted back to its annotated type) or raises
@@ -130,19 +132,25 @@ class RemoteHandle(TaskHandle[R]):
     """A task on a server: awaiting it waits for the outcome (``Client.wait``) and gives the
     decoded return value, or raises :class:`~cronoq.TaskFailed`."""
 
-    __slots__ = ("_client", "_convert", "_outcome")
+    __slots__ = ("_client", "_convert", "_loop", "_outcome")
 
     def __init__(
-        self, client: Client, task_id: int, duplicate: bool, convert: Callable[[object], Any]
+        self,
+        client: Client,
+        task_id: int,
+        duplicate: bool,
+        convert: Callable[[object], Any],
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self._client = client
         self._convert = convert
+        self._loop = loop  # the client's loop (calls from another loop hop to it)
         self._outcome: asyncio.Future[R] | None = None
         self.id = task_id
         self.duplicate = duplicate
 
     async def _fetch(self) -> R:
-        r = await self._client.wait(self.id)
+        r = await on_loop(self._loop, self._client.wait(self.id))
         if r.status != "succeeded":
             raise TaskFailed(r.status, r.message, r.id)
         if not r.output_available:
@@ -167,7 +175,7 @@ class RemoteHandle(TaskHandle[R]):
     def cancel(self) -> bool:
         """Ask the server to cancel the task (in the background); True once the request is
         sent. ``await client.cancel(handle.id)`` tells whether it was still running."""
-        task = asyncio.ensure_future(self._client.cancel(self.id))
+        task = asyncio.ensure_future(on_loop(self._loop, self._client.cancel(self.id)))
         _BACKGROUND.add(task)
         task.add_done_callback(_BACKGROUND.discard)
         return True
@@ -177,7 +185,9 @@ class RemoteHandle(TaskHandle[R]):
 
 
 class Target(Protocol):
-    """Where an app's calls go (see the module docstring)."""
+    """Where an app's calls go (see the module docstring). Targets may have a ``loop``: the
+    event loop their calls run on, where blocking calls (:mod:`cronoq.tasks.sync_calls`) send
+    them."""
 
     def submit(
         self, binding: Binding, payload: Payload, fields: dict[str, Any]
@@ -192,13 +202,31 @@ def _converter(binding: Binding) -> Callable[[object], Any] | None:
     return None if binding.result.native else binding.result_from_wire
 
 
-class SchedulerTarget:
-    """Calls go to an in-process :class:`~cronoq.Scheduler`."""
+async def on_loop(loop: asyncio.AbstractEventLoop | None, coro: Coroutine[Any, Any, R]) -> R:
+    """Await ``coro`` on ``loop`` — here when it is the running loop (or None), else handed to
+    it (a client's channel belongs to one loop: an async view of another loop reaches a
+    ``BlockingClient``'s this way)."""
+    if loop is None or loop is asyncio.get_running_loop():
+        return await coro
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
 
-    __slots__ = ("scheduler",)
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class SchedulerTarget:
+    """Calls go to an in-process :class:`~cronoq.Scheduler`. ``loop`` (the running loop when
+    made, if any) is where blocking calls (``t.submit_sync``) run them."""
+
+    __slots__ = ("loop", "scheduler")
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
+        self.loop = _running_loop()
 
     def submit(
         self, binding: Binding, payload: Payload, fields: dict[str, Any]
@@ -228,24 +256,28 @@ def _identity(value: object) -> object:
 
 
 class ClientTarget:
-    """Calls go to a cronoq server through a :class:`cronoq.client.Client`."""
+    """Calls go to a cronoq server through a :class:`cronoq.client.Client`. ``loop`` is the
+    loop the client lives on (given, else the running loop when made, if any): blocking calls
+    (``t.submit_sync``) run there."""
 
-    __slots__ = ("client",)
+    __slots__ = ("client", "loop")
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.client = client
+        self.loop = loop or _running_loop()
 
     async def submit(self, binding: Binding, payload: Payload, fields: dict[str, Any]) -> TaskHandle[Any]:
-        sub = await self.client.submit(payload, **fields)
-        return RemoteHandle(self.client, sub.id, sub.duplicate, _converter(binding) or _identity)
+        sub = await on_loop(self.loop, self.client.submit(payload, **fields))
+        return RemoteHandle(self.client, sub.id, sub.duplicate, _converter(binding) or _identity, self.loop)
 
     async def enqueue(self, payload: Payload, fields: dict[str, Any]) -> int:
-        sub = await self.client.submit(payload, **fields)
+        sub = await on_loop(self.loop, self.client.submit(payload, **fields))
         return int(sub.id)
 
     async def submit_batch(self, tasks: Sequence[NamedTask]) -> list[TaskHandle[Any]]:
-        subs = await self.client.submit_batch([{"payload": t.payload, **t.call_fields()} for t in tasks])
+        batch = [{"payload": t.payload, **t.call_fields()} for t in tasks]
+        subs = await on_loop(self.loop, self.client.submit_batch(batch))
         return [
-            RemoteHandle(self.client, s.id, s.duplicate, _converter(t.binding) or _identity)
+            RemoteHandle(self.client, s.id, s.duplicate, _converter(t.binding) or _identity, self.loop)
             for t, s in zip(tasks, subs)
         ]

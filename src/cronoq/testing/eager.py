@@ -78,7 +78,7 @@ class EagerHandle(TaskHandle[R]):
 class EagerContext:
     """What a task's ``TaskContext`` parameter gets in eager mode: attempt 1, never cancelled."""
 
-    __slots__ = ("id", "kind")
+    __slots__ = ("id", "kind", "state")
 
     attempt = 1
     key = None
@@ -86,9 +86,11 @@ class EagerContext:
     timeout = None
     deadline = None
 
-    def __init__(self, task_id: int, kind: str) -> None:
+    def __init__(self, task_id: int, kind: str, state: Any = None) -> None:
         self.id = task_id
         self.kind = kind
+        #: what the app's lifespan yielded, when one runs (``async with app.lifespan_context()``)
+        self.state = state
 
     @property
     def tags(self) -> dict[str, str]:
@@ -117,6 +119,9 @@ def _message(exc: BaseException) -> str:
 class EagerTarget:
     """Runs each call inline (see the module docstring)."""
 
+    #: blocking calls (``t.submit_sync``) may run it with asyncio.run in the calling thread
+    inline = True
+
     def __init__(self, app: App) -> None:
         self._app = app
         self._ids = itertools.count(1)
@@ -126,7 +131,7 @@ class EagerTarget:
         kind = fields["kind"]
         defn = self._app.tasks[binding.name]
         try:
-            output = await defn.invoke(EagerContext(task_id, kind), payload)
+            output = await defn.invoke(EagerContext(task_id, kind, self._app.state), payload)
         except Exception as exc:
             return EagerHandle(task_id, error=TaskFailed("failed", _message(exc), task_id))
         return EagerHandle(task_id, binding.result_from_wire(output))

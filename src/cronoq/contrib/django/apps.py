@@ -1,0 +1,37 @@
+"""The Django app ``"cronoq.contrib.django"``: loads the project's cronoq apps and binds them.
+
+In ``ready()`` it reads ``settings.CRONOQ`` (:mod:`cronoq.contrib.django.conf`), imports every
+``APPS`` reference and, when a ``SERVER`` is set, binds each app to the process's shared
+:class:`~cronoq.client.BlockingClient` — so views call ``t.submit_sync(...)``,
+``t.enqueue_sync(...)`` or :func:`cronoq.contrib.django.submit_on_commit`. The client's
+channel opens on the first call (a management command that submits nothing never connects).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.apps import AppConfig
+
+if TYPE_CHECKING:
+    from cronoq.app import App
+
+
+class CronoqConfig(AppConfig):
+    name = "cronoq.contrib.django"
+    label = "cronoq"
+    verbose_name = "cronoq"
+    default_auto_field = "django.db.models.AutoField"
+
+    #: the project's cronoq apps (``settings.CRONOQ["APPS"]``), loaded in ready()
+    cronoq_apps: list[App] = []  # noqa: RUF012 - set per instance in ready()
+
+    def ready(self) -> None:
+        from cronoq.contrib.django.conf import load_apps, settings, shared_client
+
+        s = settings()
+        self.cronoq_apps = load_apps(s.apps)
+        if s.server:
+            client = shared_client(s.server, s.token, s.tls)
+            for app in self.cronoq_apps:
+                app.bind(client)

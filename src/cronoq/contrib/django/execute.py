@@ -1,0 +1,166 @@
+"""The worker side: running Django tasks and the project's cronoq tasks with Django's database
+connections kept healthy (what ``manage.py cronoq_worker`` serves).
+
+Theory of operation
+-------------------
+:class:`WorkerHandler` is the remote worker's handler. A lease whose kind is a task of one of
+the project's cronoq apps (``settings.CRONOQ["APPS"]``) goes to that app's handler; any other
+kind is a Django task's import path (what :class:`~cronoq.contrib.django.CronoqBackend`
+submits): it is imported (a path that cannot be imported, or that is not a ``@task``, fails
+the task permanently saying so) and called with the payload's ``args``/``kwargs`` — with a
+``TaskContext`` first when the task ``takes_context`` (its ``attempt`` is cronoq's attempt
+number).
+
+**Connection hygiene** (:class:`ConnectionHygiene`, also added to every cronoq app as a call
+hook): ``close_old_connections()`` runs before and after every task, in the thread that uses
+the connections — a plain function's own thread, or for ``async def`` tasks asgiref's
+thread-sensitive thread, where Django's async ORM calls run — so a connection that a task
+broke, left in a transaction, or that outlived ``CONN_MAX_AGE`` is closed and the next task
+opens a fresh one, as Django does around each request. Plain functions run in a thread pool
+of ``slots`` threads.
+
+A Django task that raises fails its attempt with the exception's class path and traceback as
+the message (:func:`cronoq.contrib.django.results.error_message`), retryable as the pool's
+retry policy says; the return value is the output (JSON, as Django normalizes it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import inspect
+import json
+from collections.abc import AsyncIterator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from django.utils.module_loading import import_string
+
+from cronoq.contrib.django.compat import Task, TaskContext, TaskResult, TaskResultStatus, normalize_json
+from cronoq.contrib.django.results import error_message
+from cronoq.errors import Permanent, Retryable
+
+if TYPE_CHECKING:
+    from cronoq.app import App
+    from cronoq.client import Lease
+
+__all__ = ["ConnectionHygiene", "WorkerHandler"]
+
+
+class ConnectionHygiene:
+    """A call hook: ``close_old_connections()`` before and after each task function."""
+
+    @contextlib.contextmanager
+    def sync_context(self) -> Iterator[None]:
+        close_old_connections()
+        try:
+            yield
+        finally:
+            close_old_connections()
+
+    @contextlib.asynccontextmanager
+    async def async_context(self) -> AsyncIterator[None]:
+        await sync_to_async(close_old_connections)()
+        try:
+            yield
+        finally:
+            await sync_to_async(close_old_connections)()
+
+
+def _call_sync(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    with ConnectionHygiene().sync_context():
+        return fn(*args, **kwargs)
+
+
+class WorkerHandler:
+    """The handler of ``manage.py cronoq_worker`` (see the module docstring)."""
+
+    def __init__(self, apps: Sequence[App], worker_name: str, slots: int) -> None:
+        self.apps = list(apps)
+        self.worker_name = worker_name
+        self._by_kind = {}
+        for app in self.apps:
+            handler = app.handler()
+            for defn in app.tasks.values():
+                self._by_kind[defn.kind] = handler
+        self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="cronoq-django")
+
+        #: what ``cronoq worker`` enters around the worker's life: every app's ``@app.lifespan``
+        self.lifespan = self
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Every cronoq app's lifespan, entered in order (left in reverse); the thread pool is
+        shut down at the end."""
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                for app in self.apps:
+                    await stack.enter_async_context(app.lifespan_context())
+                yield
+        finally:
+            self._pool.shutdown(wait=True)
+
+    async def __call__(self, lease: Lease) -> object:
+        handler = self._by_kind.get(lease.kind)
+        if handler is not None:
+            return await handler(lease)
+        task = _import_task(lease.kind)
+        args, kwargs = _arguments(lease)
+        if task.takes_context:
+            args.insert(0, TaskContext(task_result=self._running_result(task, lease, args, kwargs)))
+        try:
+            if inspect.iscoroutinefunction(task.func):
+                async with ConnectionHygiene().async_context():
+                    value = await task.func(*args, **kwargs)
+            else:
+                loop = asyncio.get_running_loop()
+                value = await loop.run_in_executor(self._pool, _call_sync, task.func, args, kwargs)
+        except Exception as exc:
+            raise Retryable(error_message(exc)) from exc
+        try:  # always JSON bytes (a str result stays a JSON string, as get_result reads it)
+            return json.dumps(normalize_json(value), separators=(",", ":"), allow_nan=False).encode()
+        except (TypeError, ValueError) as e:
+            raise Permanent(f"task '{lease.kind}': the return value is not JSON-serializable: {e}") from None
+
+    def _running_result(self, task: Any, lease: Lease, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        now = dt.datetime.now(dt.UTC)
+        return TaskResult(
+            task=task,
+            id=str(lease.task_id),
+            status=TaskResultStatus.RUNNING,
+            enqueued_at=None,
+            started_at=now,
+            last_attempted_at=now,
+            finished_at=None,
+            args=list(args),
+            kwargs=dict(kwargs),
+            backend=task.backend,
+            errors=[],
+            worker_ids=[self.worker_name] * max(1, int(lease.attempt)),
+        )
+
+
+def _import_task(kind: str) -> Any:
+    try:
+        task = import_string(kind)
+    except ImportError as e:
+        raise Permanent(f"cannot import the Django task {kind!r}: {type(e).__name__}: {e}") from None
+    except Exception as e:  # the task's module raised while being imported
+        raise Permanent(f"importing the Django task {kind!r} failed: {type(e).__name__}: {e}") from None
+    if not isinstance(task, Task):
+        raise Permanent(f"{kind!r} is not a Django task (decorate it with @task)")
+    return task
+
+
+def _arguments(lease: Lease) -> tuple[list[Any], dict[str, Any]]:
+    try:
+        payload = json.loads(lease.payload) if lease.payload else {}
+        args, kwargs = list(payload.get("args", [])), dict(payload.get("kwargs", {}))
+    except (ValueError, AttributeError, TypeError) as e:
+        raise Permanent(
+            f"task {lease.kind!r}: the payload is not {{'args': [...], 'kwargs': {{...}}}}: {e}"
+        ) from None
+    return args, kwargs

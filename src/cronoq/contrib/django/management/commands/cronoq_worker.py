@@ -1,0 +1,77 @@
+"""``python manage.py cronoq_worker --pool P [--slots N ...]``: a remote worker for the Django
+project's tasks (docs/getting-started/django.md).
+
+It takes exactly the options of ``cronoq worker`` (``--pool``, ``--slots``, ``--server``,
+``--token``, ``--tls``, ``--label``, ``--name``, ``--grace``, ``--log-level``, and whatever
+that command gains), minus the handler reference: with Django set up by ``manage.py``, it
+serves the project's Django tasks and its cronoq apps' tasks through
+:class:`~cronoq.contrib.django.execute.WorkerHandler` (``close_old_connections()`` around every
+task, every app's ``@app.lifespan`` around the worker's life). ``--server`` / ``--token``
+default to ``settings.CRONOQ``'s (``CRONOQ_SERVER`` / ``CRONOQ_TOKEN`` in the environment
+still win, as for ``cronoq worker``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from typing import Any
+
+from django.apps import apps as django_apps
+from django.core.management.base import BaseCommand, CommandError
+
+from cronoq.contrib.django.execute import ConnectionHygiene, WorkerHandler
+
+#: the handler ``cronoq worker`` loads (``MODULE:HANDLER``), built by the command before it runs
+HANDLER: WorkerHandler | None = None
+_REF = f"{__name__}:HANDLER"
+
+
+def _prefixed(argv: list[str]) -> argparse.Namespace:
+    """The few options the handler needs too (the rest are left to ``cronoq worker``)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--slots", "-n", type=int, default=1)
+    parser.add_argument("--name", default="")
+    parser.add_argument("--server", "-s", default=None)
+    parser.add_argument("--token", default=None)
+    return parser.parse_known_args(argv)[0]
+
+
+class Command(BaseCommand):
+    help = "Serve a pool of the cronoq server with the project's Django and cronoq tasks (see --help)."
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        self.serve(argv[2:], prog=f"{os.path.basename(argv[0])} {argv[1]}")
+
+    def handle(self, *args: Any, **options: Any) -> None:  # call_command("cronoq_worker", ...)
+        self.serve([str(a) for a in args], prog="cronoq_worker")
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("args", nargs="*")
+
+    def serve(self, argv: list[str], prog: str) -> None:
+        from cronoq.cli.worker_cmd import worker
+        from cronoq.contrib.django.conf import settings
+
+        global HANDLER
+        known = _prefixed(argv)
+        config = django_apps.get_app_config("cronoq")
+        cronoq_apps = list(getattr(config, "cronoq_apps", []))
+        for app in cronoq_apps:
+            app.add_call_hook(ConnectionHygiene())
+        name = known.name or f"{socket.gethostname()}:{os.getpid()}"
+        HANDLER = WorkerHandler(cronoq_apps, name, max(1, known.slots))
+        s = settings()
+        extra: list[str] = []
+        if known.server is None and not os.environ.get("CRONOQ_SERVER"):
+            if not s.server:
+                raise CommandError(
+                    "no cronoq server: pass --server HOST:PORT or set settings.CRONOQ['SERVER']"
+                )
+            extra += ["--server", s.server[0]]
+        if known.token is None and not os.environ.get("CRONOQ_TOKEN") and s.token:
+            extra += ["--token", s.token]
+        if s.tls and "--tls" not in argv:
+            extra.append("--tls")
+        worker.main(args=[_REF, *argv, *extra], prog_name=prog, standalone_mode=True)

@@ -1,0 +1,13 @@
+"""The project's cronoq app (settings.CRONOQ["APPS"])."""
+
+from __future__ import annotations
+
+from cronoq import App
+from shop.models import Note
+
+app = App("shop")
+
+
+@app.task(name="shop.receipt", pool="django")
+def receipt(order_id: int) -> int:
+    return Note.objects.create(text=f"receipt {order_id}").id

@@ -1,0 +1,80 @@
+"""The Django tasks of the test project (django.tasks, or its backport on Django < 6)."""
+
+from __future__ import annotations
+
+import threading
+
+from django.db import connection, transaction
+
+try:
+    from django.tasks import task
+except ImportError:
+    from django_tasks import task
+
+from shop.models import Note
+
+
+@task(queue_name="django")
+def add(x: int, y: int) -> int:
+    return x + y
+
+
+@task(queue_name="django", takes_context=True)
+def flaky(context, word: str) -> dict:
+    if context.attempt == 1:
+        raise RuntimeError("the first attempt fails")
+    return {"word": word, "attempt": context.attempt, "id": context.task_result.id}
+
+
+@task(queue_name="django")
+def explode(message: str) -> None:
+    raise KeyError(message)
+
+
+@task(queue_name="django")
+def note(text: str) -> int:
+    return Note.objects.create(text=text).id
+
+
+@task(queue_name="django")
+async def count_notes(text: str) -> int:
+    return await Note.objects.filter(text=text).acount()
+
+
+@task(queue_name="django")
+def leave_a_transaction_open() -> int:
+    """Breaks its connection for whoever comes next: autocommit off, a row never committed."""
+    transaction.set_autocommit(False)
+    Note.objects.create(text="uncommitted")
+    return threading.get_ident()
+
+
+@task(queue_name="django")
+def check_connection() -> dict:
+    return {
+        "autocommit": connection.get_autocommit(),
+        "uncommitted": Note.objects.filter(text="uncommitted").count(),
+        "thread": threading.get_ident(),
+    }
+
+
+@task(queue_name="nowhere")
+def lost() -> None:
+    pass
+
+
+@task(queue_name="django")
+def wait_for_file(path: str) -> str:
+    """Runs until the test creates ``path`` (so the test can see it RUNNING)."""
+    import os
+    import time
+
+    deadline = time.monotonic() + 30
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return "released"
+
+
+@task(queue_name="django")
+def returns_a_set() -> object:
+    return {1, 2}

@@ -1,0 +1,190 @@
+"""The ``django.tasks`` backend with a real temporary Django project (SQLite), a real
+``cronoq serve`` and a real ``manage.py cronoq_worker`` subprocess (conftest.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+import pytest
+from tests.contrib.conftest import DjangoProject
+
+pytest.importorskip("django")
+
+
+@pytest.fixture(scope="module")
+def shop(django_project: DjangoProject) -> Any:
+    from shop import tasks
+
+    return tasks
+
+
+def _client() -> Any:
+    from cronoq.contrib.django.conf import default_client
+
+    return default_client()
+
+
+def _finished(result: Any) -> Any:
+    """Wait on the server for the task, then refresh the Django result."""
+    _client().wait(int(result.id), timeout=30)
+    result.refresh()
+    return result
+
+
+def test_enqueue_get_result_and_refresh(shop: Any) -> None:
+    from cronoq.contrib.django.compat import TaskResultStatus
+
+    result = shop.add.enqueue(2, 3)
+    assert result.status == TaskResultStatus.READY
+    assert _client().get(int(result.id)).kind == "shop.tasks.add"  # the id is the cronoq id
+    assert result.args == [2, 3] and result.backend == "default"
+    _finished(result)
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == 5
+    assert result.errors == [] and result.attempts == 1
+    assert result.enqueued_at <= result.started_at <= result.last_attempted_at <= result.finished_at
+    assert result.finished_at.tzinfo is not None
+    again = shop.add.get_result(result.id)
+    assert (again.status, again.return_value, again.task.func) == (result.status, 5, shop.add.func)
+
+
+def test_errors_carry_the_class_path_and_traceback(shop: Any) -> None:
+    from cronoq.contrib.django.compat import TaskResultStatus
+
+    result = _finished(shop.explode.enqueue("boom"))
+    assert result.status == TaskResultStatus.FAILED
+    assert len(result.errors) == 2  # the django pool retries once
+    err = result.errors[-1]
+    assert err.exception_class_path == "builtins.KeyError"
+    assert err.exception_class is KeyError
+    assert "KeyError: 'boom'" in err.traceback and "in explode" in err.traceback
+    with pytest.raises(ValueError):
+        result.return_value  # noqa: B018 - Django raises for a failed task
+
+
+def test_takes_context_sees_the_attempt(shop: Any) -> None:
+    result = _finished(shop.flaky.enqueue("hi"))
+    assert result.return_value == {"word": "hi", "attempt": 2, "id": result.id}
+    assert [e.exception_class_path for e in result.errors] == ["builtins.RuntimeError"]
+    assert result.attempts == 2
+
+
+async def test_aenqueue_and_aget_result(shop: Any) -> None:
+    from cronoq.contrib.django.compat import TaskResultStatus
+
+    result = await shop.add.aenqueue(20, 22)
+    assert result.status == TaskResultStatus.READY
+    await asyncio.to_thread(_client().wait, int(result.id), 30)
+    got = await shop.add.aget_result(result.id)
+    assert got.status == TaskResultStatus.SUCCESSFUL and got.return_value == 42
+    await result.arefresh()
+    assert result.return_value == 42
+
+
+def test_priority_orders_the_waiting_tasks(shop: Any) -> None:
+    from shop.models import Note
+
+    client = _client()
+    client.pause("django")
+    try:
+        results = [
+            shop.note.using(priority=-100).enqueue("low"),
+            shop.note.enqueue("normal"),
+            shop.note.using(priority=100).enqueue("critical"),
+            shop.note.using(priority=20).enqueue("high"),
+        ]
+        assert [client.get(int(r.id)).priority for r in results] == ["low", "normal", "critical", "high"]
+    finally:
+        client.resume("django")
+    for r in results:
+        _finished(r)
+    ids = [r.return_value for r in results]
+    order = list(Note.objects.filter(id__in=ids).order_by("id").values_list("text", flat=True))
+    assert order == ["critical", "high", "normal", "low"]
+
+
+def test_run_after_is_a_fixed_start(shop: Any) -> None:
+    from django.utils import timezone
+
+    run_after = timezone.now() + dt.timedelta(seconds=1)
+    result = shop.add.using(run_after=run_after).enqueue(1, 1)
+    assert result.status == "READY"
+    _finished(result)
+    assert result.return_value == 2
+    assert result.started_at >= run_after - dt.timedelta(milliseconds=5)
+
+
+def test_connection_hygiene(shop: Any) -> None:
+    broken = _finished(shop.leave_a_transaction_open.enqueue())
+    check = _finished(shop.check_connection.enqueue())
+    # the same (only) worker thread, yet a clean connection: the open transaction was closed
+    assert check.return_value == {"autocommit": True, "uncommitted": 0, "thread": broken.return_value}
+    assert _finished(shop.count_notes.enqueue("uncommitted")).return_value == 0  # async task, ORM
+
+
+def test_bad_input_is_refused_before_anything_is_sent(shop: Any) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+    from django.test import override_settings
+
+    from cronoq.contrib.django import CronoqBackend
+    from cronoq.contrib.django.compat import InvalidTask
+
+    client = _client()
+    before = client.list_tasks(pools="django", limit=1000).tasks
+    with pytest.raises(InvalidTask, match="JSON"):
+        shop.add.enqueue(object(), 1)
+    with pytest.raises(TypeError):  # (it is a TypeError too, as Django's own serialization raises)
+        shop.add.enqueue({1, 2}, 1)
+    with pytest.raises(InvalidTask, match="priority"):
+        shop.add.using(priority=101)
+    with pytest.raises(InvalidTask, match="other"):
+        shop.add.using(queue_name="other")
+    with pytest.raises(InvalidTask, match="'nowhere' is not a pool"):
+        shop.lost.enqueue()
+    assert client.list_tasks(pools="django", limit=1000).tasks == before
+    assert client.list_tasks(kinds="shop.tasks.lost").tasks == []
+    with override_settings(CRONOQ={}), pytest.raises(ImproperlyConfigured, match=r"OPTIONS.*server"):
+        CronoqBackend("nowhere", {"OPTIONS": {}})
+    from cronoq.contrib.django.compat import TaskResultDoesNotExist
+
+    with pytest.raises(TaskResultDoesNotExist):
+        shop.add.get_result("not-an-id")
+    with pytest.raises(TaskResultDoesNotExist):
+        shop.add.get_result("987654321")
+
+
+def test_a_task_module_the_worker_cannot_import(shop: Any) -> None:
+    from shop import web_only
+
+    result = _finished(web_only.render_pdf.enqueue(7))
+    assert result.status == "FAILED"
+    assert len(result.errors) == 1  # permanent: not retried
+    assert result.errors[0].exception_class_path == "cronoq.errors.TaskFailed"
+    assert "cannot import the Django task 'shop.web_only.render_pdf'" in result.errors[0].traceback
+
+
+def test_a_running_task_reads_running(shop: Any, tmp_path: Any) -> None:
+    import time
+
+    from cronoq.contrib.django.compat import TaskResultStatus
+
+    release = tmp_path / "release"
+    result = shop.wait_for_file.enqueue(str(release))
+    deadline = time.monotonic() + 30
+    while result.status != TaskResultStatus.RUNNING:
+        assert time.monotonic() < deadline, result.status
+        time.sleep(0.02)
+        result.refresh()
+    assert result.started_at is not None and result.finished_at is None
+    with pytest.raises(ValueError):
+        result.return_value  # noqa: B018 - not finished yet
+    release.touch()
+    assert _finished(result).return_value == "released"
+
+
+def test_a_return_value_django_cannot_serialize_fails_the_task(shop: Any) -> None:
+    result = _finished(shop.returns_a_set.enqueue())
+    assert result.status == "FAILED" and len(result.errors) == 1  # permanent: not retried
+    assert "the return value is not JSON-serializable" in result.errors[0].traceback

@@ -1,0 +1,92 @@
+"""``submit_on_commit`` and the project's cronoq app under ``manage.py cronoq_worker``: a
+committed transaction submits, a rolled-back one submits nothing (real Django, SQLite, a
+real server and worker: conftest.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tests.contrib.conftest import DjangoProject
+
+from cronoq.errors import InvalidSubmission
+
+pytest.importorskip("django")
+
+
+@pytest.fixture(scope="module")
+def receipt(django_project: DjangoProject) -> Any:
+    from shop.cronoq_tasks import receipt
+
+    return receipt
+
+
+def _receipts(client: Any) -> list[Any]:
+    return client.list_tasks(kinds="shop.receipt", limit=1000).tasks
+
+
+def test_commit_submits_and_rollback_submits_nothing(receipt: Any) -> None:
+    from django.db import transaction
+    from shop.models import Note
+
+    from cronoq.contrib.django import submit_on_commit
+    from cronoq.contrib.django.conf import default_client
+
+    client = default_client()
+    before = len(_receipts(client))
+    with transaction.atomic():
+        submit_on_commit(receipt, 1)
+        assert len(_receipts(client)) == before  # not before the commit
+    submitted = _receipts(client)
+    assert len(submitted) == before + 1
+    result = client.wait(submitted[-1].id, timeout=30)
+    assert result.status == "succeeded", result.message
+    assert Note.objects.get(id=result.json()).text == "receipt 1"  # ran on the Django worker
+
+    class Rollback(Exception):
+        pass
+
+    with pytest.raises(Rollback), transaction.atomic():
+        submit_on_commit(receipt.options(key="rolled-back"), 2)
+        raise Rollback
+    assert len(_receipts(client)) == before + 1  # nothing more
+    with pytest.raises(InvalidSubmission), transaction.atomic():
+        submit_on_commit(receipt, "not an int")
+    with pytest.raises(ValueError, match="named task"):
+        submit_on_commit(print, 1)  # type: ignore[arg-type]
+    assert len(_receipts(client)) == before + 1
+
+
+def test_blocking_calls_from_a_view_thread(receipt: Any) -> None:
+    handle = receipt.submit_sync(3)
+    from shop.models import Note
+
+    assert Note.objects.get(id=handle.result(timeout=30)).text == "receipt 3"
+
+
+def test_worker_command_options_and_a_bad_app_module(django_project: DjangoProject) -> None:
+    import subprocess
+    import sys
+
+    manage = [sys.executable, "manage.py", "cronoq_worker"]
+    out = subprocess.run(
+        [*manage, "--help"],
+        cwd=django_project.root,
+        env=django_project.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    for option in ("--pool", "--slots", "--server", "--token", "--tls", "--label", "--grace"):
+        assert option in out.stdout  # the options of `cronoq worker`
+    bad = subprocess.run(
+        [*manage, "--pool", "django"],
+        cwd=django_project.root,
+        env=dict(django_project.env, SHOP_BAD_APP="1"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode != 0
+    assert "settings.CRONOQ['APPS']: cannot import 'shop.nope'" in bad.stderr
