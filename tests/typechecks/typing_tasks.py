@@ -50,5 +50,7 @@ async def calls() -> None:
     assert_type(add.spec(1).output, int)
     assert_type(report.spec(dt.date(2026, 1, 1)).output, dict[str, int])
     assert_type(cronoq.outcome_of(total), cronoq.Outcome)
-    assert_type(cronoq.output_of(h), Any)
+    assert_type(cronoq.output_of(h), int)  # (a handle's type, as a spec's)
+    assert_type(cronoq.output_of(add.spec(2)), int)
+    assert_type(cronoq.output_of("a-key"), Any)
     assert_type(await app.submit_batch([add.spec(1), greet.spec("x")]), list[TaskHandle[Any]])

@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from cronoq.engine.model import ON_COMPLETE, ON_SUCCESS, Dep
 from cronoq.errors import InvalidSubmission, Permanent
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from cronoq.tasks.targets import NamedTask
 
 __all__ = ["Placeholder", "encode_call", "has_placeholder", "outcome_of", "output_of", "substitute"]
+
+R = TypeVar("R")
 
 OUTPUT, OUTCOME = "$output", "$outcome"
 _PREFIX = uuid.uuid4().hex[:16]
@@ -82,9 +84,11 @@ class Placeholder:
 
 
 @overload
-def output_of(x: NamedTask[Any]) -> Any: ...
+def output_of(x: NamedTask[R]) -> R: ...
 @overload
-def output_of(x: TaskHandle[Any] | int | str) -> Any: ...
+def output_of(x: TaskHandle[R]) -> R: ...
+@overload
+def output_of(x: int | str) -> Any: ...
 def output_of(x: object) -> Any:
     """A placeholder for the output of ``x`` (a spec, a :class:`~cronoq.TaskHandle`, a task id
     or a key): the call it is passed to depends on ``x`` succeeding and receives its output."""
