@@ -168,6 +168,17 @@ async def test_the_json_placeholder_form_over_http(client: Client, server: Serve
         assert res["output"] == 11
         res = (await http.get(f"/v1/tasks/{ids[3]}/result", params={"timeout": 30})).json()
         assert res["output"] == "failed: no order -2"
+        # a live task's detail says which argument comes from which parent (no worker: it waits)
+        waiting = {
+            "kind": "pipe.total",
+            "pool": "raw",
+            "after": ["http-n"],
+            "payload": body["tasks"][2]["payload"],
+        }
+        tid = (await http.post("/v1/tasks", json=waiting)).json()["id"]
+        detail = (await http.get(f"/v1/tasks/{tid}")).json()
+        path = {"mode": "output", "edge": 0, "task_id": ids[0]}
+        assert detail["arguments"] == [{"path": "args[0][0]", **path}, {"path": "args[0][1]", **path}]
 
 
 async def test_a_restart_between_a_parents_end_and_its_childs_start(

@@ -10,13 +10,15 @@ affected.  Payloads without a marker are sent as they are (a byte search, no par
 
 A worker of protocol version 6 also gets the parents' outcomes (``Lease.parents``) with their
 outputs, as far as they fit in the lease beside the payload (an output that does not is sent
-without it, ``has_output`` false).
+without it, ``has_output`` false). A live task's detail (``TaskInfo.arguments``) says which
+argument comes from which parent (:func:`add_arguments`).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 from cronoq.client.encoding import CONTENT_TYPE_BYTES, is_json
 from cronoq.errors import Permanent
@@ -24,7 +26,7 @@ from cronoq.outcome import Outcome
 from cronoq.server.workers import Blob
 from cronoq.tasks.placeholders import substitute
 
-__all__ = ["for_lease", "substituted"]
+__all__ = ["add_arguments", "for_lease", "substituted"]
 
 _RAW = ("", CONTENT_TYPE_BYTES)
 
@@ -83,3 +85,37 @@ def for_lease(
             room -= size
         sent.append(o)
     return (blob if data is blob.data else Blob(data, blob.content_type)), tuple(sent)
+
+
+def _markers(value: object, path: str, out: list[tuple[str, str, int]], depth: int = 0) -> None:
+    tp = type(value)
+    if tp is dict:
+        d: Any = value
+        if len(d) == 1:
+            ((k, v),) = d.items()
+            if k in ("$output", "$outcome") and type(v) is int:
+                out.append((path, k[1:], v))
+                return
+        if depth < 100:
+            for k, v in d.items():
+                _markers(v, f"{path}.{k}" if path else str(k), out, depth + 1)
+    elif tp is list and depth < 100:
+        for i, v in enumerate(value):  # type: ignore[arg-type]
+            _markers(v, f"{path}[{i}]", out, depth + 1)
+
+
+def add_arguments(info: Any, payload: Blob, parents: list[int]) -> None:
+    """``info.arguments``: the placeholders of ``payload``, each with the parent of its edge."""
+    data = payload.data
+    if not parents or (b'"$output"' not in data and b'"$outcome"' not in data):
+        return
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return
+    found: list[tuple[str, str, int]] = []
+    _markers(value, "", found)
+    for path, mode, edge in found:
+        a = info.arguments.add(path=path, mode=mode, edge=edge)
+        if 0 <= edge < len(parents):
+            a.task_id = parents[edge]

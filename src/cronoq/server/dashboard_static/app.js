@@ -1331,6 +1331,12 @@ function renderDetail() {
   if ((i.parents && i.parents.length) || (i.children && i.children.length)) {
     parts.push(h("h3", { text: "Dependencies" }), depGraph(i, d.deps || new Map()));
     if (i.parents && i.parents.length) parts.push(parentOutcomes(i, d.deps || new Map(), link));
+    if (i.arguments && i.arguments.length) {
+      const args = i.arguments.map((a) =>
+        h("li", null, h("code", { text: a.path || "(payload)" }), ` ← ${a.mode} of `, link(String(a.task_id), "Open parent task")),
+      );
+      parts.push(h("ul.arguments", { "aria-label": "Arguments taken from parents" }, args));
+    }
   }
   parts.push(h("h3", { text: "Status history" }), h("ol.history", { "aria-label": "Status history" }, items));
   const r = d.result;

@@ -258,7 +258,7 @@ class GetRequest(_message.Message):
     def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("id", "status", "pool", "key", "kind", "attempt", "max_attempts", "created_unix_ns", "started_unix_ns", "finished_unix_ns", "message", "output_available", "tenant", "priority", "replay_of", "replayed_by", "progress", "attempts", "parents", "children", "name")
+    __slots__ = ("id", "status", "pool", "key", "kind", "attempt", "max_attempts", "created_unix_ns", "started_unix_ns", "finished_unix_ns", "message", "output_available", "tenant", "priority", "replay_of", "replayed_by", "progress", "attempts", "parents", "children", "name", "arguments")
     ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
@@ -280,6 +280,7 @@ class TaskInfo(_message.Message):
     PARENTS_FIELD_NUMBER: _ClassVar[int]
     CHILDREN_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     id: int
     status: TaskStatus
     pool: str
@@ -301,7 +302,20 @@ class TaskInfo(_message.Message):
     parents: _containers.RepeatedScalarFieldContainer[int]
     children: _containers.RepeatedScalarFieldContainer[int]
     name: str
-    def __init__(self, id: _Optional[int] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., pool: _Optional[str] = ..., key: _Optional[str] = ..., kind: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., created_unix_ns: _Optional[int] = ..., started_unix_ns: _Optional[int] = ..., finished_unix_ns: _Optional[int] = ..., message: _Optional[str] = ..., output_available: _Optional[bool] = ..., tenant: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ..., replay_of: _Optional[int] = ..., replayed_by: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[AttemptInfo, _Mapping]]] = ..., parents: _Optional[_Iterable[int]] = ..., children: _Optional[_Iterable[int]] = ..., name: _Optional[str] = ...) -> None: ...
+    arguments: _containers.RepeatedCompositeFieldContainer[ArgumentSource]
+    def __init__(self, id: _Optional[int] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., pool: _Optional[str] = ..., key: _Optional[str] = ..., kind: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., created_unix_ns: _Optional[int] = ..., started_unix_ns: _Optional[int] = ..., finished_unix_ns: _Optional[int] = ..., message: _Optional[str] = ..., output_available: _Optional[bool] = ..., tenant: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ..., replay_of: _Optional[int] = ..., replayed_by: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[AttemptInfo, _Mapping]]] = ..., parents: _Optional[_Iterable[int]] = ..., children: _Optional[_Iterable[int]] = ..., name: _Optional[str] = ..., arguments: _Optional[_Iterable[_Union[ArgumentSource, _Mapping]]] = ...) -> None: ...
+
+class ArgumentSource(_message.Message):
+    __slots__ = ("path", "mode", "edge", "task_id")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    EDGE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    mode: str
+    edge: int
+    task_id: int
+    def __init__(self, path: _Optional[str] = ..., mode: _Optional[str] = ..., edge: _Optional[int] = ..., task_id: _Optional[int] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
     __slots__ = ("pools", "statuses", "after", "limit", "kinds", "tags", "created_after_unix_ns", "created_before_unix_ns")
