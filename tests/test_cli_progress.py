@@ -44,3 +44,12 @@ def test_detail_rows() -> None:
     assert rows["name"] == "thumbs.make" and rows["parents"] == "4, 5" and rows["children"] == "9"
     assert rows["attempt 1"].startswith("failed: ") and rows["attempt 1"].endswith("on w1 (boom)")
     assert rows["attempt 2"].startswith("running: ") and rows["attempt 2"].endswith(" - running")
+
+
+def test_detail_rows_show_the_parents_outcomes() -> None:
+    outcomes = [
+        {"id": "4", "key": "a", "status": "succeeded", "message": None},
+        {"id": "5", "key": None, "status": "failed", "message": "boom"},
+    ]
+    rows = dict(_detail_rows(info(parents=(4, 5)), outcomes))
+    assert rows["parents"] == "4 succeeded, 5 failed (boom)"

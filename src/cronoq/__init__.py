@@ -23,6 +23,7 @@ from cronoq.errors import (
     SubmitError,
     TaskFailed,
 )
+from cronoq.outcome import Outcome
 from cronoq.runtime.blocking import BlockingEventStream, BlockingHandle, BlockingScheduler
 from cronoq.runtime.context import TaskContext
 from cronoq.runtime.events import EventStream, ProgressEventStream
@@ -37,6 +38,7 @@ from cronoq.store.codec import Codec, JsonCodec
 from cronoq.store.memory import MemoryStore
 from cronoq.store.postgres import PostgresStore
 from cronoq.store.sqlite import SqliteStore
+from cronoq.tasks.placeholders import outcome_of, output_of
 
 __version__ = "0.1.0"
 
@@ -79,6 +81,9 @@ __all__ = [
     "Codec",
     "JsonCodec",
     "MemoryStore",
+    "Outcome",
+    "outcome_of",
+    "output_of",
     "PostgresStore",
     "SqliteStore",
     "TaskContext",

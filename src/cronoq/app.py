@@ -37,6 +37,7 @@ from cronoq.tasks.definition import TaskDefinition
 from cronoq.tasks.dispatch import LeaseHandler, TaskExecutor
 from cronoq.tasks.fields import DEFINITION_FIELDS, RECURRING_FIELDS, check_fields
 from cronoq.tasks.lifespan import CallHook, Lifespan
+from cronoq.tasks.placeholders import has_placeholder, resolve_edges
 from cronoq.tasks.recurring import RecurringDefinition, check_schedule
 from cronoq.tasks.scheduler import AppScheduler
 from cronoq.tasks.targets import ClientTarget, NamedTask, SchedulerTarget, Target
@@ -211,6 +212,11 @@ class App:
             raise TaskDefinitionError(f"{where}: kwargs must be a dict (got {kwargs!r})")
         extra = check_fields(fields, RECURRING_FIELDS, where)
         call_args, call_kwargs = tuple(args), dict(kwargs or {})
+        if any(map(has_placeholder, (*call_args, *call_kwargs.values()))):
+            raise TaskDefinitionError(
+                f"{where}: a placeholder (output_of / outcome_of / .output) cannot be an argument of a "
+                "recurring schedule: each occurrence has no parent to take it from"
+            )
 
         def apply(defn: TaskDefinition[P, R]) -> TaskDefinition[P, R]:
             if not isinstance(defn, TaskDefinition):
@@ -354,7 +360,14 @@ class App:
         for t in batch:
             if not isinstance(t, NamedTask):
                 raise ValueError(f"app.submit_batch takes t.spec(...) calls (got {t!r})")
-        return await self.target().submit_batch(batch)
+        members = {id(t) for t in batch}
+        for t in batch:  # placeholders become edges: to members, to earlier tasks
+            if t.holes:
+                resolve_edges(t, members)
+        handles = await self.target().submit_batch(batch)
+        for t, h in zip(batch, handles):
+            t.submitted_id = int(h.id)
+        return handles
 
     async def apply_recurring(self, client: Client) -> list[str]:
         """Create (or replace, so applying again changes nothing) every recurring schedule of

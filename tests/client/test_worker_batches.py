@@ -50,7 +50,7 @@ async def test_v4_server_gets_reports_in_batches(fake: Any) -> None:
     w = Worker(fake.target, "p", noop, slots=16)
     async with running(w):
         conn = await fake.next_conn()
-        assert (await conn.recv_kind("register")).protocol_version == 5
+        assert (await conn.recv_kind("register")).protocol_version == 6
         conn.register_ok(slots=16, version=4)
         await w.wait_registered(5)
         conn.send(batch=lease_batch(range(1, 17)))

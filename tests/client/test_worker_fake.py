@@ -45,7 +45,7 @@ async def test_register_and_complete(fake: Any) -> None:
     async with running(w):
         conn = await fake.next_conn()
         reg = await conn.recv_kind("register")
-        assert (reg.pool, reg.slots, reg.worker_name, reg.protocol_version) == ("gpu", 3, "w1", 5)
+        assert (reg.pool, reg.slots, reg.worker_name, reg.protocol_version) == ("gpu", 3, "w1", 6)
         assert dict(reg.labels) == {"z": "1"}
         assert conn.metadata["authorization"] == "Bearer worker-token-0123456789"
         assert not w.registered

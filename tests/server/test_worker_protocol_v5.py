@@ -205,7 +205,7 @@ async def test_python_worker_and_client_end_to_end(server: ServerProc) -> None:
 
     async with Client(server.grpc) as client, Worker(server.grpc, "p", handle, name="py-w5") as w:
         await w.wait_registered(10)
-        assert w.server_protocol == 5
+        assert w.server_protocol == 6
         async with client.watch(pools=["p"], progress=True) as events:
             h = await client.submit(b"", pool="p")
             await asyncio.wait_for(step.wait(), 10)

@@ -34,6 +34,10 @@ Invariants (each violation names one of these):
 ``groups``        running attempts per worker group never exceed its capacity; a labelled task
                   runs only on a group whose labels include its own; the group used is the first
                   (fewest labels, then creation order) that accepts it with a free slot.
+``pinned``        a dispatched dependent sees its parents (``engine.parents``) one per edge in the
+                  order given, each with the status and, for a succeeded one, the very output it
+                  reported (pinned across retention and crashes); the engine pins exactly the
+                  parents its live dependents hold.
 ``submit``        every submit/batch outcome predicted: ids (with the current epoch), duplicates,
                   ``duplicate_key_in_batch``, ``unknown_dependency``, ``cycle``,
                   ``reservation_conflict``.
@@ -57,6 +61,7 @@ from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Sc
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
 from cronoq.engine.mutations import StatusChange, Submitted
+from cronoq.engine.parents import outcomes
 from cronoq.engine.time import NS
 
 from .autoscale_invariants import AutoscaleShadow
@@ -563,6 +568,27 @@ class FeatureShadow:
             if t.await_dispatch:
                 self.fail("lifecycle", f"{t}: running without a Dispatch")
 
+    def _check_parents(self, t: FTask, state: Any) -> None:
+        """``pinned``: the parents a dispatched task sees, against the shadow's edges."""
+        seen = outcomes(self.core, state)
+        if t.edges and len(seen) != len(t.edges):
+            self.fail("pinned", f"{t} sees {len(seen)} parents for its edges {t.edges}")
+        for (pid, _key, status, output, _msg), e in zip(seen, t.edges):
+            p = self.tasks.get(e[0]) if e[0] is not None else None
+            if p is None:
+                continue
+            if pid != p.id or status != p.status:
+                self.fail("pinned", f"{t} sees parent {pid} {status}, expected {p}")
+            if status == "succeeded" and output != p.output:
+                self.fail("pinned", f"{t} sees output {output!r} of {p}, which returned {p.output!r}")
+        held: dict[int, int] = {}
+        for x in self.core.tasks.values():
+            for e in x.parents or ():
+                if hasattr(e, "opts"):
+                    held[e.id] = held.get(e.id, 0) + 1
+        if held != self.core.pinned:
+            self.fail("pinned", f"pinned {self.core.pinned} but live dependents hold {held}")
+
     def _on_event(self, ev: Any) -> None:
         now = self.now
         self.stats["events"] += 1
@@ -754,6 +780,7 @@ class FeatureShadow:
             self.fail("lifecycle", f"lease {d.lease} issued twice")
         if self.edge_state(t) != "ok":
             self.fail("deps", f"{t} dispatched with unsatisfied edges {t.edges}")
+        self._check_parents(t, d.task)
         spec = t.spec
         if spec.start_at is not None and now < spec.start_at:
             self.fail("fixed-start", f"{t} dispatched before its start {spec.start_at}")

@@ -56,8 +56,10 @@ from typing import Any
 
 from cronoq.engine.actions import Abort, Dispatch
 from cronoq.engine.model import TaskState
+from cronoq.engine.parents import outcomes
 from cronoq.engine.time import NS, to_ns
 from cronoq.errors import Permanent, Retryable
+from cronoq.outcome import Outcome
 from cronoq.server.workers import (
     AbortMsg,
     Blob,
@@ -149,6 +151,11 @@ class _Ctx:
         self.abort_reason: str | None = None
         self._cancelled = False
         self._ended = False
+
+    @property
+    def parents(self) -> tuple[Outcome, ...]:
+        """As ``TaskContext.parents``: how each parent of the task ended."""
+        return tuple(Outcome(*o) for o in outcomes(self.sim.core, self._task))
 
     def heartbeat(self) -> None:
         if not (self._ended or self._cancelled):

@@ -32,6 +32,7 @@ async def calls() -> None:
     await add.options(priority="high").enqueue(1, z=2)
     await greet.submit()
     text: str = await (await add.submit(1))
+    await add.submit(greet.spec("x").output)
 """
 
 
@@ -56,3 +57,5 @@ def test_wrong_calls_fail_to_type_check(tmp_path: Path) -> None:
     assert 'Unexpected keyword argument "z" for "enqueue" of "TaskCall"' in out
     assert 'Missing positional argument "who" in call to "submit" of "TaskCall"' in out
     assert 'Incompatible types in assignment (expression has type "int", variable has type "str")' in out
+    # a placeholder has its task's return type: a str output does not fit an int parameter
+    assert out.count('has incompatible type "str"; expected "int"') == 2, out

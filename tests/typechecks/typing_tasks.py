@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, assert_type
 
+import cronoq
 from cronoq import App, TaskContext, TaskHandle
 from cronoq.tasks import NamedTask, TaskCall, TaskDefinition
 
@@ -43,5 +44,13 @@ async def calls() -> None:
     call: TaskCall[..., dict[str, int]] = later
     assert call.fields["key"] == "r-1"
     assert_type(await (await later.submit(dt.date(2026, 1, 2), dry_run=True)), dict[str, int])
-    assert_type(add.spec(1), NamedTask)
+    assert_type(add.spec(1), NamedTask[int])
+    # a placeholder is typed as its task's return value: it fits a parameter of that type
+    total = add.spec(add.spec(1).output, y=report.spec(dt.date(2026, 1, 1)).output["rows"])
+    assert_type(add.spec(1).output, int)
+    assert_type(report.spec(dt.date(2026, 1, 1)).output, dict[str, int])
+    assert_type(cronoq.outcome_of(total), cronoq.Outcome)
+    assert_type(cronoq.output_of(h), int)  # (a handle's type, as a spec's)
+    assert_type(cronoq.output_of(add.spec(2)), int)
+    assert_type(cronoq.output_of("a-key"), Any)
     assert_type(await app.submit_batch([add.spec(1), greet.spec("x")]), list[TaskHandle[Any]])

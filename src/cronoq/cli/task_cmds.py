@@ -368,9 +368,10 @@ def get(ref: int | str, server: str, token: str | None, tls: bool, as_json: bool
     async def main() -> None:
         async with _client(server, token, tls) as client:
             info = await client.get(ref, call_timeout=CALL_TIMEOUT)
-        if as_json:
-            _dump(info.to_json())
-            return
+            if as_json:  # (the HTTP API's TaskInfo, as it is)
+                _dump(info.to_json())
+                return
+            outcomes = await _parent_outcomes(client, info.parents)
         from rich.table import Table
 
         t = Table(show_header=False, box=None, pad_edge=False)
@@ -390,7 +391,7 @@ def get(ref: int | str, server: str, token: str | None, tls: bool, as_json: bool
             ("finished", _fmt_time(info.finished_at)),
             ("message", info.message or "-"),
             ("output", "available" if info.output_available else "-"),
-            *_detail_rows(info),
+            *_detail_rows(info, outcomes),
         ]
         for k, v in rows:
             t.add_row(k, v if k == "status" else escape(v))
@@ -408,16 +409,37 @@ def _progress_text(p: Any) -> str:
     return f"{text} (attempt {p.attempt}, {_fmt_time(p.at)})"
 
 
-def _detail_rows(info: Any) -> list[tuple[str, str]]:
-    """The rows of ``cronoq get`` for progress, named-task name, links and attempts
-    (docs/how-to/progress.md)."""
+async def _parent_outcomes(client: Any, parents: tuple[int, ...]) -> list[dict[str, Any]]:
+    """How each parent of a task ended, as far as the server still knows it
+    (docs/concepts/dependencies.md#outputs-on-edges): ``status`` "unknown" once forgotten."""
+    from cronoq.client.errors import ClientError
+
+    out: list[dict[str, Any]] = []
+    for pid in parents:
+        try:
+            p = await client.get(pid, call_timeout=CALL_TIMEOUT)
+        except ClientError:
+            out.append({"id": str(pid), "key": None, "status": "unknown", "message": None})
+            continue
+        out.append({"id": str(pid), "key": p.key, "status": p.status, "message": p.message or None})
+    return out
+
+
+def _detail_rows(info: Any, outcomes: list[dict[str, Any]] | None = None) -> list[tuple[str, str]]:
+    """The rows of ``cronoq get`` for progress, named-task name, links (with the parents'
+    outcomes) and attempts (docs/how-to/progress.md)."""
     rows: list[tuple[str, str]] = []
     if info.name:
         rows.append(("name", info.name))
     if info.waiting:
         rows.append(("waiting", info.waiting))  # why it is not running
     rows.append(("progress", "-" if info.progress is None else _progress_text(info.progress)))
-    if info.parents:
+    if outcomes:
+        shown = (
+            f"{o['id']} {o['status']}" + (f" ({o['message']})" if o["message"] else "") for o in outcomes
+        )
+        rows.append(("parents", ", ".join(shown)))
+    elif info.parents:
         rows.append(("parents", ", ".join(map(str, info.parents))))
     if info.children:
         rows.append(("children", ", ".join(map(str, info.children))))

@@ -4,7 +4,7 @@
 Theory of operation
 -------------------
 A *session* is one bidirectional ``Work`` stream. The worker opens it with
-``Register{pool, slots, worker_name, protocol_version=5, labels}`` and waits for
+``Register{pool, slots, worker_name, protocol_version=6, labels}`` and waits for
 ``Registered`` (granted slots, lease ttl, the session's version: 3 with the published server,
 5 with ours). Then the server sends:
 
@@ -92,6 +92,7 @@ from cronoq.client.errors import CancelTask, ClientError, Reject, from_rpc_error
 from cronoq.engine.progress import check_progress
 from cronoq.engine.time import next_backoff
 from cronoq.errors import Permanent, Retryable, outcome_of
+from cronoq.outcome import Outcome
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
 from cronoq.proto.flush import FlushQueue, busy
@@ -154,12 +155,14 @@ class Lease:
     ``payload`` (bytes) and ``content_type`` as submitted; :meth:`json`, :meth:`text` and
     :meth:`value` decode it. ``cancelled`` turns True when the server aborted the lease (or the
     session ended); ``cancel_reason`` says why. Times: ``timeout`` (seconds per attempt) and
-    ``deadline`` (Unix seconds) are None when the task has none.
+    ``deadline`` (Unix seconds) are None when the task has none. :attr:`parents` says how the
+    task's parents ended (worker protocol version 6).
     """
 
     __slots__ = (
         "_abort",
         "_cancel_flag",
+        "_parents",
         "_progress",
         "_session",
         "_stopped",
@@ -200,6 +203,23 @@ class Lease:
         self._stopped = False
         self._session = session
         self._progress: _ProgressState | None = None
+        self._parents: Any = msg.parents  # (decoded when read)
+
+    @property
+    def parents(self) -> tuple[Outcome, ...]:
+        """How each parent of the task ended, one :class:`~cronoq.Outcome` per dependency edge
+        in the order given, outputs decoded as :meth:`value` decodes a payload (None when the
+        server could not include one); ``()`` from a server older than protocol version 6."""
+        return tuple(
+            Outcome(
+                p.id,
+                p.key or None,
+                p.status,
+                decode_payload(p.output, p.content_type) if p.has_output else None,
+                p.message or None,
+            )
+            for p in self._parents
+        )
 
     @property
     def cancelled(self) -> CancelFlag:

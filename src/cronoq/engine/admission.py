@@ -45,6 +45,7 @@ from cronoq.engine.model import (
     TaskState,
     edge_satisfied,
 )
+from cronoq.engine.parents import bind_awaited as bind_parent
 from cronoq.engine.reservations import FixedStart, max_overlap, reservation_limit
 from cronoq.engine.timers import T_AWAIT
 from cronoq.errors import InvalidSubmission, SubmitError
@@ -530,3 +531,4 @@ def bind_awaited(core: Core, key: ScopedKey, provider: TaskState) -> None:
             w.awaiting -= 1
             w.unmet -= 1
             link(provider, w, cond)
+            bind_parent(core, w, key, provider)

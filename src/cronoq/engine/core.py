@@ -80,7 +80,6 @@ from cronoq.engine.model import (
     MSG_LEASE_LOST,
     MSG_TIMEOUT,
     NUM_CLASSES,
-    OUTPUT_LOST,
     READY,
     RETRYING,
     RUNNING,
@@ -95,6 +94,7 @@ from cronoq.engine.model import (
 )
 from cronoq.engine.model import FLAT_TRANSITIONS as FLAT
 from cronoq.engine.mutations import Recovered, StatusChange, Submitted
+from cronoq.engine.parents import bind_submitted, forget_output, unpin
 from cronoq.engine.pools import Group, PoolState
 from cronoq.engine.progress import ProgressTracker
 from cronoq.engine.recovery import Recovery
@@ -149,6 +149,7 @@ class Core:
         self.leases: dict[int, TaskState] = {}
         # awaited keys: key -> [(dependent, cond)] for edges to tasks not submitted yet
         self.awaiting: dict[ScopedKey, list[tuple[TaskState, int]]] = {}
+        self.pinned: dict[int, int] = {}  # parent id -> live dependents holding it (parents.py)
         self.recurring = Schedules(self)
         self.schedules = self.recurring.by_name  # (the same dict)
         self.next_lease = 1
@@ -288,6 +289,7 @@ class Core:
         created, out = create_members(self, now, plan, schedule)
         if plan.any_deps:
             link_members(self, plan, created)
+            bind_submitted(self, plan, created)
         for i, key in plan.provided:
             provider = created[i]
             if provider is not None:
@@ -536,6 +538,8 @@ class Core:
         self.live -= 1
         if t.opts.tracked is not None:
             self.res.ended(t, now)
+        if t.parents is not None:
+            unpin(self, t)
         if t.fixed is not None:
             self.pools[t.opts.pool_index].release_fixed(t)
         self.retained.append(t)
@@ -899,6 +903,8 @@ class Core:
         self.live -= 1
         if opts.tracked is not None:
             self.res.ended(t, now)
+        if t.parents is not None:
+            unpin(self, t)
         if self.publish:
             self._event(t, now, None)
         if self.persist:
@@ -998,14 +1004,8 @@ class Core:
         return self.tasks.get(ref)
 
     def forget_output(self, task_id: int, output: object) -> bool:
-        """Drop the output of the retained succeeded task ``task_id`` if it is still ``output``
-        (a bounded output cache above the engine, e.g. the server's ``[outputs]``): from then on
-        it answers as a lost output (``OUTPUT_LOST``).  False when there was nothing to drop."""
-        t = self.tasks.get(task_id)
-        if t is None or t.status != SUCCEEDED or t.output is not output:
-            return False
-        t.output = OUTPUT_LOST
-        return True
+        """Drop a retained task's output for a bounded cache above it (see ``parents.py``)."""
+        return forget_output(self, task_id, output)
 
     def cancel(self, now: int, ref: int | str, message: str = MSG_CANCELLED) -> bool:
         """Cancel a non-terminal task (aborting a running attempt).  False if unknown/terminal."""

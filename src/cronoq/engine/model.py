@@ -444,6 +444,7 @@ class TaskState:
         "message",
         "opts",
         "output",
+        "parents",
         "payload",
         "ready_at",
         "replayed_by",  # (set only on a replayed task: read it with getattr, engine/replay.py)
@@ -481,6 +482,8 @@ class TaskState:
         self.dep_conds: list[int] | None = None
         self.fixed: Any = None  # reservations.FixedStart for fixed-start tasks
         self.awaiting = 0  # edges waiting for a key that does not exist yet
+        # incoming edges, in the order given: the parents' records (engine/parents.py), or None
+        self.parents: list[Any] | None = None
         self.group: Group | None = None  # the worker group of the running attempt
         self.lease_expires = 0
 

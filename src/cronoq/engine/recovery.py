@@ -56,6 +56,7 @@ from cronoq.engine.model import (
     edge_satisfied,
 )
 from cronoq.engine.mutations import Recovered, RecoveredTask, RecoveredTerminal, StatusChange
+from cronoq.engine.parents import bind_recovered
 from cronoq.engine.recurring import OVERLAP_SKIP
 from cronoq.engine.replay import REPLAY_TAG, link_replays
 from cronoq.engine.reservations import FixedStart
@@ -89,6 +90,7 @@ class Recovery:
         for qid, reason in rec.quarantined:
             self.quarantine(qid, reason, rec.quarantined_rows.get(qid))
         for t, r in live:
+            bind_recovered(core, t, r.spec.deps)  # (their outputs stay pinned: parents.py)
             if not _interrupted(r):
                 self.relink(t, r)
         last_occ = self.release_all(live, rec)

@@ -5,7 +5,9 @@ Version 3 is the published contract: one report or lease per stream message. Ver
 so a session speaks ``min(worker's, server's)``: a version-3 worker (the published one) never
 receives a batch, and a version-4 worker never sends one to a version-3 server. Version 5 adds
 ``ProgressReport`` (``WorkerMessage.progress``, also inside a ``WorkerBatch``): a worker sends
-it only in a session of version 5 or more, so older servers never see it.
+it only in a session of version 5 or more, so older servers never see it. Version 6 adds
+``Lease.parents`` (how each parent of the task ended, docs/concepts/dependencies.md#outputs-on-edges):
+the server fills it only in a session of version 6 or more.
 
 Flushing (both ends): messages queued while the event loop is busy go out together when it
 comes round to the stream (the writer is idle), at most :data:`MAX_BATCH_ITEMS` per message and
@@ -28,19 +30,23 @@ __all__ = [
     "LEASE_LINGER_S",
     "MAX_BATCH_ITEMS",
     "MIN_VERSION",
+    "PARENTS_VERSION",
     "PROGRESS_VERSION",
     "PROTOCOL_VERSION",
     "session_version",
 ]
 
 #: The highest worker protocol version this package speaks (server and worker alike).
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 
 #: The version that introduced batches.
 BATCHING_VERSION = 4
 
 #: The version that introduced progress reports.
 PROGRESS_VERSION = 5
+
+#: The version that introduced ``Lease.parents``.
+PARENTS_VERSION = 6
 
 #: What a Register without a version (0) is taken to speak.
 MIN_VERSION = 3

@@ -10,8 +10,10 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from cronoq.engine.parents import outcomes
 from cronoq.engine.progress import check_progress
 from cronoq.engine.time import NS
+from cronoq.outcome import Outcome
 
 if TYPE_CHECKING:
     from cronoq.engine.model import TaskState
@@ -91,6 +93,17 @@ class TaskContext:
         """The task's deadline in Unix seconds, or None."""
         d = self._task.deadline
         return None if d is None else (self._sched._time_base + d) / NS
+
+    @property
+    def parents(self) -> tuple[Outcome, ...]:
+        """How each parent ended, one :class:`~cronoq.Outcome` per dependency edge in the
+        order the edges were given (``after``, then ``deps``); ``()`` without edges
+        (docs/concepts/dependencies.md#outputs-on-edges)."""
+        t = self._task
+        core = self._sched._core
+        if t.parents is None or core is None:
+            return ()
+        return tuple(Outcome(*o) for o in outcomes(core, t))
 
     def is_cancelled(self) -> bool:
         """True once the attempt was aborted (cancel, timeout, lease loss, shutdown)."""

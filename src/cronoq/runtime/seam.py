@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from cronoq.engine.parents import outcomes
+
 if TYPE_CHECKING:
     from cronoq.engine.model import TaskState
     from cronoq.engine.snapshot import Snapshot
@@ -127,6 +129,12 @@ class SchedulerSeam:
         nothing to drop or the scheduler is not started."""
         core = self._s._core
         return False if core is None else core.forget_output(task_id, output)
+
+    def parent_ids(self, t: TaskState) -> list[int]:
+        """The parent of each dependency edge of the live task ``t``, in edge order (0: a
+        parent whose record is gone); ``[]`` once it ended (engine/parents.py)."""
+        core = self._s._core
+        return [] if core is None or t.parents is None else [o[0] for o in outcomes(core, t)]
 
     def pending_total(self) -> int:
         """Tasks waiting to run, over every pool (0 when not started)."""

@@ -231,6 +231,10 @@ class Task:
     __slots__ = ("_deadline", "_deps", "_fields", "_key", "_opts", "_payload", "_start")
 
     def __init__(self, payload: object, **fields: Any) -> None:
+        if getattr(type(payload), "cronoq_placeholder", False):  # (tasks/placeholders.py)
+            raise InvalidSubmission(
+                f"{payload!r} is a placeholder: pass it as an argument of a named task's call"
+            )
         self._payload = payload
         self._key = check_key(fields.pop("key", None))
         self._deadline = parse_when(

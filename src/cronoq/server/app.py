@@ -44,6 +44,7 @@ from cronoq.server.config import ServerConfig, pool_config, resource_configs
 from cronoq.server.history import HistoryRing, run_sampler
 from cronoq.server.outputs import OutputCache
 from cronoq.server.payload_budget import PayloadBudget
+from cronoq.server.substitute import add_arguments
 from cronoq.server.workers import Blob, RemoteExecutor, WorkerRegistry
 from cronoq.store.base import ShardMismatch, lease_left
 
@@ -371,6 +372,8 @@ class ServerApp:
         """``TaskInfo`` of ``t`` with its progress; ``detail`` (GetTask): also its attempts and
         dependency links (docs/how-to/progress.md)."""
         info = convert.task_info(t, self.pool_of(t), self.max_attempts(t), self.sched.seam.time_base)
+        if detail and t.parents is not None and isinstance(t.payload, Blob):
+            add_arguments(info, t.payload, self.sched.seam.parent_ids(t))
         info = convert.add_extras(info, self.sched.task_extras(t, detail))
         info.waiting = self.waiting_reason(t, info.waiting)
         if detail:

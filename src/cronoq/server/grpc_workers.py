@@ -1,4 +1,4 @@
-"""``Workers.Work``: the bidirectional worker stream (worker protocol versions 3 to 5).
+"""``Workers.Work``: the bidirectional worker stream (worker protocol versions 3 to 6).
 
 One call is one :class:`~cronoq.server.workers.WorkerSession`.  The first message must be
 ``Register``; the server answers ``Registered`` (granted slots, lease ttl, limits, and the
@@ -46,6 +46,7 @@ from cronoq.server.auth import PermissionDenied, Unauthenticated, allows_pool, s
 from cronoq.server.grpc_api import add_generic_only, peer_dns
 from cronoq.server.workers import (
     AbortMsg,
+    Blob,
     LeaseMsg,
     ServerMsg,
     ShutdownMsg,
@@ -56,6 +57,22 @@ log = logging.getLogger("cronoq.server.workers")
 
 #: reports of one WorkerBatch handled per loop turn (our workers send at most MAX_BATCH_ITEMS)
 REPORTS_PER_TURN = 2 * MAX_BATCH_ITEMS
+
+
+def parents_to_proto(parents: tuple[Any, ...], out: Any) -> None:
+    """``Lease.parents`` (protocol version 6) from the attempt's outcomes (outputs as Blobs)."""
+    for o in parents:
+        p = out.add()
+        p.id = o.id
+        p.status = o.status
+        if o.key:
+            p.key = o.key
+        if o.message:
+            p.message = o.message
+        if isinstance(o.output, Blob):
+            p.has_output = True
+            p.output = o.output.data
+            p.content_type = o.output.content_type
 
 
 def to_proto(msg: ServerMsg, out: pb.ServerMessage | None = None) -> pb.ServerMessage:
@@ -88,6 +105,8 @@ def to_proto(msg: ServerMsg, out: pb.ServerMessage | None = None) -> pb.ServerMe
             lease.deadline_unix_ns = msg.deadline_unix_ns
         if msg.lease_ttl_s is not None:
             lease.lease_ttl_s = msg.lease_ttl_s
+        if msg.parents:  # protocol version 6 (workers.py leaves them out for older sessions)
+            parents_to_proto(msg.parents, lease.parents)
         return out
     if isinstance(msg, AbortMsg):
         out.abort.lease = msg.lease
@@ -281,6 +300,13 @@ def _lease_bytes(msg: LeaseMsg | AbortMsg) -> int:
     if isinstance(msg, AbortMsg):
         return len(msg.reason) + 32
     n = len(msg.payload) + len(msg.content_type) + len(msg.kind) + len(msg.key) + len(msg.pool) + 96
+    for o in msg.parents:
+        n += (
+            len(o.key or "")
+            + len(o.message or "")
+            + 48
+            + (len(o.output.data) if isinstance(o.output, Blob) else 0)
+        )
     if msg.tags:
         n += sum(len(k) + len(v) + 8 for k, v in msg.tags.items())
     return n

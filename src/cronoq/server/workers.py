@@ -49,8 +49,8 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from cronoq.errors import Permanent, Retryable
 
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from cronoq.runtime.scheduler import Scheduler
 
 from cronoq.proto.flush import FlushQueue
-from cronoq.proto.protocol import session_version
+from cronoq.proto.protocol import PARENTS_VERSION, session_version
 from cronoq.server.log_summary import LogSummary
 
 _log = logging.getLogger("cronoq.server.workers")
@@ -92,6 +92,8 @@ class LeaseMsg:
     pool: str
     priority: int  # engine class 0..3
     lease_ttl_s: float | None
+    #: how each parent ended (cronoq.Outcome, outputs as Blobs): sent from protocol version 6
+    parents: tuple[Any, ...] = ()
 
 
 @dataclass(slots=True)
@@ -440,6 +442,17 @@ class RemoteExecutor:
         seam = self.registry.sched.seam
         t = seam.task_of(ctx)
         opts = t.opts
+        loop = seam.loop or asyncio.get_running_loop()  # (the scheduler's loop runs this)
+        parents: tuple[Any, ...] = ()
+        if t.parents:  # placeholders take their parents' outputs before the lease leaves
+            from cronoq.server.substitute import for_lease
+
+            try:
+                blob, parents = for_lease(blob, ctx.parents, opts.kind, self.registry.max_message_bytes)
+            except Permanent as e:
+                failed: asyncio.Future[Blob] = loop.create_future()
+                failed.set_exception(e)
+                return failed
         deadline = None if t.deadline is None else seam.time_base + t.deadline
         msg = LeaseMsg(
             lease=ctx.lease,
@@ -455,8 +468,8 @@ class RemoteExecutor:
             pool=self.pool,
             priority=opts.priority,
             lease_ttl_s=self.registry.lease_ttl_s.get(self.pool),
+            parents=parents,
         )
-        loop = seam.loop or asyncio.get_running_loop()  # (the scheduler's loop runs this)
         att = Attempt(ctx.lease, ctx, msg, loop.create_future(), executor=self, group=ctx.group)
         att.future.add_done_callback(att.ended)
         self.offer(att, "no worker available")
@@ -482,7 +495,10 @@ class RemoteExecutor:
             att.session = session
             session.attempts[att.lease] = att
             ctx.note_worker(session.name or f"worker {session.id}")
-            if session.send(att.msg):
+            msg = att.msg
+            if msg.parents and session.version < PARENTS_VERSION:
+                msg = replace(msg, parents=())  # (an older worker: plain arguments only)
+            if session.send(msg):
                 return
             session.attempts.pop(att.lease, None)
             att.refused_by.add(session.id)

@@ -162,6 +162,32 @@ class Binding:
             raise InvalidSubmission(f"task '{self.name}': {e}") from None
         return {"args": self._encode_args(bound.args), "kwargs": self._encode_kwargs(bound.kwargs)}
 
+    def encode_holes(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], is_hole: Callable[[object], bool]
+    ) -> Payload:
+        """As :meth:`encode`, but arguments for which ``is_hole`` holds (they hold placeholder
+        markers, tasks/placeholders.py) travel as they are: converted when substituted."""
+        fast = self._fast
+        if fast is not None and not kwargs and len(args) == len(fast):  # (no Signature.bind)
+            out = [
+                v if is_hole(v) else self._wire_at(i, conv, v) for i, (conv, v) in enumerate(zip(fast, args))
+            ]
+            return {"args": out, "kwargs": {}}
+        try:
+            bound = self._sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise InvalidSubmission(f"task '{self.name}': {e}") from None
+        return {
+            "args": self._encode_args(bound.args, is_hole),
+            "kwargs": self._encode_kwargs(bound.kwargs, is_hole),
+        }
+
+    def _wire_at(self, i: int, conv: Converter, v: object) -> object:
+        try:
+            return conv.to_wire(v)
+        except ConversionError as e:
+            raise self._invalid(self._param_at(i), e) from None
+
     def _param_at(self, i: int) -> str:
         names = list(self._convs)
         return names[i] if i < len(names) else (self._var_pos or "?")
@@ -169,21 +195,31 @@ class Binding:
     def _invalid(self, param: str, e: Exception) -> InvalidSubmission:
         return InvalidSubmission(f"task '{self.name}', argument '{param}': {e}")
 
-    def _encode_args(self, args: tuple[Any, ...]) -> list[Any]:
+    def _encode_args(
+        self, args: tuple[Any, ...], is_hole: Callable[[object], bool] | None = None
+    ) -> list[Any]:
         names = list(self._convs)
         out = []
         for i, v in enumerate(args):
             name = names[i] if i < self._n_positional else self._var_pos
             assert name is not None
+            if is_hole is not None and is_hole(v):
+                out.append(v)
+                continue
             try:
                 out.append(self._convs[name].to_wire(v))
             except ConversionError as e:
                 raise self._invalid(name, e) from None
         return out
 
-    def _encode_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _encode_kwargs(
+        self, kwargs: dict[str, Any], is_hole: Callable[[object], bool] | None = None
+    ) -> dict[str, Any]:
         out = {}
         for k, v in kwargs.items():
+            if is_hole is not None and is_hole(v):
+                out[k] = v
+                continue
             conv = self._convs.get(k)
             if conv is None:
                 assert self._var_kw is not None

@@ -26,11 +26,14 @@ from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
+from cronoq.errors import InvalidSubmission
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.processes import CTX_NONE, CTX_TASK, FnRef, run_in_process
-from cronoq.tasks.binding import Binding
+from cronoq.runtime.task import parse_deps
+from cronoq.tasks.binding import Binding, Payload
 from cronoq.tasks.fields import CALL_FIELDS, check_fields
 from cronoq.tasks.lifespan import async_hooks, call_in_hooks
+from cronoq.tasks.placeholders import edges_for, encode_call, has_placeholder
 from cronoq.tasks.sync_calls import BlockingTaskHandle, run_on_target
 from cronoq.tasks.targets import NamedTask
 
@@ -67,13 +70,31 @@ class TaskCall(Generic[P, R]):
         return value. Bad arguments raise ``SubmitError("invalid")`` before anything is sent."""
         d = self._defn
         target = d._app.target()
-        return target.submit(d._binding, d._binding.encode(args, kwargs), self._fields)
+        try:
+            return target.submit(d._binding, d._binding.encode(args, kwargs), self._fields)
+        except (InvalidSubmission, TypeError):
+            payload, fields = self._with_holes(args, kwargs)
+            return target.submit(d._binding, payload, fields)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, int]:
         """Submit one call without a handle (``await t.enqueue(...)``, cheaper): the task id."""
         d = self._defn
         target = d._app.target()
-        return target.enqueue(d._binding.encode(args, kwargs), self._fields)
+        try:
+            return target.enqueue(d._binding.encode(args, kwargs), self._fields)
+        except (InvalidSubmission, TypeError):
+            payload, fields = self._with_holes(args, kwargs)
+            return target.enqueue(payload, fields)
+
+    def _with_holes(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Payload, dict[str, Any]]:
+        """A single call holding placeholders (else the encoding error again): its payload and
+        its fields with the placeholders' edges (their parents must exist already)."""
+        if not any(map(has_placeholder, (*args, *kwargs.values()))):
+            raise
+        f = self._fields
+        n = len(parse_deps(f.get("after"), f.get("deps")) or ())
+        payload, holes = encode_call(self._defn._binding, args, kwargs, n)
+        return payload, {**f, "deps": [*(f.get("deps") or ()), *edges_for(holes)]}
 
     def submit_sync(self, *args: P.args, **kwargs: P.kwargs) -> BlockingTaskHandle[R]:
         """The blocking form of :meth:`submit`, for code without asyncio (any thread): the
@@ -87,10 +108,16 @@ class TaskCall(Generic[P, R]):
         target = self._defn._app.target()
         return run_on_target(target, self.enqueue(*args, **kwargs), "t.enqueue_sync()")
 
-    def spec(self, *args: P.args, **kwargs: P.kwargs) -> NamedTask:
-        """The call as a :class:`cronoq.Task` for ``submit_batch`` (validated now)."""
+    def spec(self, *args: P.args, **kwargs: P.kwargs) -> NamedTask[R]:
+        """The call as a :class:`cronoq.Task` for ``submit_batch`` (validated now); its
+        ``.output`` is a placeholder for the return value, to pass to another call."""
         d = self._defn
-        return NamedTask(d._binding.encode(args, kwargs), d._binding, self._fields)
+        if not any(map(has_placeholder, (*args, *kwargs.values()))):
+            return NamedTask(d._binding.encode(args, kwargs), d._binding, self._fields)
+        f = self._fields
+        n = len(parse_deps(f.get("after"), f.get("deps")) or ())
+        payload, holes = encode_call(d._binding, args, kwargs, n)
+        return NamedTask(payload, d._binding, f, holes)
 
     def options(self, **fields: Any) -> TaskCall[P, R]:
         """A copy with per-call task fields (``key``, ``priority``, ``start_in``, ``after``, ...)."""

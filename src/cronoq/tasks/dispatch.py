@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cronoq.errors import Permanent
 from cronoq.tasks.lifespan import Lifespan
+from cronoq.tasks.placeholders import substitute
 
 if TYPE_CHECKING:
     from cronoq.tasks.definition import TaskDefinition
@@ -70,6 +71,9 @@ class TaskExecutor:
         if entry is None:
             entry = self._entry(kind)
         defn, fn, fast_args, result_check, takes_ctx = entry
+        parents = ctx.parents
+        if parents:  # placeholders take their parents' outputs (tasks/placeholders.py)
+            payload = substitute(payload, parents, kind)
         if fn is None:
             return await defn.invoke(ctx, payload)
         args = fast_args(payload)
@@ -137,6 +141,11 @@ class LeaseContext:
     def deadline(self) -> float | None:
         d: float | None = self._lease.deadline
         return d
+
+    @property
+    def parents(self) -> tuple[Any, ...]:
+        """How each parent ended (``Lease.parents``: worker protocol version 6)."""
+        return tuple(getattr(self._lease, "parents", ()))
 
     def is_cancelled(self) -> bool:
         return bool(self._lease.cancelled)

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Generator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from cronoq.engine.model import COND_NAMES, Dep
 from cronoq.errors import TaskFailed
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.task import Task
+from cronoq.tasks.placeholders import OUTPUT, Placeholder
 
 if TYPE_CHECKING:
     from cronoq.client.client import Client
@@ -43,16 +45,53 @@ R = TypeVar("R")
 _BACKGROUND: set[asyncio.Future[Any]] = set()
 
 
-class NamedTask(Task):
+class NamedTask(Task, Generic[R]):
     """A named task's call ready for ``submit_batch`` (what ``t.spec(...)`` returns): a
-    :class:`cronoq.Task` that also keeps its task fields, so it can go to a server too."""
+    :class:`cronoq.Task` that also keeps its task fields, so it can go to a server too.
 
-    __slots__ = ("binding", "fields")
+    ``spec.output`` is a placeholder for its return value, to pass to another call
+    (docs/concepts/dependencies.md#outputs-on-edges); ``holes`` are the placeholders its own
+    arguments hold, which become its last edges when it is submitted."""
 
-    def __init__(self, payload: Payload, binding: Binding, fields: dict[str, Any]) -> None:
+    __slots__ = ("_base_deps", "_extra", "binding", "fields", "holes", "submitted_id")
+
+    def __init__(
+        self,
+        payload: Payload,
+        binding: Binding,
+        fields: dict[str, Any],
+        holes: list[Placeholder] | None = None,
+    ) -> None:
         super().__init__(payload, **fields)
         self.binding = binding
         self.fields = dict(fields)
+        self.holes = holes or []
+        self._base_deps = self._deps
+        self._extra: list[tuple[int | str, int]] = []
+        self.submitted_id: int | None = None  # its id once submitted (a later placeholder's edge)
+
+    @property
+    def output(self) -> R:
+        """A placeholder for this call's return value (typed as it, for type checkers)."""
+        return Placeholder(self, OUTPUT)  # type: ignore[return-value]
+
+    def set_key(self, key: str) -> None:
+        """Give a keyless spec a key (a placeholder of it in the same batch needs one)."""
+        self._key = key
+        self.fields["key"] = key
+
+    def set_edges(self, extra: list[tuple[int | str, int]]) -> None:
+        """The edges ``(target, condition)`` of its placeholders, after its own (replacing any
+        set before)."""
+        self._extra = extra
+        self._deps = [*(self._base_deps or ()), *extra] or None
+
+    def call_fields(self) -> dict[str, Any]:
+        """Its task fields for a server, the edges of its placeholders included."""
+        if not self._extra:
+            return self.fields
+        extra = [Dep(target, on=COND_NAMES[cond]) for target, cond in self._extra]
+        return {**self.fields, "deps": [*(self.fields.get("deps") or ()), *extra]}
 
     def __repr__(self) -> str:
         return f"NamedTask({self.fields.get('kind')!r}, payload={self.payload!r}, key={self.key!r})"
@@ -236,7 +275,7 @@ class ClientTarget:
         return int(sub.id)
 
     async def submit_batch(self, tasks: Sequence[NamedTask]) -> list[TaskHandle[Any]]:
-        batch = [{"payload": t.payload, **t.fields} for t in tasks]
+        batch = [{"payload": t.payload, **t.call_fields()} for t in tasks]
         subs = await on_loop(self.loop, self.client.submit_batch(batch))
         return [
             RemoteHandle(self.client, s.id, s.duplicate, _converter(t.binding) or _identity, self.loop)

@@ -150,6 +150,10 @@ async def test_batches_stay_within_one_shard(cluster: Cluster) -> None:
         batch = {"tasks": [{"pool": "a1"}, {"pool": "a1", "deps": [{"target": other}]}]}
         st, body = await asyncio.to_thread(_http, "POST", f"{url}/v1/tasks:batch", batch)
         assert st == 404 and body["code"] == "unknown_dependency" and "shard 'sb'" in body["error"], body
+        # a placeholder is a dependency too (docs/concepts/dependencies.md#outputs-on-edges)
+        piped = {"pool": "a1", "after": [other], "payload": {"args": [{"$output": 0}], "kwargs": {}}}
+        st, body = await asyncio.to_thread(_http, "POST", f"{url}/v1/tasks", piped)
+        assert st == 404 and body["code"] == "unknown_dependency" and "shard 'sb'" in body["error"], body
         # SubmitMany: items routed one by one, answered in order
         many = [pb.TaskSpec(pool=p, start_in_s=LATER) for p in ("b1", "a1", "nope", "b1")]
         out = await raw.tasks.SubmitMany(pb.SubmitManyRequest(tasks=many), metadata=MD)

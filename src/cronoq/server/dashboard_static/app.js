@@ -1350,6 +1350,13 @@ function renderDetail() {
   if (Array.isArray(i.attempts) && i.attempts.length) parts.push(h("h3", { text: "Attempts" }), attemptTimeline(i));
   if ((i.parents && i.parents.length) || (i.children && i.children.length)) {
     parts.push(h("h3", { text: "Dependencies" }), depGraph(i, d.deps || new Map()));
+    if (i.parents && i.parents.length) parts.push(parentOutcomes(i, d.deps || new Map(), link));
+    if (i.arguments && i.arguments.length) {
+      const args = i.arguments.map((a) =>
+        h("li", null, h("code", { text: a.path || "(payload)" }), ` ← ${a.mode} of `, link(String(a.task_id), "Open parent task")),
+      );
+      parts.push(h("ul.arguments", { "aria-label": "Arguments taken from parents" }, args));
+    }
   }
   parts.push(h("h3", { text: "Status history" }), h("ol.history", { "aria-label": "Status history" }, items));
   const r = d.result;
@@ -1485,6 +1492,18 @@ function attemptTimeline(i) {
     ),
   );
   return h("div.attempts-box", null, svg, h("div.table-wrap", null, table));
+}
+
+/** How each parent ended: the outcomes the task received (its ctx.parents, and the values of
+ * its placeholder arguments). */
+function parentOutcomes(i, known, link) {
+  const rows = (i.parents || []).slice(0, DEPS_MAX).map((raw) => {
+    const id = String(raw);
+    const p = known.get(id);
+    const how = p ? `${p.status}${p.message ? ` · ${p.message}` : ""}` : "…";
+    return h("li", null, link(id, "Open parent task"), ` ${how}`);
+  });
+  return h("ul.outcomes", { "aria-label": "Outcomes received from the parents" }, rows);
 }
 
 /** Parents → this task → children, with statuses; every other node opens its task. */

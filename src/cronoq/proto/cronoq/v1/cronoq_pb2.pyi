@@ -258,7 +258,7 @@ class GetRequest(_message.Message):
     def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("id", "status", "pool", "key", "kind", "attempt", "max_attempts", "created_unix_ns", "started_unix_ns", "finished_unix_ns", "message", "output_available", "tenant", "priority", "replay_of", "replayed_by", "progress", "attempts", "parents", "children", "name", "tags", "waiting", "parent_statuses", "child_statuses")
+    __slots__ = ("id", "status", "pool", "key", "kind", "attempt", "max_attempts", "created_unix_ns", "started_unix_ns", "finished_unix_ns", "message", "output_available", "tenant", "priority", "replay_of", "replayed_by", "progress", "attempts", "parents", "children", "name", "tags", "waiting", "parent_statuses", "child_statuses", "arguments")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -305,6 +305,7 @@ class TaskInfo(_message.Message):
     WAITING_FIELD_NUMBER: _ClassVar[int]
     PARENT_STATUSES_FIELD_NUMBER: _ClassVar[int]
     CHILD_STATUSES_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     id: int
     status: TaskStatus
     pool: str
@@ -330,7 +331,20 @@ class TaskInfo(_message.Message):
     waiting: str
     parent_statuses: _containers.ScalarMap[str, int]
     child_statuses: _containers.ScalarMap[str, int]
-    def __init__(self, id: _Optional[int] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., pool: _Optional[str] = ..., key: _Optional[str] = ..., kind: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., created_unix_ns: _Optional[int] = ..., started_unix_ns: _Optional[int] = ..., finished_unix_ns: _Optional[int] = ..., message: _Optional[str] = ..., output_available: _Optional[bool] = ..., tenant: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ..., replay_of: _Optional[int] = ..., replayed_by: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[AttemptInfo, _Mapping]]] = ..., parents: _Optional[_Iterable[int]] = ..., children: _Optional[_Iterable[int]] = ..., name: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., waiting: _Optional[str] = ..., parent_statuses: _Optional[_Mapping[str, int]] = ..., child_statuses: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    arguments: _containers.RepeatedCompositeFieldContainer[ArgumentSource]
+    def __init__(self, id: _Optional[int] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., pool: _Optional[str] = ..., key: _Optional[str] = ..., kind: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., created_unix_ns: _Optional[int] = ..., started_unix_ns: _Optional[int] = ..., finished_unix_ns: _Optional[int] = ..., message: _Optional[str] = ..., output_available: _Optional[bool] = ..., tenant: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ..., replay_of: _Optional[int] = ..., replayed_by: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[AttemptInfo, _Mapping]]] = ..., parents: _Optional[_Iterable[int]] = ..., children: _Optional[_Iterable[int]] = ..., name: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., waiting: _Optional[str] = ..., parent_statuses: _Optional[_Mapping[str, int]] = ..., child_statuses: _Optional[_Mapping[str, int]] = ..., arguments: _Optional[_Iterable[_Union[ArgumentSource, _Mapping]]] = ...) -> None: ...
+
+class ArgumentSource(_message.Message):
+    __slots__ = ("path", "mode", "edge", "task_id")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    EDGE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    mode: str
+    edge: int
+    task_id: int
+    def __init__(self, path: _Optional[str] = ..., mode: _Optional[str] = ..., edge: _Optional[int] = ..., task_id: _Optional[int] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
     __slots__ = ("pools", "statuses", "after", "limit", "kinds", "tags", "created_after_unix_ns", "created_before_unix_ns")
@@ -537,7 +551,7 @@ class Registered(_message.Message):
     def __init__(self, worker_id: _Optional[int] = ..., lease_ttl_s: _Optional[float] = ..., slots: _Optional[int] = ..., protocol_version: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("lease", "task_id", "attempt", "payload", "content_type", "kind", "key", "tags", "timeout_s", "deadline_unix_ns", "pool", "priority", "lease_ttl_s")
+    __slots__ = ("lease", "task_id", "attempt", "payload", "content_type", "kind", "key", "tags", "timeout_s", "deadline_unix_ns", "pool", "priority", "lease_ttl_s", "parents")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -558,6 +572,7 @@ class Lease(_message.Message):
     POOL_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     LEASE_TTL_S_FIELD_NUMBER: _ClassVar[int]
+    PARENTS_FIELD_NUMBER: _ClassVar[int]
     lease: int
     task_id: int
     attempt: int
@@ -571,7 +586,26 @@ class Lease(_message.Message):
     pool: str
     priority: Priority
     lease_ttl_s: float
-    def __init__(self, lease: _Optional[int] = ..., task_id: _Optional[int] = ..., attempt: _Optional[int] = ..., payload: _Optional[bytes] = ..., content_type: _Optional[str] = ..., kind: _Optional[str] = ..., key: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., timeout_s: _Optional[float] = ..., deadline_unix_ns: _Optional[int] = ..., pool: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ..., lease_ttl_s: _Optional[float] = ...) -> None: ...
+    parents: _containers.RepeatedCompositeFieldContainer[ParentOutcome]
+    def __init__(self, lease: _Optional[int] = ..., task_id: _Optional[int] = ..., attempt: _Optional[int] = ..., payload: _Optional[bytes] = ..., content_type: _Optional[str] = ..., kind: _Optional[str] = ..., key: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., timeout_s: _Optional[float] = ..., deadline_unix_ns: _Optional[int] = ..., pool: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ..., lease_ttl_s: _Optional[float] = ..., parents: _Optional[_Iterable[_Union[ParentOutcome, _Mapping]]] = ...) -> None: ...
+
+class ParentOutcome(_message.Message):
+    __slots__ = ("id", "key", "status", "output", "content_type", "has_output", "message")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    HAS_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    key: str
+    status: str
+    output: bytes
+    content_type: str
+    has_output: bool
+    message: str
+    def __init__(self, id: _Optional[int] = ..., key: _Optional[str] = ..., status: _Optional[str] = ..., output: _Optional[bytes] = ..., content_type: _Optional[str] = ..., has_output: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Abort(_message.Message):
     __slots__ = ("lease", "reason")

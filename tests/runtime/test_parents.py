@@ -1,0 +1,75 @@
+"""``ctx.parents`` (docs/concepts/dependencies.md#outputs-on-edges): one Outcome per edge, in
+the order given, for any executor; parents' outputs stay pinned across retention and a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+from typing import Any
+
+from cronoq import Dep, Outcome, Permanent, Pool, RetryPolicy, Scheduler, SqliteStore, Task
+
+from .conftest import pool, wait
+
+
+async def test_every_executor_sees_its_parents_in_edge_order() -> None:
+    seen: dict[str, tuple[Outcome, ...]] = {}
+
+    async def run(ctx: Any, payload: str) -> str:
+        seen[ctx.key] = ctx.parents
+        if payload == "bad":
+            raise Permanent("bad input")
+        return payload.upper()
+
+    def run_sync(ctx: Any, payload: str) -> str:
+        seen[ctx.key] = ctx.parents
+        return payload
+
+    async with Scheduler([pool("default", run), Pool("sync", run_sync)]) as s:
+        await s.submit("ok", key="ok")
+        await s.submit("bad", key="bad")
+        a = await s.submit("a", key="a", after=["ok"], deps=[Dep("bad", on="failure")])
+        b = await s.submit("b", key="b", pool="sync", deps=[Dep("bad", on="complete"), Dep("ok")])
+        await wait(a)
+        await wait(b)
+    ok = Outcome(1, "ok", "succeeded", "OK", None)
+    bad = Outcome(2, "bad", "failed", None, "bad input")
+    assert seen["a"] == (ok, bad)
+    assert seen["b"] == (bad, ok)
+    assert seen["ok"] == ()
+
+
+async def test_outputs_stay_pinned_across_retention_and_a_restart(tmp_path: pathlib.Path) -> None:
+    """Key retention 0 forgets the parent at once, and a restart comes between the parent's end
+    and the child's start: the child still receives the parent's output."""
+    db = tmp_path / "pins.db"
+    hold = asyncio.Event()
+    seen: dict[str, tuple[Outcome, ...]] = {}
+
+    async def run(ctx: Any, payload: Any) -> Any:
+        seen[ctx.key] = ctx.parents
+        if payload == "hold":
+            await hold.wait()
+        return payload
+
+    fast = RetryPolicy(initial_backoff=0.0, jitter=False)
+    opts: dict[str, Any] = {"store": SqliteStore(db), "key_retention": 0, "shutdown_grace": 0}
+    async with Scheduler([pool("default", run, max=2)], **opts) as s:
+        parent, _hold, child = await s.submit_batch(
+            [
+                Task({"rows": 3}, key="parent"),
+                Task("hold", key="hold", retry=fast),
+                Task("child", key="child", after=["parent", "hold"]),
+            ]
+        )
+        assert await wait(parent) == {"rows": 3}
+    assert "child" not in seen
+    hold.set()
+    opts["store"] = SqliteStore(db)
+    async with Scheduler([pool("default", run, max=2)], **opts) as s:
+        handle = await s.handle(child.id)
+        assert handle is not None
+        assert await wait(handle) == "child"
+        assert await s.status(parent.id) is None  # forgotten by retention, yet its output was kept
+    assert seen["child"][0] == Outcome(parent.id, "parent", "succeeded", {"rows": 3}, None)
+    assert seen["child"][1].status == "succeeded"

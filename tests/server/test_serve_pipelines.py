@@ -1,0 +1,222 @@
+"""Pipelines that pass data, end to end (docs/concepts/dependencies.md#outputs-on-edges): a
+real ``cronoq serve``, a real ``cronoq worker pipeline_app:app`` and the app bound to a Client;
+a raw version-3 worker (the published protocol) receives plain arguments, a version-6 one the
+parents' outcomes too."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cronoq import TaskFailed, outcome_of, output_of
+from cronoq.client import Client
+
+from .pipeline_app import app, big, count, email_invoice, fetch_order, number, render_invoice, report, total
+from .procs import Raw, RawWorker, ServerProc, child_env, pb, start_server, start_worker, stop_worker
+
+HERE = Path(__file__).resolve().parent
+LIMIT = 16384
+
+TOML = f"""
+[limits]
+max_message_bytes = {LIMIT}
+
+[[pools]]
+name = "default"
+max = 8
+
+[[pools]]
+name = "raw"
+max = 2
+"""
+
+
+def worker_argv(sp: ServerProc, slots: int = 4) -> list[str]:
+    """A real ``cronoq worker pipeline_app:app`` on pool ``default`` of ``sp``."""
+    return [sys.executable, "-m", "cronoq.cli", "worker", "pipeline_app:app", "--pool", "default",
+            "--slots", str(slots), "--app-dir", str(HERE), "--server", sp.grpc]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
+    directory = tmp_path_factory.mktemp("pipes")
+    sp = start_server(directory, TOML, name="pipes")
+    log_path = directory / "worker.log"
+    worker = start_worker(log_path, worker_argv(sp, slots=8))
+    try:
+        yield sp
+    finally:
+        stop_worker(worker, log_path)
+        assert sp.terminate() == 0, sp.log()
+
+
+@pytest.fixture
+async def client(server: ServerProc) -> AsyncIterator[Client]:
+    async with Client(server.grpc) as c:
+        app.bind(c)
+        try:
+            yield c
+        finally:
+            app.bind(None)
+
+
+async def test_a_typed_three_step_chain_with_nested_placeholders(client: Client) -> None:
+    f = fetch_order.spec(42)
+    due = dt.datetime(2026, 1, 12, tzinfo=dt.UTC)
+    r = render_invoice.spec(f.output, due)
+    e = email_invoice.options(key="mail-42").spec(r.output, cc=["ann", "bob"])
+    handles = await app.submit_batch([f, r, e])
+    assert await handles[2] == "42:10:ann,bob:['succeeded']"
+    info = await client.get(handles[2].id)
+    assert info.key == "mail-42"
+
+
+async def test_a_hundred_way_fan_in(client: Client) -> None:
+    parts = [number.spec(n) for n in range(100)]
+    handles = await app.submit_batch([*parts, total.spec([p.output for p in parts])])
+    assert await handles[-1] == sum(range(100))
+
+
+async def test_a_failure_mid_chain(client: Client, server: ServerProc) -> None:
+    f = fetch_order.spec(-1)
+    r = render_invoice.spec(f.output, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    seen = report.spec(outcome_of(f))
+    handles = await app.submit_batch([f, r, seen])
+    with pytest.raises(TaskFailed) as err:
+        await handles[1]
+    assert err.value.status == "skipped"
+    assert await handles[2] == "failed: no order -1"
+    # `cronoq get` shows how the parents ended
+    r = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "cronoq.cli", "get", str(handles[2].id), "--server", server.grpc],
+        capture_output=True, text=True, env=child_env(), timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert f"{handles[0].id} failed (no order -1)" in " ".join(r.stdout.split()), r.stdout
+
+
+async def test_a_child_over_the_message_limit_fails_alone(client: Client) -> None:
+    parent = big.spec(LIMIT * 2 // 3)
+    child = count.spec([parent.output, parent.output])
+    fine = count.spec([parent.output])
+    handles = await app.submit_batch([parent, child, fine])
+    with pytest.raises(TaskFailed) as err:
+        await handles[1]
+    assert err.value.status == "failed"
+    assert f"parent(s) {handles[0].id} substituted is" in err.value.message
+    assert f"over the server's max_message_bytes ({LIMIT})" in err.value.message
+    assert await handles[2] == LIMIT * 2 // 3
+
+
+async def test_old_and_new_workers_get_plain_arguments(client: Client, server: ServerProc) -> None:
+    first = await number.submit(20)
+    assert await first == 20
+    raw = Raw(server.grpc)
+    try:
+        for version in (3, 6):
+            w = RawWorker(raw, pool="raw", version=version)
+            h = await total.options(pool="raw").submit([output_of(first), 22])
+            msg = await w.read()
+            while msg.WhichOneof("msg") != "lease":
+                msg = await w.read()
+            lease = msg.lease
+            assert json.loads(lease.payload) == {"args": [[20, 22]], "kwargs": {}}
+            if version == 3:
+                assert not lease.parents
+            else:
+                (p,) = lease.parents
+                assert (p.id, p.status, json.loads(p.output)) == (first.id, "succeeded", 20)
+            w.send(complete=pb.Complete(lease=lease.lease, output=b"42", content_type="application/json"))
+            assert await h == 42
+            await w.close()
+    finally:
+        await raw.close()
+
+
+async def test_the_json_placeholder_form_over_http(client: Client, server: ServerProc) -> None:
+    body = {
+        "tasks": [
+            {"kind": "pipe.number", "key": "http-n", "payload": {"args": [5], "kwargs": {}}},
+            {"kind": "pipe.fetch_order", "key": "http-bad", "payload": {"args": [-2], "kwargs": {}}},
+            {
+                "kind": "pipe.total",
+                "key": "http-total",
+                "after": ["http-n"],
+                "payload": {"args": [[{"$output": 0}, {"$output": 0}, 1]], "kwargs": {}},
+            },
+            {
+                "kind": "pipe.report",
+                "deps": [{"target": "http-bad", "cond": "complete"}],
+                "payload": {"args": [{"$outcome": 0}], "kwargs": {}},
+            },
+        ]
+    }
+    async with httpx.AsyncClient(base_url=f"http://{server.http}") as http:
+        r = await http.post("/v1/tasks:batch", json=body)
+        assert r.status_code == 200, r.text
+        ids = [t["id"] for t in r.json()["tasks"]]
+        res = (await http.get(f"/v1/tasks/{ids[2]}/result", params={"timeout": 30})).json()
+        assert res["output"] == 11
+        res = (await http.get(f"/v1/tasks/{ids[3]}/result", params={"timeout": 30})).json()
+        assert res["output"] == "failed: no order -2"
+        # a live task's detail says which argument comes from which parent (no worker: it waits)
+        waiting = {
+            "kind": "pipe.total",
+            "pool": "raw",
+            "after": ["http-n"],
+            "payload": body["tasks"][2]["payload"],
+        }
+        tid = (await http.post("/v1/tasks", json=waiting)).json()["id"]
+        detail = (await http.get(f"/v1/tasks/{tid}")).json()
+        path = {"mode": "output", "edge": 0, "task_id": ids[0]}
+        assert detail["arguments"] == [{"path": "args[0][0]", **path}, {"path": "args[0][1]", **path}]
+
+
+async def test_a_restart_between_a_parents_end_and_its_childs_start(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The child's pool has no worker until the server restarted (SQLite): the child then
+    receives the output its parent returned before the restart."""
+    directory = tmp_path_factory.mktemp("pipes-restart")
+    sp = start_server(directory, TOML, name="restart")
+    worker = start_worker(directory / "worker.log", worker_argv(sp))
+    try:
+        async with Client(sp.grpc) as c:
+            app.bind(c)
+            try:
+                parent = number.spec(7)
+                parent_h, child_h = await app.submit_batch(
+                    [parent, total.options(pool="raw").spec([parent.output, 1])]
+                )
+                assert await parent_h == 7
+            finally:
+                app.bind(None)
+    finally:
+        stop_worker(worker, directory / "worker.log")
+        assert sp.terminate() == 0, sp.log()
+    sp = start_server(directory, TOML, name="restart")
+    raw = Raw(sp.grpc)
+    try:
+        w = RawWorker(raw, pool="raw", version=6)
+        msg = await w.read()
+        while msg.WhichOneof("msg") != "lease":
+            msg = await w.read()
+        assert json.loads(msg.lease.payload) == {"args": [[7, 1]], "kwargs": {}}
+        (p,) = msg.lease.parents
+        assert (p.id, p.status, json.loads(p.output)) == (parent_h.id, "succeeded", 7)
+        w.send(complete=pb.Complete(lease=msg.lease.lease, output=b"8", content_type="application/json"))
+        res = await raw.tasks.Wait(pb.WaitRequest(task=pb.TaskRef(id=child_h.id), timeout_s=20))
+        assert res.status == pb.TASK_STATUS_SUCCEEDED
+        await w.close()
+    finally:
+        await raw.close()
+        assert sp.terminate() == 0, sp.log()
