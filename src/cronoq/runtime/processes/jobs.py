@@ -20,7 +20,8 @@ exception the scheduler or worker reports (docs/reference/behaviour.md#reliabili
 
 A function is sent by pickle (by reference: module and qualified name). A named task's function
 is sent as a :class:`FnRef`, because its module attribute is the
-:class:`~cronoq.tasks.TaskDefinition` that wraps it, not the function itself.
+:class:`~cronoq.tasks.TaskDefinition` that wraps it, not the function itself; the definition
+also names the task's app, whose lifespan and call hooks the child applies (:mod:`.lifespans`).
 """
 
 from __future__ import annotations
@@ -56,11 +57,18 @@ class FnRef:
         return (FnRef, (self.module, self.qualname))
 
     def resolve(self) -> Any:
+        return self.target()[0]
+
+    def target(self) -> tuple[Any, Any]:
+        """``(function, owner)``: the owner is the :class:`~cronoq.App` of a named task (whose
+        lifespan and call hooks a child applies, :mod:`.lifespans`), else None."""
         obj: Any = importlib.import_module(self.module)
         for part in self.qualname.split("."):
             obj = getattr(obj, part)
         fn = getattr(obj, "fn", None)
-        return fn if callable(fn) and hasattr(obj, "binding") else obj
+        if callable(fn) and hasattr(obj, "binding"):
+            return fn, getattr(obj, "app", None)
+        return obj, None
 
     def __repr__(self) -> str:
         return f"FnRef({self.module}:{self.qualname})"
