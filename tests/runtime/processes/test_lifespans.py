@@ -12,6 +12,7 @@ import pytest
 from tests.runtime.processes import lifespan_app
 from tests.runtime.processes.lifespan_app import exits
 
+import cronoq.testing
 from cronoq import Processes, RetryPolicy, TaskFailed
 
 
@@ -48,3 +49,11 @@ async def test_a_failing_lifespan_fails_the_attempt_permanently_without_respawns
             assert info.value.status == "failed"
             assert len(await sched.attempts(h.id)) == 1  # permanent: not retried
         assert sched._procs.supervisor("default").started == 1
+
+
+async def test_the_test_kit_runs_the_hooks_around_process_tasks_in_its_thread(tmp_path: Path) -> None:
+    async with cronoq.testing.run(lifespan_app.app):  # process tasks in a thread (the default)
+        out = await (await lifespan_app.look.submit(str(tmp_path / "exits")))
+        coro = await (await lifespan_app.look_async.submit())
+    assert (out["pid"], out["state_pid"], out["hooks"]) == (os.getpid(), os.getpid(), ["sync"])
+    assert (coro["pid"], coro["hooks"]) == (os.getpid(), ["async"])

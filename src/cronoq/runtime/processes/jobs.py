@@ -45,13 +45,15 @@ class FnRef:
     """A module-level function named by ``module`` and ``qualname``, resolved in the child; a
     :class:`~cronoq.tasks.TaskDefinition` found there stands for the function it wraps."""
 
-    __slots__ = ("local", "module", "qualname")
+    __slots__ = ("local", "module", "owner", "qualname")
 
-    def __init__(self, module: str, qualname: str, local: Any = None) -> None:
+    def __init__(self, module: str, qualname: str, local: Any = None, owner: Any = None) -> None:
         self.module = module
         self.qualname = qualname
         #: the function itself, in this process (never pickled): what the test kit's threads run
         self.local = local
+        #: its app, in this process (never pickled): whose call hooks the test kit's threads run
+        self.owner = owner
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (FnRef, (self.module, self.qualname))

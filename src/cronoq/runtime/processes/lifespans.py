@@ -34,7 +34,7 @@ from typing import Any
 
 from cronoq.errors import Permanent
 
-__all__ = ["ChildLifespans", "owner_of"]
+__all__ = ["ChildLifespans", "call_hooked", "owner_of"]
 
 _log = logging.getLogger("cronoq.processes")
 
@@ -73,16 +73,7 @@ class ChildLifespans:
 
     def call(self, owner: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``fn(*args, **kwargs)`` inside ``owner``'s call hooks; an awaitable is run here."""
-        hooks = tuple(getattr(owner, "call_hooks", None) or ())
-        if not hooks:
-            result = fn(*args, **kwargs)
-        else:
-            from cronoq.tasks.lifespan import call_in_hooks
-
-            if inspect.iscoroutinefunction(fn):
-                result = _in_async_hooks(hooks, fn, args, kwargs)
-            else:
-                result = call_in_hooks(hooks, fn, *args, **kwargs)
+        result = call_hooked(owner, fn, args, kwargs)
         if inspect.isawaitable(result):
             result = self._loop.run_until_complete(_await(result))
         return result
@@ -94,6 +85,19 @@ class ChildLifespans:
             self._loop.run_until_complete(self._stack.aclose())
         except Exception:
             _log.exception("leaving a lifespan in process %d failed", os.getpid())
+
+
+def call_hooked(owner: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``fn(*args, **kwargs)`` inside ``owner``'s call hooks (if any): a plain function in the
+    sync contexts, here; an ``async def`` as a coroutine awaiting it inside the async ones."""
+    hooks = tuple(getattr(owner, "call_hooks", None) or ())
+    if not hooks:
+        return fn(*args, **kwargs)
+    if inspect.iscoroutinefunction(fn):
+        return _in_async_hooks(hooks, fn, args, kwargs)
+    from cronoq.tasks.lifespan import call_in_hooks
+
+    return call_in_hooks(hooks, fn, *args, **kwargs)
 
 
 async def _in_async_hooks(
