@@ -42,6 +42,11 @@ retry = {max_attempts = 2, initial_backoff_s = 0.05, max_backoff_s = 0.1}
 name = "django_low"
 max = 2
 retry = {max_attempts = 1}
+
+[[pools]]
+name = "django_proc"
+max = 2
+retry = {max_attempts = 1}
 """
 
 

@@ -153,7 +153,7 @@ class TaskDefinition(TaskCall[P, R]):
         #: where the function runs: "loop" (async def), "thread" (plain def) or "process"
         self.run_in: str = run_in or ("loop" if self.is_async else "thread")
         # how a child process finds the function (its module attribute is this definition)
-        self._ref = FnRef(fn.__module__, fn.__qualname__, fn) if self.run_in == "process" else None
+        self._ref = FnRef(fn.__module__, fn.__qualname__, fn, app) if self.run_in == "process" else None
         self._binding = Binding(fn, name)
         super().__init__(self, fields)
 

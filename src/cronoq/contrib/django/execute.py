@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from cronoq.app import App
     from cronoq.client import Lease
 
-__all__ = ["ConnectionHygiene", "WorkerHandler"]
+__all__ = ["ConnectionHygiene", "WorkerHandler", "serving_apps"]
 
 
 class ConnectionHygiene:
@@ -68,6 +68,18 @@ class ConnectionHygiene:
             yield
         finally:
             await sync_to_async(close_old_connections)()
+
+
+def serving_apps() -> list[App]:
+    """The project's cronoq apps (``settings.CRONOQ["APPS"]``), each with :class:`ConnectionHygiene`
+    as a call hook: what a worker (or a ``--run-in process`` worker's child) serves."""
+    from django.apps import apps as django_apps
+
+    config = django_apps.get_app_config("cronoq")
+    apps: list[App] = list(getattr(config, "cronoq_apps", []))
+    for app in apps:
+        app.add_call_hook(ConnectionHygiene())
+    return apps
 
 
 def _call_sync(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:

@@ -11,9 +11,12 @@ the worker is gone, however it died. So no child outlives its worker, even one S
 
 The reader thread hands ``run`` messages to the main thread through a queue, and a ``cancel``
 for the running job sets the flag ``ctx.is_cancelled()`` reads. The main thread runs one job
-at a time: it unpickles the function (cached by id) and the arguments, calls the function with
-a :class:`ChildContext` or :class:`ChildLease` first when asked (an awaitable result is run on
-the child's own event loop), pickles the result and sends ``done`` with its RSS. Every failure —
+at a time: it unpickles the function (cached by id) and the arguments, enters the lifespan of
+the function's app once per child (:mod:`.lifespans`: a named task's ``@app.lifespan``, its
+state is ``ctx.state``), calls the function inside the app's call hooks with a
+:class:`ChildContext` or :class:`ChildLease` first when asked (an awaitable result is run on
+the child's own event loop), pickles the result and sends ``done`` with its RSS. At ``stop``
+it leaves the lifespans before exiting. Every failure —
 an import error while unpickling the function included — is a ``done`` with a failure
 (:func:`~cronoq.runtime.processes.jobs.failure_of`): the child stays up, so a module that does
 not import fails each attempt permanently without a respawn storm. SIGINT is ignored (a
@@ -24,7 +27,6 @@ SIGTERM keeps its default action (the parent's hard kill starts with it).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import pickle
 import queue
@@ -35,6 +37,7 @@ from typing import Any
 
 from cronoq.engine.progress import check_progress
 from cronoq.runtime.processes.jobs import CTX_LEASE, CTX_NONE, FnRef, failure_of, pickling_error
+from cronoq.runtime.processes.lifespans import ChildLifespans, owner_of
 
 __all__ = ["ChildContext", "ChildLease", "child_main", "rss_bytes"]
 
@@ -114,13 +117,15 @@ class _Attempt:
 
 class ChildContext(_Attempt):
     """The task context inside a child: ``id``, ``kind``, ``key``, ``attempt``, ``tags``,
-    ``deadline``, ``timeout``, ``pool``, ``lease``, ``group``; ``progress()`` and
+    ``deadline``, ``timeout``, ``pool``, ``lease``, ``group``, ``state``; ``progress()`` and
     ``heartbeat()`` go over the pipe; ``is_cancelled()`` turns True on the parent's cancel."""
 
-    def __init__(self, info: dict[str, Any], chan: _Channel, job: int) -> None:
+    def __init__(self, info: dict[str, Any], chan: _Channel, job: int, state: Any = None) -> None:
         super().__init__(info, chan, job)
         self.id: int = info["id"]
         self.lease: int = info["lease"]
+        #: what the app's ``@app.lifespan`` yielded in this child (None without one)
+        self.state = state
         self.group: dict[str, str] = dict(info.get("group") or {})
         self.abort_reason: str | None = None
 
@@ -209,33 +214,37 @@ def _reader(chan: _Channel, jobs: queue.SimpleQueue[tuple[Any, ...] | None]) -> 
             jobs.put(None)
 
 
-def _run(chan: _Channel, fns: dict[int, Any], msg: tuple[Any, ...], loop: asyncio.AbstractEventLoop) -> Any:
+def _load(fn_bytes: bytes) -> tuple[Any, Any] | BaseException:
+    """``(function, owner)`` from its pickle (:mod:`.lifespans`), or the error loading it."""
+    try:
+        fn = pickle.loads(fn_bytes)
+    except Exception as e:
+        return pickling_error("cannot load the task in the child process", e)
+    if not isinstance(fn, FnRef):
+        return fn, owner_of(fn)
+    try:
+        return fn.target()
+    except Exception as e:
+        return pickling_error("cannot load the task in the child process", e)
+
+
+def _run(chan: _Channel, fns: dict[int, Any], msg: tuple[Any, ...], lifespans: ChildLifespans) -> Any:
     _, job, fn_id, fn_bytes, ctx_kind, info, args_bytes = msg
-    fn = fns.get(fn_id)
-    if fn is None:
-        try:
-            fn = pickle.loads(fn_bytes)
-            fn = fn.resolve() if isinstance(fn, FnRef) else fn
-        except Exception as e:
-            fn = pickling_error("cannot load the task in the child process", e)
-        fns[fn_id] = fn  # (a load error is kept: the parent sends the function once)
-    if isinstance(fn, BaseException):
-        raise fn
+    target = fns.get(fn_id)
+    if target is None:
+        target = fns[fn_id] = _load(fn_bytes)  # (a load error is kept: the parent sends it once)
+    if isinstance(target, BaseException):
+        raise target
+    fn, owner = target
     try:
         args, kwargs = pickle.loads(args_bytes)
     except Exception as e:
         raise pickling_error("cannot unpickle the arguments in the child process", e) from None
+    state = lifespans.state(owner)  # the owner's lifespan, entered once per child
     if ctx_kind != CTX_NONE:
-        first = ChildLease(info, chan, job) if ctx_kind == CTX_LEASE else ChildContext(info, chan, job)
+        first = ChildLease(info, chan, job) if ctx_kind == CTX_LEASE else ChildContext(info, chan, job, state)
         args = (first, *args)
-    result = fn(*args, **kwargs)
-    if inspect.isawaitable(result):
-        result = loop.run_until_complete(_await(result))
-    return result
-
-
-async def _await(aw: Any) -> Any:
-    return await aw
+    return lifespans.call(owner, fn, args, kwargs)
 
 
 def child_main(conn: Any) -> None:
@@ -245,13 +254,17 @@ def child_main(conn: Any) -> None:
     chan = _Channel(conn)
     jobs: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
     threading.Thread(target=_reader, args=(chan, jobs), name="cronoq-child-reader", daemon=True).start()
+    from cronoq.runtime.processes.registry import CURRENT, IN_THREADS
+
+    CURRENT.set(IN_THREADS)  # a process task met inside a child (a worker's app) runs in a thread
     fns: dict[int, Any] = {}
     loop = asyncio.new_event_loop()
+    lifespans = ChildLifespans(loop)
     while (msg := jobs.get()) is not None:
         job = msg[1]
         chan.job = job
         try:
-            result = _run(chan, fns, msg, loop)
+            result = _run(chan, fns, msg, lifespans)
             try:
                 out: tuple[Any, ...] = ("done", job, True, pickle.dumps(result), 0)
             except Exception as e:
@@ -260,4 +273,5 @@ def child_main(conn: Any) -> None:
             out = ("done", job, False, failure_of(e), 0)
         chan.cancelled.discard(job)
         chan.send((*out[:4], rss_bytes()))
+    lifespans.close()  # stopping normally: leave the lifespans this child entered
     loop.close()

@@ -20,7 +20,8 @@ exception the scheduler or worker reports (docs/reference/behaviour.md#reliabili
 
 A function is sent by pickle (by reference: module and qualified name). A named task's function
 is sent as a :class:`FnRef`, because its module attribute is the
-:class:`~cronoq.tasks.TaskDefinition` that wraps it, not the function itself.
+:class:`~cronoq.tasks.TaskDefinition` that wraps it, not the function itself; the definition
+also names the task's app, whose lifespan and call hooks the child applies (:mod:`.lifespans`).
 """
 
 from __future__ import annotations
@@ -44,23 +45,32 @@ class FnRef:
     """A module-level function named by ``module`` and ``qualname``, resolved in the child; a
     :class:`~cronoq.tasks.TaskDefinition` found there stands for the function it wraps."""
 
-    __slots__ = ("local", "module", "qualname")
+    __slots__ = ("local", "module", "owner", "qualname")
 
-    def __init__(self, module: str, qualname: str, local: Any = None) -> None:
+    def __init__(self, module: str, qualname: str, local: Any = None, owner: Any = None) -> None:
         self.module = module
         self.qualname = qualname
         #: the function itself, in this process (never pickled): what the test kit's threads run
         self.local = local
+        #: its app, in this process (never pickled): whose call hooks the test kit's threads run
+        self.owner = owner
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (FnRef, (self.module, self.qualname))
 
     def resolve(self) -> Any:
+        return self.target()[0]
+
+    def target(self) -> tuple[Any, Any]:
+        """``(function, owner)``: the owner is the :class:`~cronoq.App` of a named task (whose
+        lifespan and call hooks a child applies, :mod:`.lifespans`), else None."""
         obj: Any = importlib.import_module(self.module)
         for part in self.qualname.split("."):
             obj = getattr(obj, part)
         fn = getattr(obj, "fn", None)
-        return fn if callable(fn) and hasattr(obj, "binding") else obj
+        if callable(fn) and hasattr(obj, "binding"):
+            return fn, getattr(obj, "app", None)
+        return obj, None
 
     def __repr__(self) -> str:
         return f"FnRef({self.module}:{self.qualname})"

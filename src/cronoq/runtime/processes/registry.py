@@ -14,7 +14,8 @@ worker's ``Lease`` —, it finds the registry, the supervisor and the pool's cap
 attempt's fields the child context shows, and starts the job. With ``in_threads`` (what the test
 kit sets by default) the job runs in the loop's thread pool instead, still through a pickle
 round trip of its arguments and result, so virtual time keeps working and pickling mistakes
-still show.
+still show, and a named task's app's call hooks run around it in that thread (the app's
+lifespan is the scheduler's, already running).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 from cronoq.runtime.context import TaskContext
 from cronoq.runtime.processes.jobs import CTX_LEASE, CTX_NONE, FnRef, pickling_error
+from cronoq.runtime.processes.lifespans import call_hooked
 from cronoq.runtime.processes.settings import Processes
 from cronoq.runtime.processes.supervisor import Supervisor
 
@@ -139,10 +141,14 @@ def _in_thread(ctx: Any, fn: object, args: tuple[Any, ...], kwargs: dict[str, An
         args, kwargs = pickle.loads(pickle.dumps((args, kwargs)))
     except Exception as e:
         raise pickling_error("the task's arguments cannot be pickled for its process", e) from None
-    target: Any = (fn.local or fn.resolve()) if isinstance(fn, FnRef) else fn
+    owner: Any = None
+    if isinstance(fn, FnRef):
+        target, owner = (fn.local, fn.owner) if fn.local is not None else fn.target()
+    else:
+        target = fn
     if ctx_kind != CTX_NONE:
         args = (ctx, *args)
-    result = target(*args, **kwargs)
+    result = call_hooked(owner, target, args, kwargs)  # a named task's app's call hooks
     if asyncio.iscoroutine(result):
         result = asyncio.run(result)
     try:

@@ -37,6 +37,14 @@ def note(text: str) -> int:
 
 
 @task(queue_name="django")
+def note_where(text: str) -> list:
+    """A note, and the process that wrote it (``--run-in process``: a child of the worker)."""
+    import os
+
+    return [Note.objects.create(text=text).id, os.getpid(), connection.get_autocommit()]
+
+
+@task(queue_name="django")
 async def count_notes(text: str) -> int:
     return await Note.objects.filter(text=text).acount()
 

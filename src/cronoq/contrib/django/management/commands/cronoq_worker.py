@@ -9,6 +9,11 @@ serves the project's Django tasks and its cronoq apps' tasks through
 task, every app's ``@app.lifespan`` around the worker's life). ``--server`` / ``--token``
 default to ``settings.CRONOQ``'s (``CRONOQ_SERVER`` / ``CRONOQ_TOKEN`` in the environment
 still win, as for ``cronoq worker``).
+
+With ``--run-in process`` every task runs in a child process instead
+(:class:`~cronoq.contrib.django.inchild.ChildHandler`): each child sets Django up with the
+worker's settings module, enters the apps' lifespans once and keeps connection hygiene around
+each task; the worker process itself runs no task and enters no lifespan.
 """
 
 from __future__ import annotations
@@ -18,14 +23,18 @@ import os
 import socket
 from typing import Any
 
-from django.apps import apps as django_apps
+from django.conf import settings as django_settings
 from django.core.management.base import BaseCommand, CommandError
 
-from cronoq.contrib.django.execute import ConnectionHygiene, WorkerHandler
+from cronoq.contrib.django.execute import WorkerHandler, serving_apps
+from cronoq.contrib.django.inchild import ChildHandler
 
 #: the handler ``cronoq worker`` loads (``MODULE:HANDLER``), built by the command before it runs
 HANDLER: WorkerHandler | None = None
 _REF = f"{__name__}:HANDLER"
+#: with ``--run-in process``: what each child runs instead (it sets Django up in the child)
+CHILD_HANDLER: ChildHandler | None = None
+_CHILD_REF = f"{__name__}:CHILD_HANDLER"
 
 
 def _prefixed(argv: list[str]) -> argparse.Namespace:
@@ -35,6 +44,7 @@ def _prefixed(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--name", default="")
     parser.add_argument("--server", "-s", default=None)
     parser.add_argument("--token", default=None)
+    parser.add_argument("--run-in", default=None)
     return parser.parse_known_args(argv)[0]
 
 
@@ -54,14 +64,15 @@ class Command(BaseCommand):
         from cronoq.cli.worker_cmd import worker
         from cronoq.contrib.django.conf import settings
 
-        global HANDLER
+        global CHILD_HANDLER, HANDLER
         known = _prefixed(argv)
-        config = django_apps.get_app_config("cronoq")
-        cronoq_apps = list(getattr(config, "cronoq_apps", []))
-        for app in cronoq_apps:
-            app.add_call_hook(ConnectionHygiene())
         name = known.name or f"{socket.gethostname()}:{os.getpid()}"
-        HANDLER = WorkerHandler(cronoq_apps, name, max(1, known.slots))
+        if known.run_in == "process":  # each task in a child, which sets Django up itself
+            CHILD_HANDLER = ChildHandler(django_settings.SETTINGS_MODULE, name)
+            ref = _CHILD_REF
+        else:
+            HANDLER = WorkerHandler(serving_apps(), name, max(1, known.slots))
+            ref = _REF
         s = settings()
         extra: list[str] = []
         if known.server is None and not os.environ.get("CRONOQ_SERVER"):
@@ -74,4 +85,4 @@ class Command(BaseCommand):
             extra += ["--token", s.token]
         if s.tls and "--tls" not in argv:
             extra.append("--tls")
-        worker.main(args=[_REF, *argv, *extra], prog_name=prog, standalone_mode=True)
+        worker.main(args=[ref, *argv, *extra], prog_name=prog, standalone_mode=True)
