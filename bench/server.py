@@ -28,12 +28,16 @@ such calls).  Celery's completion count is polled the same way.
 Groups (``--only``):
 
 ``throughput``
-    For each store (sqlite, memory) and 1 and 4 worker processes: tasks/s with
+    For each store of ``--stores`` (default sqlite, memory; ``postgres`` is the test database,
+    ``CRONOQ_BENCH_PG_URL``, in a schema of its own dropped at the end) and each worker process
+    count of ``--workers`` (default 1 and 4): tasks/s with
     ``submit_batch`` (one client process, batches of 1000) and with per-task ``submit`` from 8
     concurrent clients — as 8 processes (one ``Client`` each) and as 8 coroutines in this
     driver (one ``Client`` each, separate channels), and from 64 coroutines sharing one
     ``Client`` (the client coalesces each loop turn's submits into one ``SubmitMany``).  The
-    server's CPU seconds per 1000 tasks (``/proc/PID/stat``) are in each figure's ``extra``.
+    server's CPU seconds per 1000 tasks (``/proc/PID/stat``) are in each figure's ``extra``;
+    each durable store's figure ÷ the memory store's same figure of the run (tasks/s, server
+    CPU per task) is printed and kept in ``extra.vs_memory``.
 ``latency``
     Dispatch latency, submit → the worker's handler start (``time.monotonic_ns`` in both
     processes), p50/p99 over 2,000 tasks submitted one at a time, 2 ms apart, on an idle
@@ -256,10 +260,24 @@ class Server:
         return (await self.client.snapshot()).totals["succeeded"]
 
 
+#: the stores ``--stores`` may name; ``postgres`` is the test database (``CRONOQ_BENCH_PG_URL``, default
+#: below), each server in a schema of its own that is dropped when that server stops
+STORES = ("sqlite", "memory", "postgres")
+DEFAULT_STORES, DEFAULT_WORKERS = ["sqlite", "memory"], [1, 4]
+PG_URL = os.environ.get("CRONOQ_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def _pg_schema(directory: Path) -> str:
+    return "cronoq_bench_" + "".join(c if c.isalnum() else "_" for c in directory.name.lower())
+
+
 def server_toml(directory: Path, store: str) -> str:
-    store_body = (
-        f'kind = "sqlite"\npath = "{directory / "bench.db"}"\n' if store == "sqlite" else 'kind = "memory"\n'
-    )
+    if store == "sqlite":
+        store_body = f'kind = "sqlite"\npath = "{directory / "bench.db"}"\n'
+    elif store == "postgres":
+        store_body = f'kind = "postgres"\nurl = "{PG_URL}"\nschema = "{_pg_schema(directory)}"\n'
+    else:
+        store_body = 'kind = "memory"\n'
     return (
         "[server]\n"
         'grpc_addr = "127.0.0.1:0"\n'
@@ -335,8 +353,21 @@ async def stop_server(sv: Server) -> None:
             sv.spy.send_signal(signal.SIGINT)
         await asyncio.wait_for(sv.spy.wait(), 60)
     await _end(sv.proc, 60)
+    if sv.store == "postgres":
+        await _drop_pg_schema(_pg_schema(sv.directory))
     if sv.profile is None:
         shutil.rmtree(sv.directory, ignore_errors=True)
+
+
+async def _drop_pg_schema(schema: str) -> None:
+    """Remove a postgres server's schema (this run's tables only)."""
+    import asyncpg
+
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    finally:
+        await conn.close()
 
 
 @dataclass
@@ -719,10 +750,10 @@ async def bench_throughput(
     )  # fmt: skip
 
     out: list[Result] = []
-    for store in ("sqlite", "memory"):
+    for store in getattr(opts, "stores", DEFAULT_STORES):
         sv = await start_server(store, opts.profile, getattr(opts, "py_spy", None))
         try:
-            for k in (1, 4):
+            for k in getattr(opts, "workers", DEFAULT_WORKERS):
                 ws = await start_workers(sv, k, slots)
                 try:
                     await _warm(sv)
@@ -816,7 +847,35 @@ async def bench_throughput(
                     )
         finally:
             await stop_server(sv)
+    print_store_ratios(out)
     return out
+
+
+def store_ratios(results: list[Result]) -> dict[str, dict[str, float]]:
+    """Each durable store's figure ÷ the memory store's same figure of this run (tasks/s and
+    server CPU per task), keyed by the figure's name with the store left out."""
+    mem = {r.name.replace("(memory,", "(STORE,"): r for r in results if r.extra.get("store") == "memory"}
+    ratios: dict[str, dict[str, float]] = {}
+    for r in results:
+        store = r.extra.get("store")
+        m = mem.get(r.name.replace(f"({store},", "(STORE,"))
+        if store == "memory" or m is None or not m.value:
+            continue
+        entry = {"tasks_per_s": r.value / m.value}
+        if m.extra.get("server_cpu_s_per_1k"):
+            entry["server_cpu_per_task"] = r.extra["server_cpu_s_per_1k"] / m.extra["server_cpu_s_per_1k"]
+        r.extra["vs_memory"] = entry
+        ratios[r.name] = entry
+    return ratios
+
+
+def print_store_ratios(results: list[Result]) -> None:
+    ratios = store_ratios(results)
+    if ratios:
+        print("  durable ÷ memory, same run (tasks/s; server CPU per task):", flush=True)
+    for name, e in ratios.items():
+        cpu = e.get("server_cpu_per_task")
+        print(f"    {e['tasks_per_s']:.3f}x  {'' if cpu is None else f'{cpu:.3f}x'}  {name}", flush=True)
 
 
 async def grpc_floor_measure(clients: int, calls: int) -> Floor:
@@ -1081,6 +1140,27 @@ def _load() -> str:
         return "?"
 
 
+def _names(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        bad = [n for n in names if n not in allowed]
+        if bad or not names:
+            raise argparse.ArgumentTypeError(f"choose from {', '.join(allowed)} (got {text!r})")
+        return names
+
+    return parse
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(n) for n in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"comma-separated positive integers (got {text!r})")
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--quick", action="store_true", help="small sizes, one repeat (smoke run)")
@@ -1100,6 +1180,18 @@ def main(argv: list[str] | None = None) -> int:
         help="cronoq workers ask for worker protocol N (e.g. 3: the published worker's framing)",
     )
     p.add_argument("--messages", action="store_true", help="count the workers' Work stream messages per task")
+    p.add_argument(
+        "--stores",
+        type=_names(STORES),
+        default=DEFAULT_STORES,
+        help="throughput group stores, comma-separated: sqlite, memory, postgres (default sqlite,memory)",
+    )
+    p.add_argument(
+        "--workers",
+        type=_counts,
+        default=DEFAULT_WORKERS,
+        help="comma-separated worker process counts of the throughput group (default 1,4)",
+    )
     args = p.parse_args(argv)
     if args.messages:
         os.environ["CRONOQ_BENCH_COUNT_MESSAGES"] = "1"

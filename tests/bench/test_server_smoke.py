@@ -17,6 +17,8 @@ import math
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 if str(BENCH) not in sys.path:
     sys.path.append(str(BENCH))  # appended: bench/server.py must not shadow the tests' `server` package
@@ -64,6 +66,41 @@ def test_throughput() -> None:
     _check(got, 16, baseline=False)
     # every figure is set against the same run's gRPC floor
     assert all(r.extra["floor_ratio"] > 0 and r.extra["floor"]["calls_per_s"] > 0 for r in got)
+
+
+def test_throughput_on_postgres_beside_memory() -> None:
+    """``--stores postgres,memory --workers 1``: the test database, a schema of its own (dropped
+    at the end), and each durable figure set against the memory store's of the same run."""
+    opts = argparse.Namespace(profile=None, stores=["postgres", "memory"], workers=[1])
+    got = asyncio.run(server.bench_throughput(TINY, opts, None))
+    _check(got, 8, baseline=False)
+    pg = [r for r in got if r.extra["store"] == "postgres"]
+    assert len(pg) == 4 and all(r.extra["vs_memory"]["tasks_per_s"] > 0 for r in pg)
+    assert all("vs_memory" not in r.extra for r in got if r.extra["store"] == "memory")
+    assert not asyncio.run(_bench_schemas())  # every server's schema was dropped
+
+
+async def _bench_schemas() -> list[str]:
+    import asyncpg
+
+    conn = await asyncpg.connect(server.PG_URL)
+    try:
+        rows = await conn.fetch("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'cronoq_bench_%'")
+        return [r[0] for r in rows]
+    finally:
+        await conn.close()
+
+
+def test_stores_and_workers_options_are_checked() -> None:
+    names = server._names(server.STORES)
+    assert names("postgres, memory") == ["postgres", "memory"]
+    for bad in ("mysql", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match="choose from sqlite, memory, postgres"):
+            names(bad)
+    assert server._counts("1,4") == [1, 4]
+    for bad in ("0", "x"):
+        with pytest.raises(argparse.ArgumentTypeError, match="positive integers"):
+            server._counts(bad)
 
 
 def test_sse() -> None:

@@ -239,3 +239,55 @@ async def test_after_an_idle_spell_the_first_commit_does_not_wait() -> None:
 def test_gather_must_not_be_negative() -> None:
     with pytest.raises(ValueError, match="gather must be >= 0"):
         Committer(FakeStore(), codec, 1, gather=-1)
+
+
+class HeldSqliteStore(SqliteStore):
+    """A real SQLite store whose commits wait at a gate: what was committed when, and what
+    the caller had been acknowledged at that moment."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.entered = asyncio.Event()
+        self.committed_ids: set[int] = set()
+
+    async def commit(self, mutations: list[Any], epoch: int, codec: Any) -> None:
+        self.entered.set()
+        await self.gate.wait()
+        await super().commit(mutations, epoch, codec)
+        self.committed_ids.update(m.id for m in mutations if isinstance(m, Submitted))
+
+
+async def test_concurrent_submits_are_acknowledged_only_after_their_commit(tmp_path: pathlib.Path) -> None:
+    """Group commit's order on a real scheduler and store: while the commit is held, no
+    submission of the group is acknowledged; once it lands, each acknowledged id is in the store."""
+    from cronoq import Scheduler
+
+    from .conftest import pool
+
+    store = HeldSqliteStore(tmp_path / "ack.db")
+    async with Scheduler([pool("default", max=1)], store=store) as s:
+        store.gate.clear()
+        store.entered.clear()
+        acked: list[int] = []
+
+        async def submit(i: int) -> None:
+            tid = await s.enqueue(i)
+            assert tid in store.committed_ids, "acknowledged before its commit"
+            acked.append(tid)
+
+        subs = [asyncio.ensure_future(submit(i)) for i in range(20)]
+        await wait(store.entered.wait())  # the group's commit is in flight, held
+        await settle()
+        assert acked == [] and not any(t.done() for t in subs)
+        store.gate.set()
+        await wait(asyncio.gather(*subs))
+        assert len(acked) == 20
+    rec = SqliteStore(tmp_path / "ack.db")
+    await rec.open()
+    try:
+        loaded = await rec.load(codec)
+        assert set(acked) <= {t.id for t in loaded.tasks} | {t.id for t in loaded.terminal}
+    finally:
+        await rec.close()
