@@ -55,8 +55,9 @@ ALLOWED: dict[tuple[str, str], str] = {
 }
 
 
-#: names with a leading underscore that are public API (namedtuple's methods and fields)
-_PUBLIC_UNDERSCORED = frozenset(("_replace", "_asdict", "_fields", "_make", "_field_defaults"))
+#: names with a leading underscore that are public API (namedtuple's methods and fields;
+#: ``os._exit``, documented: ending a process without waiting for its threads)
+_PUBLIC_UNDERSCORED = frozenset(("_replace", "_asdict", "_fields", "_make", "_field_defaults", "_exit"))
 
 
 def _is_private(name: str) -> bool:

@@ -60,6 +60,7 @@ EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
 EXIT_TIMEOUT = 4
 EXIT_TASK_FAILED = 5
+EXIT_ABANDONED = 6
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES = {
@@ -69,6 +70,8 @@ EXIT_CODES = {
     EXIT_NOT_FOUND: "not found (unknown task, pool or dependency)",
     EXIT_TIMEOUT: "timed out (wait --timeout, submit --wait-timeout, bench --timeout)",
     EXIT_TASK_FAILED: "the task ended but did not succeed (wait, submit --wait)",
+    EXIT_ABANDONED: "worker stopped with tasks still running after --grace (named on stderr; "
+    "the server retries them)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C) while waiting",
 }
 

@@ -7,6 +7,11 @@ with ``--run-in process`` any function in a child process) and
 :func:`load_object` and :func:`load_app` are shared with ``submit --app`` and ``tasks``. The
 command starts a :class:`cronoq.client.Worker`, waits until it registered (a progress line on
 stderr says so) and runs it until SIGINT/SIGTERM, which drains the running leases.
+
+A handler still running when the grace ends is cancelled and reported to the server as a
+retryable failure; a plain function in a thread cannot be interrupted, so then the process
+names the tasks it abandons and ends at once (exit code ``EXIT_ABANDONED``) rather than wait for
+threads that may never return (:func:`_exit_abandoning`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import asyncio
 import contextlib
 import importlib
 import inspect
+import logging
 import os
 import signal
 import socket
@@ -32,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 from cronoq.cli.common import (
     DURATION,
     EPILOG,
+    EXIT_ABANDONED,
     _describe,
     _key_values,
     _need_client,
@@ -152,6 +159,23 @@ def lifespan_of(handler: object) -> contextlib.AbstractAsyncContextManager[Any]:
     return contextlib.nullcontext()
 
 
+def _exit_abandoning(leases: list[Lease], grace: float) -> None:
+    """Name the tasks cut short at the grace and end the process now: their handlers were
+    cancelled and reported (the server retries them), but a plain function's thread runs on,
+    and an interpreter exit would wait for it forever."""
+    shown = ", ".join(
+        f"{lease.task_id} ({lease.kind}{f' key={lease.key}' if lease.key else ''})" for lease in leases[:20]
+    )
+    more = f" and {len(leases) - 20} more" if len(leases) > 20 else ""
+    _note(
+        f"cronoq worker: stopped after the grace ({grace:g}s), abandoning {len(leases)} running "
+        f"task(s): {shown}{more}"
+    )
+    logging.shutdown()
+    sys.stdout.flush()
+    os._exit(EXIT_ABANDONED)
+
+
 @cli.command(epilog=EPILOG)
 @click.argument("handler_ref", metavar="MODULE:FUNCTION|MODULE:APP")
 @click.option("--pool", "-p", required=True, help="Pool to serve.")
@@ -234,7 +258,9 @@ def worker(
     `async def` or a plain function (run in a thread). Raise `cronoq.Retryable` /
     `cronoq.Permanent` to steer retries, `cronoq.client.Reject` to hand the task back. The
     worker reconnects when the server goes away; SIGTERM/SIGINT drain it gracefully (no new
-    tasks, running ones get --grace) and it exits 0.
+    tasks, running ones get --grace) and it exits 0; tasks still running after the grace are
+    cut short (the server retries them), named on stderr, and it exits 6 at once (a plain
+    function stuck in its thread cannot stop the process).
 
     On stderr: `cronoq worker: registered id=ID pool=POOL slots=GRANTED server=ADDR` once
     registered, `cronoq worker: stopped` at the end.
@@ -294,6 +320,8 @@ def worker(
                 await ann
             for t in stopping:
                 await t
+        if w.abandoned:
+            _exit_abandoning(w.abandoned, grace)
         _note("cronoq worker: stopped")
 
     async def with_lifespan() -> None:
