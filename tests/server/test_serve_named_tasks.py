@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import subprocess
 import sys
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -79,6 +80,16 @@ async def test_calls_through_a_server_to_a_remote_worker(client: Client) -> None
     assert info.kind == "named.add" and info.key == "named-key-1"
     h1, h2 = await app.submit_batch([add.options(key="b1").spec(1), add.options(after="b1").spec(2)])
     assert (await h1, await h2) == (2, 3)
+
+
+async def test_outputs_say_they_are_json_over_http(
+    client: Client, server: tuple[ServerProc, subprocess.Popen[bytes]]
+) -> None:
+    h = await echo.submit("123")
+    assert await h == "123"
+    with urllib.request.urlopen(f"http://{server[0].http}/v1/tasks/{h.id}/result", timeout=10) as r:
+        body = json.loads(r.read())
+    assert body["content_type"] == "application/json" and body["output"] == "123", body
 
 
 async def test_unknown_tasks_and_bad_arguments_fail_permanently_on_the_worker(client: Client) -> None:
