@@ -406,7 +406,7 @@ class ServerApp:
         if payloads is not None and not self.payloads.fits(len(p.data) for p in payloads):
             raise ApiError(
                 "resource_exhausted",
-                f"too many pending payload bytes (max_pending_bytes {self.limits.max_pending_bytes})",
+                f"too many pending payload bytes (limits.max_pending_bytes {self.limits.max_pending_bytes})",
                 "overloaded",
             )
         if self.sched.started:
@@ -414,7 +414,7 @@ class ServerApp:
             if pending + n > self.limits.max_pending_total:
                 raise ApiError(
                     "resource_exhausted",
-                    f"too many pending tasks (max_pending_total {self.limits.max_pending_total})",
+                    f"too many pending tasks (limits.max_pending_total {self.limits.max_pending_total})",
                     "overloaded",
                 )
 

@@ -694,14 +694,15 @@ class UnaryBudget:
             if self.inflight >= lim.max_concurrent_requests:
                 await context.abort(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    f"too many concurrent requests (max_concurrent_requests {lim.max_concurrent_requests})",
+                    "too many concurrent requests "
+                    f"(limits.max_concurrent_requests {lim.max_concurrent_requests})",
                 )
             key = self._key(context)
             if key is not None and not self.shares.take(key, lim.max_requests_per_principal):
                 await context.abort(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
                     "too many concurrent requests for this token "
-                    f"(max_requests_per_principal {lim.max_requests_per_principal})",
+                    f"(limits.max_requests_per_principal {lim.max_requests_per_principal})",
                 )
             self.inflight += 1
             try:
