@@ -95,6 +95,7 @@ from cronoq.server.http_json import (
     type_name,
     worker_json,
 )
+from cronoq.server.http_query import with_query_check
 from cronoq.server.sse import EventHub, Subscriber, any_frame, with_progress
 
 __all__ = [
@@ -727,7 +728,7 @@ def create_http_app(
         routes += dashboard_routes()
         from cronoq.server.shards.http_routes import sharded_routes  # (docs/how-to/shards.md)
 
-        routes = sharded_routes(api, routes)
+        routes = with_query_check(sharded_routes(api, routes))
     star = Starlette(routes=routes, exception_handlers={HTTPException: _http_exception})
     star.state.cronoq_app = app
     star.state.http_api = api
