@@ -16,7 +16,7 @@ import pytest
 from cronoq import TaskFailed
 from cronoq.client import Client
 
-from .named_app import Order, add, app, echo, flaky, ship
+from .named_app import Order, add, app, echo, fanout, flaky, ship
 from .procs import ServerProc, child_env, start_server, start_worker, stop_worker
 
 HERE = Path(__file__).resolve().parent
@@ -82,6 +82,11 @@ async def test_calls_through_a_server_to_a_remote_worker(client: Client) -> None
     assert (await h1, await h2) == (2, 3)
 
 
+async def test_a_task_submits_tasks_on_the_worker(client: Client) -> None:
+    # the worker process bound its own copy of the app to the server: no "nowhere to send tasks"
+    assert await (await fanout.submit(3)) == [1, 2, 3]
+
+
 async def test_outputs_say_they_are_json_over_http(
     client: Client, server: tuple[ServerProc, subprocess.Popen[bytes]]
 ) -> None:
@@ -96,7 +101,7 @@ async def test_unknown_tasks_and_bad_arguments_fail_permanently_on_the_worker(cl
     sub = await client.submit({"args": [1]}, kind="named.nope")
     r = await client.wait(sub.id, timeout=30)
     assert r.status == "failed"
-    assert r.message.startswith("unknown task 'named.nope' (serves: named.add, named.echo, named.flaky")
+    assert r.message.startswith("unknown task 'named.nope' (serves: named.add, named.echo, named.fanout, ")
     sub = await client.submit({"args": ["x"]}, kind="named.add")
     r = await client.wait(sub.id, timeout=30)
     assert (r.status, r.message) == ("failed", "task 'named.add', argument 'x': expected int, got 'x'")

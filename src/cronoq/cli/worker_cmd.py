@@ -8,6 +8,11 @@ with ``--run-in process`` any function in a child process) and
 command starts a :class:`cronoq.client.Worker`, waits until it registered (a progress line on
 stderr says so) and runs it until SIGINT/SIGTERM, which drains the running leases.
 
+With ``MODULE:APP``, the app's calls (``t.submit(...)`` inside a task) go through the worker's
+own server connection: an app bound to nothing else is bound to a
+:class:`~cronoq.client.Client` of the same server (``--submit-token``, else ``--token``) while
+the worker runs (:func:`_bind_app`).
+
 A handler still running when the grace ends is cancelled and reported to the server as a
 retryable failure; a plain function in a thread cannot be interrupted, so then the process
 names the tasks it abandons and ends at once (exit code ``EXIT_ABANDONED``) rather than wait for
@@ -159,6 +164,24 @@ def lifespan_of(handler: object) -> contextlib.AbstractAsyncContextManager[Any]:
     return contextlib.nullcontext()
 
 
+async def _bind_app(app: App | None, server: str, token: str | None, tls: bool) -> Any:
+    """Bind ``app`` to a new Client of ``server`` unless it already has somewhere to send its
+    calls; the Client, to close at the end (None: nothing was bound)."""
+    if app is None:
+        return None
+    from cronoq.client import Client
+    from cronoq.errors import SchedulerError
+
+    try:
+        app.target()
+        return None  # (bound by its module, or running its own scheduler)
+    except SchedulerError:
+        pass
+    client = Client(server, token=token, tls=tls)
+    app.bind(client)
+    return client
+
+
 def _exit_abandoning(leases: list[Lease], grace: float) -> None:
     """Name the tasks cut short at the grace and end the process now: their handlers were
     cancelled and reported (the server retries them), but a plain function's thread runs on,
@@ -198,6 +221,13 @@ def _exit_abandoning(leases: list[Lease], grace: float) -> None:
 )
 @click.option("--name", default="", help="Worker name shown by the server (default: host:pid).")
 @app_dir_option()
+@click.option(
+    "--submit-token",
+    envvar="CRONOQ_SUBMIT_TOKEN",
+    default=None,
+    help="MODULE:APP: the token of the app's own calls (a task submitting tasks; a worker "
+    "token may not submit; default --token; env CRONOQ_SUBMIT_TOKEN).",
+)
 @click.option(
     "--grace",
     type=DURATION,
@@ -242,6 +272,7 @@ def worker(
     labels: dict[str, str],
     name: str,
     app_dir: str,
+    submit_token: str | None,
     grace: float,
     run_in: str | None,
     max_tasks_per_child: int | None,
@@ -251,7 +282,8 @@ def worker(
 ) -> None:
     """Serve POOL with a Python function: `cronoq worker mymodule:handle --pool default`,
     or with every task of a cronoq.App: `cronoq worker shop.tasks:app --pool default` (each
-    lease runs the task named by its kind; an unknown name fails permanently).
+    lease runs the task named by its kind; an unknown name fails permanently; a task may
+    submit tasks: the app is bound to this server unless its module bound it).
 
     The function takes the lease (`lease.json()`, `lease.payload`, `lease.attempt`,
     `lease.tags`, ...) and returns the output (None, bytes, str or anything JSON). It may be
@@ -267,6 +299,10 @@ def worker(
     """
     _need_client()
     handler = load_handler(handler_ref, app_dir, run_in)
+    from cronoq.app import App
+
+    served = load_object(handler_ref, app_dir)  # (imported already)
+    served_app = served if isinstance(served, App) else None
     _setup_logging(log_level)
     from cronoq.client import ClientError, Worker
     from cronoq.runtime.processes import Processes
@@ -312,6 +348,7 @@ def worker(
             _note(f"cronoq worker: registered id={wid} pool={pool} slots={w.granted_slots} server={w.target}")
 
         ann = loop.create_task(announce())
+        bound = await _bind_app(served_app, server, submit_token or token, tls)
         try:
             await run_task
         finally:
@@ -320,6 +357,10 @@ def worker(
                 await ann
             for t in stopping:
                 await t
+            if bound is not None:
+                assert served_app is not None
+                served_app.bind(None)
+                await bound.close()
         if w.abandoned:
             _exit_abandoning(w.abandoned, grace)
         _note("cronoq worker: stopped")
