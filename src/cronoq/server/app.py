@@ -353,8 +353,17 @@ class ServerApp:
             tenant = principal.tenant
         t = self.lookup(ref, tenant or None)
         if t is None or not self.visible(principal, t):
-            raise ApiError("not_found", f"unknown task '{ref}'")
+            raise ApiError("not_found", self.unknown_task_message(ref))
         return t
+
+    def unknown_task_message(self, ref: int | str) -> str:
+        """NOT_FOUND for a task: the same for one that never existed, one no longer retained and
+        one the caller may not see (no existence oracle), naming the setting that decides how
+        long a finished task stays (docs/reference/behaviour.md#ids-keys-retention)."""
+        return (
+            f"unknown task '{ref}': not live, and not retained if it existed (a finished task is "
+            f"kept for limits.key_retention_s, {self.limits.key_retention_s:g} s)"
+        )
 
     def _own_duplicate(self, principal: Principal | None, tid: int) -> None:
         """A duplicate answer only ever returns the caller's own task: keys are scoped by tenant,
