@@ -54,3 +54,9 @@ async def test_unknown_query_parameters_are_refused_with_a_did_you_mean() -> Non
         assert (await c.get("/v1/history?seconds=60")).status_code == 200
         r = await c.get(f"/v1/tasks/{t}?keys=k1")
         assert r.status_code == 400 and "did you mean 'key'?" in r.json()["error"], r.text
+
+
+async def test_metrics_and_probes_keep_their_callers_parameters() -> None:
+    async with serve() as (_app, c):
+        assert (await c.get("/healthz?from=balancer")).status_code == 200
+        assert (await c.get("/metrics?format=prometheus")).status_code == 200

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 ``GET /v1/tasks?kinds=...`` used to be silently ignored (the parameter was ``kind``), which
-answers a filtered question with unfiltered data.  Every API route now accepts exactly the
+answers a filtered question with unfiltered data.  Every ``/v1/`` route now accepts exactly the
 query parameters its OpenAPI operation declares (``openapi_paths.paths``: one source for the
 document and the check), plus the plural aliases of the list parameters
 (``http_json.QUERY_ALIASES``: ``kinds``, ``pools``, ``statuses``, ``tags``, ``ids``, ``keys``,
@@ -82,7 +82,8 @@ def with_query_check(routes: list[BaseRoute]) -> list[BaseRoute]:
             path = _CONVERTER.sub(r"{\1}", r.path)
             methods = [m for m in sorted(r.methods or ()) if m != "HEAD"]
             allowed = next((table[(path, m)] for m in methods if (path, m) in table), None)
-            if allowed is not None:
+            # (the API only: /metrics and the probes may get a scraper's or balancer's own)
+            if allowed is not None and path.startswith("/v1/"):
                 where = f"{'/'.join(methods)} {path}"
                 out.append(type(r)(r.path, _checked(r.endpoint, allowed, where), methods=methods))
                 continue
