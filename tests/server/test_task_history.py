@@ -80,3 +80,29 @@ async def test_get_and_result_read_the_store_after_the_engines_retention(store: 
         assert r.status_code == 404 and r.json()["code"] == "not_found"
         r = await c.get(f"/v1/tasks/{tid}/result", headers=bearer(TENANT))
         assert r.status_code == 404
+
+
+async def test_grpc_get_reads_the_history_too(tmp_path: Path) -> None:
+    """``cronoq get ID`` (gRPC ``Get``) on a real ``cronoq serve`` with a SQLite store."""
+    from cronoq.client import Client, ClientError
+
+    from .procs import start_server
+
+    sp = start_server(tmp_path, LIMITS, name="history")
+    try:
+        async with Client(sp.grpc) as c:
+            h = await c.submit(b"x", key="nightly", start_in=3600)
+            assert await c.cancel(h.id)
+            deadline = asyncio.get_running_loop().time() + 10
+            while True:  # until the engine forgot it: its key no longer finds it
+                try:
+                    await c.get("nightly")
+                except ClientError as e:
+                    assert e.code == "not_found"
+                    break
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.05)
+            info = await c.get(h.id)
+            assert (info.id, info.status, info.key) == (h.id, "cancelled", "nightly")
+    finally:
+        assert sp.terminate() == 0, sp.log()

@@ -49,8 +49,8 @@ from cronoq.errors import NotStartedError, SchedulerError
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
 from cronoq.proto.enums import STATUS_FROM_WIRE
-from cronoq.server import convert, ops
-from cronoq.server.app import ApiError, ServerApp, event_filter, filter_group, store_failure
+from cronoq.server import convert, ops, task_history
+from cronoq.server.app import ApiError, BlobCodec, ServerApp, event_filter, filter_group, store_failure
 from cronoq.server.auth import (
     GRPC_METHOD_ACTIONS,
     AuthError,
@@ -378,7 +378,16 @@ class TasksServicer(pb_grpc.TasksServicer):
         app = self.app
         try:
             principal = _principal(app, context)
-            t = app.get(principal, _ref(request.task))
+            ref = _ref(request.task)
+            try:
+                t = app.get(principal, ref)
+            except ApiError as miss:  # after the engine's retention: the store's history
+                rec = None
+                if miss.code == "not_found":
+                    rec = await task_history.finished_from_store(app, principal, ref, BlobCodec())
+                if rec is None:
+                    raise
+                return task_history.history_info(rec)
             return app.task_info(t, detail=True)
         except Exception as e:
             await _abort(context, e)

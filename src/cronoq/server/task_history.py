@@ -7,7 +7,7 @@ its late dependents and its lookups.  A durable store keeps the task's row, with
 for ``store.keep_finished_s`` (seven days by default), pruned about once a minute by the
 leader (``store.base.keep_leading``: one indexed ``DELETE`` of what finished before the
 window, a minute's worth of rows).  When a lookup by id misses the engine, the HTTP routes
-``GET /v1/tasks/{id}`` and ``GET /v1/tasks/{id}/result`` read that row
+``GET /v1/tasks/{id}`` and ``GET /v1/tasks/{id}/result`` and gRPC ``Get`` read that row
 (:func:`finished_from_store`: one primary-key read, ``load_finished`` of the SQLite and
 PostgreSQL stores) and answer from it, with the visibility rules of a live task (another
 tenant's or pool's task stays "unknown").  The answer carries what the row records: status,
