@@ -104,5 +104,7 @@ async def test_grpc_get_reads_the_history_too(tmp_path: Path) -> None:
                 await asyncio.sleep(0.05)
             info = await c.get(h.id)
             assert (info.id, info.status, info.key) == (h.id, "cancelled", "nightly")
+            r = await c.wait(h.id, timeout=1)
+            assert (r.id, r.status, r.output_available) == (h.id, "cancelled", False)
     finally:
         assert sp.terminate() == 0, sp.log()

@@ -225,6 +225,16 @@ def _principal(app: ServerApp, context: grpc.aio.ServicerContext) -> Principal |
     return auth.authenticate(header)
 
 
+async def _from_history(app: ServerApp, principal: Principal | None, ref: int | str, miss: ApiError) -> Any:
+    """The finished task ``ref`` from the store's history (``task_history``), else ``miss``."""
+    rec = None
+    if miss.code == "not_found":
+        rec = await task_history.finished_from_store(app, principal, ref, BlobCodec())
+    if rec is None:
+        raise miss
+    return rec
+
+
 def _ref(r: pb.TaskRef) -> int | str:
     which = r.WhichOneof("target")
     if which == "id" and r.id > 0:
@@ -382,12 +392,7 @@ class TasksServicer(pb_grpc.TasksServicer):
             try:
                 t = app.get(principal, ref)
             except ApiError as miss:  # after the engine's retention: the store's history
-                rec = None
-                if miss.code == "not_found":
-                    rec = await task_history.finished_from_store(app, principal, ref, BlobCodec())
-                if rec is None:
-                    raise
-                return task_history.history_info(rec)
+                return task_history.history_info(await _from_history(app, principal, ref, miss))
             return app.task_info(t, detail=True)
         except Exception as e:
             await _abort(context, e)
@@ -425,7 +430,11 @@ class TasksServicer(pb_grpc.TasksServicer):
         try:
             principal = _principal(app, context)
             timeout = _wait_timeout(request, "timeout_s")
-            t = await app.wait(principal, _ref(request.task), timeout)
+            ref = _ref(request.task)
+            try:
+                t = await app.wait(principal, ref, timeout)
+            except ApiError as miss:  # after the engine's retention: the store's history
+                return task_history.history_task_result(await _from_history(app, principal, ref, miss))
             return convert.task_result(t)
         except Exception as e:
             await _abort(context, e)

@@ -7,7 +7,7 @@ its late dependents and its lookups.  A durable store keeps the task's row, with
 for ``store.keep_finished_s`` (seven days by default), pruned about once a minute by the
 leader (``store.base.keep_leading``: one indexed ``DELETE`` of what finished before the
 window, a minute's worth of rows).  When a lookup by id misses the engine, the HTTP routes
-``GET /v1/tasks/{id}`` and ``GET /v1/tasks/{id}/result`` and gRPC ``Get`` read that row
+``GET /v1/tasks/{id}`` and ``GET /v1/tasks/{id}/result`` and gRPC ``Get`` and ``Wait`` read that row
 (:func:`finished_from_store`: one primary-key read, ``load_finished`` of the SQLite and
 PostgreSQL stores) and answer from it, with the visibility rules of a live task (another
 tenant's or pool's task stays "unknown").  The answer carries what the row records: status,
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from cronoq.server.app import ServerApp
     from cronoq.server.auth import Principal
 
-__all__ = ["finished_from_store", "history_info", "history_result"]
+__all__ = ["finished_from_store", "history_info", "history_result", "history_task_result"]
 
 
 async def finished_from_store(
@@ -74,6 +74,16 @@ def history_info(rec: RecoveredTerminal) -> pb.TaskInfo:
     if rec.replay_of is not None:
         info.replay_of = rec.replay_of
     return info
+
+
+def history_task_result(rec: RecoveredTerminal) -> pb.TaskResult:
+    """The gRPC ``Wait`` answer of a task from its stored row."""
+    status = enums.STATUS_TO_WIRE[STATUS_NAMES.index(rec.status)]
+    res = pb.TaskResult(id=rec.id, status=status, message=rec.message or "")  # type: ignore[arg-type]
+    if rec.status == "succeeded" and isinstance(rec.output, Blob):
+        res.output = rec.output.data
+        res.output_available = True
+    return res
 
 
 def history_result(rec: RecoveredTerminal) -> dict[str, Any]:
