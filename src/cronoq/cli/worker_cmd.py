@@ -37,7 +37,7 @@ import click
 
 if TYPE_CHECKING:  # pragma: no cover
     from cronoq.app import App
-    from cronoq.client import Lease
+    from cronoq.client import Lease, Worker
 
 
 from cronoq.cli.common import (
@@ -199,6 +199,47 @@ def _exit_abandoning(leases: list[Lease], grace: float) -> None:
     os._exit(EXIT_ABANDONED)
 
 
+async def _serve(
+    w: Worker, pool: str, grace: float, app: App | None, client: tuple[str, str | None, bool]
+) -> None:
+    """Run ``w`` until SIGTERM/SIGINT drained it (see the module docstring); ``app`` is bound
+    to a Client of ``client`` (server, token, tls) meanwhile unless it is bound already."""
+    loop = asyncio.get_running_loop()
+    stopping: list[asyncio.Task[None]] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        if not stopping:
+            _note(f"cronoq worker: {sig.name} received, draining (grace {grace:g}s)")
+            stopping.append(loop.create_task(w.stop(grace)))
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, on_signal, sig)
+    run_task: asyncio.Task[None] = loop.create_task(w.run())
+
+    async def announce() -> None:
+        wid = await w.wait_registered()
+        _note(f"cronoq worker: registered id={wid} pool={pool} slots={w.granted_slots} server={w.target}")
+
+    ann = loop.create_task(announce())
+    bound = await _bind_app(app, *client)
+    try:
+        await run_task
+    finally:
+        ann.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ann
+        for t in stopping:
+            await t
+        if bound is not None:
+            assert app is not None
+            app.bind(None)
+            await bound.close()
+    if w.abandoned:
+        _exit_abandoning(w.abandoned, grace)
+    _note("cronoq worker: stopped")
+
+
 @cli.command(epilog=EPILOG)
 @click.argument("handler_ref", metavar="MODULE:FUNCTION|MODULE:APP")
 @click.option("--pool", "-p", required=True, help="Pool to serve.")
@@ -329,45 +370,9 @@ def worker(
     except ValueError as e:
         raise click.UsageError(str(e)) from None
 
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        stopping: list[asyncio.Task[None]] = []
-
-        def on_signal(sig: signal.Signals) -> None:
-            if not stopping:
-                _note(f"cronoq worker: {sig.name} received, draining (grace {grace:g}s)")
-                stopping.append(loop.create_task(w.stop(grace)))
-
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, on_signal, sig)
-        run_task: asyncio.Task[None] = loop.create_task(w.run())
-
-        async def announce() -> None:
-            wid = await w.wait_registered()
-            _note(f"cronoq worker: registered id={wid} pool={pool} slots={w.granted_slots} server={w.target}")
-
-        ann = loop.create_task(announce())
-        bound = await _bind_app(served_app, server, submit_token or token, tls)
-        try:
-            await run_task
-        finally:
-            ann.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ann
-            for t in stopping:
-                await t
-            if bound is not None:
-                assert served_app is not None
-                served_app.bind(None)
-                await bound.close()
-        if w.abandoned:
-            _exit_abandoning(w.abandoned, grace)
-        _note("cronoq worker: stopped")
-
     async def with_lifespan() -> None:
         async with lifespan_of(handler):  # the app's @app.lifespan, once for this process
-            await main()
+            await _serve(w, pool, grace, served_app, (server, submit_token or token, tls))
 
     try:
         tune_gc()
