@@ -138,12 +138,12 @@ def check_filter(
     with ``len()`` before anything is converted), then its strings."""
     if items > limits.max_filter_items:
         raise InvalidArgument(
-            f"filter has too many items ({items}, max_filter_items {limits.max_filter_items})"
+            f"filter has too many items ({items}, limits.max_filter_items {limits.max_filter_items})"
         )
-    check_text("request_key", request_key, limits.max_request_key_len)
+    check_text("request_key", request_key, limits.max_request_key_len, "max_request_key_len")
     for k in keys:
-        check_text("key", k, limits.max_key_len)
+        check_text("key", k, limits.max_key_len, "max_key_len")
     for k in kinds:
-        check_text("kind", k, limits.max_kind_len)
+        check_text("kind", k, limits.max_kind_len, "max_kind_len")
     if tags:
         check_map("tag", tags, limits.max_tag_len)

@@ -40,7 +40,14 @@ from typing import Any, TypeVar
 
 from cronoq.engine.mutations import BULK_KEYS, Mutation, Recovered, RecoveredTerminal
 from cronoq.errors import Fenced, SchedulerError
-from cronoq.store._records import BULK_KEY_COLUMNS, TASK_COLUMNS, build_recovered, db_id, finished_record, fold
+from cronoq.store._records import (
+    BULK_KEY_COLUMNS,
+    TASK_COLUMNS,
+    build_recovered,
+    db_id,
+    finished_record,
+    fold,
+)
 from cronoq.store.base import (
     TransientStoreError,
     bounded,
