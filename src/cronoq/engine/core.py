@@ -709,8 +709,7 @@ class Core:
         if resource is None:
             pool.label_waiters.append((token, t))
         else:
-            self.res.park(resource, t, token, now)
-            pool.hold_for_resource(t)
+            self.res.park(resource, pool.hold_for_resource(t), token, now)
 
     def _unpark_resource(self, name: str, now: int) -> None:
         """Return parked tasks of ``name`` to their lanes while the resource can serve them."""

@@ -220,11 +220,13 @@ class PoolState:
         self.label_waiters = keep
         return out
 
-    def hold_for_resource(self, t: TaskState) -> None:
-        """Ready ``t`` was parked until a resource (semaphore, bucket) can serve it."""
+    def hold_for_resource(self, t: TaskState) -> TaskState:
+        """Ready ``t`` is parked until a resource (semaphore, bucket) can serve it; returns
+        ``t`` (to park)."""
         c = t.opts.priority
         self.resource_held[t.id] = c
         self.resource_held_by_class[c] += 1
+        return t
 
     def unhold_for_resource(self, t: TaskState) -> PoolState:
         """``t`` left a resource's waiters (back to its lane, or out of ``ready``); else a no-op.
