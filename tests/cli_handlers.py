@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -23,3 +24,9 @@ def handle_sync(lease: Any) -> str:
 
 
 not_callable = 42
+
+
+def stuck(lease: Any) -> None:
+    """A plain function stuck for good (a hung C call, a lock never released): its thread never
+    returns, whatever the worker does."""
+    threading.Event().wait()

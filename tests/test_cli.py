@@ -3,7 +3,8 @@
 
 One server (``server/procs.py``) and one ``cronoq worker tests.cli_handlers:handle`` process
 serve the module; every test runs ``python -m cronoq.cli ...`` and checks its output and exit
-code (0 ok, 1 error, 2 usage, 3 not found, 4 timeout, 5 task did not succeed).
+code (0 ok, 1 error, 2 usage, 3 not found, 4 timeout, 5 task did not succeed; 6, a worker
+that abandoned tasks at its grace, is in test_cli_worker_stop.py).
 """
 
 from __future__ import annotations

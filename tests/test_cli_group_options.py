@@ -101,3 +101,12 @@ def test_group_options_in_help() -> None:
     r = run("--help")
     assert r.returncode == 0
     assert "--server" in r.stdout and "--token" in r.stdout and "--tls" in r.stdout
+
+
+def test_group_json_reaches_the_subcommand(srv: ServerProc, task_id: str) -> None:
+    # the README's form: client options, --json among them, before the command
+    r = run("--json", "--server", srv.grpc, "--token", GOOD, "get", task_id)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert json.loads(r.stdout)["id"] == task_id
+    r = run("--server", srv.grpc, "--token", GOOD, "get", task_id)  # (a table without it)
+    assert r.returncode == 0 and not r.stdout.lstrip().startswith("{"), r.stdout

@@ -27,7 +27,7 @@ MESSAGES: Mapping[str, str] = {
     "full": "`pool '<name>' is full` (the pool is at `max_pending` and its overflow policy is `wait`; "
     "in-process `submit` waits instead of raising)",
     "overloaded": "`pool '<name>' is overloaded`; on the server also `too many pending tasks "
-    "(max_pending_total <n>)`",
+    "(limits.max_pending_total <n>)`",
     "duplicate_key_in_batch": "`duplicate key '<key>' in batch`",
     "invalid": "the field and the problem, e.g. `timeout must be a finite, non-negative number of seconds "
     "(got -1)`, `resource amount must be an int >= 1 (got 0 for 'gpu')`",

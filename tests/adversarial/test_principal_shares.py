@@ -26,6 +26,7 @@ from server.procs import AUTH_TOML, TOKENS, Raw, ServerProc, md, pb
 from .conftest import POOLS, running
 
 SHARE = 4
+REFUSED = f"too many concurrent requests for this token (limits.max_requests_per_principal {SHARE})"
 STREAMS = 2
 PER_ADDRESS = 24
 LIMITS = (
@@ -67,9 +68,7 @@ async def test_one_tenants_long_waits_leave_the_others_room_grpc(server: ServerP
             lambda: raw.tasks.Get(pb.GetRequest(task=ref), metadata=md(T1), timeout=10)
         )
         assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert (
-            e.details() == f"too many concurrent requests for this token (max_requests_per_principal {SHARE})"
-        )
+        assert e.details() == REFUSED
         # the other tenant submits as usual, many at once
         subs = await asyncio.gather(
             *(
@@ -102,7 +101,7 @@ async def test_one_tenants_long_waits_leave_the_others_room_http(server: ServerP
                 await asyncio.sleep(0.02)
             assert r.status_code == 429, r.text
             assert r.json() == {
-                "error": f"too many concurrent requests for this token (max_requests_per_principal {SHARE})",
+                "error": REFUSED,
                 "code": "resource_exhausted",
             }
             t2 = {"authorization": f"Bearer {T2}"}

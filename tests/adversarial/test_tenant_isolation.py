@@ -45,6 +45,14 @@ def test_same_key_in_two_tenants_never_crosses(http: httpx.Client) -> None:
     assert http.get("/v1/tasks/K?tenant=t2", headers=_h("admin")).json()["id"] == r2.json()["id"]
 
 
+def unknown_task(ref: str) -> str:
+    """The one NOT_FOUND message for a task (never existed, no longer retained, or not yours)."""
+    return (
+        f"unknown task '{ref}': not live, and not retained if it existed (a finished task is kept "
+        "for limits.key_retention_s, 3600 s)"
+    )
+
+
 def test_not_yours_and_unknown_answer_the_same(http: httpx.Client) -> None:
     theirs = _submit(http, "client_t2", payload="x").json()["id"]
     unknown = str(int(theirs) + 1_000_000)
@@ -52,14 +60,14 @@ def test_not_yours_and_unknown_answer_the_same(http: httpx.Client) -> None:
         a = http.get(path.format(theirs), headers=_h("client_t1"))
         b = http.get(path.format(unknown), headers=_h("client_t1"))
         assert a.status_code == b.status_code == 404
-        assert a.json() == {"error": f"unknown task '{theirs}'", "code": "not_found"}
-        assert b.json() == {"error": f"unknown task '{unknown}'", "code": "not_found"}
+        assert a.json() == {"error": unknown_task(theirs), "code": "not_found"}
+        assert b.json() == {"error": unknown_task(unknown), "code": "not_found"}
     a = http.post(f"/v1/tasks/{theirs}/cancel", headers=_h("client_t1"))
     assert (a.status_code, a.json()["code"]) == (404, "not_found")
     # a pool the token may not use: the same
     other_pool = _submit(http, "admin", pool="b").json()["id"]
     a = http.get(f"/v1/tasks/{other_pool}", headers=_h("client_a"))
-    assert a.json() == {"error": f"unknown task '{other_pool}'", "code": "not_found"}
+    assert a.json() == {"error": unknown_task(other_pool), "code": "not_found"}
 
 
 def test_dependencies_on_other_tenants_tasks_are_refused(http: httpx.Client) -> None:

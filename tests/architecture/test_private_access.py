@@ -44,6 +44,10 @@ ALLOWED: dict[tuple[str, str], str] = {
         "cheaply whether a span is current, falling back to the public API when it is absent"
     ),
     ("otel.py", 'getattr(rc, "_current_context")'): "the same opentelemetry internal (see above)",
+    ("cli/worker_cmd.py", "os._exit"): (
+        "os._exit is the stdlib's documented way to end a process without waiting for its threads: "
+        "cronoq worker uses it after the grace, when a plain function is stuck in its thread"
+    ),
     ("runtime/processes/child.py", "os._exit"): (
         "os._exit is the stdlib's documented way for a child process to exit at once (no atexit "
         "handlers, no flushing of state inherited from its parent): a process child uses it when "

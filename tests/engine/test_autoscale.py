@@ -22,15 +22,23 @@ from cronoq.engine.actions import Scale
 from cronoq.engine.autoscale import Autoscaler, slots
 from cronoq.engine.config import AutoscaleConfig, PoolConfig
 from cronoq.engine.model import TaskOptions
+from cronoq.engine.resources import Resource
 from cronoq.engine.time import NS
 from cronoq.engine.time import to_ns as sec
 
 CRITICAL, HIGH, NORMAL, LOW = 0, 1, 2, 3
 
 
-def scaled_pool(name="default", *, min=1, max=100, initial=None, **auto):
+def scaled_pool(name="default", *, min=1, max=100, initial=None, default_duration=1.0, **auto):
     auto.setdefault("interval", 1.0)
-    return PoolConfig(name, min=min, max=max, initial=initial, autoscale=AutoscaleConfig(**auto))
+    return PoolConfig(
+        name,
+        min=min,
+        max=max,
+        initial=initial,
+        default_duration=default_duration,
+        autoscale=AutoscaleConfig(**auto),
+    )
 
 
 class Run:
@@ -501,3 +509,84 @@ def test_service_time_is_the_backlog_mean_weighted_by_class(make):
     Run(d, apply=False).until(40)
     # s = (10·10 + 30·1) / 40 = 3.25; B·s/drain = 40·3.25/40 = 3.25 -> 4
     assert d.snapshot().desired == 4
+
+
+# ---------------------------------------------------------------------------- work that cannot run
+
+
+def settle(d, t_end):
+    """Evaluate second by second until ``t_end``, long after the burst of arrivals (whose λ term
+    asks for a burst of workers, and has decayed by then): the last raw capacity (before the
+    damping) is the backlog's and the running attempts' alone."""
+    Run(d).until(t_end)
+    return d.core.pools[0].scaler.history[-1][1]
+
+
+def test_work_held_by_a_resource_does_not_ask_for_workers(make):
+    # 40 tasks, 4 permits: once 4 run, the other 36 wait for a permit, not for a worker
+    d = make(
+        [scaled_pool(min=1, max=64, initial=16, default_duration=600)],
+        resources=[Resource.semaphore("db", 4)],
+    )
+    held = [d.submit(resources={"db": 1}, duration_hint=sec(600)) for _ in range(40)]
+    d.tick()
+    assert d.snapshot().busy == 4
+    assert settle(d, 120) == 4  # (not 64, the max, for 36 tasks that cannot start)
+    assert d.core.pools[0].backlog_by_class() == [0] * 4
+    # one permit back: the next waiter runs, the rest still do not count
+    d.complete(held[0])
+    d.tick()
+    assert d.snapshot().busy == 4 and d.core.pools[0].backlog_by_class() == [0] * 4
+    # a cancelled waiter leaves the count too
+    d.cancel(held[-1])
+    assert d.core.pools[0].resource_held_by_class[NORMAL] == 34
+
+
+def test_a_token_bucket_holds_work_too(make):
+    d = make(
+        [scaled_pool(min=1, max=64, initial=16, default_duration=600)],
+        resources=[Resource.token_bucket("api", 0.01, 2)],
+    )
+    for _ in range(30):
+        d.submit(resources={"api": 1}, duration_hint=sec(600))
+    d.tick()
+    assert d.snapshot().busy == 2
+    assert settle(d, 90) == 2
+
+
+def test_work_without_a_resource_still_asks_for_workers(make):
+    d = make(
+        [scaled_pool(min=1, max=64, initial=16, default_duration=600)],
+        resources=[Resource.semaphore("db", 4)],
+    )
+    for _ in range(4):
+        d.submit(resources={"db": 1}, duration_hint=sec(600))
+    for _ in range(36):
+        d.submit(duration_hint=sec(600))
+    d.tick()
+    assert d.snapshot().busy == 16
+    Run(d).until(30)
+    assert d.snapshot().desired > 16  # 24 ready tasks that a worker could start
+
+
+def test_work_of_a_paused_pool_and_behind_an_edge_does_not_ask_for_workers(make):
+    from cronoq.engine import control
+    from cronoq.engine.model import ON_SUCCESS
+
+    d = make([scaled_pool(min=1, max=64, initial=4, default_duration=600)])
+    first = d.submit(duration_hint=sec(600))
+    for _ in range(30):
+        # blocked until ``first`` ends
+        d.core.submit(
+            d.now, TaskOptions(duration_hint=sec(600)), None, None, None, None, [(first, ON_SUCCESS)]
+        )
+    d.tick()
+    assert d.snapshot().busy == 1
+    assert settle(d, 90) == 1
+    assert control.set_pool_paused(d.core, d.now, "default", True)
+    for _ in range(30):
+        d.submit(duration_hint=sec(600))
+    assert settle(d, 200) == 1  # paused: 30 ready tasks, none of which may start
+    assert control.set_pool_paused(d.core, d.now, "default", False)
+    Run(d).until(205)
+    assert d.core.pools[0].scaler.history[-1][1] > 4

@@ -185,3 +185,23 @@ async def test_replay_of_a_payload_no_longer_held_is_refused() -> None:
         assert ei.value.code == "payload_unavailable" and "no longer retained" in str(ei.value)
         res = await s.replay_where(statuses="failed")
         assert res == BulkResult(1, 0)  # matched, not acted on: never a silent half-done count
+
+
+async def test_replay_after_the_retention_names_the_setting() -> None:
+    import cronoq.testing
+    from cronoq import Pool
+
+    async with cronoq.testing.run(Pool("default", failing), key_retention=60) as env:
+        h = await env.scheduler.submit(None, key="nightly-3am")
+        with pytest.raises(TaskFailed):
+            await h
+        assert (await env.scheduler.replay(h.id)).id > h.id  # (retained: replayable)
+        h2 = await env.scheduler.submit(None, key="nightly-4am")
+        with pytest.raises(TaskFailed):
+            await h2
+        await env.advance(6 * 3600)  # the morning after: past the engine's retention
+        for ref in (h2.id, "nightly-4am"):
+            with pytest.raises(ReplayError) as e:
+                await env.scheduler.replay(ref)
+            assert e.value.code == "unknown_task"
+            assert "not retained if it existed" in str(e.value) and "key_retention, 60 s" in str(e.value)

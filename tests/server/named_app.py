@@ -42,3 +42,11 @@ async def echo(text: str) -> str:
 @app.task(name="named.nightly_sum")
 async def nightly_sum(x: int, y: int) -> int:
     return x + y
+
+
+@app.task(name="named.fanout")
+async def fanout(n: int) -> list[int]:
+    """A task that submits tasks: on ``cronoq worker named_app:app`` the app is bound to the
+    worker's server with no code here."""
+    handles = [await add.submit(i) for i in range(n)]
+    return [await h for h in handles]

@@ -110,7 +110,7 @@ def test_limits_defaults_match_spec() -> None:
         "max_kind_len": 128,
         "max_tags": 64,
         "max_tag_len": 1024,
-        "max_deps": 256,
+        "max_deps": 1024,
         "max_resources": 16,
         "max_labels": 64,
         "max_label_len": 1024,

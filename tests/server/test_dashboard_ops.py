@@ -210,7 +210,7 @@ async def test_multi_select_and_bulk_cancel(tmp_path: Path) -> None:
             await expect(bar).to_contain_text("All tasks matching the filter are selected")
             await bar.get_by_role("button", name="Cancel selected").click()
             await expect(page.locator("#bulk-out")).to_contain_text("cancelled")
-            assert "Cancel 2 task(s) matching status ready, kind batch?" in dialogs.messages[-1], (
+            assert "Cancel 2 unfinished task(s) matching status ready, kind batch?" in dialogs.messages[-1], (
                 dialogs.messages
             )
             statuses = [(await c.get(f"/v1/tasks/{t}")).json()["status"] for t in ids]
@@ -355,8 +355,9 @@ async def test_replay_from_the_detail_and_in_bulk(tmp_path: Path) -> None:
 async def test_bulk_cancel_uses_the_bulk_endpoint() -> None:
     async with http_server() as (_app, url), httpx.AsyncClient(base_url=url, timeout=10) as c:
         await need_route(c, "/v1/tasks:cancel")
-        for _ in range(30):
-            await c.post("/v1/tasks", json={"kind": "bulk"})
+        ids = [(await c.post("/v1/tasks", json={"kind": "bulk"})).json()["id"] for _ in range(31)]
+        # a finished task matches too, but the confirmation counts what will be cancelled
+        assert (await c.post(f"/v1/tasks/{ids[0]}/cancel")).json() == {"cancelled": True}
         async with browser_page(url) as (page, console):
             dialogs = Dialogs(page)
             await open_tasks(page, url)
@@ -366,7 +367,7 @@ async def test_bulk_cancel_uses_the_bulk_endpoint() -> None:
             await page.get_by_role("button", name="Select all matching the filter").click()
             await page.get_by_role("button", name="Cancel selected").click()
             await expect(page.locator("#bulk-out")).to_contain_text("30 matched, 30 cancelled")
-            assert "Cancel 30 task(s)" in dialogs.messages[-1]
+            assert "Cancel 30 unfinished task(s)" in dialogs.messages[-1], dialogs.messages
             assert console.errors == []
 
 

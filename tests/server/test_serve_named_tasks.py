@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import subprocess
 import sys
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from cronoq import TaskFailed
 from cronoq.client import Client
 
-from .named_app import Order, add, app, echo, flaky, ship
+from .named_app import Order, add, app, echo, fanout, flaky, ship
 from .procs import ServerProc, child_env, start_server, start_worker, stop_worker
 
 HERE = Path(__file__).resolve().parent
@@ -81,11 +82,26 @@ async def test_calls_through_a_server_to_a_remote_worker(client: Client) -> None
     assert (await h1, await h2) == (2, 3)
 
 
+async def test_a_task_submits_tasks_on_the_worker(client: Client) -> None:
+    # the worker process bound its own copy of the app to the server: no "nowhere to send tasks"
+    assert await (await fanout.submit(3)) == [1, 2, 3]
+
+
+async def test_outputs_say_they_are_json_over_http(
+    client: Client, server: tuple[ServerProc, subprocess.Popen[bytes]]
+) -> None:
+    h = await echo.submit("123")
+    assert await h == "123"
+    with urllib.request.urlopen(f"http://{server[0].http}/v1/tasks/{h.id}/result", timeout=10) as r:
+        body = json.loads(r.read())
+    assert body["content_type"] == "application/json" and body["output"] == "123", body
+
+
 async def test_unknown_tasks_and_bad_arguments_fail_permanently_on_the_worker(client: Client) -> None:
     sub = await client.submit({"args": [1]}, kind="named.nope")
     r = await client.wait(sub.id, timeout=30)
     assert r.status == "failed"
-    assert r.message.startswith("unknown task 'named.nope' (serves: named.add, named.echo, named.flaky")
+    assert r.message.startswith("unknown task 'named.nope' (serves: named.add, named.echo, named.fanout, ")
     sub = await client.submit({"args": ["x"]}, kind="named.add")
     r = await client.wait(sub.id, timeout=30)
     assert (r.status, r.message) == ("failed", "task 'named.add', argument 'x': expected int, got 'x'")

@@ -1,6 +1,7 @@
 """docs/reference/config.md#outputs: ``[outputs]`` bounds the leader's cache of recent outputs
 and finished task records on a real ``cronoq serve``; an evicted output answers as a lost one
-(docs/reference/behaviour.md#task-result) and a forgotten record as an unknown task."""
+(docs/reference/behaviour.md#task-result), and a forgotten record answers from the store's
+history (docs/reference/behaviour.md#ids-keys-retention)."""
 
 from __future__ import annotations
 
@@ -62,10 +63,15 @@ async def test_outputs_are_evicted_oldest_first_by_count_and_bytes(outputs_serve
         # info_entries = 4: a fifth finished task makes the server forget the first one
         last = await c.submit(b"five", wait=True, wait_timeout=20)
         assert (await c.wait(last.id, timeout=5)).output == b"five"
+        # ... which then answers from the store's history (store.keep_finished_s), without
+        # its attempt log, which only the engine kept
+        first = await c.get(ids[0])
+        assert first.status == "succeeded" and not first.attempts
+        second = await c.get(ids[1])  # (still retained: the engine's record, with its attempt)
+        assert second.status == "succeeded" and second.attempts
         with pytest.raises(ClientError) as ei:
-            await c.get(ids[0])
+            await c.get(ids[-1] + 1_000_000)
         assert ei.value.code == "not_found"
-        assert (await c.get(ids[1])).status == "succeeded"
 
 
 async def test_recovered_outputs_are_bounded_too(tmp_path: Path) -> None:

@@ -4,7 +4,9 @@ simulator.
 The shadow recomputes every evaluation from docs/reference/behaviour.md#autoscaling with its own inputs: λ,
 the EWMA (α = 0.3) of arrivals per second, counted from the ``ready`` event of new work (from blocked or
 scheduled; a retry is not an arrival);
-s, the service time; B and B_c, the pool's ready + retrying tasks by class; busy, the
+s, the service time; B and B_c, the pool's ready + retrying tasks by class, less those the
+engine parked on a resource (each checked to be a ready task that needs one), none while the
+pool is paused; busy, the
 unlabelled group's running attempts; R, the peak overlap of the pool's reservation windows that
 start within ``reservation_horizon`` (and have not ended).  Then
 ``raw = max(slots(λ·s/target_utilization + B·s/drain_time), max_c slots(B_c·s/slo[c]), busy) + R``
@@ -183,6 +185,16 @@ class AutoscaleShadow:
 
     # ------------------------------------------------------------------ evaluation
 
+    def _resource_held(self, ps: PoolScaler) -> set[int]:
+        """The ready tasks the engine parked on a resource (not backlog: no worker can start
+        them), each checked to be a ready task of the pool that needs a resource."""
+        held = set(self.sh.core.pools[ps.pool].resource_held)
+        for tid in held:
+            t = self.sh.tasks.get(tid)
+            if t is None or t.pool != ps.pool or t.status != "ready" or not t.spec.resources:
+                self.fail(f"task {tid} held by a resource in the engine but not a ready task needing one")
+        return held
+
     def _desired(self, ps: PoolScaler, now: int) -> tuple[int, int]:
         """One evaluation as docs/reference/behaviour.md#autoscaling describes it: (desired, raw)."""
         sh = self.sh
@@ -193,9 +205,12 @@ class AutoscaleShadow:
         ps.arrivals = 0
         ps.last_eval = now
         by_class = [0] * NUM_CLASSES
+        held = self._resource_held(ps)
         for t in sh.tasks.values():
-            if t.pool == ps.pool and t.status in ("ready", "retrying"):
+            if t.pool == ps.pool and t.status in ("ready", "retrying") and t.id not in held:
                 by_class[t.spec.priority] += 1
+        if sh.core.pools[ps.pool].paused:
+            by_class = [0] * NUM_CLASSES
         backlog = sum(by_class)
         s = self._service_s(ps, now)
         g0 = sh.groups[ps.pool][0]

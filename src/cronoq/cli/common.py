@@ -60,6 +60,7 @@ EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
 EXIT_TIMEOUT = 4
 EXIT_TASK_FAILED = 5
+EXIT_ABANDONED = 6
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES = {
@@ -69,6 +70,8 @@ EXIT_CODES = {
     EXIT_NOT_FOUND: "not found (unknown task, pool or dependency)",
     EXIT_TIMEOUT: "timed out (wait --timeout, submit --wait-timeout, bench --timeout)",
     EXIT_TASK_FAILED: "the task ended but did not succeed (wait, submit --wait)",
+    EXIT_ABANDONED: "worker stopped with tasks still running after --grace (named on stderr; "
+    "the server retries them)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C) while waiting",
 }
 
@@ -107,7 +110,8 @@ def _note(line: str) -> None:
 
 @dataclasses.dataclass
 class GroupOptions:
-    """The client options given on the group (``cronoq --token T get 1``): ``ctx.obj``.
+    """The client options given on the group (``cronoq --token T get 1``, ``cronoq --json get
+    1``): ``ctx.obj``.
 
     Only what was given on the command line is kept; a subcommand's own ``--server`` /
     ``--token`` / ``--tls`` wins over these, and these win over the environment.
@@ -168,7 +172,9 @@ def app_dir_option(
 
 def json_option(f: F) -> F:
     """``--json``: machine-readable output on stdout."""
-    return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")(f)
+    return click.option(
+        "--json", "as_json", is_flag=True, callback=_group_default, help="Machine-readable JSON output."
+    )(f)
 
 
 def log_level_option(f: F) -> F:
@@ -414,17 +420,18 @@ EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {text}" for code, text in
     "--token", default=None, help="Bearer token for the client commands (a subcommand's --token wins)."
 )
 @click.option("--tls", is_flag=True, help="Connect with TLS, for the client commands.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output, for the commands that have --json.")
 @click.pass_context
-def cli(ctx: click.Context, server: str | None, token: str | None, tls: bool) -> None:
+def cli(ctx: click.Context, server: str | None, token: str | None, tls: bool, as_json: bool) -> None:
     """cronoq: an elastic, priority-aware task scheduler (server and tools).
 
     Start a server with `cronoq serve`, serve a pool with `cronoq worker mymod:handle --pool
     default`, then submit work with `cronoq submit '{"n": 1}' --wait`. Client commands talk to
     --server (env CRONOQ_SERVER, default 127.0.0.1:7070) with --token (env CRONOQ_TOKEN),
-    given before or after the subcommand.
+    given before or after the subcommand, like --json.
     """
     given: dict[str, Any] = {}
-    for name, value in (("server", server), ("token", token), ("tls", tls)):
+    for name, value in (("server", server), ("token", token), ("tls", tls), ("as_json", as_json)):
         if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
             given[name] = value
     ctx.obj = GroupOptions(given)

@@ -7,6 +7,16 @@ with ``--run-in process`` any function in a child process) and
 :func:`load_object` and :func:`load_app` are shared with ``submit --app`` and ``tasks``. The
 command starts a :class:`cronoq.client.Worker`, waits until it registered (a progress line on
 stderr says so) and runs it until SIGINT/SIGTERM, which drains the running leases.
+
+With ``MODULE:APP``, the app's calls (``t.submit(...)`` inside a task) go through the worker's
+own server connection: an app bound to nothing else is bound to a
+:class:`~cronoq.client.Client` of the same server (``--submit-token``, else ``--token``) while
+the worker runs (:func:`_bind_app`).
+
+A handler still running when the grace ends is cancelled and reported to the server as a
+retryable failure; a plain function in a thread cannot be interrupted, so then the process
+names the tasks it abandons and ends at once (exit code ``EXIT_ABANDONED``) rather than wait for
+threads that may never return (:func:`_exit_abandoning`).
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ import asyncio
 import contextlib
 import importlib
 import inspect
+import logging
 import os
 import signal
 import socket
@@ -26,12 +37,13 @@ import click
 
 if TYPE_CHECKING:  # pragma: no cover
     from cronoq.app import App
-    from cronoq.client import Lease
+    from cronoq.client import Lease, Worker
 
 
 from cronoq.cli.common import (
     DURATION,
     EPILOG,
+    EXIT_ABANDONED,
     _describe,
     _key_values,
     _need_client,
@@ -152,6 +164,82 @@ def lifespan_of(handler: object) -> contextlib.AbstractAsyncContextManager[Any]:
     return contextlib.nullcontext()
 
 
+async def _bind_app(app: App | None, server: str, token: str | None, tls: bool) -> Any:
+    """Bind ``app`` to a new Client of ``server`` unless it already has somewhere to send its
+    calls; the Client, to close at the end (None: nothing was bound)."""
+    if app is None:
+        return None
+    from cronoq.client import Client
+    from cronoq.errors import SchedulerError
+
+    try:
+        app.target()
+        return None  # (bound by its module, or running its own scheduler)
+    except SchedulerError:
+        pass
+    client = Client(server, token=token, tls=tls)
+    app.bind(client)
+    return client
+
+
+def _exit_abandoning(leases: list[Lease], grace: float) -> None:
+    """Name the tasks cut short at the grace and end the process now: their handlers were
+    cancelled and reported (the server retries them), but a plain function's thread runs on,
+    and an interpreter exit would wait for it forever."""
+    shown = ", ".join(
+        f"{lease.task_id} ({lease.kind}{f' key={lease.key}' if lease.key else ''})" for lease in leases[:20]
+    )
+    more = f" and {len(leases) - 20} more" if len(leases) > 20 else ""
+    _note(
+        f"cronoq worker: stopped after the grace ({grace:g}s), abandoning {len(leases)} running "
+        f"task(s): {shown}{more}"
+    )
+    logging.shutdown()
+    sys.stdout.flush()
+    os._exit(EXIT_ABANDONED)
+
+
+async def _serve(
+    w: Worker, pool: str, grace: float, app: App | None, client: tuple[str, str | None, bool]
+) -> None:
+    """Run ``w`` until SIGTERM/SIGINT drained it (see the module docstring); ``app`` is bound
+    to a Client of ``client`` (server, token, tls) meanwhile unless it is bound already."""
+    loop = asyncio.get_running_loop()
+    stopping: list[asyncio.Task[None]] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        if not stopping:
+            _note(f"cronoq worker: {sig.name} received, draining (grace {grace:g}s)")
+            stopping.append(loop.create_task(w.stop(grace)))
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, on_signal, sig)
+    run_task: asyncio.Task[None] = loop.create_task(w.run())
+
+    async def announce() -> None:
+        wid = await w.wait_registered()
+        _note(f"cronoq worker: registered id={wid} pool={pool} slots={w.granted_slots} server={w.target}")
+
+    ann = loop.create_task(announce())
+    bound = await _bind_app(app, *client)
+    try:
+        await run_task
+    finally:
+        ann.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ann
+        for t in stopping:
+            await t
+        if bound is not None:
+            assert app is not None
+            app.bind(None)
+            await bound.close()
+    if w.abandoned:
+        _exit_abandoning(w.abandoned, grace)
+    _note("cronoq worker: stopped")
+
+
 @cli.command(epilog=EPILOG)
 @click.argument("handler_ref", metavar="MODULE:FUNCTION|MODULE:APP")
 @click.option("--pool", "-p", required=True, help="Pool to serve.")
@@ -174,6 +262,13 @@ def lifespan_of(handler: object) -> contextlib.AbstractAsyncContextManager[Any]:
 )
 @click.option("--name", default="", help="Worker name shown by the server (default: host:pid).")
 @app_dir_option()
+@click.option(
+    "--submit-token",
+    envvar="CRONOQ_SUBMIT_TOKEN",
+    default=None,
+    help="MODULE:APP: the token of the app's own calls (a task submitting tasks; a worker "
+    "token may not submit; default --token; env CRONOQ_SUBMIT_TOKEN).",
+)
 @click.option(
     "--grace",
     type=DURATION,
@@ -218,6 +313,7 @@ def worker(
     labels: dict[str, str],
     name: str,
     app_dir: str,
+    submit_token: str | None,
     grace: float,
     run_in: str | None,
     max_tasks_per_child: int | None,
@@ -227,20 +323,27 @@ def worker(
 ) -> None:
     """Serve POOL with a Python function: `cronoq worker mymodule:handle --pool default`,
     or with every task of a cronoq.App: `cronoq worker shop.tasks:app --pool default` (each
-    lease runs the task named by its kind; an unknown name fails permanently).
+    lease runs the task named by its kind; an unknown name fails permanently; a task may
+    submit tasks: the app is bound to this server unless its module bound it).
 
     The function takes the lease (`lease.json()`, `lease.payload`, `lease.attempt`,
     `lease.tags`, ...) and returns the output (None, bytes, str or anything JSON). It may be
     `async def` or a plain function (run in a thread). Raise `cronoq.Retryable` /
     `cronoq.Permanent` to steer retries, `cronoq.client.Reject` to hand the task back. The
     worker reconnects when the server goes away; SIGTERM/SIGINT drain it gracefully (no new
-    tasks, running ones get --grace) and it exits 0.
+    tasks, running ones get --grace) and it exits 0; tasks still running after the grace are
+    cut short (the server retries them), named on stderr, and it exits 6 at once (a plain
+    function stuck in its thread cannot stop the process).
 
     On stderr: `cronoq worker: registered id=ID pool=POOL slots=GRANTED server=ADDR` once
     registered, `cronoq worker: stopped` at the end.
     """
     _need_client()
     handler = load_handler(handler_ref, app_dir, run_in)
+    from cronoq.app import App
+
+    served = load_object(handler_ref, app_dir)  # (imported already)
+    served_app = served if isinstance(served, App) else None
     _setup_logging(log_level)
     from cronoq.client import ClientError, Worker
     from cronoq.runtime.processes import Processes
@@ -267,38 +370,9 @@ def worker(
     except ValueError as e:
         raise click.UsageError(str(e)) from None
 
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        stopping: list[asyncio.Task[None]] = []
-
-        def on_signal(sig: signal.Signals) -> None:
-            if not stopping:
-                _note(f"cronoq worker: {sig.name} received, draining (grace {grace:g}s)")
-                stopping.append(loop.create_task(w.stop(grace)))
-
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, on_signal, sig)
-        run_task: asyncio.Task[None] = loop.create_task(w.run())
-
-        async def announce() -> None:
-            wid = await w.wait_registered()
-            _note(f"cronoq worker: registered id={wid} pool={pool} slots={w.granted_slots} server={w.target}")
-
-        ann = loop.create_task(announce())
-        try:
-            await run_task
-        finally:
-            ann.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ann
-            for t in stopping:
-                await t
-        _note("cronoq worker: stopped")
-
     async def with_lifespan() -> None:
         async with lifespan_of(handler):  # the app's @app.lifespan, once for this process
-            await main()
+            await _serve(w, pool, grace, served_app, (server, submit_token or token, tls))
 
     try:
         tune_gc()

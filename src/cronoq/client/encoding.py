@@ -7,7 +7,8 @@ Payloads (and handler outputs) travel as bytes plus a content type:
 Python value        bytes                              content type
 ==================  =================================  ===============================
 ``None``            empty                              ``""``
-bytes-like          as is                              ``application/octet-stream``
+bytes-like          as is                              ``application/octet-stream``, or
+                                                       its ``content_type`` attribute
 ``str``             UTF-8                              ``text/plain; charset=utf-8``
 anything else       compact UTF-8 JSON                 ``application/json``
 ==================  =================================  ===============================
@@ -81,7 +82,9 @@ def encode_payload(value: object) -> tuple[bytes, str]:
     if value is None:
         return b"", ""
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value), CONTENT_TYPE_BYTES
+        if type(value) is bytes:
+            return value, CONTENT_TYPE_BYTES
+        return bytes(value), getattr(value, "content_type", CONTENT_TYPE_BYTES)
     if isinstance(value, str):
         return value.encode("utf-8"), CONTENT_TYPE_TEXT
     try:

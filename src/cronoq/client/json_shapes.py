@@ -35,8 +35,24 @@ __all__ = [
     "result_json",
 ]
 
-#: 64-bit integer fields rendered as JSON strings (ids; docs/reference/http.md#conventions).
-ID_FIELDS: Final = frozenset({"id", "next_after", "last_task_id", "task_id", "worker_id"})
+#: 64-bit integer fields rendered as JSON strings (every id, alone or in a list, since ids
+#: pass 2**53 from epoch 32 and JavaScript would round them; docs/reference/http.md#conventions).
+ID_FIELDS: Final = frozenset(
+    {
+        "id",
+        "ids",
+        "after",
+        "next_after",
+        "last_task_id",
+        "task_id",
+        "worker_id",
+        "lease",
+        "parents",
+        "children",
+        "replay_of",
+        "replayed_by",
+    }
+)
 
 _FD = pb.TaskInfo.DESCRIPTOR.fields_by_name["id"]
 _INT64_TYPES: Final = frozenset(

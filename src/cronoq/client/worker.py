@@ -43,8 +43,9 @@ back to its configured target (which redirects it again to the shard's current e
 ``FAILED_PRECONDITION`` without an endpoint is fatal.
 
 ``stop(grace)`` drains: ``SetSlots{0}``, waits up to ``grace`` for running handlers, cancels the
-rest (reported as retryable ``Fail("worker stopped")``), half-closes the stream and waits for
-the server to end it.
+rest (reported as retryable ``Fail("worker stopped")``, and listed in ``abandoned``), half-closes
+the stream and waits for the server to end it.  A plain function running in a thread cannot be
+cancelled: its thread runs on, and only ending the process stops it (``cronoq worker`` does).
 
 All outbound messages of a session go through one queue consumed by the request iterator of
 the call, so reports, heartbeats and slot changes never interleave badly. In a version-4
@@ -471,6 +472,9 @@ class Worker:
         self.server_protocol_version: int = 0
         self.max_message_bytes: int = 0
         self.sessions: int = 0
+        #: the leases the last :meth:`stop` cut short at its grace (their handlers were cancelled;
+        #: a plain function's thread may still be running: only the process can end it)
+        self.abandoned: list[Lease] = []
 
     # -- public -------------------------------------------------------------------------------
 
@@ -674,6 +678,7 @@ class Worker:
             if tasks:
                 await asyncio.wait(tasks, timeout=grace)
             left = list(sess.running.values())
+            self.abandoned = [lease for lease, _ in left]
             for lease, t in left:
                 lease._stopped = True
                 t.cancel()

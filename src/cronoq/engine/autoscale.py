@@ -3,7 +3,8 @@
 ``raw = max(slots(λ·s/target_utilization + B·s/drain_time), max_c slots(B_c·s/slo[c]), busy) + R``
 clamped to ``[min, max]``, with ``slots(x) = 0 if x < 0.01 else ceil(x)``, where λ is an EWMA
 of the arrival rate, s the mean expected duration of the pool's work, B the backlog (ready +
-due + retrying), B_c the backlog of class c and more important classes, and R the peak number
+due + retrying that a worker could start: not parked on a resource, none in a paused pool;
+``PoolState.backlog_by_class``), B_c the backlog of class c and more important classes, and R the peak number
 of concurrent reservations starting within ``reservation_horizon``.
 
 Steps are limited: up by at most ``max(ceil(capacity × max_step_up_ratio), max_step_up_abs)``

@@ -424,7 +424,8 @@ class Core:
                 f.in_due = False  # its due-heap entry is now stale
             elif t.lane_token > 0:
                 self._dequeued(t, pool)
-            # else: parked on a resource or labels; that entry is stale from now on
+            elif pool.resource_held:  # parked on a resource or labels; that entry is stale from now on
+                pool.unhold_for_resource(t)
         elif new == READY:
             pool.ready += 1
             pool.ready_by_class[c] += 1
@@ -708,13 +709,12 @@ class Core:
         if resource is None:
             pool.label_waiters.append((token, t))
         else:
-            self.res.park(resource, t, token, now)
+            self.res.park(resource, pool.hold_for_resource(t), token, now)
 
     def _unpark_resource(self, name: str, now: int) -> None:
         """Return parked tasks of ``name`` to their lanes while the resource can serve them."""
-        pools = self.pools
         for t in self.res.unpark(name, now):
-            self._enqueue(t, pools[t.opts.pool_index])
+            self._enqueue(t, self.pools[t.opts.pool_index].unhold_for_resource(t))
 
     def _unpark_labels(self, pool: PoolState) -> None:
         """A labelled slot freed (or a group changed): give parked labelled tasks another chance."""

@@ -78,6 +78,8 @@ class PoolState:
         "queued",
         "ready",
         "ready_by_class",
+        "resource_held",
+        "resource_held_by_class",
         "res",
         "waiting_space",
         "window",
@@ -118,6 +120,9 @@ class PoolState:
             FairLane(cfg.tenant_weights) if cfg.fair_share else Lane() for _ in range(NUM_CLASSES)
         ]
         self.label_waiters: list[tuple[int, TaskState]] = []  # ready tasks no group can take now
+        # ready tasks parked on a resource (id -> class): work that cannot run, not backlog
+        self.resource_held: dict[int, int] = {}
+        self.resource_held_by_class = [0] * NUM_CLASSES
         self.scaler = Autoscaler(cfg.autoscale, cfg.min, cfg.max, now) if cfg.autoscale else None
         self.scale_armed = False
         self.retrying = 0
@@ -215,6 +220,31 @@ class PoolState:
         self.label_waiters = keep
         return out
 
+    def hold_for_resource(self, t: TaskState) -> TaskState:
+        """Ready ``t`` is parked until a resource (semaphore, bucket) can serve it; returns
+        ``t`` (to park)."""
+        c = t.opts.priority
+        self.resource_held[t.id] = c
+        self.resource_held_by_class[c] += 1
+        return t
+
+    def unhold_for_resource(self, t: TaskState) -> PoolState:
+        """``t`` left a resource's waiters (back to its lane, or out of ``ready``); else a no-op.
+        Returns this pool (to queue ``t`` in)."""
+        c = self.resource_held.pop(t.id, None)
+        if c is not None:
+            self.resource_held_by_class[c] -= 1
+        return self
+
+    def backlog_by_class(self) -> list[int]:
+        """B_c of docs/reference/behaviour.md#autoscaling: the ready and retrying tasks of each
+        class that could run on another worker, so none while the pool is paused, and not those
+        parked on a resource (blocked tasks, waiting for an edge, are not ready)."""
+        if self.paused:
+            return [0] * NUM_CLASSES
+        held = self.resource_held_by_class
+        return [self.ready_by_class[c] - held[c] + self.retrying_by_class[c] for c in range(NUM_CLASSES)]
+
     def move_slot(self, t: TaskState, labels: dict[str, str]) -> bool | None:
         """Move running ``t`` to the slot of the group with exactly ``labels``.
 
@@ -242,7 +272,7 @@ class PoolState:
         sc = self.scaler
         if sc is None:
             return None
-        by_class = [self.ready_by_class[c] + self.retrying_by_class[c] for c in range(NUM_CLASSES)]
+        by_class = self.backlog_by_class()
         service = self.service_time(by_class, expected)
         horizon = now + to_ns(sc.cfg.reservation_horizon)
         upcoming = [w for w in self.res.values() if w[0] <= horizon and w[1] >= now]
@@ -252,7 +282,7 @@ class PoolState:
             now,
             g0.capacity,
             service_s=service / NS,
-            backlog=self.ready + self.retrying,
+            backlog=sum(by_class),
             backlog_by_class=by_class,
             busy=g0.busy,
             reservations_peak=peak,

@@ -193,6 +193,7 @@ class Operations:
     _codec: Codec | None
     _committer: Committer | None
     _time_base: int
+    _key_retention: float
 
     if TYPE_CHECKING:
 
@@ -280,7 +281,14 @@ class Operations:
         if not isinstance(force, bool):
             raise ArgumentTypeError(f"force must be a bool (got {force!r})")
         core = self._require()
-        t = _replay.check(self._find(ref, tenant), ref, force)
+        found = self._find(ref, tenant)
+        if found is None:  # (maybe finished longer ago than the retention: say which setting)
+            raise ReplayError(
+                "unknown_task",
+                f"unknown task {ref!r}: not live, and not retained if it existed (a finished task "
+                f"is kept for key_retention, {self._key_retention:g} s)",
+            )
+        t = _replay.check(found, ref, force)
         ok, payload, blob = await self._payload(core, t)
         core = self._require()
         _replay.check(core.tasks.get(t.id), ref, force)  # (still so after the store read)

@@ -353,8 +353,17 @@ class ServerApp:
             tenant = principal.tenant
         t = self.lookup(ref, tenant or None)
         if t is None or not self.visible(principal, t):
-            raise ApiError("not_found", f"unknown task '{ref}'")
+            raise ApiError("not_found", self.unknown_task_message(ref))
         return t
+
+    def unknown_task_message(self, ref: int | str) -> str:
+        """NOT_FOUND for a task: the same for one that never existed, one no longer retained and
+        one the caller may not see (no existence oracle), naming the setting that decides how
+        long a finished task stays (docs/reference/behaviour.md#ids-keys-retention)."""
+        return (
+            f"unknown task '{ref}': not live, and not retained if it existed (a finished task is "
+            f"kept for limits.key_retention_s, {self.limits.key_retention_s:g} s)"
+        )
 
     def _own_duplicate(self, principal: Principal | None, tid: int) -> None:
         """A duplicate answer only ever returns the caller's own task: keys are scoped by tenant,
@@ -406,7 +415,7 @@ class ServerApp:
         if payloads is not None and not self.payloads.fits(len(p.data) for p in payloads):
             raise ApiError(
                 "resource_exhausted",
-                f"too many pending payload bytes (max_pending_bytes {self.limits.max_pending_bytes})",
+                f"too many pending payload bytes (limits.max_pending_bytes {self.limits.max_pending_bytes})",
                 "overloaded",
             )
         if self.sched.started:
@@ -414,7 +423,7 @@ class ServerApp:
             if pending + n > self.limits.max_pending_total:
                 raise ApiError(
                     "resource_exhausted",
-                    f"too many pending tasks (max_pending_total {self.limits.max_pending_total})",
+                    f"too many pending tasks (limits.max_pending_total {self.limits.max_pending_total})",
                     "overloaded",
                 )
 

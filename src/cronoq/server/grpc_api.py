@@ -49,8 +49,8 @@ from cronoq.errors import NotStartedError, SchedulerError
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
 from cronoq.proto.enums import STATUS_FROM_WIRE
-from cronoq.server import convert, ops
-from cronoq.server.app import ApiError, ServerApp, event_filter, filter_group, store_failure
+from cronoq.server import convert, ops, task_history
+from cronoq.server.app import ApiError, BlobCodec, ServerApp, event_filter, filter_group, store_failure
 from cronoq.server.auth import (
     GRPC_METHOD_ACTIONS,
     AuthError,
@@ -225,6 +225,16 @@ def _principal(app: ServerApp, context: grpc.aio.ServicerContext) -> Principal |
     return auth.authenticate(header)
 
 
+async def _from_history(app: ServerApp, principal: Principal | None, ref: int | str, miss: ApiError) -> Any:
+    """The finished task ``ref`` from the store's history (``task_history``), else ``miss``."""
+    rec = None
+    if miss.code == "not_found":
+        rec = await task_history.finished_from_store(app, principal, ref, BlobCodec())
+    if rec is None:
+        raise miss
+    return rec
+
+
 def _ref(r: pb.TaskRef) -> int | str:
     which = r.WhichOneof("target")
     if which == "id" and r.id > 0:
@@ -378,7 +388,11 @@ class TasksServicer(pb_grpc.TasksServicer):
         app = self.app
         try:
             principal = _principal(app, context)
-            t = app.get(principal, _ref(request.task))
+            ref = _ref(request.task)
+            try:
+                t = app.get(principal, ref)
+            except ApiError as miss:  # after the engine's retention: the store's history
+                return task_history.history_info(await _from_history(app, principal, ref, miss))
             return app.task_info(t, detail=True)
         except Exception as e:
             await _abort(context, e)
@@ -416,7 +430,11 @@ class TasksServicer(pb_grpc.TasksServicer):
         try:
             principal = _principal(app, context)
             timeout = _wait_timeout(request, "timeout_s")
-            t = await app.wait(principal, _ref(request.task), timeout)
+            ref = _ref(request.task)
+            try:
+                t = await app.wait(principal, ref, timeout)
+            except ApiError as miss:  # after the engine's retention: the store's history
+                return task_history.history_task_result(await _from_history(app, principal, ref, miss))
             return convert.task_result(t)
         except Exception as e:
             await _abort(context, e)
@@ -694,14 +712,15 @@ class UnaryBudget:
             if self.inflight >= lim.max_concurrent_requests:
                 await context.abort(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    f"too many concurrent requests (max_concurrent_requests {lim.max_concurrent_requests})",
+                    "too many concurrent requests "
+                    f"(limits.max_concurrent_requests {lim.max_concurrent_requests})",
                 )
             key = self._key(context)
             if key is not None and not self.shares.take(key, lim.max_requests_per_principal):
                 await context.abort(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
                     "too many concurrent requests for this token "
-                    f"(max_requests_per_principal {lim.max_requests_per_principal})",
+                    f"(limits.max_requests_per_principal {lim.max_requests_per_principal})",
                 )
             self.inflight += 1
             try:

@@ -77,14 +77,15 @@ class WatchFanout:
         if self.open >= lim.max_concurrent_streams:
             raise ApiError(
                 "resource_exhausted",
-                f"too many concurrent watch streams (max_concurrent_streams {lim.max_concurrent_streams})",
+                "too many concurrent watch streams "
+                f"(limits.max_concurrent_streams {lim.max_concurrent_streams})",
             )
         who = self._who(principal)
         if self.by_principal.get(who, 0) >= lim.max_streams_per_principal:
             raise ApiError(
                 "resource_exhausted",
                 "too many concurrent watch streams for this token "
-                f"(max_streams_per_principal {lim.max_streams_per_principal})",
+                f"(limits.max_streams_per_principal {lim.max_streams_per_principal})",
             )
         sched = self.app.require_leader()
         if progress:

@@ -151,7 +151,7 @@ class WorkersServicer(pb_grpc.WorkersServicer):
         if self.sessions >= app.limits.max_worker_sessions:
             await context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"too many worker sessions (max_worker_sessions {app.limits.max_worker_sessions})",
+                f"too many worker sessions (limits.max_worker_sessions {app.limits.max_worker_sessions})",
             )
             return
         self.sessions += 1

@@ -65,9 +65,17 @@ from cronoq.client.json_shapes import bulk_json, message_json
 from cronoq.engine.keyed import MAX_TOP
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES
 from cronoq.errors import SchedulerError
-from cronoq.server import body_errors, convert, http_guard, ops, request_limits
+from cronoq.server import body_errors, convert, http_guard, ops, request_limits, task_history
 from cronoq.server import metrics as metrics_mod
-from cronoq.server.app import ApiError, ServerApp, Slices, event_filter, filter_group, store_failure
+from cronoq.server.app import (
+    ApiError,
+    BlobCodec,
+    ServerApp,
+    Slices,
+    event_filter,
+    filter_group,
+    store_failure,
+)
 from cronoq.server.auth import Action, AuthError, Principal, allows_pool, restrict_pools
 from cronoq.server.dashboard import dashboard_routes
 from cronoq.server.http_bodies import ReplayRequest, SubmitBatchRequest
@@ -95,6 +103,7 @@ from cronoq.server.http_json import (
     type_name,
     worker_json,
 )
+from cronoq.server.http_query import with_query_check
 from cronoq.server.sse import EventHub, Subscriber, any_frame, with_progress
 
 __all__ = [
@@ -385,8 +394,22 @@ class HttpApi:
         """``GET /v1/tasks/{ref}``."""
         ref = self.task_ref_of(request)
         principal = self.auth(request, Action.GET)
-        t = self.app.get(principal, ref, self.tenant_of(request))
+        try:
+            t = self.app.get(principal, ref, self.tenant_of(request))
+        except ApiError as e:
+            rec = await self._from_history(e, principal, ref)
+            return json_response(message_json(task_history.history_info(rec)))
         return json_response(message_json(self.app.task_info(t, detail=True)))
+
+    async def _from_history(self, e: ApiError, principal: Principal | None, ref: int | str) -> Any:
+        """After the engine's retention: the task from the store's history (``task_history``),
+        else the error ``e``."""
+        rec = None
+        if e.code == "not_found":
+            rec = await task_history.finished_from_store(self.app, principal, ref, BlobCodec())
+        if rec is None:
+            raise e
+        return rec
 
     @_handler
     async def task_result(self, request: Request) -> Response:
@@ -394,7 +417,11 @@ class HttpApi:
         ref = self.task_ref_of(request)
         principal = self.auth(request, Action.WAIT)
         timeout = query_float(request, "timeout")
-        t = await self.app.wait(principal, ref, timeout, self.tenant_of(request))
+        try:
+            t = await self.app.wait(principal, ref, timeout, self.tenant_of(request))
+        except ApiError as e:
+            rec = await self._from_history(e, principal, ref)
+            return json_response(task_history.history_result(rec))
         return json_response(result_json(t))
 
     @_handler
@@ -727,7 +754,7 @@ def create_http_app(
         routes += dashboard_routes()
         from cronoq.server.shards.http_routes import sharded_routes  # (docs/how-to/shards.md)
 
-        routes = sharded_routes(api, routes)
+        routes = with_query_check(sharded_routes(api, routes))
     star = Starlette(routes=routes, exception_handlers={HTTPException: _http_exception})
     star.state.cronoq_app = app
     star.state.http_api = api

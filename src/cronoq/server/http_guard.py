@@ -205,25 +205,26 @@ class RequestGuard:
                 return (
                     None,
                     "too many concurrent event streams "
-                    f"(max_concurrent_streams {lim.max_concurrent_streams})",
+                    f"(limits.max_concurrent_streams {lim.max_concurrent_streams})",
                 )
             if not self.stream_shares.take(key, lim.max_streams_per_principal):
                 return None, (
                     "too many concurrent event streams for this token "
-                    f"(max_streams_per_principal {lim.max_streams_per_principal})"
+                    f"(limits.max_streams_per_principal {lim.max_streams_per_principal})"
                 )
             self.streams += 1
             return self.stream_shares, None
         if self.requests >= lim.max_concurrent_requests:
             return (
                 None,
-                f"too many concurrent requests (max_concurrent_requests {lim.max_concurrent_requests})",
+                "too many concurrent requests "
+                f"(limits.max_concurrent_requests {lim.max_concurrent_requests})",
             )
         shares = self.request_shares if self.app.auth.auth_enabled else None  # (module docstring)
         if shares is not None and not shares.take(key, lim.max_requests_per_principal):
             return None, (
                 "too many concurrent requests for this token "
-                f"(max_requests_per_principal {lim.max_requests_per_principal})"
+                f"(limits.max_requests_per_principal {lim.max_requests_per_principal})"
             )
         self.requests += 1
         return shares, None

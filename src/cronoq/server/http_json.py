@@ -19,7 +19,8 @@ handlers of ``http_api.py`` and the shard routes (``shards/http_routes.py``):
   malformed task field is 400 ``invalid`` (the SubmitError code); other bad input (JSON, body
   shape, query, path) 400 ``invalid_argument``.
 * Query parameters (``query_*``): booleans, seconds, bounded integers, instants (RFC 3339 or
-  Unix seconds), ``tag=k=v`` and repeatable, comma-separated lists.
+  Unix seconds), ``tag=k=v`` and repeatable, comma-separated lists (under their name or its
+  plural, :data:`QUERY_ALIASES`).
 """
 
 from __future__ import annotations
@@ -335,10 +336,26 @@ def query_time(request: Request, name: str) -> int | None:
     return parse_instant(v, f"query parameter {name}")
 
 
+#: the plural names query parameters also answer to (``?kinds=`` is ``?kind=``, as the client's
+#: and the bulk filter's field names say); ``http_query`` checks the names
+QUERY_ALIASES: Final = {
+    **{"pools": "pool", "statuses": "status", "kinds": "kind"},
+    **{"tags": "tag", "ids": "id", "keys": "key"},
+}
+_PLURAL: Final = {v: k for k, v in QUERY_ALIASES.items()}
+
+
+def _getlist(request: Request, name: str) -> list[str]:
+    """Every value of ``name`` and of its plural alias."""
+    q = request.query_params
+    plural = _PLURAL.get(name)
+    return q.getlist(name) + q.getlist(plural) if plural is not None else q.getlist(name)
+
+
 def query_tags(request: Request) -> dict[str, str]:
     """``tag=k=v`` (repeatable; all must match)."""
     out: dict[str, str] = {}
-    for v in request.query_params.getlist("tag"):
+    for v in _getlist(request, "tag"):
         k, eq, val = v.partition("=")
         if not eq or not k:
             raise bad_request(f"query parameter tag must be key=value (got {v!r})")
@@ -351,7 +368,7 @@ def query_tags(request: Request) -> dict[str, str]:
 def query_list(request: Request, name: str) -> list[str]:
     """A repeatable query parameter whose values may also be comma-separated."""
     out: list[str] = []
-    for v in request.query_params.getlist(name):
+    for v in _getlist(request, name):
         out.extend(p.strip() for p in v.split(",") if p.strip())
     return list(dict.fromkeys(out))
 

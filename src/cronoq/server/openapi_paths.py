@@ -102,13 +102,56 @@ def _params() -> dict[str, dict[str, Any]]:
         "required": True,
         "schema": {"type": "string", "minLength": 1},
     }
-    pool_q = _q("pool", {"type": "string"}, "restrict to these pools (repeat or comma-separate)", array=True)
-    return {"ref": ref_param, "key": key_param, "timeout": timeout, "name": name_param, "pool": pool_q}
+    pool_q = _q(
+        "pool",
+        {"type": "string"},
+        "restrict to these pools (repeat or comma-separate; alias pools)",
+        array=True,
+    )
+    tenant = _q("tenant", {"type": "string"}, "whose key the reference names (a token without a tenant)")
+    return {
+        "ref": ref_param,
+        "key": key_param,
+        "tenant": tenant,
+        "timeout": timeout,
+        "name": name_param,
+        "pool": pool_q,
+    }
+
+
+def _list_params(pool_q: dict[str, Any]) -> list[dict[str, Any]]:
+    """The query parameters of ``GET /v1/tasks``."""
+    return [
+        pool_q,
+        _q(
+            "status",
+            {"type": "string", "enum": list(STATUS_NAMES)},
+            "statuses (names are case-insensitive; alias statuses)",
+            array=True,
+        ),
+        _q("after", {"type": "string", "pattern": "^[0-9]+$"}, "only ids greater than this"),
+        _q("limit", {"type": "integer", "minimum": 0}, "at most this many (0 = 100; max_list)"),
+        _q(
+            "kind",
+            {"type": "string"},
+            "only these kinds (repeat or comma-separate; alias kinds)",
+            array=True,
+        ),
+        _q(
+            "tag",
+            {"type": "string", "pattern": "^[^=]+=.*$"},
+            "key=value; all must match (alias tags)",
+            array=True,
+        ),
+        _q("created_after", {"type": "string"}, "created at or after (RFC 3339 or Unix seconds)"),
+        _q("created_before", {"type": "string"}, "created before (RFC 3339 or Unix seconds)"),
+    ]
 
 
 def _task_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The task routes: submit, list, get, result, cancel, events."""
     ref_param, key_param, timeout, pool_q = p["ref"], p["key"], p["timeout"], p["pool"]
+    tenant = p["tenant"]
     return {
         "/v1/tasks": {
             "post": _op(
@@ -125,26 +168,7 @@ def _task_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 "List live and retained tasks (ascending id)",
                 _ok("TaskList"),
                 (400, 404, *_COMMON),
-                params=[
-                    pool_q,
-                    _q(
-                        "status",
-                        {"type": "string", "enum": list(STATUS_NAMES)},
-                        "statuses (names are case-insensitive)",
-                        array=True,
-                    ),
-                    _q("after", {"type": "string", "pattern": "^[0-9]+$"}, "only ids greater than this"),
-                    _q("limit", {"type": "integer", "minimum": 0}, "at most this many (0 = 100; max_list)"),
-                    _q("kind", {"type": "string"}, "only these kinds (repeat or comma-separate)", array=True),
-                    _q(
-                        "tag",
-                        {"type": "string", "pattern": "^[^=]+=.*$"},
-                        "key=value; all must match",
-                        array=True,
-                    ),
-                    _q("created_after", {"type": "string"}, "created at or after (RFC 3339 or Unix seconds)"),
-                    _q("created_before", {"type": "string"}, "created before (RFC 3339 or Unix seconds)"),
-                ],
+                params=_list_params(pool_q),
             ),
         },
         "/v1/tasks:batch": {
@@ -156,19 +180,24 @@ def _task_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
             )
         },
         "/v1/tasks/{ref}": {
-            "get": _op("Get a task", _ok("TaskInfo"), (400, 404, *_COMMON), params=[ref_param, key_param])
+            "get": _op(
+                "Get a task", _ok("TaskInfo"), (400, 404, *_COMMON), params=[ref_param, key_param, tenant]
+            )
         },
         "/v1/tasks/{ref}/result": {
             "get": _op(
                 "Wait for a task's result",
                 _ok("TaskResult"),
                 (400, 404, 504, *_COMMON),
-                params=[ref_param, key_param, timeout],
+                params=[ref_param, key_param, tenant, timeout],
             )
         },
         "/v1/tasks/{ref}/cancel": {
             "post": _op(
-                "Cancel a task", _ok("CancelResponse"), (400, 404, *_COMMON), params=[ref_param, key_param]
+                "Cancel a task",
+                _ok("CancelResponse"),
+                (400, 404, *_COMMON),
+                params=[ref_param, key_param, tenant],
             )
         },
         "/v1/events": {
@@ -186,8 +215,13 @@ def _task_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 params=[
                     pool_q,
                     _q("all_transitions", {"type": "boolean"}, "every transition, not only terminal ones"),
-                    _q("id", {"type": "string", "pattern": "^[0-9]+$"}, "only these task ids", array=True),
-                    _q("key", {"type": "string"}, "only these task keys", array=True),
+                    _q(
+                        "id",
+                        {"type": "string", "pattern": "^[0-9]+$"},
+                        "only these task ids (alias ids)",
+                        array=True,
+                    ),
+                    _q("key", {"type": "string"}, "only these task keys (alias keys)", array=True),
                     _q(
                         "progress",
                         {"type": "boolean"},
@@ -290,13 +324,16 @@ def _admin_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def _ops_paths(
-    ref_param: dict[str, Any], key_param: dict[str, Any], name_param: dict[str, Any]
+    ref_param: dict[str, Any],
+    key_param: dict[str, Any],
+    name_param: dict[str, Any],
+    tenant_param: dict[str, Any],
 ) -> dict[str, Any]:
     """The operations routes (docs/how-to/operations.md): pause/resume, run now, replay, bulk."""
     pool_param = {**name_param, "description": "pool name"}
     admin = ("admin",)
     replay = _op("Replay a finished task as a new one", _ok("SubmitResponse"), (400, 404, 409, *_COMMON))
-    replay["parameters"] = [ref_param, key_param]
+    replay["parameters"] = [ref_param, key_param, tenant_param]
     replay["requestBody"] = {
         "required": False,
         "content": {"application/json": {"schema": _ref("ReplayRequest")}},
@@ -366,7 +403,7 @@ def paths() -> dict[str, Any]:
     """Every path of the document, with its operations."""
     p = _params()
     paths: dict[str, Any] = {**_task_paths(p), **_admin_paths(p)}
-    paths.update(_ops_paths(p["ref"], p["key"], p["name"]))
+    paths.update(_ops_paths(p["ref"], p["key"], p["name"], p["tenant"]))
     for path, item in paths.items():
         for method, op in item.items():
             if method in ("post", "put", "delete", "patch"):  # (http_guard: a body must be JSON)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from cronoq.client.json_shapes import ID_FIELDS
 from cronoq.engine.model import STATUS_NAMES
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server.history import FIELDS as HISTORY_FIELDS
@@ -21,7 +22,6 @@ from cronoq.server.openapi_requests import request_schemas
 
 __all__ = ["ref", "schemas"]
 
-_ID_FIELDS: Final = frozenset({"id", "next_after", "last_task_id", "task_id", "worker_id"})
 _REF: Final = "#/components/schemas/"
 
 
@@ -51,7 +51,7 @@ def _field_schema(fd: Any) -> dict[str, Any]:
     if t in (fd.TYPE_DOUBLE, fd.TYPE_FLOAT):
         return {"type": "number", "nullable": True}
     if t in (fd.TYPE_UINT64, fd.TYPE_FIXED64, fd.TYPE_INT64, fd.TYPE_SINT64, fd.TYPE_SFIXED64):
-        if fd.name in _ID_FIELDS:
+        if fd.name in ID_FIELDS:
             return {"type": "string", "pattern": "^[0-9]+$", "description": "id (decimal string)"}
         s: dict[str, Any] = {"type": "integer", "format": "int64"}
         if t in (fd.TYPE_UINT64, fd.TYPE_FIXED64):

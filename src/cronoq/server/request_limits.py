@@ -9,9 +9,9 @@ seconds.  So every count and length of a task is checked on the raw request firs
 ``len()`` alone: of the decoded JSON arrays and objects (HTTP, :func:`check_json_task`) or of
 the protobuf repeated fields and maps (gRPC, :func:`check_spec`), both through
 :func:`check_counts` and :func:`check_text`, so both front ends refuse the same requests
-with the same messages (``too many dependencies (max 256)``, ``key is longer than 256
-characters``).  Only then is the task converted, and conversion touches at most the bounded
-number of items.
+with the same messages, each naming the setting to raise (``too many dependencies (max 1024,
+limits.max_deps)``, ``key is longer than 256 characters (limits.max_key_len)``).  Only then
+is the task converted, and conversion touches at most the bounded number of items.
 
 Limits (``[limits]``, see docs/how-to/security.md): ``max_deps`` (``deps`` and ``after``
 together), ``max_tags``/``max_tag_len``, ``max_resources``, ``max_labels``/``max_label_len``,
@@ -51,38 +51,40 @@ class InvalidArgument(ValueError):
 
 def check_batch(limits: LimitsConfig, n: int) -> None:
     if n > limits.max_tasks_per_batch:
-        raise InvalidArgument(f"batch larger than max_tasks_per_batch ({limits.max_tasks_per_batch})")
+        raise InvalidArgument(f"batch larger than limits.max_tasks_per_batch ({limits.max_tasks_per_batch})")
 
 
 def check_counts(limits: LimitsConfig, *, deps: int, tags: int, resources: int, labels: int) -> None:
     """The item counts of one task (``deps`` counts ``deps`` and ``after`` together)."""
     if deps > limits.max_deps:
-        raise InvalidArgument(f"too many dependencies (max {limits.max_deps})")
+        raise InvalidArgument(f"too many dependencies (max {limits.max_deps}, limits.max_deps)")
     if resources > limits.max_resources:
-        raise InvalidArgument(f"too many resources (max {limits.max_resources})")
+        raise InvalidArgument(f"too many resources (max {limits.max_resources}, limits.max_resources)")
     if tags > limits.max_tags:
-        raise InvalidArgument(f"too many tags (max {limits.max_tags})")
+        raise InvalidArgument(f"too many tags (max {limits.max_tags}, limits.max_tags)")
     if labels > limits.max_labels:
-        raise InvalidArgument(f"too many labels (max {limits.max_labels})")
+        raise InvalidArgument(f"too many labels (max {limits.max_labels}, limits.max_labels)")
 
 
-def check_text(name: str, value: object, limit: int) -> None:
-    """A string field no longer than ``limit`` characters (non-strings are left to conversion)."""
+def check_text(name: str, value: object, limit: int, setting: str) -> None:
+    """A string field no longer than ``limit`` characters, the ``[limits]`` key ``setting``
+    (non-strings are left to conversion)."""
     if isinstance(value, str) and len(value) > limit:
-        raise InvalidArgument(f"{name} is longer than {limit} characters")
+        raise InvalidArgument(f"{name} is longer than {limit} characters (limits.{setting})")
 
 
 def check_map(what: str, m: Mapping[Any, Any], limit: int) -> None:
     """Keys and values of ``tags`` / ``labels`` (``what`` is ``"tag"`` or ``"label"``)."""
+    setting = f"max_{what}_len"
     for k, v in m.items():
-        check_text(what, k, limit)
-        check_text(f"{what} value", v, limit)
+        check_text(what, k, limit, setting)
+        check_text(f"{what} value", v, limit, setting)
 
 
 def _strings(limits: LimitsConfig, key: object, kind: object, tenant: object) -> None:
-    check_text("key", key, limits.max_key_len)
-    check_text("kind", kind, limits.max_kind_len)
-    check_text("tenant", tenant, limits.max_tenant_len)
+    check_text("key", key, limits.max_key_len, "max_key_len")
+    check_text("kind", kind, limits.max_kind_len, "max_kind_len")
+    check_text("tenant", tenant, limits.max_tenant_len, "max_tenant_len")
 
 
 def check_spec(spec: pb.TaskSpec, limits: LimitsConfig) -> None:
@@ -136,12 +138,12 @@ def check_filter(
     with ``len()`` before anything is converted), then its strings."""
     if items > limits.max_filter_items:
         raise InvalidArgument(
-            f"filter has too many items ({items}, max_filter_items {limits.max_filter_items})"
+            f"filter has too many items ({items}, limits.max_filter_items {limits.max_filter_items})"
         )
-    check_text("request_key", request_key, limits.max_request_key_len)
+    check_text("request_key", request_key, limits.max_request_key_len, "max_request_key_len")
     for k in keys:
-        check_text("key", k, limits.max_key_len)
+        check_text("key", k, limits.max_key_len, "max_key_len")
     for k in kinds:
-        check_text("kind", k, limits.max_kind_len)
+        check_text("kind", k, limits.max_kind_len, "max_kind_len")
     if tags:
         check_map("tag", tags, limits.max_tag_len)

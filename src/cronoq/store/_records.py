@@ -316,6 +316,16 @@ def build_recovered(
     return finish_recovered(rec, schedule_rows, codec, paused_rows, bulk_key_rows)
 
 
+def finished_record(row: Sequence[Any] | None, codec: Codec) -> RecoveredTerminal | None:
+    """One task row (TASK_COLUMNS order) as the finished task it records; None for no row, a
+    live task or a row that cannot be decoded (a store's history lookup, ``load_finished``)."""
+    if row is None or row[12] is None:
+        return None
+    rec = Recovered()
+    add_task_rows(rec, (row,), codec, 0)
+    return rec.terminal[0] if rec.terminal else None
+
+
 def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Codec, cutoff_ns: int) -> None:
     """Decode task rows into ``rec`` (call again with the next rows: rows may be streamed)."""
     for row in task_rows:

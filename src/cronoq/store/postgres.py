@@ -41,7 +41,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from cronoq.engine.mutations import BULK_KEYS, Mutation, Recovered
+from cronoq.engine.mutations import BULK_KEYS, Mutation, Recovered, RecoveredTerminal
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store._records import (
     BULK_KEY_COLUMNS,
@@ -49,6 +49,7 @@ from cronoq.store._records import (
     add_task_rows,
     db_id,
     finish_recovered,
+    finished_record,
     fold,
 )
 from cronoq.store.base import (
@@ -574,6 +575,20 @@ class PostgresStore:
             return None if v is None else bytes(v)
 
         result: bytes | None = await self._run(op)
+        return result
+
+    async def load_finished(self, task_id: int, codec: Codec) -> RecoveredTerminal | None:
+        """The finished task ``task_id`` as its row still records it (the store's history,
+        kept for ``retention``: after the engine forgot it), or None."""
+
+        async def op(conn: Any) -> RecoveredTerminal | None:
+            cols = ", ".join(TASK_COLUMNS)
+            row = await conn.fetchrow(
+                f"SELECT {cols} FROM {self._q}.cronoq_tasks WHERE id = $1", db_id(task_id)
+            )
+            return finished_record(None if row is None else tuple(row), codec)
+
+        result: RecoveredTerminal | None = await self._run(op)
         return result
 
     async def prune(self, now_unix_ns: int) -> int:

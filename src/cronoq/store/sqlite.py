@@ -38,9 +38,16 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from cronoq.engine.mutations import BULK_KEYS, Mutation, Recovered
+from cronoq.engine.mutations import BULK_KEYS, Mutation, Recovered, RecoveredTerminal
 from cronoq.errors import Fenced, SchedulerError
-from cronoq.store._records import BULK_KEY_COLUMNS, TASK_COLUMNS, build_recovered, db_id, fold
+from cronoq.store._records import (
+    BULK_KEY_COLUMNS,
+    TASK_COLUMNS,
+    build_recovered,
+    db_id,
+    finished_record,
+    fold,
+)
 from cronoq.store.base import (
     TransientStoreError,
     bounded,
@@ -496,6 +503,17 @@ class SqliteStore:
         sql = "SELECT payload FROM cronoq_tasks WHERE id = ?"
         row = self._db().execute(sql, (db_id(task_id),)).fetchone()
         return None if row is None or row[0] is None else bytes(row[0])
+
+    async def load_finished(self, task_id: int, codec: Codec) -> RecoveredTerminal | None:
+        """The finished task ``task_id`` as its row still records it (the store's history,
+        kept for ``retention``: after the engine forgot it), or None."""
+        return await self._call(self._load_finished_sync, task_id, codec)
+
+    def _load_finished_sync(self, task_id: int, codec: Codec) -> RecoveredTerminal | None:
+        row = (
+            self._db().execute(f"SELECT {_COLS} FROM cronoq_tasks WHERE id = ?", (db_id(task_id),)).fetchone()
+        )
+        return finished_record(row, codec)
 
     async def prune(self, now_unix_ns: int) -> int:
         cutoff = now_unix_ns - round(self.retention * 1e9)

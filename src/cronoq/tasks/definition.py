@@ -10,7 +10,9 @@ A call (``submit`` / ``enqueue`` / ``spec``) binds its arguments (:class:`~crono
 Binding`: errors before anything is sent), then hands the JSON payload and the task fields to
 the app's current target (an in-process scheduler or a server). ``options(**fields)`` returns a
 :class:`TaskCall`: the same three calls with per-call fields on top of the definition's, so a
-task argument may itself be called ``key`` or ``priority``.
+task argument may itself be called ``key`` or ``priority``. A per-call field replaces the
+definition's, except the maps ``resources``, ``tags`` and ``labels``, which merge into it
+(the call wins per key): ``.options(resources={"db": 1})`` keeps the task's rate limit.
 
 On the worker side, :meth:`TaskDefinition.invoke` decodes a payload, calls the function (an
 ``async def`` on the loop, a plain ``def`` in the loop's default thread pool, as executors
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
@@ -40,7 +42,10 @@ from cronoq.tasks.targets import NamedTask
 if TYPE_CHECKING:
     from cronoq.app import App
 
-__all__ = ["TaskCall", "TaskDefinition"]
+__all__ = ["MAP_FIELDS", "TaskCall", "TaskDefinition"]
+
+#: the fields whose per-call value merges into the definition's (docs/getting-started/tasks.md)
+MAP_FIELDS = ("resources", "tags", "labels")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -127,6 +132,9 @@ class TaskCall(Generic[P, R]):
             if f"{prefix}_in" in extra or f"{prefix}_at" in extra:
                 merged.pop(f"{prefix}_in", None)
                 merged.pop(f"{prefix}_at", None)
+        for name in MAP_FIELDS:  # per-call maps merge into the definition's: the call wins per key
+            if name in extra and isinstance(merged.get(name), Mapping) and isinstance(extra[name], Mapping):
+                extra[name] = {**merged[name], **extra[name]}
         merged.update(extra)
         return TaskCall(self._defn, merged)
 

@@ -7,7 +7,8 @@ Every attempt of a named task carries the task's kind (its name unless set at de
 up in the app's registry (one dict lookup) and runs the definition's ``invoke`` (decode the
 ``{"args", "kwargs"}`` payload, call the function, encode the result). :class:`LeaseHandler`
 does the same for a remote :class:`cronoq.client.Worker`: it parses the lease's JSON payload
-and returns the result as JSON bytes (so a string result stays a string).
+and returns the result as JSON bytes (so a string result stays a string), typed
+``application/json`` (:class:`JsonOutput`).
 
 A kind the app does not know fails the attempt permanently with ``unknown task '<name>'`` and
 the names served; arguments that do not validate fail it permanently with the validation
@@ -31,7 +32,14 @@ from cronoq.tasks.placeholders import substitute
 if TYPE_CHECKING:
     from cronoq.tasks.definition import TaskDefinition
 
-__all__ = ["LeaseContext", "LeaseHandler", "TaskExecutor", "unknown_task"]
+__all__ = ["JsonOutput", "LeaseContext", "LeaseHandler", "TaskExecutor", "unknown_task"]
+
+
+class JsonOutput(bytes):
+    """Output bytes that are JSON: a worker sends them as ``application/json`` (its
+    ``encode_payload`` reads ``content_type``), so ``GET /v1/tasks/{ref}/result`` says so."""
+
+    content_type = "application/json"
 
 
 def unknown_task(kind: str, served: Mapping[str, Any]) -> Permanent:
@@ -175,7 +183,7 @@ class LeaseHandler:
         #: the app's worker resources: enter ``lifespan.running()`` around the worker's life
         self.lifespan = lifespan or Lifespan()
 
-    async def __call__(self, lease: Any) -> bytes:
+    async def __call__(self, lease: Any) -> JsonOutput:
         kind = lease.kind
         defn = self._tasks.get(kind)
         if defn is None:
@@ -190,7 +198,8 @@ class LeaseHandler:
                     f"task '{kind}': the payload is not JSON ({lease.content_type or 'untyped'}): {e}"
                 ) from None
         result = await defn.invoke(LeaseContext(lease, self.lifespan.state), payload)
-        return json.dumps(result, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+        text = json.dumps(result, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return JsonOutput(text.encode())
 
     def __repr__(self) -> str:
         return f"LeaseHandler({sorted(self._tasks)})"

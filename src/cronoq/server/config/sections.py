@@ -233,7 +233,7 @@ class LimitsConfig(Section):
     max_kind_len: Int1 = Field(128, description="longest task kind")
     max_tags: Int0 = Field(64, description="tags per task")
     max_tag_len: Int1 = Field(1024, description="longest tag key or value")
-    max_deps: Int0 = Field(256, description="dependencies per task")
+    max_deps: Int0 = Field(1024, description="dependencies per task")
     max_resources: Int0 = Field(16, description="resources per task")
     max_wait_s: PositiveDuration = Field(
         300.0, description="longest wait of `Wait` / `?wait=true` / `/result`"

@@ -1014,13 +1014,15 @@ function requestKey() {
   }
 }
 
-/** The ids matching the filters (paging the list), up to `max`; `more` when there are more. */
-async function matchingIds(max) {
+/** The ids matching the filters (paging the list) that `keep` accepts, up to `max`; `more` when
+ * there are more. */
+async function matchingIds(max, keep) {
   const ids = [];
   let after = "0";
   for (let page = 0; page < COUNT_PAGES; page++) {
     const r = await api("GET", "/v1/tasks", { query: listQuery(after, MAX_LIST) });
     for (const t of r.tasks) {
+      if (!keep(t)) continue;
       if (ids.length >= max) return { ids, more: true };
       ids.push(t.id);
     }
@@ -1065,10 +1067,12 @@ async function bulkAction(kind) {
         return;
       }
       bulkOut("Counting the matching tasks…");
-      const m = await matchingIds(useBulk ? COUNT_PAGES * MAX_LIST : FALLBACK_MAX);
+      // count only the tasks the action applies to: a finished task is not cancelled again
+      const keep = cancel ? (t) => !TERMINAL.has(t.status) : (t) => TERMINAL.has(t.status) && t.status !== "succeeded";
+      const m = await matchingIds(useBulk ? COUNT_PAGES * MAX_LIST : FALLBACK_MAX, keep);
       const count = `${m.more ? "at least " : ""}${fmtNum(m.ids.length)}`;
-      const what = cancel ? "unfinished ones are cancelled" : "finished ones that did not succeed are replayed";
-      if (!window.confirm(`${verb} ${count} task(s) matching ${describeFilter()}? (${what})`)) {
+      const what = cancel ? "unfinished" : "finished without success";
+      if (!window.confirm(`${verb} ${count} ${what} task(s) matching ${describeFilter()}?`)) {
         bulkOut("");
         return;
       }

@@ -1,0 +1,98 @@
+"""A finished task after the engine's retention, read back from the durable store's history.
+
+Theory of operation
+-------------------
+The engine keeps a finished task for ``limits.key_retention_s`` (an hour by default): its key,
+its late dependents and its lookups.  A durable store keeps the task's row, with its output,
+for ``store.keep_finished_s`` (seven days by default), pruned about once a minute by the
+leader (``store.base.keep_leading``: one indexed ``DELETE`` of what finished before the
+window, a minute's worth of rows).  When a lookup by id misses the engine, the HTTP routes
+``GET /v1/tasks/{id}`` and ``GET /v1/tasks/{id}/result`` and gRPC ``Get`` and ``Wait`` read that row
+(:func:`finished_from_store`: one primary-key read, ``load_finished`` of the SQLite and
+PostgreSQL stores) and answer from it, with the visibility rules of a live task (another
+tenant's or pool's task stays "unknown").  The answer carries what the row records: status,
+attempt, times, message, output; not the edges or the attempt log, which only the engine kept.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cronoq.client import json_shapes
+from cronoq.engine.model import STATUS_NAMES
+from cronoq.proto import enums
+from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.server.workers import Blob
+
+if TYPE_CHECKING:
+    from cronoq.engine.mutations import RecoveredTerminal
+    from cronoq.server.app import ServerApp
+    from cronoq.server.auth import Principal
+
+__all__ = ["finished_from_store", "history_info", "history_result", "history_task_result"]
+
+
+async def finished_from_store(
+    app: ServerApp, principal: Principal | None, ref: int | str, codec: Any
+) -> RecoveredTerminal | None:
+    """The caller's finished task ``ref`` (an id) from the store's history; None when there is
+    no durable store, no such row, or the caller may not see it."""
+    if not isinstance(ref, int):
+        return None
+    store = app.require_leader().seam.store
+    load = getattr(store, "load_finished", None)
+    if load is None:
+        return None
+    rec: RecoveredTerminal | None = await load(ref, codec)
+    if rec is None or principal is None:
+        return rec
+    if principal.pools is not None and rec.pool not in principal.pools:
+        return None
+    if principal.tenant is not None and rec.tenant != principal.tenant:
+        return None
+    return rec
+
+
+def history_info(rec: RecoveredTerminal) -> pb.TaskInfo:
+    """The ``TaskInfo`` of a task from its stored row (times are Unix ns already)."""
+    info = pb.TaskInfo(
+        id=rec.id,
+        status=enums.STATUS_TO_WIRE[STATUS_NAMES.index(rec.status)],  # type: ignore[arg-type]
+        pool=rec.pool,
+        key=rec.key or "",
+        kind=rec.kind,
+        attempt=rec.attempt,
+        message=rec.message or "",
+        output_available=isinstance(rec.output, Blob),
+        tenant=rec.tenant or "",
+        priority=enums.PRIORITY_TO_WIRE[rec.priority],  # type: ignore[arg-type]
+        created_unix_ns=rec.arrival,
+        finished_unix_ns=rec.finished,
+    )
+    if rec.started is not None:
+        info.started_unix_ns = rec.started
+    if rec.replay_of is not None:
+        info.replay_of = rec.replay_of
+    return info
+
+
+def history_task_result(rec: RecoveredTerminal) -> pb.TaskResult:
+    """The gRPC ``Wait`` answer of a task from its stored row."""
+    status = enums.STATUS_TO_WIRE[STATUS_NAMES.index(rec.status)]
+    res = pb.TaskResult(id=rec.id, status=status, message=rec.message or "")  # type: ignore[arg-type]
+    if rec.status == "succeeded" and isinstance(rec.output, Blob):
+        res.output = rec.output.data
+        res.output_available = True
+    return res
+
+
+def history_result(rec: RecoveredTerminal) -> dict[str, Any]:
+    """The ``/result`` body of a task from its stored row."""
+    out = rec.output if isinstance(rec.output, Blob) and rec.status == "succeeded" else None
+    return json_shapes.result_json(
+        rec.id,
+        rec.status,
+        output=None if out is None else out.data,
+        content_type="" if out is None else out.content_type,
+        message=rec.message or "",
+    )

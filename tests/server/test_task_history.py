@@ -1,0 +1,110 @@
+"""A finished task after the engine's retention (``cronoq.server.task_history``): with a durable
+store, ``GET /v1/tasks/{id}`` and ``/result`` answer from the store's history (kept for
+``store.keep_finished_s``), on SQLite and on PostgreSQL; another tenant's task stays unknown."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette")
+
+from .test_http_support import CLIENT, TENANT, TOKENS, FakeWorker, bearer, serve
+
+PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+LIMITS = '[limits]\nkey_retention_s = 0.2\n\n[[pools]]\nname = "default"\n\n[[pools]]\nname = "other"\n'
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    if request.param == "sqlite":
+        yield f'[store]\nkind = "sqlite"\npath = "{tmp_path / "h.db"}"\n'
+        return
+    asyncpg = pytest.importorskip("asyncpg")
+    try:
+        conn = await asyncpg.connect(PG_DSN, timeout=3)
+    except Exception as e:  # pragma: no cover - depends on the machine
+        pytest.skip(f"PostgreSQL unreachable at {PG_DSN}: {e}")
+    schema = f"cronoq_h_{uuid.uuid4().hex[:12]}"
+    try:
+        yield f'[store]\nkind = "postgres"\nurl = "{PG_DSN}"\nschema = "{schema}"\n'
+    finally:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await conn.close()
+
+
+async def forgotten(app: Any, tid: int) -> None:
+    """Until the engine no longer retains task ``tid`` (its retention is 0.2 s)."""
+    deadline = asyncio.get_running_loop().time() + 10
+    while app.lookup(tid) is not None:
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.05)
+
+
+async def test_get_and_result_read_the_store_after_the_engines_retention(store: str) -> None:
+    async with serve(TOKENS, base=store + LIMITS) as (app, c):
+        c.headers.update(bearer(CLIENT))
+        FakeWorker(app)
+        r = await c.post("/v1/tasks?wait=true", json={"key": "report-3am", "payload": {"n": 7}})
+        assert r.status_code == 200, r.text
+        tid = r.json()["id"]
+        failed = (await c.post("/v1/tasks", json={"start_in_s": 3600})).json()["id"]
+        assert (await c.post(f"/v1/tasks/{failed}/cancel")).json() == {"cancelled": True}
+        await forgotten(app, int(tid))
+        await forgotten(app, int(failed))
+        info = (await c.get(f"/v1/tasks/{tid}")).json()
+        assert (info["id"], info["status"], info["key"], info["output_available"]) == (
+            tid,
+            "succeeded",
+            "report-3am",
+            True,
+        )
+        assert info["finished_unix_ns"] >= info["created_unix_ns"] > 0
+        res = (await c.get(f"/v1/tasks/{tid}/result")).json()
+        assert (res["status"], res["output"], res["content_type"]) == (
+            "succeeded",
+            {"n": 7},
+            "application/json",
+        )
+        info = (await c.get(f"/v1/tasks/{failed}")).json()
+        assert info["status"] == "cancelled" and info["output_available"] is False
+        # a key is the engine's alone: after its retention it is free, and unknown
+        assert (await c.get("/v1/tasks/report-3am")).status_code == 404
+        # another tenant's task stays unknown, in the history too
+        r = await c.get(f"/v1/tasks/{tid}", headers=bearer(TENANT))
+        assert r.status_code == 404 and r.json()["code"] == "not_found"
+        r = await c.get(f"/v1/tasks/{tid}/result", headers=bearer(TENANT))
+        assert r.status_code == 404
+
+
+async def test_grpc_get_reads_the_history_too(tmp_path: Path) -> None:
+    """``cronoq get ID`` (gRPC ``Get``) on a real ``cronoq serve`` with a SQLite store."""
+    from cronoq.client import Client, ClientError
+
+    from .procs import start_server
+
+    sp = start_server(tmp_path, LIMITS, name="history")
+    try:
+        async with Client(sp.grpc) as c:
+            h = await c.submit(b"x", key="nightly", start_in=3600)
+            assert await c.cancel(h.id)
+            deadline = asyncio.get_running_loop().time() + 10
+            while True:  # until the engine forgot it: its key no longer finds it
+                try:
+                    await c.get("nightly")
+                except ClientError as e:
+                    assert e.code == "not_found"
+                    break
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.05)
+            info = await c.get(h.id)
+            assert (info.id, info.status, info.key) == (h.id, "cancelled", "nightly")
+            r = await c.wait(h.id, timeout=1)
+            assert (r.id, r.status, r.output_available) == (h.id, "cancelled", False)
+    finally:
+        assert sp.terminate() == 0, sp.log()
