@@ -50,6 +50,8 @@ except ImportError:  # pragma: no cover - not installed
 
 from _common import Result, describe, machine_info, median, source_info, table, write_json  # noqa: E402
 
+from cronoq.proto.protocol import PROTOCOL_VERSION  # noqa: E402
+
 DEFAULT_JSON = _HERE / "results" / "progress.json"
 SSE_CHILD = _HERE / "_server_worker.py"
 T_COST = 0.05  # at most 5 % fewer tasks/s (issue #18)
@@ -143,7 +145,7 @@ async def bench(sz: dict[str, Any]) -> list[Result]:
             workers.append(p)
         for p in workers:
             line = await sb._line(p, "REGISTERED")
-            assert line.endswith("protocol 5"), line
+            assert line.endswith(f"protocol {PROTOCOL_VERSION}"), line
         await sb._warm(sv)
         for i in range(int(sz["pairs"])):
             for with_progress in (True, False) if i % 2 == 0 else (False, True):
