@@ -1,6 +1,7 @@
 """A finished task after the engine's retention (``cronoq.server.task_history``): with a durable
 store, ``GET /v1/tasks/{id}`` and ``/result`` answer from the store's history (kept for
-``store.keep_finished_s``), on SQLite and on PostgreSQL; another tenant's task stays unknown."""
+``store.keep_finished_s``), on SQLite and on PostgreSQL; another tenant's task stays unknown.
+A replay of such a task (HTTP and gRPC) rebuilds it from the history."""
 
 from __future__ import annotations
 
@@ -106,5 +107,31 @@ async def test_grpc_get_reads_the_history_too(tmp_path: Path) -> None:
             assert (info.id, info.status, info.key) == (h.id, "cancelled", "nightly")
             r = await c.wait(h.id, timeout=1)
             assert (r.id, r.status, r.output_available) == (h.id, "cancelled", False)
+            replay = await c.replay(h.id)  # gRPC Replay (``cronoq replay ID``) from the history
+            info = await c.get("nightly")  # the key moved to the replay
+            assert (info.id, info.replay_of, info.status) == (replay.id, h.id, "ready")  # (no worker)
     finally:
         assert sp.terminate() == 0, sp.log()
+
+
+async def test_replay_reads_the_store_after_the_engines_retention(store: str) -> None:
+    """``POST /v1/tasks/{id}/replay`` of a forgotten task: its definition and payload from the
+    store's history, the ``replay_of`` link, its key moved to the replay."""
+    async with serve(TOKENS, base=store + LIMITS) as (app, c):
+        c.headers.update(bearer(CLIENT))
+        body = {"key": "mail-9", "payload": {"n": 9}, "start_in_s": 3600, "tags": {"team": "ops"}}
+        tid = (await c.post("/v1/tasks", json=body)).json()["id"]
+        assert (await c.post(f"/v1/tasks/{tid}/cancel")).json() == {"cancelled": True}
+        await forgotten(app, int(tid))
+        r = await c.post(f"/v1/tasks/{tid}/replay", headers=bearer(TENANT))
+        assert r.status_code == 404  # another tenant's task stays unknown
+        r = await c.post(f"/v1/tasks/{tid}/replay")
+        assert r.status_code == 200, r.text
+        rid = r.json()["id"]
+        FakeWorker(app)
+        res = (await c.get(f"/v1/tasks/{rid}/result?timeout=10")).json()
+        assert (res["status"], res["output"]) == ("succeeded", {"n": 9})
+        info = (await c.get("/v1/tasks/mail-9")).json()  # the key moved to the replay
+        assert (info["id"], info["replay_of"], info["tags"]["team"]) == (rid, tid, "ops")
+        r = await c.post("/v1/tasks/123456789/replay")
+        assert r.status_code == 404 and "store.keep_finished_s, 604800 s" in r.text

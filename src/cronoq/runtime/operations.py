@@ -37,8 +37,10 @@ from typing import TYPE_CHECKING, Final
 
 from cronoq.engine import bulk, control
 from cronoq.engine import replay as _replay
+from cronoq.engine.keys import same_tenant
 from cronoq.engine.model import STATUS_BY_NAME, TaskState
 from cronoq.engine.mutations import BULK_KEYS, BulkKeyChange
+from cronoq.engine.recovery import terminal_state
 from cronoq.errors import ArgumentTypeError, ReplayError
 
 if TYPE_CHECKING:
@@ -282,21 +284,42 @@ class Operations:
             raise ArgumentTypeError(f"force must be a bool (got {force!r})")
         core = self._require()
         found = self._find(ref, tenant)
+        forgotten = found is None
+        if found is None:  # forgotten by the engine: the store's history may still keep it
+            found = await self._from_history(core, ref, tenant)
         if found is None:  # (maybe finished longer ago than the retention: say which setting)
-            raise ReplayError(
-                "unknown_task",
-                f"unknown task {ref!r}: not live, and not retained if it existed (a finished task "
-                f"is kept for key_retention, {self._key_retention:g} s)",
-            )
+            raise ReplayError("unknown_task", self._not_retained(ref))
         t = _replay.check(found, ref, force)
         ok, payload, blob = await self._payload(core, t)
         core = self._require()
-        _replay.check(core.tasks.get(t.id), ref, force)  # (still so after the store read)
+        if not forgotten:
+            _replay.check(core.tasks.get(t.id), ref, force)  # (still so after the store read)
         if not ok:
             raise ReplayError("payload_unavailable", f"the payload of task {t.id} is no longer retained")
-        tid = _replay.replay(core, self._now(), t, payload, blob)
+        if forgotten:
+            tid = _replay.replay_forgotten(core, self._now(), t, payload, blob)
+        else:
+            tid = _replay.replay(core, self._now(), t, payload, blob)
         await self._done()
         return self._handle_for(tid, False)
+
+    async def _from_history(self, core: Core, ref: int | str, tenant: str | None) -> TaskState | None:
+        """Finished task ``ref`` (an id) rebuilt from the durable store's history, kept there
+        after the engine's retention (docs/how-to/operations.md#replay); None: not there."""
+        load = getattr(self._store, "load_finished", None)
+        if load is None or not isinstance(ref, int) or ref in core.tasks:
+            return None
+        rec = await load(ref, self._codec)
+        if rec is None or (tenant is not None and not same_tenant(rec.tenant, tenant)):
+            return None
+        return terminal_state(self._require(), rec)
+
+    def _not_retained(self, ref: int | str) -> str:
+        kept = f"a finished task is kept for key_retention, {self._key_retention:g} s"
+        history = getattr(self._store, "retention", None) if hasattr(self._store, "load_finished") else None
+        if history is not None:
+            kept += f", and by the store for its retention, {history:g} s"
+        return f"unknown task {ref!r}: not live, and not retained if it existed ({kept})"
 
     # ------------------------------------------------------------------ bulk actions
 

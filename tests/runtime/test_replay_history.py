@@ -1,0 +1,59 @@
+"""Replay from the store's history (issue #34): a task the engine has forgotten (finished longer
+ago than ``key_retention``) but a durable store still keeps is replayed in process, on SQLite
+and on PostgreSQL, with its whole definition, its payload and the ``replay_of`` link; its key
+moves to the replay when free; without a store row the refusal names both settings."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from cronoq import Pool, ReplayError, Retryable, RetryPolicy, Scheduler, TaskFailed
+
+from .conftest import SAFETY, wait
+
+
+async def forgotten(s: Scheduler, *refs: int | str) -> None:
+    """Until the engine no longer retains ``refs`` (its retention is 0.2 s)."""
+    deadline = asyncio.get_running_loop().time() + SAFETY
+    while any([await s.status(r) is not None for r in refs]):
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.05)
+
+
+async def test_replay_after_the_engines_retention_reads_the_store(make_store: Callable[[], Any]) -> None:
+    calls: list[tuple[Any, int]] = []
+
+    async def flaky(ctx: Any, payload: Any) -> Any:
+        calls.append((payload, ctx.attempt))
+        raise Retryable("upstream down")
+
+    retry = RetryPolicy(max_attempts=2, initial_backoff=0.01, max_backoff=0.01, jitter=False)
+    pools = [Pool("default", flaky, max=2, autoscale=False)]
+    async with Scheduler(pools, store=make_store(), key_retention=0.2) as s:
+        h = await s.submit({"n": 3}, key="report-3am", retry=retry, tags={"team": "ops"}, kind="report")
+        with pytest.raises(TaskFailed):
+            await wait(h)
+        await forgotten(s, h.id, "report-3am")
+        calls.clear()
+        r = await s.replay(h.id)  # from the store's history: definition and payload
+        with pytest.raises(TaskFailed, match="upstream down"):
+            await wait(r)
+        assert calls == [({"n": 3}, 1), ({"n": 3}, 2)]  # the original's retry policy
+        t = s.seam.tasks[r.id]
+        assert t.opts.kind == "report" and t.opts.tags == {"team": "ops", "cronoq.replay_of": str(h.id)}
+        assert (await s.handle("report-3am")).id == r.id  # type: ignore[union-attr]  # the key moved
+        again = await s.replay(h.id)  # a failed task may be replayed again (the key stays put)
+        assert (await s.handle("report-3am")).id == r.id  # type: ignore[union-attr]
+        with pytest.raises(TaskFailed):
+            await wait(again)
+        with pytest.raises(ReplayError) as e:
+            await s.replay(h.id, tenant="acme")  # another tenant's: unknown, in the history too
+        assert e.value.code == "unknown_task"
+        with pytest.raises(ReplayError) as e:
+            await s.replay(10**9)
+        assert e.value.code == "unknown_task"
+        assert "key_retention, 0.2 s, and by the store for its retention, 3600 s" in str(e.value)
