@@ -17,7 +17,7 @@ from .conftest import SAFETY, wait
 
 
 async def forgotten(s: Scheduler, *refs: int | str) -> None:
-    """Until the engine no longer retains ``refs`` (its retention is 0.2 s)."""
+    """Until the engine no longer retains ``refs`` (its retention is 0.5 s)."""
     deadline = asyncio.get_running_loop().time() + SAFETY
     while any([await s.status(r) is not None for r in refs]):
         assert asyncio.get_running_loop().time() < deadline
@@ -33,7 +33,7 @@ async def test_replay_after_the_engines_retention_reads_the_store(make_store: Ca
 
     retry = RetryPolicy(max_attempts=2, initial_backoff=0.01, max_backoff=0.01, jitter=False)
     pools = [Pool("default", flaky, max=2, autoscale=False)]
-    async with Scheduler(pools, store=make_store(), key_retention=0.2) as s:
+    async with Scheduler(pools, store=make_store(), key_retention=0.5) as s:
         h = await s.submit({"n": 3}, key="report-3am", retry=retry, tags={"team": "ops"}, kind="report")
         with pytest.raises(TaskFailed):
             await wait(h)
@@ -50,10 +50,16 @@ async def test_replay_after_the_engines_retention_reads_the_store(make_store: Ca
         assert (await s.handle("report-3am")).id == r.id  # type: ignore[union-attr]
         with pytest.raises(TaskFailed):
             await wait(again)
+        other = await s.submit({"n": 4}, key="report-4am", retry=retry)
+        with pytest.raises(TaskFailed):
+            await wait(other)
+        await forgotten(s, other.id, "report-4am")
+        by_key = await s.replay("report-4am")  # by key: the newest finished row of that key
+        assert s.seam.tasks[by_key.id].opts.tags == {"cronoq.replay_of": str(other.id)}
         with pytest.raises(ReplayError) as e:
             await s.replay(h.id, tenant="acme")  # another tenant's: unknown, in the history too
         assert e.value.code == "unknown_task"
         with pytest.raises(ReplayError) as e:
             await s.replay(10**9)
         assert e.value.code == "unknown_task"
-        assert "key_retention, 0.2 s, and by the store for its retention, 3600 s" in str(e.value)
+        assert "key_retention, 0.5 s, and by the store for its retention, 3600 s" in str(e.value)

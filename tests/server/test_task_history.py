@@ -1,7 +1,8 @@
 """A finished task after the engine's retention (``cronoq.server.task_history``): with a durable
 store, ``GET /v1/tasks/{id}`` and ``/result`` answer from the store's history (kept for
 ``store.keep_finished_s``), on SQLite and on PostgreSQL; another tenant's task stays unknown.
-A replay of such a task (HTTP and gRPC) rebuilds it from the history."""
+Lookups by key read the newest finished row of that key; a replay of such a task (HTTP and
+gRPC) rebuilds it from the history."""
 
 from __future__ import annotations
 
@@ -74,8 +75,16 @@ async def test_get_and_result_read_the_store_after_the_engines_retention(store: 
         )
         info = (await c.get(f"/v1/tasks/{failed}")).json()
         assert info["status"] == "cancelled" and info["output_available"] is False
-        # a key is the engine's alone: after its retention it is free, and unknown
-        assert (await c.get("/v1/tasks/report-3am")).status_code == 404
+        # by key too: the newest finished row of that key and tenant (an index lookup)
+        assert (await c.get("/v1/tasks/report-3am")).json()["id"] == tid
+        res = (await c.get("/v1/tasks/report-3am/result")).json()
+        assert (res["id"], res["output"]) == (tid, {"n": 7})
+        r = await c.get("/v1/tasks/report-3am", headers=bearer(TENANT))
+        assert r.status_code == 404  # another tenant's key
+        # the key is free in the engine: a new task takes it, and lookups find that one
+        r = await c.post("/v1/tasks", json={"key": "report-3am", "start_in_s": 3600})
+        assert r.json()["duplicate"] is False
+        assert (await c.get("/v1/tasks/report-3am")).json()["id"] == r.json()["id"]
         # another tenant's task stays unknown, in the history too
         r = await c.get(f"/v1/tasks/{tid}", headers=bearer(TENANT))
         assert r.status_code == 404 and r.json()["code"] == "not_found"
@@ -85,7 +94,7 @@ async def test_get_and_result_read_the_store_after_the_engines_retention(store: 
 
 async def test_grpc_get_reads_the_history_too(tmp_path: Path) -> None:
     """``cronoq get ID`` (gRPC ``Get``) on a real ``cronoq serve`` with a SQLite store."""
-    from cronoq.client import Client, ClientError
+    from cronoq.client import Client
 
     from .procs import start_server
 
@@ -95,14 +104,10 @@ async def test_grpc_get_reads_the_history_too(tmp_path: Path) -> None:
             h = await c.submit(b"x", key="nightly", start_in=3600)
             assert await c.cancel(h.id)
             deadline = asyncio.get_running_loop().time() + 10
-            while True:  # until the engine forgot it: its key no longer finds it
-                try:
-                    await c.get("nightly")
-                except ClientError as e:
-                    assert e.code == "not_found"
-                    break
+            while (await c.list_tasks()).tasks:  # until the engine forgot it (listings: the engine's)
                 assert asyncio.get_running_loop().time() < deadline
                 await asyncio.sleep(0.05)
+            assert (await c.get("nightly")).id == h.id  # by key too, from the history
             info = await c.get(h.id)
             assert (info.id, info.status, info.key) == (h.id, "cancelled", "nightly")
             r = await c.wait(h.id, timeout=1)

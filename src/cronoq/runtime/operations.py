@@ -304,14 +304,19 @@ class Operations:
         return self._handle_for(tid, False)
 
     async def _from_history(self, core: Core, ref: int | str, tenant: str | None) -> TaskState | None:
-        """Finished task ``ref`` (an id) rebuilt from the durable store's history, kept there
-        after the engine's retention (docs/how-to/operations.md#replay); None: not there."""
-        load = getattr(self._store, "load_finished", None)
-        if load is None or not isinstance(ref, int) or ref in core.tasks:
-            return None
-        rec = await load(ref, self._codec)
+        """Finished task ``ref`` (an id, or a key: its newest finished row) rebuilt from the
+        durable store's history, kept there after the engine's retention
+        (docs/how-to/operations.md#replay); None: not there."""
+        if isinstance(ref, int):
+            load = getattr(self._store, "load_finished", None)
+            rec = None if load is None or ref in core.tasks else await load(ref, self._codec)
+        else:
+            load_key = getattr(self._store, "load_finished_key", None)
+            rec = None if load_key is None else await load_key(ref, tenant, self._codec)
         if rec is None or (tenant is not None and not same_tenant(rec.tenant, tenant)):
             return None
+        if rec.id in self._require().tasks:
+            return None  # (retained after all: a key reused, or the read raced a recovery)
         return terminal_state(self._require(), rec)
 
     def _not_retained(self, ref: int | str) -> str:

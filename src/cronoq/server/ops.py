@@ -113,7 +113,7 @@ async def replay(
         if e.status != "not_found":
             raise
         # forgotten by the engine: the store's history may still keep it (task_history.py)
-        rec = await task_history.finished_from_store(app, principal, ref, BlobCodec())
+        rec = await task_history.finished_from_store(app, principal, ref, BlobCodec(), tenant)
         if rec is None or (tenant and rec.tenant != tenant):
             raise
         tid = rec.id

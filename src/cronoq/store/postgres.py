@@ -45,10 +45,12 @@ from cronoq.engine.mutations import BULK_KEYS, Mutation, Recovered, RecoveredTer
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store._records import (
     BULK_KEY_COLUMNS,
+    KEY_HISTORY_ROWS,
     TASK_COLUMNS,
     add_task_rows,
     db_id,
     finish_recovered,
+    finished_by_key,
     finished_record,
     fold,
 )
@@ -284,6 +286,8 @@ class PostgresStore:
                 );
                 CREATE INDEX IF NOT EXISTS cronoq_tasks_finished ON {q}.cronoq_tasks (finished)
                     WHERE finished IS NOT NULL;
+                CREATE INDEX IF NOT EXISTS cronoq_tasks_key ON {q}.cronoq_tasks (key, id)
+                    WHERE key IS NOT NULL;
                 CREATE TABLE IF NOT EXISTS {q}.cronoq_schedules (
                     name text PRIMARY KEY,
                     spec text NOT NULL,
@@ -587,6 +591,22 @@ class PostgresStore:
                 f"SELECT {cols} FROM {self._q}.cronoq_tasks WHERE id = $1", db_id(task_id)
             )
             return finished_record(None if row is None else tuple(row), codec)
+
+        result: RecoveredTerminal | None = await self._run(op)
+        return result
+
+    async def load_finished_key(self, key: str, tenant: str | None, codec: Codec) -> RecoveredTerminal | None:
+        """The newest finished task of ``tenant`` with ``key`` the store's history keeps, or
+        None (an index lookup: ``cronoq_tasks_key``)."""
+
+        async def op(conn: Any) -> RecoveredTerminal | None:
+            cols = ", ".join(TASK_COLUMNS)
+            rows = await conn.fetch(
+                f"SELECT {cols} FROM {self._q}.cronoq_tasks WHERE key = $1 AND finished IS NOT NULL "
+                f"ORDER BY id DESC LIMIT {KEY_HISTORY_ROWS}",
+                key,
+            )
+            return finished_by_key([tuple(r) for r in rows], tenant, codec)
 
         result: RecoveredTerminal | None = await self._run(op)
         return result

@@ -42,9 +42,11 @@ from cronoq.engine.mutations import BULK_KEYS, Mutation, Recovered, RecoveredTer
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store._records import (
     BULK_KEY_COLUMNS,
+    KEY_HISTORY_ROWS,
     TASK_COLUMNS,
     build_recovered,
     db_id,
+    finished_by_key,
     finished_record,
     fold,
 )
@@ -95,6 +97,7 @@ CREATE TABLE IF NOT EXISTS cronoq_tasks (
 );
 CREATE INDEX IF NOT EXISTS cronoq_tasks_finished ON cronoq_tasks (finished)
     WHERE finished IS NOT NULL;
+CREATE INDEX IF NOT EXISTS cronoq_tasks_key ON cronoq_tasks (key) WHERE key IS NOT NULL;
 CREATE TABLE IF NOT EXISTS cronoq_schedules (
     name TEXT PRIMARY KEY,
     spec TEXT NOT NULL,
@@ -514,6 +517,18 @@ class SqliteStore:
             self._db().execute(f"SELECT {_COLS} FROM cronoq_tasks WHERE id = ?", (db_id(task_id),)).fetchone()
         )
         return finished_record(row, codec)
+
+    async def load_finished_key(self, key: str, tenant: str | None, codec: Codec) -> RecoveredTerminal | None:
+        """The newest finished task of ``tenant`` with ``key`` the store's history keeps, or
+        None (an index lookup: ``cronoq_tasks_key``)."""
+        return await self._call(self._load_finished_key_sync, key, tenant, codec)
+
+    def _load_finished_key_sync(self, key: str, tenant: str | None, codec: Codec) -> RecoveredTerminal | None:
+        sql = (
+            f"SELECT {_COLS} FROM cronoq_tasks WHERE key = ? AND finished IS NOT NULL "
+            f"ORDER BY id DESC LIMIT {KEY_HISTORY_ROWS}"
+        )
+        return finished_by_key(self._db().execute(sql, (key,)).fetchall(), tenant, codec)
 
     async def prune(self, now_unix_ns: int) -> int:
         cutoff = now_unix_ns - round(self.retention * 1e9)
