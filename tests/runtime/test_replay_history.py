@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cronoq import Pool, ReplayError, Retryable, RetryPolicy, Scheduler, TaskFailed
+from cronoq import BulkResult, Permanent, Pool, ReplayError, Retryable, RetryPolicy, Scheduler, TaskFailed
 
 from .conftest import SAFETY, wait
 
@@ -63,3 +63,38 @@ async def test_replay_after_the_engines_retention_reads_the_store(make_store: Ca
             await s.replay(10**9)
         assert e.value.code == "unknown_task"
         assert "key_retention, 0.5 s, and by the store for its retention, 3600 s" in str(e.value)
+
+
+async def test_bulk_replay_reads_the_store_after_the_engines_retention(make_store: Callable[[], Any]) -> None:
+    """``replay_where`` also pages through the history: a forgotten task that already has a
+    replay is not matched again (unless forced), whether its replay is retained or forgotten."""
+
+    async def fail(ctx: Any, payload: Any) -> Any:
+        raise Permanent(f"down {payload}")
+
+    async with Scheduler(
+        [Pool("default", fail, max=4, autoscale=False)], store=make_store(), key_retention=0.3
+    ) as s:
+        a, b = await s.submit("a", tags={"batch": "1"}), await s.submit("b", tags={"batch": "1"})
+        ok = await s.submit("c", tags={"batch": "2"})
+        for h in (a, b, ok):
+            with pytest.raises(TaskFailed):
+                await wait(h)
+        a2 = await s.replay(a.id)  # a has a replay, which fails too
+        with pytest.raises(TaskFailed):
+            await wait(a2)
+        await forgotten(s, a.id, b.id, ok.id, a2.id)
+        await s.pause("default")  # (the new replays stay ready: not matched themselves)
+        res = await s.replay_where(tags={"batch": "1"}, request_key="k1")
+        assert res == BulkResult(2, 2)  # b and a's replay (its tags are a's); not a
+        replays = {_replay_of(s, t) for t in s.seam.tasks}
+        assert replays == {b.id, a2.id}
+        assert await s.replay_where(tags={"batch": "1"}, request_key="k1") == BulkResult(2, 2)  # (the key)
+        assert await s.replay_where(tags={"batch": "1"}) == BulkResult(0, 0)  # all have a replay
+        assert (await s.replay_where(tags={"batch": "1"}, force=True, limit=1)).matched == 1
+
+
+def _replay_of(s: Scheduler, tid: int) -> int | None:
+    from cronoq.engine.replay import replay_of
+
+    return replay_of(s.seam.tasks[tid])

@@ -138,5 +138,10 @@ async def test_replay_reads_the_store_after_the_engines_retention(store: str) ->
         assert (res["status"], res["output"]) == ("succeeded", {"n": 9})
         info = (await c.get("/v1/tasks/mail-9")).json()  # the key moved to the replay
         assert (info["id"], info["replay_of"], info["tags"]["team"]) == (rid, tid, "ops")
+        # a bulk replay pages through the history too: the original has a replay, not matched
+        body = {"filter": {"tags": {"team": "ops"}}, "request_key": "r1"}
+        assert (await c.post("/v1/tasks:replay", json=body)).json() == {"matched": 0, "acted": 0}
+        body["force"] = True
+        assert (await c.post("/v1/tasks:replay", json=body | {"request_key": "r2"})).json()["acted"] == 2
         r = await c.post("/v1/tasks/123456789/replay")
         assert r.status_code == 404 and "store.keep_finished_s, 604800 s" in r.text

@@ -22,6 +22,11 @@ first call's result, or, when that call was interrupted, finishes it and answers
 with ``resumed`` set (the tasks it already replayed have a replay and are not matched again).
 A replay with a durable store reads the original payload back from the store
 (``store.load_payload``), since the engine drops ended tasks' payloads then.
+
+The store's history: a task the engine has forgotten (past ``key_retention``) but the store
+still keeps is replayed from its row (``store.load_finished`` / ``load_finished_key``,
+rebuilt by ``recovery.terminal_state``), and a bulk replay runs a second pass over the
+history's pages, newest first (:meth:`Operations._replay_history`).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from cronoq.engine.keys import same_tenant
 from cronoq.engine.model import STATUS_BY_NAME, TaskState
 from cronoq.engine.mutations import BULK_KEYS, BulkKeyChange
 from cronoq.engine.recovery import terminal_state
-from cronoq.errors import ArgumentTypeError, ReplayError
+from cronoq.errors import ArgumentTypeError, ReplayError, SubmitError
 
 if TYPE_CHECKING:
     from cronoq.engine.core import Core
@@ -451,19 +456,80 @@ class Operations:
                 acted += bulk.replay_all(core, self._now(), hits, _lookup(payloads), f.again)
             else:
                 acted += bulk.cancel_all(core, self._now(), hits)
-            if key is not None and hits:
-                self._note(core, key, matched, acted, False)
-            self._settle()
-            # let the loop run between pages, long enough that this action takes at most
-            # BULK_SHARE of it: other submissions keep (1 - BULK_SHARE) of their rate
-            spent = time.perf_counter() - started
-            await asyncio.sleep(spent * (1.0 - BULK_SHARE) / BULK_SHARE)
-            started = time.perf_counter()
+            started = await self._page_done(core, key, bool(hits), matched, acted, started)
+            core = self._require()
+        if replaying and hasattr(self._store, "load_finished_page"):
+            matched, acted = await self._replay_history(f, key, matched, acted)
             core = self._require()
         if key is not None:
             self._note(core, key, matched, acted, True)
         await self._done()
         return BulkResult(matched, acted, resumed=entry is not None and entry.resumed)
+
+    async def _replay_history(
+        self,
+        f: bulk.TaskFilter,
+        key: tuple[tuple[str, str | None, str], _Key] | None,
+        matched: int,
+        acted: int,
+    ) -> tuple[int, int]:
+        """The bulk replay's second pass: the finished tasks the engine has forgotten but the
+        store's history keeps, in pages of ``bulk.PAGE`` rows, newest first.  Newest first
+        because a replay's id is above its original's: by the time a row is reached, every
+        replay of it has been seen (in the engine, or earlier in this pass), so a task that
+        has a replay is not matched again unless ``f.again``."""
+        core = self._require()
+        replayed = {o for t in core.tasks.values() if (o := _replay.replay_of(t)) is not None}
+        before, started = (1 << 63) - 1, time.perf_counter()
+        while f.limit is None or matched < f.limit:
+            rows = await self._store.load_finished_page(before, bulk.PAGE, self._codec)  # type: ignore[union-attr]
+            if not rows:
+                break
+            before = rows[-1].id
+            core = self._require()
+            hits = []
+            for rec in rows:
+                if rec.replay_of is not None:
+                    replayed.add(rec.replay_of)
+                if rec.id in core.tasks or rec.pool not in core.pool_index:
+                    continue  # (the engine's pass saw it; a pool removed since)
+                t = terminal_state(core, rec)
+                if bulk.matches(t, f) and (f.again or t.id not in replayed):
+                    hits.append(t)
+                    if f.limit is not None and matched + len(hits) >= f.limit:
+                        break
+            matched += len(hits)
+            for t in hits:
+                ok, payload, blob = await self._payload(core, t)
+                core = self._require()
+                if ok and t.id not in core.tasks:
+                    try:
+                        _replay.replay_forgotten(core, self._now(), t, payload, blob)
+                    except SubmitError:
+                        continue
+                    replayed.add(t.id)
+                    acted += 1
+            started = await self._page_done(core, key, bool(hits), matched, acted, started)
+        return matched, acted
+
+    async def _page_done(
+        self,
+        core: Core,
+        key: tuple[tuple[str, str | None, str], _Key] | None,
+        hit: bool,
+        matched: int,
+        acted: int,
+        started: float,
+    ) -> float:
+        """End of a bulk page: note a keyed call's progress, carry out the page's actions, and
+        let the loop run long enough that this action takes at most BULK_SHARE of it (other
+        submissions keep 1 - BULK_SHARE of their rate); the next page's start."""
+        if key is not None and hit:
+            self._note(core, key, matched, acted, False)
+        self._settle()
+        spent = time.perf_counter() - started
+        await asyncio.sleep(spent * (1.0 - BULK_SHARE) / BULK_SHARE)
+        return time.perf_counter()
 
     def _note(
         self, core: Core, key: tuple[tuple[str, str | None, str], _Key], matched: int, acted: int, done: bool

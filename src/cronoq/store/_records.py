@@ -342,6 +342,14 @@ def finished_by_key(
     return None
 
 
+def finished_records(rows: Iterable[Sequence[Any]], codec: Codec) -> list[RecoveredTerminal]:
+    """Finished task rows (TASK_COLUMNS order) as the finished tasks they record, in row
+    order (a row that cannot be decoded is left out): a page of the store's history."""
+    rec = Recovered()
+    add_task_rows(rec, rows, codec, 0)
+    return rec.terminal
+
+
 def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Codec, cutoff_ns: int) -> None:
     """Decode task rows into ``rec`` (call again with the next rows: rows may be streamed)."""
     for row in task_rows:

@@ -52,6 +52,7 @@ from cronoq.store._records import (
     finish_recovered,
     finished_by_key,
     finished_record,
+    finished_records,
     fold,
 )
 from cronoq.store.base import (
@@ -609,6 +610,23 @@ class PostgresStore:
             return finished_by_key([tuple(r) for r in rows], tenant, codec)
 
         result: RecoveredTerminal | None = await self._run(op)
+        return result
+
+    async def load_finished_page(self, before_id: int, limit: int, codec: Codec) -> list[RecoveredTerminal]:
+        """Up to ``limit`` finished tasks of the store's history with ids below ``before_id``,
+        newest first (a primary-key range: a bulk replay's page)."""
+
+        async def op(conn: Any) -> list[RecoveredTerminal]:
+            cols = ", ".join(TASK_COLUMNS)
+            rows = await conn.fetch(
+                f"SELECT {cols} FROM {self._q}.cronoq_tasks WHERE id < $1 AND finished IS NOT NULL "
+                "ORDER BY id DESC LIMIT $2",
+                db_id(before_id),
+                limit,
+            )
+            return finished_records([tuple(r) for r in rows], codec)
+
+        result: list[RecoveredTerminal] = await self._run(op)
         return result
 
     async def prune(self, now_unix_ns: int) -> int:

@@ -48,6 +48,7 @@ from cronoq.store._records import (
     db_id,
     finished_by_key,
     finished_record,
+    finished_records,
     fold,
 )
 from cronoq.store.base import (
@@ -529,6 +530,17 @@ class SqliteStore:
             f"ORDER BY id DESC LIMIT {KEY_HISTORY_ROWS}"
         )
         return finished_by_key(self._db().execute(sql, (key,)).fetchall(), tenant, codec)
+
+    async def load_finished_page(self, before_id: int, limit: int, codec: Codec) -> list[RecoveredTerminal]:
+        """Up to ``limit`` finished tasks of the store's history with ids below ``before_id``,
+        newest first (a primary-key range: a bulk replay's page)."""
+        return await self._call(self._load_finished_page_sync, before_id, limit, codec)
+
+    def _load_finished_page_sync(self, before_id: int, limit: int, codec: Codec) -> list[RecoveredTerminal]:
+        sql = (
+            f"SELECT {_COLS} FROM cronoq_tasks WHERE id < ? AND finished IS NOT NULL ORDER BY id DESC LIMIT ?"
+        )
+        return finished_records(self._db().execute(sql, (db_id(before_id), limit)).fetchall(), codec)
 
     async def prune(self, now_unix_ns: int) -> int:
         cutoff = now_unix_ns - round(self.retention * 1e9)
