@@ -67,28 +67,33 @@ async def test_replay_after_the_engines_retention_reads_the_store(make_store: Ca
 
 async def test_bulk_replay_reads_the_store_after_the_engines_retention(make_store: Callable[[], Any]) -> None:
     """``replay_where`` also pages through the history: a forgotten task that already has a
-    replay is not matched again (unless forced), whether its replay is retained or forgotten."""
+    replay is not matched again (unless forced), whether its replay is retained or forgotten,
+    failed or succeeded."""
+    fixed: set[str] = set()
 
     async def fail(ctx: Any, payload: Any) -> Any:
+        if payload in fixed:
+            return payload
         raise Permanent(f"down {payload}")
 
-    async with Scheduler(
-        [Pool("default", fail, max=4, autoscale=False)], store=make_store(), key_retention=0.3
-    ) as s:
-        a, b = await s.submit("a", tags={"batch": "1"}), await s.submit("b", tags={"batch": "1"})
-        ok = await s.submit("c", tags={"batch": "2"})
-        for h in (a, b, ok):
+    pools = [Pool("default", fail, max=4, autoscale=False)]
+    async with Scheduler(pools, store=make_store(), key_retention=0.3) as s:
+        a, b, d = [await s.submit(p, tags={"batch": "1"}) for p in ("a", "b", "d")]
+        other = await s.submit("c", tags={"batch": "2"})
+        for h in (a, b, d, other):
             with pytest.raises(TaskFailed):
                 await wait(h)
         a2 = await s.replay(a.id)  # a has a replay, which fails too
+        fixed.add("d")
+        d2 = await s.replay(d.id)  # d has a replay, which succeeds
         with pytest.raises(TaskFailed):
             await wait(a2)
-        await forgotten(s, a.id, b.id, ok.id, a2.id)
+        assert await wait(d2) == "d"
+        await forgotten(s, a.id, b.id, d.id, other.id, a2.id, d2.id)
         await s.pause("default")  # (the new replays stay ready: not matched themselves)
         res = await s.replay_where(tags={"batch": "1"}, request_key="k1")
-        assert res == BulkResult(2, 2)  # b and a's replay (its tags are a's); not a
-        replays = {_replay_of(s, t) for t in s.seam.tasks}
-        assert replays == {b.id, a2.id}
+        assert res == BulkResult(2, 2)  # b and a's replay (its tags are a's); not a, not d
+        assert {_replay_of(s, t) for t in s.seam.tasks} == {b.id, a2.id}
         assert await s.replay_where(tags={"batch": "1"}, request_key="k1") == BulkResult(2, 2)  # (the key)
         assert await s.replay_where(tags={"batch": "1"}) == BulkResult(0, 0)  # all have a replay
         assert (await s.replay_where(tags={"batch": "1"}, force=True, limit=1)).matched == 1

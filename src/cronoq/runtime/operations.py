@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Final
 from cronoq.engine import bulk, control
 from cronoq.engine import replay as _replay
 from cronoq.engine.keys import same_tenant
-from cronoq.engine.model import STATUS_BY_NAME, TaskState
+from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES, TaskState
 from cronoq.engine.mutations import BULK_KEYS, BulkKeyChange
 from cronoq.engine.recovery import terminal_state
 from cronoq.errors import ArgumentTypeError, ReplayError, SubmitError
@@ -480,9 +480,10 @@ class Operations:
         has a replay is not matched again unless ``f.again``."""
         core = self._require()
         replayed = {o for t in core.tasks.values() if (o := _replay.replay_of(t)) is not None}
+        statuses = [STATUS_NAMES[i] for i in sorted(f.statuses)]  # (pre-filtered by the store)
         before, started = (1 << 63) - 1, time.perf_counter()
         while f.limit is None or matched < f.limit:
-            rows = await self._store.load_finished_page(before, bulk.PAGE, self._codec)  # type: ignore[union-attr]
+            rows = await self._store.load_finished_page(before, bulk.PAGE, self._codec, statuses)  # type: ignore[union-attr]
             if not rows:
                 break
             before = rows[-1].id

@@ -342,6 +342,11 @@ def finished_by_key(
     return None
 
 
+#: TASK_COLUMNS without the output (NULL in its place): a page of the history for a bulk
+#: replay, which never needs the outputs
+PAGE_COLUMNS: Final = ", ".join("NULL" if c == "output" else c for c in TASK_COLUMNS)
+
+
 def finished_records(rows: Iterable[Sequence[Any]], codec: Codec) -> list[RecoveredTerminal]:
     """Finished task rows (TASK_COLUMNS order) as the finished tasks they record, in row
     order (a row that cannot be decoded is left out): a page of the store's history."""

@@ -38,7 +38,7 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cronoq.engine.mutations import BULK_KEYS, Mutation, Recovered, RecoveredTerminal
@@ -46,6 +46,7 @@ from cronoq.errors import Fenced, SchedulerError
 from cronoq.store._records import (
     BULK_KEY_COLUMNS,
     KEY_HISTORY_ROWS,
+    PAGE_COLUMNS,
     TASK_COLUMNS,
     add_task_rows,
     db_id,
@@ -612,16 +613,20 @@ class PostgresStore:
         result: RecoveredTerminal | None = await self._run(op)
         return result
 
-    async def load_finished_page(self, before_id: int, limit: int, codec: Codec) -> list[RecoveredTerminal]:
-        """Up to ``limit`` finished tasks of the store's history with ids below ``before_id``,
-        newest first (a primary-key range: a bulk replay's page)."""
+    async def load_finished_page(
+        self, before_id: int, limit: int, codec: Codec, statuses: Sequence[str]
+    ) -> list[RecoveredTerminal]:
+        """Up to ``limit`` finished tasks of the store's history with ids below ``before_id``
+        and one of ``statuses`` (or a replay: its original has one), newest first, without their
+        outputs (a primary-key range: a bulk replay's page)."""
 
         async def op(conn: Any) -> list[RecoveredTerminal]:
-            cols = ", ".join(TASK_COLUMNS)
             rows = await conn.fetch(
-                f"SELECT {cols} FROM {self._q}.cronoq_tasks WHERE id < $1 AND finished IS NOT NULL "
-                "ORDER BY id DESC LIMIT $2",
+                f"SELECT {PAGE_COLUMNS} FROM {self._q}.cronoq_tasks WHERE id < $1 AND finished IS NOT NULL "
+                "AND (status = ANY($2::text[]) OR spec LIKE '%\"cronoq.replay_of\"%') "
+                "ORDER BY id DESC LIMIT $3",
                 db_id(before_id),
+                list(statuses),
                 limit,
             )
             return finished_records([tuple(r) for r in rows], codec)

@@ -34,7 +34,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -43,6 +43,7 @@ from cronoq.errors import Fenced, SchedulerError
 from cronoq.store._records import (
     BULK_KEY_COLUMNS,
     KEY_HISTORY_ROWS,
+    PAGE_COLUMNS,
     TASK_COLUMNS,
     build_recovered,
     db_id,
@@ -531,16 +532,24 @@ class SqliteStore:
         )
         return finished_by_key(self._db().execute(sql, (key,)).fetchall(), tenant, codec)
 
-    async def load_finished_page(self, before_id: int, limit: int, codec: Codec) -> list[RecoveredTerminal]:
-        """Up to ``limit`` finished tasks of the store's history with ids below ``before_id``,
-        newest first (a primary-key range: a bulk replay's page)."""
-        return await self._call(self._load_finished_page_sync, before_id, limit, codec)
+    async def load_finished_page(
+        self, before_id: int, limit: int, codec: Codec, statuses: Sequence[str]
+    ) -> list[RecoveredTerminal]:
+        """Up to ``limit`` finished tasks of the store's history with ids below ``before_id``
+        and one of ``statuses`` (or a replay: its original has one), newest first, without their
+        outputs (a primary-key range: a bulk replay's page)."""
+        return await self._call(self._load_finished_page_sync, before_id, limit, codec, tuple(statuses))
 
-    def _load_finished_page_sync(self, before_id: int, limit: int, codec: Codec) -> list[RecoveredTerminal]:
+    def _load_finished_page_sync(
+        self, before_id: int, limit: int, codec: Codec, statuses: tuple[str, ...]
+    ) -> list[RecoveredTerminal]:
+        marks = ", ".join("?" * len(statuses))
         sql = (
-            f"SELECT {_COLS} FROM cronoq_tasks WHERE id < ? AND finished IS NOT NULL ORDER BY id DESC LIMIT ?"
+            f"SELECT {PAGE_COLUMNS} FROM cronoq_tasks WHERE id < ? AND finished IS NOT NULL "
+            f"AND (status IN ({marks}) OR spec LIKE '%\"cronoq.replay_of\"%') ORDER BY id DESC LIMIT ?"
         )
-        return finished_records(self._db().execute(sql, (db_id(before_id), limit)).fetchall(), codec)
+        rows = self._db().execute(sql, (db_id(before_id), *statuses, limit)).fetchall()
+        return finished_records(rows, codec)
 
     async def prune(self, now_unix_ns: int) -> int:
         cutoff = now_unix_ns - round(self.retention * 1e9)
