@@ -49,7 +49,8 @@ def unknown_task(ref: str) -> str:
     """The one NOT_FOUND message for a task (never existed, no longer retained, or not yours)."""
     return (
         f"unknown task '{ref}': not live, and not retained if it existed (a finished task is kept "
-        "for limits.key_retention_s, 3600 s)"
+        "for limits.key_retention_s, 3600 s, and in the store's history for store.keep_finished_s, "
+        "604800 s)"
     )
 
 

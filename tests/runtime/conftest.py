@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
-from cronoq import Pool
+from cronoq import Pool, SqliteStore
 
 T = TypeVar("T")
 
@@ -87,3 +90,28 @@ class Gate:
 @pytest.fixture
 def gate() -> Gate:
     return Gate()
+
+
+DSN = os.environ.get("CRONOQ_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Callable[[], Any]]:
+    """A factory of the same durable store, SQLite then PostgreSQL (a fresh schema, dropped
+    after the test; skipped where PostgreSQL is unreachable)."""
+    if request.param == "sqlite":
+        yield lambda: SqliteStore(tmp_path / "opts.db")
+        return
+    asyncpg = pytest.importorskip("asyncpg", reason="asyncpg is not installed")
+    from cronoq.store import PostgresStore
+
+    try:
+        conn = await asyncpg.connect(DSN, timeout=3)
+    except Exception as e:
+        pytest.skip(f"PostgreSQL unreachable at {DSN}: {type(e).__name__}: {e}")
+    schema = f"cronoq_t_{uuid.uuid4().hex[:12]}"
+    try:
+        yield lambda: PostgresStore(DSN, schema=schema, lock_poll=0.05)
+    finally:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await conn.close()

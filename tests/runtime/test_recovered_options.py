@@ -4,39 +4,14 @@ original's retry policy (three attempts), timeout, labels and tags, as it had be
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from cronoq import BulkResult, Pool, Retryable, RetryPolicy, Scheduler, SqliteStore, TaskFailed
+from cronoq import BulkResult, Pool, Retryable, RetryPolicy, Scheduler, TaskFailed
 
 from .conftest import wait
-
-DSN = os.environ.get("CRONOQ_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Callable[[], Any]]:
-    if request.param == "sqlite":
-        yield lambda: SqliteStore(tmp_path / "opts.db")
-        return
-    asyncpg = pytest.importorskip("asyncpg", reason="asyncpg is not installed")
-    from cronoq.store import PostgresStore
-
-    try:
-        conn = await asyncpg.connect(DSN, timeout=3)
-    except Exception as e:
-        pytest.skip(f"PostgreSQL unreachable at {DSN}: {type(e).__name__}: {e}")
-    schema = f"cronoq_t_{uuid.uuid4().hex[:12]}"
-    try:
-        yield lambda: PostgresStore(DSN, schema=schema, lock_poll=0.05)
-    finally:
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        await conn.close()
 
 
 async def test_a_finished_task_keeps_its_options_after_a_restart(make_store: Callable[[], Any]) -> None:

@@ -1,6 +1,8 @@
 """A finished task after the engine's retention (``cronoq.server.task_history``): with a durable
 store, ``GET /v1/tasks/{id}`` and ``/result`` answer from the store's history (kept for
-``store.keep_finished_s``), on SQLite and on PostgreSQL; another tenant's task stays unknown."""
+``store.keep_finished_s``), on SQLite and on PostgreSQL; another tenant's task stays unknown.
+Lookups by key read the newest finished row of that key; a replay of such a task (HTTP and
+gRPC) rebuilds it from the history."""
 
 from __future__ import annotations
 
@@ -73,8 +75,16 @@ async def test_get_and_result_read_the_store_after_the_engines_retention(store: 
         )
         info = (await c.get(f"/v1/tasks/{failed}")).json()
         assert info["status"] == "cancelled" and info["output_available"] is False
-        # a key is the engine's alone: after its retention it is free, and unknown
-        assert (await c.get("/v1/tasks/report-3am")).status_code == 404
+        # by key too: the newest finished row of that key and tenant (an index lookup)
+        assert (await c.get("/v1/tasks/report-3am")).json()["id"] == tid
+        res = (await c.get("/v1/tasks/report-3am/result")).json()
+        assert (res["id"], res["output"]) == (tid, {"n": 7})
+        r = await c.get("/v1/tasks/report-3am", headers=bearer(TENANT))
+        assert r.status_code == 404  # another tenant's key
+        # the key is free in the engine: a new task takes it, and lookups find that one
+        r = await c.post("/v1/tasks", json={"key": "report-3am", "start_in_s": 3600})
+        assert r.json()["duplicate"] is False
+        assert (await c.get("/v1/tasks/report-3am")).json()["id"] == r.json()["id"]
         # another tenant's task stays unknown, in the history too
         r = await c.get(f"/v1/tasks/{tid}", headers=bearer(TENANT))
         assert r.status_code == 404 and r.json()["code"] == "not_found"
@@ -84,7 +94,7 @@ async def test_get_and_result_read_the_store_after_the_engines_retention(store: 
 
 async def test_grpc_get_reads_the_history_too(tmp_path: Path) -> None:
     """``cronoq get ID`` (gRPC ``Get``) on a real ``cronoq serve`` with a SQLite store."""
-    from cronoq.client import Client, ClientError
+    from cronoq.client import Client
 
     from .procs import start_server
 
@@ -94,17 +104,44 @@ async def test_grpc_get_reads_the_history_too(tmp_path: Path) -> None:
             h = await c.submit(b"x", key="nightly", start_in=3600)
             assert await c.cancel(h.id)
             deadline = asyncio.get_running_loop().time() + 10
-            while True:  # until the engine forgot it: its key no longer finds it
-                try:
-                    await c.get("nightly")
-                except ClientError as e:
-                    assert e.code == "not_found"
-                    break
+            while (await c.list_tasks()).tasks:  # until the engine forgot it (listings: the engine's)
                 assert asyncio.get_running_loop().time() < deadline
                 await asyncio.sleep(0.05)
+            assert (await c.get("nightly")).id == h.id  # by key too, from the history
             info = await c.get(h.id)
             assert (info.id, info.status, info.key) == (h.id, "cancelled", "nightly")
             r = await c.wait(h.id, timeout=1)
             assert (r.id, r.status, r.output_available) == (h.id, "cancelled", False)
+            replay = await c.replay(h.id)  # gRPC Replay (``cronoq replay ID``) from the history
+            info = await c.get("nightly")  # the key moved to the replay
+            assert (info.id, info.replay_of, info.status) == (replay.id, h.id, "ready")  # (no worker)
     finally:
         assert sp.terminate() == 0, sp.log()
+
+
+async def test_replay_reads_the_store_after_the_engines_retention(store: str) -> None:
+    """``POST /v1/tasks/{id}/replay`` of a forgotten task: its definition and payload from the
+    store's history, the ``replay_of`` link, its key moved to the replay."""
+    async with serve(TOKENS, base=store + LIMITS) as (app, c):
+        c.headers.update(bearer(CLIENT))
+        body = {"key": "mail-9", "payload": {"n": 9}, "start_in_s": 3600, "tags": {"team": "ops"}}
+        tid = (await c.post("/v1/tasks", json=body)).json()["id"]
+        assert (await c.post(f"/v1/tasks/{tid}/cancel")).json() == {"cancelled": True}
+        await forgotten(app, int(tid))
+        r = await c.post(f"/v1/tasks/{tid}/replay", headers=bearer(TENANT))
+        assert r.status_code == 404  # another tenant's task stays unknown
+        r = await c.post(f"/v1/tasks/{tid}/replay")
+        assert r.status_code == 200, r.text
+        rid = r.json()["id"]
+        FakeWorker(app)
+        res = (await c.get(f"/v1/tasks/{rid}/result?timeout=10")).json()
+        assert (res["status"], res["output"]) == ("succeeded", {"n": 9})
+        info = (await c.get("/v1/tasks/mail-9")).json()  # the key moved to the replay
+        assert (info["id"], info["replay_of"], info["tags"]["team"]) == (rid, tid, "ops")
+        # a bulk replay pages through the history too: the original has a replay, not matched
+        body = {"filter": {"tags": {"team": "ops"}}, "request_key": "r1"}
+        assert (await c.post("/v1/tasks:replay", json=body)).json() == {"matched": 0, "acted": 0}
+        body["force"] = True
+        assert (await c.post("/v1/tasks:replay", json=body | {"request_key": "r2"})).json()["acted"] == 2
+        r = await c.post("/v1/tasks/123456789/replay")
+        assert r.status_code == 404 and "store.keep_finished_s, 604800 s" in r.text

@@ -210,31 +210,8 @@ class Recovery:
     def retain(self, r0: RecoveredTerminal) -> TaskState:
         """A terminal task read back from the store: retained for lookups, dedup, outputs,
         filters and replays, with its whole definition when the store could decode it."""
-        core, tb = self.core, self.tb
-        pidx = core.pool_index.get(r0.pool, core.default_pool)
-        if r0.spec is not None:
-            opts = r0.spec.options()
-            opts.pool = core.pools[pidx].name  # (a pool removed since: the default one)
-        else:
-            tags = None if r0.replay_of is None else {REPLAY_TAG: str(r0.replay_of)}
-            opts = TaskOptions(
-                pool=core.pools[pidx].name, kind=r0.kind, priority=r0.priority, tenant=r0.tenant, tags=tags
-            )
-        opts.pool_index = pidx
-        opts.stats_key = (pidx, r0.kind)
-        opts.resolver = core
-        t = TaskState(r0.id, r0.seq, opts, None, r0.key, r0.arrival - tb)
-        t.status = STATUS_BY_NAME.get(r0.status, FAILED)
-        t.attempt = r0.attempt
-        t.started_at = None if r0.started is None else r0.started - tb
-        t.finished_at = r0.finished - tb
-        t.message = r0.message
-        if r0.has_output:
-            t.output = r0.output
-        elif t.status == SUCCEEDED:
-            # awaiting it raises TaskFailed, not a silent None
-            # (docs/reference/behaviour.md#ids-keys-retention)
-            t.output = OUTPUT_LOST
+        core = self.core
+        t = terminal_state(core, r0)
         core.tasks[t.id] = t
         if t.key is not None:
             core.keys.reserve(scoped_key(r0.tenant, t.key), t.id)
@@ -266,3 +243,35 @@ class Recovery:
 def _interrupted(r: RecoveredTask) -> bool:
     """The row's task had started an attempt: it resumes as ``retrying``."""
     return r.status in ("running", "retrying") or r.attempt > 0
+
+
+def terminal_state(core: Core, r0: RecoveredTerminal) -> TaskState:
+    """The finished task a store row records, as a ``TaskState`` of ``core`` (not inserted:
+    recovery retains it; a replay from the store's history replays it), with its whole
+    definition when the store could decode it."""
+    tb = core.config.time_base
+    pidx = core.pool_index.get(r0.pool, core.default_pool)
+    if r0.spec is not None:
+        opts = r0.spec.options()
+        opts.pool = core.pools[pidx].name  # (a pool removed since: the default one)
+    else:
+        tags = None if r0.replay_of is None else {REPLAY_TAG: str(r0.replay_of)}
+        opts = TaskOptions(
+            pool=core.pools[pidx].name, kind=r0.kind, priority=r0.priority, tenant=r0.tenant, tags=tags
+        )
+    opts.pool_index = pidx
+    opts.stats_key = (pidx, r0.kind)
+    opts.resolver = core
+    t = TaskState(r0.id, r0.seq, opts, None, r0.key, r0.arrival - tb)
+    t.status = STATUS_BY_NAME.get(r0.status, FAILED)
+    t.attempt = r0.attempt
+    t.started_at = None if r0.started is None else r0.started - tb
+    t.finished_at = r0.finished - tb
+    t.message = r0.message
+    if r0.has_output:
+        t.output = r0.output
+    elif t.status == SUCCEEDED:
+        # awaiting it raises TaskFailed, not a silent None
+        # (docs/reference/behaviour.md#ids-keys-retention)
+        t.output = OUTPUT_LOST
+    return t

@@ -19,6 +19,13 @@ back from the store: :func:`payload_of` is None then); with neither it is
 Links: the replay's ``replay_of`` is its tag, so it is as durable as the task; the
 original's ``replayed_by`` (the latest replay) is a ``TaskState`` slot set here, and after a
 restart rebuilt from the replays' tags (:func:`link_replays`), so no extra mutation exists.
+
+From the store's history: a task the engine has forgotten (finished longer ago than its
+retention) but a durable store still keeps (``store.keep_finished_s``) is rebuilt from its row
+with its whole definition (``recovery.terminal_state``, not inserted into the core) and
+replayed by :func:`replay_forgotten`: the same checks and options; the key it had moves to the
+replay if no task holds it now.  Its ``replayed_by`` is not kept (the engine holds no state
+for it); the replay's ``replay_of`` tag is, as for any replay.
 """
 
 from __future__ import annotations
@@ -35,7 +42,16 @@ if TYPE_CHECKING:
 
 REPLAY_TAG: Final = "cronoq.replay_of"
 
-__all__ = ["REPLAY_TAG", "check", "link_replays", "payload_of", "replay", "replay_of", "replayed_by"]
+__all__ = [
+    "REPLAY_TAG",
+    "check",
+    "link_replays",
+    "payload_of",
+    "replay",
+    "replay_forgotten",
+    "replay_of",
+    "replayed_by",
+]
 
 
 def replay_of(t: TaskState) -> int | None:
@@ -112,3 +128,19 @@ def link_replays(core: Core, rec: Recovered) -> None:
         t = tasks.get(orig)
         if t is not None and tid in tasks:
             t.replayed_by = tid  # type: ignore[attr-defined]
+
+
+def replay_forgotten(core: Core, now: int, t: TaskState, payload: object, blob: bytes | None) -> int:
+    """Submit the replay of ``t``, a finished task rebuilt from the store's history that the
+    core no longer holds; its key moves to the replay when no task holds it."""
+    sk = None if t.key is None else scoped_key(t.opts.tenant, t.key)
+    if sk is not None and core.keys.find(sk) is None:
+        core.keys.reserve(sk, t.id)  # (so that replay() moves it)
+    else:
+        sk = None
+    try:
+        return replay(core, now, t, payload, blob)
+    except BaseException:
+        if sk is not None:
+            core.keys.free(sk, t.id)
+        raise

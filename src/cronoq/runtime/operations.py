@@ -22,6 +22,11 @@ first call's result, or, when that call was interrupted, finishes it and answers
 with ``resumed`` set (the tasks it already replayed have a replay and are not matched again).
 A replay with a durable store reads the original payload back from the store
 (``store.load_payload``), since the engine drops ended tasks' payloads then.
+
+The store's history: a task the engine has forgotten (past ``key_retention``) but the store
+still keeps is replayed from its row (``store.load_finished`` / ``load_finished_key``,
+rebuilt by ``recovery.terminal_state``), and a bulk replay runs a second pass over the
+history's pages, newest first (:meth:`Operations._replay_history`).
 """
 
 from __future__ import annotations
@@ -37,9 +42,11 @@ from typing import TYPE_CHECKING, Final
 
 from cronoq.engine import bulk, control
 from cronoq.engine import replay as _replay
-from cronoq.engine.model import STATUS_BY_NAME, TaskState
+from cronoq.engine.keys import same_tenant
+from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES, TaskState
 from cronoq.engine.mutations import BULK_KEYS, BulkKeyChange
-from cronoq.errors import ArgumentTypeError, ReplayError
+from cronoq.engine.recovery import terminal_state
+from cronoq.errors import ArgumentTypeError, ReplayError, SubmitError
 
 if TYPE_CHECKING:
     from cronoq.engine.core import Core
@@ -282,21 +289,47 @@ class Operations:
             raise ArgumentTypeError(f"force must be a bool (got {force!r})")
         core = self._require()
         found = self._find(ref, tenant)
+        forgotten = found is None
+        if found is None:  # forgotten by the engine: the store's history may still keep it
+            found = await self._from_history(core, ref, tenant)
         if found is None:  # (maybe finished longer ago than the retention: say which setting)
-            raise ReplayError(
-                "unknown_task",
-                f"unknown task {ref!r}: not live, and not retained if it existed (a finished task "
-                f"is kept for key_retention, {self._key_retention:g} s)",
-            )
+            raise ReplayError("unknown_task", self._not_retained(ref))
         t = _replay.check(found, ref, force)
         ok, payload, blob = await self._payload(core, t)
         core = self._require()
-        _replay.check(core.tasks.get(t.id), ref, force)  # (still so after the store read)
+        if not forgotten:
+            _replay.check(core.tasks.get(t.id), ref, force)  # (still so after the store read)
         if not ok:
             raise ReplayError("payload_unavailable", f"the payload of task {t.id} is no longer retained")
-        tid = _replay.replay(core, self._now(), t, payload, blob)
+        if forgotten:
+            tid = _replay.replay_forgotten(core, self._now(), t, payload, blob)
+        else:
+            tid = _replay.replay(core, self._now(), t, payload, blob)
         await self._done()
         return self._handle_for(tid, False)
+
+    async def _from_history(self, core: Core, ref: int | str, tenant: str | None) -> TaskState | None:
+        """Finished task ``ref`` (an id, or a key: its newest finished row) rebuilt from the
+        durable store's history, kept there after the engine's retention
+        (docs/how-to/operations.md#replay); None: not there."""
+        if isinstance(ref, int):
+            load = getattr(self._store, "load_finished", None)
+            rec = None if load is None or ref in core.tasks else await load(ref, self._codec)
+        else:
+            load_key = getattr(self._store, "load_finished_key", None)
+            rec = None if load_key is None else await load_key(ref, tenant, self._codec)
+        if rec is None or (tenant is not None and not same_tenant(rec.tenant, tenant)):
+            return None
+        if rec.id in self._require().tasks:
+            return None  # (retained after all: a key reused, or the read raced a recovery)
+        return terminal_state(self._require(), rec)
+
+    def _not_retained(self, ref: int | str) -> str:
+        kept = f"a finished task is kept for key_retention, {self._key_retention:g} s"
+        history = getattr(self._store, "retention", None) if hasattr(self._store, "load_finished") else None
+        if history is not None:
+            kept += f", and by the store for its retention, {history:g} s"
+        return f"unknown task {ref!r}: not live, and not retained if it existed ({kept})"
 
     # ------------------------------------------------------------------ bulk actions
 
@@ -423,19 +456,81 @@ class Operations:
                 acted += bulk.replay_all(core, self._now(), hits, _lookup(payloads), f.again)
             else:
                 acted += bulk.cancel_all(core, self._now(), hits)
-            if key is not None and hits:
-                self._note(core, key, matched, acted, False)
-            self._settle()
-            # let the loop run between pages, long enough that this action takes at most
-            # BULK_SHARE of it: other submissions keep (1 - BULK_SHARE) of their rate
-            spent = time.perf_counter() - started
-            await asyncio.sleep(spent * (1.0 - BULK_SHARE) / BULK_SHARE)
-            started = time.perf_counter()
+            started = await self._page_done(core, key, bool(hits), matched, acted, started)
+            core = self._require()
+        if replaying and hasattr(self._store, "load_finished_page"):
+            matched, acted = await self._replay_history(f, key, matched, acted)
             core = self._require()
         if key is not None:
             self._note(core, key, matched, acted, True)
         await self._done()
         return BulkResult(matched, acted, resumed=entry is not None and entry.resumed)
+
+    async def _replay_history(
+        self,
+        f: bulk.TaskFilter,
+        key: tuple[tuple[str, str | None, str], _Key] | None,
+        matched: int,
+        acted: int,
+    ) -> tuple[int, int]:
+        """The bulk replay's second pass: the finished tasks the engine has forgotten but the
+        store's history keeps, in pages of ``bulk.PAGE`` rows, newest first.  Newest first
+        because a replay's id is above its original's: by the time a row is reached, every
+        replay of it has been seen (in the engine, or earlier in this pass), so a task that
+        has a replay is not matched again unless ``f.again``."""
+        core = self._require()
+        replayed = {o for t in core.tasks.values() if (o := _replay.replay_of(t)) is not None}
+        statuses = [STATUS_NAMES[i] for i in sorted(f.statuses)]  # (pre-filtered by the store)
+        before, started = (1 << 63) - 1, time.perf_counter()
+        while f.limit is None or matched < f.limit:
+            rows = await self._store.load_finished_page(before, bulk.PAGE, self._codec, statuses)  # type: ignore[union-attr]
+            if not rows:
+                break
+            before = rows[-1].id
+            core = self._require()
+            hits = []
+            for rec in rows:
+                if rec.replay_of is not None:
+                    replayed.add(rec.replay_of)
+                if rec.id in core.tasks or rec.pool not in core.pool_index:
+                    continue  # (the engine's pass saw it; a pool removed since)
+                t = terminal_state(core, rec)
+                if bulk.matches(t, f) and (f.again or t.id not in replayed):
+                    hits.append(t)
+                    if f.limit is not None and matched + len(hits) >= f.limit:
+                        break
+            matched += len(hits)
+            for t in hits:
+                ok, payload, blob = await self._payload(core, t)
+                core = self._require()
+                if ok and t.id not in core.tasks:
+                    try:
+                        _replay.replay_forgotten(core, self._now(), t, payload, blob)
+                    except SubmitError:
+                        continue
+                    replayed.add(t.id)
+                    acted += 1
+            started = await self._page_done(core, key, bool(hits), matched, acted, started)
+        return matched, acted
+
+    async def _page_done(
+        self,
+        core: Core,
+        key: tuple[tuple[str, str | None, str], _Key] | None,
+        hit: bool,
+        matched: int,
+        acted: int,
+        started: float,
+    ) -> float:
+        """End of a bulk page: note a keyed call's progress, carry out the page's actions, and
+        let the loop run long enough that this action takes at most BULK_SHARE of it (other
+        submissions keep 1 - BULK_SHARE of their rate); the next page's start."""
+        if key is not None and hit:
+            self._note(core, key, matched, acted, False)
+        self._settle()
+        spent = time.perf_counter() - started
+        await asyncio.sleep(spent * (1.0 - BULK_SHARE) / BULK_SHARE)
+        return time.perf_counter()
 
     def _note(
         self, core: Core, key: tuple[tuple[str, str | None, str], _Key], matched: int, acted: int, done: bool

@@ -360,10 +360,11 @@ class ServerApp:
         """NOT_FOUND for a task: the same for one that never existed, one no longer retained and
         one the caller may not see (no existence oracle), naming the setting that decides how
         long a finished task stays (docs/reference/behaviour.md#ids-keys-retention)."""
-        return (
-            f"unknown task '{ref}': not live, and not retained if it existed (a finished task is "
-            f"kept for limits.key_retention_s, {self.limits.key_retention_s:g} s)"
-        )
+        kept = f"kept for limits.key_retention_s, {self.limits.key_retention_s:g} s"
+        if self.config.store.kind != "memory":
+            history = self.config.store.keep_finished_s
+            kept += f", and in the store's history for store.keep_finished_s, {history:g} s"
+        return f"unknown task '{ref}': not live, and not retained if it existed (a finished task is {kept})"
 
     def _own_duplicate(self, principal: Principal | None, tid: int) -> None:
         """A duplicate answer only ever returns the caller's own task: keys are scoped by tenant,

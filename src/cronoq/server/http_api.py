@@ -397,16 +397,18 @@ class HttpApi:
         try:
             t = self.app.get(principal, ref, self.tenant_of(request))
         except ApiError as e:
-            rec = await self._from_history(e, principal, ref)
+            rec = await self._from_history(e, principal, ref, self.tenant_of(request))
             return json_response(message_json(task_history.history_info(rec)))
         return json_response(message_json(self.app.task_info(t, detail=True)))
 
-    async def _from_history(self, e: ApiError, principal: Principal | None, ref: int | str) -> Any:
+    async def _from_history(
+        self, e: ApiError, principal: Principal | None, ref: int | str, tenant: str | None
+    ) -> Any:
         """After the engine's retention: the task from the store's history (``task_history``),
         else the error ``e``."""
         rec = None
         if e.code == "not_found":
-            rec = await task_history.finished_from_store(self.app, principal, ref, BlobCodec())
+            rec = await task_history.finished_from_store(self.app, principal, ref, BlobCodec(), tenant)
         if rec is None:
             raise e
         return rec
@@ -420,7 +422,7 @@ class HttpApi:
         try:
             t = await self.app.wait(principal, ref, timeout, self.tenant_of(request))
         except ApiError as e:
-            rec = await self._from_history(e, principal, ref)
+            rec = await self._from_history(e, principal, ref, self.tenant_of(request))
             return json_response(task_history.history_result(rec))
         return json_response(result_json(t))
 

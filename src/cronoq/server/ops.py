@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from cronoq.errors import ArgumentTypeError, ReplayError, SchedulerError, SubmitError
 from cronoq.runtime.operations import BulkResult
-from cronoq.server.app import ApiError, store_failure
+from cronoq.server import task_history
+from cronoq.server.app import ApiError, BlobCodec, store_failure
 from cronoq.server.auth import PermissionDenied, Principal, allows_pool, check_pool, restrict_pools
 
 if TYPE_CHECKING:
@@ -106,8 +107,17 @@ async def replay(
 ) -> int:
     """Replay the caller's task ``ref``: the new task's id."""
     sched = app.require_leader()
-    t = app.get(principal, ref, tenant)  # (NOT_FOUND for another pool's or tenant's task)
-    h = await _run(lambda: sched.replay(t.id, force=force))
+    try:
+        tid = app.get(principal, ref, tenant).id  # (NOT_FOUND for another pool's or tenant's task)
+    except ApiError as e:
+        if e.status != "not_found":
+            raise
+        # forgotten by the engine: the store's history may still keep it (task_history.py)
+        rec = await task_history.finished_from_store(app, principal, ref, BlobCodec(), tenant)
+        if rec is None or (tenant and rec.tenant != tenant):
+            raise
+        tid = rec.id
+    h = await _run(lambda: sched.replay(tid, force=force))
     return h.id
 
 

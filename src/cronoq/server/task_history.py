@@ -10,7 +10,12 @@ window, a minute's worth of rows).  When a lookup by id misses the engine, the H
 ``GET /v1/tasks/{id}`` and ``GET /v1/tasks/{id}/result`` and gRPC ``Get`` and ``Wait`` read that row
 (:func:`finished_from_store`: one primary-key read, ``load_finished`` of the SQLite and
 PostgreSQL stores) and answer from it, with the visibility rules of a live task (another
-tenant's or pool's task stays "unknown").  The answer carries what the row records: status,
+tenant's or pool's task stays "unknown").  A lookup by key reads the newest finished row of
+that key and tenant (``load_finished_key``: an index lookup on ``cronoq_tasks_key``, a partial
+index of the keyed rows, at most ``KEY_HISTORY_ROWS`` rows read since a key is reused once
+the engine forgets it and the tenant lives in the definition); a key a live or retained task
+holds is answered by the engine first, as always.  A replay (``ops.replay``) rebuilds the
+task from the same row.  The answer carries what the row records: status,
 attempt, times, message, output; not the edges or the attempt log, which only the engine kept.
 """
 
@@ -33,17 +38,25 @@ __all__ = ["finished_from_store", "history_info", "history_result", "history_tas
 
 
 async def finished_from_store(
-    app: ServerApp, principal: Principal | None, ref: int | str, codec: Any
+    app: ServerApp, principal: Principal | None, ref: int | str, codec: Any, tenant: str | None = None
 ) -> RecoveredTerminal | None:
-    """The caller's finished task ``ref`` (an id) from the store's history; None when there is
-    no durable store, no such row, or the caller may not see it."""
-    if not isinstance(ref, int):
-        return None
+    """The caller's finished task ``ref`` (an id, or a key of the caller's tenant, else of
+    ``tenant``) from the store's history; None when there is no durable store, no such row, or
+    the caller may not see it."""
     store = app.require_leader().seam.store
-    load = getattr(store, "load_finished", None)
-    if load is None:
-        return None
-    rec: RecoveredTerminal | None = await load(ref, codec)
+    rec: RecoveredTerminal | None
+    if isinstance(ref, int):
+        load = getattr(store, "load_finished", None)
+        if load is None:
+            return None
+        rec = await load(ref, codec)
+    else:
+        load_key = getattr(store, "load_finished_key", None)
+        if load_key is None:
+            return None
+        if principal is not None and principal.tenant is not None:
+            tenant = principal.tenant
+        rec = await load_key(ref, tenant or None, codec)
     if rec is None or principal is None:
         return rec
     if principal.pools is not None and rec.pool not in principal.pools:

@@ -326,6 +326,35 @@ def finished_record(row: Sequence[Any] | None, codec: Codec) -> RecoveredTermina
     return rec.terminal[0] if rec.terminal else None
 
 
+#: Rows of one key a history lookup by key reads, newest first: a key is reused once the
+#: engine forgets it, and another tenant's rows of the same key are skipped.
+KEY_HISTORY_ROWS: Final = 16
+
+
+def finished_by_key(
+    rows: Iterable[Sequence[Any]], tenant: str | None, codec: Codec
+) -> RecoveredTerminal | None:
+    """The newest of ``rows`` (one key's finished rows, newest first, TASK_COLUMNS order) that
+    belongs to ``tenant`` (None: no tenant), as its finished task; None when none does."""
+    for row in rows:
+        if _tenant(row[7]) == (tenant or None):
+            return finished_record(row, codec)
+    return None
+
+
+#: TASK_COLUMNS without the output (NULL in its place): a page of the history for a bulk
+#: replay, which never needs the outputs
+PAGE_COLUMNS: Final = ", ".join("NULL" if c == "output" else c for c in TASK_COLUMNS)
+
+
+def finished_records(rows: Iterable[Sequence[Any]], codec: Codec) -> list[RecoveredTerminal]:
+    """Finished task rows (TASK_COLUMNS order) as the finished tasks they record, in row
+    order (a row that cannot be decoded is left out): a page of the store's history."""
+    rec = Recovered()
+    add_task_rows(rec, rows, codec, 0)
+    return rec.terminal
+
+
 def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Codec, cutoff_ns: int) -> None:
     """Decode task rows into ``rec`` (call again with the next rows: rows may be streamed)."""
     for row in task_rows:

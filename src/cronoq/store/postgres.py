@@ -38,18 +38,22 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cronoq.engine.mutations import BULK_KEYS, Mutation, Recovered, RecoveredTerminal
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store._records import (
     BULK_KEY_COLUMNS,
+    KEY_HISTORY_ROWS,
+    PAGE_COLUMNS,
     TASK_COLUMNS,
     add_task_rows,
     db_id,
     finish_recovered,
+    finished_by_key,
     finished_record,
+    finished_records,
     fold,
 )
 from cronoq.store.base import (
@@ -284,6 +288,8 @@ class PostgresStore:
                 );
                 CREATE INDEX IF NOT EXISTS cronoq_tasks_finished ON {q}.cronoq_tasks (finished)
                     WHERE finished IS NOT NULL;
+                CREATE INDEX IF NOT EXISTS cronoq_tasks_key ON {q}.cronoq_tasks (key, id)
+                    WHERE key IS NOT NULL;
                 CREATE TABLE IF NOT EXISTS {q}.cronoq_schedules (
                     name text PRIMARY KEY,
                     spec text NOT NULL,
@@ -589,6 +595,43 @@ class PostgresStore:
             return finished_record(None if row is None else tuple(row), codec)
 
         result: RecoveredTerminal | None = await self._run(op)
+        return result
+
+    async def load_finished_key(self, key: str, tenant: str | None, codec: Codec) -> RecoveredTerminal | None:
+        """The newest finished task of ``tenant`` with ``key`` the store's history keeps, or
+        None (an index lookup: ``cronoq_tasks_key``)."""
+
+        async def op(conn: Any) -> RecoveredTerminal | None:
+            cols = ", ".join(TASK_COLUMNS)
+            rows = await conn.fetch(
+                f"SELECT {cols} FROM {self._q}.cronoq_tasks WHERE key = $1 AND finished IS NOT NULL "
+                f"ORDER BY id DESC LIMIT {KEY_HISTORY_ROWS}",
+                key,
+            )
+            return finished_by_key([tuple(r) for r in rows], tenant, codec)
+
+        result: RecoveredTerminal | None = await self._run(op)
+        return result
+
+    async def load_finished_page(
+        self, before_id: int, limit: int, codec: Codec, statuses: Sequence[str]
+    ) -> list[RecoveredTerminal]:
+        """Up to ``limit`` finished tasks of the store's history with ids below ``before_id``
+        and one of ``statuses`` (or a replay: its original has one), newest first, without their
+        outputs (a primary-key range: a bulk replay's page)."""
+
+        async def op(conn: Any) -> list[RecoveredTerminal]:
+            rows = await conn.fetch(
+                f"SELECT {PAGE_COLUMNS} FROM {self._q}.cronoq_tasks WHERE id < $1 AND finished IS NOT NULL "
+                "AND (status = ANY($2::text[]) OR spec LIKE '%\"cronoq.replay_of\"%') "
+                "ORDER BY id DESC LIMIT $3",
+                db_id(before_id),
+                list(statuses),
+                limit,
+            )
+            return finished_records([tuple(r) for r in rows], codec)
+
+        result: list[RecoveredTerminal] = await self._run(op)
         return result
 
     async def prune(self, now_unix_ns: int) -> int:

@@ -34,7 +34,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -42,10 +42,14 @@ from cronoq.engine.mutations import BULK_KEYS, Mutation, Recovered, RecoveredTer
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store._records import (
     BULK_KEY_COLUMNS,
+    KEY_HISTORY_ROWS,
+    PAGE_COLUMNS,
     TASK_COLUMNS,
     build_recovered,
     db_id,
+    finished_by_key,
     finished_record,
+    finished_records,
     fold,
 )
 from cronoq.store.base import (
@@ -95,6 +99,7 @@ CREATE TABLE IF NOT EXISTS cronoq_tasks (
 );
 CREATE INDEX IF NOT EXISTS cronoq_tasks_finished ON cronoq_tasks (finished)
     WHERE finished IS NOT NULL;
+CREATE INDEX IF NOT EXISTS cronoq_tasks_key ON cronoq_tasks (key) WHERE key IS NOT NULL;
 CREATE TABLE IF NOT EXISTS cronoq_schedules (
     name TEXT PRIMARY KEY,
     spec TEXT NOT NULL,
@@ -514,6 +519,37 @@ class SqliteStore:
             self._db().execute(f"SELECT {_COLS} FROM cronoq_tasks WHERE id = ?", (db_id(task_id),)).fetchone()
         )
         return finished_record(row, codec)
+
+    async def load_finished_key(self, key: str, tenant: str | None, codec: Codec) -> RecoveredTerminal | None:
+        """The newest finished task of ``tenant`` with ``key`` the store's history keeps, or
+        None (an index lookup: ``cronoq_tasks_key``)."""
+        return await self._call(self._load_finished_key_sync, key, tenant, codec)
+
+    def _load_finished_key_sync(self, key: str, tenant: str | None, codec: Codec) -> RecoveredTerminal | None:
+        sql = (
+            f"SELECT {_COLS} FROM cronoq_tasks WHERE key = ? AND finished IS NOT NULL "
+            f"ORDER BY id DESC LIMIT {KEY_HISTORY_ROWS}"
+        )
+        return finished_by_key(self._db().execute(sql, (key,)).fetchall(), tenant, codec)
+
+    async def load_finished_page(
+        self, before_id: int, limit: int, codec: Codec, statuses: Sequence[str]
+    ) -> list[RecoveredTerminal]:
+        """Up to ``limit`` finished tasks of the store's history with ids below ``before_id``
+        and one of ``statuses`` (or a replay: its original has one), newest first, without their
+        outputs (a primary-key range: a bulk replay's page)."""
+        return await self._call(self._load_finished_page_sync, before_id, limit, codec, tuple(statuses))
+
+    def _load_finished_page_sync(
+        self, before_id: int, limit: int, codec: Codec, statuses: tuple[str, ...]
+    ) -> list[RecoveredTerminal]:
+        marks = ", ".join("?" * len(statuses))
+        sql = (
+            f"SELECT {PAGE_COLUMNS} FROM cronoq_tasks WHERE id < ? AND finished IS NOT NULL "
+            f"AND (status IN ({marks}) OR spec LIKE '%\"cronoq.replay_of\"%') ORDER BY id DESC LIMIT ?"
+        )
+        rows = self._db().execute(sql, (db_id(before_id), *statuses, limit)).fetchall()
+        return finished_records(rows, codec)
 
     async def prune(self, now_unix_ns: int) -> int:
         cutoff = now_unix_ns - round(self.retention * 1e9)

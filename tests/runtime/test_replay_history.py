@@ -1,0 +1,105 @@
+"""Replay from the store's history (issue #34): a task the engine has forgotten (finished longer
+ago than ``key_retention``) but a durable store still keeps is replayed in process, on SQLite
+and on PostgreSQL, with its whole definition, its payload and the ``replay_of`` link; its key
+moves to the replay when free; without a store row the refusal names both settings."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from cronoq import BulkResult, Permanent, Pool, ReplayError, Retryable, RetryPolicy, Scheduler, TaskFailed
+
+from .conftest import SAFETY, wait
+
+
+async def forgotten(s: Scheduler, *refs: int | str) -> None:
+    """Until the engine no longer retains ``refs`` (its retention is 0.5 s)."""
+    deadline = asyncio.get_running_loop().time() + SAFETY
+    while any([await s.status(r) is not None for r in refs]):
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.05)
+
+
+async def test_replay_after_the_engines_retention_reads_the_store(make_store: Callable[[], Any]) -> None:
+    calls: list[tuple[Any, int]] = []
+
+    async def flaky(ctx: Any, payload: Any) -> Any:
+        calls.append((payload, ctx.attempt))
+        raise Retryable("upstream down")
+
+    retry = RetryPolicy(max_attempts=2, initial_backoff=0.01, max_backoff=0.01, jitter=False)
+    pools = [Pool("default", flaky, max=2, autoscale=False)]
+    async with Scheduler(pools, store=make_store(), key_retention=0.5) as s:
+        h = await s.submit({"n": 3}, key="report-3am", retry=retry, tags={"team": "ops"}, kind="report")
+        with pytest.raises(TaskFailed):
+            await wait(h)
+        await forgotten(s, h.id, "report-3am")
+        calls.clear()
+        r = await s.replay(h.id)  # from the store's history: definition and payload
+        with pytest.raises(TaskFailed, match="upstream down"):
+            await wait(r)
+        assert calls == [({"n": 3}, 1), ({"n": 3}, 2)]  # the original's retry policy
+        t = s.seam.tasks[r.id]
+        assert t.opts.kind == "report" and t.opts.tags == {"team": "ops", "cronoq.replay_of": str(h.id)}
+        assert (await s.handle("report-3am")).id == r.id  # type: ignore[union-attr]  # the key moved
+        again = await s.replay(h.id)  # a failed task may be replayed again (the key stays put)
+        assert (await s.handle("report-3am")).id == r.id  # type: ignore[union-attr]
+        with pytest.raises(TaskFailed):
+            await wait(again)
+        other = await s.submit({"n": 4}, key="report-4am", retry=retry)
+        with pytest.raises(TaskFailed):
+            await wait(other)
+        await forgotten(s, other.id, "report-4am")
+        by_key = await s.replay("report-4am")  # by key: the newest finished row of that key
+        assert s.seam.tasks[by_key.id].opts.tags == {"cronoq.replay_of": str(other.id)}
+        with pytest.raises(ReplayError) as e:
+            await s.replay(h.id, tenant="acme")  # another tenant's: unknown, in the history too
+        assert e.value.code == "unknown_task"
+        with pytest.raises(ReplayError) as e:
+            await s.replay(10**9)
+        assert e.value.code == "unknown_task"
+        assert "key_retention, 0.5 s, and by the store for its retention, 3600 s" in str(e.value)
+
+
+async def test_bulk_replay_reads_the_store_after_the_engines_retention(make_store: Callable[[], Any]) -> None:
+    """``replay_where`` also pages through the history: a forgotten task that already has a
+    replay is not matched again (unless forced), whether its replay is retained or forgotten,
+    failed or succeeded."""
+    fixed: set[str] = set()
+
+    async def fail(ctx: Any, payload: Any) -> Any:
+        if payload in fixed:
+            return payload
+        raise Permanent(f"down {payload}")
+
+    pools = [Pool("default", fail, max=4, autoscale=False)]
+    async with Scheduler(pools, store=make_store(), key_retention=0.3) as s:
+        a, b, d = [await s.submit(p, tags={"batch": "1"}) for p in ("a", "b", "d")]
+        other = await s.submit("c", tags={"batch": "2"})
+        for h in (a, b, d, other):
+            with pytest.raises(TaskFailed):
+                await wait(h)
+        a2 = await s.replay(a.id)  # a has a replay, which fails too
+        fixed.add("d")
+        d2 = await s.replay(d.id)  # d has a replay, which succeeds
+        with pytest.raises(TaskFailed):
+            await wait(a2)
+        assert await wait(d2) == "d"
+        await forgotten(s, a.id, b.id, d.id, other.id, a2.id, d2.id)
+        await s.pause("default")  # (the new replays stay ready: not matched themselves)
+        res = await s.replay_where(tags={"batch": "1"}, request_key="k1")
+        assert res == BulkResult(2, 2)  # b and a's replay (its tags are a's); not a, not d
+        assert {_replay_of(s, t) for t in s.seam.tasks} == {b.id, a2.id}
+        assert await s.replay_where(tags={"batch": "1"}, request_key="k1") == BulkResult(2, 2)  # (the key)
+        assert await s.replay_where(tags={"batch": "1"}) == BulkResult(0, 0)  # all have a replay
+        assert (await s.replay_where(tags={"batch": "1"}, force=True, limit=1)).matched == 1
+
+
+def _replay_of(s: Scheduler, tid: int) -> int | None:
+    from cronoq.engine.replay import replay_of
+
+    return replay_of(s.seam.tasks[tid])
