@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 from cronoq.client import Client
@@ -58,6 +59,8 @@ async def test_a_kind_no_worker_serves_waits_then_runs_when_one_connects(tmp_pat
         r = _cli("get", str(charge), "--server", sp.grpc)
         assert r.returncode == 0, r.stderr
         assert "ready" in r.stdout and "no connected worker serves task 'shop.charge'" in r.stdout, r.stdout
+        with urllib.request.urlopen(f"http://{sp.http}/v1/tasks/{charge}", timeout=10) as resp:
+            assert json.loads(resp.read())["waiting"] == "no connected worker serves task 'shop.charge'"
         async with Client(sp.grpc) as c:
             assert (await c.get(charge)).attempt == 0  # never leased to the old worker
             new = _worker(tmp_path, "deploy_v2", sp.grpc)  # the new release serves it
