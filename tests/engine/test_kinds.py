@@ -53,3 +53,13 @@ def test_a_moved_attempt_keeps_to_groups_serving_its_kind(make, mkpool):
     assert d.core.move_attempt(lease, {}, None)  # already there
     d.core.set_group_capacity(d.now, "default", None, 0, frozenset({"mail.send"}))
     assert len(d.core.pools[0].groups) == 1 and not d.core.pools[0].kinded
+
+
+def test_the_autoscaler_counts_unlabelled_kind_groups_as_its_capacity(make, mkpool):
+    d = make([mkpool(cap=0)])
+    pool = d.core.pools[0]
+    d.core.set_group_capacity(d.now, "default", None, 3, SHOP)
+    d.core.set_group_capacity(d.now, "default", {"gpu": "a100"}, 2, SHOP)
+    d.submit(kind="shop.charge")
+    d.tick()
+    assert pool.unlabelled() == (3, 1)  # the labelled group is not the autoscaler's to size

@@ -1027,7 +1027,7 @@ class Core:
         desired = pool.evaluate_scale(now, self._expected)
         if desired is None:
             return
-        if desired != pool.groups[0].capacity:
+        if desired != pool.unlabelled()[0]:
             self.actions.append(Scale(pool.name, desired))
         if not pool.scale_idle():
             pool.arm_scale(self.timers, now)

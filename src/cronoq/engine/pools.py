@@ -299,20 +299,30 @@ class PoolState:
         horizon = now + to_ns(sc.cfg.reservation_horizon)
         upcoming = [w for w in self.res.values() if w[0] <= horizon and w[1] >= now]
         peak = max_overlap(upcoming, -(1 << 62), 1 << 62) if upcoming else 0
-        g0 = self.groups[0]
+        cap, busy = self.unlabelled()
         desired = sc.evaluate(
             now,
-            g0.capacity,
+            cap,
             service_s=service / NS,
             backlog=sum(by_class),
             backlog_by_class=by_class,
-            busy=g0.busy,
+            busy=busy,
             reservations_peak=peak,
         )
-        if self.paused and desired > g0.capacity:  # nothing to dispatch to new workers
-            desired = g0.capacity
+        if self.paused and desired > cap:  # nothing to dispatch to new workers
+            desired = cap
         self.desired = desired
         return desired
+
+    def unlabelled(self) -> tuple[int, int]:
+        """(capacity, busy) of the unlabelled groups, what the autoscaler sizes: the unlabelled
+        group, and the server's unlabelled workers that serve some task kinds only (their
+        releases come and go together in a rolling deploy: docs/how-to/deploys.md)."""
+        if not self.kinded:
+            g0 = self.groups[0]
+            return g0.capacity, g0.busy
+        unl = [g for g in self.groups if not g.labels]
+        return sum(g.capacity for g in unl), sum(g.busy for g in unl)
 
     def arm_scale(self, timers: Timers, now: int) -> None:
         """Arm the autoscaler's next evaluation of this pool, one interval from ``now``."""
@@ -326,7 +336,7 @@ class PoolState:
         """Nothing to scale for until work arrives: the evaluation timer need not be re-armed."""
         sc = self.scaler
         return sc is None or (
-            self.pending == 0 and self.busy == 0 and self.groups[0].capacity <= sc.lo and sc.rate < 0.01
+            self.pending == 0 and self.busy == 0 and self.unlabelled()[0] <= sc.lo and sc.rate < 0.01
         )
 
     def service_time(self, by_class: list[int], expected: Callable[[TaskOptions], int]) -> float:
