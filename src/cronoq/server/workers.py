@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 from cronoq.errors import Permanent, Retryable
 
 if TYPE_CHECKING:
+    from cronoq.engine.model import TaskState
     from cronoq.runtime.context import TaskContext
     from cronoq.runtime.scheduler import Scheduler
 
@@ -425,7 +426,7 @@ class WorkerRegistry:
         return best
 
     def others(
-        self, pool: str, group: tuple[dict[str, str], frozenset[str] | None], t: Any, exclude: set[int]
+        self, pool: str, group: tuple[dict[str, str], frozenset[str] | None], t: TaskState, exclude: set[int]
     ) -> list[WorkerSession]:
         """Workers of the pool's groups other than ``group`` (labels, kinds) that could take a
         re-offered lease of task ``t``: a free granted slot, labels that include all of the
