@@ -789,6 +789,7 @@ async def test_snapshot_and_workers() -> None:
                 "slots": 3,
                 "busy": 1,
                 "connected_unix_ns": w.session.connected_unix_ns,
+                "kinds": [],  # (a plain handler: any kind)
             }
         ]
         await w.close()

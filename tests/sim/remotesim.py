@@ -115,8 +115,12 @@ class _Sched:
         self.time_base = sim.sc.config.time_base
         self.loop = _InlineLoop(sim)
 
-    def set_group_capacity(self, pool: str, labels: dict[str, str] | None, n: int) -> None:
-        """Routed through the simulator's checked wrapper (the simulator ticks on its own)."""
+    def set_group_capacity(
+        self, pool: str, labels: dict[str, str] | None, n: int, kinds: frozenset[str] | None = None
+    ) -> None:
+        """Routed through the simulator's checked wrapper (the simulator ticks on its own); the
+        simulated workers serve any kind (kind groups: tests/engine/test_kinds.py)."""
+        assert kinds is None, kinds
         self.sim.set_group_capacity(pool, labels, n)
 
     def count_stale(self) -> None:
@@ -130,7 +134,8 @@ class _Sched:
     def task_of(self, ctx: _Ctx) -> TaskState:
         return ctx._task
 
-    def move_attempt(self, ctx: _Ctx, labels: dict[str, str]) -> bool:
+    def move_attempt(self, ctx: _Ctx, labels: dict[str, str], kinds: frozenset[str] | None = None) -> bool:
+        assert kinds is None, kinds
         if not self.sim.move_attempt(ctx.lease, labels):
             return False
         ctx.group = dict(labels)

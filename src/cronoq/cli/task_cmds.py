@@ -19,7 +19,7 @@ import click
 from rich.markup import escape
 
 if TYPE_CHECKING:  # pragma: no cover
-    pass
+    from cronoq.client import Client
 
 
 from cronoq.cli.common import (
@@ -85,6 +85,26 @@ def _named_task_call(
         raise click.UsageError(str(e)) from None
     defaults = {k: v for k, v in defn.fields.items() if k != "kind"}
     return payload, defaults
+
+
+async def _serving_pool(client: Client, name: str) -> str:
+    """The pool of ``submit --task NAME`` given neither ``--pool`` nor ``--app``: the one pool
+    where a connected worker registered task NAME (docs/how-to/deploys.md); a usage error
+    asking for ``--pool`` when none or several do, or the workers cannot be listed."""
+    from cronoq.client import ClientError
+
+    try:
+        workers = await client.list_workers(call_timeout=CALL_TIMEOUT)
+    except ClientError as e:
+        raise click.UsageError(
+            f"cannot tell which pool serves task '{name}' ({e.message}): give --pool"
+        ) from None
+    pools = sorted({w.pool for w in workers if name in w.kinds})
+    if len(pools) == 1:
+        return pools[0]
+    if not pools:
+        raise click.UsageError(f"no connected worker serves task '{name}': give --pool")
+    raise click.UsageError(f"task '{name}' is served in pools {', '.join(pools)}: give --pool")
 
 
 def _read_payload_file(path: str) -> bytes:
@@ -230,7 +250,8 @@ def submit(
 ) -> None:
     """Submit one task. PAYLOAD is sent as JSON when it parses as JSON, else as text.
     With --task NAME, a named task: the payload is {"args": [...], "kwargs": {...}} from
-    --args and --kwargs, and the kind is NAME.
+    --args and --kwargs, and the kind is NAME; without --pool or --app it goes to the pool
+    where a connected worker serves NAME (or asks for --pool).
 
     \b
     cronoq submit '{"image": 42}' --priority high --deadline-in 30s --wait
@@ -275,6 +296,8 @@ def submit(
 
     async def main() -> int:
         async with _client(server, token, tls) as client:
+            if task_name is not None and pool is None and app_ref is None:
+                fields["pool"] = await _serving_pool(client, task_name)
             sub = await client.submit(value, call_timeout=CALL_TIMEOUT, **fields)
             if not wait:
                 if as_json:

@@ -323,8 +323,9 @@ def worker(
 ) -> None:
     """Serve POOL with a Python function: `cronoq worker mymodule:handle --pool default`,
     or with every task of a cronoq.App: `cronoq worker shop.tasks:app --pool default` (each
-    lease runs the task named by its kind; an unknown name fails permanently; a task may
-    submit tasks: the app is bound to this server unless its module bound it).
+    lease runs the task named by its kind; the worker registers the app's task names and is
+    given only those; a task may submit tasks: the app is bound to this server unless its
+    module bound it).
 
     The function takes the lease (`lease.json()`, `lease.payload`, `lease.attempt`,
     `lease.tags`, ...) and returns the output (None, bytes, str or anything JSON). It may be

@@ -472,6 +472,8 @@ class WorkerInfo:
     slots: int
     busy: int
     connected_at: float
+    #: the task kinds it serves (empty: any kind, a plain handler; docs/how-to/deploys.md)
+    kinds: tuple[str, ...] = ()
 
     @classmethod
     def from_wire(cls, msg: pb.WorkerInfo) -> WorkerInfo:
@@ -483,6 +485,7 @@ class WorkerInfo:
             slots=msg.slots,
             busy=msg.busy,
             connected_at=_ns_to_s(msg.connected_unix_ns),
+            kinds=tuple(msg.kinds),
         )
 
 

@@ -4,7 +4,7 @@
 Theory of operation
 -------------------
 A *session* is one bidirectional ``Work`` stream. The worker opens it with
-``Register{pool, slots, worker_name, protocol_version=6, labels}`` and waits for
+``Register{pool, slots, worker_name, protocol_version=6, labels, kinds}`` and waits for
 ``Registered`` (granted slots, lease ttl, the session's version: 3 with the published server,
 5 with ours). Then the server sends:
 
@@ -73,7 +73,7 @@ import inspect
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
@@ -319,6 +319,20 @@ class _ProgressState:
         self.timer: asyncio.TimerHandle | None = None
 
 
+def _served_kinds(handler: object, kinds: Iterable[str] | None) -> tuple[str, ...]:
+    """The kinds a worker registers: ``kinds``, else its handler's (an app's ``LeaseHandler``),
+    else none (any kind).  A kind must be a non-empty string."""
+    if kinds is None:
+        kinds = getattr(handler, "kinds", None) or ()
+    if isinstance(kinds, str):
+        raise ValueError(f"kinds must be a list of task kinds, not a string (got {kinds!r})")
+    out = tuple(dict.fromkeys(kinds))
+    bad = next((k for k in out if not isinstance(k, str) or not k), None)
+    if bad is not None:
+        raise ValueError(f"kinds must be non-empty strings (got {bad!r})")
+    return out
+
+
 def _progress_msg(lease: int, done: float, total: float | None, message: str | None) -> pb.WorkerMessage:
     out = pb.WorkerMessage()
     p = out.progress
@@ -390,7 +404,9 @@ class Worker:
     """Serve ``pool`` of a cronoq server with ``handler`` (``async def handle(lease)``).
 
     ``slots`` concurrent leases are requested (the server may grant fewer); ``labels`` join a
-    labelled worker group; ``token`` authenticates (role ``worker``). ``target`` may be a list of
+    labelled worker group; ``kinds`` are the task kinds it serves (default: the handler's
+    ``kinds``, an app's task kinds; none: any kind; docs/how-to/deploys.md); ``token``
+    authenticates (role ``worker``). ``target`` may be a list of
     addresses: each reconnect moves to the next. Use ``await worker.run()`` (returns after
     :meth:`stop`), or ``async with worker:`` to run it in the background and stop it on exit.
     ``processes`` (a :class:`cronoq.Processes`) sets how the child processes of
@@ -407,6 +423,7 @@ class Worker:
         token: str | None = None,
         name: str = "",
         labels: Mapping[str, str] | None = None,
+        kinds: Iterable[str] | None = None,
         reconnect: bool = True,
         backoff: tuple[float, float] = (0.1, 5.0),
         grace: float = 10.0,
@@ -443,6 +460,7 @@ class Worker:
         self._metadata = auth_metadata(token)
         self._name = name
         self._labels = {str(k): str(v) for k, v in (labels or {}).items()}
+        self._kinds = _served_kinds(handler, kinds)
         self._reconnect = reconnect
         self._backoff = (float(lo), float(hi))
         self._grace = float(grace)
@@ -491,6 +509,11 @@ class Worker:
     def labels(self) -> dict[str, str]:
         """The labels this worker registers with (its worker group)."""
         return dict(self._labels)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The task kinds this worker registers (``()``: it serves any kind)."""
+        return self._kinds
 
     @property
     def name(self) -> str:
@@ -756,6 +779,7 @@ class Worker:
                         worker_name=self._name,
                         protocol_version=PROTOCOL_VERSION,
                         labels=self._labels,
+                        kinds=self._kinds,
                     )
                 )
             )

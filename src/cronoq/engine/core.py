@@ -57,6 +57,7 @@ from cronoq.engine.admission import (
 from cronoq.engine.attempts import AttemptLog
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.deps import settle_edges
+from cronoq.engine.groups import move_attempt, resize
 from cronoq.engine.ids import id_base, seq_limit
 from cronoq.engine.keys import ScopedKey, scoped_key
 from cronoq.engine.model import (
@@ -95,7 +96,7 @@ from cronoq.engine.model import (
 from cronoq.engine.model import FLAT_TRANSITIONS as FLAT
 from cronoq.engine.mutations import Recovered, StatusChange, Submitted
 from cronoq.engine.parents import bind_submitted, forget_output, unpin
-from cronoq.engine.pools import Group, PoolState
+from cronoq.engine.pools import Group, Kinds, PoolState
 from cronoq.engine.progress import ProgressTracker
 from cronoq.engine.recovery import Recovery
 from cronoq.engine.recurring import RecurringInfo, RecurringSpec, Schedule, Schedules
@@ -631,7 +632,7 @@ class Core:
     def _fill(self, pool: PoolState, now: int) -> None:
         # fixed-start tasks that are due go first, each on the slot held for it
         due = pool.due
-        waiting = []  # due tasks whose resources or labels are not available yet: retried next tick
+        waiting = []  # due tasks whose resources, labels or kind are not available yet: retried next tick
         while due and pool.busy < pool.capacity:
             _, _, t = due[0]
             if t.status != READY or not t.fixed.in_due:
@@ -677,12 +678,14 @@ class Core:
                 free -= 1
 
     def _place(self, t: TaskState, pool: PoolState, now: int, parkable: bool = True) -> Group | None:
-        """A group with a free slot for ``t`` and all its resources, taken atomically; else park it."""
+        """A group with a free slot for ``t`` (its labels, its kind) and all its resources,
+        taken atomically; else park it."""
         opts = t.opts
         need = opts.labels
+        kind = opts.kind
         group = None
         for g in pool.groups:
-            if g.busy < g.capacity and (need is None or g.accepts(need)):
+            if g.busy < g.capacity and (need is None or g.accepts(need)) and g.serves(kind):
                 group = g
                 break
         if group is None:
@@ -717,7 +720,7 @@ class Core:
             self._enqueue(t, self.pools[t.opts.pool_index].unhold_for_resource(t))
 
     def _unpark_labels(self, pool: PoolState) -> None:
-        """A labelled slot freed (or a group changed): give parked labelled tasks another chance."""
+        """A labelled or kind-serving slot freed (or a group changed): give parked tasks another chance."""
         for t in pool.unpark_labels():
             self._enqueue(t, pool)
 
@@ -831,7 +834,7 @@ class Core:
         t.group = None
         if g is not None:
             g.busy -= 1
-            if g.labels and pool.label_waiters:
+            if pool.label_waiters and (g.labels or pool.kinded):
                 self._unpark_labels(pool)
         res = t.opts.resources
         if res is not None:
@@ -872,7 +875,7 @@ class Core:
         pool = self.pools[opts.pool_index]
         pool.busy -= 1
         g = t.group
-        if g is not None and not g.labels and opts.resources is None:
+        if g is not None and not g.labels and not pool.kinded and opts.resources is None:
             g.busy -= 1  # hot path of _free_slot
             t.group = None
         else:
@@ -967,25 +970,10 @@ class Core:
             t.lease_expires = now + ttl
         return True
 
-    def move_attempt(self, lease: int, labels: dict[str, str]) -> bool:
-        """Move the running attempt under ``lease`` to the worker group with exactly ``labels``.
-
-        A remote worker handed the lease back unrun (``Nack``) and the only worker with a free
-        slot is in another group (docs/reference/grpc.md#worker-protocol): the attempt keeps its number and
-        takes that group's slot, giving its own back.  True when the move is done (or not needed); False
-        when the lease is not current, no such group exists, it does not accept the task's
-        labels, or it has no free slot - nothing changes then.
-        """
-        t = self.leases.get(lease)
-        if t is None:
-            return False
-        pool = self.pools[t.opts.pool_index]
-        moved = pool.move_slot(t, labels)
-        if moved is None:
-            return False
-        if moved and pool.label_waiters:  # a labelled task may fit the slot given back
-            self._unpark_labels(pool)
-        return True
+    def move_attempt(self, lease: int, labels: dict[str, str], kinds: Kinds = None) -> bool:
+        """Move the running attempt under ``lease`` to the worker group with exactly ``labels``
+        and ``kinds`` (engine/groups.py: :func:`~cronoq.engine.groups.move_attempt`)."""
+        return move_attempt(self, lease, labels, kinds)
 
     # ------------------------------------------------------------------ control
 
@@ -1023,21 +1011,12 @@ class Core:
         """Size a pool's unlabelled group directly (not clamped to min/max)."""
         self.set_group_capacity(now, pool_name, None, n)
 
-    def set_group_capacity(self, now: int, pool_name: str, labels: dict[str, str] | None, n: int) -> None:
-        """Size the worker group of ``pool`` with ``labels`` (None/{} = the unlabelled group).
-
-        ``n = 0`` removes a labelled group (its running attempts finish normally).
-        """
-        idx = self.pool_index.get(pool_name)
-        if idx is None:
-            raise SubmitError("unknown_pool", f"unknown pool '{pool_name}'")
-        pool = self.pools[idx]
-        if not pool.resize_group(labels, n, now, self.config.window):
-            return
-        if pool.label_waiters:
-            self._unpark_labels(pool)
-        if pool.scaler is not None and not pool.scale_armed:
-            pool.arm_scale(self.timers, now)
+    def set_group_capacity(
+        self, now: int, pool_name: str, labels: dict[str, str] | None, n: int, kinds: Kinds = None
+    ) -> None:
+        """Size the worker group of ``pool`` with ``labels`` serving ``kinds`` (None/{} and None:
+        the unlabelled group serving any kind; engine/groups.py: :func:`~cronoq.engine.groups.resize`)."""
+        resize(self, now, pool_name, labels, n, kinds)
 
     # ------------------------------------------------------------------ autoscaling
 
@@ -1048,7 +1027,7 @@ class Core:
         desired = pool.evaluate_scale(now, self._expected)
         if desired is None:
             return
-        if desired != pool.groups[0].capacity:
+        if desired != pool.unlabelled()[0]:
             self.actions.append(Scale(pool.name, desired))
         if not pool.scale_idle():
             pool.arm_scale(self.timers, now)

@@ -37,19 +37,29 @@ from cronoq.engine.stats import CapacityIntegral, PoolWindow
 from cronoq.engine.time import NS, to_ns
 from cronoq.engine.timers import T_SCALE, Timers
 
+#: the task kinds a worker group serves; None: any kind (a plain handler; docs/how-to/deploys.md)
+Kinds = frozenset[str] | None
+
 SERVICE_SAMPLE = 64  # queued tasks per class and lane structure the autoscaler's s is estimated from
 
 
 class Group:
-    """Worker slots of a pool that share one label set (docs/reference/behaviour.md#labels)."""
+    """Worker slots of a pool that share one label set and one set of served task kinds
+    (docs/reference/behaviour.md#labels; ``kinds`` None: any kind, as a plain handler)."""
 
-    __slots__ = ("labels", "capacity", "busy", "order")
+    __slots__ = ("labels", "capacity", "busy", "order", "kinds")
 
-    def __init__(self, labels: dict[str, str], capacity: int, order: int) -> None:
+    def __init__(self, labels: dict[str, str], capacity: int, order: int, kinds: Kinds = None) -> None:
         self.labels = labels
         self.capacity = capacity
         self.busy = 0
         self.order = order
+        self.kinds = kinds
+
+    def serves(self, kind: str) -> bool:
+        """Whether this group's workers run tasks of ``kind`` (docs/how-to/deploys.md)."""
+        kinds = self.kinds
+        return kinds is None or kind in kinds
 
     def accepts(self, need: dict[str, str] | None) -> bool:
         if not need:
@@ -93,6 +103,7 @@ class PoolState:
         "run_ewma",
         "group_order",
         "paused",
+        "kinded",
     )
 
     def __init__(self, index: int, cfg: PoolConfig, now: int, window_ns: int) -> None:
@@ -132,6 +143,7 @@ class PoolState:
         self.capacity_integral = CapacityIntegral(now, self.capacity)
         self.waiting_space = False
         self.paused = False  # dispatches nothing new while True (docs/how-to/operations.md)
+        self.kinded = False  # some group serves only some task kinds (docs/how-to/deploys.md)
 
     # ---------------------------------------------------------------- fixed-start tasks
 
@@ -175,36 +187,46 @@ class PoolState:
 
     # ---------------------------------------------------------------- groups and scaling
 
-    def resize_group(self, labels: dict[str, str] | None, n: int, now: int, window_ns: int) -> bool:
-        """Size the group with ``labels`` (None/{}: the unlabelled one); ``n = 0`` removes a
-        labelled group.  False when nothing changed (removing a group that does not exist);
-        ValueError when ``n`` is not an int >= 0.  The capacity integral records the change."""
+    def resize_group(
+        self,
+        labels: dict[str, str] | None,
+        n: int,
+        now: int,
+        window_ns: int,
+        kinds: Kinds = None,
+    ) -> bool:
+        """Size the group with ``labels`` serving ``kinds`` (None/{} and None: the unlabelled
+        group serving any kind); ``n = 0`` removes another group.  False when nothing changed
+        (removing a group that does not exist); ValueError when ``n`` is not an int >= 0.  The
+        capacity integral records the change."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(f"capacity must be an int >= 0 (got {n!r})")
         groups = self.groups
-        if not labels:
+        if not labels and kinds is None:
             groups[0].capacity = n
             if self.scaler is None:
                 self.desired = n
         else:
-            lab = {str(k): str(v) for k, v in labels.items()}
-            found = next((g for g in groups[1:] if g.labels == lab), None)
+            lab = {str(k): str(v) for k, v in (labels or {}).items()}
+            found = next((g for g in groups[1:] if g.labels == lab and g.kinds == kinds), None)
             if found is None:
                 if n == 0:
                     return False
-                groups.append(Group(lab, n, self.group_order))
+                groups.append(Group(lab, n, self.group_order, kinds))
                 self.group_order += 1
                 groups[1:] = sorted(groups[1:], key=lambda g: (len(g.labels), g.order))
             elif n == 0:
                 groups.remove(found)
             else:
                 found.capacity = n
+        self.kinded = any(g.kinds is not None for g in groups)
         self.capacity = sum(g.capacity for g in groups)
         self.capacity_integral.change(now, self.capacity, window_ns)
         return True
 
     def unpark_labels(self) -> list[TaskState]:
-        """The parked labelled tasks some group can take now, out of the parking list."""
+        """The parked tasks (labelled, or of a kind not every group serves) some group can
+        take now, out of the parking list."""
         out: list[TaskState] = []
         if not self.label_waiters:
             return out
@@ -212,8 +234,8 @@ class PoolState:
         for token, t in self.label_waiters:
             if t.status != READY or t.lane_token != token:
                 continue
-            need = t.opts.labels
-            if any(g.busy < g.capacity and g.accepts(need) for g in self.groups):
+            need, kind = t.opts.labels, t.opts.kind
+            if any(g.busy < g.capacity and g.accepts(need) and g.serves(kind) for g in self.groups):
                 out.append(t)
             else:
                 keep.append((token, t))
@@ -245,18 +267,18 @@ class PoolState:
         held = self.resource_held_by_class
         return [self.ready_by_class[c] - held[c] + self.retrying_by_class[c] for c in range(NUM_CLASSES)]
 
-    def move_slot(self, t: TaskState, labels: dict[str, str]) -> bool | None:
-        """Move running ``t`` to the slot of the group with exactly ``labels``.
+    def move_slot(self, t: TaskState, labels: dict[str, str], kinds: Kinds = None) -> bool | None:
+        """Move running ``t`` to the slot of the group with exactly ``labels`` and ``kinds``.
 
-        None: no such group, it does not accept ``t``'s labels, or it has no free slot (nothing
-        changes); False: nothing to do (already there); True: moved, a slot was given back.
+        None: no such group, it does not accept ``t``'s labels or kind, or it has no free slot
+        (nothing changes); False: nothing to do (already there); True: moved, a slot was given back.
         """
         old = t.group
-        if old is not None and old.labels == labels:
+        if old is not None and old.labels == labels and old.kinds == kinds:
             return False
         for g in self.groups:
-            if g.labels == labels:
-                if g.busy >= g.capacity or not g.accepts(t.opts.labels):
+            if g.labels == labels and g.kinds == kinds:
+                if g.busy >= g.capacity or not g.accepts(t.opts.labels) or not g.serves(t.opts.kind):
                     return None
                 g.busy += 1
                 t.group = g
@@ -277,20 +299,30 @@ class PoolState:
         horizon = now + to_ns(sc.cfg.reservation_horizon)
         upcoming = [w for w in self.res.values() if w[0] <= horizon and w[1] >= now]
         peak = max_overlap(upcoming, -(1 << 62), 1 << 62) if upcoming else 0
-        g0 = self.groups[0]
+        cap, busy = self.unlabelled()
         desired = sc.evaluate(
             now,
-            g0.capacity,
+            cap,
             service_s=service / NS,
             backlog=sum(by_class),
             backlog_by_class=by_class,
-            busy=g0.busy,
+            busy=busy,
             reservations_peak=peak,
         )
-        if self.paused and desired > g0.capacity:  # nothing to dispatch to new workers
-            desired = g0.capacity
+        if self.paused and desired > cap:  # nothing to dispatch to new workers
+            desired = cap
         self.desired = desired
         return desired
+
+    def unlabelled(self) -> tuple[int, int]:
+        """(capacity, busy) of the unlabelled groups, what the autoscaler sizes: the unlabelled
+        group, and the server's unlabelled workers that serve some task kinds only (their
+        releases come and go together in a rolling deploy: docs/how-to/deploys.md)."""
+        if not self.kinded:
+            g0 = self.groups[0]
+            return g0.capacity, g0.busy
+        unl = [g for g in self.groups if not g.labels]
+        return sum(g.capacity for g in unl), sum(g.busy for g in unl)
 
     def arm_scale(self, timers: Timers, now: int) -> None:
         """Arm the autoscaler's next evaluation of this pool, one interval from ``now``."""
@@ -304,7 +336,7 @@ class PoolState:
         """Nothing to scale for until work arrives: the evaluation timer need not be re-armed."""
         sc = self.scaler
         return sc is None or (
-            self.pending == 0 and self.busy == 0 and self.groups[0].capacity <= sc.lo and sc.rate < 0.01
+            self.pending == 0 and self.busy == 0 and self.unlabelled()[0] <= sc.lo and sc.rate < 0.01
         )
 
     def service_time(self, by_class: list[int], expected: Callable[[TaskOptions], int]) -> float:

@@ -9,9 +9,10 @@ A ``blocked`` task waits for its dependencies, a ``scheduled`` one for its fixed
 ``retrying`` one for its backoff. A ``ready`` task is not running for the first of these
 reasons that holds: its pool is paused; a resource it needs cannot give its amount now
 (a semaphore's permits all held, a bucket short of tokens); no worker group of its pool has
-the labels it needs; else every slot that could take it is busy (waiting for capacity). A
-running or finished task has no reason (``""``). Shells may put a reason of their own first
-(the server: no connected worker serves the task's kind).
+the labels it needs; none serves its kind (docs/how-to/deploys.md); else every slot that
+could take it is busy (waiting for capacity). A running or finished task has no reason
+(``""``). Shells may put a reason of their own first (the server: no connected worker
+serves the task's kind).
 
 :func:`resource_use` is the resources' line of the snapshot: per resource its capacity, the
 units in use (a semaphore's held permits, a bucket's spent tokens) and how many ready tasks
@@ -58,6 +59,9 @@ def waiting_reason(t: TaskState, pool: PoolState, res: Resources, now: int) -> s
     if need and not any(g.capacity and g.accepts(need) for g in pool.groups):
         labels = ", ".join(f"{k}={v}" for k, v in sorted(need.items()))
         return f"no worker group with labels {labels}"
+    kind = t.opts.kind
+    if pool.kinded and not any(g.capacity and g.accepts(need) and g.serves(kind) for g in pool.groups):
+        return f"no worker serves task '{kind}'"
     return f"waiting for capacity ({pool.busy} of {pool.capacity} slots busy)"
 
 

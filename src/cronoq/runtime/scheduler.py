@@ -58,6 +58,7 @@ from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
 from cronoq.engine.keys import same_tenant
 from cronoq.engine.model import FIRST_TERMINAL, STATUS_NAMES, TaskOptions, TaskState
+from cronoq.engine.pools import Kinds
 from cronoq.engine.progress import Progress, PublishProgress
 from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, parse_overlap
 from cronoq.engine.resources import ResourceConfig
@@ -852,12 +853,11 @@ class Scheduler(Operations):
 
     # ------------------------------------------------------------------ control and queries
 
-    def _move_attempt(self, ctx: TaskContext, labels: dict[str, str]) -> bool:
-        """Move ``ctx``'s running attempt to the worker group with ``labels`` (a remote lease
-        handed back unrun and re-offered to a worker of another group; see
-        :meth:`Core.move_attempt`); the attempt's ``ctx.group`` follows."""
+    def _move_attempt(self, ctx: TaskContext, labels: dict[str, str], kinds: Kinds = None) -> bool:
+        """Move ``ctx``'s running attempt to the worker group with ``labels`` and ``kinds`` (a remote
+        lease handed back unrun, re-offered: :meth:`Core.move_attempt`); ``ctx.group`` follows."""
         core = self._core
-        if core is None or not core.move_attempt(ctx.lease, labels):
+        if core is None or not core.move_attempt(ctx.lease, labels, kinds):
             return False
         ctx._group = ctx._task.group
         self._kick()  # the slot given back may take a parked labelled task

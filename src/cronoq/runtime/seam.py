@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.parents import outcomes
+from cronoq.engine.pools import Kinds
 
 if TYPE_CHECKING:
     from cronoq.engine.model import TaskState
@@ -182,20 +183,24 @@ class SchedulerSeam:
         """Count a report for a lease that is no longer current (``stale_completions``)."""
         self._s._count_stale()
 
-    def set_group_capacity(self, pool: str, labels: dict[str, str] | None, n: int) -> None:
-        """Size a worker group at once, as ``Scheduler.set_group_capacity`` does (a no-op when
-        not started); validation errors propagate."""
+    def set_group_capacity(
+        self, pool: str, labels: dict[str, str] | None, n: int, kinds: Kinds = None
+    ) -> None:
+        """Size a worker group (``kinds``: the task kinds it serves, None: any) at once, as
+        ``Scheduler.set_group_capacity`` does (a no-op when not started); validation errors
+        propagate."""
         s = self._s
         core = s._core
         if core is None:
             return
-        core.set_group_capacity(s._now(), pool, labels, n)
+        core.set_group_capacity(s._now(), pool, labels, n, kinds)
         s._kick()
 
-    def move_attempt(self, ctx: TaskContext, labels: dict[str, str]) -> bool:
-        """Move ``ctx``'s running attempt to the worker group with ``labels`` (a remote lease
-        handed back unrun, re-offered to a worker of another group); ``ctx.group`` follows."""
-        return self._s._move_attempt(ctx, labels)
+    def move_attempt(self, ctx: TaskContext, labels: dict[str, str], kinds: Kinds = None) -> bool:
+        """Move ``ctx``'s running attempt to the worker group with ``labels`` and ``kinds`` (a
+        remote lease handed back unrun, re-offered to a worker of another group); ``ctx.group``
+        follows."""
+        return self._s._move_attempt(ctx, labels, kinds)
 
     # ------------------------------------------------------------------ tracing (cronoq.otel)
 

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
-from cronoq.engine.model import FIRST_TERMINAL, STATUS_BY_NAME, TaskState
+from cronoq.engine.model import FIRST_TERMINAL, READY, STATUS_BY_NAME, TaskState
 from cronoq.errors import Fenced, SchedulerError, SubmitError
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.pool import Pool
@@ -56,6 +56,8 @@ log = logging.getLogger("cronoq.server")
 
 #: ``/readyz`` says not ready this long before the leadership lease could lapse
 READY_MARGIN_S = 1.0
+#: the engine's reasons (engine/waiting.py) a kind no connected worker serves explains better
+_CAPACITY_REASONS = ("waiting for capacity", "no worker serves task")
 #: the longest a request's conversion holds the event loop before it lets other work run
 SLICE_S = 0.004
 
@@ -394,7 +396,14 @@ class ServerApp:
     def waiting_reason(self, t: TaskState, engine_reason: str) -> str:
         """Why ``t`` is not running, for ``TaskInfo.waiting``: the engine's reason
         (engine/waiting.py); the place for the server's own reasons that go first (a ready
-        task whose kind no connected worker serves)."""
+        task whose kind no connected worker serves, docs/how-to/deploys.md, before "waiting for
+        capacity"; a paused pool, a resource or labels still come first)."""
+        if (
+            t.status == READY
+            and engine_reason.startswith(_CAPACITY_REASONS)
+            and not self.registry.serving(self.pool_of(t), t.opts.kind)
+        ):
+            return f"no connected worker serves task '{t.opts.kind}'"
         return engine_reason
 
     # ------------------------------------------------------------------ operations

@@ -407,6 +407,7 @@ def worker_info(s: WorkerSession) -> pb.WorkerInfo:
         name=s.name,
         pool=s.pool,
         labels=s.labels,
+        kinds=sorted(s.kinds or ()),
         slots=s.slots,
         busy=s.busy,
         connected_unix_ns=s.connected_unix_ns,

@@ -206,7 +206,10 @@ class WorkersServicer(pb_grpc.WorkersServicer):
         except PermissionDenied as e:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
             return
-        session = app.registry.register(reg.pool, reg.worker_name, labels, reg.slots, reg.protocol_version)
+        kinds = frozenset(reg.kinds) or None  # (none: a plain handler, any kind)
+        session = app.registry.register(
+            reg.pool, reg.worker_name, labels, reg.slots, reg.protocol_version, kinds
+        )
         log.info(
             "worker %s '%s' registered on pool '%s' with %d slots",
             session.id,

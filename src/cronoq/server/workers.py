@@ -33,8 +33,11 @@ the engine lease through the attempt's context.  Reports for leases a session do
 are ignored and counted as stale.
 
 Capacity: a pool's capacity is the sum of the granted slots of its connected workers, per
-label set (engine worker groups).  The registry recomputes a group's capacity on every
-register, disconnect and ``SetSlots`` and pushes it into the scheduler at once.
+label set and set of served task kinds (engine worker groups).  A worker serving an app
+registers its task kinds and gets leases of those kinds only; one that registers none (a
+plain handler, a published worker) serves any kind (docs/how-to/deploys.md).  The registry
+recomputes a group's capacity on every register, disconnect and ``SetSlots`` and pushes it
+into the scheduler at once.
 
 Nothing here speaks gRPC: sessions exchange plain message objects with the transport layer
 through an outbound queue (:meth:`WorkerSession.outbox`); a worker that stops reading (queue
@@ -55,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 from cronoq.errors import Permanent, Retryable
 
 if TYPE_CHECKING:
+    from cronoq.engine.model import TaskState
     from cronoq.runtime.context import TaskContext
     from cronoq.runtime.scheduler import Scheduler
 
@@ -131,6 +135,7 @@ class Attempt:
     future: asyncio.Future[Blob]
     executor: RemoteExecutor
     group: dict[str, str]  # the engine worker group it runs in (labels)
+    kinds: frozenset[str] | None = None  # ... and the task kinds that group serves (None: any)
     session: WorkerSession | None = None
     refused_by: set[int] = field(default_factory=set)
 
@@ -183,6 +188,7 @@ class WorkerSession:
         slots: int,
         outbox_size: int,
         version: int = 3,
+        kinds: frozenset[str] | None = None,
     ) -> None:
         self.registry = registry
         #: the worker protocol version of this session (4: messages may be batched both ways)
@@ -191,6 +197,8 @@ class WorkerSession:
         self.pool = pool
         self.name = name
         self.labels = labels
+        #: the task kinds this worker serves (None: any, a plain handler)
+        self.kinds = kinds
         self.slots = slots
         self.connected_unix_ns = time.time_ns()
         self.attempts: dict[int, Attempt] = {}
@@ -275,8 +283,12 @@ class WorkerSession:
     def set_slots(self, slots: int) -> int:
         granted = self.registry.grant(self.pool, slots)
         self.slots = granted
-        self.registry._resize(self.pool, self.labels)
+        self.registry._resize(self.pool, self.labels, self.kinds)
         return granted
+
+    def serves(self, kind: str) -> bool:
+        """Whether this worker runs tasks of ``kind``."""
+        return self.kinds is None or kind in self.kinds
 
 
 class WorkerRegistry:
@@ -324,13 +336,21 @@ class WorkerRegistry:
         return g
 
     def register(
-        self, pool: str, name: str, labels: dict[str, str], slots: int, version: int = 3
+        self,
+        pool: str,
+        name: str,
+        labels: dict[str, str],
+        slots: int,
+        version: int = 3,
+        kinds: frozenset[str] | None = None,
     ) -> WorkerSession:
         """A worker registered (the caller validated the pool) speaking protocol ``version``
-        at most; returns its session."""
+        at most and serving ``kinds`` (None: any kind); returns its session."""
         granted = self.grant(pool, slots)
         agreed = session_version(version)
-        s = WorkerSession(self, next(self._ids), pool, name, dict(labels), granted, self.outbox_size, agreed)
+        s = WorkerSession(
+            self, next(self._ids), pool, name, dict(labels), granted, self.outbox_size, agreed, kinds or None
+        )
         self.sessions[s.id] = s
         s.send(
             RegisteredMsg(
@@ -341,7 +361,7 @@ class WorkerRegistry:
                 max_message_bytes=self.max_message_bytes,
             )
         )
-        self._resize(pool, s.labels)
+        self._resize(pool, s.labels, s.kinds)
         return s
 
     def disconnect(self, s: WorkerSession, reason: str = "worker disconnected") -> None:
@@ -357,7 +377,7 @@ class WorkerRegistry:
             att.gone(reason)
         with contextlib.suppress(asyncio.QueueFull):
             s.outbox.put_nowait(None)  # wake the writer so the stream ends
-        self._resize(s.pool, s.labels)
+        self._resize(s.pool, s.labels, s.kinds)
 
     def shutdown_all(self, reason: str, not_leader: bool = False) -> None:
         for s in list(self.sessions.values()):
@@ -370,10 +390,18 @@ class WorkerRegistry:
     def connected(self, pool: str | None = None) -> int:
         return sum(1 for s in self.sessions.values() if pool is None or s.pool == pool)
 
-    def _resize(self, pool: str, labels: dict[str, str]) -> None:
-        total = sum(s.slots for s in self.sessions.values() if s.pool == pool and s.labels == labels)
+    def serving(self, pool: str, kind: str) -> bool:
+        """Whether a connected worker of ``pool`` serves tasks of ``kind``."""
+        return any(s.pool == pool and s.serves(kind) for s in self.sessions.values())
+
+    def _resize(self, pool: str, labels: dict[str, str], kinds: frozenset[str] | None) -> None:
+        total = sum(
+            s.slots
+            for s in self.sessions.values()
+            if s.pool == pool and s.labels == labels and s.kinds == kinds
+        )
         try:
-            self.sched.seam.set_group_capacity(pool, labels or None, total)
+            self.sched.seam.set_group_capacity(pool, labels or None, total, kinds)
         except Exception:  # pragma: no cover - the pool was validated at registration
             return
         if self.on_change is not None:
@@ -384,28 +412,34 @@ class WorkerRegistry:
 
     # -- attempts ----------------------------------------------------------------------------
 
-    def pick(self, pool: str, labels: dict[str, str], exclude: set[int]) -> WorkerSession | None:
-        """The worker of group ``labels`` with the most free granted slots, not in ``exclude``."""
+    def pick(
+        self, pool: str, labels: dict[str, str], kinds: frozenset[str] | None, exclude: set[int]
+    ) -> WorkerSession | None:
+        """The worker of group (``labels``, ``kinds``) with the most free granted slots, not in
+        ``exclude``."""
         best: WorkerSession | None = None
         for s in self.sessions.values():
-            if s.pool != pool or s.labels != labels or s.closed or s.id in exclude:
+            if s.pool != pool or s.labels != labels or s.kinds != kinds or s.closed or s.id in exclude:
                 continue
             if s.free > 0 and (best is None or s.free > best.free):
                 best = s
         return best
 
     def others(
-        self, pool: str, labels: dict[str, str], need: dict[str, str] | None, exclude: set[int]
+        self, pool: str, group: tuple[dict[str, str], frozenset[str] | None], t: TaskState, exclude: set[int]
     ) -> list[WorkerSession]:
-        """Workers of the pool's *other* groups that could take a re-offered lease: a free
-        granted slot, labels that include all of ``need`` (the task's), not in ``exclude``; the
+        """Workers of the pool's groups other than ``group`` (labels, kinds) that could take a
+        re-offered lease of task ``t``: a free granted slot, labels that include all of the
+        task's, serving its kind, not in ``exclude``; the
         groups with the fewest labels first (the engine's group order, docs/reference/behaviour.md#labels),
         then the most free slots."""
+        need, kind = t.opts.labels, t.opts.kind
         out = [
             s
             for s in self.sessions.values()
             if s.pool == pool
-            and s.labels != labels
+            and (s.labels, s.kinds) != group
+            and s.serves(kind)
             and not s.closed
             and s.id not in exclude
             and s.free > 0
@@ -470,7 +504,8 @@ class RemoteExecutor:
             lease_ttl_s=self.registry.lease_ttl_s.get(self.pool),
             parents=parents,
         )
-        att = Attempt(ctx.lease, ctx, msg, loop.create_future(), executor=self, group=ctx.group)
+        kinds = t.group.kinds if t.group is not None else None
+        att = Attempt(ctx.lease, ctx, msg, loop.create_future(), executor=self, group=ctx.group, kinds=kinds)
         att.future.add_done_callback(att.ended)
         self.offer(att, "no worker available")
         return att.future
@@ -482,12 +517,12 @@ class RemoteExecutor:
         worker"); with none, the attempt fails retryably."""
         registry, ctx = self.registry, att.ctx
         while True:
-            session = registry.pick(self.pool, att.group, att.refused_by)
+            session = registry.pick(self.pool, att.group, att.kinds, att.refused_by)
             if session is None and att.refused_by:
-                labels = registry.sched.seam.task_of(ctx).opts.labels
-                for other in registry.others(self.pool, att.group, labels, att.refused_by):
-                    if registry.sched.seam.move_attempt(ctx, other.labels):
-                        session, att.group = other, other.labels
+                t = registry.sched.seam.task_of(ctx)
+                for other in registry.others(self.pool, (att.group, att.kinds), t, att.refused_by):
+                    if registry.sched.seam.move_attempt(ctx, other.labels, other.kinds):
+                        session, att.group, att.kinds = other, other.labels, other.kinds
                         break
             if session is None:
                 att.future.set_exception(Retryable(f"no worker accepted the lease: {reason}"))

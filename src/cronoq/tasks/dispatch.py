@@ -183,6 +183,12 @@ class LeaseHandler:
         #: the app's worker resources: enter ``lifespan.running()`` around the worker's life
         self.lifespan = lifespan or Lifespan()
 
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The task kinds served: a remote worker registers them and is leased only those
+        (docs/how-to/deploys.md)."""
+        return tuple(self._tasks)
+
     async def __call__(self, lease: Any) -> JsonOutput:
         kind = lease.kind
         defn = self._tasks.get(kind)

@@ -440,7 +440,7 @@ class StatusEvent(_message.Message):
     def __init__(self, id: _Optional[int] = ..., pool: _Optional[str] = ..., key: _Optional[str] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., attempt: _Optional[int] = ..., at_unix_ns: _Optional[int] = ..., message: _Optional[str] = ..., progress: _Optional[_Union[ProgressUpdate, _Mapping]] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("pool", "slots", "worker_name", "protocol_version", "labels")
+    __slots__ = ("pool", "slots", "worker_name", "protocol_version", "labels", "kinds")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -453,12 +453,14 @@ class Register(_message.Message):
     WORKER_NAME_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
     pool: str
     slots: int
     worker_name: str
     protocol_version: int
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, pool: _Optional[str] = ..., slots: _Optional[int] = ..., worker_name: _Optional[str] = ..., protocol_version: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    kinds: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, pool: _Optional[str] = ..., slots: _Optional[int] = ..., worker_name: _Optional[str] = ..., protocol_version: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., kinds: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("lease",)
@@ -837,7 +839,7 @@ class RemoveRecurringResponse(_message.Message):
     def __init__(self, removed: _Optional[bool] = ..., unavailable_shards: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorkerInfo(_message.Message):
-    __slots__ = ("id", "name", "pool", "labels", "slots", "busy", "connected_unix_ns")
+    __slots__ = ("id", "name", "pool", "labels", "slots", "busy", "connected_unix_ns", "kinds")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -852,6 +854,7 @@ class WorkerInfo(_message.Message):
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     BUSY_FIELD_NUMBER: _ClassVar[int]
     CONNECTED_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
     id: int
     name: str
     pool: str
@@ -859,7 +862,8 @@ class WorkerInfo(_message.Message):
     slots: int
     busy: int
     connected_unix_ns: int
-    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., connected_unix_ns: _Optional[int] = ...) -> None: ...
+    kinds: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., connected_unix_ns: _Optional[int] = ..., kinds: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListWorkersResponse(_message.Message):
     __slots__ = ("workers", "unavailable_shards")
