@@ -264,10 +264,19 @@ class Keyed:
         u.touch(now)
 
     def leave(self, full: str, t: TaskState, k: int, now: int) -> Unit | None:
-        """:func:`forget` task ``t`` in the unit of ``full`` (None: no such unit)."""
+        """:func:`forget` task ``t`` in the unit of ``full`` (None: no such unit), in one call
+        for ``queue``."""
         u = self.keys.get(full)
-        if u is not None:
+        if u is None:
+            return None
+        if self.policy != QUEUE:
             forget(u, t, k, now)
+            return u
+        u.live -= k
+        self.live -= k
+        u.touch(now)
+        if not u.live and u.used + self.ttl < self.next_expiry:
+            self.next_expiry = u.used + self.ttl
         return u
 
     def sweep(self, now: int) -> None:

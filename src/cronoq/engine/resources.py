@@ -243,12 +243,14 @@ class Resources:
         if len(units) == 1:  # the common case: one resource, taken in one call
             ((d, name, k),) = units
             return None if d[name].try_take(k, now) else name
-        got = [(d[name], k) for d, name, k in units]
-        for (r, k), (_, name, _) in zip(got, units):
-            if not r.can_take(k, now):
+        *first, (d, last, k) = units
+        for d0, name, k0 in first:
+            if not d0[name].can_take(k0, now):
                 return name
-        for r, k in got:
-            r.take(k, now)
+        if not d[last].try_take(k, now):  # (the last one: checked and taken in one call)
+            return last
+        for d0, name, k0 in first:
+            d0[name].take(k0, now)
         return None
 
     def give_back_all(self, opts: TaskOptions) -> Iterable[str]:

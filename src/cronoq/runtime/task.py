@@ -194,7 +194,8 @@ class OptionsCache:
 
     Options with nothing but ``resources`` (the keyed-resource case: ``enqueue(x,
     resources={"customer:42": 1})``) are keyed by the resource name alone (by the tuple of
-    ``(name, amount)`` pairs for several): no key tuple is built on a hit nor kept.  The
+    names for several; a hit compares the amounts): no key tuple is built on a hit nor kept.
+    Such keys (a str, a tuple of str) never equal a general key (a tuple holding types).  The
     memory bound: an entry is its options (about 500 bytes with its resources map and what
     the core caches on it), so the default ``limit`` of 16,384 holds at most ~16 MB, and only
     when more than 16,384 distinct resource maps are in use.
@@ -231,32 +232,30 @@ class OptionsCache:
         return opts if opts is not None else self._miss(ck, fields)
 
     def _resources_only(self, res: dict[str, int]) -> TaskOptions:
-        """Options with only ``resources`` (the keyed-resource hot path, see the class doc)."""
+        """Options with only ``resources`` (the keyed-resource hot path, see the class doc):
+        keyed by the name (the tuple of names for several), the amounts checked on a hit."""
         ck: object
         if len(res) == 1:
             ((ck, amount),) = res.items()
             if ck.__class__ is not str or amount.__class__ is not int:
                 return make_options(resources=res)  # (validated, or refused, each time)
-            opts = self._young.get(ck)
-            # (keyed by the name: an entry for another amount of it is replaced)
-            if opts is not None and opts.resources[ck] == amount:  # type: ignore[index]
-                return opts
         else:
             for name, amount in res.items():
                 if name.__class__ is not str or amount.__class__ is not int:
                     return make_options(resources=res)
-            ck = (*res.items(),)
-            opts = self._young.get(ck)
-            if opts is not None:
-                return opts
-        return self._miss(ck, {"resources": res})
+            ck = tuple(res)
+        opts = self._young.get(ck)
+        if opts is not None and opts.resources == res:  # (another amount: replaced)
+            return opts
+        return self._miss(ck, {"resources": res}, res)
 
-    def _miss(self, ck: object, fields: dict[str, Any]) -> TaskOptions:
-        """The options of ``fields`` from the old generation, else built; kept in the young one."""
+    def _miss(self, ck: object, fields: dict[str, Any], res: dict[str, int] | None = None) -> TaskOptions:
+        """The options of ``fields`` from the old generation, else built; kept in the young one
+        (``res``: resources-only fields, keyed by their names: the old entry must match them)."""
         opts = self._old.get(ck)
-        if opts is None or (ck.__class__ is str and opts.resources != fields["resources"]):
-            if len(fields) == 1 and "resources" in fields:  # (a keyed resource: one key per call)
-                opts = TaskOptions(resources=resource_map(fields["resources"]))  # (the defaults)
+        if opts is None or (res is not None and opts.resources != res):
+            if res is not None:  # (a keyed resource: one key per call; the other fields' defaults)
+                opts = TaskOptions(resources=resource_map(res))
             else:
                 opts = make_options(**fields)
         young = self._young
