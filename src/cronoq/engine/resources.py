@@ -15,6 +15,11 @@ when units come back (an attempt ends) or a bucket has refilled (a ``T_REFILL`` 
 armed for the first waiter's amount: no polling), waiters go back to their lanes in heap
 order while the resource can serve them.  Keyed units are parked under their full name
 (``"customer:42"``), so a key at its limit never holds back the tasks of another key.
+
+Per task, dispatch and release cost one dict lookup per resource: when the core checks a
+task's options (``admission.check_resources``, once per options object) it notes for each
+name the dict its unit lives in (``opts.units``: ``by_name``, or the keys of its keyed
+resource), so no ``"name:key"`` is parsed again on the hot path.
 """
 
 from __future__ import annotations
