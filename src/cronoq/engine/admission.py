@@ -175,9 +175,12 @@ def check_resources(res: Resources, opts: TaskOptions) -> None:
     """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid``
     (docs/reference/behaviour.md#resources, docs/concepts/resources.md#keyed-resources).
 
-    Also notes on ``opts`` the resources whose tasks the core tracks (``opts.tracked``).
+    Also notes on ``opts`` the resources whose tasks the core tracks (``opts.tracked``) and,
+    for each resource, the dict its unit is found in (``opts.units``: dispatch and release
+    then look a key's unit up by its name at once, without parsing it again).
     """
     tracked: list[tuple[Keyed, str, int]] = []
+    units: list[tuple[dict[str, Any], str, int]] = []
     for name, amount in (opts.resources or {}).items():
         capacity, kr = _capacity(res, name)
         if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
@@ -190,7 +193,9 @@ def check_resources(res: Resources, opts: TaskOptions) -> None:
             )
         if kr is not None:
             tracked.append((kr, name, amount))
+        units.append((kr.keys if kr is not None and kr.per_key else res.by_name, name, amount))
     opts.tracked = tracked or None
+    opts.units = tuple(units) or None
 
 
 def _capacity(res: Resources, name: str) -> tuple[int, Keyed | None]:

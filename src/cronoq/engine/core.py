@@ -142,7 +142,6 @@ class Core:
         self.timers = Timers()
         self.res = Resources(config.resources, now, self.timers)
         self.resources = self.res.by_name  # (the same dicts)
-        self.res_waiters = self.res.waiters
         self.pool_index = {p.name: i for i, p in enumerate(config.pools)}
         self.default_pool = config.default_pool_index()
         self.tasks: dict[int, TaskState] = {}
@@ -694,7 +693,7 @@ class Core:
             return None
         res = opts.resources
         if res is not None:
-            short = self.res.take_all(res, now)
+            short = self.res.take_all(opts, now)
             if short is not None:
                 if parkable:
                     self._park(t, pool, short, now)
@@ -836,13 +835,9 @@ class Core:
             g.busy -= 1
             if pool.label_waiters and (g.labels or pool.kinded):
                 self._unpark_labels(pool)
-        res = t.opts.resources
-        if res is not None:
-            give_back, waiters = self.res.give_back, self.res_waiters
-            for name, k in res.items():
-                give_back(name, k)
-                if waiters and name in waiters:
-                    self._unpark_resource(name, now)
+        if t.opts.resources is not None:
+            for name in self.res.give_back_all(t.opts):
+                self._unpark_resource(name, now)
 
     def _end_attempt(self, t: TaskState, now: int, succeeded: bool) -> int:
         """Free the attempt's slot and record its run time; returns the run time (ns)."""

@@ -221,7 +221,9 @@ class Keyed:
 
     def capacity_of(self, full: str) -> int:
         """The capacity of key ``full`` (its ``limits`` override, else the resource's)."""
-        return self.limits.get(full[len(self.name) + 1 :], self.cap) if self.per_key else self.cap
+        if not self.limits:
+            return self.cap
+        return self.limits.get(full[len(self.name) + 1 :], self.cap)
 
     def unit(self, full: str, now: int) -> Unit | None:
         """The live unit of ``full`` (None: unknown or forgotten); an expired idle one is reset."""
@@ -246,6 +248,35 @@ class Keyed:
             self.created += 1
             if self.created > len(self.keys) and now >= self.next_expiry:
                 self.sweep(now)
+        return u
+
+    def enter(self, full: str, t: TaskState, k: int, now: int) -> None:
+        """:func:`admit` live task ``t`` (``k`` units) into the unit of ``full`` (:meth:`ensure`):
+        the submit hot path, in one call for ``queue``."""
+        u = self.keys.get(full)
+        if u is None or (not u.live and self.per_key and u.used + self.ttl <= now):
+            u = self.ensure(full, now)
+        if self.policy != QUEUE:
+            admit(u, t, k, now)
+            return
+        u.live += k
+        self.live += k
+        u.touch(now)
+
+    def leave(self, full: str, t: TaskState, k: int, now: int) -> Unit | None:
+        """:func:`forget` task ``t`` in the unit of ``full`` (None: no such unit), in one call
+        for ``queue``."""
+        u = self.keys.get(full)
+        if u is None:
+            return None
+        if self.policy != QUEUE:
+            forget(u, t, k, now)
+            return u
+        u.live -= k
+        self.live -= k
+        u.touch(now)
+        if not u.live and u.used + self.ttl < self.next_expiry:
+            self.next_expiry = u.used + self.ttl
         return u
 
     def sweep(self, now: int) -> None:

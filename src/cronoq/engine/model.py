@@ -359,6 +359,7 @@ class TaskOptions:
         "timeout",
         "tolerance",
         "tracked",
+        "units",
     )
 
     def __init__(
@@ -392,6 +393,7 @@ class TaskOptions:
         self.stats_key: object = None
         self.resolver: object = None  # the core pool_index and stats_key belong to
         self.tracked: list[Any] | None = None  # (resource, name, units) of its tracked resources
+        self.units: tuple[Any, ...] | None = None  # (dict holding its unit, name, units) per resource
 
     def unresolved(self) -> TaskOptions:
         """A copy that no core has resolved yet."""
@@ -402,6 +404,7 @@ class TaskOptions:
         out.stats_key = None
         out.resolver = None
         out.tracked = None
+        out.units = None
         return out
 
 

@@ -15,6 +15,11 @@ when units come back (an attempt ends) or a bucket has refilled (a ``T_REFILL`` 
 armed for the first waiter's amount: no polling), waiters go back to their lanes in heap
 order while the resource can serve them.  Keyed units are parked under their full name
 (``"customer:42"``), so a key at its limit never holds back the tasks of another key.
+
+Per task, dispatch and release cost one dict lookup per resource: when the core checks a
+task's options (``admission.check_resources``, once per options object) it notes for each
+name the dict its unit lives in (``opts.units``: ``by_name``, or the keys of its keyed
+resource), so no ``"name:key"`` is parsed again on the hot path.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.keyed import (
     CANCEL_OLDEST,
@@ -32,10 +37,8 @@ from cronoq.engine.keyed import (
     Keyed,
     ResourceKey,
     Unit,
-    admit,
     check_limits,
     check_name,
-    forget,
     judge,
     refuse_new_keys,
     victim_message,
@@ -46,6 +49,7 @@ from cronoq.engine.units import SEMAPHORE, TOKEN_BUCKET, Semaphore, TokenBucket
 
 if TYPE_CHECKING:
     from cronoq.engine.core import Core
+    from cronoq.engine.model import TaskOptions
     from cronoq.engine.timers import Timers
 
 
@@ -237,24 +241,41 @@ class Resources:
         """The unit of key ``name`` (``"name:key"``) of a keyed resource."""
         return self.keyed[name[: name.find(":")]].keys[name]
 
-    def take_all(self, need: dict[str, int], now: int) -> str | None:
-        """Take every amount of ``need`` at once; else take none and return the first short one."""
-        by_name = self.by_name
-        if len(need) == 1:  # the common case: one resource, taken in one call
-            ((name, k),) = need.items()
-            if (by_name.get(name) or self.keyed_unit(name)).try_take(k, now):
-                return None
-        units = [(by_name.get(name) or self.keyed_unit(name), k) for name, k in need.items()]
-        for (r, k), name in zip(units, need):
-            if not r.can_take(k, now):
+    def take_all(self, opts: TaskOptions, now: int) -> str | None:
+        """Take every amount ``opts`` needs at once; else take none and return the first short
+        resource.  (Each unit is looked up by name in the dict ``opts.units`` noted for it.)"""
+        units = opts.units or self.units_of(opts)
+        if len(units) == 1:  # the common case: one resource, taken in one call
+            ((d, name, k),) = units
+            return None if d[name].try_take(k, now) else name
+        *first, (d, last, k) = units
+        for d0, name, k0 in first:
+            if not d0[name].can_take(k0, now):
                 return name
-        for r, k in units:
-            r.take(k, now)
+        if not d[last].try_take(k, now):  # (the last one: checked and taken in one call)
+            return last
+        for d0, name, k0 in first:
+            d0[name].take(k0, now)
         return None
 
-    def give_back(self, name: str, k: int) -> None:
-        """A running attempt ends: its units of ``name`` go back (a bucket keeps its tokens)."""
-        (self.by_name.get(name) or self.keyed_unit(name)).give_back(k)
+    def give_back_all(self, opts: TaskOptions) -> Iterable[str]:
+        """A running attempt ends: its units go back (a bucket keeps its tokens); the names
+        with parked tasks, to unpark."""
+        units = opts.units or self.units_of(opts)
+        for d, name, k in units:
+            d[name].give_back(k)
+        waiters = self.waiters
+        if not waiters:
+            return ()
+        return [name for _, name, _ in units if name in waiters]
+
+    def units_of(self, opts: TaskOptions) -> tuple[tuple[dict[str, Any], str, int], ...]:
+        """``opts.units`` for options a core did not check (a recovered terminal task's)."""
+        by_name: dict[str, Any] = self.by_name
+        return tuple(
+            (by_name if name in by_name else self.keyed[name[: name.find(":")]].keys, name, k)
+            for name, k in (opts.resources or {}).items()
+        )
 
     def park(self, name: str, t: TaskState, token: int, now: int) -> None:
         """``t`` (lane token ``token``) waits until ``name`` can serve it."""
@@ -308,8 +329,9 @@ class Resources:
 
     def room_for(self, tracked: list[Tracked], now: int) -> None:
         """:meth:`make_room` for one task (the submit hot path: no lookup far from the cap)."""
+        n = len(tracked)
         for kr, _, _ in tracked:
-            if len(kr.keys) + len(tracked) > kr.max_keys:
+            if len(kr.keys) + n > kr.max_keys:
                 self.make_room((tracked,), now)
                 return
 
@@ -334,18 +356,16 @@ class Resources:
         """A live task enters (``new``, or recovered): counted in each of its keys; a new one
         is then judged by the policies (:meth:`judge`)."""
         for kr, name, k in t.opts.tracked or ():
-            admit(kr.ensure(name, now), t, k, now)
+            kr.enter(name, t, k, now)
         if new and self.judging:
             self.doomed += self.judge(t, now)
 
     def ended(self, t: TaskState, now: int) -> None:
         """A task ended (or was cancelled by a policy): it no longer counts in its keys."""
         for kr, name, k in t.opts.tracked or ():
-            u = kr.keys.get(name)
-            if u is not None:
-                forget(u, t, k, now)
-                if not u.live and name in self.waiters:
-                    del self.waiters[name]  # (stale entries only: nothing of it is ready)
+            u = kr.leave(name, t, k, now)
+            if u is not None and not u.live and name in self.waiters:
+                del self.waiters[name]  # (stale entries only: nothing of it is ready)
 
     def judge(self, t: TaskState, now: int) -> list[tuple[TaskState, str]]:
         """The tasks the policies of new task ``t``'s resources cancel (``t`` may be one)."""

@@ -74,11 +74,14 @@ class TokenBucket:
         self.last = now
 
     def _refill(self, now: int) -> None:
-        if now > self.last:
-            cap = self.capacity * NS
-            n = self.nano + int(self.rate * (now - self.last))
-            self.nano = n if n < cap else cap
+        last = self.last
+        if now > last:
             self.last = now
+            nano = self.nano
+            cap = self.capacity * NS
+            if nano < cap:  # (a full bucket, the common case, stays full)
+                n = nano + int(self.rate * (now - last))
+                self.nano = n if n < cap else cap
 
     def can_take(self, k: int, now: int) -> bool:
         self._refill(now)

@@ -183,45 +183,89 @@ def parse_deps(after: object, deps: object) -> list[tuple[int | str, int]] | Non
 
 
 class OptionsCache:
-    """Memoizes :func:`make_options` per distinct (hashable) argument tuple."""
+    """Memoizes :func:`make_options` per distinct (hashable) argument tuple.
 
-    __slots__ = ("_cache", "_limit", "default")
+    Bounded and approximately least-recently-used, so that many keyed resources (one
+    ``"name:key"`` per key, hence one options object per key) do not thrash it: entries live
+    in two generations of at most ``limit`` each; a lookup that misses the young one promotes
+    the entry from the old one (or builds it), and when the young one is full it becomes the
+    old one and the previous old one is dropped.  An entry used at least once per ``limit``
+    distinct lookups is never rebuilt; at most ``2 × limit`` entries are held.
 
-    def __init__(self, limit: int = 4096) -> None:
-        self._cache: dict[tuple[object, ...], TaskOptions] = {}
+    Options with nothing but ``resources`` (the keyed-resource case: ``enqueue(x,
+    resources={"customer:42": 1})``) are keyed by the resource name alone (by the tuple of
+    names for several; a hit compares the amounts): no key tuple is built on a hit nor kept.
+    Such keys (a str, a tuple of str) never equal a general key (a tuple holding types).
+
+    The memory bound: an entry is its options (about 700 bytes with its resources map and
+    what the core notes on it), so the default ``limit`` of 16,384 holds at most ~23 MB, and
+    only while more than 16,384 distinct resource maps (keys) are in use, where the engine
+    holds more for the keys and their tasks anyway; a rotation over 10,000 keys never misses
+    (with half the limit, a fifth of its lookups would).
+    """
+
+    __slots__ = ("_limit", "_old", "_young", "default")
+
+    def __init__(self, limit: int = 16_384) -> None:
+        self._young: dict[object, TaskOptions] = {}
+        self._old: dict[object, TaskOptions] = {}
         self._limit = limit
         self.default = make_options()
 
     def get(self, fields: dict[str, Any]) -> TaskOptions:
         if not fields:
             return self.default
+        if len(fields) == 1:
+            res = fields.get("resources")
+            if res.__class__ is dict and res:
+                return self._resources_only(res)
         # the key holds each value's type (1, 1.0 and True are equal but do not validate
         # alike) and dict values (resources, tags, labels) as their items and item types
-        ck: tuple[object, ...]
-        if len(fields) == 1:  # the common case, keyed without a loop
-            ((k, v),) = fields.items()
+        parts: list[object] = []
+        for k, v in fields.items():
             c = v.__class__
-            ck = (k, c, (*v.items(), *map(type, v.values()))) if c is dict else (k, c, v)
-        else:
-            parts: list[object] = []
-            for k, v in fields.items():
-                c = v.__class__
-                if c is dict:
-                    v = (*v.items(), *map(type, v.values()))
-                parts += (k, c, v)
-            ck = tuple(parts)
+            if c is dict:
+                v = (*v.items(), *map(type, v.values()))
+            parts += (k, c, v)
+        ck = tuple(parts)
         try:
-            opts = self._cache.get(ck)
+            opts = self._young.get(ck)
         except TypeError:  # an unhashable value (make_options rejects or copies it)
             return make_options(**fields)
-        if opts is None:
-            if len(fields) == 1 and "resources" in fields:  # (a keyed resource: one key per call)
-                opts = TaskOptions(resources=resource_map(fields["resources"]))  # (the defaults)
+        return opts if opts is not None else self._miss(ck, fields)
+
+    def _resources_only(self, res: dict[str, int]) -> TaskOptions:
+        """Options with only ``resources`` (the keyed-resource hot path, see the class doc):
+        keyed by the name (the tuple of names for several), the amounts checked on a hit."""
+        ck: object
+        if len(res) == 1:
+            ((ck, amount),) = res.items()
+            if ck.__class__ is not str or amount.__class__ is not int:
+                return make_options(resources=res)  # (validated, or refused, each time)
+        else:
+            for name, amount in res.items():
+                if name.__class__ is not str or amount.__class__ is not int:
+                    return make_options(resources=res)
+            ck = tuple(res)
+        opts = self._young.get(ck)
+        if opts is not None and opts.resources == res:  # (another amount: replaced)
+            return opts
+        return self._miss(ck, {"resources": res}, res)
+
+    def _miss(self, ck: object, fields: dict[str, Any], res: dict[str, int] | None = None) -> TaskOptions:
+        """The options of ``fields`` from the old generation, else built; kept in the young one
+        (``res``: resources-only fields, keyed by their names: the old entry must match them)."""
+        opts = self._old.get(ck)
+        if opts is None or (res is not None and opts.resources != res):
+            if res is not None:  # (a keyed resource: one key per call; the other fields' defaults)
+                opts = TaskOptions(resources=resource_map(res))
             else:
                 opts = make_options(**fields)
-            if len(self._cache) >= self._limit:
-                self._cache.clear()
-            self._cache[ck] = opts
+        young = self._young
+        if len(young) >= self._limit:
+            self._old = young
+            young = self._young = {}
+        young[ck] = opts
         return opts
 
 
