@@ -3,9 +3,10 @@
 The engine machine (``test_engine_machine.py``) checks scheduling against a shadow model that
 has no dependency edges; this one drives a :class:`~cronoq.engine.core.Core` directly with
 batches whose members depend on earlier tasks and on each other (by id and by key, under every
-edge condition; in one variant an edge to a key not yet submitted awaits it), completions that each return a distinct output object, retryable and
-permanent failures, cancels, time steps, retention pruning (tight retention, so parents are
-forgotten while their dependents wait) and the output cap's ``forget_output``.
+edge condition; in one variant an edge to a key not yet submitted awaits it), completions that
+each return a distinct output object, retryable and permanent failures, cancels, time steps,
+retention pruning (tight retention, so parents are forgotten while their dependents wait) and
+the output cap's ``forget_output``.
 
 After every step: a dependent that has not ended sees, for each edge whose parent succeeded,
 exactly the object that parent returned (pinned: present whatever retention or the cap did;
