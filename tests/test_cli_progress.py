@@ -6,6 +6,7 @@ from cronoq.cli.task_cmds import _detail_rows, _progress_text
 from cronoq.client.types import TaskInfo
 from cronoq.engine.attempts import AttemptRecord
 from cronoq.engine.progress import Progress
+from cronoq.outcome import Outcome
 
 
 def info(**kw: object) -> TaskInfo:
@@ -47,9 +48,6 @@ def test_detail_rows() -> None:
 
 
 def test_detail_rows_show_the_parents_outcomes() -> None:
-    outcomes = [
-        {"id": "4", "key": "a", "status": "succeeded", "message": None},
-        {"id": "5", "key": None, "status": "failed", "message": "boom"},
-    ]
-    rows = dict(_detail_rows(info(parents=(4, 5)), outcomes))
+    outcomes = (Outcome(4, "a", "succeeded"), Outcome(5, None, "failed", None, "boom"))
+    rows = dict(_detail_rows(info(parents=(4, 5), parent_outcomes=outcomes)))
     assert rows["parents"] == "4 succeeded, 5 failed (boom)"

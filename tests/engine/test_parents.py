@@ -1,9 +1,10 @@
 """docs/concepts/dependencies.md#outputs-on-edges: each dependent keeps its parents, one per
-edge in the order given, and holds (pins) their outputs until it ends."""
+edge in the order given, and holds (pins) their outputs until it ends (its last start is
+only known then); an ended dependent keeps its parents' ids, in edge order."""
 
 from __future__ import annotations
 
-from cronoq.engine.model import ON_COMPLETE, ON_FAILURE, ON_SUCCESS, OUTPUT_LOST, TaskOptions
+from cronoq.engine.model import ON_COMPLETE, ON_FAILURE, ON_SUCCESS, OUTPUT_LOST, RetryPolicy, TaskOptions
 from cronoq.engine.parents import outcomes
 
 
@@ -77,4 +78,30 @@ def test_batch_members_and_skips_release_their_pins(make, mkpool):
     assert d.tick() == [p]
     d.fail(p, "bad", permanent=True)
     assert d.status(c) == "skipped"
-    assert d.core.pinned == {} and d.task(c).parents is None
+    assert d.core.pinned == {} and d.task(c).parents == [p]
+    assert outcomes(d.core, d.task(c)) == [(p, "p", "failed", None, "bad")]
+
+
+def test_a_retried_dependent_keeps_its_pin_until_it_ends(make, mkpool):
+    retry = RetryPolicy(max_attempts=2, initial_backoff=1.0, jitter=False)
+    d = make([mkpool(cap=1, retry=retry)], retention=0, retention_max=0)
+    a = sub(d, "a")
+    b = sub(d, deps=[("a", ON_SUCCESS)])
+    assert d.tick() == [a]
+    out = object()
+    d.complete(a, out)
+    d.core.prune(d.now)
+    assert d.tick() == [b]
+    d.fail(b, "flaky")  # its first start was not its last: the output stays pinned
+    assert d.core.pinned == {a: 1} and d.core.forget_output(a, out) is False
+    d.advance(2)
+    assert d.tick() == [b]
+    child = d.task(b)
+    assert outcomes(d.core, child)[0][3] is out  # the retry sees the same output
+    d.complete(b)
+    assert d.core.pinned == {}
+    assert child.parents == [a]  # (ids: nothing held)
+    # the parent was forgotten by retention: the ended dependent still names it, as unknown
+    assert outcomes(d.core, child) == [
+        (a, None, "unknown", None, "the parent's record is no longer available")
+    ]

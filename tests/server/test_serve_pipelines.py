@@ -102,6 +102,19 @@ async def test_a_failure_mid_chain(client: Client, server: ServerProc) -> None:
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert f"{handles[0].id} failed (no order -1)" in " ".join(r.stdout.split()), r.stdout
+    # `cronoq get --json` is the HTTP TaskInfo, the parents' outcomes included (after the end too)
+    r = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "cronoq.cli", "get", str(handles[2].id), "--json", "--server", server.grpc],
+        capture_output=True, text=True, env=child_env(), timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    async with httpx.AsyncClient(base_url=f"http://{server.http}") as http:
+        detail = (await http.get(f"/v1/tasks/{handles[2].id}")).json()
+    assert json.loads(r.stdout) == detail
+    key = (await client.get(handles[0].id)).key
+    failed = {"id": str(handles[0].id), "key": key, "status": "failed", "message": "no order -1"}
+    assert detail["parent_outcomes"] == [{**failed, "output_available": False}]
 
 
 async def test_a_child_over_the_message_limit_fails_alone(client: Client) -> None:
@@ -168,6 +181,10 @@ async def test_the_json_placeholder_form_over_http(client: Client, server: Serve
         assert res["output"] == 11
         res = (await http.get(f"/v1/tasks/{ids[3]}/result", params={"timeout": 30})).json()
         assert res["output"] == "failed: no order -2"
+        # a finished task still says how its parents ended, one per edge, in edge order
+        ended = (await http.get(f"/v1/tasks/{ids[2]}")).json()
+        n = {"id": ids[0], "key": "http-n", "status": "succeeded", "message": "", "output_available": True}
+        assert ended["parent_outcomes"] == [n]
         # a live task's detail says which argument comes from which parent (no worker: it waits)
         waiting = {
             "kind": "pipe.total",

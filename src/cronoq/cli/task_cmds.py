@@ -394,7 +394,6 @@ def get(ref: int | str, server: str, token: str | None, tls: bool, as_json: bool
             if as_json:  # (the HTTP API's TaskInfo, as it is)
                 _dump(info.to_json())
                 return
-            outcomes = await _parent_outcomes(client, info.parents)
         from rich.table import Table
 
         t = Table(show_header=False, box=None, pad_edge=False)
@@ -414,7 +413,7 @@ def get(ref: int | str, server: str, token: str | None, tls: bool, as_json: bool
             ("finished", _fmt_time(info.finished_at)),
             ("message", info.message or "-"),
             ("output", "available" if info.output_available else "-"),
-            *_detail_rows(info, outcomes),
+            *_detail_rows(info),
         ]
         for k, v in rows:
             t.add_row(k, v if k == "status" else escape(v))
@@ -432,23 +431,7 @@ def _progress_text(p: Any) -> str:
     return f"{text} (attempt {p.attempt}, {_fmt_time(p.at)})"
 
 
-async def _parent_outcomes(client: Any, parents: tuple[int, ...]) -> list[dict[str, Any]]:
-    """How each parent of a task ended, as far as the server still knows it
-    (docs/concepts/dependencies.md#outputs-on-edges): ``status`` "unknown" once forgotten."""
-    from cronoq.client.errors import ClientError
-
-    out: list[dict[str, Any]] = []
-    for pid in parents:
-        try:
-            p = await client.get(pid, call_timeout=CALL_TIMEOUT)
-        except ClientError:
-            out.append({"id": str(pid), "key": None, "status": "unknown", "message": None})
-            continue
-        out.append({"id": str(pid), "key": p.key, "status": p.status, "message": p.message or None})
-    return out
-
-
-def _detail_rows(info: Any, outcomes: list[dict[str, Any]] | None = None) -> list[tuple[str, str]]:
+def _detail_rows(info: Any) -> list[tuple[str, str]]:
     """The rows of ``cronoq get`` for progress, named-task name, links (with the parents'
     outcomes) and attempts (docs/how-to/progress.md)."""
     rows: list[tuple[str, str]] = []
@@ -457,9 +440,9 @@ def _detail_rows(info: Any, outcomes: list[dict[str, Any]] | None = None) -> lis
     if info.waiting:
         rows.append(("waiting", info.waiting))  # why it is not running
     rows.append(("progress", "-" if info.progress is None else _progress_text(info.progress)))
-    if outcomes:
+    if info.parent_outcomes:  # in edge order, as the task receives them
         shown = (
-            f"{o['id']} {o['status']}" + (f" ({o['message']})" if o["message"] else "") for o in outcomes
+            f"{o.id} {o.status}" + (f" ({o.message})" if o.message else "") for o in info.parent_outcomes
         )
         rows.append(("parents", ", ".join(shown)))
     elif info.parents:

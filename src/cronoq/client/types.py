@@ -27,6 +27,7 @@ from cronoq.client.encoding import (
 from cronoq.engine.attempts import AttemptRecord
 from cronoq.engine.progress import Progress
 from cronoq.errors import TaskFailed
+from cronoq.outcome import Outcome
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.runtime.operations import BulkResult
 
@@ -192,7 +193,10 @@ class TaskInfo:
     (None: none reported); ``attempts``, ``parents`` and ``children`` are filled by
     ``Client.get`` (docs/how-to/progress.md), empty in listings; ``name`` is the named task's
     name when the server knows it, else ""; ``waiting`` says why a task that has not finished
-    is not running ("" otherwise; docs/getting-started/dashboard.md#why-a-task-waits)."""
+    is not running ("" otherwise; docs/getting-started/dashboard.md#why-a-task-waits);
+    ``parent_outcomes`` (``Client.get``) says how each parent ended, one per dependency edge in
+    edge order (docs/concepts/dependencies.md#outputs-on-edges): the outputs are not carried
+    (``output`` None; ``Client.wait(id)`` returns one)."""
 
     id: int
     status: str
@@ -217,6 +221,7 @@ class TaskInfo:
     children: tuple[int, ...] = ()
     name: str = ""
     waiting: str = ""
+    parent_outcomes: tuple[Outcome, ...] = ()
 
     @classmethod
     def from_wire(cls, msg: pb.TaskInfo) -> TaskInfo:
@@ -243,6 +248,9 @@ class TaskInfo:
             children=tuple(msg.children),
             name=msg.name,
             waiting=msg.waiting,
+            parent_outcomes=tuple(
+                Outcome(p.id, p.key or None, p.status, None, p.message or None) for p in msg.parent_outcomes
+            ),
         )
         _keep_wire(info, msg)
         return info

@@ -9,14 +9,19 @@ dependent could not say whom it waited on.  Each dependent therefore also keeps
 then ``deps``), made when it is submitted (:func:`bind_submitted`) or recovered
 (:func:`bind_recovered`).  An entry is the parent's ``TaskState``, or a :class:`Ref` for a
 parent not known yet (an awaited key, bound by :func:`bind_awaited` when it is submitted) or
-gone (a record the store no longer had at recovery).
+gone (a record the store no longer had at recovery).  Once the dependent has ended, each
+entry bound to a record becomes that record's id (:func:`unpin`): a retained finished task
+still says whom it depended on, in edge order, without holding anyone's output.
 
 Holding the parent's record *pins* its output: retention may forget the parent (lookups stop
 finding it) but the dependent still holds the object, and ``Core.pinned`` (parent id ->
 dependents holding it) makes ``Core.forget_output`` (the server's ``[outputs]`` caps) leave a
 pinned output alone.  A durable store keeps the output in the parent's row, which recovery
-binds again.  When the dependent ends - after its last start - :func:`unpin` drops its
-entries, and the parents' outputs are free to go.
+binds again.  When the dependent ends - after its last start - :func:`unpin` turns its
+entries into ids, and the parents' outputs are free to go.  The end is the earliest sound
+release point: until the attempt that began a start is over, a retry, a timeout, a lost
+lease or a recovery may start the task again (needing the same outputs), and a running
+attempt reads ``ctx.parents`` at any time (docs/concepts/dependencies.md#outputs-on-edges).
 
 :func:`outcomes` reads the entries as plain tuples ``(id, key, status, output, message)``
 for the shell, which makes ``cronoq.Outcome`` values of them (the engine imports nothing
@@ -51,7 +56,7 @@ class Ref:
         self.sk = sk
 
 
-Entry = TaskState | Ref
+Entry = TaskState | Ref | int  # (an id: the dependent has ended)
 
 
 def _pin(core: Core, t: TaskState, entries: list[Entry]) -> None:
@@ -63,12 +68,14 @@ def _pin(core: Core, t: TaskState, entries: list[Entry]) -> None:
 
 
 def unpin(core: Core, t: TaskState) -> None:
-    """``t`` ended: its parents' outputs are no longer held for it."""
+    """``t`` ended: its parents' outputs are no longer held for it (it keeps their ids)."""
     entries = t.parents
-    t.parents = None
+    if not entries:
+        return
     pinned = core.pinned
-    for p in entries or ():
+    for n, p in enumerate(entries):
         if type(p) is TaskState:
+            entries[n] = p.id
             n = pinned[p.id] - 1
             if n:
                 pinned[p.id] = n
@@ -140,9 +147,12 @@ Outcome = tuple[int, str | None, str, Any, str | None]
 
 def outcomes(core: Core, t: TaskState) -> list[Outcome]:
     """``(id, key, status, output, message)`` per edge of ``t``, in order (see the module
-    docstring); a parent not ended yet shows its current status."""
+    docstring); a parent not ended yet shows its current status, one no longer retained
+    ``"unknown"``."""
     out: list[Outcome] = []
     for p in t.parents or ():
+        if type(p) is int:
+            p = core.tasks.get(p) or Ref(p, None)
         if type(p) is Ref:
             found = _resolve(core, t.opts.tenant, p.target)
             if type(found) is Ref:

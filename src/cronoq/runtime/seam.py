@@ -132,10 +132,15 @@ class SchedulerSeam:
         return False if core is None else core.forget_output(task_id, output)
 
     def parent_ids(self, t: TaskState) -> list[int]:
-        """The parent of each dependency edge of the live task ``t``, in edge order (0: a
-        parent whose record is gone); ``[]`` once it ended (engine/parents.py)."""
+        """The parent of each dependency edge of ``t``, in edge order (0: a parent
+        never known; engine/parents.py)."""
+        return [o[0] for o in self.parent_outcomes(t)]
+
+    def parent_outcomes(self, t: TaskState) -> list[tuple[int, str | None, str, Any, str | None]]:
+        """``(id, key, status, output, message)`` per dependency edge of ``t``, in edge order,
+        live or ended while it is retained (engine/parents.py)."""
         core = self._s._core
-        return [] if core is None or t.parents is None else [o[0] for o in outcomes(core, t)]
+        return [] if core is None or t.parents is None else outcomes(core, t)
 
     def pending_total(self) -> int:
         """Tasks waiting to run, over every pool (0 when not started)."""

@@ -389,6 +389,7 @@ class ServerApp:
         info = convert.add_extras(info, self.sched.task_extras(t, detail))
         info.waiting = self.waiting_reason(t, info.waiting)
         if detail:
+            convert.add_parent_outcomes(info, self.sched.seam.parent_outcomes(t))
             convert.count_statuses(info.parent_statuses, info.parents, self.sched.seam.lookup)
             convert.count_statuses(info.child_statuses, info.children, self.sched.seam.lookup)
         return info

@@ -303,6 +303,21 @@ def add_extras(info: pb.TaskInfo, extras: TaskExtras) -> pb.TaskInfo:
     return info
 
 
+def add_parent_outcomes(
+    info: pb.TaskInfo, outcomes: Iterable[tuple[int, str | None, str, Any, str | None]]
+) -> None:
+    """``info.parent_outcomes`` (GetTask): how each parent ended, in edge order (an output is
+    available when it is a blob still held: engine/parents.py answers None once it is lost)."""
+    for tid, key, status, output, message in outcomes:
+        info.parent_outcomes.add(
+            id=tid,
+            key=key or "",
+            status=status,
+            message=message or "",
+            output_available=isinstance(output, Blob),
+        )
+
+
 def progress_update(ev: ProgressEvent) -> pb.StatusEvent:
     """A progress event as the ``StatusEvent`` a Watch with ``progress`` sends: ``progress`` set,
     ``status`` running (progress is only ever published for a running attempt)."""

@@ -1354,7 +1354,9 @@ function renderDetail() {
   if (Array.isArray(i.attempts) && i.attempts.length) parts.push(h("h3", { text: "Attempts" }), attemptTimeline(i));
   if ((i.parents && i.parents.length) || (i.children && i.children.length)) {
     parts.push(h("h3", { text: "Dependencies" }), depGraph(i, d.deps || new Map()));
-    if (i.parents && i.parents.length) parts.push(parentOutcomes(i, d.deps || new Map(), link));
+    if ((i.parents && i.parents.length) || (i.parent_outcomes && i.parent_outcomes.length)) {
+      parts.push(parentOutcomes(i, d.deps || new Map(), link));
+    }
     if (i.arguments && i.arguments.length) {
       const args = i.arguments.map((a) =>
         h("li", null, h("code", { text: a.path || "(payload)" }), ` ← ${a.mode} of `, link(String(a.task_id), "Open parent task")),
@@ -1501,6 +1503,15 @@ function attemptTimeline(i) {
 /** How each parent ended: the outcomes the task received (its ctx.parents, and the values of
  * its placeholder arguments). */
 function parentOutcomes(i, known, link) {
+  // `parent_outcomes`: one per edge in edge order, kept after the task ended (GET /v1/tasks/{ref})
+  const given = i.parent_outcomes || [];
+  if (given.length) {
+    const rows = given.slice(0, DEPS_MAX).map((p) => {
+      const how = `${p.status}${p.message ? ` · ${p.message}` : ""}`;
+      return h("li", null, link(String(p.id), "Open parent task"), ` ${how}`);
+    });
+    return h("ul.outcomes", { "aria-label": "Outcomes received from the parents" }, rows);
+  }
   const rows = (i.parents || []).slice(0, DEPS_MAX).map((raw) => {
     const id = String(raw);
     const p = known.get(id);
