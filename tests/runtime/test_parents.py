@@ -70,6 +70,6 @@ async def test_outputs_stay_pinned_across_retention_and_a_restart(tmp_path: path
         handle = await s.handle(child.id)
         assert handle is not None
         assert await wait(handle) == "child"
-        assert await s.status(parent.id) is None  # forgotten by retention, yet its output was kept
+        assert s.seam.lookup(parent.id) is None  # forgotten by the engine, yet its output was kept
     assert seen["child"][0] == Outcome(parent.id, "parent", "succeeded", {"rows": 3}, None)
     assert seen["child"][1].status == "succeeded"

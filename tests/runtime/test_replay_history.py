@@ -17,9 +17,10 @@ from .conftest import SAFETY, wait
 
 
 async def forgotten(s: Scheduler, *refs: int | str) -> None:
-    """Until the engine no longer retains ``refs`` (its retention is 0.5 s)."""
+    """Until the engine no longer retains ``refs`` (its retention is 0.5 s; ``status`` would
+    still answer from the store's history)."""
     deadline = asyncio.get_running_loop().time() + SAFETY
-    while any([await s.status(r) is not None for r in refs]):
+    while any(s.seam.lookup(r) is not None for r in refs):
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.05)
 
@@ -63,6 +64,36 @@ async def test_replay_after_the_engines_retention_reads_the_store(make_store: Ca
             await s.replay(10**9)
         assert e.value.code == "unknown_task"
         assert "key_retention, 0.5 s, and by the store for its retention, 3600 s" in str(e.value)
+
+
+async def test_status_and_handle_read_the_store_after_the_engines_retention(
+    make_store: Callable[[], Any],
+) -> None:
+    """In process too, ``status`` and ``handle`` answer from the store's history once the engine
+    has forgotten a task: its status, its output or its failure (issue #34)."""
+
+    async def run(ctx: Any, payload: Any) -> Any:
+        if payload == "bad":
+            raise Permanent("no good")
+        return {"echo": payload}
+
+    async with Scheduler([Pool("default", run, max=2)], store=make_store(), key_retention=0.3) as s:
+        ok = await s.submit("fine", key="ok-1")
+        bad = await s.submit("bad", key="bad-1")
+        assert await wait(ok) == {"echo": "fine"}
+        with pytest.raises(TaskFailed):
+            await wait(bad)
+        await forgotten(s, ok.id, bad.id, "ok-1", "bad-1")
+        assert await s.status(ok.id) == "succeeded" and await s.status("ok-1") == "succeeded"
+        assert await s.status(bad.id) == "failed"  # (Permanent: failed, not dead-lettered)
+        h = await s.handle("ok-1")
+        assert h is not None and h.id == ok.id and await wait(h) == {"echo": "fine"}
+        hb = await s.handle(bad.id)
+        assert hb is not None
+        with pytest.raises(TaskFailed, match="no good"):
+            await wait(hb)
+        assert await s.status(ok.id, tenant="acme") is None  # another tenant's: unknown there too
+        assert await s.status(10**9) is None and await s.handle("never") is None
 
 
 async def test_bulk_replay_reads_the_store_after_the_engines_retention(make_store: Callable[[], Any]) -> None:

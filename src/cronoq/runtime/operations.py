@@ -47,12 +47,12 @@ from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES, TaskState
 from cronoq.engine.mutations import BULK_KEYS, BulkKeyChange
 from cronoq.engine.recovery import terminal_state
 from cronoq.errors import ArgumentTypeError, ReplayError, SubmitError
+from cronoq.runtime.handles import TaskHandle, set_outcome
 
 if TYPE_CHECKING:
     from cronoq.engine.core import Core
     from cronoq.engine.keyed import ResourceKey
     from cronoq.runtime.durable import Committer
-    from cronoq.runtime.handles import TaskHandle
     from cronoq.store.base import Store
     from cronoq.store.codec import Codec
 
@@ -323,6 +323,26 @@ class Operations:
         if rec.id in self._require().tasks:
             return None  # (retained after all: a key reused, or the read raced a recovery)
         return terminal_state(self._require(), rec)
+
+    async def _find_or_history(self, ref: int | str, tenant: str | None) -> TaskState | None:
+        """A live or retained task (the engine), else a finished one from the durable store's
+        history (``status`` and ``handle`` after ``key_retention``; docs/how-to/operations.md#replay)."""
+        t = self._find(ref, tenant)
+        if t is None and self._store is not None:
+            t = await self._from_history(self._require(), ref, tenant)
+        return t
+
+    async def _handle_of(self, ref: int | str, tenant: str | None) -> TaskHandle | None:
+        """A handle to a live or retained task, or one settled from the store's history."""
+        t = self._find(ref, tenant)
+        if t is not None:
+            return self._handle_for(t.id, False)
+        t = None if self._store is None else await self._from_history(self._require(), ref, tenant)
+        if t is None:
+            return None
+        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        set_outcome(fut, t)  # (finished: its output, or TaskFailed, as for a retained task)
+        return TaskHandle(self, t.id, False, fut)  # type: ignore[arg-type]
 
     def _not_retained(self, ref: int | str) -> str:
         kept = f"a finished task is kept for key_retention, {self._key_retention:g} s"

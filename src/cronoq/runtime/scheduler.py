@@ -893,15 +893,15 @@ class Scheduler(Operations):
         return False if t is None else self._cancel_now(t.id)
 
     async def status(self, ref: int | str, *, tenant: str | None = None) -> str | None:
-        """The task's status name, or None if unknown (or no longer retained). Keys are
-        looked up among ``tenant``'s tasks (docs/reference/behaviour.md#auth)."""
-        t = self._find(ref, tenant)
+        """The task's status name, or None if unknown (or no longer retained, by the engine or
+        a durable store's history). Keys: ``tenant``'s tasks (docs/reference/behaviour.md#auth)."""
+        t = await self._find_or_history(ref, tenant)
         return None if t is None else STATUS_NAMES[t.status]
 
     async def handle(self, ref: int | str, *, tenant: str | None = None) -> TaskHandle | None:
-        """A handle to an existing task (live or retained) of ``tenant``, or None."""
-        t = self._find(ref, tenant)
-        return None if t is None else self._handle_for(t.id, False)
+        """A handle to an existing task of ``tenant`` (live, retained, or finished in a durable
+        store's history), or None."""
+        return await self._handle_of(ref, tenant)
 
     async def snapshot(self) -> Snapshot:
         core = self._require()
