@@ -48,6 +48,24 @@ def test_enqueue_get_result_and_refresh(shop: Any) -> None:
     assert result.finished_at.tzinfo is not None
     again = shop.add.get_result(result.id)
     assert (again.status, again.return_value, again.task.func) == (result.status, 5, shop.add.func)
+    assert (again.args, again.kwargs) == ([2, 3], {})  # read back from the stored payload
+
+
+def test_get_result_carries_the_arguments(shop: Any) -> None:
+    """``args``/``kwargs`` come back from the server (the payload), while the task waits and
+    after it ended, also for a result fetched in another call than ``enqueue``."""
+    from cronoq.contrib.django.compat import TaskResultStatus
+
+    gate = shop.wait_for_file.using(run_after=dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
+    waiting = gate.enqueue(path="/nonexistent/never")
+    got = shop.wait_for_file.get_result(waiting.id)
+    assert got.status == TaskResultStatus.READY
+    assert (got.args, got.kwargs) == ([], {"path": "/nonexistent/never"})
+    _client().cancel(int(waiting.id))
+    done = _finished(shop.flaky.enqueue(word="kw"))
+    fetched = shop.flaky.get_result(done.id)
+    assert (fetched.args, fetched.kwargs) == ([], {"word": "kw"})
+    assert (done.args, done.kwargs) == ([], {"word": "kw"})  # refresh() keeps them too
 
 
 def test_errors_carry_the_class_path_and_traceback(shop: Any) -> None:
@@ -79,6 +97,7 @@ async def test_aenqueue_and_aget_result(shop: Any) -> None:
     await asyncio.to_thread(_client().wait, int(result.id), 30)
     got = await shop.add.aget_result(result.id)
     assert got.status == TaskResultStatus.SUCCESSFUL and got.return_value == 42
+    assert (got.args, got.kwargs) == ([20, 22], {})
     await result.arefresh()
     assert result.return_value == 42
 

@@ -103,6 +103,24 @@ async def test_get_before_dispatch(client: Client) -> None:
     assert await client.cancel(sub.id) is True
 
 
+async def test_get_with_payload_live_and_after_the_end(api_server: ServerProc, client: Client) -> None:
+    """``get(ref, payload=True)``: the engine's payload while live, the store's once ended."""
+    sub = await client.submit({"args": [1], "kwargs": {"a": "b"}}, pool="idle", key="pl-1")
+    live = await client.get(sub.id, payload=True)
+    assert live.payload_available and live.payload == {"args": [1], "kwargs": {"a": "b"}}
+    plain = await client.get(sub.id)
+    assert not plain.payload_available and plain.payload is None  # only when asked for
+    assert await client.cancel(sub.id) is True
+    ended = await client.get("pl-1", payload=True)  # the engine dropped it: the SQLite row's
+    assert ended.status == "cancelled" and ended.payload == {"args": [1], "kwargs": {"a": "b"}}
+    async with Worker(api_server.grpc, "work", echo):
+        raw = await client.submit(b"\x00raw", pool="work", wait=True, wait_timeout=20)
+    got = await client.get(raw.id, payload=True)
+    assert got.status == "succeeded" and got.payload == b"\x00raw"
+    with pytest.raises(TypeError):
+        await client.get(sub.id, payload=1)  # type: ignore[arg-type]
+
+
 async def test_batch_atomic_and_in_order(client: Client) -> None:
     subs = await client.submit_batch(
         [

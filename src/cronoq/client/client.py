@@ -237,9 +237,13 @@ class Client:
         response = await self._call("tasks", "Cancel", request, timeout=timeout)
         return bool(response.cancelled)
 
-    async def get(self, ref: object, *, call_timeout: float | None = None) -> TaskInfo:
-        """The current state of a live or retained task."""
-        request = pb.GetRequest(task=task_ref(ref))
+    async def get(self, ref: object, *, payload: bool = False, call_timeout: float | None = None) -> TaskInfo:
+        """The current state of a live or retained task. With ``payload=True`` the answer also
+        carries the task's payload (``TaskInfo.payload``, ``payload_available``) while the server
+        has it: the engine's while the task is live, a durable store's after it ended."""
+        if not isinstance(payload, bool):
+            raise TypeError(f"payload must be a bool (got {payload!r})")
+        request = pb.GetRequest(task=task_ref(ref), include_payload=payload)
         timeout = seconds_or_none("call_timeout", call_timeout)
         return TaskInfo.from_wire(await self._call("tasks", "Get", request, timeout=timeout))
 

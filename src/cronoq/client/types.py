@@ -20,6 +20,7 @@ from typing import Any
 
 from cronoq.client import json_shapes
 from cronoq.client.encoding import (
+    decode_payload,
     overlap_from_wire,
     priority_from_wire,
     status_from_wire,
@@ -186,6 +187,11 @@ class Submitted:
         return out
 
 
+def _payload(msg: pb.TaskInfo) -> Any:
+    """``TaskInfo.payload`` decoded (None when the answer does not carry it)."""
+    return decode_payload(msg.payload, msg.payload_content_type) if msg.HasField("payload") else None
+
+
 @dataclass(frozen=True)
 class TaskInfo:
     """State of one task (wire ``TaskInfo``); ``key`` is None for a task without a key, times
@@ -196,7 +202,9 @@ class TaskInfo:
     is not running ("" otherwise; docs/getting-started/dashboard.md#why-a-task-waits);
     ``parent_outcomes`` (``Client.get``) says how each parent ended, one per dependency edge in
     edge order (docs/concepts/dependencies.md#outputs-on-edges): the outputs are not carried
-    (``output`` None; ``Client.wait(id)`` returns one)."""
+    (``output`` None; ``Client.wait(id)`` returns one). ``payload`` is the task's payload as
+    submitted (decoded as ``Result.output`` is) when ``Client.get(ref, payload=True)`` asked for it
+    and the server still has it (``payload_available``); else None."""
 
     id: int
     status: str
@@ -222,6 +230,8 @@ class TaskInfo:
     name: str = ""
     waiting: str = ""
     parent_outcomes: tuple[Outcome, ...] = ()
+    payload: Any = None
+    payload_available: bool = False
 
     @classmethod
     def from_wire(cls, msg: pb.TaskInfo) -> TaskInfo:
@@ -251,6 +261,8 @@ class TaskInfo:
             parent_outcomes=tuple(
                 Outcome(p.id, p.key or None, p.status, None, p.message or None) for p in msg.parent_outcomes
             ),
+            payload=_payload(msg),
+            payload_available=msg.HasField("payload"),
         )
         _keep_wire(info, msg)
         return info

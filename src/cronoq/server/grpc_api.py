@@ -61,6 +61,7 @@ from cronoq.server.auth import (
 from cronoq.server.grpc_watch import WatchFanout
 from cronoq.server.principal_shares import Shares, principal_key
 from cronoq.server.sse import with_progress
+from cronoq.server.task_payload import add_payload
 
 if TYPE_CHECKING:
     from cronoq.engine.recurring import RecurringInfo
@@ -392,8 +393,13 @@ class TasksServicer(pb_grpc.TasksServicer):
             try:
                 t = app.get(principal, ref)
             except ApiError as miss:  # after the engine's retention: the store's history
-                return task_history.history_info(await _from_history(app, principal, ref, miss))
-            return app.task_info(t, detail=True)
+                info = task_history.history_info(await _from_history(app, principal, ref, miss))
+                held: object = None
+            else:
+                info, held = app.task_info(t, detail=True), t.payload
+            if request.include_payload:
+                await add_payload(app, info, held)
+            return info
         except Exception as e:
             await _abort(context, e)
             raise AssertionError("unreachable") from None

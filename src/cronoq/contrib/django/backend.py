@@ -24,10 +24,12 @@ has the cronoq task id as ``id``.
 
 ``get_result(id)`` reads the task back (``Client.get``, and its output once it succeeded) into a
 ``TaskResult`` (:mod:`cronoq.contrib.django.results`); an unknown id, or a task that is not a
-Django task, raises ``TaskResultDoesNotExist``. Its ``args``/``kwargs`` are empty: the server's
-task record does not carry the payload back (the result ``enqueue`` returned has them, and so has
-the context a ``takes_context`` task gets on the worker). ``aenqueue`` / ``aget_result`` run the same
-calls on the client's loop without blocking the caller's.
+Django task, raises ``TaskResultDoesNotExist``. Its ``args``/``kwargs`` are the ones the task
+was enqueued with, read back from the payload (``Client.get(id, payload=True)``): the server holds
+it while the task is live and a durable store keeps it with the task's row afterwards; an
+in-memory server forgets an ended task's payload, and the result's ``args``/``kwargs`` are then
+empty. ``aenqueue`` / ``aget_result`` run the same calls on the client's loop without blocking the
+caller's.
 """
 
 from __future__ import annotations
@@ -82,6 +84,18 @@ def _json_args(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
     except (TypeError, ValueError) as e:
         raise InvalidArguments(f"task arguments must be JSON-serializable: {e}") from None
     return a, kw
+
+
+def _arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The ``args``/``kwargs`` of an enqueued payload (``{"args": [...], "kwargs": {...}}``);
+    empty when the server no longer has the payload."""
+    if not isinstance(payload, dict):
+        return [], {}
+    args, kwargs = payload.get("args"), payload.get("kwargs")
+    return (
+        list(args) if isinstance(args, list) else [],
+        dict(kwargs) if isinstance(kwargs, dict) else {},
+    )
 
 
 class CronoqBackend(BaseTaskBackend):
@@ -187,7 +201,7 @@ class CronoqBackend(BaseTaskBackend):
     def get_result(self, result_id: str) -> Any:
         task_id = self._task_id(result_id)
         try:
-            info = self.client.get(task_id)
+            info = self.client.get(task_id, payload=True)
             output = self.client.wait(task_id, timeout=5) if info.status == "succeeded" else None
         except ClientError as e:
             if e.code == "not_found":
@@ -199,7 +213,7 @@ class CronoqBackend(BaseTaskBackend):
         task_id = self._task_id(result_id)
         client = self.client.client
         try:
-            info = await self._on_loop(client.get(task_id))
+            info = await self._on_loop(client.get(task_id, payload=True))
             output = (
                 await self._on_loop(client.wait(task_id, timeout=5)) if info.status == "succeeded" else None
             )
@@ -218,12 +232,13 @@ class CronoqBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(
                 f"{result_id} (task {info.id} is of kind {info.kind!r}, not a Django task)"
             )
+        args, kwargs = _arguments(info.payload)
         result = TaskResult(
             task=task,
             id=result_id,
             status=django_status(info.status),
-            args=[],  # (the server's task record does not carry the payload back)
-            kwargs={},
+            args=args,
+            kwargs=kwargs,
             backend=self.alias,
             errors=task_errors(info),
             worker_ids=worker_ids(info),

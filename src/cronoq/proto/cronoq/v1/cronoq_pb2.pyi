@@ -252,13 +252,15 @@ class CancelResponse(_message.Message):
     def __init__(self, cancelled: _Optional[bool] = ...) -> None: ...
 
 class GetRequest(_message.Message):
-    __slots__ = ("task",)
+    __slots__ = ("task", "include_payload")
     TASK_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     task: TaskRef
-    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ...) -> None: ...
+    include_payload: bool
+    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., include_payload: _Optional[bool] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("id", "status", "pool", "key", "kind", "attempt", "max_attempts", "created_unix_ns", "started_unix_ns", "finished_unix_ns", "message", "output_available", "tenant", "priority", "replay_of", "replayed_by", "progress", "attempts", "parents", "children", "name", "tags", "waiting", "parent_statuses", "child_statuses", "arguments", "parent_outcomes")
+    __slots__ = ("id", "status", "pool", "key", "kind", "attempt", "max_attempts", "created_unix_ns", "started_unix_ns", "finished_unix_ns", "message", "output_available", "tenant", "priority", "replay_of", "replayed_by", "progress", "attempts", "parents", "children", "name", "tags", "waiting", "parent_statuses", "child_statuses", "arguments", "parent_outcomes", "payload", "payload_content_type")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -307,6 +309,8 @@ class TaskInfo(_message.Message):
     CHILD_STATUSES_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     PARENT_OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_CONTENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     id: int
     status: TaskStatus
     pool: str
@@ -334,7 +338,9 @@ class TaskInfo(_message.Message):
     child_statuses: _containers.ScalarMap[str, int]
     arguments: _containers.RepeatedCompositeFieldContainer[ArgumentSource]
     parent_outcomes: _containers.RepeatedCompositeFieldContainer[ParentInfo]
-    def __init__(self, id: _Optional[int] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., pool: _Optional[str] = ..., key: _Optional[str] = ..., kind: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., created_unix_ns: _Optional[int] = ..., started_unix_ns: _Optional[int] = ..., finished_unix_ns: _Optional[int] = ..., message: _Optional[str] = ..., output_available: _Optional[bool] = ..., tenant: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ..., replay_of: _Optional[int] = ..., replayed_by: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[AttemptInfo, _Mapping]]] = ..., parents: _Optional[_Iterable[int]] = ..., children: _Optional[_Iterable[int]] = ..., name: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., waiting: _Optional[str] = ..., parent_statuses: _Optional[_Mapping[str, int]] = ..., child_statuses: _Optional[_Mapping[str, int]] = ..., arguments: _Optional[_Iterable[_Union[ArgumentSource, _Mapping]]] = ..., parent_outcomes: _Optional[_Iterable[_Union[ParentInfo, _Mapping]]] = ...) -> None: ...
+    payload: bytes
+    payload_content_type: str
+    def __init__(self, id: _Optional[int] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., pool: _Optional[str] = ..., key: _Optional[str] = ..., kind: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., created_unix_ns: _Optional[int] = ..., started_unix_ns: _Optional[int] = ..., finished_unix_ns: _Optional[int] = ..., message: _Optional[str] = ..., output_available: _Optional[bool] = ..., tenant: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ..., replay_of: _Optional[int] = ..., replayed_by: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[AttemptInfo, _Mapping]]] = ..., parents: _Optional[_Iterable[int]] = ..., children: _Optional[_Iterable[int]] = ..., name: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., waiting: _Optional[str] = ..., parent_statuses: _Optional[_Mapping[str, int]] = ..., child_statuses: _Optional[_Mapping[str, int]] = ..., arguments: _Optional[_Iterable[_Union[ArgumentSource, _Mapping]]] = ..., parent_outcomes: _Optional[_Iterable[_Union[ParentInfo, _Mapping]]] = ..., payload: _Optional[bytes] = ..., payload_content_type: _Optional[str] = ...) -> None: ...
 
 class ParentInfo(_message.Message):
     __slots__ = ("id", "key", "status", "message", "output_available")
