@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -365,11 +366,56 @@ async def test_no_failover_for_non_retryable_errors(fake: Any, fake2: Any) -> No
 
 async def test_all_addresses_unavailable(fake: Any, fake2: Any) -> None:
     fake.standby = fake2.standby = True
-    async with Client([fake.target, fake2.target]) as client:
+    async with Client([fake.target, fake2.target], failover_wait=0) as client:
         with pytest.raises(ClientError) as exc:
             await client.snapshot()
         assert exc.value.code == "unavailable" and exc.value.retryable
         assert len(fake.requests) == 1 and len(fake2.requests) == 1
+
+
+async def test_a_failover_in_progress_is_ridden_through(fake: Any, fake2: Any) -> None:
+    """Every address answers UNAVAILABLE for a while (the old leader gone, the standby not yet
+    leading): the call tries again in rounds with backoff instead of failing at once."""
+    for _ in range(3):
+        fake.fail("Snapshot", grpc.StatusCode.UNAVAILABLE, "this server is a standby (not the leader)")
+        fake2.fail("Snapshot", grpc.StatusCode.UNAVAILABLE, "this server is a standby (not the leader)")
+    async with Client([fake.target, fake2.target]) as client:
+        await client.snapshot()
+    assert [m for m, _, _ in fake.requests] == ["Snapshot"] * 4  # the 4th round is answered
+    assert [m for m, _, _ in fake2.requests] == ["Snapshot"] * 3
+
+
+async def test_riding_through_is_bounded(fake: Any, fake2: Any) -> None:
+    fake.standby = fake2.standby = True
+    async with Client([fake.target, fake2.target], failover_wait=0.3) as client:
+        t0 = time.monotonic()
+        with pytest.raises(ClientError) as exc:
+            await client.snapshot()
+        took = time.monotonic() - t0
+        assert exc.value.code == "unavailable" and 0.3 <= took < 5
+        assert len(fake.requests) > 1 and len(fake2.requests) > 1
+        n = len(fake.requests)
+        t0 = time.monotonic()
+        with pytest.raises(ClientError):  # the call's own timeout bounds it too
+            await client.get(1, call_timeout=0.2)
+        assert time.monotonic() - t0 < 0.3 + 5 and len(fake.requests) > n
+    with pytest.raises(ValueError, match="failover_wait"):
+        Client([fake.target], failover_wait=-1)
+
+
+async def test_no_riding_through_for_overload_or_one_address(fake: Any, fake2: Any) -> None:
+    fake.fail("Snapshot", grpc.StatusCode.RESOURCE_EXHAUSTED, "overloaded")
+    fake2.fail("Snapshot", grpc.StatusCode.RESOURCE_EXHAUSTED, "overloaded")
+    async with Client([fake.target, fake2.target]) as client:
+        with pytest.raises(ClientError) as exc:
+            await client.snapshot()
+        assert exc.value.code == "resource_exhausted"
+    assert len(fake.requests) == 1 and len(fake2.requests) == 1
+    fake.standby = True
+    async with Client(fake.target) as client:  # one address: its answer at once
+        with pytest.raises(ClientError):
+            await client.snapshot()
+    assert len(fake.requests) == 2
 
 
 async def test_watch_fails_over_at_start(fake: Any, fake2: Any) -> None:

@@ -11,6 +11,13 @@ Theory of operation
   UNAVAILABLE, so this follows the leader of an active-passive cluster
   (docs/reference/behaviour.md#high-availability).  Note that a submit retried after a dropped connection may
   create the task twice unless it has a key.
+* Riding through a failover: while *every* address answers ``unavailable`` (the old leader is
+  gone or stepping down and the standby does not lead yet) a client with several addresses
+  repeats the round, with backoff (50 ms doubling to 1 s, jittered), for up to
+  ``failover_wait`` seconds (:data:`FAILOVER_WAIT_S`, longer than a failover takes) and never
+  past the call's own timeout; then it raises the last error.  ``resource_exhausted``
+  (overload) and any other error end the call at once, and so does every error of a client
+  with one address.  ``failover_wait=0`` turns it off.
 * Errors: every failed call raises :class:`~cronoq.client.ClientError` (lower-case gRPC status
   name as ``code``); waits that run out of time raise
   :class:`~cronoq.client.WaitTimeout`, which is also a ``TimeoutError``.
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime
@@ -60,6 +68,14 @@ from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
 
 __all__ = ["Client", "Watch"]
 
+#: how long a call of a client with several addresses keeps trying while every address answers
+#: ``unavailable`` (``Client(failover_wait=...)``): longer than a failover takes (PostgreSQL:
+#: about a second; SQLite: up to its lease ttl, 10 s, after a leader was killed)
+FAILOVER_WAIT_S = 15.0
+#: the pause between two rounds over the addresses doubles from the first to the second
+_ROUND_BACKOFF_MIN = 0.05
+_ROUND_BACKOFF_MAX = 1.0
+
 # Extra time given to a waiting call beyond the server-side wait, so that the server's
 # DEADLINE_EXCEEDED (or the result) arrives before the client's own deadline.
 _WAIT_GRACE = 5.0
@@ -83,7 +99,9 @@ class Client:
     ``target`` is ``"host:port"`` or a list of them (failover). ``token`` is sent as
     ``authorization: Bearer <token>``; ``tls=True`` uses TLS with the system roots,
     ``credentials`` (``grpc.ChannelCredentials``) any other TLS setup; ``options`` are gRPC
-    channel options.
+    channel options. With several addresses, a call that every address answers ``unavailable``
+    is tried again in rounds for up to ``failover_wait`` seconds (a failover in progress;
+    0: each address once).
     """
 
     def __init__(
@@ -95,8 +113,13 @@ class Client:
         credentials: grpc.ChannelCredentials | None = None,
         options: Sequence[tuple[str, Any]] | None = None,
         coalesce_submits: bool = True,
+        failover_wait: float = FAILOVER_WAIT_S,
     ) -> None:
         self._targets = normalize_targets(target)
+        wait_s = seconds_or_none("failover_wait", failover_wait)
+        if wait_s is None:
+            raise ValueError("failover_wait must be a number of seconds (0: try each address once)")
+        self._failover_wait = wait_s
         self._metadata = auth_metadata(token)
         self._tls = tls
         self._credentials = credentials
@@ -168,10 +191,32 @@ class Client:
         timeout: float | None = None,
         wait: bool = False,
     ) -> Any:
-        """One unary call with failover over the addresses on retryable errors."""
+        """One unary call with failover over the addresses on retryable errors; while every
+        address answers ``unavailable`` (a failover in progress) the round is repeated with
+        backoff for up to ``failover_wait`` seconds (and never past ``timeout``)."""
+        start = time.monotonic()
+        ride = self._failover_wait if len(self._targets) > 1 else 0.0
+        end = start + ride if timeout is None else start + min(ride, timeout)
+        deadline = None if timeout is None else start + timeout
+        delay = _ROUND_BACKOFF_MIN
+        while True:
+            try:
+                return await self._round(service, method, request, deadline, wait)
+            except ClientError as err:
+                left = end - time.monotonic()
+                if err.code != "unavailable" or left <= 0:
+                    raise
+            await asyncio.sleep(min(left, delay * random.uniform(0.5, 1.0)))
+            delay = min(delay * 2, _ROUND_BACKOFF_MAX)
+
+    async def _round(
+        self, service: str, method: str, request: Any, deadline: float | None, wait: bool
+    ) -> Any:
+        """Each address once, the preferred first, until one answers or fails for good."""
         order = self._order()
         for n, index in enumerate(order):
             stub = self._stub(service, index)
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 response = await getattr(stub, method)(request, timeout=timeout, metadata=self._metadata)
             except grpc.RpcError as exc:
