@@ -11,7 +11,7 @@ import pytest
 
 from cronoq.client import Client, ClientError, Worker
 
-from .procs import AUTH_TOML, TOKENS, Raw, ServerProc, md, pb, start_server
+from .procs import AUTH_TOML, TOKENS, Raw, RawWorker, ServerProc, md, pb, start_server
 
 POOLS_TOML = """
 [[pools]]
@@ -187,6 +187,35 @@ async def test_client_library_sees_auth_errors(auth_server: ServerProc) -> None:
     with pytest.raises(ClientError) as ei:
         await asyncio.wait_for(w.run(), 10)
     assert ei.value.code == "permission_denied"
+
+
+async def test_refused_worker_sessions_always_get_the_refusal(auth_server: ServerProc) -> None:
+    """A ``Work`` stream refused at once (bad token) must end with UNAUTHENTICATED, never with
+    grpcio's ``INTERNAL`` for the worker's ``Register`` write failing after the status arrived
+    (grpc/grpc#36066; seen under load): the server reads ``Register`` before refusing."""
+    raw = Raw(auth_server.grpc)
+    try:
+        for _ in range(10):
+            w = RawWorker(raw, "default")  # (no token; writes Register at once)
+            assert await asyncio.wait_for(w.call.code(), 10) == grpc.StatusCode.UNAUTHENTICATED
+        written: list[bool] = []
+
+        async def late_register() -> AsyncIterator[pb.WorkerMessage]:
+            await asyncio.sleep(0.1)  # the worker is slow to write: the refusal must wait for it
+            written.append(True)
+            yield pb.WorkerMessage(register=pb.Register(pool="default", slots=1, protocol_version=3))
+            await asyncio.Event().wait()  # (cancelled with the call)
+
+        call = raw.workers.Work(late_register())
+        assert await asyncio.wait_for(call.code(), 10) == grpc.StatusCode.UNAUTHENTICATED
+        assert written, "the refusal was sent before the worker's Register was read"
+    finally:
+        await raw.close()
+    w2 = Worker(auth_server.grpc, "default", lambda lease: None, token="bad-token-123456", reconnect=False)
+    for _ in range(10):
+        with pytest.raises(ClientError) as ei:
+            await asyncio.wait_for(w2.run(), 10)
+        assert ei.value.code == "unauthenticated"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -132,11 +132,17 @@ def _rejecter(code: grpc.StatusCode, message: str, client_streaming: bool) -> gr
 
     async def reject(request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
         if client_streaming:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(request_iterator.__anext__(), _DRAIN_S)
+            await drain_first(request_iterator)
         await context.abort(code, message)
 
     return grpc.stream_stream_rpc_method_handler(reject)
+
+
+async def drain_first(request_iterator: Any) -> None:
+    """Take a client stream's first message off the wire (at most :data:`_DRAIN_S`) before the
+    call is refused (see :func:`_rejecter`; also ``grpc_workers``' refusals)."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(request_iterator.__anext__(), _DRAIN_S)
 
 
 def peer_dns(context: grpc.aio.ServicerContext) -> list[str]:

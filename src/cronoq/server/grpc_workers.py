@@ -16,7 +16,9 @@ item count, and 20,000 reports in one 300 KiB message must not hold every other 
 A version-5 session may also send ``ProgressReport`` (alone or inside a batch); an older
 session that sends one breaks the protocol.  The stream ends when the worker half-closes,
 disconnects, breaks the protocol (INVALID_ARGUMENT), stops reading (its outbound queue fills
-up), or the server shuts down or stops leading.
+up), or the server shuts down or stops leading.  A session refused before registering (bad
+credentials, a standby) has its first message read before the refusal is sent (:func:`_refuse`),
+so the worker sees the refusal's status rather than grpcio's ``INTERNAL`` for a failed write.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from cronoq.proto.protocol import (
 )
 from cronoq.server.app import ApiError, ServerApp
 from cronoq.server.auth import PermissionDenied, Unauthenticated, allows_pool, stamp_labels
-from cronoq.server.grpc_api import add_generic_only, peer_dns
+from cronoq.server.grpc_api import add_generic_only, drain_first, peer_dns
 from cronoq.server.workers import (
     AbortMsg,
     Blob,
@@ -132,6 +134,24 @@ class _Violation(Exception):
     pass
 
 
+async def _refuse(
+    it: AsyncIterator[pb.WorkerMessage],
+    context: grpc.aio.ServicerContext,
+    code: grpc.StatusCode,
+    message: str,
+) -> None:
+    """End a session that is refused before its ``Register`` was read, with ``code``.
+
+    The worker sends ``Register`` as soon as the stream opens.  A status sent before that write
+    reached the server makes the write fail on the client, and grpcio's asyncio client then
+    reports that failed write as ``INTERNAL: Internal error from Core`` instead of the status
+    the server sent (grpc/grpc#36066): a worker would retry a certificate that is not mapped
+    for ever rather than stop on ``unauthenticated``.  So the first message is taken off the
+    wire (``grpc_api.drain_first``, as the token interceptor's refusals do) before the refusal."""
+    await drain_first(it)
+    await context.abort(code, message)
+
+
 def _auth_header(context: grpc.aio.ServicerContext) -> str | None:
     for k, v in context.invocation_metadata() or ():
         if k == "authorization":
@@ -165,22 +185,22 @@ class WorkersServicer(pb_grpc.WorkersServicer):
         self, request_iterator: AsyncIterator[pb.WorkerMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ServerMessage]:
         app = self.app
+        it = request_iterator.__aiter__()
         try:
             header = _auth_header(context)
             dns = peer_dns(context) if header is None and app.auth.certs_enabled else ()
             principal = app.auth.check(header, "work", peer_dns=dns)
         except Unauthenticated as e:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(e))
+            await _refuse(it, context, grpc.StatusCode.UNAUTHENTICATED, str(e))
             return
         except PermissionDenied as e:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
+            await _refuse(it, context, grpc.StatusCode.PERMISSION_DENIED, str(e))
             return
         try:
             app.require_leader()
         except ApiError as e:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, e.message)
+            await _refuse(it, context, grpc.StatusCode.UNAVAILABLE, e.message)
             return
-        it = request_iterator.__aiter__()
         try:
             first = await asyncio.wait_for(it.__anext__(), app.limits.request_timeout_s)
         except (StopAsyncIteration, TimeoutError):
