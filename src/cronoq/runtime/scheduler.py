@@ -67,7 +67,6 @@ from cronoq.engine.time import check_seconds, to_ns
 from cronoq.engine.waiting import waiting_reason
 from cronoq.errors import (
     ArgumentTypeError,
-    InvalidSubmission,
     NotStartedError,
     SchedulerError,
     SubmitError,
@@ -95,6 +94,7 @@ from cronoq.runtime.scheduler_args import (
     check_store_and_codec,
 )
 from cronoq.runtime.seam import SchedulerSeam
+from cronoq.runtime.submit_payloads import ProcessPayloads, encode_payload
 from cronoq.runtime.task import (
     PER_TASK_FIELDS,
     OptionsCache,
@@ -203,6 +203,7 @@ class Scheduler(Operations):
         self._event_capacity = check_event_capacity(event_capacity)
         self._emit_transitions = bool(emit_transitions)
         self._pools = pool_list
+        self._process_payloads = ProcessPayloads(pool_list)
         self._pool_names = [p.name for p in pool_list]
         self._core: Core | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -682,6 +683,7 @@ class Scheduler(Operations):
     async def _submit(self, payload: object, fields: dict[str, Any]) -> tuple[int, bool]:
         core = self._require()
         opts, key, dl, st, deps = self._prepare(fields)
+        self._process_payloads.check(core, opts, payload)
         # (core.submit resolves the pool after the key: a duplicate's other fields are not
         # looked at, docs/reference/behaviour.md#ids-keys-retention)
         blob = self._encode(payload) if self._committer is not None else None
@@ -704,16 +706,7 @@ class Scheduler(Operations):
         return tid, dup
 
     def _encode(self, payload: object) -> bytes:
-        """Encode a payload for the store at submission: an unencodable one is ``invalid``."""
-        codec = self._codec
-        assert codec is not None  # (called only with a store, which always has a codec)
-        try:
-            data = codec.encode(payload)
-        except Exception as e:
-            raise InvalidSubmission(f"payload cannot be encoded: {e}") from None
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise InvalidSubmission("the codec did not return bytes")
-        return bytes(data)
+        return encode_payload(self._codec, payload)
 
     async def _durable(self) -> None:
         """Acknowledge only after this step's mutations are committed (group commit)."""
@@ -763,6 +756,7 @@ class Scheduler(Operations):
             opts = _otel.traced_options(opts)
         if opts.resolver is not core:
             core.resolve_pool(opts)
+        self._process_payloads.check(core, opts, payload)
         try:
             tid, _ = core.submit(self._now(), opts, payload)  # no key: never a duplicate
         except SubmitError as e:
@@ -805,6 +799,7 @@ class Scheduler(Operations):
                 # resolved by another scheduler, whose tasks keep using those options:
                 # resolve a copy here (a pool's index differs between schedulers)
                 t._opts = t._opts.unresolved()
+            self._process_payloads.check(core, t._opts, t._payload)
         blobs = [self._encode(t._payload) for t in batch] if self._committer is not None else None
         probe = self._otel_probe
         trace = _otel.trace_tags() if probe is not None and probe() else None

@@ -90,3 +90,13 @@ def cooperative(ctx: Any, payload: dict[str, Any]) -> str:
         time.sleep(0.005)
     Path(payload["marker"]).write_text("saw the cancel")
     return "stopped"
+
+
+def gated(ctx: Any, payload: dict[str, Any]) -> int:
+    """Write the pid, wait until the file ``gate`` exists (at most 30 s), return the pid: tasks
+    that end together."""
+    write_pid(payload["pidfile"])
+    deadline = time.monotonic() + 30
+    while not Path(payload["gate"]).exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return os.getpid()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,8 @@ from tests.runtime.conftest import wait
 from tests.runtime.processes import broken, tasks
 from tests.runtime.processes.waits import alive, gone_within, read_pid
 
-from cronoq import Pool, Processes, RetryPolicy, Scheduler, TaskFailed
+from cronoq import Pool, Processes, RetryPolicy, Scheduler, Task, TaskFailed
+from cronoq.errors import InvalidSubmission
 
 ONCE = RetryPolicy(max_attempts=1)
 FAST = Processes(kill_grace=0.5)
@@ -100,10 +102,28 @@ async def test_outcomes_as_in_a_thread() -> None:
         with pytest.raises(TaskFailed, match="the result cannot be pickled") as info:
             await wait(bad_result)
         assert info.value.status == "failed"
-        bad_arg = await sched.submit(lambda: None, retry=RetryPolicy(max_attempts=3))
-        with pytest.raises(TaskFailed, match="arguments cannot be pickled") as info:
-            await wait(bad_arg)
-        assert info.value.status == "failed"
+        with pytest.raises(InvalidSubmission, match="the payload cannot be pickled"):
+            await sched.submit(lambda: None, retry=RetryPolicy(max_attempts=3))  # (refused at submit)
+
+
+async def test_an_unpicklable_payload_is_refused_at_submit() -> None:
+    """A plain process pool's payload goes to the child pickled: one that cannot be is refused
+    by submit / enqueue / submit_batch, and nothing is created (the key stays free)."""
+    lock = threading.Lock()
+    message = "pool 'p' runs its tasks in a process and the payload cannot be pickled for it: TypeError"
+    async with Scheduler([ppool(tasks.pid), Pool("t", tasks.pid, autoscale=False)]) as sched:
+        with pytest.raises(InvalidSubmission, match=message):
+            await sched.submit({"lock": lock}, key="k")
+        with pytest.raises(InvalidSubmission, match=message):
+            await sched.enqueue(lock)
+        with pytest.raises(InvalidSubmission, match=message):
+            await sched.submit_batch([Task(1, key="b1"), Task(lock, key="b2")])
+        assert (await sched.snapshot()).live_tasks == 0
+        h = await sched.submit({"ok": True}, key="k")  # nothing was half-submitted under the key
+        assert not h.duplicate and (await wait(h))["payload"] == {"ok": True}
+        assert not (await sched.submit(1, key="b1")).duplicate
+        in_thread = await sched.submit(lock, pool="t")  # a thread pool takes any object
+        assert (await wait(in_thread))["payload"] is lock
 
 
 async def test_retry_after_is_kept() -> None:
@@ -147,6 +167,39 @@ async def test_recycling_by_count() -> None:
     async with Scheduler([pool]) as sched:
         pids = [(await wait(await sched.submit(i)))["pid"] for i in range(4)]
     assert pids[0] == pids[1] != pids[2] == pids[3]
+
+
+async def test_recycling_replaces_one_child_at_a_time(tmp_path: Path, monkeypatch: Any) -> None:
+    """Two children due for recycling at once (each ran its one task): the second keeps serving
+    until the first is gone, then it is stopped in turn (never both together)."""
+    from cronoq.runtime.processes.supervisor import Supervisor
+
+    pool = ppool(tasks.gated, max=2, min=2, processes=Processes(max_tasks_per_child=1, kill_grace=0.5))
+    gate = tmp_path / "gate"
+    async with Scheduler([pool]) as sched:
+        files = [tmp_path / "a", tmp_path / "b"]
+        hs = [await sched.submit({"pidfile": str(f), "gate": str(gate)}) for f in files]
+        pids = {await read_pid(f) for f in files}
+        assert len(pids) == 2
+        sup = sched._procs.supervisor("p")
+        stopping_others: list[int] = []
+        stop = Supervisor._stop
+
+        def recorded(self: Supervisor, child: Any) -> None:
+            stopping_others.append(
+                sum(1 for c in self._all if c is not child and c.stopping and not c.exited.done())
+            )
+            stop(self, child)
+
+        monkeypatch.setattr(Supervisor, "_stop", recorded)
+        gate.write_text("go")  # both tasks end together: both children are due
+        assert {await wait(h) for h in hs} == pids
+        for p in pids:
+            await gone_within(p, 5.0)
+        assert stopping_others == [0, 0]  # each stop came while no other child was stopping
+        assert sup.started == 2  # (no replacement was needed meanwhile: nothing was submitted)
+        again = {await wait(await sched.submit({"pidfile": str(tmp_path / "c"), "gate": str(gate)}))}
+        assert not pids.intersection(again)  # served by a new child
 
 
 async def test_recycling_by_memory() -> None:
