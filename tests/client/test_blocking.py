@@ -71,6 +71,9 @@ def test_every_call_of_client_has_a_blocking_form() -> None:
             if name != "close":  # (its own: it also stops the loop thread)
                 assert mine.__doc__ == fn.__doc__, name
 
+    # the constructor takes what Client's does (failover_wait included)
+    assert list(inspect.signature(BlockingClient).parameters) == list(inspect.signature(Client).parameters)
+
 
 def test_calls_from_many_threads(client: BlockingClient) -> None:
     def one(i: int) -> tuple[int, str]:

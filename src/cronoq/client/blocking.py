@@ -33,7 +33,7 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from cronoq.client._channel import normalize_targets
-from cronoq.client.client import Client, Watch
+from cronoq.client.client import FAILOVER_WAIT_S, Client, Watch
 from cronoq.client.errors import ClientError
 from cronoq.tasks.targets import ClientTarget
 
@@ -192,6 +192,7 @@ class BlockingClient:
         credentials: grpc.ChannelCredentials | None = None,
         options: Sequence[tuple[str, Any]] | None = None,
         coalesce_submits: bool = True,
+        failover_wait: float = FAILOVER_WAIT_S,
     ) -> None:
         self._make_client = functools.partial(
             Client,
@@ -201,6 +202,7 @@ class BlockingClient:
             credentials=credentials,
             options=options,
             coalesce_submits=coalesce_submits,
+            failover_wait=failover_wait,
         )
         self._targets = normalize_targets(target)  # (checks the addresses now)
         self._lock = threading.Lock()
