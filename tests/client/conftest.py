@@ -188,7 +188,7 @@ class FakeServer(pb_grpc.TasksServicer, pb_grpc.AdminServicer, pb_grpc.WorkersSe
         md = {k: v for k, v in context.invocation_metadata() or ()}
         self.requests.append((method, request, md))
         if self.standby:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "not the leader")
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "this server is a standby (not the leader)")
         errs = self.errors.get(method)
         if errs:
             code, details = errs.pop(0)
@@ -381,7 +381,7 @@ class FakeServer(pb_grpc.TasksServicer, pb_grpc.AdminServicer, pb_grpc.WorkersSe
     async def Work(self, request_iterator: Any, context: Any) -> AsyncIterator[pb.ServerMessage]:
         md = {k: v for k, v in context.invocation_metadata() or ()}
         if self.standby:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "not the leader")
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "this server is a standby (not the leader)")
         conn = WorkerConn(md)
         self.all_conns.append(conn)
         self.conns.put_nowait(conn)

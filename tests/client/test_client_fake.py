@@ -464,3 +464,21 @@ async def test_list_tasks_filters_on_the_wire(fake: Any) -> None:
             await client.list_tasks(created_before="yesterday")  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="kinds must contain strings"):
             await client.list_tasks(kinds=[1])  # type: ignore[list-item]
+
+
+async def test_no_server_at_any_address_fails_at_once() -> None:
+    """Nothing listens at either address: no failover is in progress, so the call fails at
+    once instead of riding through for ``failover_wait`` seconds."""
+    import socket
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    async with Client([f"127.0.0.1:{p}" for p in ports], failover_wait=30) as client:
+        t0 = time.monotonic()
+        with pytest.raises(ClientError) as exc:
+            await client.snapshot()
+        assert exc.value.code == "unavailable"
+        assert time.monotonic() - t0 < 10  # well under failover_wait

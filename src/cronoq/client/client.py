@@ -11,13 +11,15 @@ Theory of operation
   UNAVAILABLE, so this follows the leader of an active-passive cluster
   (docs/reference/behaviour.md#high-availability).  Note that a submit retried after a dropped connection may
   create the task twice unless it has a key.
-* Riding through a failover: while *every* address answers ``unavailable`` (the old leader is
+* Riding through a failover: while *every* address answers ``unavailable`` and at least one
+  of them is a live server that does not lead (a standby, one shutting down: the old leader is
   gone or stepping down and the standby does not lead yet) a client with several addresses
   repeats the round, with backoff (50 ms doubling to 1 s, jittered), for up to
   ``failover_wait`` seconds (:data:`FAILOVER_WAIT_S`, longer than a failover takes) and never
   past the call's own timeout; then it raises the last error.  ``resource_exhausted``
   (overload) and any other error end the call at once, and so does every error of a client
-  with one address.  ``failover_wait=0`` turns it off.
+  with one address, or a round in which no server answered at all (nothing to wait for).
+  ``failover_wait=0`` turns it off.
 * Errors: every failed call raises :class:`~cronoq.client.ClientError` (lower-case gRPC status
   name as ``code``); waits that run out of time raise
   :class:`~cronoq.client.WaitTimeout`, which is also a ``TimeoutError``.
@@ -72,6 +74,9 @@ __all__ = ["Client", "Watch"]
 #: ``unavailable`` (``Client(failover_wait=...)``): longer than a failover takes (PostgreSQL:
 #: about a second; SQLite: up to its lease ttl, 10 s, after a leader was killed)
 FAILOVER_WAIT_S = 15.0
+#: how a live server that does not lead answers UNAVAILABLE (``server/app.py``, the HTTP API):
+#: a round that met one of these is a failover in progress, worth waiting for
+_NOT_LEADING = ("this server is a standby", "server is shutting down", "server is not serving")
 #: the pause between two rounds over the addresses doubles from the first to the second
 _ROUND_BACKOFF_MIN = 0.05
 _ROUND_BACKOFF_MAX = 1.0
@@ -200,19 +205,27 @@ class Client:
         deadline = None if timeout is None else start + timeout
         delay = _ROUND_BACKOFF_MIN
         while True:
+            seen: list[ClientError] = []
             try:
-                return await self._round(service, method, request, deadline, wait)
+                return await self._round(service, method, request, deadline, wait, seen)
             except ClientError as err:
                 left = end - time.monotonic()
-                if err.code != "unavailable" or left <= 0:
+                if err.code != "unavailable" or left <= 0 or not _a_server_waits(seen):
                     raise
             await asyncio.sleep(min(left, delay * random.uniform(0.5, 1.0)))
             delay = min(delay * 2, _ROUND_BACKOFF_MAX)
 
     async def _round(
-        self, service: str, method: str, request: Any, deadline: float | None, wait: bool
+        self,
+        service: str,
+        method: str,
+        request: Any,
+        deadline: float | None,
+        wait: bool,
+        seen: list[ClientError],
     ) -> Any:
-        """Each address once, the preferred first, until one answers or fails for good."""
+        """Each address once, the preferred first, until one answers or fails for good; the
+        errors met on the way are appended to ``seen``."""
         order = self._order()
         for n, index in enumerate(order):
             stub = self._stub(service, index)
@@ -221,6 +234,7 @@ class Client:
                 response = await getattr(stub, method)(request, timeout=timeout, metadata=self._metadata)
             except grpc.RpcError as exc:
                 err = from_rpc_error(exc, wait=wait)
+                seen.append(err)
                 if err.retryable and n + 1 < len(order):
                     continue
                 raise err from None
@@ -549,6 +563,12 @@ class Client:
             tuple(response.unavailable_shards),
             bool(response.resumed),
         )
+
+
+def _a_server_waits(errors: Sequence[ClientError]) -> bool:
+    """Whether a round met a live server that does not lead (so a leader may come soon), not
+    only addresses where nothing answers."""
+    return any(e.code == "unavailable" and e.message.startswith(_NOT_LEADING) for e in errors)
 
 
 def _name(what: str, v: object) -> str:
