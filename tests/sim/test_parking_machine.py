@@ -12,9 +12,11 @@ parked (liveness: every wait ends).
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from cronoq.engine.actions import Dispatch, Persist
 from cronoq.engine.admission import BatchItem
@@ -22,15 +24,53 @@ from cronoq.engine.config import CoreConfig, PoolConfig
 from cronoq.engine.core import Core
 from cronoq.engine.model import BLOCKED, FIRST_TERMINAL, RUNNING, SCHEDULED, TaskOptions
 from cronoq.engine.time import NS
+from cronoq.store._journal import journals_from_rows, signals_from_rows
+from cronoq.store._records import fold
+
+from .featsim import RowStore
+
+
+class JournalRowStore(RowStore):
+    """``RowStore`` plus the journal and signal tables (store/_journal.py)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.journal: dict[tuple[int, int], tuple[str, int]] = {}
+        self.signals: dict[str, tuple[str, int]] = {}
+
+    def commit(self, mutations: list[Any]) -> None:
+        super().commit(mutations)
+        batch = fold(mutations, self.codec)
+        for op in batch.journal_ops:
+            if op[0] == "put":
+                self.journal[(op[1], op[2])] = (op[3], op[4])
+            else:
+                for k in [k for k in self.journal if k[0] == op[1]]:
+                    del self.journal[k]
+        for name, payload, at in batch.signal_ops:
+            self.signals[name] = (payload, at)
+
+    def recovered(self) -> Any:
+        rec = super().recovered()
+        rows = [(t, i, r, n) for (t, i), (r, n) in sorted(self.journal.items())]
+        rec.journals = journals_from_rows(rows)
+        rec.signals = signals_from_rows((n, p, at) for n, (p, at) in self.signals.items())
+        return rec
+
 
 SIGNALS = st.sampled_from(["a", "b", "c"])
 
 
 class ParkingMachine(RuleBasedStateMachine):
-    @initialize(cap=st.integers(1, 3))
-    def setup(self, cap: int) -> None:
-        self.config = CoreConfig([PoolConfig("default", min=0, max=4, initial=cap, autoscale=False)], seed=1)
+    @initialize(cap=st.integers(1, 3), durable=st.booleans())
+    def setup(self, cap: int, durable: bool) -> None:
+        pools = [PoolConfig("default", min=0, max=4, initial=cap, autoscale=False)]
+        self.config = CoreConfig(pools, seed=1, persist=durable, retention=10**6, time_base=10**18)
         self.core = Core(self.config, now=0)
+        self.durable = durable
+        self.store = JournalRowStore()
+        self.uncommitted: list[Any] = []
+        self.epoch = 0
         self.now = 0
         self.parents: list[int] = []
         self.spawned: dict[int, list[int]] = {}  # parent -> every child id it was given
@@ -38,7 +78,28 @@ class ParkingMachine(RuleBasedStateMachine):
     def _drain(self) -> None:
         acts = self.core.drain_actions()
         for a in acts:
-            assert not isinstance(a, Persist)
+            if isinstance(a, Persist):
+                assert self.durable
+                self.uncommitted.append(a.mutation)
+
+    @precondition(lambda self: getattr(self, "durable", False))
+    @rule(cut=st.integers(0, 50))
+    def commit(self, cut: int) -> None:
+        """A group commit of the oldest mutations (a commit may end anywhere between two)."""
+        n = min(cut, len(self.uncommitted))
+        self.store.commit(self.uncommitted[:n])
+        del self.uncommitted[:n]
+
+    @precondition(lambda self: getattr(self, "durable", False))
+    @rule()
+    def crash(self) -> None:
+        """Lose the engine and what was not committed; recover from the store."""
+        self.uncommitted = []
+        self.epoch += 1
+        self.core = Core(self.config, now=self.now, epoch=self.epoch)
+        self.core.recover(self.now, self.store.recovered())
+        self._drain()
+        self.parents = [p for p in self.parents if p in self.core.tasks]
 
     def _running(self) -> list[int]:
         return sorted(t.id for t in self.core.leases.values())
@@ -72,7 +133,8 @@ class ParkingMachine(RuleBasedStateMachine):
         if lease is None:
             return
         pid = self.core.leases[lease].id
-        items = [BatchItem(TaskOptions(), None, None, None, None, None) for _ in range(n)]
+        blob = self.store.codec.encode(["child", pid])  # (the shell encodes payloads for a store)
+        items = [BatchItem(TaskOptions(), ["child", pid], None, None, None, None, blob) for _ in range(n)]
         ids = self.core.parking.spawn(self.now, lease, items, "fp", detached)
         self.spawned.setdefault(pid, []).extend(ids)
         self._drain()
@@ -160,6 +222,23 @@ class ParkingMachine(RuleBasedStateMachine):
         assert len(all_kids) == len(set(all_kids))
 
     @invariant()
+    def no_spawn_lost_or_repeated(self) -> None:
+        """Each live parent's children are exactly those its spawn records name (a recovery
+        brings back both or neither; never a child twice, never a recorded child missing)."""
+        if not hasattr(self, "core"):
+            return
+        core = self.core
+        kids: dict[int, set[int]] = {}
+        for t in core.tasks.values():
+            p = t.payload
+            if isinstance(p, (list, tuple)) and len(p) == 2 and p[0] == "child":
+                kids.setdefault(p[1], set()).add(t.id)
+        for pid, j in core.parking.journals.items():
+            recorded = [i for rec in j.records if rec[0] == "spawn" for i in rec[2]]
+            assert len(recorded) == len(set(recorded))
+            assert set(recorded) == kids.get(pid, set()), (pid, recorded, kids.get(pid))
+
+    @invariant()
     def attempts_count_only_failures(self) -> None:
         if not hasattr(self, "core"):
             return
@@ -170,6 +249,8 @@ class ParkingMachine(RuleBasedStateMachine):
         if not hasattr(self, "core"):
             return
         core = self.core
+        if self.durable:
+            self.commit(10**9)
         for _ in range(400):
             for name in ("a", "b", "c"):
                 core.parking.send(self.now, name, None)

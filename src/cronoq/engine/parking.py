@@ -73,6 +73,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_SIGNAL_NAME",
+    "PARK_INDEX",
     "Journal",
     "JournalDrop",
     "JournalPut",
@@ -84,6 +85,9 @@ __all__ = [
 
 #: the longest signal name (characters)
 MAX_SIGNAL_NAME: Final = 256
+
+#: the journal index of the park marker (engine/parking.py JournalPut)
+PARK_INDEX: Final = -1
 
 # what a parked task waits for (Journal.kind)
 W_NONE: Final = 0
@@ -114,15 +118,21 @@ def check_signal_name(name: object) -> str:
 
 class JournalPut:
     """Durable: record ``index`` of task ``task_id``'s journal is ``record`` (an upsert), and
-    the journal has seen ``resumes`` resumes."""
+    the journal has seen ``resumes`` resumes.  Index :data:`PARK_INDEX` is the park marker
+    ``["park", "", attempt]`` (None once woken).  ``before`` are the mutations of a spawn's
+    children: one mutation carries them, so a store commits them in the same transaction as
+    the record (a group commit never splits them: a spawn is applied once)."""
 
-    __slots__ = ("index", "record", "resumes", "task_id")
+    __slots__ = ("before", "index", "record", "resumes", "task_id")
 
-    def __init__(self, task_id: int, index: int, record: list[Any], resumes: int) -> None:
+    def __init__(
+        self, task_id: int, index: int, record: list[Any], resumes: int, before: list[Any] | None = None
+    ) -> None:
         self.task_id = task_id
         self.index = index
         self.record = record
         self.resumes = resumes
+        self.before = before or []
 
     def __eq__(self, other: object) -> bool:
         return type(other) is JournalPut and (self.task_id, self.index, self.record, self.resumes) == (
@@ -226,17 +236,21 @@ class Parking:
             j = self.journals[t.id] = Journal()
         return j
 
-    def _persist(self, t: TaskState, j: Journal, index: int) -> None:
+    def _persist(self, t: TaskState, j: Journal, index: int, before: list[Any] | None = None) -> None:
         if self.core.persist:
-            self.core.actions.append(Persist(JournalPut(t.id, index, j.records[index], j.resumes)))
+            self.core.actions.append(Persist(JournalPut(t.id, index, j.records[index], j.resumes, before)))
 
-    def record(self, lease: int, rec: list[Any]) -> int:
+    def _persist_park(self, t: TaskState, j: Journal, attempt: int | None) -> None:
+        if self.core.persist:
+            self.core.actions.append(Persist(JournalPut(t.id, PARK_INDEX, ["park", "", attempt], j.resumes)))
+
+    def record(self, lease: int, rec: list[Any], before: list[Any] | None = None) -> int:
         """Append ``rec`` to the journal of the task running under ``lease``; its index."""
         t = self.running(lease)
         j = self._journal_of(t)
         j.records.append(rec)
         n = len(j.records) - 1
-        self._persist(t, j, n)
+        self._persist(t, j, n, before)
         return n
 
     def spawn(
@@ -246,10 +260,16 @@ class Parking:
         the journal record that remembers them; their ids (SubmitError: nothing happened)."""
         t = self.running(lease)
         core = self.core
+        n0 = len(core.actions)
         ids = [tid for tid, _ in core.submit_batch(now, items)]
         for cid in ids:
             core.attempts.link(t.id, cid)
-        self.record(lease, ["spawn", fingerprint, ids, detached])
+        before = None
+        if core.persist:  # the children's mutations travel inside the record's (JournalPut.before)
+            acts = core.actions[n0:]
+            before = [a.mutation for a in acts if type(a) is Persist]
+            core.actions[n0:] = [a for a in acts if type(a) is not Persist]
+        self.record(lease, ["spawn", fingerprint, ids, detached], before)
         return ids
 
     # ---------------------------------------------------------------- parking
@@ -265,6 +285,7 @@ class Parking:
         pool.window.slot(now).busy_ns += now - t.attempt_started
         t.attempt -= 1  # parking is not an attempt: the next run has the same number
         core._move(t, EV_PARK, now)
+        self._persist_park(t, self._journal_of(t), t.attempt)
 
     def wait_tasks(self, now: int, lease: int, ids: Sequence[int]) -> bool:
         """Park the task under ``lease`` until every task of ``ids`` has ended; False (and
@@ -342,8 +363,7 @@ class Parking:
         else:  # a sleep
             core = self.core
             core._make_ready(t, core.pools[t.opts.pool_index], now, EV_START_DUE)
-        if j.records:
-            self._persist(t, j, len(j.records) - 1)
+        self._persist_park(t, j, None)
 
     def timer(self, t: TaskState, now: int) -> None:
         """A ``T_WAKE`` timer of parked ``t`` fired: its sleep is over or its signal timed out."""
@@ -431,6 +451,30 @@ class Parking:
             self._settle_signal(t, j, j.waits[1], now)
             self._wake(t, now)
         return False
+
+    # ---------------------------------------------------------------- recovery
+
+    def restore(
+        self,
+        journals: dict[int, tuple[list[list[Any]], int, int | None]],
+        signals: Sequence[tuple[str, object, int]],
+        now: int,
+    ) -> None:
+        """Take the journals of live tasks and the signals still retained back from a store
+        (``Recovered.journals`` / ``signals``; times in Unix ns)."""
+        tasks = self.core.tasks
+        for tid, (records, resumes, _parked) in journals.items():
+            t = tasks.get(tid)
+            if t is None or t.status >= FIRST_TERMINAL:
+                continue
+            j = self.journals[tid] = Journal()
+            j.records = records
+            j.resumes = resumes
+        tb = self.core.config.time_base
+        horizon = now - self.core.config.retention
+        for name, payload, at in sorted(signals, key=lambda s: s[2]):
+            if at - tb > horizon:
+                self.signals[name] = (payload, at - tb)
 
     # ---------------------------------------------------------------- reading
 
