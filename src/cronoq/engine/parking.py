@@ -81,6 +81,7 @@ __all__ = [
     "SignalPut",
     "StaleLease",
     "check_signal_name",
+    "signal_key",
 ]
 
 #: the longest signal name (characters)
@@ -103,6 +104,11 @@ S_TIMED_OUT: Final = 2
 
 class StaleLease(LookupError):
     """The lease a call named is not current (the attempt ended or was aborted)."""
+
+
+def signal_key(tenant: str | None, name: str) -> str:
+    """The key of signal ``name`` sent within ``tenant`` (signals are scoped by tenant, as keys)."""
+    return f"{tenant}\x1f{name}" if tenant else name
 
 
 def check_signal_name(name: object) -> str:
@@ -330,8 +336,9 @@ class Parking:
         if self._settle_signal(t, j, index, now):
             return False
         self._park(t, now)
-        j.kind, j.waits, j.left, j.until = W_SIGNAL, (name, index), 0, until
-        self.signal_waiters.setdefault(name, []).append(t.id)
+        key = signal_key(t.opts.tenant, name)
+        j.kind, j.waits, j.left, j.until = W_SIGNAL, (key, index, name), 0, until
+        self.signal_waiters.setdefault(key, []).append(t.id)
         if until is not None:
             self.core.timers.push(until, T_WAKE, t, t.lease)
         return True
@@ -342,7 +349,7 @@ class Parking:
         data = rec[2]
         if data[1] != S_WAITING:
             return True
-        found = self.signal(rec[1], now)
+        found = self.signal(signal_key(t.opts.tenant, rec[1]), now)
         if found is not None:
             data[1], data[2] = S_RECEIVED, found[0]
         elif data[0] is not None and data[0] <= self.core.config.time_base + now:
@@ -371,9 +378,9 @@ class Parking:
         if j is None:  # pragma: no cover - a parked task always has its journal
             return
         if j.kind == W_SIGNAL:
-            name, index = j.waits
+            key, index, _ = j.waits
             self._settle_signal(t, j, index, now)
-            self._unwait_signal(name, t.id)
+            self._unwait_signal(key, t.id)
         self._wake(t, now)
 
     def _unwait_signal(self, name: str, tid: int) -> None:
@@ -430,13 +437,15 @@ class Parking:
             del sig[name]
 
     def signal(self, name: str, now: int) -> tuple[object, int] | None:
-        """The signal ``name`` while retained: ``(payload, sent at engine ns)``, else None."""
+        """The signal ``name`` (a :func:`signal_key`) while retained: ``(payload, sent at
+        engine ns)``, else None."""
         self._expire(now)
         return self.signals.get(name)
 
-    def send(self, now: int, name: str, payload: object) -> bool:
-        """Send signal ``name``: True when it already existed (a duplicate: nothing changes),
-        else it is stored and every task waiting for it wakes."""
+    def send(self, now: int, name: str, payload: object, tenant: str | None = None) -> bool:
+        """Send signal ``name`` within ``tenant``: True when it already existed (a duplicate:
+        nothing changes), else it is stored and every task of ``tenant`` waiting for it wakes."""
+        name = signal_key(tenant, name)
         if self.signal(name, now) is not None:
             return True
         self.signals[name] = (payload, now)
@@ -502,7 +511,7 @@ class Parking:
         if j.kind == W_SLEEP and j.until is not None:
             return f"sleeping until {_iso(self.core.config.time_base + j.until)}"
         if j.kind == W_SIGNAL:
-            name = j.waits[0]
+            name = j.waits[2]
             if j.until is None:
                 return f"signal '{name}'"
             return f"signal '{name}' (until {_iso(self.core.config.time_base + j.until)})"

@@ -38,7 +38,7 @@ from cronoq.runtime.task import Task
 if TYPE_CHECKING:
     from cronoq.engine.keyed import ResourceKey
     from cronoq.engine.resources import ResourceConfig
-    from cronoq.runtime.parking import SignalResult
+    from cronoq.outcome import SignalResult
     from cronoq.store.base import Store
     from cronoq.store.codec import Codec
 

@@ -34,7 +34,6 @@ import inspect
 import json
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.admission import BatchItem
@@ -42,7 +41,7 @@ from cronoq.engine.keys import same_tenant
 from cronoq.engine.parking import S_RECEIVED, S_TIMED_OUT, StaleLease, check_signal_name
 from cronoq.engine.time import NS
 from cronoq.errors import ArgumentTypeError, Permanent, SchedulerError, SubmitError
-from cronoq.outcome import Outcome
+from cronoq.outcome import Outcome, SignalResult
 from cronoq.runtime.task import Task
 
 if TYPE_CHECKING:
@@ -61,15 +60,6 @@ class NonDeterministic(Permanent):
     """A replayed task made a durable call other than the one its journal recorded."""
 
 
-@dataclass(frozen=True, slots=True)
-class SignalResult:
-    """What ``signal(name, payload)`` did: ``duplicate`` when the signal already existed (the
-    first payload stays, nothing changed)."""
-
-    name: str
-    duplicate: bool
-
-
 class Signals:
     """``sched.signal`` (a mixin of :class:`~cronoq.runtime.scheduler.Scheduler`)."""
 
@@ -82,15 +72,16 @@ class Signals:
 
         _committer: Any
 
-    async def signal(self, name: str, payload: object = None) -> SignalResult:
+    async def signal(self, name: str, payload: object = None, *, tenant: str | None = None) -> SignalResult:
         """Send signal ``name`` with a JSON ``payload``: every task waiting for it
         (``ctx.wait_signal``), and every task that waits for it later while it is retained
         (the retention of finished tasks), gets the payload.  Write-once: a second signal of
-        the same name reports ``duplicate=True`` and changes nothing."""
+        the same name reports ``duplicate=True`` and changes nothing.  Signals are scoped by
+        ``tenant`` as keys are: only that tenant's tasks see it."""
         name = check_signal_name(name)
         payload = _json_value(payload, f"the payload of signal '{name}'")
         core = self._require()
-        dup = core.parking.send(self._now(), name, payload)
+        dup = core.parking.send(self._now(), name, payload, tenant or None)
         self._settle()
         if self._committer is not None:
             await self._durable()
