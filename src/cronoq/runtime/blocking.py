@@ -386,9 +386,9 @@ class BlockingScheduler:
     def list_recurring(self) -> list[RecurringInfo]:
         return self._call(self._sched.list_recurring())
 
-    def signal(self, name: str, payload: object = None) -> SignalResult:
+    def signal(self, name: str, payload: object = None, *, tenant: str | None = None) -> SignalResult:
         """Send signal ``name`` (docs/how-to/durable.md#signals): ``Scheduler.signal``."""
-        return self._call(self._sched.signal(name, payload))
+        return self._call(self._sched.signal(name, payload, tenant=tenant))
 
     # operations (docs/how-to/operations.md)
 
