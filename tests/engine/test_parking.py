@@ -200,3 +200,17 @@ def test_a_parked_task_is_small():
     j.records.append(["wait", "", [1, 2, 3]])
     size = sys.getsizeof(j) + sys.getsizeof(j.records) + sum(sys.getsizeof(r) for r in j.records)
     assert size < 1024
+
+
+def test_signals_are_scoped_by_tenant(drv):
+    pk = drv.core.parking
+    assert pk.send(drv.now, "go", 1, "t1") is False
+    assert pk.send(drv.now, "go", 2, "t2") is False  # another tenant's signal of that name
+    assert pk.send(drv.now, "go", 3, "t1") is True
+    a = running(drv, tenant="t2")
+    parked, idx = signal_wait(drv, a, "go")
+    assert parked is False and pk.journal(a).records[idx][2] == [None, 1, 2]
+    b = running(drv, tenant="t3")
+    parked, _ = signal_wait(drv, b, "go", until=drv.now + 10**9)
+    assert parked is True
+    assert pk.describe(drv.task(b)).startswith("signal 'go' (until ")
