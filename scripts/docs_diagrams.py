@@ -60,6 +60,7 @@ EDGE_LABELS = {
     "cancel": "cancel",
     "shed": "shed",
     "occurrence_skip": "overlap=skip",
+    "park": "parked\n(wait, sleep, signal)",
 }
 
 #: The entry node (submission): not a status, so not part of the table.

@@ -12,10 +12,15 @@ from collections.abc import Mapping
 
 #: What happens, for each engine event name.
 EVENTS: Mapping[str, str] = {
-    "unblock": "every dependency edge is satisfied and there is no fixed start in the future",
-    "unblock_later": "every dependency edge is satisfied; the fixed start is in the future",
+    "unblock": (
+        "every dependency edge is satisfied (or a parked task's wait holds) and there is no fixed start"
+        " in the future"
+    ),
+    "unblock_later": (
+        "every dependency edge is satisfied; the fixed start (or a durable sleep's end) is in the future"
+    ),
     "edge_broken": "an edge can no longer be satisfied, or an awaited key timed out",
-    "start_due": "the fixed start time is reached",
+    "start_due": "the fixed start time (or the end of a durable sleep) is reached",
     "miss_skip": 'not started by start + tolerance, `on_miss="skip"`',
     "miss_fail": 'not started by start + tolerance, `on_miss="fail"`',
     "dispatch": "a slot, its resources and its labels are free: an attempt starts",
@@ -27,6 +32,10 @@ EVENTS: Mapping[str, str] = {
     "cancel": "`cancel(ref)` (a running attempt is aborted)",
     "shed": "evicted by the pool's overflow policy under overload",
     "occurrence_skip": 'a cron occurrence came due while the previous one still runs (`overlap="skip"`)',
+    "park": (
+        "the running task waits without a slot (`ctx.wait_for`, `ctx.sleep_for`, `ctx.wait_signal`):"
+        " not an attempt"
+    ),
 }
 
 

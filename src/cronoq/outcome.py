@@ -1,4 +1,5 @@
-"""``cronoq.Outcome``: how one task ended, as its dependents (and waits) see it.
+"""``cronoq.Outcome``: how one task ended, as its dependents (and waits) see it; and
+``SignalResult``, what sending a signal did (docs/how-to/durable.md#signals).
 
 A small frozen value with no dependencies of its own, so every layer can make and read it:
 the runtime builds one per dependency edge for ``ctx.parents`` (docs/concepts/dependencies.md
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["UNKNOWN", "Outcome"]
+__all__ = ["UNKNOWN", "Outcome", "SignalResult"]
 
 #: the status of a parent whose record is gone (forgotten before the edge was made durable)
 UNKNOWN = "unknown"
@@ -45,3 +46,12 @@ class Outcome:
             "output": self.output,
             "message": self.message,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class SignalResult:
+    """What ``signal(name, payload)`` did (``Scheduler.signal``, ``Client.signal``):
+    ``duplicate`` when the signal already existed (its first payload stays, nothing changed)."""
+
+    name: str
+    duplicate: bool

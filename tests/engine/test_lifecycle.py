@@ -21,6 +21,7 @@ from cronoq.engine.model import (
     EV_MISS_FAIL,
     EV_MISS_SKIP,
     EV_OCCURRENCE_SKIP,
+    EV_PARK,
     EV_PERMANENT,
     EV_RETRY,
     EV_SHED,
@@ -71,6 +72,8 @@ SPEC_ROWS = {
     (RUNNING, EV_PERMANENT): FAILED,
     (RUNNING, EV_RETRY): RETRYING,
     (RUNNING, EV_EXHAUSTED): DEAD_LETTERED,
+    # docs/how-to/durable.md: a parked attempt waits without a slot (a sleep goes on to scheduled)
+    (RUNNING, EV_PARK): BLOCKED,
     (RETRYING, EV_BACKOFF_DONE): READY,
     **{(s, EV_CANCEL): CANCELLED for s in NON_TERMINAL},
     **{(s, EV_SHED): SHED for s in NOT_RUNNING},

@@ -222,6 +222,8 @@ TASKS = {
     "replay",
     "replay_where",
     "cancel_where",
+    # docs/how-to/durable.md#signals: sending a signal is a task action
+    "signal",
 }
 EXPECTED: dict[Role, set[str]] = {
     Role.CLIENT: TASKS,

@@ -569,7 +569,7 @@ def test_one_route_per_path_and_method() -> None:
         assert len(methods) == 1, (r.path, methods)
         assert (r.path, methods[0]) not in seen, (r.path, methods)
         seen.add((r.path, methods[0]))
-    assert len(seen) == 23
+    assert len(seen) == 24
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1290,6 +1290,7 @@ async def test_openapi_document() -> None:
         ("/v1/recurring/{name}/pause", "post"),
         ("/v1/recurring/{name}/resume", "post"),
         ("/v1/recurring/{name}/run", "post"),
+        ("/v1/signals/{name}", "post"),
         ("/v1/events", "get"),
         ("/v1/snapshot", "get"),
         ("/v1/history", "get"),

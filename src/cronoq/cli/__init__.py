@@ -12,7 +12,8 @@ family, which this package imports so that the group knows them all:
   (:mod:`~cronoq.cli.task_cmds`);
 * ``pause``, ``resume`` — a pool; ``cancel``, ``replay`` — one task, or every task matching
   filter options, after a confirmation prompt (docs/how-to/operations.md;
-  :mod:`~cronoq.cli.operations`);
+  :mod:`~cronoq.cli.operations`); ``signal NAME [JSON]`` — send a signal
+  (docs/how-to/durable.md#signals);
 * ``watch`` — live tail of status events; ``top`` — live per-pool table (:mod:`~cronoq.cli.live`);
 * ``bench`` — a throughput benchmark (no-op tasks, an in-process remote worker); the command
   renders what :mod:`cronoq.benchmark` measures (:mod:`~cronoq.cli.bench_cmd`).
@@ -64,7 +65,7 @@ from cronoq.cli.common import (
     json_option,
 )
 from cronoq.cli.live import snapshot_table, top, watch
-from cronoq.cli.operations import cancel, pause, replay, resume
+from cronoq.cli.operations import cancel, pause, replay, resume, signal_cmd
 from cronoq.cli.serve_cmd import serve
 from cronoq.cli.task_cmds import get, submit, tasks, wait_cmd
 from cronoq.cli.worker_cmd import load_app, load_handler, load_object, worker
@@ -94,6 +95,7 @@ __all__ = [
     "load_object",
     "main",
     "pause",
+    "signal_cmd",
     "replay",
     "resume",
     "serve",

@@ -309,3 +309,35 @@ def cancel(
             console.print(f"task {ref} had already finished: not cancelled", highlight=False)
 
     _run(main(), server)
+
+
+@cli.command(name="signal", epilog=EPILOG)
+@click.argument("name")
+@click.argument("payload", metavar="[JSON]", required=False)
+@client_options
+@json_option
+def signal_cmd(
+    name: str, payload: str | None, server: str, token: str | None, tls: bool, as_json: bool
+) -> None:
+    """Send signal NAME with an optional JSON payload (docs/how-to/durable.md#signals): tasks
+    waiting in `ctx.wait_signal(NAME)` get it. Write-once: a second signal of NAME is a
+    duplicate and changes nothing."""
+    import json
+
+    try:
+        value = None if payload is None else json.loads(payload)
+    except ValueError as e:
+        raise click.BadParameter(f"not JSON: {e}", param_hint="JSON") from None
+    _need_client()
+
+    async def main() -> None:
+        async with _client(server, token, tls) as client:
+            res = await client.signal(name, value, call_timeout=CALL_TIMEOUT)
+        if as_json:
+            _dump({"name": res.name, "duplicate": res.duplicate})
+        elif res.duplicate:
+            console.print(f"signal {name} already sent (duplicate: nothing changed)", highlight=False)
+        else:
+            console.print(f"signal {name} sent", highlight=False)
+
+    _run(main(), server)

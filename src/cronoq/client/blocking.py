@@ -288,6 +288,7 @@ class BlockingClient:
     replay = blocking(Client.replay)
     replay_where = blocking(Client.replay_where)
     cancel_where = blocking(Client.cancel_where)
+    signal = blocking(Client.signal)
 
     def iter_tasks(self, *args: Any, **kwargs: Any) -> Iterator[TaskInfo]:
         """Every matching task (as :meth:`Client.iter_tasks`), fetching pages as needed."""

@@ -65,6 +65,7 @@ from cronoq.client.types import (
     TaskPage,
     WorkerInfo,
 )
+from cronoq.outcome import SignalResult
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
 
@@ -544,6 +545,23 @@ class Client:
         ``Scheduler.replay_where``: pools, statuses, kinds, tags, tenant, created_after,
         created_before, finished_after, finished_before, limit)."""
         return await self._bulk("ReplayWhere", filter, request_key, force, call_timeout)
+
+    async def signal(
+        self, name: str, payload: Any = None, *, call_timeout: float | None = None
+    ) -> SignalResult:
+        """Send signal ``name`` with a JSON ``payload`` (docs/how-to/durable.md#signals): tasks
+        waiting in ``ctx.wait_signal(name)``, and those that wait later while it is retained,
+        get it. Write-once: a second signal of the name reports ``duplicate=True``."""
+        import json
+
+        timeout = seconds_or_none("call_timeout", call_timeout)
+        try:
+            text = json.dumps(payload, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"the payload of signal {name!r} is not JSON: {e}") from None
+        request = pb.SignalRequest(name=_name("name", name), payload_json=text)
+        response = await self._call("tasks", "Signal", request, timeout=timeout)
+        return SignalResult(name, bool(response.duplicate))
 
     async def cancel_where(
         self, *, request_key: str = "", call_timeout: float | None = None, **filter: Any

@@ -193,6 +193,10 @@ class AttemptLog:
         elif len(c.parents) < MAX_LINKS:
             c.parents.append(parent)
 
+    def link(self, parent: int, child: int) -> None:
+        """Record that ``parent`` spawned ``child`` (engine/parking.py), as an edge's link."""
+        self._link(parent, child)
+
     def link_plan(self, plan: Plan, created: list[TaskState | None]) -> None:
         """Record the edges a submission just linked (``Core._submit_items``)."""
         for m in created:

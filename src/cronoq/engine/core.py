@@ -31,7 +31,8 @@ the tasks parked on them), ``scoring.py`` (dispatch scores), ``recurring.py`` (s
 ``starts.py`` (fixed starts: released to ``scheduled``, coming due, missed), ``deps.py``
 (settling edges other than all-succeeded ones), ``ids.py`` (the id layout),
 ``recovery.py`` (rebuilding from a store), ``snapshot.py`` (snapshots), ``progress.py``
-(progress reports, their rate-limited events) and ``attempts.py`` (attempt timelines, links).
+(progress reports, their rate-limited events), ``attempts.py`` (attempt timelines, links)
+and ``parking.py`` (parked tasks, their journals, signals).
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ from cronoq.engine.model import (
 from cronoq.engine.model import FLAT_TRANSITIONS as FLAT
 from cronoq.engine.mutations import Recovered, StatusChange, Submitted
 from cronoq.engine.parents import bind_submitted, forget_output, unpin
+from cronoq.engine.parking import Parking
 from cronoq.engine.pools import Group, Kinds, PoolState
 from cronoq.engine.progress import ProgressTracker
 from cronoq.engine.recovery import Recovery
@@ -118,6 +120,7 @@ from cronoq.engine.timers import (
     T_SCALE,
     T_START,
     T_TIMEOUT,
+    T_WAKE,
     Timers,
     task_timer_live,
 )
@@ -175,6 +178,7 @@ class Core:
         self.scorer = Scorer(config.priority, config.urgency)
         self.progress = ProgressTracker(self)  # latest progress per task (progress.py)
         self.attempts = AttemptLog(self)  # attempt timelines and links (attempts.py)
+        self.parking = Parking(self)  # journals, parked tasks and signals (parking.py)
         # a pool that starts off its floor is evaluated from the start
         # (docs/reference/behaviour.md#autoscaling: every interval): above min it scales down with no work at
         # all, below min (a server pool before workers connect) its desired capacity is min at once; one at
@@ -545,6 +549,8 @@ class Core:
             self.pools[t.opts.pool_index].release_fixed(t)
         self.retained.append(t)
         self.actions.append(Resolve(t))
+        if self.parking.journals:
+            self.parking.ended(t, now)
         if len(self.retained) > self.config.retention_max:
             self._prune(now)
         if t.dependents:
@@ -817,6 +823,8 @@ class Core:
         elif kind == T_AWAIT:
             self.counters["skipped"] += 1
             self._terminate(t, now, EV_EDGE_BROKEN, MSG_AWAIT_TIMEOUT)
+        elif kind == T_WAKE:
+            self.parking.timer(t, now)
 
     def _lose(self, t: TaskState, now: int, message: str) -> None:
         """The engine takes a running attempt away (timeout, lease loss): abort + retryable."""
@@ -909,6 +917,8 @@ class Core:
             self._persist_status(t, now, output, True)
         self.retained.append(t)
         self.actions.append(Resolve(t))
+        if self.parking.journals:
+            self.parking.ended(t, now)
         if len(self.retained) > self._retention_max:
             self._prune(now)
         if t.dependents:

@@ -126,6 +126,7 @@ EV_BACKOFF_DONE: Final = 11
 EV_CANCEL: Final = 12
 EV_SHED: Final = 13
 EV_OCCURRENCE_SKIP: Final = 14  # recurring overlap=skip: the new occurrence is skipped
+EV_PARK: Final = 15  # the attempt parked (engine/parking.py): waits without a slot, not an attempt
 
 EVENT_NAMES: Final = (
     "unblock",
@@ -143,6 +144,7 @@ EVENT_NAMES: Final = (
     "cancel",
     "shed",
     "occurrence_skip",
+    "park",
 )
 
 _NON_TERMINAL = (BLOCKED, SCHEDULED, READY, RUNNING, RETRYING)
@@ -165,6 +167,7 @@ TRANSITIONS: Final[dict[tuple[int, int], int]] = {
     (RUNNING, EV_PERMANENT): FAILED,
     (RUNNING, EV_RETRY): RETRYING,
     (RUNNING, EV_EXHAUSTED): DEAD_LETTERED,
+    (RUNNING, EV_PARK): BLOCKED,
     (RETRYING, EV_BACKOFF_DONE): READY,
     **{(s, EV_CANCEL): CANCELLED for s in _NON_TERMINAL},
     **{(s, EV_SHED): SHED for s in _NOT_RUNNING},

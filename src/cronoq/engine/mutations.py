@@ -436,7 +436,17 @@ class RecoveredSchedule(_Record):
 class Recovered(_Record):
     """Engine state restored from durable storage, passed to ``Core.recover``."""
 
-    __slots__ = ("tasks", "terminal", "schedules", "quarantined", "quarantined_rows", "paused", "bulk_keys")
+    __slots__ = (
+        "tasks",
+        "terminal",
+        "schedules",
+        "quarantined",
+        "quarantined_rows",
+        "paused",
+        "bulk_keys",
+        "journals",
+        "signals",
+    )
 
     def __init__(
         self,
@@ -447,6 +457,8 @@ class Recovered(_Record):
         quarantined_rows: dict[int, RecoveredTerminal] | None = None,
         paused: list[tuple[str, str]] | None = None,
         bulk_keys: list[BulkKeyChange] | None = None,
+        journals: dict[int, tuple[list[list[Any]], int, int | None]] | None = None,
+        signals: list[tuple[str, object, int]] | None = None,
     ) -> None:
         self.tasks = tasks or []
         self.terminal = terminal or []
@@ -459,3 +471,7 @@ class Recovered(_Record):
         self.paused = paused or []
         # the latest progress of the newest bulk request keys, oldest first (for the shell)
         self.bulk_keys = bulk_keys or []
+        # task id -> (journal records, resumes, attempt when parked or None): engine/parking.py
+        self.journals = journals or {}
+        # (name, payload, sent at Unix ns) of the signals (engine/parking.py)
+        self.signals = signals or []

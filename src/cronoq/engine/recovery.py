@@ -20,8 +20,10 @@ A :class:`Recovery` runs once, on a core that has done nothing yet, in four pass
 4. *Release* in id order: an interrupted attempt (``running`` / ``retrying``) counts and
    the task resumes as ``retrying``, ready after the backoff its policy gives for that
    attempt, counted from the recovery; a broken task is skipped; a free one is released as at
-   submission.  Occurrences of ``overlap=skip`` schedules are chained to the latest live one
-   before them (that link is not persisted), and the schedules resume where they stood.
+   submission; a task that was parked (engine/parking.py) is released with its journal and
+   its attempt as parked: it runs again, replays, and parks again if it must.  Occurrences
+   of ``overlap=skip`` schedules are chained to the latest live one before them (that link
+   is not persisted), and the schedules resume where they stood.
 
 Every change recovery makes (retries, skips, quarantines) is persisted like any other.  The
 work recovered is not new work: the autoscalers' arrival counts are reset at the end.
@@ -71,15 +73,17 @@ BROKEN = -1  # ``unmet`` of a task with a broken edge, until it is skipped
 class Recovery:
     """One recovery of ``core`` at engine instant ``now`` (see the module docstring)."""
 
-    __slots__ = ("core", "now", "tb")
+    __slots__ = ("core", "now", "parked", "tb")
 
     def __init__(self, core: Core, now: int) -> None:
         self.core = core
         self.now = now
         self.tb = core.config.time_base
+        self.parked: dict[int, int] = {}  # parked tasks (engine/parking.py): id -> attempt
 
     def run(self, rec: Recovered) -> None:
         core = self.core
+        self.parked = {tid: a for tid, (_, _, a) in rec.journals.items() if a is not None}
         for term in sorted(rec.terminal, key=lambda x: (x.finished, x.id)):
             self.retain(term)
         live: list[tuple[TaskState, RecoveredTask]] = []
@@ -91,8 +95,11 @@ class Recovery:
             self.quarantine(qid, reason, rec.quarantined_rows.get(qid))
         for t, r in live:
             bind_recovered(core, t, r.spec.deps)  # (their outputs stay pinned: parents.py)
-            if not _interrupted(r):
+            if t.id in self.parked:  # it ran, so its edges were met; its park was no attempt
+                t.attempt = self.parked[t.id]
+            elif not _interrupted(r):
                 self.relink(t, r)
+        core.parking.restore(rec.journals, rec.signals, self.now)
         last_occ = self.release_all(live, rec)
         for rs in rec.schedules:
             core.recurring.recover(rs, self.now, last_occ.get(rs.spec.name))
@@ -179,7 +186,7 @@ class Recovery:
             if t.status != BLOCKED:
                 continue
             name = r.spec.recurring if r.spec.recurring in skip else None
-            if _interrupted(r):
+            if _interrupted(r) and t.id not in self.parked:
                 self.resume_attempt(t)
             elif t.unmet < 0:
                 t.unmet = 0

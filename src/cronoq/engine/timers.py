@@ -9,9 +9,9 @@ that is no longer wanted is left in place and dropped when it surfaces, so the l
 an entry is decided when it is looked at, by its kind, in :meth:`Timers.live`:
 
 * task timers (retry backoff, attempt timeout, lease expiry, fixed start, hold, miss, await
-  timeout, progress flush) carry the task as subject and a token (the attempt, the lease, or
-  0); they are live while the task is still in the status (and attempt or lease) they were
-  armed for;
+  timeout, progress flush, a parked task's wake-up) carry the task as subject and a token
+  (the attempt, the lease, or 0); they are live while the task is still in the status (and
+  attempt or lease) they were armed for;
 * a recurring wake-up (``T_RECUR``) carries a schedule generation as token: live while that
   generation is registered here (:meth:`arm_recur` registers, :meth:`take_recur` consumes);
   a schedule re-armed or replaced gets a new generation, which retires the old entry;
@@ -45,6 +45,7 @@ T_RECUR = 7  # a recurring occurrence comes due: materialize the next one (token
 T_SCALE = 8  # autoscaler evaluation of pool ``token``
 T_REFILL = 9  # a token bucket (name as subject) has refilled enough for its first waiter
 T_PROGRESS = 10  # publish the progress held back by the rate limit (token = the attempt)
+T_WAKE = 11  # a parked task's sleep or signal timeout is over (token = the lease it parked from)
 
 #: A heap entry: (when, push counter, kind, subject, token)
 Timer = tuple[int, int, int, Any, int]
@@ -63,6 +64,8 @@ def task_timer_live(kind: int, t: TaskState, token: int) -> bool:
         return st == SCHEDULED or (st == READY and t.fixed.in_due)
     if kind == T_PROGRESS:
         return st == RUNNING and t.attempt == token
+    if kind == T_WAKE:
+        return st in (BLOCKED, SCHEDULED) and t.lease == token
     return st == BLOCKED and t.awaiting > 0  # T_AWAIT
 
 

@@ -28,10 +28,21 @@ from cronoq.engine.resources import SEMAPHORE, TOKEN_BUCKET, Semaphore
 from cronoq.engine.snapshot import ResourceSnapshot
 
 if TYPE_CHECKING:
+    from cronoq.engine.core import Core
     from cronoq.engine.pools import PoolState
     from cronoq.engine.resources import Resources
 
-__all__ = ["resource_use", "waiting_reason"]
+__all__ = ["resource_use", "waiting_reason", "why_not_running"]
+
+
+def why_not_running(core: Core, t: TaskState, now: int) -> str:
+    """:func:`waiting_reason` for a task of ``core``, a parked one saying what it waits for
+    (engine/parking.py: "children 3 of 20 done", "sleeping until ...", "signal 'x'")."""
+    parked = core.parking.describe(t) if core.parking.journals else ""
+    if parked:
+        return parked
+    pi = t.opts.pool_index
+    return waiting_reason(t, core.pools[pi], core.res, now) if 0 <= pi < len(core.pools) else ""
 
 
 def waiting_reason(t: TaskState, pool: PoolState, res: Resources, now: int) -> str:

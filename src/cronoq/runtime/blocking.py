@@ -38,6 +38,7 @@ from cronoq.runtime.task import Task
 if TYPE_CHECKING:
     from cronoq.engine.keyed import ResourceKey
     from cronoq.engine.resources import ResourceConfig
+    from cronoq.outcome import SignalResult
     from cronoq.store.base import Store
     from cronoq.store.codec import Codec
 
@@ -384,6 +385,10 @@ class BlockingScheduler:
 
     def list_recurring(self) -> list[RecurringInfo]:
         return self._call(self._sched.list_recurring())
+
+    def signal(self, name: str, payload: object = None, *, tenant: str | None = None) -> SignalResult:
+        """Send signal ``name`` (docs/how-to/durable.md#signals): ``Scheduler.signal``."""
+        return self._call(self._sched.signal(name, payload, tenant=tenant))
 
     # operations (docs/how-to/operations.md)
 

@@ -7,13 +7,19 @@ are handed to the loop with ``call_soon_threadsafe``.  Both are no-ops once the 
 
 from __future__ import annotations
 
+import datetime as _dt
 import threading
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.parents import outcomes
 from cronoq.engine.progress import check_progress
 from cronoq.engine.time import NS
 from cronoq.outcome import Outcome
+from cronoq.runtime import parking as _parking
+
+if TYPE_CHECKING:
+    from cronoq.runtime.task import Task
 
 if TYPE_CHECKING:
     from cronoq.engine.model import TaskState
@@ -28,6 +34,7 @@ class TaskContext:
     __slots__ = (
         "_aborted_by",
         "_cancelled",
+        "_cursor",
         "_ended",
         "_group",
         "_in_thread",
@@ -49,6 +56,7 @@ class TaskContext:
         self.abort_reason: str | None = None  # why the engine aborted the attempt, if it did
         self._aborted_by: object = None  # the engine (Core) that aborted it, if one did
         self._in_thread = False  # a plain function running in a pool thread (not interruptible)
+        self._cursor = 0  # the next record of the task's journal this run replays (runtime/parking.py)
 
     @property
     def id(self) -> int:
@@ -149,6 +157,45 @@ class TaskContext:
             loop = sched._loop
             if loop is not None and not loop.is_closed():
                 loop.call_soon_threadsafe(sched._progress, self.lease, d, t, m)
+
+    # ------------------------------------------------------------------ durable calls
+    # (docs/how-to/durable.md; replayed from the task's journal on every run: runtime/parking.py)
+
+    @property
+    def resumes(self) -> int:
+        """How many times this task ran again after parking (0 on its first run)."""
+        return _parking.resumes(self)
+
+    async def spawn(self, specs: Task | Iterable[Task], *, detached: bool = False) -> list[int]:
+        """Submit child tasks atomically (a :class:`cronoq.Task`, or a list as for
+        ``submit_batch``) and return their ids; a run that replays returns the same ids and
+        submits nothing.  The children are cancelled with this task unless ``detached``."""
+        return await _parking.spawn(self, specs, detached)
+
+    async def wait_for(self, ids: Iterable[int]) -> list[Outcome]:
+        """The :class:`~cronoq.Outcome` of each task of ``ids``, in order, once all have
+        ended; until then the attempt parks (no slot held) and the task runs again after."""
+        return await _parking.wait_for(self, ids)
+
+    async def sleep_for(self, seconds: float) -> None:
+        """A durable sleep: the attempt parks (``scheduled``) and the task runs again after
+        ``seconds`` (>= 0, finite), across restarts with a durable store."""
+        await _parking.sleep_for(self, seconds)
+
+    async def sleep_until(self, when: float | _dt.datetime) -> None:
+        """A durable sleep until ``when`` (Unix seconds or an aware datetime)."""
+        await _parking.sleep_until(self, when)
+
+    async def wait_signal(self, name: str, timeout: float | None = None) -> Any:
+        """The payload of signal ``name`` (``sched.signal(name, payload)``); the attempt parks
+        until it is sent.  With ``timeout`` (s) raises ``TimeoutError`` when it has not come."""
+        return await _parking.wait_signal(self, name, timeout)
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` (sync or async) once and record its JSON result under
+        ``name``; when the task runs again it returns the recorded result without calling
+        ``fn``.  An exception is not recorded (the step runs again on the next run)."""
+        return await _parking.step(self, name, fn, *args, **kwargs)
 
     def note_worker(self, name: str) -> None:
         """Name the worker this attempt runs on, for its attempt timeline (the server calls

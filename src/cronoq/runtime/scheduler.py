@@ -64,7 +64,7 @@ from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, 
 from cronoq.engine.resources import ResourceConfig
 from cronoq.engine.snapshot import Snapshot
 from cronoq.engine.time import check_seconds, to_ns
-from cronoq.engine.waiting import waiting_reason
+from cronoq.engine.waiting import why_not_running
 from cronoq.errors import (
     ArgumentTypeError,
     NotStartedError,
@@ -79,6 +79,7 @@ from cronoq.runtime.events import EventStream, ProgressEventStream, _Ring
 from cronoq.runtime.gcpause import gc_paused
 from cronoq.runtime.handles import TaskHandle, set_outcome
 from cronoq.runtime.operations import Operations
+from cronoq.runtime.parking import Signals
 from cronoq.runtime.pool import Executor, Pool
 from cronoq.runtime.processes import Processes, ProcessRegistry, check_processes
 from cronoq.runtime.scalers import Scaler, SlotScaler
@@ -133,7 +134,7 @@ def _run_in_thread(executor: Executor, ctx: TaskContext, payload: object) -> Any
 _SPECIAL_FIELDS = PER_TASK_FIELDS
 
 
-class Scheduler(Operations):
+class Scheduler(Operations, Signals):
     """An elastic, priority-aware asyncio task scheduler: pools of worker slots around the engine.
 
     ```python
@@ -1081,8 +1082,7 @@ class Scheduler(Operations):
         core = self._core
         if core is None:
             return TaskExtras(None, [], [], [])
-        pi = t.opts.pool_index
-        why = waiting_reason(t, core.pools[pi], core.res, self._now()) if 0 <= pi < len(core.pools) else ""
+        why = why_not_running(core, t, self._now())
         if not full:
             return TaskExtras(core.progress.latest(t), [], [], [], why)
         att = core.attempts

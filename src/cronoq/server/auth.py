@@ -148,6 +148,8 @@ class Action(StrEnum):
     REPLAY = "replay"
     REPLAY_WHERE = "replay_where"
     CANCEL_WHERE = "cancel_where"
+    # signals (docs/how-to/durable.md#signals): a task action (client)
+    SIGNAL = "signal"
     # ... pausing, resuming and "run now" are admin only
     PAUSE_POOL = "pause_pool"
     RESUME_POOL = "resume_pool"
@@ -168,6 +170,7 @@ TASK_ACTIONS: Final = frozenset(
         Action.REPLAY,
         Action.REPLAY_WHERE,
         Action.CANCEL_WHERE,
+        Action.SIGNAL,
     }
 )
 METRICS_ACTIONS: Final = frozenset(
@@ -204,6 +207,7 @@ GRPC_METHOD_ACTIONS: Final[Mapping[str, Action]] = MappingProxyType(
         "/cronoq.v1.Tasks/Replay": Action.REPLAY,
         "/cronoq.v1.Tasks/ReplayWhere": Action.REPLAY_WHERE,
         "/cronoq.v1.Tasks/CancelWhere": Action.CANCEL_WHERE,
+        "/cronoq.v1.Tasks/Signal": Action.SIGNAL,
         "/cronoq.v1.Admin/PausePool": Action.PAUSE_POOL,
         "/cronoq.v1.Admin/ResumePool": Action.RESUME_POOL,
         "/cronoq.v1.Admin/PauseRecurring": Action.PAUSE_RECURRING,

@@ -508,6 +508,18 @@ class TasksServicer(pb_grpc.TasksServicer):
     ) -> pb.BulkResponse:
         return await self._bulk("cancel", request, context)
 
+    async def Signal(self, request: pb.SignalRequest, context: grpc.aio.ServicerContext) -> pb.SignalResponse:
+        from cronoq.server.signals import payload_of, send_signal
+
+        app = self.app
+        try:
+            payload = payload_of(request.payload_json)
+            dup = await send_signal(app, _principal(app, context), request.name, payload)
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+        return pb.SignalResponse(duplicate=dup)
+
     async def _bulk(
         self, action: str, request: pb.BulkRequest, context: grpc.aio.ServicerContext
     ) -> pb.BulkResponse:

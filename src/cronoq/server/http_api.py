@@ -468,6 +468,17 @@ class HttpApi:
         """``POST /v1/tasks:cancel``."""
         return await self._bulk(request, "cancel", Action.CANCEL_WHERE)
 
+    @_handler
+    async def signal(self, request: Request) -> Response:
+        """``POST /v1/signals/{name}`` (body ``{"payload": ...}``, optional)."""
+        from cronoq.server.signals import send_signal
+
+        principal = self.auth(request, Action.SIGNAL)
+        body = await http_guard.read_optional_json(self.app, request)
+        name = request.path_params["name"]
+        dup = await send_signal(self.app, principal, name, body.get("payload"))
+        return json_response({"name": name, "duplicate": dup})
+
     async def _pool_paused(self, request: Request, paused: bool) -> Response:
         principal = self.auth(request, Action.PAUSE_POOL if paused else Action.RESUME_POOL)
         changed = await ops.set_paused(self.app, principal, "pool", request.path_params["name"], paused)
@@ -727,6 +738,7 @@ def api_routes(api: HttpApi) -> list[BaseRoute]:
         Route("/v1/recurring/{name}/run", api.run_recurring, methods=["POST"]),
         Route("/v1/pools/{name}/pause", api.pause_pool, methods=["POST"]),
         Route("/v1/pools/{name}/resume", api.resume_pool, methods=["POST"]),
+        Route("/v1/signals/{name}", api.signal, methods=["POST"]),
     ]
 
 

@@ -233,6 +233,19 @@ def _task_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _signal_op(name_param: dict[str, Any]) -> dict[str, Any]:
+    """``POST /v1/signals/{name}`` (docs/how-to/durable.md#signals): the body is optional."""
+    op = _op(
+        "Send a signal (write-once per name while retained)",
+        _ok("SignalResponse"),
+        (400, 408, 413, *_COMMON),
+        params=[{**name_param, "schema": {"type": "string", "minLength": 1, "maxLength": 256}}],
+        body="SignalRequest",
+    )
+    op["requestBody"]["required"] = False
+    return op
+
+
 def _admin_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The admin and ops routes: snapshot, history, workers, recurring schedules, metrics, health."""
     name_param = p["name"]
@@ -369,6 +382,7 @@ def _ops_paths(
                 "Resume a pool", _ok("PauseResponse"), (404, *_COMMON), params=[pool_param], tags=admin
             )
         },
+        "/v1/signals/{name}": {"post": _signal_op(name_param)},
         "/v1/recurring/{name}/pause": {
             "post": _op(
                 "Pause a recurring schedule",

@@ -208,6 +208,21 @@ def _admin_responses() -> dict[str, Any]:
             "required": list(HISTORY_FIELDS),
         },
         "Health": {"type": "object", "properties": {"status": {"type": "string"}}, "required": ["status"]},
+        "SignalRequest": {
+            "type": "object",
+            "properties": {"payload": {"description": "any JSON value (absent: null)"}},
+        },
+        "SignalResponse": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "duplicate": {
+                    "type": "boolean",
+                    "description": "the signal already existed: nothing changed (its first payload stays)",
+                },
+            },
+            "required": ["name", "duplicate"],
+        },
         "PauseResponse": {
             "type": "object",
             "properties": {"changed": {"type": "boolean", "description": "false: it already was so"}},

@@ -33,6 +33,7 @@ from cronoq.engine.mutations import (
     Submitted,
     TaskRecord,
 )
+from cronoq.store._journal import JOURNAL_MUTATIONS, fold_journal, journals_from_rows, signals_from_rows
 from cronoq.store.base import TERMINAL_STATUSES
 from cronoq.store.codec import Codec, CodecError
 
@@ -173,7 +174,15 @@ class _Row:
 class Batch:
     """One commit's worth of row writes, folded per task/schedule."""
 
-    __slots__ = ("inserts", "updates", "schedule_ops", "pause_ops", "bulk_key_ops")
+    __slots__ = (
+        "inserts",
+        "updates",
+        "schedule_ops",
+        "pause_ops",
+        "bulk_key_ops",
+        "journal_ops",
+        "signal_ops",
+    )
 
     def __init__(self) -> None:
         #: full rows in TASK_COLUMNS order (upserted)
@@ -186,6 +195,10 @@ class Batch:
         self.pause_ops: list[tuple[str, str, bool]] = []
         #: ``cronoq_bulk_keys`` rows to upsert, in BULK_KEY_COLUMNS order (the tenant "" for none)
         self.bulk_key_ops: list[tuple[str, str, str, int, int, bool, int]] = []
+        #: ("put", task, idx, record, resumes) | ("drop", task), in order (store/_journal.py)
+        self.journal_ops: list[tuple[Any, ...]] = []
+        #: (name, payload JSON, at) signals to upsert (store/_journal.py)
+        self.signal_ops: list[tuple[str, str, int]] = []
 
 
 def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
@@ -246,6 +259,8 @@ def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
             batch.pause_ops.append((m.kind, m.name, m.paused))
         elif type(m) is BulkKeyChange:
             batch.bulk_key_ops.append((m.action, m.tenant or "", m.key, m.matched, m.acted, m.done, m.at))
+        elif type(m) in JOURNAL_MUTATIONS:
+            fold_journal(m, batch, codec, fold)
         else:
             raise TypeError(f"not a mutation: {m!r}")
     for r in rows.values():
@@ -308,12 +323,15 @@ def build_recovered(
     cutoff_ns: int,
     paused_rows: Iterable[Sequence[Any]] = (),
     bulk_key_rows: Iterable[Sequence[Any]] = (),
+    journal_rows: Iterable[Sequence[Any]] = (),
+    signal_rows: Iterable[Sequence[Any]] = (),
 ) -> Recovered:
     """Rows (TASK_COLUMNS order; schedules as (name, spec, payload, next, last); paused names
-    as (kind, name); bulk keys in BULK_KEY_COLUMNS order) -> Recovered."""
+    as (kind, name); bulk keys in BULK_KEY_COLUMNS order; journals and signals as
+    store/_journal.py reads them) -> Recovered."""
     rec = Recovered()
     add_task_rows(rec, task_rows, codec, cutoff_ns)
-    return finish_recovered(rec, schedule_rows, codec, paused_rows, bulk_key_rows)
+    return finish_recovered(rec, schedule_rows, codec, paused_rows, bulk_key_rows, journal_rows, signal_rows)
 
 
 def finished_record(row: Sequence[Any] | None, codec: Codec) -> RecoveredTerminal | None:
@@ -435,10 +453,15 @@ def finish_recovered(
     codec: Codec,
     paused_rows: Iterable[Sequence[Any]] = (),
     bulk_key_rows: Iterable[Sequence[Any]] = (),
+    journal_rows: Iterable[Sequence[Any]] = (),
+    signal_rows: Iterable[Sequence[Any]] = (),
 ) -> Recovered:
-    """Add the schedules, the paused names and the bulk request keys (BULK_KEY_COLUMNS order,
-    newest first, as the stores select them), and put ``rec`` in id order."""
+    """Add the schedules, the journals and signals (store/_journal.py), the paused names and
+    the bulk request keys (BULK_KEY_COLUMNS order, newest first, as the stores select them),
+    and put ``rec`` in id order."""
     rec.paused = [(str(kind), str(name)) for kind, name in paused_rows]
+    rec.journals = journals_from_rows(journal_rows)
+    rec.signals = signals_from_rows(signal_rows)
     rec.bulk_keys = [
         BulkKeyChange(str(a), str(t) or None, str(k), int(m), int(n), bool(d), int(at))
         for a, t, k, m, n, d, at in bulk_key_rows

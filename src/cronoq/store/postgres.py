@@ -43,6 +43,7 @@ from typing import Any
 
 from cronoq.engine.mutations import BULK_KEYS, Mutation, Recovered, RecoveredTerminal
 from cronoq.errors import Fenced, SchedulerError
+from cronoq.store import _journal
 from cronoq.store._records import (
     BULK_KEY_COLUMNS,
     KEY_HISTORY_ROWS,
@@ -313,6 +314,7 @@ class PostgresStore:
                     PRIMARY KEY (action, tenant, key)
                 );
                 """
+                + _journal.pg_schema(q)
             )
             v = await conn.fetchval(f"SELECT v FROM {q}.cronoq_meta WHERE k = 'schema'")
             if v is None:
@@ -508,7 +510,13 @@ class PostgresStore:
                     f"SELECT {', '.join(BULK_KEY_COLUMNS)} FROM {self._q}.cronoq_bulk_keys "
                     f"ORDER BY at DESC LIMIT {BULK_KEYS}"
                 )
-            return finish_recovered(rec, schedules, codec, paused, bulk_keys)
+                journals = await conn.fetch(
+                    f"SELECT task, idx, record, resumes FROM {self._q}.cronoq_journal ORDER BY task, idx"
+                )
+                signals = await conn.fetch(
+                    f"SELECT name, payload, at FROM {self._q}.cronoq_signals WHERE at >= $1", cutoff
+                )
+            return finish_recovered(rec, schedules, codec, paused, bulk_keys, journals, signals)
 
         result: Recovered = await self._run(op)
         return result
@@ -568,6 +576,8 @@ class PostgresStore:
                         )
                 if batch.bulk_key_ops:
                     await _write_bulk_keys(conn, q, batch.bulk_key_ops)
+                if batch.journal_ops or batch.signal_ops:
+                    await _journal.pg_write(conn, q, batch)
 
         await bounded(self, self._run(op), "PostgresStore")
 

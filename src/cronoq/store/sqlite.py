@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 from cronoq.engine.mutations import BULK_KEYS, Mutation, Recovered, RecoveredTerminal
 from cronoq.errors import Fenced, SchedulerError
+from cronoq.store import _journal
 from cronoq.store._records import (
     BULK_KEY_COLUMNS,
     KEY_HISTORY_ROWS,
@@ -287,7 +288,7 @@ class SqliteStore:
         conn.execute("PRAGMA foreign_keys=OFF")
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for stmt in _SCHEMA.split(";"):
+            for stmt in (_SCHEMA + _journal.SQLITE_SCHEMA).split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
             row = conn.execute("SELECT v FROM cronoq_meta WHERE k = 'schema'").fetchone()
@@ -434,13 +435,15 @@ class SqliteStore:
             bulk_keys = conn.execute(
                 f"SELECT {_BULK_COLS} FROM cronoq_bulk_keys ORDER BY at DESC LIMIT {BULK_KEYS}"
             ).fetchall()
+            journals = conn.execute(_journal.SQLITE_LOAD).fetchall()
+            signals = conn.execute(_journal.SQLITE_LOAD_SIGNALS, (cutoff,)).fetchall()
             # rows are decoded as they are read (a cursor, not fetchall): the table's payloads
             # are never all in memory twice, as rows and as decoded payloads
             tasks = conn.execute(
                 f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NULL OR finished >= ? ORDER BY id",
                 (cutoff,),
             )
-            return build_recovered(tasks, schedules, codec, cutoff, paused, bulk_keys)
+            return build_recovered(tasks, schedules, codec, cutoff, paused, bulk_keys, journals, signals)
         finally:
             conn.execute("COMMIT")
 
@@ -493,6 +496,8 @@ class SqliteStore:
             if batch.bulk_key_ops:
                 conn.executemany(_BULK_UPSERT, batch.bulk_key_ops)
                 conn.execute(_BULK_PRUNE)
+            if batch.journal_ops or batch.signal_ops:
+                _journal.sqlite_write(conn, batch)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

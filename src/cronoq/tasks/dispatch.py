@@ -167,6 +167,37 @@ class LeaseContext:
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
+    # durable calls (docs/how-to/durable.md) are not carried by the worker protocol yet: a
+    # remote attempt refuses them clearly (a Permanent failure) instead of lacking the name
+
+    @property
+    def resumes(self) -> int:
+        return 0
+
+    def _no_durable(self, call: str) -> Permanent:
+        return Permanent(
+            f"ctx.{call}() is not available on a remote worker yet: run tasks that use durable "
+            "calls in process (docs/how-to/durable.md#remote-workers)"
+        )
+
+    async def spawn(self, specs: Any, *, detached: bool = False) -> list[int]:
+        raise self._no_durable("spawn")
+
+    async def wait_for(self, ids: Any) -> list[Any]:
+        raise self._no_durable("wait_for")
+
+    async def sleep_for(self, seconds: float) -> None:
+        raise self._no_durable("sleep_for")
+
+    async def sleep_until(self, when: Any) -> None:
+        raise self._no_durable("sleep_until")
+
+    async def wait_signal(self, name: str, timeout: float | None = None) -> Any:
+        raise self._no_durable("wait_signal")
+
+    async def step(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        raise self._no_durable("step")
+
     def __repr__(self) -> str:
         return f"<LeaseContext id={self.id} attempt={self.attempt}>"
 

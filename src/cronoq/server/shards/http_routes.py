@@ -346,6 +346,22 @@ class ShardedHttp:
         resp = await self._call(request, method, pb.PoolRequest(pool=name))
         return json_response({"changed": resp.changed})
 
+    async def signal(self, request: Request) -> Response:
+        """``POST /v1/signals/{name}`` on every shard (router ``signal``)."""
+        import json
+
+        from cronoq.server import http_guard
+
+        self.api.auth(request, Action.SIGNAL)
+        body = await http_guard.read_optional_json(self.api.app, request)
+        name = request.path_params["name"]
+        msg = pb.SignalRequest(name=name, payload_json=json.dumps(body.get("payload")))
+        resp = await self._call(request, "Tasks/Signal", msg)
+        out: dict[str, Any] = {"name": name, "duplicate": resp.duplicate}
+        if resp.unavailable_shards:
+            out["unavailable_shards"] = list(resp.unavailable_shards)
+        return json_response(out)
+
     async def pause_pool(self, request: Request) -> Response:
         return await self._pool_paused(request, True)
 
@@ -541,6 +557,7 @@ def sharded_routes(api: HttpApi, routes: list[BaseRoute]) -> list[BaseRoute]:
         ("/v1/recurring/{name}/run", "POST"): sh.run_recurring,
         ("/v1/pools/{name}/pause", "POST"): sh.pause_pool,
         ("/v1/pools/{name}/resume", "POST"): sh.resume_pool,
+        ("/v1/signals/{name}", "POST"): sh.signal,
     }
     out: list[BaseRoute] = []
     for r in routes:

@@ -455,6 +455,24 @@ def concat(field: str, key: Callable[[Any], Any]) -> Rule:
     return rule
 
 
+async def signal(c: Routed) -> Any:
+    """``Signal`` sent to every shard (a waiting task may be on any of them); a duplicate when
+    every shard that answered already had it; unreached shards named (they did not get it)."""
+    shards = _all_shards(c)
+    answers = await _gather(c, shards, c.request)
+    out = pb.SignalResponse()
+    unavailable: list[str] = []
+    dup = True
+    for s, a in zip(shards, answers, strict=True):
+        if isinstance(a, BaseException):
+            _fan_error(s, a, unavailable)
+            continue
+        dup = dup and a.duplicate
+    out.duplicate = dup and len(unavailable) < len(shards)
+    out.unavailable_shards.extend(unavailable)
+    return out
+
+
 async def remove_recurring(c: Routed) -> Any:
     """Removed wherever the schedule is (names are per shard); the shards that did not answer
     are named in ``unavailable_shards`` (the schedule may be on one of them)."""
@@ -706,6 +724,7 @@ ROUTES: dict[str, Rule | Callable[[Routed], AsyncIterator[Any]]] = {
     "/cronoq.v1.Tasks/Replay": owner_of_ref(lambda r: r.task),
     "/cronoq.v1.Tasks/ReplayWhere": bulk,
     "/cronoq.v1.Tasks/CancelWhere": bulk,
+    "/cronoq.v1.Tasks/Signal": signal,
     "/cronoq.v1.Admin/PausePool": owner_of_named_pool(lambda r: r.pool),
     "/cronoq.v1.Admin/ResumePool": owner_of_named_pool(lambda r: r.pool),
     "/cronoq.v1.Admin/PauseRecurring": named_schedule,

@@ -90,6 +90,11 @@ class TasksStub:
                 request_serializer=cronoq_dot_v1_dot_cronoq__pb2.BulkRequest.SerializeToString,
                 response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.BulkResponse.FromString,
                 _registered_method=True)
+        self.Signal = channel.unary_unary(
+                '/cronoq.v1.Tasks/Signal',
+                request_serializer=cronoq_dot_v1_dot_cronoq__pb2.SignalRequest.SerializeToString,
+                response_deserializer=cronoq_dot_v1_dot_cronoq__pb2.SignalResponse.FromString,
+                _registered_method=True)
 
 
 class TasksServicer:
@@ -180,6 +185,16 @@ class TasksServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Signal(self, request, context):
+        """Send a signal (docs/how-to/durable.md#signals): tasks waiting in ctx.wait_signal(name), and
+        those that wait later while it is retained, get the payload. Write-once per name (within
+        the caller's tenant): a second signal reports duplicate and changes nothing. An empty or
+        too long name (over 256 characters) or a payload that is not JSON → INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TasksServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -237,6 +252,11 @@ def add_TasksServicer_to_server(servicer, server):
                     servicer.CancelWhere,
                     request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.BulkRequest.FromString,
                     response_serializer=cronoq_dot_v1_dot_cronoq__pb2.BulkResponse.SerializeToString,
+            ),
+            'Signal': grpc.unary_unary_rpc_method_handler(
+                    servicer.Signal,
+                    request_deserializer=cronoq_dot_v1_dot_cronoq__pb2.SignalRequest.FromString,
+                    response_serializer=cronoq_dot_v1_dot_cronoq__pb2.SignalResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -537,6 +557,33 @@ class Tasks:
             '/cronoq.v1.Tasks/CancelWhere',
             cronoq_dot_v1_dot_cronoq__pb2.BulkRequest.SerializeToString,
             cronoq_dot_v1_dot_cronoq__pb2.BulkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Signal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronoq.v1.Tasks/Signal',
+            cronoq_dot_v1_dot_cronoq__pb2.SignalRequest.SerializeToString,
+            cronoq_dot_v1_dot_cronoq__pb2.SignalResponse.FromString,
             options,
             channel_credentials,
             insecure,

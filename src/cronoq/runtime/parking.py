@@ -1,0 +1,333 @@
+"""Durable calls of a running task: ``ctx.spawn``, ``ctx.wait_for``, ``ctx.sleep_for`` /
+``ctx.sleep_until``, ``ctx.wait_signal``, ``ctx.step``, and ``sched.signal``
+(docs/how-to/durable.md).
+
+Theory of operation
+-------------------
+The engine keeps each task's journal (``engine/parking.py``); this module walks it.  A
+:class:`~cronoq.runtime.context.TaskContext` starts every run at record 0 (``ctx._cursor``).
+Each durable call first looks at the record under the cursor:
+
+* there is one: this is a *replay*.  The call must be the one recorded (same operation, same
+  name, for a spawn the same specs, for a wait the same ids); then it answers from the record
+  (a spawn its ids, a step its result, a sleep its recorded end, a signal wait its payload or
+  its timeout) and moves the cursor on.  Anything else fails the task permanently with
+  :class:`NonDeterministic` (``non-deterministic replay: ...``, saying what was recorded and
+  what came): a task must make its durable calls in the same order on every run;
+* there is none: the call is new.  It is carried out and recorded in one engine call (a
+  spawn's children and its record are created together), and with a durable store the call
+  returns only once that is committed.
+
+A wait that cannot be answered at once *parks* the attempt (the engine frees the slot and the
+lease) and unwinds the task function with :class:`Parked`, a ``CancelledError`` marked as the
+scheduler's own (``ctx`` is cancelled and ended first), so the runner reports nothing and
+code that catches ``Exception`` cannot swallow it.  When the wait is over the task is
+dispatched again and its function runs from the top, replaying what is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import hashlib
+import inspect
+import json
+import math
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from cronoq.engine.admission import BatchItem
+from cronoq.engine.keys import same_tenant
+from cronoq.engine.parking import S_RECEIVED, S_TIMED_OUT, StaleLease, check_signal_name
+from cronoq.engine.time import NS
+from cronoq.errors import ArgumentTypeError, Permanent, SchedulerError, SubmitError
+from cronoq.outcome import Outcome, SignalResult
+from cronoq.runtime.task import Task
+
+if TYPE_CHECKING:
+    from cronoq.engine.core import Core
+    from cronoq.runtime.context import TaskContext
+    from cronoq.runtime.scheduler import Scheduler
+
+__all__ = ["NonDeterministic", "Parked", "SignalResult", "Signals"]
+
+
+class Parked(asyncio.CancelledError):
+    """Unwinds a task function whose attempt parked (not an error: never catch it)."""
+
+
+class NonDeterministic(Permanent):
+    """A replayed task made a durable call other than the one its journal recorded."""
+
+
+class Signals:
+    """``sched.signal`` (a mixin of :class:`~cronoq.runtime.scheduler.Scheduler`)."""
+
+    if TYPE_CHECKING:
+
+        def _require(self) -> Core: ...
+        def _now(self) -> int: ...
+        def _settle(self) -> None: ...
+        async def _durable(self) -> None: ...
+
+        _committer: Any
+
+    async def signal(self, name: str, payload: object = None, *, tenant: str | None = None) -> SignalResult:
+        """Send signal ``name`` with a JSON ``payload``: every task waiting for it
+        (``ctx.wait_signal``), and every task that waits for it later while it is retained
+        (the retention of finished tasks), gets the payload.  Write-once: a second signal of
+        the same name reports ``duplicate=True`` and changes nothing.  Signals are scoped by
+        ``tenant`` as keys are: only that tenant's tasks see it."""
+        name = check_signal_name(name)
+        payload = _json_value(payload, f"the payload of signal '{name}'")
+        core = self._require()
+        dup = core.parking.send(self._now(), name, payload, tenant or None)
+        self._settle()
+        if self._committer is not None:
+            await self._durable()
+        return SignalResult(name, dup)
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def _json_value(value: object, what: str) -> Any:
+    """``value`` as it reads back from JSON; TypeError/ValueError when it is not JSON."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{what} is not JSON: {e}") from None
+
+
+def _type_name(o: object) -> str:
+    return type(o).__qualname__
+
+
+def _fingerprint(tasks: list[Task]) -> str:
+    """A stable digest of what a spawn asked for (payloads, keys, fields, edges)."""
+    shape = [[t._payload, t._key, sorted(t._fields.items()), t._deps] for t in tasks]
+    data = json.dumps(shape, sort_keys=True, default=_type_name).encode()
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _describe(rec: list[Any]) -> str:
+    op, name = rec[0], rec[1]
+    if op == "spawn":
+        return f"spawn of {len(rec[2])} task(s) (specs {name})"
+    if op == "wait":
+        return f"wait_for({rec[2]})"
+    if op == "sleep":
+        return "sleep"
+    return f"{op} '{name}'"
+
+
+def _running(ctx: TaskContext, call: str) -> tuple[Scheduler, Core]:
+    sched = ctx._sched
+    core = sched._core
+    if ctx._ended or ctx._cancelled or core is None or core.leases.get(ctx.lease) is not ctx._task:
+        raise SchedulerError(f"ctx.{call}() works only inside the running attempt of a task")
+    return sched, core
+
+
+def _replay(
+    ctx: TaskContext, core: Core, came: list[Any], same: Callable[[list[Any]], bool]
+) -> list[Any] | None:
+    """The record under ``ctx``'s cursor if there is one (the call ``came`` must match it)."""
+    j = core.parking.journal(ctx._task.id)
+    n = ctx._cursor
+    if j is None or n >= len(j.records):
+        return None
+    rec = j.records[n]
+    if rec[0] != came[0] or rec[1] != came[1] or not same(rec):
+        raise NonDeterministic(
+            f"non-deterministic replay: durable call {n + 1} was recorded as {_describe(rec)}"
+            f" but the task made {_describe(came)}"
+        )
+    ctx._cursor = n + 1
+    return rec
+
+
+def _record(ctx: TaskContext, core: Core, rec: list[Any]) -> int:
+    n = core.parking.record(ctx.lease, rec)
+    ctx._cursor = n + 1
+    return n
+
+
+def _park(ctx: TaskContext, sched: Scheduler) -> Parked:
+    """The engine parked ``ctx``'s attempt: end it here too; the exception to raise."""
+    ctx._cancelled = True
+    ctx._ended = True
+    sched._running.pop(ctx.lease, None)
+    sched._settle()
+    return Parked()
+
+
+async def _committed(sched: Scheduler) -> None:
+    sched._settle()
+    if sched._committer is not None:
+        await sched._durable()
+
+
+# ---------------------------------------------------------------------------------------------
+# the calls (TaskContext delegates here)
+
+
+async def spawn(ctx: TaskContext, specs: Task | Iterable[Task], detached: bool = False) -> list[int]:
+    sched, core = _running(ctx, "spawn")
+    tasks = [specs] if isinstance(specs, Task) else list(specs) if isinstance(specs, Iterable) else None
+    if tasks is None or not all(isinstance(t, Task) for t in tasks):
+        raise ArgumentTypeError(f"ctx.spawn() takes a cronoq.Task or a list of them (got {specs!r})")
+    fp = _fingerprint(tasks)
+    rec = _replay(ctx, core, ["spawn", fp, [None] * len(tasks), bool(detached)], lambda r: True)
+    if rec is not None:
+        return list(rec[2])
+    for t in tasks:
+        if t._opts.resolver not in (None, core):
+            t._opts = t._opts.unresolved()
+    blobs = [sched._encode(t._payload) for t in tasks] if sched._committer is not None else None
+    while True:
+        now = sched._now()
+        items = [
+            BatchItem(
+                t._opts,
+                t._payload,
+                t._key,
+                None if t._deadline is None else t._deadline.resolve(now, sched._time_base),
+                None if t._start is None else t._start.resolve(now, sched._time_base),
+                t._deps,
+                None if blobs is None else blobs[i],
+            )
+            for i, t in enumerate(tasks)
+        ]
+        try:
+            ids = core.parking.spawn(now, ctx.lease, items, fp, bool(detached))
+            break
+        except SubmitError as e:
+            if e.code != "full" or sched._nowait:
+                raise
+            full = next((o for o, *_ in items if core.pools[o.pool_index].waiting_space), items[0][0])
+        await sched._wait_space(full)
+        sched, core = _running(ctx, "spawn")
+    ctx._cursor = len(core.parking.journal(ctx._task.id).records)  # type: ignore[union-attr]
+    await _committed(sched)
+    return ids
+
+
+async def wait_for(ctx: TaskContext, ids: Iterable[int]) -> list[Outcome]:
+    sched, core = _running(ctx, "wait_for")
+    if isinstance(ids, int) or not isinstance(ids, Iterable):
+        raise ArgumentTypeError(f"ctx.wait_for() takes a list of task ids (got {ids!r})")
+    wanted = list(ids)
+    for i in wanted:
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise ArgumentTypeError(f"ctx.wait_for() takes task ids (ints), got {i!r}")
+    rec = _replay(ctx, core, ["wait", "", wanted], lambda r: r[2] == wanted)
+    if rec is None:
+        tenant = ctx._task.opts.tenant
+        for i in wanted:
+            t = core.tasks.get(i)
+            if t is None or not same_tenant(t.opts.tenant, tenant):
+                raise LookupError(f"ctx.wait_for(): no task {i}")
+            if i == ctx._task.id:
+                raise ValueError("ctx.wait_for(): a task cannot wait for itself")
+        _record(ctx, core, ["wait", "", wanted])
+        await _committed(sched)
+        sched, core = _running(ctx, "wait_for")
+    if core.parking.wait_tasks(sched._now(), ctx.lease, wanted):
+        raise _park(ctx, sched)
+    return [Outcome(*o) for o in core.parking.outcomes(wanted)]
+
+
+def _seconds(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ArgumentTypeError(f"{what} must be a number of seconds (got {value!r})")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{what} must be finite and >= 0 (got {value!r})")
+    return float(value)
+
+
+async def sleep_until_unix_ns(ctx: TaskContext, until: int | None, call: str) -> None:
+    sched, core = _running(ctx, call)
+    rec = _replay(ctx, core, ["sleep", "", until], lambda r: True)
+    if rec is None:
+        assert until is not None
+        _record(ctx, core, ["sleep", "", until])
+        await _committed(sched)
+        sched, core = _running(ctx, call)
+    else:
+        until = rec[2]
+    assert until is not None
+    if core.parking.sleep(sched._now(), ctx.lease, until - sched._time_base):
+        raise _park(ctx, sched)
+
+
+async def sleep_for(ctx: TaskContext, seconds: float) -> None:
+    s = _seconds(seconds, "ctx.sleep_for() seconds")
+    sched, core = _running(ctx, "sleep_for")
+    j = core.parking.journal(ctx._task.id)
+    replaying = j is not None and ctx._cursor < len(j.records)
+    until = None if replaying else sched._time_base + sched._now() + round(s * NS)
+    await sleep_until_unix_ns(ctx, until, "sleep_for")
+
+
+async def sleep_until(ctx: TaskContext, when: float | _dt.datetime) -> None:
+    if isinstance(when, _dt.datetime):
+        if when.tzinfo is None:
+            raise ValueError("ctx.sleep_until() needs an aware datetime (with a tzinfo)")
+        unix = when.timestamp()
+    else:
+        unix = _seconds(when, "ctx.sleep_until() when (Unix seconds)")
+    await sleep_until_unix_ns(ctx, round(unix * NS), "sleep_until")
+
+
+async def wait_signal(ctx: TaskContext, name: str, timeout: float | None = None) -> Any:
+    name = check_signal_name(name)
+    t_out = None if timeout is None else _seconds(timeout, "ctx.wait_signal() timeout")
+    sched, core = _running(ctx, "wait_signal")
+    n = ctx._cursor
+    rec = _replay(ctx, core, ["signal", name, None], lambda r: True)
+    if rec is None:
+        deadline = None if t_out is None else sched._time_base + sched._now() + round(t_out * NS)
+        n = _record(ctx, core, ["signal", name, [deadline, 0, None]])
+        await _committed(sched)
+        sched, core = _running(ctx, "wait_signal")
+        rec = core.parking.journal(ctx._task.id).records[n]  # type: ignore[union-attr]
+    deadline = rec[2][0]
+    until = None if deadline is None else deadline - sched._time_base
+    try:
+        parked = core.parking.wait_signal(sched._now(), ctx.lease, name, n, until)
+    except StaleLease:  # pragma: no cover - checked by _running just before
+        raise SchedulerError("ctx.wait_signal() works only inside the running attempt of a task") from None
+    if parked:
+        raise _park(ctx, sched)
+    state, payload = rec[2][1], rec[2][2]
+    if state == S_RECEIVED:
+        return payload
+    assert state == S_TIMED_OUT
+    raise TimeoutError(f"signal '{name}' did not come within the timeout")
+
+
+async def step(ctx: TaskContext, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"ctx.step() needs a non-empty name (got {name!r})")
+    if not callable(fn):
+        raise ArgumentTypeError(f"ctx.step() needs a callable (got {fn!r})")
+    sched, core = _running(ctx, "step")
+    rec = _replay(ctx, core, ["step", name, None], lambda r: True)
+    if rec is not None:
+        return rec[2]
+    result = fn(*args, **kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    value = _json_value(result, f"the result of step '{name}'")
+    sched, core = _running(ctx, "step")
+    _record(ctx, core, ["step", name, value])
+    await _committed(sched)
+    return value
+
+
+def resumes(ctx: TaskContext) -> int:
+    core = ctx._sched._core
+    j = None if core is None else core.parking.journal(ctx._task.id)
+    return 0 if j is None else j.resumes
