@@ -939,6 +939,22 @@ class RecurringNameRequest(_message.Message):
     name: str
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
+class SignalRequest(_message.Message):
+    __slots__ = ("name", "payload_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    payload_json: str
+    def __init__(self, name: _Optional[str] = ..., payload_json: _Optional[str] = ...) -> None: ...
+
+class SignalResponse(_message.Message):
+    __slots__ = ("duplicate", "unavailable_shards")
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    duplicate: bool
+    unavailable_shards: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, duplicate: _Optional[bool] = ..., unavailable_shards: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class PauseResponse(_message.Message):
     __slots__ = ("changed",)
     CHANGED_FIELD_NUMBER: _ClassVar[int]
