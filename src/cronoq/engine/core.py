@@ -60,6 +60,7 @@ from cronoq.engine.deps import settle_edges
 from cronoq.engine.groups import move_attempt, resize
 from cronoq.engine.ids import id_base, seq_limit
 from cronoq.engine.keys import ScopedKey, scoped_key
+from cronoq.engine.lanes import IN_FIFO
 from cronoq.engine.model import (
     BLOCKED,
     CANCELLED,
@@ -154,7 +155,7 @@ class Core:
         self.schedules = self.recurring.by_name  # (the same dict)
         self.next_lease = 1
         self.retained: deque[TaskState] = deque()
-        self.lane_token = 0
+        self.lane_token = IN_FIFO  # (tokens of heap entries are above it: lanes.py)
         self.actions: list[Any] = []
         self.counters = dict.fromkeys(TOTAL_NAMES, 0)  # rare counters; hot ones are plain ints
         self._n_submitted = 0
