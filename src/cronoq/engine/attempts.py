@@ -25,8 +25,8 @@ keeps what the task record forgets:
   ids are read from there (the bound ones, at most :data:`MAX_LINKS`), and a pending
   dependent costs no log entry.
 * **Not durable**: like progress, this lives in memory only; after a restart or failover a
-  task's timeline starts with its latest attempt as the store knows it, and its links are
-  those recorded since.
+  task's timeline starts with its latest attempt as the store knows it, and its children
+  are those recorded since (its parents are its recovered edges).
 
 Entries are keyed by task id and forgotten when the core prunes the task.
 """
