@@ -22,8 +22,10 @@ Groups (``--only``):
     from the same run, 2 × ``repeat`` pairs in ABBA order: target at most 25 % fewer tasks/s.
 ``memory``
     Bytes per pending task with N pending on a pool of capacity 0 (nothing runs), by
-    tracemalloc and by RSS delta, each in a fresh child process: ``enqueue`` (no handle) and
-    ``submit`` (handles kept).
+    tracemalloc and by RSS delta, each in a fresh child process: ``enqueue`` (no handle),
+    ``submit`` (handles kept) and ``dependent`` (``enqueue`` with one dependency on a task that
+    never runs: the task stays ``blocked``; issue 33's "with a dependency" row, target 440 B;
+    its "blocked" row is ``enqueue``, target 345 B).
 ``latency``
     Submit → executor-start latency, p50/p99, tasks submitted 1 ms apart on an idle pool.
 ``preempt``
@@ -78,7 +80,7 @@ from _common import (  # noqa: E402
     write_json,
 )
 
-from cronoq import App, Pool, Resource, Scheduler, Task  # noqa: E402
+from cronoq import App, Dep, Pool, Resource, Scheduler, Task  # noqa: E402
 from cronoq.engine import Core, CoreConfig, PoolConfig, TaskOptions  # noqa: E402
 from cronoq.engine.actions import Dispatch  # noqa: E402
 
@@ -91,6 +93,7 @@ T_E2E = 45_000.0  # tasks/s (enqueue, submit_batch)
 T_SUBMIT = 25_000.0  # tasks/s (submit + await handles)
 T_MEM_NOHANDLE = 500.0  # bytes/task
 T_MEM_HANDLE = 1024.0  # bytes/task
+T_MEM_DEPENDENT = 440.0  # bytes/task (issue 33: the published engine's figure)
 T_LAT_P50 = 0.1  # ms
 T_LAT_P99 = 0.5  # ms
 T_PREEMPT_P99 = 12.0  # ms
@@ -440,10 +443,13 @@ async def _pending(kind: str, n: int, measure: Callable[[], int]) -> int:
     loop = asyncio.get_running_loop()
     keep: list[Any] = []
     sched: Scheduler | None = None
-    if kind in ("enqueue", "submit"):
+    gate: list[Dep] = []
+    if kind in ("enqueue", "submit", "dependent"):
         sched = Scheduler([_pool(_noop_exec, 0)])  # capacity 0: nothing ever runs
         await sched.start()
-        await sched.enqueue(None)  # warm up lazily created state
+        gate.append(Dep(await sched.enqueue(None)))  # warm up lazily created state
+        if kind == "dependent":
+            await sched.enqueue(None, deps=gate)
     else:
         await loop.create_task(_noop_coro())
     gc.collect()
@@ -455,6 +461,10 @@ async def _pending(kind: str, n: int, measure: Callable[[], int]) -> int:
     elif kind == "submit":
         assert sched is not None
         keep = [await sched.submit(None) for _ in range(n)]
+    elif kind == "dependent":  # blocked on the gate, which never runs
+        assert sched is not None
+        for _ in range(n):
+            await sched.enqueue(None, deps=gate)
     elif kind == "asyncio":  # fire and forget: referenced by the loop's ready queue only
         for _ in range(n):
             loop.create_task(_noop_coro())  # noqa: RUF006 - measuring the unkept task on purpose
@@ -466,8 +476,9 @@ async def _pending(kind: str, n: int, measure: Callable[[], int]) -> int:
     grown = measure() - before
     if sched is not None:
         snap = await sched.snapshot()
-        if snap.pending != n + 1 or snap.running != 0:  # pragma: no cover - something ran
-            raise AssertionError(f"expected {n + 1} pending, got {snap.pending}/{snap.running}")
+        want = n + (2 if kind == "dependent" else 1)
+        if snap.pending != want or snap.running != 0:  # pragma: no cover - something ran
+            raise AssertionError(f"expected {want} pending, got {snap.pending}/{snap.running}")
     del keep
     return grown
 
@@ -503,7 +514,7 @@ def bench_memory(sz: dict[str, int], isolate: bool = True) -> list[Result]:
     m = memory_isolated if isolate else memory_per_task
     f = {
         (k, mode): m(k, mode, n)
-        for k in ("asyncio", "asyncio_kept", "enqueue", "submit")
+        for k in ("asyncio", "asyncio_kept", "enqueue", "submit", "dependent")
         for mode in ("trace", "rss")
     }
     out = []
@@ -516,6 +527,7 @@ def bench_memory(sz: dict[str, int], isolate: bool = True) -> list[Result]:
             "with handle (submit)",
             "pending create_task, kept in a list",
         ),
+        ("dependent", "asyncio", T_MEM_DEPENDENT, "blocked on a dependency", "pending create_task, not kept"),
     ):
         for mode, mlabel in (("trace", "tracemalloc"), ("rss", "RSS delta")):
             out.append(
@@ -527,7 +539,7 @@ def bench_memory(sz: dict[str, int], isolate: bool = True) -> list[Result]:
                     f[(base_kind, mode)],
                     bname,
                     False,
-                    target if mode == "trace" else None,
+                    target if mode == "trace" or kind == "dependent" else None,
                     extra={"n": n, "isolated": isolate},
                 )
             )

@@ -78,7 +78,7 @@ def test_batch_members_and_skips_release_their_pins(make, mkpool):
     assert d.tick() == [p]
     d.fail(p, "bad", permanent=True)
     assert d.status(c) == "skipped"
-    assert d.core.pinned == {} and d.task(c).parents == [p]
+    assert d.core.pinned == {} and d.task(c).parents == (p,)
     assert outcomes(d.core, d.task(c)) == [(p, "p", "failed", None, "bad")]
 
 
@@ -100,7 +100,7 @@ def test_a_retried_dependent_keeps_its_pin_until_it_ends(make, mkpool):
     assert outcomes(d.core, child)[0][3] is out  # the retry sees the same output
     d.complete(b)
     assert d.core.pinned == {}
-    assert child.parents == [a]  # (ids: nothing held)
+    assert child.parents == (a,)  # (ids: nothing held)
     # the parent was forgotten by retention: the ended dependent still names it, as unknown
     assert outcomes(d.core, child) == [
         (a, None, "unknown", None, "the parent's record is no longer available")

@@ -15,15 +15,18 @@ keeps what the task record forgets:
 * **Worker names**: a shell that runs attempts elsewhere names the worker that took a lease
   (:meth:`AttemptLog.set_worker`, the server for its remote workers); in-process attempts have
   no worker name (``""``).
-* **Dependency links**: a submission with dependencies records each edge as parent and child
-  task ids (:meth:`AttemptLog.link_plan`, after the core linked them), at most
-  :data:`MAX_LINKS` per direction and task, because the engine's own edge lists are consumed
-  when a parent ends.  Edges to keys nobody submitted yet are recorded when a task provides
-  the key in the same submission; one bound later (``bind_awaited`` from another submission)
-  is recorded the same way, by the providing submission.
+* **Dependency links**: a submission with dependencies records each edge's child id on its
+  parent (:meth:`AttemptLog.link_plan`, after the core linked them), at most
+  :data:`MAX_LINKS` per task, because the engine's own edge lists are consumed when a parent
+  ends.  Edges to keys nobody submitted yet are recorded when a task provides the key in the
+  same submission; one bound later (``bind_awaited`` from another submission) is recorded the
+  same way, by the providing submission.  The other direction needs no log: a dependent's
+  ``TaskState.parents`` (engine/parents.py) keeps one entry per edge for good, so its parent
+  ids are read from there (the bound ones, at most :data:`MAX_LINKS`), and a pending
+  dependent costs no log entry.
 * **Not durable**: like progress, this lives in memory only; after a restart or failover a
-  task's timeline starts with its latest attempt as the store knows it, and its links are
-  those recorded since.
+  task's timeline starts with its latest attempt as the store knows it, and its children
+  are those recorded since (its parents are its recovered edges).
 
 Entries are keyed by task id and forgotten when the core prunes the task.
 """
@@ -43,6 +46,7 @@ from cronoq.engine.model import (
     STATUS_NAMES,
     SUCCEEDED,
 )
+from cronoq.engine.parents import Ref
 from cronoq.engine.progress import Progress
 from cronoq.engine.time import NS
 
@@ -99,13 +103,12 @@ def _failure_outcome(message: str | None) -> str:
 
 
 class _Log:
-    __slots__ = ("children", "ended", "parents", "worker", "worker_attempt")
+    __slots__ = ("children", "ended", "worker", "worker_attempt")
 
     def __init__(self) -> None:
         self.ended: deque[AttemptRecord] | None = None
         self.worker = ""
         self.worker_attempt = 0
-        self.parents: list[int] | None = None
         self.children: list[int] | None = None
 
 
@@ -187,11 +190,6 @@ class AttemptLog:
             p.children = [child]
         elif len(p.children) < MAX_LINKS:
             p.children.append(child)
-        c = self._log(child)
-        if c.parents is None:
-            c.parents = [parent]
-        elif len(c.parents) < MAX_LINKS:
-            c.parents.append(parent)
 
     def link(self, parent: int, child: int) -> None:
         """Record that ``parent`` spawned ``child`` (engine/parking.py), as an edge's link."""
@@ -212,8 +210,13 @@ class AttemptLog:
                     self._link(target.id, member.id)
 
     def parents(self, t: TaskState) -> list[int]:
-        log = self.by_task.get(t.id)
-        return list(log.parents) if log is not None and log.parents else []
+        out: list[int] = []
+        for p in t.parents or ():
+            if type(p) is int:
+                out.append(p)
+            elif type(p) is not Ref:  # (a record: a Ref is not bound to a task yet)
+                out.append(p.id)
+        return out[:MAX_LINKS]
 
     def children(self, t: TaskState) -> list[int]:
         log = self.by_task.get(t.id)

@@ -61,6 +61,7 @@ from cronoq.engine.deps import settle_edges
 from cronoq.engine.groups import move_attempt, resize
 from cronoq.engine.ids import id_base, seq_limit
 from cronoq.engine.keys import ScopedKey, scoped_key
+from cronoq.engine.lanes import IN_FIFO
 from cronoq.engine.model import (
     BLOCKED,
     CANCELLED,
@@ -157,7 +158,7 @@ class Core:
         self.schedules = self.recurring.by_name  # (the same dict)
         self.next_lease = 1
         self.retained: deque[TaskState] = deque()
-        self.lane_token = 0
+        self.lane_token = IN_FIFO  # (tokens of heap entries are above it: lanes.py)
         self.actions: list[Any] = []
         self.counters = dict.fromkeys(TOTAL_NAMES, 0)  # rare counters; hot ones are plain ints
         self._n_submitted = 0
@@ -423,7 +424,7 @@ class Core:
         if old == READY:
             pool.ready -= 1
             pool.ready_by_class[c] -= 1
-            f = t.fixed
+            f = None if (r := t._rare) is None else r.fixed  # (hot: no property call)
             if f is not None and f.in_due:
                 f.in_due = False  # its due-heap entry is now stale
             elif t.lane_token > 0:
@@ -504,7 +505,7 @@ class Core:
         """Every edge of a blocked task is satisfied: to ``ready``, or ``scheduled`` if its start is ahead."""
         opts = t.opts
         pool = self.pools[opts.pool_index]
-        f = t.fixed
+        f = None if (r := t._rare) is None else r.fixed  # (hot: no property call)
         if f is None:
             # blocked -> ready: the hot path of _make_ready (_move, _enqueue); both statuses are
             # pending, and neither is persisted
@@ -534,7 +535,8 @@ class Core:
 
     def _terminate(self, t: TaskState, now: int, ev: int, message: str | None, output: object = None) -> None:
         """Move ``t`` to a terminal status, retain it, and settle its dependents."""
-        t.message = message
+        if message is not None or t._rare is not None:  # (hot: no property call)
+            t.message = message
         t.output = output
         t.finished_at = now
         self._move(t, ev, now, message)
@@ -545,7 +547,7 @@ class Core:
             self.res.ended(t, now)
         if t.parents is not None:
             unpin(self, t)
-        if t.fixed is not None:
+        if t._rare is not None and t._rare.fixed is not None:
             self.pools[t.opts.pool_index].release_fixed(t)
         self.retained.append(t)
         self.actions.append(Resolve(t))
@@ -754,7 +756,7 @@ class Core:
         t.group = group
         pool.ready -= 1
         pool.ready_by_class[c] -= 1
-        f = t.fixed
+        f = None if (r := t._rare) is None else r.fixed  # (hot: no property call)
         if f is None or not f.in_due:
             pool.lane_ready[c] -= 1
             pool.queued -= 1
@@ -901,7 +903,8 @@ class Core:
         # running -> succeeded (hot path of _terminate; running is not pending)
         t.status = new
         # docs/reference/behaviour.md#lifecycle: success carries no message (not a retry's leftover)
-        t.message = None
+        if t._rare is not None:
+            t.message = None
         t.output = output
         t.finished_at = now
         if not self.keep_payloads:
@@ -956,7 +959,8 @@ class Core:
         self.counters["retries"] += 1
         pool = self.pools[t.opts.pool_index]
         pool.window.slot(now).retried += 1
-        t.message = message
+        if message is not None or t._rare is not None:
+            t.message = message
         self.attempts.ended(t, now, message)
         self._move(t, EV_RETRY, now, message)
         delay = retry_after if retry_after is not None else to_ns(policy.delay(t.attempt, self.rng))

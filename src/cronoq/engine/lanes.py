@@ -20,6 +20,12 @@ Entries carry the ``lane_token`` the task had when pushed; a task that left the 
 (dispatched, cancelled, shed, missed) is dropped lazily when it reaches a head.  Dispatch
 therefore inspects at most 2 heads per class: O(classes + log n).
 
+The FIFO holds the bare task records, no ``(token, task)`` pair: its ids strictly increase, so
+a task is in it at most once (a task whose stale entry is still there has an id no greater than
+the tail's and goes to ``late``).  A task pushed there gets the token :data:`IN_FIFO`, which no
+heap entry carries (the core's tokens start above it), so its FIFO entry is valid exactly while
+it is ready with that token.  That saves a tuple and a token int per queued task (~96 B).
+
 The score of a head is ``base + min(aging_rate * wait_s, age_cap) + urgency``
 (docs/reference/behaviour.md#score, docs/reference/behaviour.md#urgency).
 """
@@ -28,35 +34,41 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from typing import Final
 
 from cronoq.engine.model import READY, TaskState
+
+#: ``lane_token`` of a task whose lane entry is in a FIFO (the core's tokens are all above it)
+IN_FIFO: Final = 1
 
 
 class Lane:
     __slots__ = ("dl", "fifo", "late")
 
     def __init__(self) -> None:
-        self.fifo: deque[tuple[int, TaskState]] = deque()
+        self.fifo: deque[TaskState] = deque()
         self.late: list[tuple[int, int, TaskState]] = []
         self.dl: list[tuple[int, int, int, TaskState]] = []
 
     def push(self, t: TaskState, token: int) -> None:
-        t.lane_token = token
         if t.deadline is not None:
+            t.lane_token = token
             heapq.heappush(self.dl, (t.latest_start, t.id, token, t))
             return
         fifo = self.fifo
-        if not fifo or fifo[-1][1].id < t.id:
-            fifo.append((token, t))
+        if not fifo or fifo[-1].id < t.id:
+            t.lane_token = IN_FIFO
+            fifo.append(t)
         else:
+            t.lane_token = token
             heapq.heappush(self.late, (t.id, token, t))
 
     def fifo_head(self) -> TaskState | None:
         """The valid ready task with the lowest sequence among fifo and late (not removed)."""
         fifo = self.fifo
         while fifo:
-            tok, t = fifo[0]
-            if t.status == READY and t.lane_token == tok:
+            t = fifo[0]
+            if t.status == READY and t.lane_token == IN_FIFO:
                 break
             fifo.popleft()
         late = self.late
@@ -66,9 +78,9 @@ class Lane:
                 break
             heapq.heappop(late)
         if fifo:
-            if late and late[0][0] < fifo[0][1].id:
+            if late and late[0][0] < fifo[0].id:
                 return late[0][2]
-            return fifo[0][1]
+            return fifo[0]
         if late:
             return late[0][2]
         return None
@@ -87,8 +99,8 @@ class Lane:
         best: TaskState | None = None
         fifo = self.fifo
         while fifo:
-            tok, t = fifo[-1]
-            if t.status == READY and t.lane_token == tok:
+            t = fifo[-1]
+            if t.status == READY and t.lane_token == IN_FIFO:
                 best = t
                 break
             fifo.pop()

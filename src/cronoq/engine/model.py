@@ -424,36 +424,52 @@ class _OutputLost:
 OUTPUT_LOST: Final = _OutputLost()
 
 
+class _Rare:
+    """The fields of :class:`TaskState` that most tasks never set, in one object made when
+    one of them first gets a value other than its default (see ``TaskState``)."""
+
+    __slots__ = ("awaiting", "dep_conds", "fixed", "latest_start", "message", "replayed_by")
+
+    def __init__(self) -> None:
+        self.awaiting = 0
+        self.dep_conds: list[int] | None = None
+        self.fixed: Any = None
+        self.latest_start = 0
+        self.message: str | None = None
+        self.replayed_by: int | None = None
+
+
 class TaskState:
     """Everything the engine knows about one task.  Mutated only by the core.
 
     Times are engine ns.  ``lane_token`` invalidates stale queue entries (lazy deletion).
+
+    A pending task is the engine's per-task memory, so the record is lean: slots only; the
+    fields most tasks never set (``awaiting``, ``dep_conds``, ``fixed``, ``latest_start``,
+    ``message``, ``replayed_by``) live in a :class:`_Rare` object made on the first
+    non-default value and read through properties of the same names (a default value with
+    none made); ``id`` and ``seq`` are one int object when the id has no high bits.
     """
 
     __slots__ = (
+        "_rare",
         "attempt",
         "attempt_started",
-        "awaiting",
         "created_at",
         "deadline",
-        "dep_conds",
         "dependents",
         "finished_at",
-        "fixed",
         "group",
         "id",
         "key",
         "lane_token",
-        "latest_start",
         "lease",
         "lease_expires",
-        "message",
         "opts",
         "output",
         "parents",
         "payload",
         "ready_at",
-        "replayed_by",  # (set only on a replayed task: read it with getattr, engine/replay.py)
         "seq",
         "started_at",
         "status",
@@ -464,7 +480,7 @@ class TaskState:
         self, id: int, seq: int, opts: TaskOptions, payload: object, key: str | None, now: int
     ) -> None:
         self.id = id
-        self.seq = seq
+        self.seq = id if id == seq else seq  # (one int object for both when they are equal)
         self.opts = opts
         self.payload = payload
         self.key = key
@@ -477,21 +493,87 @@ class TaskState:
         self.finished_at: int | None = None
         self.attempt_started = 0
         self.deadline: int | None = None
-        self.latest_start = 0
-        self.message: str | None = None
         self.output: object = None
         self.lane_token = 0
         self.unmet = 0
-        # outgoing edges: the dependent tasks, and their conditions in parallel - or None when
-        # every edge is ON_SUCCESS, the common case (no per-edge tuple, a cheaper propagation)
+        # outgoing edges: the dependent tasks, and their conditions in parallel (``dep_conds``)
+        # - or None when every edge is ON_SUCCESS, the common case (no per-edge tuple, a
+        # cheaper propagation)
         self.dependents: list[TaskState] | None = None
-        self.dep_conds: list[int] | None = None
-        self.fixed: Any = None  # reservations.FixedStart for fixed-start tasks
-        self.awaiting = 0  # edges waiting for a key that does not exist yet
         # incoming edges, in the order given: the parents' records (engine/parents.py), or None
-        self.parents: list[Any] | None = None
+        self.parents: tuple[Any, ...] | None = None
         self.group: Group | None = None  # the worker group of the running attempt
         self.lease_expires = 0
+        self._rare: _Rare | None = None
+
+    def _more(self) -> _Rare:
+        r = self._rare
+        if r is None:
+            r = self._rare = _Rare()
+        return r
+
+    @property
+    def message(self) -> str | None:
+        r = self._rare
+        return None if r is None else r.message
+
+    @message.setter
+    def message(self, value: str | None) -> None:
+        if value is not None or self._rare is not None:
+            self._more().message = value
+
+    @property
+    def fixed(self) -> Any:
+        """The ``reservations.FixedStart`` of a fixed-start task, else None."""
+        r = self._rare
+        return None if r is None else r.fixed
+
+    @fixed.setter
+    def fixed(self, value: Any) -> None:
+        if value is not None or self._rare is not None:
+            self._more().fixed = value
+
+    @property
+    def dep_conds(self) -> list[int] | None:
+        r = self._rare
+        return None if r is None else r.dep_conds
+
+    @dep_conds.setter
+    def dep_conds(self, value: list[int] | None) -> None:
+        if value is not None or self._rare is not None:
+            self._more().dep_conds = value
+
+    @property
+    def awaiting(self) -> int:
+        """Edges waiting for a key that does not exist yet."""
+        r = self._rare
+        return 0 if r is None else r.awaiting
+
+    @awaiting.setter
+    def awaiting(self, value: int) -> None:
+        if value or self._rare is not None:
+            self._more().awaiting = value
+
+    @property
+    def latest_start(self) -> int:
+        r = self._rare
+        return 0 if r is None else r.latest_start
+
+    @latest_start.setter
+    def latest_start(self, value: int) -> None:
+        if value or self._rare is not None:
+            self._more().latest_start = value
+
+    @property
+    def replayed_by(self) -> int | None:
+        """The id of this task's latest replay (engine/replay.py), else None."""
+        r = self._rare
+        return None if r is None else r.replayed_by
+
+    @replayed_by.setter
+    def replayed_by(self, value: int | None) -> None:
+        if value is not None or self._rare is not None:
+            self._more().replayed_by = value
 
     @property
     def status_name(self) -> str:

@@ -5,11 +5,12 @@ Theory of operation
 -------------------
 Edges live on the parent (``TaskState.dependents``) and are dropped once settled, so a
 dependent could not say whom it waited on.  Each dependent therefore also keeps
-``TaskState.parents``: one entry per edge, in the order the edges were given (``after``
-then ``deps``), made when it is submitted (:func:`bind_submitted`) or recovered
-(:func:`bind_recovered`).  An entry is the parent's ``TaskState``, or a :class:`Ref` for a
-parent not known yet (an awaited key, bound by :func:`bind_awaited` when it is submitted) or
-gone (a record the store no longer had at recovery).  Once the dependent has ended, each
+``TaskState.parents``: a tuple (compact: 48 B for one edge) with one entry per edge, in the
+order the edges were given (``after`` then ``deps``), made when it is submitted
+(:func:`bind_submitted`) or recovered (:func:`bind_recovered`).  An entry is the parent's
+``TaskState``, or a :class:`Ref` for a parent not known yet (an awaited key, bound by
+:func:`bind_awaited` when it is submitted) or gone (a record the store no longer had at
+recovery).  Once the dependent has ended, each
 entry bound to a record becomes that record's id (:func:`unpin`): a retained finished task
 still says whom it depended on, in edge order, without holding anyone's output.
 
@@ -60,7 +61,7 @@ Entry = TaskState | Ref | int  # (an id: the dependent has ended)
 
 
 def _pin(core: Core, t: TaskState, entries: list[Entry]) -> None:
-    t.parents = entries
+    t.parents = tuple(entries)
     pinned = core.pinned
     for p in entries:
         if type(p) is TaskState:
@@ -73,14 +74,14 @@ def unpin(core: Core, t: TaskState) -> None:
     if not entries:
         return
     pinned = core.pinned
-    for n, p in enumerate(entries):
+    for p in entries:
         if type(p) is TaskState:
-            entries[n] = p.id
             n = pinned[p.id] - 1
             if n:
                 pinned[p.id] = n
             else:
                 del pinned[p.id]
+    t.parents = tuple(p.id if type(p) is TaskState else p for p in entries)
 
 
 def forget_output(core: Core, task_id: int, output: object) -> bool:
@@ -136,10 +137,15 @@ def bind_recovered(core: Core, t: TaskState, deps: Sequence[tuple[int | str, int
 def bind_awaited(core: Core, waiter: TaskState, key: ScopedKey, provider: TaskState) -> None:
     """``provider`` took the awaited ``key``: the waiter's entries for it become its record."""
     entries = waiter.parents
-    for n, p in enumerate(entries or ()):
+    if not entries:
+        return
+    out: list[Entry] = []
+    for p in entries:
         if type(p) is Ref and p.sk == key:
-            entries[n] = provider  # type: ignore[index]
+            p = provider
             core.pinned[provider.id] = core.pinned.get(provider.id, 0) + 1
+        out.append(p)
+    waiter.parents = tuple(out)
 
 
 Outcome = tuple[int, str | None, str, Any, str | None]

@@ -30,7 +30,7 @@ from typing import Any
 from cronoq.engine.autoscale import Autoscaler
 from cronoq.engine.config import PoolConfig
 from cronoq.engine.fairness import FairLane
-from cronoq.engine.lanes import Lane
+from cronoq.engine.lanes import IN_FIFO, Lane
 from cronoq.engine.model import NUM_CLASSES, READY, TaskOptions, TaskState
 from cronoq.engine.reservations import max_overlap
 from cronoq.engine.stats import CapacityIntegral, PoolWindow
@@ -351,13 +351,13 @@ class PoolState:
             n = 0
             acc = 0
             parts = lane.lanes.values() if self.fair else (lane,)  # a FairLane: one Lane per tenant
+            for ln in parts:
+                for t in islice(ln.fifo, SERVICE_SAMPLE):
+                    if t.status == READY and t.lane_token == IN_FIFO:
+                        acc += expected(t.opts)
+                        n += 1
             for entry in chain.from_iterable(
-                chain(
-                    islice(ln.fifo, SERVICE_SAMPLE),
-                    islice(ln.late, SERVICE_SAMPLE),
-                    islice(ln.dl, SERVICE_SAMPLE),
-                )
-                for ln in parts
+                chain(islice(ln.late, SERVICE_SAMPLE), islice(ln.dl, SERVICE_SAMPLE)) for ln in parts
             ):
                 t = entry[-1]
                 if t.status == READY and t.lane_token == entry[-2]:

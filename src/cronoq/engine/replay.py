@@ -17,7 +17,7 @@ back from the store: :func:`payload_of` is None then); with neither it is
 ``payload_unavailable``.
 
 Links: the replay's ``replay_of`` is its tag, so it is as durable as the task; the
-original's ``replayed_by`` (the latest replay) is a ``TaskState`` slot set here, and after a
+original's ``replayed_by`` (the latest replay) is a ``TaskState`` field set here, and after a
 restart rebuilt from the replays' tags (:func:`link_replays`), so no extra mutation exists.
 
 From the store's history: a task the engine has forgotten (finished longer ago than its
@@ -65,8 +65,7 @@ def replay_of(t: TaskState) -> int | None:
 
 def replayed_by(t: TaskState) -> int | None:
     """The id of the latest replay of ``t``, or None."""
-    v: int | None = getattr(t, "replayed_by", None)
-    return v
+    return t.replayed_by
 
 
 def check(t: TaskState | None, ref: int | str, force: bool) -> TaskState:
@@ -107,7 +106,7 @@ def replay(core: Core, now: int, t: TaskState, payload: object, blob: bytes | No
         if sk is not None:
             core.keys.reserve(sk, t.id)
         raise
-    t.replayed_by = tid  # type: ignore[attr-defined]  # (a slot set only on replayed tasks)
+    t.replayed_by = tid
     return tid
 
 
@@ -127,7 +126,7 @@ def link_replays(core: Core, rec: Recovered) -> None:
     for tid, orig in sorted(pairs):
         t = tasks.get(orig)
         if t is not None and tid in tasks:
-            t.replayed_by = tid  # type: ignore[attr-defined]
+            t.replayed_by = tid
 
 
 def replay_forgotten(core: Core, now: int, t: TaskState, payload: object, blob: bytes | None) -> int:
