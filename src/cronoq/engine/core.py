@@ -870,9 +870,13 @@ class Core:
         pool = self.pools[opts.pool_index]
         pool.busy -= 1
         g = t.group
-        if g is not None and not g.labels and not pool.kinded and opts.resources is None:
-            g.busy -= 1  # hot path of _free_slot
+        fast = g is not None and not g.labels and not pool.kinded
+        if g is not None and fast:  # hot path of _free_slot (+ ended: units back and left at once)
+            g.busy -= 1
             t.group = None
+            if opts.resources is not None:
+                for name in self.res.finish(t, now):
+                    self._unpark_resource(name, now)
         else:
             self._free_slot(t, pool, now)
         self.running -= 1
@@ -899,7 +903,7 @@ class Core:
         if not self.keep_payloads:
             t.payload = None
         self.live -= 1
-        if opts.tracked is not None:
+        if opts.tracked is not None and not fast:
             self.res.ended(t, now)
         if t.parents is not None:
             unpin(self, t)

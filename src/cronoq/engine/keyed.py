@@ -83,6 +83,20 @@ class KeySem(Semaphore):
         self.available += k
         self.parent.run -= k
 
+    def finish(self, t: TaskState, k: int, now: int) -> None:
+        """``give_back`` and :meth:`Keyed.leave` in one call (task ``t`` succeeded and ends)."""
+        self.available += k
+        p = self.parent
+        p.run -= k
+        if not p.queue:
+            forget(self, t, k, now)
+            return
+        live = self.live = self.live - k
+        p.live -= k
+        self.used = now
+        if not live and now + p.ttl < p.next_expiry:
+            p.next_expiry = now + p.ttl
+
     def running(self, full: str) -> int:
         return self.capacity - self.available
 
@@ -141,6 +155,20 @@ class KeyBucket(TokenBucket):
         self.run -= k
         self.parent.run -= k
 
+    def finish(self, t: TaskState, k: int, now: int) -> None:
+        """``give_back`` and :meth:`Keyed.leave` in one call (task ``t`` succeeded and ends)."""
+        self.run -= k
+        p = self.parent
+        p.run -= k
+        if not p.queue:
+            forget(self, t, k, now)
+            return
+        live = self.live = self.live - k
+        p.live -= k
+        self._refill(now)  # (its last use: ``used`` is ``last``)
+        if not live and now + p.ttl < p.next_expiry:
+            p.next_expiry = now + p.ttl
+
     def running(self, full: str) -> int:
         return self.run
 
@@ -193,6 +221,7 @@ class Keyed:
         "next_expiry",
         "per_key",
         "policy",
+        "queue",
         "rate",
         "run",
         "ttl",
@@ -203,6 +232,7 @@ class Keyed:
         self.name = cfg.name
         self.per_key = cfg.per_key
         self.policy = cfg.on_limit
+        self.queue = cfg.on_limit == QUEUE  # (the hot paths' test)
         self.cap = cfg.capacity
         self.rate = cfg.rate
         self.burst = cfg.burst

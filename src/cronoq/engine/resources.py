@@ -269,6 +269,17 @@ class Resources:
             return ()
         return [name for _, name, _ in units if name in waiters]
 
+    def finish(self, t: TaskState, now: int) -> list[str] | tuple[()]:
+        """Running task ``t`` succeeded and ends: :meth:`give_back_all` and :meth:`ended` in
+        one pass over its units (``finish`` on each); the names with parked tasks, to unpark."""
+        units = t.opts.units or self.units_of(t.opts)
+        for d, name, k in units:
+            d[name].finish(t, k, now)
+        waiters = self.waiters
+        if not waiters:
+            return ()
+        return [name for _, name, _ in units if name in waiters]
+
     def units_of(self, opts: TaskOptions) -> tuple[tuple[dict[str, Any], str, int], ...]:
         """``opts.units`` for options a core did not check (a recovered terminal task's)."""
         by_name: dict[str, Any] = self.by_name
