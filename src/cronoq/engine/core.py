@@ -661,9 +661,14 @@ class Core:
                     if head is None:  # pragma: no cover - counters and lanes disagree
                         raise AssertionError("ready counter out of sync with lanes")
                     o = head.opts
-                    if simple and o.resources is None and o.labels is None:
-                        self._dispatch(head, pool, now, False, g0)
-                        free -= 1
+                    if simple and o.labels is None and (o.resources is None or not pool.kinded):
+                        # (_place's outcome for the one group: resources taken at once, or parked)
+                        short = None if o.resources is None else self.res.take_all(o, now)
+                        if short is None:
+                            self._dispatch(head, pool, now, False, g0)
+                            free -= 1
+                        else:
+                            self._park(head, pool, short, now)
                         continue
                     group = self._place(head, pool, now)
                     if group is not None:

@@ -245,9 +245,19 @@ class Resources:
         """Take every amount ``opts`` needs at once; else take none and return the first short
         resource.  (Each unit is looked up by name in the dict ``opts.units`` noted for it.)"""
         units = opts.units or self.units_of(opts)
-        if len(units) == 1:  # the common case: one resource, taken in one call
+        n = len(units)
+        if n == 1:  # the common case: one resource, taken in one call
             ((d, name, k),) = units
             return None if d[name].try_take(k, now) else name
+        if n == 2:  # (stacked: no list of the others built)
+            (d0, n0, k0), (d, last, k) = units
+            u0 = d0[n0]
+            if not u0.can_take(k0, now):
+                return n0
+            if not d[last].try_take(k, now):
+                return last
+            u0.take(k0, now)
+            return None
         *first, (d, last, k) = units
         for d0, name, k0 in first:
             if not d0[name].can_take(k0, now):
