@@ -14,7 +14,8 @@ Each unit also knows its live tasks (``tasks``: id -> task, in admission order, 
 there is none: an idle key costs no dict) and their units (``live``), so the policies decide
 in O(1) for ``queue`` / ``cancel_newest`` and walk only the key's own tasks for
 ``cancel_oldest`` / ``keep_latest``.  ``used`` is the last instant a task of the key was
-admitted or ended.
+admitted under a policy or ended (a key with tasks is never forgotten, so a queue key
+notes only when its last task ends: when it becomes idle).
 
 A key counts against ``max_keys`` while it has tasks or was used within ``idle_ttl``; past
 that it is forgotten: lazily when it is looked up again (a bucket starts full again), and by
@@ -286,12 +287,11 @@ class Keyed:
         u = self.keys.get(full)
         if u is None or (not u.live and self.per_key and u.used + self.ttl <= now):
             u = self.ensure(full, now)
-        if self.policy != QUEUE:
+        if not self.queue:
             admit(u, t, k, now)
             return
         u.live += k
         self.live += k
-        u.touch(now)
 
     def leave(self, full: str, t: TaskState, k: int, now: int) -> Unit | None:
         """:func:`forget` task ``t`` in the unit of ``full`` (None: no such unit), in one call

@@ -377,7 +377,14 @@ class Resources:
         """A live task enters (``new``, or recovered): counted in each of its keys; a new one
         is then judged by the policies (:meth:`judge`)."""
         for kr, name, k in t.opts.tracked or ():
-            kr.enter(name, t, k, now)
+            if kr.queue:  # (Keyed.enter inlined: the submit hot path)
+                u = kr.keys.get(name)
+                if u is None or (not u.live and u.used + kr.ttl <= now):
+                    u = kr.ensure(name, now)
+                u.live += k
+                kr.live += k
+            else:
+                kr.enter(name, t, k, now)
         if new and self.judging:
             self.doomed += self.judge(t, now)
 
