@@ -537,8 +537,9 @@ class Core:
         if not self.keep_payloads:
             t.payload = None
         self.live -= 1
-        if t.opts.tracked is not None:
-            self.res.ended(t, now)
+        if t.opts.resources is not None:  # (units it was unparked for, untaken: to its waiters)
+            for name in self.res.ended(t, now):
+                self._unpark_resource(name, now)
         if t.parents is not None:
             unpin(self, t)
         if t.fixed is not None:

@@ -388,12 +388,21 @@ class Resources:
         if new and self.judging:
             self.doomed += self.judge(t, now)
 
-    def ended(self, t: TaskState, now: int) -> None:
-        """A task ended (or was cancelled by a policy): it no longer counts in its keys."""
+    def ended(self, t: TaskState, now: int) -> list[str]:
+        """A task ended (or was cancelled by a policy): it no longer counts in its keys.
+
+        Returns the names of its resources that still have parked tasks, to unpark: a ready
+        task that was unparked for a resource's free units and ends before it takes them
+        (cancelled, shed, expired) must hand them on, or the tasks behind it would wait for
+        a release that never comes."""
+        waiters = self.waiters
         for kr, name, k in t.opts.tracked or ():
             u = kr.leave(name, t, k, now)
-            if u is not None and not u.live and name in self.waiters:
-                del self.waiters[name]  # (stale entries only: nothing of it is ready)
+            if u is not None and not u.live and name in waiters:
+                del waiters[name]  # (stale entries only: nothing of it is ready)
+        if not waiters:
+            return []
+        return [name for name in t.opts.resources or () if name in waiters]
 
     def judge(self, t: TaskState, now: int) -> list[tuple[TaskState, str]]:
         """The tasks the policies of new task ``t``'s resources cancel (``t`` may be one)."""
