@@ -143,12 +143,21 @@ class KeyBucket(TokenBucket):
         self.parent.run += k
 
     def try_take(self, k: int, now: int) -> bool:
-        self._refill(now)
-        if self.nano >= k * NS:
-            self.nano -= k * NS
+        last = self.last
+        nano = self.nano
+        if now > last:  # (_refill inlined: the dispatch hot path)
+            self.last = now
+            cap = self.capacity * NS
+            if nano < cap:
+                nano += int(self.rate * (now - last))
+                if nano > cap:
+                    nano = cap
+        if nano >= k * NS:
+            self.nano = nano - k * NS
             self.run += k
             self.parent.run += k
             return True
+        self.nano = nano
         return False
 
     def give_back(self, k: int) -> None:
@@ -166,9 +175,10 @@ class KeyBucket(TokenBucket):
             return
         live = self.live = self.live - k
         p.live -= k
-        self._refill(now)  # (its last use: ``used`` is ``last``)
-        if not live and now + p.ttl < p.next_expiry:
-            p.next_expiry = now + p.ttl
+        if not live:  # (its last use, ``used`` is ``last``, matters only once it is idle)
+            self._refill(now)
+            if now + p.ttl < p.next_expiry:
+                p.next_expiry = now + p.ttl
 
     def running(self, full: str) -> int:
         return self.run
