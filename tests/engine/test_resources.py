@@ -151,6 +151,20 @@ def test_released_on_failure_cancel_and_timeout(make, mkpool):
     assert d.status(c) == "retrying"
 
 
+def test_an_unparked_task_that_ends_hands_the_units_on(make, mkpool):
+    """A released permit unparks the first waiter; if that one is cancelled before it takes
+    the permit, the next waiter gets it (no lost wake-up: nothing else will release it)."""
+    d = make([mkpool(cap=5)], resources=[sem("db", 1)])
+    a = d.submit(resources={"db": 1})
+    b = d.submit(resources={"db": 1})
+    c = d.submit(resources={"db": 1})
+    assert d.tick() == [a]  # b and c park on db
+    d.complete(a)  # db is free: b goes back to its lane (it would run at the next tick)
+    assert d.cancel(b)
+    assert d.tick() == [c]
+    assert d.core.resources["db"].available == 0
+
+
 @HYP
 @given(
     permits=st.integers(1, 4),

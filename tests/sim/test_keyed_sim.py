@@ -6,6 +6,11 @@ every policy), dispatches, completions, failures, cancellations and time, and af
 * a per-key token bucket never issues more than ``burst + rate × t`` over any interval ``t``;
 * the engine's own key counters equal what the tasks say (live units per key, running units
   per resource), and the snapshot's gauges agree;
+* every unit's own count equals the tasks' (a semaphore's free permits are its permits less
+  the running units; a bucket's running units), and no bucket holds negative tokens: the
+  dispatch and completion fast paths take and give back exactly;
+* keys forgotten after ``idle_ttl`` (``idle``) and options objects shared by many tasks (as
+  the runtime's options cache shares them) keep all of the above;
 * liveness: once submissions stop, completing what runs and following the engine's own
   wake-ups drains every key (no key starves: equal-score tasks of every key all run).
 """
@@ -35,6 +40,7 @@ RESOURCES = [
     Resource.semaphore("last", 1, per_key=True, on_limit="keep_latest"),
     Resource.token_bucket("api", RATE, BURST, per_key=True, idle_ttl=1e6),
     Resource.token_bucket("drop", RATE, BURST, per_key=True, on_limit="cancel_newest", idle_ttl=1e6),
+    Resource.semaphore("idle", 1, per_key=True, idle_ttl=0.5),  # (forgotten between bursts)
     Resource.semaphore("db", 3),
 ]
 CAP = {r.name: r.capacity for r in RESOURCES}
@@ -51,6 +57,7 @@ class KeyedSim:
         self.core = Core(cfg)
         self.now = 0
         self.issued: dict[str, list[int]] = defaultdict(list)  # bucket key -> dispatch instants
+        self.shared: dict[tuple[tuple[str, int], ...], TaskOptions] = {}  # options many tasks use
 
     def step(self, op: int, a: int, b: int) -> None:
         core, now = self.core, self.now
@@ -59,10 +66,15 @@ class KeyedSim:
             need = {f"{n}:{KEYS[(a + i) % len(KEYS)]}": 1 for i, n in enumerate(names or ["q"])}
             if b % 4 == 0:
                 need["db"] = 1
+            if (b >> 3) % 3 == 0:
+                need[f"idle:{KEYS[b % len(KEYS)]}"] = 1
             start = now + (b % 3) * NS // 2 if b % 5 == 0 else None
+            opts = TaskOptions(resources=need, priority=2)
+            if (b >> 5) % 2:  # one options object for every task of this map
+                opts = self.shared.setdefault(tuple(sorted(need.items())), opts)
             before = len(core.tasks)
             try:
-                core.submit(now, TaskOptions(resources=need, priority=2), None, None, None, start)
+                core.submit(now, opts, None, None, None, start)
             except SubmitError:  # (a fixed-start reservation conflict): nothing half-done
                 assert len(core.tasks) == before
         elif op <= 6 and core.leases:  # complete or fail a running attempt
@@ -101,7 +113,7 @@ class KeyedSim:
                     running[name] += k
         for name, n in running.items():
             base, _, key = name.partition(":")
-            if base in ("q", "one", "old", "last"):
+            if base in ("q", "one", "old", "last", "idle"):
                 cap = 3 if (base, key) == ("q", "vip") else CAP[base]
                 assert n <= cap, f"{name}: {n} running > {cap} permits"
         for name, times in self.issued.items():  # burst + rate x t over every interval
@@ -111,7 +123,13 @@ class KeyedSim:
         for kr in core.res.keyed.values():
             for full, u in kr.keys.items():
                 assert u.live == live.get(full, 0), (full, u.live, live.get(full, 0))
+                if kr.kind == "semaphore":
+                    assert u.available == u.capacity - running.get(full, 0) >= 0, (full, u.available)
+                else:
+                    assert u.running(full) == running.get(full, 0) and u.tokens(now) >= 0, full
             assert kr.run == sum(running[f] for f in running if f.partition(":")[0] == kr.name)
+        db = core.res.by_name["db"]
+        assert db.budget(now) == CAP["db"] - running.get("db", 0) >= 0
         for g in core.snapshot(now).resources:
             if g.per_key:
                 kr = core.res.keyed[g.name]

@@ -543,8 +543,9 @@ class Core:
         if not self.keep_payloads:
             t.payload = None
         self.live -= 1
-        if t.opts.tracked is not None:
-            self.res.ended(t, now)
+        if t.opts.resources is not None:  # (units it was unparked for, untaken: to its waiters)
+            for name in self.res.ended(t, now):
+                self._unpark_resource(name, now)
         if t.parents is not None:
             unpin(self, t)
         if t._rare is not None and t._rare.fixed is not None:
@@ -669,9 +670,14 @@ class Core:
                     if head is None:  # pragma: no cover - counters and lanes disagree
                         raise AssertionError("ready counter out of sync with lanes")
                     o = head.opts
-                    if simple and o.resources is None and o.labels is None:
-                        self._dispatch(head, pool, now, False, g0)
-                        free -= 1
+                    if simple and o.labels is None and (o.resources is None or not pool.kinded):
+                        # (_place's outcome for the one group: resources taken at once, or parked)
+                        short = None if o.resources is None else self.res.take_all(o, now)
+                        if short is None:
+                            self._dispatch(head, pool, now, False, g0)
+                            free -= 1
+                        else:
+                            self._park(head, pool, short, now)
                         continue
                     group = self._place(head, pool, now)
                     if group is not None:
@@ -880,9 +886,13 @@ class Core:
         pool = self.pools[opts.pool_index]
         pool.busy -= 1
         g = t.group
-        if g is not None and not g.labels and not pool.kinded and opts.resources is None:
-            g.busy -= 1  # hot path of _free_slot
+        fast = g is not None and not g.labels and not pool.kinded
+        if g is not None and fast:  # hot path of _free_slot (+ ended: units back and left at once)
+            g.busy -= 1
             t.group = None
+            if opts.resources is not None:
+                for name in self.res.finish(t, now):
+                    self._unpark_resource(name, now)
         else:
             self._free_slot(t, pool, now)
         self.running -= 1
@@ -910,7 +920,7 @@ class Core:
         if not self.keep_payloads:
             t.payload = None
         self.live -= 1
-        if opts.tracked is not None:
+        if opts.tracked is not None and not fast:
             self.res.ended(t, now)
         if t.parents is not None:
             unpin(self, t)

@@ -14,7 +14,8 @@ Each unit also knows its live tasks (``tasks``: id -> task, in admission order, 
 there is none: an idle key costs no dict) and their units (``live``), so the policies decide
 in O(1) for ``queue`` / ``cancel_newest`` and walk only the key's own tasks for
 ``cancel_oldest`` / ``keep_latest``.  ``used`` is the last instant a task of the key was
-admitted or ended.
+admitted under a policy or ended (a key with tasks is never forgotten, so a queue key
+notes only when its last task ends: when it becomes idle).
 
 A key counts against ``max_keys`` while it has tasks or was used within ``idle_ttl``; past
 that it is forgotten: lazily when it is looked up again (a bucket starts full again), and by
@@ -83,6 +84,20 @@ class KeySem(Semaphore):
         self.available += k
         self.parent.run -= k
 
+    def finish(self, t: TaskState, k: int, now: int) -> None:
+        """``give_back`` and :meth:`Keyed.leave` in one call (task ``t`` succeeded and ends)."""
+        self.available += k
+        p = self.parent
+        p.run -= k
+        if not p.queue:
+            forget(self, t, k, now)
+            return
+        live = self.live = self.live - k
+        p.live -= k
+        self.used = now
+        if not live and now + p.ttl < p.next_expiry:
+            p.next_expiry = now + p.ttl
+
     def running(self, full: str) -> int:
         return self.capacity - self.available
 
@@ -128,18 +143,42 @@ class KeyBucket(TokenBucket):
         self.parent.run += k
 
     def try_take(self, k: int, now: int) -> bool:
-        self._refill(now)
-        if self.nano >= k * NS:
-            self.nano -= k * NS
+        last = self.last
+        nano = self.nano
+        if now > last:  # (_refill inlined: the dispatch hot path)
+            self.last = now
+            cap = self.capacity * NS
+            if nano < cap:
+                nano += int(self.rate * (now - last))
+                if nano > cap:
+                    nano = cap
+        if nano >= k * NS:
+            self.nano = nano - k * NS
             self.run += k
             self.parent.run += k
             return True
+        self.nano = nano
         return False
 
     def give_back(self, k: int) -> None:
         """Tokens are consumed, never returned; the attempt stops running."""
         self.run -= k
         self.parent.run -= k
+
+    def finish(self, t: TaskState, k: int, now: int) -> None:
+        """``give_back`` and :meth:`Keyed.leave` in one call (task ``t`` succeeded and ends)."""
+        self.run -= k
+        p = self.parent
+        p.run -= k
+        if not p.queue:
+            forget(self, t, k, now)
+            return
+        live = self.live = self.live - k
+        p.live -= k
+        if not live:  # (its last use, ``used`` is ``last``, matters only once it is idle)
+            self._refill(now)
+            if now + p.ttl < p.next_expiry:
+                p.next_expiry = now + p.ttl
 
     def running(self, full: str) -> int:
         return self.run
@@ -193,6 +232,7 @@ class Keyed:
         "next_expiry",
         "per_key",
         "policy",
+        "queue",
         "rate",
         "run",
         "ttl",
@@ -203,6 +243,7 @@ class Keyed:
         self.name = cfg.name
         self.per_key = cfg.per_key
         self.policy = cfg.on_limit
+        self.queue = cfg.on_limit == QUEUE  # (the hot paths' test)
         self.cap = cfg.capacity
         self.rate = cfg.rate
         self.burst = cfg.burst
@@ -256,12 +297,11 @@ class Keyed:
         u = self.keys.get(full)
         if u is None or (not u.live and self.per_key and u.used + self.ttl <= now):
             u = self.ensure(full, now)
-        if self.policy != QUEUE:
+        if not self.queue:
             admit(u, t, k, now)
             return
         u.live += k
         self.live += k
-        u.touch(now)
 
     def leave(self, full: str, t: TaskState, k: int, now: int) -> Unit | None:
         """:func:`forget` task ``t`` in the unit of ``full`` (None: no such unit), in one call

@@ -245,9 +245,19 @@ class Resources:
         """Take every amount ``opts`` needs at once; else take none and return the first short
         resource.  (Each unit is looked up by name in the dict ``opts.units`` noted for it.)"""
         units = opts.units or self.units_of(opts)
-        if len(units) == 1:  # the common case: one resource, taken in one call
+        n = len(units)
+        if n == 1:  # the common case: one resource, taken in one call
             ((d, name, k),) = units
             return None if d[name].try_take(k, now) else name
+        if n == 2:  # (stacked: no list of the others built)
+            (d0, n0, k0), (d, last, k) = units
+            u0 = d0[n0]
+            if not u0.can_take(k0, now):
+                return n0
+            if not d[last].try_take(k, now):
+                return last
+            u0.take(k0, now)
+            return None
         *first, (d, last, k) = units
         for d0, name, k0 in first:
             if not d0[name].can_take(k0, now):
@@ -264,6 +274,17 @@ class Resources:
         units = opts.units or self.units_of(opts)
         for d, name, k in units:
             d[name].give_back(k)
+        waiters = self.waiters
+        if not waiters:
+            return ()
+        return [name for _, name, _ in units if name in waiters]
+
+    def finish(self, t: TaskState, now: int) -> list[str] | tuple[()]:
+        """Running task ``t`` succeeded and ends: :meth:`give_back_all` and :meth:`ended` in
+        one pass over its units (``finish`` on each); the names with parked tasks, to unpark."""
+        units = t.opts.units or self.units_of(t.opts)
+        for d, name, k in units:
+            d[name].finish(t, k, now)
         waiters = self.waiters
         if not waiters:
             return ()
@@ -356,16 +377,32 @@ class Resources:
         """A live task enters (``new``, or recovered): counted in each of its keys; a new one
         is then judged by the policies (:meth:`judge`)."""
         for kr, name, k in t.opts.tracked or ():
-            kr.enter(name, t, k, now)
+            if kr.queue:  # (Keyed.enter inlined: the submit hot path)
+                u = kr.keys.get(name)
+                if u is None or (not u.live and u.used + kr.ttl <= now):
+                    u = kr.ensure(name, now)
+                u.live += k
+                kr.live += k
+            else:
+                kr.enter(name, t, k, now)
         if new and self.judging:
             self.doomed += self.judge(t, now)
 
-    def ended(self, t: TaskState, now: int) -> None:
-        """A task ended (or was cancelled by a policy): it no longer counts in its keys."""
+    def ended(self, t: TaskState, now: int) -> list[str]:
+        """A task ended (or was cancelled by a policy): it no longer counts in its keys.
+
+        Returns the names of its resources that still have parked tasks, to unpark: a ready
+        task that was unparked for a resource's free units and ends before it takes them
+        (cancelled, shed, expired) must hand them on, or the tasks behind it would wait for
+        a release that never comes."""
+        waiters = self.waiters
         for kr, name, k in t.opts.tracked or ():
             u = kr.leave(name, t, k, now)
-            if u is not None and not u.live and name in self.waiters:
-                del self.waiters[name]  # (stale entries only: nothing of it is ready)
+            if u is not None and not u.live and name in waiters:
+                del waiters[name]  # (stale entries only: nothing of it is ready)
+        if not waiters:
+            return []
+        return [name for name in t.opts.resources or () if name in waiters]
 
     def judge(self, t: TaskState, now: int) -> list[tuple[TaskState, str]]:
         """The tasks the policies of new task ``t``'s resources cancel (``t`` may be one)."""

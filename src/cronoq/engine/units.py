@@ -7,7 +7,9 @@ permits and a token bucket's tokens, with the calls dispatch makes on them.
   is exact: tokens are kept in "nano-tokens" (tokens × 1e9) so refill over ``dt`` ns is the
   integer ``rate × dt``, and ``ready_at(k)`` tells the core when to wake up (no polling).
 
-The units of keyed resources (``keyed.py``) extend these two.
+The units of keyed resources (``keyed.py``) extend these two.  ``finish`` is the one call a
+unit gets when a task's attempt succeeds and the task ends (its units back, and for a keyed
+unit the task no longer counted in its key): the complete hot path.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING
 from cronoq.engine.time import NS
 
 if TYPE_CHECKING:
+    from cronoq.engine.model import TaskState
     from cronoq.engine.resources import ResourceConfig
 
 SEMAPHORE = "semaphore"
@@ -49,6 +52,10 @@ class Semaphore:
         return False
 
     def give_back(self, k: int) -> None:
+        self.available += k
+
+    def finish(self, t: TaskState, k: int, now: int) -> None:
+        """Task ``t``'s attempt succeeded: ``give_back`` (nothing else to count)."""
         self.available += k
 
     def ready_at(self, k: int, now: int) -> int | None:
@@ -101,6 +108,9 @@ class TokenBucket:
 
     def give_back(self, k: int) -> None:
         """Tokens are consumed, never returned."""
+
+    def finish(self, t: TaskState, k: int, now: int) -> None:
+        """Task ``t``'s attempt succeeded: tokens are consumed, never returned."""
 
     def ready_at(self, k: int, now: int) -> int | None:
         """The earliest instant at which ``k`` tokens will be available."""

@@ -218,6 +218,13 @@ class OptionsCache:
         if len(fields) == 1:
             res = fields.get("resources")
             if res.__class__ is dict and res:
+                if len(res) == 1:  # (_resources_only's first case inlined: the hottest one)
+                    ((ck, amount),) = res.items()
+                    if ck.__class__ is str and amount.__class__ is int:
+                        opts = self._young.get(ck)
+                        if opts is not None and opts.resources == res:
+                            return opts
+                        return self._miss(ck, fields, res)
                 return self._resources_only(res)
         # the key holds each value's type (1, 1.0 and True are equal but do not validate
         # alike) and dict values (resources, tags, labels) as their items and item types
@@ -236,20 +243,28 @@ class OptionsCache:
 
     def _resources_only(self, res: dict[str, int]) -> TaskOptions:
         """Options with only ``resources`` (the keyed-resource hot path, see the class doc):
-        keyed by the name (the tuple of names for several), the amounts checked on a hit."""
+        keyed by the name (the tuple of names for several), the amounts checked on a hit.
+        (:meth:`get` does the one-name case inline.)"""
         ck: object
         if len(res) == 1:
             ((ck, amount),) = res.items()
             if ck.__class__ is not str or amount.__class__ is not int:
                 return make_options(resources=res)  # (validated, or refused, each time)
-        else:
-            for name, amount in res.items():
-                if name.__class__ is not str or amount.__class__ is not int:
-                    return make_options(resources=res)
-            ck = tuple(res)
+            opts = self._young.get(ck)
+            if opts is not None and opts.resources == res:  # (another amount: replaced)
+                return opts
+            return self._miss(ck, {"resources": res}, res)
+        ck = tuple(res)
         opts = self._young.get(ck)
-        if opts is not None and opts.resources == res:  # (another amount: replaced)
+        if opts is not None and opts.resources == res:
+            # a hit's names are the entry's (str); its amounts must be ints, not just equal
+            for amount in res.values():
+                if amount.__class__ is not int:
+                    return make_options(resources=res)
             return opts
+        for name, amount in res.items():
+            if name.__class__ is not str or amount.__class__ is not int:
+                return make_options(resources=res)
         return self._miss(ck, {"resources": res}, res)
 
     def _miss(self, ck: object, fields: dict[str, Any], res: dict[str, int] | None = None) -> TaskOptions:

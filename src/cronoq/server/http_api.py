@@ -584,11 +584,16 @@ class HttpApi:
     async def resource_keys(self, request: Request) -> Response:
         """``GET /v1/resources/{name}/keys?top=N``: the busiest keys of a keyed resource."""
         self.auth(request, Action.SNAPSHOT)
+        msg = await self.app.resource_keys(request.path_params["name"], self.top_of(request))
+        return json_response(message_json(msg))
+
+    @staticmethod
+    def top_of(request: Request) -> int:
+        """The ``top`` query parameter of ``/v1/resources/{name}/keys`` (default 10)."""
         raw = request.query_params.get("top") or "10"
         if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_TOP:
             raise bad_request(f"query parameter top must be an integer from 1 to {MAX_TOP} (got {raw!r})")
-        msg = await self.app.resource_keys(request.path_params["name"], int(raw))
-        return json_response(message_json(msg))
+        return int(raw)
 
     @_handler
     async def workers(self, request: Request) -> Response:

@@ -81,6 +81,15 @@ def config_toml(
                 "reservable_fraction = 1.0",
                 "retry = {max_attempts = 5, initial_backoff_s = 0.1}",
             ]
+    if "sb" in shards:  # a keyed resource of shard sb (its busiest keys: asked through either shard)
+        lines += [
+            "[[resources]]",
+            'name = "customer"',
+            'kind = "semaphore"',
+            "permits = 1",
+            "per_key = true",
+            'shard = "sb"',
+        ]
     for name, (number, pools) in shards.items():
         eps = (
             endpoints[name]

@@ -262,6 +262,39 @@ async def test_http_routes_are_routed(cluster: Cluster) -> None:
     assert st == 400 and err["code"] == "duplicate_key_in_batch", err
 
 
+async def test_busiest_keys_of_the_other_shards_resource_over_http(cluster: Cluster) -> None:
+    """``GET /v1/resources/{name}/keys`` answers the same through either shard: the resource's
+    shard (sb) answers it, forwarded from sa."""
+    sb = f"http://{cluster.http('sb')}"
+    ids = []
+    for key in ("x", "x", "x", "y"):  # (a far start: live, not running, while the test looks)
+        task = {"pool": "b1", "start_in_s": LATER, "resources": {f"customer:{key}": 1}}
+        st, out = await asyncio.to_thread(_http, "POST", f"{sb}/v1/tasks", task)
+        assert st == 200, out
+        ids.append(out["id"])
+    try:
+        want = {
+            "resource": "customer",
+            "keys": [
+                {"key": "x", "running": 0, "waiting": 3, "limit": 1},
+                {"key": "y", "running": 0, "waiting": 1, "limit": 1},
+            ],
+        }
+        for shard in ("sa", "sb"):
+            base = f"http://{cluster.http(shard)}"
+            st, out = await asyncio.to_thread(_http, "GET", f"{base}/v1/resources/customer/keys?top=5")
+            assert (st, out) == (200, want), shard
+            st, out = await asyncio.to_thread(_http, "GET", f"{base}/v1/resources/customer/keys?top=1")
+            assert st == 200 and out["keys"] == want["keys"][:1], shard
+            st, out = await asyncio.to_thread(_http, "GET", f"{base}/v1/resources/customer/keys?top=0")
+            assert st == 400 and out["code"] == "invalid_argument", (shard, out)
+            st, out = await asyncio.to_thread(_http, "GET", f"{base}/v1/resources/nope/keys")
+            assert st == 404, (shard, out)
+    finally:
+        for tid in ids:
+            await asyncio.to_thread(_http, "POST", f"{sb}/v1/tasks/{tid}/cancel")
+
+
 async def test_worker_at_the_wrong_shard_is_redirected(cluster: Cluster) -> None:
     raw = Raw(cluster.grpc("sa"))
     try:

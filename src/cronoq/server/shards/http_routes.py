@@ -11,7 +11,8 @@ with the caller's ``authorization`` header), and the answer is rendered as the u
 Lists, the snapshot and workers always fan out, their JSON gaining ``unavailable_shards``;
 so do the bulk actions (``/v1/tasks:replay``, ``/v1/tasks:cancel``) unless their pools are all
 ours.  A pool's pause/resume goes to its shard, a schedule's pause/resume/run to the shard that
-has it, a task's replay to its task's shard.  ``/v1/history`` stays local (this shard's pools).
+has it, a task's replay to its task's shard, a resource's busiest keys
+(``/v1/resources/{name}/keys``) to the resource's shard.  ``/v1/history`` stays local (this shard's pools).
 
 Errors: a refusal is 421 ``{"error", "code": "wrong_shard", "shard", "endpoint"}``, an
 unreachable peer 503 ``unavailable``, a peer's error the status of its gRPC code.
@@ -335,6 +336,18 @@ class ShardedHttp:
             }
         )
 
+    async def resource_keys(self, request: Request) -> Response:
+        """``GET /v1/resources/{name}/keys``: the busiest keys of a keyed resource, answered by
+        the shard owning the resource (a resource belongs to one shard, so its answer is the
+        union across shards); an unknown resource is the local 404."""
+        name = request.path_params["name"]
+        if self.top.is_local(self.top.of_resource(name) if name else None):
+            return await self.api.resource_keys(request)
+        self.api.auth(request, Action.SNAPSHOT)
+        msg = pb.ResourceKeysRequest(resource=name, top=self.api.top_of(request))
+        resp = await self._call(request, "Admin/ListResourceKeys", msg)
+        return json_response(message_json(resp))
+
     async def _pool_paused(self, request: Request, paused: bool) -> Response:
         """``POST /v1/pools/{name}/pause|resume`` on the pool's shard."""
         name = request.path_params["name"]
@@ -555,6 +568,7 @@ def sharded_routes(api: HttpApi, routes: list[BaseRoute]) -> list[BaseRoute]:
         ("/v1/recurring/{name}/pause", "POST"): sh.pause_recurring,
         ("/v1/recurring/{name}/resume", "POST"): sh.resume_recurring,
         ("/v1/recurring/{name}/run", "POST"): sh.run_recurring,
+        ("/v1/resources/{name}/keys", "GET"): sh.resource_keys,
         ("/v1/pools/{name}/pause", "POST"): sh.pause_pool,
         ("/v1/pools/{name}/resume", "POST"): sh.resume_pool,
         ("/v1/signals/{name}", "POST"): sh.signal,
