@@ -100,8 +100,10 @@ from cronoq.proto.flush import FlushQueue, busy
 from cronoq.proto.protocol import (
     BATCH_MARGIN_BYTES,
     BATCHING_VERSION,
+    DEFAULT_MAX_MESSAGE_BYTES,
     FLUSH_LINGER_S,
     MAX_BATCH_ITEMS,
+    MESSAGE_OVERHEAD,
     MIN_VERSION,
     PROGRESS_VERSION,
     PROTOCOL_VERSION,
@@ -805,7 +807,7 @@ class Worker:
                 )
             sess.version = reg.protocol_version or MIN_VERSION
             if reg.protocol_version >= BATCHING_VERSION:
-                limit = reg.max_message_bytes or 4 * 1024 * 1024
+                limit = reg.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
                 sess.batch_bytes = max(limit - BATCH_MARGIN_BYTES, 1)
             outcome = "registered"
             self._session_registered = True
@@ -955,10 +957,6 @@ class Worker:
 
 def _close(coro: Any, _task: object) -> None:
     coro.close()  # (a no-op once it ran to its end)
-
-
-#: Room a ``Complete`` (and the server's answers carrying the output) needs beyond the output.
-MESSAGE_OVERHEAD = 1024
 
 
 def _success(lease: Lease, result: object, limit: int = 0) -> pb.WorkerMessage:

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from cronoq.runtime.scheduler import Scheduler
 
 from cronoq.proto.flush import FlushQueue
-from cronoq.proto.protocol import PARENTS_VERSION, session_version
+from cronoq.proto.protocol import DEFAULT_MAX_MESSAGE_BYTES, PARENTS_VERSION, session_version
 from cronoq.server.log_summary import LogSummary
 
 _log = logging.getLogger("cronoq.server.workers")
@@ -302,7 +302,7 @@ class WorkerRegistry:
         pool_max_slots: dict[str, int | None] | None = None,
         pool_max: dict[str, int] | None = None,
         lease_ttl_s: dict[str, float | None] | None = None,
-        max_message_bytes: int = 4 * 1024 * 1024,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         max_report_message_len: int = 4096,
         outbox_size: int = 1024,
         on_change: Callable[[], None] | None = None,
