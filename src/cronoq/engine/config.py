@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from cronoq.engine.model import CLASS_NAMES, DEFAULT_RETRY, Priority, RetryPolicy
+from cronoq.engine.stats import RUN_EWMA_ALPHA
 from cronoq.engine.time import NS, check_seconds, show_number, to_ns
 
 if TYPE_CHECKING:
@@ -322,7 +323,7 @@ class CoreConfig:
         self.urgency = urgency or UrgencyConfig()
         self.window = to_ns(check_seconds("window", window))
         self.max_hold = NS
-        self.ewma_alpha = 0.2
+        self.ewma_alpha = RUN_EWMA_ALPHA
         rnames: set[str] = set()
         for r in resources:
             if r.name in rnames:
