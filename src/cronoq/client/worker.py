@@ -72,8 +72,7 @@ import contextlib
 import inspect
 import json
 import logging
-import math
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
@@ -96,13 +95,12 @@ from cronoq.errors import Permanent, Retryable, outcome_of
 from cronoq.outcome import Outcome
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
-from cronoq.proto.flush import FlushQueue, busy
+from cronoq.proto.flush import FlushQueue, batched
 from cronoq.proto.protocol import (
     BATCH_MARGIN_BYTES,
     BATCHING_VERSION,
     DEFAULT_MAX_MESSAGE_BYTES,
     FLUSH_LINGER_S,
-    MAX_BATCH_ITEMS,
     MESSAGE_OVERHEAD,
     MIN_VERSION,
     PROGRESS_VERSION,
@@ -372,34 +370,20 @@ class _Session:
             self.half_closed = True
             self.queue.put_nowait(None)
 
-    async def requests(self) -> Any:
-        queue = self.queue
-        loop = asyncio.get_running_loop()
-        last_flush = -math.inf
-        while True:
-            msg = await queue.get()
-            if msg is None:
-                return
-            if self.batch_bytes:
-                # version 4: a lone report in a trickle (the previous flush was recent, nothing
-                # else queued, other leases still running) lingers briefly for company, then
-                # what queued up goes out as one message
-                if queue.empty() and self.running and busy(loop.time(), last_flush):
-                    # at most one report per running lease can follow
-                    want = min(MAX_BATCH_ITEMS - 1, len(self.running))
-                    room = self.batch_bytes - _report_bytes(msg)
-                    await queue.linger(FLUSH_LINGER_S, want, room, _report_bytes)
-                if not queue.empty():
-                    out, last = _batch(msg, queue, self.batch_bytes)
-                    yield out
-                    last_flush = loop.time()
-                    if last is None:
-                        continue
-                    if last is _END:
-                        return
-                    msg = last
-            yield msg
-            last_flush = loop.time()
+    def requests(self) -> AsyncGenerator[pb.WorkerMessage, None]:
+        """The stream's messages (:func:`cronoq.proto.flush.batched`). From version 4 on
+        (``batch_bytes``), reports queued together go out as one ``WorkerBatch``; a lone one in
+        a trickle lingers up to ``FLUSH_LINGER_S`` for company while other leases are running
+        (at most one report per running lease can follow)."""
+        return batched(
+            self.queue,
+            budget=lambda: self.batch_bytes,
+            linger_s=FLUSH_LINGER_S,
+            room=lambda: len(self.running),
+            size_of=_report_bytes,
+            single=_same,
+            pack=_pack,
+        )
 
 
 class Worker:
@@ -1047,10 +1031,6 @@ def _metadata_of(exc: grpc.RpcError) -> dict[str, str]:
     return out
 
 
-#: The end of the stream (a half-close), seen while draining the queue into a batch.
-_END: Any = object()
-
-
 def _report_bytes(m: pb.WorkerMessage) -> int:
     """An upper bound of the bytes report ``m`` adds to a batch (its variable fields + framing)."""
     which = m.WhichOneof("msg")
@@ -1065,28 +1045,11 @@ def _report_bytes(m: pb.WorkerMessage) -> int:
     return 32
 
 
-def _batch(
-    first: pb.WorkerMessage, queue: FlushQueue[pb.WorkerMessage], budget: int
-) -> tuple[pb.WorkerMessage, pb.WorkerMessage | Any | None]:
-    """``first`` and the reports queued behind it as one ``WorkerBatch`` (at most
-    MAX_BATCH_ITEMS and ``budget`` bytes); also returns the message taken from the queue that
-    did not fit (to be sent next; ``_END`` for the half-close), or None."""
-    items = [first]
-    size = _report_bytes(first)
-    last: pb.WorkerMessage | Any | None = None
-    while len(items) < MAX_BATCH_ITEMS and not queue.empty():
-        nxt = queue.get_nowait()
-        if nxt is None:
-            last = _END
-            break
-        n = _report_bytes(nxt)
-        if size + n > budget:
-            last = nxt
-            break
-        size += n
-        items.append(nxt)
-    if len(items) == 1:
-        return first, last
+def _same(m: pb.WorkerMessage) -> pb.WorkerMessage:
+    return m
+
+
+def _pack(items: list[pb.WorkerMessage]) -> pb.WorkerMessage:
     out = pb.WorkerMessage()
     out.batch.messages.extend(items)
-    return out, last
+    return out
