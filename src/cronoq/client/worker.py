@@ -73,6 +73,7 @@ import inspect
 import json
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
+from enum import Enum
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
@@ -343,6 +344,19 @@ def _progress_msg(lease: int, done: float, total: float | None, message: str | N
     if message:
         p.message = message
     return out
+
+
+class SessionEnd(Enum):
+    """How one ``Work`` session ended, which decides how :meth:`Worker.run` reconnects."""
+
+    #: it registered, then the stream ended: back off from the start, same address
+    REGISTERED = "registered"
+    #: it registered, then the stream broke (the server died): the next address at once
+    LOST = "lost"
+    #: the server is not the leader: the next address, backoff reset
+    NOT_LEADER = "not_leader"
+    #: it never registered: the next address, one backoff per round over them
+    ERROR = "error"
 
 
 class _Session:
@@ -641,20 +655,22 @@ class Worker:
                         self._redirect = None
                         redirects = 0
                     # a registered session that broke (e.g. the server died) still resets the backoff
-                    outcome = "lost" if self._session_registered else "error"
+                    outcome = SessionEnd.LOST if self._session_registered else SessionEnd.ERROR
                     log.info("worker session with %s ended: %s; reconnecting", target, err)
                 if self._session_registered:
                     redirects = 0
                 if self._stop_requested or not self._reconnect:
                     return
                 several = len(self._targets) > 1
-                if outcome in ("registered", "lost"):
+                if outcome in (SessionEnd.REGISTERED, SessionEnd.LOST):
                     delay, failed = self._backoff[0], 0
                     self._target_index += 1 if several else 0
-                    if not (several and outcome == "lost"):  # a dead server: try the next one at once
+                    if not (
+                        several and outcome is SessionEnd.LOST
+                    ):  # a dead server: try the next one at once
                         await self._sleep(wakeup, delay)
                         delay = next_backoff(delay, *self._backoff)
-                elif outcome == "not_leader":
+                elif outcome is SessionEnd.NOT_LEADER:
                     delay, failed = self._backoff[0], 0
                     self._target_index += 1
                 else:
@@ -748,14 +764,14 @@ class Worker:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wakeup.wait(), delay)
 
-    async def _run_session(self, target: str, registered: asyncio.Event) -> str:
-        """One Work stream; returns ``"registered"`` (ended after registering),
-        ``"not_leader"``, or raises :class:`ClientError`."""
+    async def _run_session(self, target: str, registered: asyncio.Event) -> SessionEnd:
+        """One Work stream; returns ``REGISTERED`` (ended after registering) or
+        ``NOT_LEADER``, or raises :class:`ClientError`."""
         tls = self._tls or (self._redirect is not None and self._redirect[1])
         channel = make_channel(target, tls=tls, credentials=self._credentials, options=self._options)
         sess = _Session()
         self._session = sess
-        outcome = "error"
+        outcome = SessionEnd.ERROR
         try:
             sess.send(
                 pb.WorkerMessage(
@@ -793,7 +809,7 @@ class Worker:
             if reg.protocol_version >= BATCHING_VERSION:
                 limit = reg.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
                 sess.batch_bytes = max(limit - BATCH_MARGIN_BYTES, 1)
-            outcome = "registered"
+            outcome = SessionEnd.REGISTERED
             self._session_registered = True
             if self._limit == 0:
                 sess.send(pb.WorkerMessage(set_slots=pb.SetSlots(slots=0)))
@@ -825,7 +841,7 @@ class Worker:
                         "server shutdown (%s, not_leader=%s)", msg.shutdown.reason, msg.shutdown.not_leader
                     )
                     if msg.shutdown.not_leader:
-                        return "not_leader"
+                        return SessionEnd.NOT_LEADER
                 # a second Registered or an unknown message: ignored (forward compatibility)
         finally:
             registered.clear()
