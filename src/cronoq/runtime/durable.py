@@ -30,14 +30,26 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.time import next_backoff
-from cronoq.errors import Fenced, SchedulerError
+from cronoq.errors import Fenced, InvalidSubmission, SchedulerError
 from cronoq.store.base import TransientStoreError
 
 if TYPE_CHECKING:
     from cronoq.store.base import Store
     from cronoq.store.codec import Codec
 
-__all__ = ["Committer"]
+__all__ = ["Committer", "encode_for_store"]
+
+
+def encode_for_store(codec: Codec | None, payload: object) -> bytes:
+    """A payload encoded for the store at submission: an unencodable one is ``invalid``."""
+    assert codec is not None  # (called only with a store, which always has a codec)
+    try:
+        data = codec.encode(payload)
+    except Exception as e:
+        raise InvalidSubmission(f"payload cannot be encoded: {e}") from None
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise InvalidSubmission("the codec did not return bytes")
+    return bytes(data)
 
 
 class Committer:

@@ -67,7 +67,6 @@ from cronoq.engine.time import check_seconds, to_ns
 from cronoq.engine.waiting import waiting_reason
 from cronoq.errors import (
     ArgumentTypeError,
-    InvalidSubmission,
     NotStartedError,
     SchedulerError,
     SubmitError,
@@ -76,6 +75,7 @@ from cronoq.errors import (
 )
 from cronoq.runtime.clock import Clock, TimerHandle
 from cronoq.runtime.context import TaskContext
+from cronoq.runtime.durable import encode_for_store
 from cronoq.runtime.events import EventStream, ProgressEventStream, _Ring
 from cronoq.runtime.gcpause import gc_paused
 from cronoq.runtime.handles import TaskHandle, set_outcome
@@ -705,15 +705,7 @@ class Scheduler(Operations):
 
     def _encode(self, payload: object) -> bytes:
         """Encode a payload for the store at submission: an unencodable one is ``invalid``."""
-        codec = self._codec
-        assert codec is not None  # (called only with a store, which always has a codec)
-        try:
-            data = codec.encode(payload)
-        except Exception as e:
-            raise InvalidSubmission(f"payload cannot be encoded: {e}") from None
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise InvalidSubmission("the codec did not return bytes")
-        return bytes(data)
+        return encode_for_store(self._codec, payload)
 
     async def _durable(self) -> None:
         """Acknowledge only after this step's mutations are committed (group commit)."""
@@ -793,6 +785,11 @@ class Scheduler(Operations):
 
     async def submit_batch(self, tasks: Iterable[Task]) -> list[TaskHandle]:
         """Submit tasks atomically: all are accepted or none (SubmitError)."""
+        results = await self._submit_batch(tasks)
+        with gc_paused():
+            return [self._handle_for(tid, dup) for tid, dup in results]
+
+    async def _submit_batch(self, tasks: Iterable[Task]) -> list[tuple[int, bool]]:
         batch = list(tasks)
         for t in batch:
             if not isinstance(t, Task):
@@ -837,8 +834,7 @@ class Scheduler(Operations):
         self._kick()
         if self._committer is not None:
             await self._durable()
-        with gc_paused():
-            return [self._handle_for(tid, dup) for tid, dup in results]
+        return results
 
     def _handle_for(self, tid: int, dup: bool) -> TaskHandle:
         fut = self._waiters.get(tid)
