@@ -174,6 +174,9 @@ class ServerApp:
         self._history_task: asyncio.Task[None] | None = None
         #: the shard router (``shards.router.Router``), set when the gRPC services are registered
         self.router: Router | None = None
+        if config.shards:  # the router's layers register themselves with the front ends
+            import cronoq.server.shards.http_routes
+            import cronoq.server.shards.router  # noqa: F401
 
     def _output_cache(self) -> OutputCache:
         """The ``[outputs]`` cache of one leadership term (cronoq.server.outputs)."""

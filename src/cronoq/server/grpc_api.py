@@ -71,8 +71,10 @@ __all__ = [
     "AdminServicer",
     "AuthInterceptor",
     "TasksServicer",
+    "SERVICE_LAYERS",
     "UnaryBudget",
     "add_generic_only",
+    "add_service_layer",
     "grpc_status",
     "peer_dns",
     "register",
@@ -711,14 +713,29 @@ def _budget_unary(servicer: Any, service: str, budget: UnaryBudget) -> Any:
     return servicer
 
 
+#: Layers the Tasks and Admin servicers pass through before they are registered, in order:
+#: ``layer(app, servicer, service)`` returns the servicer to use.  A layer registers itself
+#: (:func:`add_service_layer`; the shard router, docs/how-to/shards.md, when the app has shards),
+#: so this module imports none of them.
+SERVICE_LAYERS: list[Callable[[ServerApp, Any, str], Any]] = []
+
+
+def add_service_layer(layer: Callable[[ServerApp, Any, str], Any]) -> None:
+    """Put ``layer`` in front of the Tasks and Admin servicers registered from now on (once)."""
+    if layer not in SERVICE_LAYERS:
+        SERVICE_LAYERS.append(layer)
+
+
 def register(server: Any, app: ServerApp) -> UnaryBudget:
     """Add the Tasks and Admin services to a ``grpc.aio`` server (see :func:`add_generic_only`),
-    their unary calls under one :class:`UnaryBudget` (returned)."""
+    behind the :data:`SERVICE_LAYERS`, their unary calls under one :class:`UnaryBudget` (returned)."""
     budget = UnaryBudget(app)
-    from cronoq.server.shards.router import routed  # (docs/how-to/shards.md: a no-op without shards)
-
-    tasks = _budget_unary(routed(app, TasksServicer(app), "Tasks"), "Tasks", budget)
-    admin = _budget_unary(routed(app, AdminServicer(app), "Admin"), "Admin", budget)
+    tasks: Any = TasksServicer(app)
+    admin: Any = AdminServicer(app)
+    for layer in SERVICE_LAYERS:
+        tasks, admin = layer(app, tasks, "Tasks"), layer(app, admin, "Admin")
+    tasks = _budget_unary(tasks, "Tasks", budget)
+    admin = _budget_unary(admin, "Admin", budget)
     add_generic_only(pb_grpc.add_TasksServicer_to_server, tasks, server)
     add_generic_only(pb_grpc.add_AdminServicer_to_server, admin, server)
     return budget
