@@ -4,7 +4,6 @@ Public names only (docs/reference/behaviour.md#python-api); imports stay light (
 modules).
 """
 
-from cronoq.app import App
 from cronoq.engine.attempts import AttemptRecord
 from cronoq.engine.config import AutoscaleConfig
 from cronoq.engine.model import Dep, Priority, RetryPolicy, StatusEvent
@@ -38,6 +37,7 @@ from cronoq.store.codec import Codec, JsonCodec
 from cronoq.store.memory import MemoryStore
 from cronoq.store.postgres import PostgresStore
 from cronoq.store.sqlite import SqliteStore
+from cronoq.tasks.app import App
 from cronoq.tasks.placeholders import outcome_of, output_of
 
 __version__ = "0.1.0"

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from cronoq.seconds import valid_seconds
+
 __all__ = [
     "CronoqError",
     "SubmitError",
@@ -219,7 +221,5 @@ def outcome_of(exc: BaseException) -> Outcome:
     if isinstance(exc, Permanent):
         return Outcome(exc.message, permanent=True)
     if isinstance(exc, Retryable):
-        from cronoq.engine.time import valid_seconds  # (engine.time imports this module)
-
         return Outcome(exc.message, retry_after=valid_seconds(exc.retry_after))
     return Outcome(f"{type(exc).__name__}: {exc}")

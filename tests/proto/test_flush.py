@@ -95,3 +95,45 @@ def test_busy_only_right_after_a_flush() -> None:
     assert not busy(10.0 + FLUSH_BUSY_S, 10.0)
     assert not busy(10.0, float("-inf"))  # never flushed: a lone first item goes at once
     assert flush.FLUSH_BUSY_S == FLUSH_BUSY_S
+
+
+def _collect(q: FlushQueue[int], budget: int, last: int | None = None) -> list[object]:
+    """What ``batched`` writes for ``q`` (items: ints weighing their value, negatives never join;
+    a batch is written as a list)."""
+
+    async def run() -> list[object]:
+        gen = flush.batched(
+            q,
+            budget=lambda: budget,
+            linger_s=LONG,
+            room=lambda: 0,  # never linger
+            size_of=lambda i: None if i < 0 else i,
+            single=lambda i: i,
+            pack=lambda items: list(items),
+            last=lambda i: i == last,
+        )
+        return [m async for m in gen]
+
+    return asyncio.run(within(run()))
+
+
+def test_batched_packs_what_is_queued_within_the_budget() -> None:
+    q: FlushQueue[int] = FlushQueue()
+    for item in (1, 2, 3, 10, 4, None):
+        q.put_nowait(item)
+    # 1+2+3 fit 8; 10 does not join and goes alone; 4 is then alone (a batch of one is single)
+    assert _collect(q, 8) == [[1, 2, 3], 10, 4]
+
+
+def test_batched_sends_what_never_joins_alone_and_stops_after_last() -> None:
+    q: FlushQueue[int] = FlushQueue()
+    for item in (1, -1, 2, 3, -2, 5, None):
+        q.put_nowait(item)
+    assert _collect(q, 100, last=-2) == [1, -1, [2, 3], -2]
+
+
+def test_batched_without_a_budget_writes_one_by_one() -> None:
+    q: FlushQueue[int] = FlushQueue()
+    for item in (1, 2, 3, None):
+        q.put_nowait(item)
+    assert _collect(q, 0) == [1, 2, 3]

@@ -134,3 +134,18 @@ def test_the_blocking_scheduler_passes_the_options_and_shares_the_seam() -> None
         assert b == a + 1
     finally:
         bs.shutdown()
+
+
+async def test_submit_batch_answers_ids_without_handles() -> None:
+    from cronoq import Task
+
+    async with Scheduler([Pool("p", _echo)]) as sched:
+        seam = sched.seam
+        first = await seam.submit_batch([Task(1, key="a"), Task(2)])
+        assert [dup for _, dup in first] == [False, False]
+        again = await seam.submit_batch([Task(3, key="a"), Task(4)])
+        assert again[0] == (first[0][0], True) and not again[1][1]
+        assert not sched._waiters  # (no future parked for any member)
+        assert await seam.submit_batch([]) == []
+        with pytest.raises(SubmitError):
+            await seam.submit_batch([Task(5, pool="nope")])

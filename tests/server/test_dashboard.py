@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import time
 from collections.abc import AsyncIterator
@@ -139,6 +140,25 @@ UNNAMED_CONTROLS_JS = """
 
 # ---------------------------------------------------------------------------------------------
 # static files (no browser)
+
+
+async def test_status_names_come_from_the_engine_table() -> None:
+    """The page imports the status names, the terminal ones and the classes from ``tables.js``,
+    which the server writes from the engine's tables; no shipped script restates them."""
+    from cronoq.engine.model import CLASS_NAMES, FIRST_TERMINAL, STATUS_NAMES
+
+    a = load_assets()
+    body = a.files["tables.js"].body.decode()
+    assert f"export const STATUSES = {json.dumps(list(STATUS_NAMES))};" in body
+    assert f"new Set({json.dumps(list(STATUS_NAMES[FIRST_TERMINAL:]))})" in body
+    assert json.dumps(list(CLASS_NAMES)) in body
+    for name, asset in a.files.items():
+        if name.endswith(".js") and name != "tables.js":
+            assert '"dead_lettered",' not in asset.body.decode(), name
+    async with serve() as (_app, c):
+        r = await c.get(f"/static/{a.build}/tables.js")
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/javascript")
+        assert r.text == body
 
 
 async def test_static_files_types_and_cache_headers() -> None:

@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 from cronoq.client import Client, Reject, RetryPolicy, Worker
-from cronoq.server.convert import MESSAGE_OVERHEAD
+from cronoq.proto.protocol import MESSAGE_OVERHEAD
 
 from .procs import Raw, RawWorker, ServerProc, pb
 

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cronoq.app import App
     from cronoq.client import Lease, Worker
+    from cronoq.tasks.app import App
 
 
 from cronoq.cli.common import (
@@ -96,7 +96,7 @@ def load_object(ref: str, app_dir: str | None = ".", what: str = "MODULE:FUNCTIO
 
 def load_app(ref: str, app_dir: str | None = ".") -> App:
     """``MODULE:APP`` → the :class:`cronoq.App` it names (``click.BadParameter`` otherwise)."""
-    from cronoq.app import App
+    from cronoq.tasks.app import App
 
     obj = load_object(ref, app_dir, "MODULE:APP")
     if not isinstance(obj, App):
@@ -117,8 +117,8 @@ def load_handler(ref: str, app_dir: str | None = ".", run_in: str | None = None)
     (docs/how-to/processes.md); ``"loop"``/``"thread"`` insist on an async/plain function.
     Raises ``click.BadParameter`` for a malformed reference or a missing module/function.
     """
-    from cronoq.app import App
     from cronoq.runtime.processes import check_run_in, lease_handler
+    from cronoq.tasks.app import App
 
     obj = load_object(ref, app_dir)
     if isinstance(obj, App):
@@ -341,7 +341,7 @@ def worker(
     """
     _need_client()
     handler = load_handler(handler_ref, app_dir, run_in)
-    from cronoq.app import App
+    from cronoq.tasks.app import App
 
     served = load_object(handler_ref, app_dir)  # (imported already)
     served_app = served if isinstance(served, App) else None

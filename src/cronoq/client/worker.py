@@ -72,8 +72,8 @@ import contextlib
 import inspect
 import json
 import logging
-import math
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
+from enum import Enum
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
@@ -96,12 +96,13 @@ from cronoq.errors import Permanent, Retryable, outcome_of
 from cronoq.outcome import Outcome
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
-from cronoq.proto.flush import FlushQueue, busy
+from cronoq.proto.flush import FlushQueue, batched
 from cronoq.proto.protocol import (
     BATCH_MARGIN_BYTES,
     BATCHING_VERSION,
+    DEFAULT_MAX_MESSAGE_BYTES,
     FLUSH_LINGER_S,
-    MAX_BATCH_ITEMS,
+    MESSAGE_OVERHEAD,
     MIN_VERSION,
     PROGRESS_VERSION,
     PROTOCOL_VERSION,
@@ -345,6 +346,19 @@ def _progress_msg(lease: int, done: float, total: float | None, message: str | N
     return out
 
 
+class SessionEnd(Enum):
+    """How one ``Work`` session ended, which decides how :meth:`Worker.run` reconnects."""
+
+    #: it registered, then the stream ended: back off from the start, same address
+    REGISTERED = "registered"
+    #: it registered, then the stream broke (the server died): the next address at once
+    LOST = "lost"
+    #: the server is not the leader: the next address, backoff reset
+    NOT_LEADER = "not_leader"
+    #: it never registered: the next address, one backoff per round over them
+    ERROR = "error"
+
+
 class _Session:
     """State of one ``Work`` stream."""
 
@@ -370,34 +384,20 @@ class _Session:
             self.half_closed = True
             self.queue.put_nowait(None)
 
-    async def requests(self) -> Any:
-        queue = self.queue
-        loop = asyncio.get_running_loop()
-        last_flush = -math.inf
-        while True:
-            msg = await queue.get()
-            if msg is None:
-                return
-            if self.batch_bytes:
-                # version 4: a lone report in a trickle (the previous flush was recent, nothing
-                # else queued, other leases still running) lingers briefly for company, then
-                # what queued up goes out as one message
-                if queue.empty() and self.running and busy(loop.time(), last_flush):
-                    # at most one report per running lease can follow
-                    want = min(MAX_BATCH_ITEMS - 1, len(self.running))
-                    room = self.batch_bytes - _report_bytes(msg)
-                    await queue.linger(FLUSH_LINGER_S, want, room, _report_bytes)
-                if not queue.empty():
-                    out, last = _batch(msg, queue, self.batch_bytes)
-                    yield out
-                    last_flush = loop.time()
-                    if last is None:
-                        continue
-                    if last is _END:
-                        return
-                    msg = last
-            yield msg
-            last_flush = loop.time()
+    def requests(self) -> AsyncGenerator[pb.WorkerMessage, None]:
+        """The stream's messages (:func:`cronoq.proto.flush.batched`). From version 4 on
+        (``batch_bytes``), reports queued together go out as one ``WorkerBatch``; a lone one in
+        a trickle lingers up to ``FLUSH_LINGER_S`` for company while other leases are running
+        (at most one report per running lease can follow)."""
+        return batched(
+            self.queue,
+            budget=lambda: self.batch_bytes,
+            linger_s=FLUSH_LINGER_S,
+            room=lambda: len(self.running),
+            size_of=_report_bytes,
+            single=_same,
+            pack=_pack,
+        )
 
 
 class Worker:
@@ -655,20 +655,22 @@ class Worker:
                         self._redirect = None
                         redirects = 0
                     # a registered session that broke (e.g. the server died) still resets the backoff
-                    outcome = "lost" if self._session_registered else "error"
+                    outcome = SessionEnd.LOST if self._session_registered else SessionEnd.ERROR
                     log.info("worker session with %s ended: %s; reconnecting", target, err)
                 if self._session_registered:
                     redirects = 0
                 if self._stop_requested or not self._reconnect:
                     return
                 several = len(self._targets) > 1
-                if outcome in ("registered", "lost"):
+                if outcome in (SessionEnd.REGISTERED, SessionEnd.LOST):
                     delay, failed = self._backoff[0], 0
                     self._target_index += 1 if several else 0
-                    if not (several and outcome == "lost"):  # a dead server: try the next one at once
+                    if not (
+                        several and outcome is SessionEnd.LOST
+                    ):  # a dead server: try the next one at once
                         await self._sleep(wakeup, delay)
                         delay = next_backoff(delay, *self._backoff)
-                elif outcome == "not_leader":
+                elif outcome is SessionEnd.NOT_LEADER:
                     delay, failed = self._backoff[0], 0
                     self._target_index += 1
                 else:
@@ -762,14 +764,14 @@ class Worker:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wakeup.wait(), delay)
 
-    async def _run_session(self, target: str, registered: asyncio.Event) -> str:
-        """One Work stream; returns ``"registered"`` (ended after registering),
-        ``"not_leader"``, or raises :class:`ClientError`."""
+    async def _run_session(self, target: str, registered: asyncio.Event) -> SessionEnd:
+        """One Work stream; returns ``REGISTERED`` (ended after registering) or
+        ``NOT_LEADER``, or raises :class:`ClientError`."""
         tls = self._tls or (self._redirect is not None and self._redirect[1])
         channel = make_channel(target, tls=tls, credentials=self._credentials, options=self._options)
         sess = _Session()
         self._session = sess
-        outcome = "error"
+        outcome = SessionEnd.ERROR
         try:
             sess.send(
                 pb.WorkerMessage(
@@ -805,9 +807,9 @@ class Worker:
                 )
             sess.version = reg.protocol_version or MIN_VERSION
             if reg.protocol_version >= BATCHING_VERSION:
-                limit = reg.max_message_bytes or 4 * 1024 * 1024
+                limit = reg.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
                 sess.batch_bytes = max(limit - BATCH_MARGIN_BYTES, 1)
-            outcome = "registered"
+            outcome = SessionEnd.REGISTERED
             self._session_registered = True
             if self._limit == 0:
                 sess.send(pb.WorkerMessage(set_slots=pb.SetSlots(slots=0)))
@@ -839,7 +841,7 @@ class Worker:
                         "server shutdown (%s, not_leader=%s)", msg.shutdown.reason, msg.shutdown.not_leader
                     )
                     if msg.shutdown.not_leader:
-                        return "not_leader"
+                        return SessionEnd.NOT_LEADER
                 # a second Registered or an unknown message: ignored (forward compatibility)
         finally:
             registered.clear()
@@ -957,10 +959,6 @@ def _close(coro: Any, _task: object) -> None:
     coro.close()  # (a no-op once it ran to its end)
 
 
-#: Room a ``Complete`` (and the server's answers carrying the output) needs beyond the output.
-MESSAGE_OVERHEAD = 1024
-
-
 def _success(lease: Lease, result: object, limit: int = 0) -> pb.WorkerMessage:
     """``Complete`` with the encoded result.  An unencodable result fails the attempt; so does
     one larger than the server's ``max_message_bytes`` (``limit``, 0: unknown) less
@@ -1049,10 +1047,6 @@ def _metadata_of(exc: grpc.RpcError) -> dict[str, str]:
     return out
 
 
-#: The end of the stream (a half-close), seen while draining the queue into a batch.
-_END: Any = object()
-
-
 def _report_bytes(m: pb.WorkerMessage) -> int:
     """An upper bound of the bytes report ``m`` adds to a batch (its variable fields + framing)."""
     which = m.WhichOneof("msg")
@@ -1067,28 +1061,11 @@ def _report_bytes(m: pb.WorkerMessage) -> int:
     return 32
 
 
-def _batch(
-    first: pb.WorkerMessage, queue: FlushQueue[pb.WorkerMessage], budget: int
-) -> tuple[pb.WorkerMessage, pb.WorkerMessage | Any | None]:
-    """``first`` and the reports queued behind it as one ``WorkerBatch`` (at most
-    MAX_BATCH_ITEMS and ``budget`` bytes); also returns the message taken from the queue that
-    did not fit (to be sent next; ``_END`` for the half-close), or None."""
-    items = [first]
-    size = _report_bytes(first)
-    last: pb.WorkerMessage | Any | None = None
-    while len(items) < MAX_BATCH_ITEMS and not queue.empty():
-        nxt = queue.get_nowait()
-        if nxt is None:
-            last = _END
-            break
-        n = _report_bytes(nxt)
-        if size + n > budget:
-            last = nxt
-            break
-        size += n
-        items.append(nxt)
-    if len(items) == 1:
-        return first, last
+def _same(m: pb.WorkerMessage) -> pb.WorkerMessage:
+    return m
+
+
+def _pack(items: list[pb.WorkerMessage]) -> pb.WorkerMessage:
     out = pb.WorkerMessage()
     out.batch.messages.extend(items)
-    return out, last
+    return out

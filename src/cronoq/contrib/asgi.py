@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cronoq.app import App
+    from cronoq.tasks.app import App
 
 __all__ = ["cronoq_lifespan"]
 
@@ -43,7 +43,7 @@ def cronoq_lifespan(
 
     ``then`` is the web app's own lifespan (entered inside this one); ``client_options`` are
     the :class:`cronoq.client.Client`'s (``credentials``, ``options``, ...)."""
-    from cronoq.app import App
+    from cronoq.tasks.app import App
 
     bound = [apps] if isinstance(apps, App) else list(apps)
     for a in bound:

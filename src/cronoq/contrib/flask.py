@@ -24,8 +24,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cronoq.app import App
     from cronoq.client import BlockingClient
+    from cronoq.tasks.app import App
 
 __all__ = ["Cronoq"]
 
@@ -68,8 +68,8 @@ class Cronoq:
 
     def init_app(self, flask_app: Any) -> None:
         """Configure for ``flask_app`` (the application-factory pattern)."""
-        from cronoq.app import App
         from cronoq.client import BlockingClient
+        from cronoq.tasks.app import App
 
         if not isinstance(self.tasks_app, App):
             raise ValueError(

@@ -8,11 +8,13 @@ nothing on the hot path does float work.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias, TypedDict, Unpack
 
 from cronoq.engine.model import CLASS_NAMES, DEFAULT_RETRY, Priority, RetryPolicy
+from cronoq.engine.stats import RUN_EWMA_ALPHA
 from cronoq.engine.time import NS, check_seconds, show_number, to_ns
 
 if TYPE_CHECKING:
@@ -154,8 +156,77 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+class PoolOptions(TypedDict, total=False):
+    """A pool's options, declared once: ``PoolConfig(name, **options)`` validates them and
+    ``Pool(name, executor, **options)`` forwards them (docs/reference/behaviour.md#pool-api; the
+    defaults are :data:`POOL_DEFAULTS`)."""
+
+    min: int
+    max: int
+    initial: int | None
+    autoscale: AutoscaleConfig | bool | None
+    lease_ttl: float | None
+    max_pending: int | None
+    overflow: str
+    retry: RetryPolicy | None
+    unknown_dependency: str
+    await_timeout: float | None
+    default_duration: float
+    reservable_fraction: float
+    tenant_weights: Mapping[str, float] | None
+    fair_share: bool
+
+
+#: What a pool option is when it is left out.
+POOL_DEFAULTS: Final[PoolOptions] = {
+    "min": 1,
+    "max": 10,
+    "initial": None,
+    "autoscale": None,
+    "lease_ttl": None,
+    "max_pending": None,
+    "overflow": "wait",
+    "retry": None,
+    "unknown_dependency": "reject",
+    "await_timeout": None,
+    "default_duration": 1.0,
+    "reservable_fraction": 0.5,
+    "tenant_weights": None,
+    "fair_share": False,
+}
+
+
+def check_pool_options(options: Mapping[str, object], owner: str) -> None:
+    """A ``TypeError`` naming the first of ``options`` that is not a pool option, as Python
+    says it of an unexpected keyword argument of ``owner``."""
+    for k in options:
+        if k not in POOL_DEFAULTS:
+            raise TypeError(f"{owner}() got an unexpected keyword argument '{k}'")
+
+
+def with_pool_options(sig: inspect.Signature) -> inspect.Signature:
+    """``sig`` (of a callable taking ``**options: Unpack[PoolOptions]``) with ``**options``
+    spelled out as keyword-only parameters, each with its default, before the other
+    keyword-only ones: what ``inspect.signature`` shows of ``Pool`` and ``PoolConfig``."""
+    params = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    front = [p for p in params if p.kind is not p.KEYWORD_ONLY]
+    back = [p for p in params if p.kind is p.KEYWORD_ONLY]
+    types = PoolOptions.__annotations__
+    options = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=default,
+            annotation=getattr(types[name], "__forward_arg__", types[name]),
+        )
+        for name, default in POOL_DEFAULTS.items()
+    ]
+    return sig.replace(parameters=[*front, *options, *back])
+
+
 class PoolConfig:
-    """A pool's engine configuration (docs/reference/behaviour.md#pool-api), validated at construction."""
+    """A pool's engine configuration (docs/reference/behaviour.md#pool-api), validated at
+    construction from its :class:`PoolOptions`."""
 
     __slots__ = (
         "autoscale",
@@ -176,25 +247,14 @@ class PoolConfig:
         "unknown_dependency",
     )
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        min: int = 1,
-        max: int = 10,
-        initial: int | None = None,
-        autoscale: AutoscaleConfig | bool | None = None,
-        lease_ttl: float | None = None,
-        max_pending: int | None = None,
-        overflow: str = "wait",
-        retry: RetryPolicy | None = None,
-        unknown_dependency: str = "reject",
-        await_timeout: float | None = None,
-        default_duration: float = 1.0,
-        reservable_fraction: float = 0.5,
-        tenant_weights: Mapping[str, float] | None = None,
-        fair_share: bool = False,
-    ) -> None:
+    def __init__(self, name: str, **options: Unpack[PoolOptions]) -> None:
+        check_pool_options(options, "PoolConfig.__init__")
+        o: PoolOptions = {**POOL_DEFAULTS, **options}
+        min, max, initial, autoscale = o["min"], o["max"], o["initial"], o["autoscale"]
+        lease_ttl, max_pending, overflow, retry = o["lease_ttl"], o["max_pending"], o["overflow"], o["retry"]
+        unknown_dependency, await_timeout = o["unknown_dependency"], o["await_timeout"]
+        default_duration, reservable_fraction = o["default_duration"], o["reservable_fraction"]
+        tenant_weights, fair_share = o["tenant_weights"], o["fair_share"]
         if not isinstance(name, str) or not name:
             raise ValueError("pool name must be a non-empty string")
         if not _is_int(max) or max < 1:
@@ -254,6 +314,8 @@ class PoolConfig:
         self.tenant_weights = weights
         self.fair_share = bool(fair_share)
         self.cost_per_worker_second = autoscale.cost_per_worker_second if autoscale else 0.0
+
+    __init__.__signature__ = with_pool_options(inspect.signature(__init__))  # type: ignore[attr-defined]
 
     @property
     def initial_capacity(self) -> int:
@@ -322,7 +384,7 @@ class CoreConfig:
         self.urgency = urgency or UrgencyConfig()
         self.window = to_ns(check_seconds("window", window))
         self.max_hold = NS
-        self.ewma_alpha = 0.2
+        self.ewma_alpha = RUN_EWMA_ALPHA
         rnames: set[str] = set()
         for r in resources:
             if r.name in rnames:

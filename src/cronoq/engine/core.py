@@ -898,7 +898,7 @@ class Core:
         self.running -= 1
         run = now - t.attempt_started
         ew = pool.run_ewma
-        pool.run_ewma = float(run) if ew == 0.0 else ew + 0.2 * (run - ew)
+        pool.run_ewma = float(run) if ew == 0.0 else ew + self._alpha * (run - ew)
         slot = pool.window.cur
         if not (slot.start <= now < slot.end):
             slot = pool.window.slot(now)

@@ -1,6 +1,6 @@
 """Statistics the engine keeps: learned durations and windowed quality figures.
 
-* :class:`DurationModel` — EWMA (alpha 0.2) of successful run times per (pool, kind).
+* :class:`DurationModel` — EWMA (alpha :data:`RUN_EWMA_ALPHA`) of successful run times per (pool, kind).
 * :class:`LogHistogram` — a sparse log-linear histogram of ns values (8 sub-buckets per
   power of two, so quantiles are within ~6%); bounded memory whatever the sample count.
 * :class:`PoolWindow` — a ring of one-second slots covering the quality window
@@ -16,6 +16,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import accumulate
+from typing import Final
 
 from cronoq.engine.time import NS
 
@@ -87,12 +88,18 @@ class LogHistogram:
         return self.total / self.n if self.n else 0.0
 
 
+#: The weight of the newest successful run in the engine's run-time averages: the per-(pool,
+#: kind) :class:`DurationModel` and the pool's own average (``PoolState.run_ewma``, the
+#: autoscaler's service time).  0.2 forgets a change of run time within about ten runs.
+RUN_EWMA_ALPHA: Final = 0.2
+
+
 class DurationModel:
     """EWMA of successful run times per (pool index, kind), in ns."""
 
     __slots__ = ("alpha", "values")
 
-    def __init__(self, alpha: float = 0.2) -> None:
+    def __init__(self, alpha: float = RUN_EWMA_ALPHA) -> None:
         self.alpha = alpha
         self.values: dict[object, float] = {}
 

@@ -11,16 +11,30 @@ import math
 from decimal import Decimal
 
 from cronoq.errors import ArgumentTypeError
+from cronoq.seconds import MAX_NS, MAX_SECONDS, NS, valid_seconds
 
-NS = 1_000_000_000
+__all__ = [
+    "MAX_NS",
+    "MAX_SECONDS",
+    "MS",
+    "NS",
+    "US",
+    "check_seconds",
+    "next_backoff",
+    "opt_seconds_to_ns",
+    "seconds_to_ns",
+    "show_number",
+    "to_ns",
+    "to_seconds",
+    "valid_seconds",
+]
+
 MS = 1_000_000
 US = 1_000
 
-#: The longest duration the engine keeps (2**62 ns, about 146 years): any finite duration is
-#: accepted (docs/reference/behaviour.md#task-fields) and longer ones are cut to this, so that instants and
-#: stored Unix nanoseconds (now + duration) stay within int64 — "never" in practice.
-MAX_NS = 1 << 62
-MAX_SECONDS = MAX_NS / NS
+# MAX_NS (2**62 ns, about 146 years) is the longest duration the engine keeps: any finite
+# duration is accepted (docs/reference/behaviour.md#task-fields) and longer ones are cut to it
+# (cronoq.seconds, a leaf module that errors.py can import too).
 
 
 def show_number(value: object) -> str:
@@ -45,23 +59,12 @@ def check_seconds(name: str, value: object) -> float:
     beyond :data:`MAX_SECONDS` are cut to it."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ArgumentTypeError(f"{name} must be a finite, non-negative number of seconds (got {value!r})")
-    try:
-        v = float(value)
-    except OverflowError:  # an int beyond float range
-        v = math.inf
-    if not math.isfinite(v) or v < 0:
-        got = show_number(value)
-        raise ValueError(f"{name} must be a finite, non-negative number of seconds (got {got})")
-    return v if v <= MAX_SECONDS else MAX_SECONDS
-
-
-def valid_seconds(value: object) -> float | None:
-    """``value`` as a duration in seconds (cut to :data:`MAX_SECONDS`), or None when it is not
-    a finite, non-negative number (e.g. a ``Retryable.retry_after`` to ignore)."""
-    try:
-        return check_seconds("value", value)
-    except ValueError:
-        return None
+    v = valid_seconds(value)
+    if v is None:
+        raise ValueError(
+            f"{name} must be a finite, non-negative number of seconds (got {show_number(value)})"
+        )
+    return v
 
 
 def next_backoff(delay: float, lo: float, hi: float) -> float:

@@ -15,19 +15,32 @@ than :data:`~cronoq.proto.protocol.FLUSH_BUSY_S` ago, and more items can follow 
 server: the worker has a free slot; the worker: other leases are still running). Otherwise
 waiting would only stall a round trip: a worker whose every slot is taken gets no lease until
 it reports. A lone item on an idle stream (the previous flush long ago, or none) goes at once.
+
+:func:`batched` is that writer, shared by both ends (``server/grpc_workers.py`` writes leases
+and aborts, ``client/worker.py`` reports): each end says only what differs, the byte budget
+(0 before or without batching), how many more items can follow, what an item weighs (None: it
+never joins a batch), and how one item or several become a stream message.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Generic, TypeVar
+import math
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, Generic, TypeVar
 
-from cronoq.proto.protocol import FLUSH_BUSY_S
+from cronoq.proto.protocol import FLUSH_BUSY_S, MAX_BATCH_ITEMS
 
-__all__ = ["FlushQueue", "busy"]
+__all__ = ["FlushQueue", "batched", "busy"]
 
 T = TypeVar("T")
+M = TypeVar("M")
+
+#: What an item that cannot join a batch weighs while the writer lingers: it ends the linger.
+_NEVER_FITS = 1 << 62
+
+#: The end of the stream, seen while draining the queue into a batch.
+_END: Any = object()
 
 
 def busy(now: float, last_flush: float) -> bool:
@@ -80,3 +93,75 @@ class FlushQueue(asyncio.Queue[T | None], Generic[T]):
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+def _never(_item: object) -> bool:
+    return False
+
+
+async def batched(
+    queue: FlushQueue[T],
+    *,
+    budget: Callable[[], int],
+    linger_s: float,
+    room: Callable[[], int],
+    size_of: Callable[[T], int | None],
+    single: Callable[[T], M],
+    pack: Callable[[list[T]], M],
+    last: Callable[[T], bool] = _never,
+) -> AsyncGenerator[M, None]:
+    """The stream messages of ``queue`` until its end (``None``), or until an item ``last``
+    says ends the stream has gone out.
+
+    While ``budget()`` (bytes in one batch) is above 0, an item ``size_of`` weighs (not None)
+    goes out packed with those queued behind it (``pack``, at most :data:`MAX_BATCH_ITEMS` and
+    ``budget()`` bytes). A lone one lingers up to ``linger_s`` for company first, but only in a
+    trickle: the previous flush was recent (:func:`busy`) and ``room()`` more items can follow
+    (it waits for at most that many). Anything else goes out alone (``single``), as does a
+    batch that nothing joined."""
+    loop = asyncio.get_running_loop()
+    last_flush = -math.inf
+
+    def weight(item: T) -> int:
+        n = size_of(item)
+        return _NEVER_FITS if n is None else n
+
+    while True:
+        msg = await queue.get()
+        if msg is None:
+            return
+        limit = budget()
+        if limit > 0 and (size := size_of(msg)) is not None:
+            if queue.empty() and busy(loop.time(), last_flush) and (more := room()) > 0:
+                await queue.linger(linger_s, min(MAX_BATCH_ITEMS - 1, more), limit - size, weight)
+            if not queue.empty():
+                items, nxt = _drain(msg, size, queue, limit, size_of)
+                yield single(msg) if len(items) == 1 else pack(items)
+                last_flush = loop.time()
+                if nxt is None:
+                    continue
+                if nxt is _END:
+                    return
+                msg = nxt
+        yield single(msg)
+        last_flush = loop.time()
+        if last(msg):
+            return
+
+
+def _drain(
+    first: T, size: int, queue: FlushQueue[T], budget: int, size_of: Callable[[T], int | None]
+) -> tuple[list[T], Any]:
+    """``first`` and what is queued behind it that fits one batch; also the item taken from the
+    queue that did not join (to be sent next; ``_END`` for the end of the stream), or None."""
+    items = [first]
+    while len(items) < MAX_BATCH_ITEMS and not queue.empty():
+        nxt = queue.get_nowait()
+        if nxt is None:
+            return items, _END
+        n = size_of(nxt)
+        if n is None or size + n > budget:
+            return items, nxt
+        size += n
+        items.append(nxt)
+    return items, None

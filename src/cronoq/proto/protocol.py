@@ -25,10 +25,12 @@ from __future__ import annotations
 __all__ = [
     "BATCH_MARGIN_BYTES",
     "BATCHING_VERSION",
+    "DEFAULT_MAX_MESSAGE_BYTES",
     "FLUSH_BUSY_S",
     "FLUSH_LINGER_S",
     "LEASE_LINGER_S",
     "MAX_BATCH_ITEMS",
+    "MESSAGE_OVERHEAD",
     "MIN_VERSION",
     "PARENTS_VERSION",
     "PROGRESS_VERSION",
@@ -70,6 +72,16 @@ FLUSH_BUSY_S = 0.002
 
 #: Bytes kept free in a batch for framing and the fields that are not counted.
 BATCH_MARGIN_BYTES = 1024
+
+#: The largest gRPC message either end sends when the peer did not say (the server's default
+#: ``max_message_bytes``, and what a worker assumes of a server whose Register left it 0).
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+#: Room a ``Lease`` needs beyond the task's payload, content type, kind, key and tags (ids,
+#: attempt, times, pool, framing), and a ``Complete`` (and the server's answers carrying the
+#: output) beyond the output: the server refuses a submit, and a worker fails an attempt
+#: permanently, that would not fit in ``max_message_bytes`` less this.
+MESSAGE_OVERHEAD = 1024
 
 
 def session_version(requested: int) -> int:

@@ -38,7 +38,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypedDict, Unpack
 
 from cronoq.engine import bulk, control
 from cronoq.engine import replay as _replay
@@ -56,7 +56,15 @@ if TYPE_CHECKING:
     from cronoq.store.base import Store
     from cronoq.store.codec import Codec
 
-__all__ = ["BULK_SHARE", "REQUEST_KEYS", "BulkResult", "Operations", "parse_filter"]
+__all__ = [
+    "BULK_SHARE",
+    "FILTER_KEYWORDS",
+    "REQUEST_KEYS",
+    "BulkFilter",
+    "BulkResult",
+    "Operations",
+    "parse_filter",
+]
 
 #: how many recent bulk request keys are remembered (idempotency; a durable store keeps as many)
 REQUEST_KEYS: Final = BULK_KEYS
@@ -78,6 +86,31 @@ class BulkResult:
     #: the first call with this ``request_key`` was interrupted (a restart, a failover, an
     #: error) and this one finished it: ``matched`` / ``acted`` include what was done before
     resumed: bool = False
+
+
+class BulkFilter(TypedDict, total=False):
+    """The filter of a bulk action (``cancel_where`` / ``replay_where`` of the scheduler, the
+    blocking scheduler and the client): every given criterion must hold.
+
+    ``pools``, ``statuses``, ``kinds``: a name or names (a status must be one the action
+    applies to); ``tags``: all of these tags; ``tenant``: that tenant's tasks only;
+    ``created_after`` / ``created_before`` / ``finished_after`` / ``finished_before``: an aware
+    datetime or Unix seconds; ``limit``: act on at most this many (>= 1)."""
+
+    pools: str | Iterable[str] | None
+    statuses: str | Iterable[str] | None
+    kinds: str | Iterable[str] | None
+    tags: Mapping[str, str] | None
+    tenant: str | None
+    created_after: _dt.datetime | float | None
+    created_before: _dt.datetime | float | None
+    finished_after: _dt.datetime | float | None
+    finished_before: _dt.datetime | float | None
+    limit: int | None
+
+
+#: the keywords of :class:`BulkFilter`
+FILTER_KEYWORDS: Final = frozenset(BulkFilter.__annotations__)
 
 
 def _names(what: str, value: object) -> frozenset[str] | None:
@@ -121,19 +154,15 @@ def parse_filter(
     time_base: int,
     eligible: frozenset[int],
     action: str,
-    *,
-    pools: object = None,
-    statuses: object = None,
-    kinds: object = None,
-    tags: object = None,
-    tenant: object = None,
-    created_after: object = None,
-    created_before: object = None,
-    finished_after: object = None,
-    finished_before: object = None,
-    limit: object = None,
+    filter: Mapping[str, object],
 ) -> bulk.TaskFilter:
-    """Validate bulk filter keywords (ValueError naming the keyword) into an engine filter."""
+    """Validate bulk filter keywords (:class:`BulkFilter`; ValueError naming the keyword, a
+    TypeError for a keyword it does not know, as Python says it) into an engine filter."""
+    unknown = sorted(set(filter) - FILTER_KEYWORDS)
+    if unknown:
+        raise TypeError(f"{action}_where() got an unexpected keyword argument '{unknown[0]}'")
+    pools, statuses, kinds = filter.get("pools"), filter.get("statuses"), filter.get("kinds")
+    tags, tenant, limit = filter.get("tags"), filter.get("tenant"), filter.get("limit")
     pool_names = _names("pools", pools)
     pidx = None
     if pool_names is not None:
@@ -165,13 +194,8 @@ def parse_filter(
     if tenant is not None and (not isinstance(tenant, str) or not tenant):
         raise ArgumentTypeError(f"tenant must be a non-empty string (got {tenant!r})")
     times = {}
-    for name, v in (
-        ("created_after", created_after),
-        ("created_before", created_before),
-        ("finished_after", finished_after),
-        ("finished_before", finished_before),
-    ):
-        times[name] = _instant(name, v, time_base)
+    for name in ("created_after", "created_before", "finished_after", "finished_before"):
+        times[name] = _instant(name, filter.get(name), time_base)
     for lo, hi in (("created_after", "created_before"), ("finished_after", "finished_before")):
         a, b = times[lo], times[hi]
         if a is not None and b is not None and a > b:
@@ -354,61 +378,29 @@ class Operations:
     # ------------------------------------------------------------------ bulk actions
 
     async def cancel_where(
-        self,
-        *,
-        pools: str | Iterable[str] | None = None,
-        statuses: str | Iterable[str] | None = None,
-        kinds: str | Iterable[str] | None = None,
-        tags: Mapping[str, str] | None = None,
-        tenant: str | None = None,
-        created_after: _dt.datetime | float | None = None,
-        created_before: _dt.datetime | float | None = None,
-        finished_after: _dt.datetime | float | None = None,
-        finished_before: _dt.datetime | float | None = None,
-        limit: int | None = None,
-        request_key: str | None = None,
+        self, *, request_key: str | None = None, **filter: Unpack[BulkFilter]
     ) -> BulkResult:
-        """Cancel every not-finished task matching the filter (every given criterion must
-        hold), in pages; ``BulkResult(matched, acted)``.  Idempotent by ``request_key``."""
+        """Cancel every not-finished task matching the filter (:class:`BulkFilter`: every given
+        criterion must hold), in pages; ``BulkResult(matched, acted)``.  Idempotent by
+        ``request_key``."""
         core = self._require()
-        f = parse_filter(
-            core, self._time_base, bulk.CANCELLABLE, "cancel", pools=pools, statuses=statuses, kinds=kinds,
-            tags=tags, tenant=tenant, created_after=created_after, created_before=created_before,
-            finished_after=finished_after, finished_before=finished_before, limit=limit,
-        )  # fmt: skip
-        return await self._once("cancel", tenant, request_key, f, False)
+        f = parse_filter(core, self._time_base, bulk.CANCELLABLE, "cancel", filter)
+        return await self._once("cancel", filter.get("tenant"), request_key, f, False)
 
     async def replay_where(
-        self,
-        *,
-        pools: str | Iterable[str] | None = None,
-        statuses: str | Iterable[str] | None = None,
-        kinds: str | Iterable[str] | None = None,
-        tags: Mapping[str, str] | None = None,
-        tenant: str | None = None,
-        created_after: _dt.datetime | float | None = None,
-        created_before: _dt.datetime | float | None = None,
-        finished_after: _dt.datetime | float | None = None,
-        finished_before: _dt.datetime | float | None = None,
-        limit: int | None = None,
-        force: bool = False,
-        request_key: str | None = None,
+        self, *, force: bool = False, request_key: str | None = None, **filter: Unpack[BulkFilter]
     ) -> BulkResult:
-        """Replay every finished task matching the filter that did not succeed and has no
-        replay yet (with ``force``, succeeded ones and replayed ones too), in pages;
-        ``BulkResult(matched, acted)`` (a task whose payload is no longer retained is matched,
-        not acted on).  Idempotent by ``request_key``, durably with a durable store."""
+        """Replay every finished task matching the filter (:class:`BulkFilter`) that did not
+        succeed and has no replay yet (with ``force``, succeeded ones and replayed ones too), in
+        pages; ``BulkResult(matched, acted)`` (a task whose payload is no longer retained is
+        matched, not acted on).  Idempotent by ``request_key``, durably with a durable store."""
         if not isinstance(force, bool):
             raise ArgumentTypeError(f"force must be a bool (got {force!r})")
         core = self._require()
         eligible = bulk.REPLAYABLE_FORCED if force else bulk.REPLAYABLE
-        f = parse_filter(
-            core, self._time_base, eligible, "replay", pools=pools, statuses=statuses, kinds=kinds,
-            tags=tags, tenant=tenant, created_after=created_after, created_before=created_before,
-            finished_after=finished_after, finished_before=finished_before, limit=limit,
-        )  # fmt: skip
+        f = parse_filter(core, self._time_base, eligible, "replay", filter)
         f.again = force
-        return await self._once("replay", tenant, request_key, f, True)
+        return await self._once("replay", filter.get("tenant"), request_key, f, True)
 
     def _restore_bulk_keys(self, records: list[BulkKeyChange]) -> None:
         """Recovery: the request keys a durable store read back (oldest first)."""

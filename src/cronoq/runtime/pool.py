@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Unpack
 
-from cronoq.engine.config import AutoscaleConfig, PoolConfig
-from cronoq.engine.model import RetryPolicy
+from cronoq.engine.config import PoolConfig, PoolOptions, check_pool_options, with_pool_options
 from cronoq.runtime.processes.runin import ProcessExecutor, check_run_in
 from cronoq.runtime.processes.settings import Processes, check_processes
 from cronoq.runtime.scalers import Scaler, SlotScaler
@@ -47,6 +46,12 @@ class Pool:
     with a hard time limit; docs/how-to/processes.md), checked now (``ValueError`` saying why).
     ``processes`` (a :class:`cronoq.Processes`) sets how this pool's children run; None: the
     scheduler's ``processes=``.
+
+    ``options`` are the pool's engine options (``min``, ``max``, ``initial``, ``autoscale``,
+    ``lease_ttl``, ``max_pending``, ``overflow``, ``retry``, ``unknown_dependency``,
+    ``await_timeout``, ``default_duration``, ``reservable_fraction``, ``tenant_weights``,
+    ``fair_share``; docs/reference/behaviour.md#pool-api), declared once by
+    :class:`~cronoq.engine.config.PoolOptions` and validated by the engine's ``PoolConfig``.
     """
 
     __slots__ = ("_config", "executor", "is_async", "processes", "run_in", "scaler", "start_attempt")
@@ -56,53 +61,28 @@ class Pool:
         name: str,
         executor: Executor,
         *,
-        min: int = 1,
-        max: int = 10,
-        initial: int | None = None,
-        autoscale: AutoscaleConfig | bool | None = None,
-        lease_ttl: float | None = None,
-        max_pending: int | None = None,
-        overflow: str = "wait",
-        retry: RetryPolicy | None = None,
-        unknown_dependency: str = "reject",
-        await_timeout: float | None = None,
-        default_duration: float = 1.0,
-        reservable_fraction: float = 0.5,
-        tenant_weights: Mapping[str, float] | None = None,
-        fair_share: bool = False,
         scaler: Scaler | None = None,
         run_in: str | None = None,
         processes: Processes | None = None,
+        **options: Unpack[PoolOptions],
     ) -> None:
+        check_pool_options(options, "Pool.__init__")
         if not callable(executor):
             raise ValueError("executor must be callable")
         self.run_in = check_run_in(executor, run_in, f"pool '{name}'")
         self.processes = check_processes(processes)
         if self.run_in == "process":
             executor = ProcessExecutor(executor)
-        self._config = PoolConfig(
-            name,
-            min=min,
-            max=max,
-            initial=initial,
-            autoscale=autoscale,
-            lease_ttl=lease_ttl,
-            max_pending=max_pending,
-            overflow=overflow,
-            retry=retry,
-            unknown_dependency=unknown_dependency,
-            await_timeout=await_timeout,
-            default_duration=default_duration,
-            reservable_fraction=reservable_fraction,
-            tenant_weights=tenant_weights,
-            fair_share=fair_share,
-        )
+        self._config = PoolConfig(name, **options)
         self.executor = executor
         self.is_async = _is_async_callable(executor)
         self.start_attempt = _starter(executor)
         if scaler is not None and not callable(getattr(scaler, "scale_to", None)):
             raise ValueError("scaler must have a scale_to(pool, desired) method")
         self.scaler: Scaler = scaler if scaler is not None else SlotScaler()
+
+    # (inspect.signature(Pool) lists every option with its default, as if spelled out)
+    __init__.__signature__ = with_pool_options(inspect.signature(__init__))  # type: ignore[attr-defined]
 
     @classmethod
     def from_config(cls, config: PoolConfig, executor: Executor, scaler: Scaler | None = None) -> Pool:

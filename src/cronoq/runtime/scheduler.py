@@ -707,6 +707,7 @@ class Scheduler(Operations, Signals):
         return tid, dup
 
     def _encode(self, payload: object) -> bytes:
+        """Encode a payload for the store at submission: an unencodable one is ``invalid``."""
         return encode_payload(self._codec, payload)
 
     async def _durable(self) -> None:
@@ -788,6 +789,11 @@ class Scheduler(Operations, Signals):
 
     async def submit_batch(self, tasks: Iterable[Task]) -> list[TaskHandle]:
         """Submit tasks atomically: all are accepted or none (SubmitError)."""
+        results = await self._submit_batch(tasks)
+        with gc_paused():
+            return [self._handle_for(tid, dup) for tid, dup in results]
+
+    async def _submit_batch(self, tasks: Iterable[Task]) -> list[tuple[int, bool]]:
         batch = list(tasks)
         for t in batch:
             if not isinstance(t, Task):
@@ -833,8 +839,7 @@ class Scheduler(Operations, Signals):
         self._kick()
         if self._committer is not None:
             await self._durable()
-        with gc_paused():
-            return [self._handle_for(tid, dup) for tid, dup in results]
+        return results
 
     def _handle_for(self, tid: int, dup: bool) -> TaskHandle:
         fut = self._waiters.get(tid)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from cronoq.runtime.handles import TaskHandle
     from cronoq.runtime.pool import Pool
     from cronoq.runtime.scheduler import Scheduler
+    from cronoq.runtime.task import Task
     from cronoq.store.base import Store
 
 _NO_TASKS: Mapping[int, TaskState] = MappingProxyType({})
@@ -167,6 +168,12 @@ class SchedulerSeam:
         scheduler was made with ``wait_for_space=False`` (then ``SubmitError('full')``).
         """
         return await self._s._submit(payload, fields)
+
+    async def submit_batch(self, tasks: list[Task]) -> list[tuple[int, bool]]:
+        """Submit tasks atomically, as ``Scheduler.submit_batch``, but answer ``(id,
+        duplicate)`` per member without making a handle (no future parked per member until its
+        task ends).  Durable: returns once the batch is committed."""
+        return await self._s._submit_batch(tasks)
 
     def cancel(self, tid: int) -> bool:
         """Cancel task ``tid`` now (no tenant check); False if unknown, terminal or not started.

@@ -174,6 +174,9 @@ class ServerApp:
         self._history_task: asyncio.Task[None] | None = None
         #: the shard router (``shards.router.Router``), set when the gRPC services are registered
         self.router: Router | None = None
+        if config.shards:  # the router's layers register themselves with the front ends
+            import cronoq.server.shards.http_routes
+            import cronoq.server.shards.router  # noqa: F401
 
     def _output_cache(self) -> OutputCache:
         """The ``[outputs]`` cache of one leadership term (cronoq.server.outputs)."""
@@ -442,8 +445,15 @@ class ServerApp:
         sched = self.require_leader()
         payload, kw = self._prepare(principal, spec)
         key = kw.get("key")
-        known = key is not None and self.lookup(key, kw.get("tenant")) is not None
-        self._check_total(1, None if known else [payload])  # (a duplicate holds nothing new)
+        # a duplicate holds nothing new, but whether it is one matters only when its payload
+        # would not fit: only then is the key looked up here (the engine looks it up anyway)
+        tenant = kw.get("tenant")
+        known = (
+            key is not None
+            and not self.payloads.fits((len(payload.data),))
+            and self.lookup(key, tenant) is not None
+        )
+        self._check_total(1, None if known else [payload])
         try:
             tid, dup = await sched.seam.submit(payload, kw)
             if dup:
@@ -483,17 +493,17 @@ class ServerApp:
         sched = self.require_leader()  # (it may have stepped down meanwhile)
         self._check_total(len(tasks), blobs)
         try:
-            handles = await sched.submit_batch(tasks)
+            results = await sched.seam.submit_batch(tasks)  # (ids only: no handle, no future)
         except SubmitError as e:
             raise ApiError.from_submit(e) from None
         except SchedulerError as e:
             raise store_failure(e) from None
-        for h, blob in zip(handles, blobs, strict=True):
-            if h.duplicate:
-                self._own_duplicate(principal, h.id)
+        for (tid, dup), blob in zip(results, blobs, strict=True):
+            if dup:
+                self._own_duplicate(principal, tid)
             else:
                 self.payloads.hold(blob)
-        return [(h.id, h.duplicate) for h in handles]
+        return results
 
     async def cancel(self, principal: Principal | None, ref: int | str, tenant: str | None = None) -> bool:
         sched = self.require_leader()

@@ -32,6 +32,7 @@ from cronoq.engine.replay import replay_of, replayed_by
 from cronoq.engine.snapshot import ResourceSnapshot, Snapshot
 from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.proto.protocol import MESSAGE_OVERHEAD
 from cronoq.runtime import task_fields
 from cronoq.server.request_limits import InvalidArgument, check_spec
 from cronoq.server.workers import Blob, WorkerSession
@@ -49,11 +50,6 @@ COND_FROM_WIRE = {0: "success", **{v: n.removeprefix("on_") for v, n in enums.ED
 COND_TO_WIRE = {n: v for v, n in COND_FROM_WIRE.items() if v}
 OVERLAP_FROM_WIRE = {0: "skip", **enums.OVERLAP.names}
 OVERLAP_TO_WIRE = dict(enums.OVERLAP.numbers)
-
-#: Room a ``Lease`` needs beyond the task's payload, content type, kind, key and tags (ids,
-#: attempt, times, pool, framing).  The published worker keeps the same margin below
-#: ``max_message_bytes`` for its outputs.
-MESSAGE_OVERHEAD = 1024
 
 #: SubmitError code -> gRPC status name (lower case).
 SUBMIT_STATUS = {

@@ -23,7 +23,9 @@ use, into memory together with a short content hash of the whole set (the *build
   ``ETag`` (``If-None-Match`` → 304).
 
 Only files present in the package directory are served (no path is joined from user input),
-with a content type from a fixed table.
+with a content type from a fixed table, plus one module made here: ``tables.js``
+(:data:`TABLES_JS`), the engine's status names, which of them are terminal and the priority
+classes, written from :mod:`cronoq.engine.model`'s tables so the page never restates them.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from typing import Final
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
+
+from cronoq.engine.model import CLASS_NAMES, FIRST_TERMINAL, STATUS_NAMES
 
 __all__ = ["dashboard_routes", "load_assets"]
 
@@ -84,6 +88,20 @@ class Assets:
 
 _assets: Assets | None = None
 
+#: The module the page imports the engine's tables from (made here, not a file).
+TABLES_JS: Final = "tables.js"
+
+
+def tables_js() -> bytes:
+    """``tables.js``: ``STATUSES`` (in the engine's order), ``TERMINAL`` and ``CLASSES``."""
+    lines = [
+        "// Made by cronoq.server.dashboard from the engine's tables (cronoq.engine.model).",
+        f"export const STATUSES = {json.dumps(list(STATUS_NAMES))};",
+        f"export const TERMINAL = new Set({json.dumps(list(STATUS_NAMES[FIRST_TERMINAL:]))});",
+        f"export const CLASSES = {json.dumps(list(CLASS_NAMES))};",
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
 
 def load_assets() -> Assets:
     """The shipped files (read once): name → body, content type, ETag; plus the build id."""
@@ -112,6 +130,10 @@ def load_assets() -> Assets:
             files[name] = Asset(body, ctype, f'"{digest[:20]}"')
 
     walk(root, "")
+    body = tables_js()
+    digest = hashlib.sha256(body).hexdigest()
+    whole.update(TABLES_JS.encode() + b"\0" + digest.encode())
+    files[TABLES_JS] = Asset(body, CONTENT_TYPES[".js"], f'"{digest[:20]}"')
     build = whole.hexdigest()[:12]
     raw = files["index.html"].body if "index.html" in files else b"<!doctype html><title>cronoq</title>"
     index = raw.replace(b"{{static}}", f"/static/{build}".encode())

@@ -6,7 +6,8 @@ Theory of operation
 Every operation is delegated to :class:`~cronoq.server.app.ServerApp`, which raises
 :class:`~cronoq.server.app.ApiError` with a lower-case gRPC status name; :func:`_status` maps
 it (and the auth errors) to a :class:`grpc.StatusCode`.  A standby or stopping server answers
-UNAVAILABLE (``ServerApp.require_leader``).
+UNAVAILABLE (``ServerApp.require_leader``).  Every unary handler is written under :func:`rpc`,
+which derives the caller's principal and maps whatever the handler raises (the one error block).
 
 Auth happens twice, on purpose:
 
@@ -37,9 +38,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import grpc
 import grpc.aio
@@ -70,8 +72,10 @@ __all__ = [
     "AdminServicer",
     "AuthInterceptor",
     "TasksServicer",
+    "SERVICE_LAYERS",
     "UnaryBudget",
     "add_generic_only",
+    "add_service_layer",
     "grpc_status",
     "peer_dns",
     "register",
@@ -294,6 +298,33 @@ async def _abort(context: grpc.aio.ServicerContext, e: BaseException) -> None:
     await context.abort(code, msg)
 
 
+class _Servicer(Protocol):
+    app: ServerApp
+
+
+S = TypeVar("S", bound=_Servicer)
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+def rpc(
+    method: Callable[[S, Principal | None, Req, grpc.aio.ServicerContext], Awaitable[Resp]],
+) -> Callable[[S, Req, grpc.aio.ServicerContext], Awaitable[Resp]]:
+    """A unary handler written as ``method(self, principal, request, context)``: the caller's
+    principal is derived first (:func:`_principal`), and any exception ends the call with the
+    status and message :func:`_abort` maps it to (the one error block of every unary RPC)."""
+
+    @functools.wraps(method)
+    async def handler(self: S, request: Req, context: grpc.aio.ServicerContext) -> Resp:
+        try:
+            return await method(self, _principal(self.app, context), request, context)
+        except Exception as e:
+            await _abort(context, e)
+            raise AssertionError("unreachable") from None
+
+    return handler
+
+
 # ---------------------------------------------------------------------------------------------
 # Tasks
 
@@ -303,40 +334,34 @@ class TasksServicer(pb_grpc.TasksServicer):
         self.app = app
         self.watches = WatchFanout(app)
 
-    async def Submit(self, request: pb.SubmitRequest, context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
+    @rpc
+    async def Submit(
+        self, principal: Principal | None, request: pb.SubmitRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SubmitResponse:
         app = self.app
-        try:
-            principal = _principal(app, context)
-            timeout = _wait_timeout(request, "wait_timeout_s")  # (checked before anything is created)
-            tid, dup = await app.submit(principal, request.task)
-            resp = pb.SubmitResponse(id=tid, duplicate=dup)
-            if request.wait:
-                t = await app.wait(principal, tid, timeout)
-                resp.result.CopyFrom(convert.task_result(t))
-            return resp
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+        timeout = _wait_timeout(request, "wait_timeout_s")  # (checked before anything is created)
+        tid, dup = await app.submit(principal, request.task)
+        resp = pb.SubmitResponse(id=tid, duplicate=dup)
+        if request.wait:
+            t = await app.wait(principal, tid, timeout)
+            resp.result.CopyFrom(convert.task_result(t))
+        return resp
 
+    @rpc
     async def SubmitMany(
-        self, request: pb.SubmitManyRequest, context: grpc.aio.ServicerContext
+        self, principal: Principal | None, request: pb.SubmitManyRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitManyResponse:
         """Independent submissions in one call (what the client makes of concurrent
         ``submit()`` calls): each item is created or refused on its own, as ``Submit`` would,
         and all of them in one engine step and one store commit."""
         app = self.app
-        try:
-            principal = _principal(app, context)
-            app.require_leader()
-            if len(request.tasks) > app.limits.max_tasks_per_batch:
-                raise ApiError(
-                    "invalid_argument",
-                    f"SubmitMany larger than max_tasks_per_batch ({app.limits.max_tasks_per_batch})",
-                    "invalid",
-                )
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+        app.require_leader()
+        if len(request.tasks) > app.limits.max_tasks_per_batch:
+            raise ApiError(
+                "invalid_argument",
+                f"SubmitMany larger than max_tasks_per_batch ({app.limits.max_tasks_per_batch})",
+                "invalid",
+            )
         # one task each, started in order: every item reaches the engine before the first
         # awaits its commit, so a key repeated in the call is a duplicate of its first use
         outcomes = await asyncio.gather(
@@ -362,16 +387,11 @@ class TasksServicer(pb_grpc.TasksServicer):
                     sub.duplicate = True
         return resp
 
+    @rpc
     async def SubmitBatch(
-        self, request: pb.SubmitBatchRequest, context: grpc.aio.ServicerContext
+        self, principal: Principal | None, request: pb.SubmitBatchRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitBatchResponse:
-        app = self.app
-        try:
-            principal = _principal(app, context)
-            results = await app.submit_batch(principal, list(request.tasks))
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+        results = await self.app.submit_batch(principal, list(request.tasks))
         resp = pb.SubmitBatchResponse()
         add = resp.tasks.add  # (in place: a third of the cost of building and copying each)
         for i, d in results:
@@ -381,76 +401,65 @@ class TasksServicer(pb_grpc.TasksServicer):
                 r.duplicate = True
         return resp
 
-    async def Cancel(self, request: pb.CancelRequest, context: grpc.aio.ServicerContext) -> pb.CancelResponse:
-        app = self.app
-        try:
-            principal = _principal(app, context)
-            ok = await app.cancel(principal, _ref(request.task))
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+    @rpc
+    async def Cancel(
+        self, principal: Principal | None, request: pb.CancelRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CancelResponse:
+        ok = await self.app.cancel(principal, _ref(request.task))
         return pb.CancelResponse(cancelled=ok)
 
-    async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext) -> pb.TaskInfo:
+    @rpc
+    async def Get(
+        self, principal: Principal | None, request: pb.GetRequest, context: grpc.aio.ServicerContext
+    ) -> pb.TaskInfo:
         app = self.app
+        ref = _ref(request.task)
         try:
-            principal = _principal(app, context)
-            ref = _ref(request.task)
-            try:
-                t = app.get(principal, ref)
-            except ApiError as miss:  # after the engine's retention: the store's history
-                info = task_history.history_info(await _from_history(app, principal, ref, miss))
-                held: object = None
-            else:
-                info, held = app.task_info(t, detail=True), t.payload
-            if request.include_payload:
-                await add_payload(app, info, held)
-            return info
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+            t = app.get(principal, ref)
+        except ApiError as miss:  # after the engine's retention: the store's history
+            info = task_history.history_info(await _from_history(app, principal, ref, miss))
+            held: object = None
+        else:
+            info, held = app.task_info(t, detail=True), t.payload
+        if request.include_payload:
+            await add_payload(app, info, held)
+        return info
 
+    @rpc
     async def ListTasks(
-        self, request: pb.ListTasksRequest, context: grpc.aio.ServicerContext
+        self, principal: Principal | None, request: pb.ListTasksRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListTasksResponse:
         app = self.app
-        try:
-            principal = _principal(app, context)
-            pools = _pools_filter(app, principal, request.pools)
-            tasks, next_after = app.list_tasks(
-                principal,
-                pools,
-                _statuses(request.statuses),
-                request.after,
-                request.limit,
-                kinds=[k for k in request.kinds if k],
-                tags=dict(request.tags),
-                created_after_ns=(
-                    request.created_after_unix_ns if request.HasField("created_after_unix_ns") else None
-                ),
-                created_before_ns=(
-                    request.created_before_unix_ns if request.HasField("created_before_unix_ns") else None
-                ),
-            )
-            return pb.ListTasksResponse(tasks=[app.task_info(t) for t in tasks], next_after=next_after)
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+        pools = _pools_filter(app, principal, request.pools)
+        tasks, next_after = app.list_tasks(
+            principal,
+            pools,
+            _statuses(request.statuses),
+            request.after,
+            request.limit,
+            kinds=[k for k in request.kinds if k],
+            tags=dict(request.tags),
+            created_after_ns=(
+                request.created_after_unix_ns if request.HasField("created_after_unix_ns") else None
+            ),
+            created_before_ns=(
+                request.created_before_unix_ns if request.HasField("created_before_unix_ns") else None
+            ),
+        )
+        return pb.ListTasksResponse(tasks=[app.task_info(t) for t in tasks], next_after=next_after)
 
-    async def Wait(self, request: pb.WaitRequest, context: grpc.aio.ServicerContext) -> pb.TaskResult:
+    @rpc
+    async def Wait(
+        self, principal: Principal | None, request: pb.WaitRequest, context: grpc.aio.ServicerContext
+    ) -> pb.TaskResult:
         app = self.app
+        timeout = _wait_timeout(request, "timeout_s")
+        ref = _ref(request.task)
         try:
-            principal = _principal(app, context)
-            timeout = _wait_timeout(request, "timeout_s")
-            ref = _ref(request.task)
-            try:
-                t = await app.wait(principal, ref, timeout)
-            except ApiError as miss:  # after the engine's retention: the store's history
-                return task_history.history_task_result(await _from_history(app, principal, ref, miss))
-            return convert.task_result(t)
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+            t = await app.wait(principal, ref, timeout)
+        except ApiError as miss:  # after the engine's retention: the store's history
+            return task_history.history_task_result(await _from_history(app, principal, ref, miss))
+        return convert.task_result(t)
 
     async def Watch(
         self, request: pb.WatchRequest, context: grpc.aio.ServicerContext
@@ -489,48 +498,40 @@ class TasksServicer(pb_grpc.TasksServicer):
 
     # -- operations (docs/how-to/operations.md) ------------------------------------------------
 
-    async def Replay(self, request: pb.ReplayRequest, context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
-        app = self.app
-        try:
-            tid = await ops.replay(app, _principal(app, context), _ref(request.task), request.force)
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+    @rpc
+    async def Replay(
+        self, principal: Principal | None, request: pb.ReplayRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SubmitResponse:
+        tid = await ops.replay(self.app, principal, _ref(request.task), request.force)
         return pb.SubmitResponse(id=tid)
 
+    @rpc
     async def ReplayWhere(
-        self, request: pb.BulkRequest, context: grpc.aio.ServicerContext
+        self, principal: Principal | None, request: pb.BulkRequest, context: grpc.aio.ServicerContext
     ) -> pb.BulkResponse:
-        return await self._bulk("replay", request, context)
+        return await self._bulk("replay", principal, request)
 
+    @rpc
     async def CancelWhere(
-        self, request: pb.BulkRequest, context: grpc.aio.ServicerContext
+        self, principal: Principal | None, request: pb.BulkRequest, context: grpc.aio.ServicerContext
     ) -> pb.BulkResponse:
-        return await self._bulk("cancel", request, context)
+        return await self._bulk("cancel", principal, request)
 
-    async def Signal(self, request: pb.SignalRequest, context: grpc.aio.ServicerContext) -> pb.SignalResponse:
+    @rpc
+    async def Signal(
+        self, principal: Principal | None, request: pb.SignalRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SignalResponse:
         from cronoq.server.signals import payload_of, send_signal
 
-        app = self.app
-        try:
-            payload = payload_of(request.payload_json)
-            dup = await send_signal(app, _principal(app, context), request.name, payload)
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+        payload = payload_of(request.payload_json)
+        dup = await send_signal(self.app, principal, request.name, payload)
         return pb.SignalResponse(duplicate=dup)
 
     async def _bulk(
-        self, action: str, request: pb.BulkRequest, context: grpc.aio.ServicerContext
+        self, action: str, principal: Principal | None, request: pb.BulkRequest
     ) -> pb.BulkResponse:
-        app = self.app
-        try:
-            principal = _principal(app, context)
-            filt = ops.filter_from_msg(request.filter)
-            res = await ops.bulk(app, principal, action, filt, request.request_key, request.force)
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+        filt = ops.filter_from_msg(request.filter)
+        res = await ops.bulk(self.app, principal, action, filt, request.request_key, request.force)
         return pb.BulkResponse(matched=res.matched, acted=res.acted, resumed=res.resumed)
 
 
@@ -542,49 +543,34 @@ def _recurring_info(app: ServerApp, info: RecurringInfo) -> pb.RecurringInfo:
     return convert.recurring_msg(info)
 
 
+def _pause_rpc(kind: str, field: str, paused: bool) -> Any:
+    """The handler that pauses (or resumes) the ``kind`` named by the request's ``field``."""
+
+    async def pause(
+        self: _Servicer, principal: Principal | None, request: Any, context: grpc.aio.ServicerContext
+    ) -> pb.PauseResponse:
+        changed = await ops.set_paused(self.app, principal, kind, getattr(request, field), paused)
+        return pb.PauseResponse(changed=changed)
+
+    pause.__name__ = pause.__qualname__ = f"{'Pause' if paused else 'Resume'}{kind.capitalize()}"
+    return rpc(pause)
+
+
 class _OpsAdmin:
     """The operations RPCs of the Admin service (docs/how-to/operations.md), admin only."""
 
     app: ServerApp
 
-    async def PausePool(self, request: pb.PoolRequest, context: grpc.aio.ServicerContext) -> pb.PauseResponse:
-        return await self._pause(context, "pool", request.pool, True)
+    PausePool = _pause_rpc("pool", "pool", True)
+    ResumePool = _pause_rpc("pool", "pool", False)
+    PauseRecurring = _pause_rpc("recurring", "name", True)
+    ResumeRecurring = _pause_rpc("recurring", "name", False)
 
-    async def ResumePool(
-        self, request: pb.PoolRequest, context: grpc.aio.ServicerContext
-    ) -> pb.PauseResponse:
-        return await self._pause(context, "pool", request.pool, False)
-
-    async def PauseRecurring(
-        self, request: pb.RecurringNameRequest, context: grpc.aio.ServicerContext
-    ) -> pb.PauseResponse:
-        return await self._pause(context, "recurring", request.name, True)
-
-    async def ResumeRecurring(
-        self, request: pb.RecurringNameRequest, context: grpc.aio.ServicerContext
-    ) -> pb.PauseResponse:
-        return await self._pause(context, "recurring", request.name, False)
-
-    async def _pause(
-        self, context: grpc.aio.ServicerContext, kind: str, name: str, paused: bool
-    ) -> pb.PauseResponse:
-        app = self.app
-        try:
-            changed = await ops.set_paused(app, _principal(app, context), kind, name, paused)
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
-        return pb.PauseResponse(changed=changed)
-
+    @rpc
     async def TriggerRecurring(
-        self, request: pb.RecurringNameRequest, context: grpc.aio.ServicerContext
+        self, principal: Principal | None, request: pb.RecurringNameRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitResponse:
-        app = self.app
-        try:
-            tid = await ops.trigger(app, _principal(app, context), request.name)
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+        tid = await ops.trigger(self.app, principal, request.name)
         return pb.SubmitResponse(id=tid)
 
 
@@ -592,14 +578,11 @@ class AdminServicer(_OpsAdmin, pb_grpc.AdminServicer):
     def __init__(self, app: ServerApp) -> None:
         self.app = app
 
-    async def Snapshot(self, request: pb.Empty, context: grpc.aio.ServicerContext) -> pb.SnapshotResponse:
-        app = self.app
-        try:
-            principal = _principal(app, context)
-            snap, by_pool = await app.snapshot()
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+    @rpc
+    async def Snapshot(
+        self, principal: Principal | None, request: pb.Empty, context: grpc.aio.ServicerContext
+    ) -> pb.SnapshotResponse:
+        snap, by_pool = await self.app.snapshot()
         msg = convert.snapshot_msg(snap, by_pool)
         if principal is not None and principal.pools is not None:
             keep = [p for p in msg.pools if p.name in principal.pools]
@@ -608,69 +591,55 @@ class AdminServicer(_OpsAdmin, pb_grpc.AdminServicer):
             msg.workers_connected = sum(p.workers_connected for p in keep)
         return msg
 
+    @rpc
     async def ListResourceKeys(
-        self, request: pb.ResourceKeysRequest, context: grpc.aio.ServicerContext
+        self, principal: Principal | None, request: pb.ResourceKeysRequest, context: grpc.aio.ServicerContext
     ) -> pb.ResourceKeysResponse:
-        try:
-            _principal(self.app, context)
-            msg: pb.ResourceKeysResponse = await self.app.resource_keys(request.resource, request.top)
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+        msg: pb.ResourceKeysResponse = await self.app.resource_keys(request.resource, request.top)
         return msg
 
-    async def AddRecurring(self, request: pb.RecurringRequest, context: grpc.aio.ServicerContext) -> pb.Empty:
-        app = self.app
-        try:
-            if not request.name:
-                raise ApiError("invalid_argument", "recurring schedule name must not be empty", "invalid")
-            if not request.cron.strip():
-                raise ApiError("invalid_argument", "cron expression must not be empty", "invalid")
-            await app.add_recurring(_principal(app, context), request)
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+    @rpc
+    async def AddRecurring(
+        self, principal: Principal | None, request: pb.RecurringRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Empty:
+        if not request.name:
+            raise ApiError("invalid_argument", "recurring schedule name must not be empty", "invalid")
+        if not request.cron.strip():
+            raise ApiError("invalid_argument", "cron expression must not be empty", "invalid")
+        await self.app.add_recurring(principal, request)
         return pb.Empty()
 
+    @rpc
     async def RemoveRecurring(
-        self, request: pb.RemoveRecurringRequest, context: grpc.aio.ServicerContext
+        self,
+        principal: Principal | None,
+        request: pb.RemoveRecurringRequest,
+        context: grpc.aio.ServicerContext,
     ) -> pb.RemoveRecurringResponse:
         app = self.app
-        try:
-            principal = _principal(app, context)
-            if principal is not None and principal.pools is not None:
-                infos = {i.name: i for i in await app.list_recurring(None)}
-                info = infos.get(request.name)
-                if info is not None and info.pool not in principal.pools:
-                    raise ApiError("permission_denied", f"token may not use pool '{info.pool}'")
-            removed = await app.remove_recurring(principal, request.name)
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+        if principal is not None and principal.pools is not None:
+            infos = {i.name: i for i in await app.list_recurring(None)}
+            info = infos.get(request.name)
+            if info is not None and info.pool not in principal.pools:
+                raise ApiError("permission_denied", f"token may not use pool '{info.pool}'")
+        removed = await app.remove_recurring(principal, request.name)
         return pb.RemoveRecurringResponse(removed=removed)
 
+    @rpc
     async def ListWorkers(
-        self, request: pb.Empty, context: grpc.aio.ServicerContext
+        self, principal: Principal | None, request: pb.Empty, context: grpc.aio.ServicerContext
     ) -> pb.ListWorkersResponse:
-        app = self.app
-        try:
-            sessions = app.list_workers(_principal(app, context))
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+        sessions = self.app.list_workers(principal)
         return pb.ListWorkersResponse(
             workers=[convert.worker_info(s) for s in sorted(sessions, key=lambda s: s.id)]
         )
 
+    @rpc
     async def ListRecurring(
-        self, request: pb.Empty, context: grpc.aio.ServicerContext
+        self, principal: Principal | None, request: pb.Empty, context: grpc.aio.ServicerContext
     ) -> pb.ListRecurringResponse:
         app = self.app
-        try:
-            infos = await app.list_recurring(_principal(app, context))
-        except Exception as e:
-            await _abort(context, e)
-            raise AssertionError("unreachable") from None
+        infos = await app.list_recurring(principal)
         return pb.ListRecurringResponse(
             schedules=[_recurring_info(app, i) for i in sorted(infos, key=lambda i: i.name)]
         )
@@ -766,14 +735,29 @@ def _budget_unary(servicer: Any, service: str, budget: UnaryBudget) -> Any:
     return servicer
 
 
+#: Layers the Tasks and Admin servicers pass through before they are registered, in order:
+#: ``layer(app, servicer, service)`` returns the servicer to use.  A layer registers itself
+#: (:func:`add_service_layer`; the shard router, docs/how-to/shards.md, when the app has shards),
+#: so this module imports none of them.
+SERVICE_LAYERS: list[Callable[[ServerApp, Any, str], Any]] = []
+
+
+def add_service_layer(layer: Callable[[ServerApp, Any, str], Any]) -> None:
+    """Put ``layer`` in front of the Tasks and Admin servicers registered from now on (once)."""
+    if layer not in SERVICE_LAYERS:
+        SERVICE_LAYERS.append(layer)
+
+
 def register(server: Any, app: ServerApp) -> UnaryBudget:
     """Add the Tasks and Admin services to a ``grpc.aio`` server (see :func:`add_generic_only`),
-    their unary calls under one :class:`UnaryBudget` (returned)."""
+    behind the :data:`SERVICE_LAYERS`, their unary calls under one :class:`UnaryBudget` (returned)."""
     budget = UnaryBudget(app)
-    from cronoq.server.shards.router import routed  # (docs/how-to/shards.md: a no-op without shards)
-
-    tasks = _budget_unary(routed(app, TasksServicer(app), "Tasks"), "Tasks", budget)
-    admin = _budget_unary(routed(app, AdminServicer(app), "Admin"), "Admin", budget)
+    tasks: Any = TasksServicer(app)
+    admin: Any = AdminServicer(app)
+    for layer in SERVICE_LAYERS:
+        tasks, admin = layer(app, tasks, "Tasks"), layer(app, admin, "Admin")
+    tasks = _budget_unary(tasks, "Tasks", budget)
+    admin = _budget_unary(admin, "Admin", budget)
     add_generic_only(pb_grpc.add_TasksServicer_to_server, tasks, server)
     add_generic_only(pb_grpc.add_AdminServicer_to_server, admin, server)
     return budget

@@ -35,7 +35,7 @@ import grpc
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
 from cronoq.proto.enums import PRIORITY_TO_WIRE
-from cronoq.proto.flush import FlushQueue, busy
+from cronoq.proto.flush import FlushQueue, batched
 from cronoq.proto.protocol import (
     BATCH_MARGIN_BYTES,
     BATCHING_VERSION,
@@ -314,14 +314,13 @@ def _report(s: WorkerSession, m: pb.WorkerMessage) -> None:
         raise _Violation("empty or unknown worker message")
 
 
-#: The end of the stream, seen while draining the outbox into a batch.
-_END: Any = object()
-
-
-def _lease_bytes(msg: LeaseMsg | AbortMsg) -> int:
-    """An upper bound of the bytes ``msg`` adds to a batch (counted fields plus framing)."""
+def _lease_bytes(msg: ServerMsg) -> int | None:
+    """An upper bound of the bytes ``msg`` adds to a batch (counted fields plus framing); None
+    for what never joins one (anything but a Lease or Abort)."""
     if isinstance(msg, AbortMsg):
         return len(msg.reason) + 32
+    if not isinstance(msg, LeaseMsg):
+        return None
     n = len(msg.payload) + len(msg.content_type) + len(msg.kind) + len(msg.key) + len(msg.pool) + 96
     for o in msg.parents:
         n += (
@@ -335,80 +334,44 @@ def _lease_bytes(msg: LeaseMsg | AbortMsg) -> int:
     return n
 
 
-def _batch(
-    first: LeaseMsg | AbortMsg, outbox: FlushQueue[ServerMsg], budget: int
-) -> tuple[pb.ServerMessage, ServerMsg | Any | None]:
-    """Drain what is queued behind ``first`` into one ``ServerBatch`` (Leases and Aborts, at
-    most MAX_BATCH_ITEMS and ``budget`` bytes). Returns the message and the next one taken
-    from the queue that does not belong in it (to be sent after it; ``_END`` for the end of the
-    stream), or None."""
+def _pack(items: list[ServerMsg]) -> pb.ServerMessage:
     out = pb.ServerMessage()
     messages = out.batch.messages
-    to_proto(first, messages.add())
-    size = _lease_bytes(first)
-    last: ServerMsg | Any | None = None
-    while len(messages) < MAX_BATCH_ITEMS and not outbox.empty():
-        nxt = outbox.get_nowait()
-        if nxt is None:
-            last = _END
-            break
-        if not isinstance(nxt, (LeaseMsg, AbortMsg)):
-            last = nxt
-            break
-        n = _lease_bytes(nxt)
-        if size + n > budget:
-            last = nxt
-            break
-        size += n
-        to_proto(nxt, messages.add())
-    if len(messages) == 1:  # nothing joined it: the plain message (cheaper for the worker)
-        return to_proto(first), last
-    return out, last
+    for m in items:
+        to_proto(m, messages.add())
+    return out
 
 
-async def outbound(
+def _single(msg: ServerMsg) -> pb.ServerMessage:
+    return to_proto(msg)
+
+
+def _ends_stream(msg: ServerMsg) -> bool:
+    return isinstance(msg, ShutdownMsg) and msg.not_leader
+
+
+def outbound(
     outbox: FlushQueue[ServerMsg],
     batching: bool,
     budget: int,
     room: Callable[[], int] = lambda: MAX_BATCH_ITEMS,
 ) -> AsyncGenerator[pb.ServerMessage, None]:
-    """The session's outbox as stream messages, until its end (``None``) or a not-leader
-    ``Shutdown``. With ``batching`` (version 4 and up), Leases and Aborts go out packed into
-    ``ServerBatch`` messages. A lone one (nothing queued behind it) lingers up to
-    ``LEASE_LINGER_S`` for company first, but only in a trickle: the previous flush was recent
-    (:func:`busy`) and ``room()`` (the worker's free slots) says more leases may follow; it
-    waits for at most that many (with every slot taken none can come until the worker reports,
-    so waiting longer would only stall it). A burst (several queued) goes at once."""
-    loop = asyncio.get_running_loop()
-    last_flush = -math.inf
-    while True:
-        msg = await outbox.get()
-        if msg is None:
-            return
-        if batching and isinstance(msg, (LeaseMsg, AbortMsg)):
-            if outbox.empty() and busy(loop.time(), last_flush) and (more := room()) > 0:
-                want = min(MAX_BATCH_ITEMS - 1, more)
-                await outbox.linger(LEASE_LINGER_S, want, budget - _lease_bytes(msg), _item_bytes)
-            if not outbox.empty():
-                out, last = _batch(msg, outbox, budget)
-                yield out
-                last_flush = loop.time()
-                if last is None:
-                    continue
-                if last is _END:
-                    return
-                msg = last
-        yield to_proto(msg)
-        last_flush = loop.time()
-        if isinstance(msg, ShutdownMsg) and msg.not_leader:
-            return
-
-
-def _item_bytes(msg: ServerMsg) -> int:
-    """What ``msg`` adds to a lingering batch; anything but a Lease or Abort ends the linger."""
-    if isinstance(msg, (LeaseMsg, AbortMsg)):
-        return _lease_bytes(msg)
-    return 1 << 62
+    """The session's outbox as stream messages (:func:`cronoq.proto.flush.batched`), until its
+    end (``None``) or a not-leader ``Shutdown``. With ``batching`` (version 4 and up), Leases
+    and Aborts go out packed into ``ServerBatch`` messages; a lone one lingers up to
+    ``LEASE_LINGER_S`` in a trickle while ``room()`` (the worker's free slots) says more leases
+    may follow (with every slot taken none can come until the worker reports)."""
+    limit = budget if batching else 0
+    return batched(
+        outbox,
+        budget=lambda: limit,
+        linger_s=LEASE_LINGER_S,
+        room=room,
+        size_of=_lease_bytes,
+        single=_single,
+        pack=_pack,
+        last=_ends_stream,
+    )
 
 
 def register(server: Any, app: ServerApp) -> None:

@@ -747,6 +747,18 @@ def api_routes(api: HttpApi) -> list[BaseRoute]:
     ]
 
 
+#: Layers the API routes pass through, in order: ``layer(api, routes)`` returns the routes to
+#: serve.  A layer registers itself (:func:`add_route_layer`; the shard router's HTTP routes,
+#: docs/how-to/shards.md, when the app has shards), so this module imports none of them.
+ROUTE_LAYERS: list[Callable[[HttpApi, list[BaseRoute]], list[BaseRoute]]] = []
+
+
+def add_route_layer(layer: Callable[[HttpApi, list[BaseRoute]], list[BaseRoute]]) -> None:
+    """Put ``layer`` over the routes of the HTTP apps created from now on (once)."""
+    if layer not in ROUTE_LAYERS:
+        ROUTE_LAYERS.append(layer)
+
+
 def create_http_app(
     app: ServerApp,
     *,
@@ -771,9 +783,9 @@ def create_http_app(
     else:
         routes += api_routes(api)
         routes += dashboard_routes()
-        from cronoq.server.shards.http_routes import sharded_routes  # (docs/how-to/shards.md)
-
-        routes = with_query_check(sharded_routes(api, routes))
+        for layer in ROUTE_LAYERS:
+            routes = layer(api, routes)
+        routes = with_query_check(routes)
     star = Starlette(routes=routes, exception_handlers={HTTPException: _http_exception})
     star.state.cronoq_app = app
     star.state.http_api = api

@@ -51,9 +51,9 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cronoq.errors import Permanent, Retryable
 
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from cronoq.runtime.scheduler import Scheduler
 
 from cronoq.proto.flush import FlushQueue
-from cronoq.proto.protocol import PARENTS_VERSION, session_version
+from cronoq.proto.protocol import DEFAULT_MAX_MESSAGE_BYTES, PARENTS_VERSION, session_version
 from cronoq.server.log_summary import LogSummary
 
 _log = logging.getLogger("cronoq.server.workers")
@@ -175,6 +175,17 @@ class Attempt:
             session.send(AbortMsg(self.lease, self.ctx.abort_reason or "aborted"))
 
 
+K = TypeVar("K")
+
+#: A worker group as the registry indexes it: (pool, labels as a frozenset of items, kinds).
+GroupKey = tuple[str, frozenset[tuple[str, str]], frozenset[str] | None]
+
+
+def group_key(pool: str, labels: Mapping[str, str], kinds: frozenset[str] | None) -> GroupKey:
+    """The index key of the worker group (``pool``, ``labels``, ``kinds``)."""
+    return (pool, frozenset(labels.items()), kinds)
+
+
 class WorkerSession:
     """One connected worker (one ``Workers.Work`` stream)."""
 
@@ -199,6 +210,8 @@ class WorkerSession:
         self.labels = labels
         #: the task kinds this worker serves (None: any, a plain handler)
         self.kinds = kinds
+        #: the registry's index key of this worker's group (pool, labels, kinds)
+        self.group_key: GroupKey = group_key(pool, labels, kinds)
         self.slots = slots
         self.connected_unix_ns = time.time_ns()
         self.attempts: dict[int, Attempt] = {}
@@ -302,7 +315,7 @@ class WorkerRegistry:
         pool_max_slots: dict[str, int | None] | None = None,
         pool_max: dict[str, int] | None = None,
         lease_ttl_s: dict[str, float | None] | None = None,
-        max_message_bytes: int = 4 * 1024 * 1024,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         max_report_message_len: int = 4096,
         outbox_size: int = 1024,
         on_change: Callable[[], None] | None = None,
@@ -317,6 +330,10 @@ class WorkerRegistry:
         self.max_report_message_len = max_report_message_len
         self.outbox_size = outbox_size
         self.sessions: dict[int, WorkerSession] = {}
+        #: the sessions of each worker group and of each pool, by id (what picking a worker
+        #: reads: it never scans the sessions of other pools or groups)
+        self._groups: dict[GroupKey, dict[int, WorkerSession]] = {}
+        self._pools: dict[str, dict[int, WorkerSession]] = {}
         self._ids = itertools.count(1)
         self.on_change = on_change
         #: invalid progress reports: counted, one summary line per interval (log_summary.py)
@@ -352,6 +369,8 @@ class WorkerRegistry:
             self, next(self._ids), pool, name, dict(labels), granted, self.outbox_size, agreed, kinds or None
         )
         self.sessions[s.id] = s
+        self._groups.setdefault(s.group_key, {})[s.id] = s
+        self._pools.setdefault(pool, {})[s.id] = s
         s.send(
             RegisteredMsg(
                 worker_id=s.id,
@@ -371,6 +390,8 @@ class WorkerRegistry:
         s.closed = True
         s.close_reason = reason
         self.sessions.pop(s.id, None)
+        _leave(self._groups, s.group_key, s.id)
+        _leave(self._pools, s.pool, s.id)
         attempts = list(s.attempts.values())
         s.attempts.clear()
         for att in attempts:
@@ -388,18 +409,20 @@ class WorkerRegistry:
         return [s for s in self.sessions.values() if pools is None or s.pool in pools]
 
     def connected(self, pool: str | None = None) -> int:
-        return sum(1 for s in self.sessions.values() if pool is None or s.pool == pool)
+        return len(self.sessions) if pool is None else len(self._pools.get(pool, ()))
 
     def serving(self, pool: str, kind: str) -> bool:
         """Whether a connected worker of ``pool`` serves tasks of ``kind``."""
-        return any(s.pool == pool and s.serves(kind) for s in self.sessions.values())
+        return any(s.serves(kind) for s in self._pools.get(pool, {}).values())
+
+    def group(
+        self, pool: str, labels: Mapping[str, str], kinds: frozenset[str] | None
+    ) -> list[WorkerSession]:
+        """The connected workers of one group (``pool``, ``labels``, ``kinds``), by id."""
+        return list(self._groups.get(group_key(pool, labels, kinds), {}).values())
 
     def _resize(self, pool: str, labels: dict[str, str], kinds: frozenset[str] | None) -> None:
-        total = sum(
-            s.slots
-            for s in self.sessions.values()
-            if s.pool == pool and s.labels == labels and s.kinds == kinds
-        )
+        total = sum(s.slots for s in self._groups.get(group_key(pool, labels, kinds), {}).values())
         try:
             self.sched.seam.set_group_capacity(pool, labels or None, total, kinds)
         except Exception:  # pragma: no cover - the pool was validated at registration
@@ -418,8 +441,11 @@ class WorkerRegistry:
         """The worker of group (``labels``, ``kinds``) with the most free granted slots, not in
         ``exclude``."""
         best: WorkerSession | None = None
-        for s in self.sessions.values():
-            if s.pool != pool or s.labels != labels or s.kinds != kinds or s.closed or s.id in exclude:
+        members = self._groups.get(group_key(pool, labels, kinds))
+        if members is None:
+            return None
+        for s in members.values():
+            if s.closed or s.id in exclude:
                 continue
             if s.free > 0 and (best is None or s.free > best.free):
                 best = s
@@ -436,9 +462,8 @@ class WorkerRegistry:
         need, kind = t.opts.labels, t.opts.kind
         out = [
             s
-            for s in self.sessions.values()
-            if s.pool == pool
-            and (s.labels, s.kinds) != group
+            for s in self._pools.get(pool, {}).values()
+            if (s.labels, s.kinds) != group
             and s.serves(kind)
             and not s.closed
             and s.id not in exclude
@@ -447,6 +472,15 @@ class WorkerRegistry:
         ]
         out.sort(key=lambda s: (len(s.labels), -s.free))
         return out
+
+
+def _leave(index: dict[K, dict[int, WorkerSession]], key: K, sid: int) -> None:
+    """Drop session ``sid`` from ``index[key]`` (and the key with its last session)."""
+    members = index.get(key)
+    if members is not None:
+        members.pop(sid, None)
+        if not members:
+            del index[key]
 
 
 class RemoteExecutor:

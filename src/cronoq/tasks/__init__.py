@@ -9,7 +9,9 @@ Modules, each with one job:
 * :mod:`~cronoq.tasks.recurring` — :class:`RecurringDefinition`;
 * :mod:`~cronoq.tasks.targets` — where calls go (scheduler, server) and their handles;
 * :mod:`~cronoq.tasks.dispatch` — dispatch by name (pool executor, remote-worker handler);
-* :mod:`~cronoq.tasks.scheduler` — :class:`AppScheduler`.
+* :mod:`~cronoq.tasks.scheduler` — :class:`AppScheduler`;
+* :mod:`~cronoq.tasks.app` — :class:`cronoq.App`, the registry built on all of these (re-exported
+  as ``cronoq.App`` and ``cronoq.app.App``).
 
 Nothing here imports pydantic or gRPC at import time.
 """

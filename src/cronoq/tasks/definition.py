@@ -40,7 +40,7 @@ from cronoq.tasks.sync_calls import BlockingTaskHandle, run_on_target
 from cronoq.tasks.targets import NamedTask
 
 if TYPE_CHECKING:
-    from cronoq.app import App
+    from cronoq.tasks.app import App
 
 __all__ = ["MAP_FIELDS", "TaskCall", "TaskDefinition"]
 

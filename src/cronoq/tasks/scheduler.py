@@ -20,7 +20,7 @@ from cronoq.runtime.scheduler import Scheduler
 from cronoq.tasks.targets import SchedulerTarget
 
 if TYPE_CHECKING:
-    from cronoq.app import App
+    from cronoq.tasks.app import App
 
 __all__ = ["AppScheduler"]
 

@@ -22,11 +22,11 @@ import itertools
 from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cronoq.app import App
 from cronoq.engine.progress import check_progress
 from cronoq.errors import CronoqError, Permanent, Retryable, TaskFailed
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.processes import CURRENT, IN_THREADS
+from cronoq.tasks.app import App
 
 if TYPE_CHECKING:
     from cronoq.tasks.binding import Binding, Payload

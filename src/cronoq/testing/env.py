@@ -34,12 +34,12 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from cronoq.app import App
 from cronoq.engine.model import StatusEvent
 from cronoq.engine.time import check_seconds, to_ns
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.pool import Pool
 from cronoq.runtime.scheduler import Scheduler
+from cronoq.tasks.app import App
 from cronoq.testing.clock import VirtualClock
 
 __all__ = ["Environment", "run"]

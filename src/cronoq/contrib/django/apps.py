@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from django.apps import AppConfig
 
 if TYPE_CHECKING:
-    from cronoq.app import App
+    from cronoq.tasks.app import App
 
 
 class CronoqConfig(AppConfig):

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cronoq.app import App
     from cronoq.client import BlockingClient
+    from cronoq.tasks.app import App
 
 __all__ = ["CronoqSettings", "load_apps", "settings", "shared_client"]
 
@@ -128,7 +128,7 @@ def default_client() -> BlockingClient:
 
 def load_apps(refs: Sequence[str]) -> list[App]:
     """Import each ``MODULE:ATTR`` and check it is a :class:`cronoq.App`."""
-    from cronoq.app import App
+    from cronoq.tasks.app import App
 
     out = []
     for ref in refs:

@@ -44,8 +44,8 @@ from cronoq.contrib.django.results import error_message
 from cronoq.errors import Permanent, Retryable
 
 if TYPE_CHECKING:
-    from cronoq.app import App
     from cronoq.client import Lease
+    from cronoq.tasks.app import App
 
 __all__ = ["ConnectionHygiene", "WorkerHandler", "serving_apps"]
 

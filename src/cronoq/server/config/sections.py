@@ -14,6 +14,8 @@ from typing import Any, ClassVar, Final
 
 from pydantic import Field
 
+from cronoq.proto.protocol import DEFAULT_MAX_MESSAGE_BYTES
+
 from .base import Section, Valid
 from .errors import Bad
 from .translate import Problem
@@ -227,7 +229,9 @@ class LimitsConfig(Section):
     max_tasks_per_batch: Int1 = Field(1000, description="tasks in one `SubmitBatch`")
     max_pending_total: Int1 = Field(1_000_000, description="not-yet-running tasks over all pools")
     max_pending_per_pool: Int1 = Field(100_000, description="default `max_pending` of a pool")
-    max_message_bytes: MessageBytes = Field(4 * MIB, description="largest gRPC message (both directions)")
+    max_message_bytes: MessageBytes = Field(
+        DEFAULT_MAX_MESSAGE_BYTES, description="largest gRPC message (both directions)"
+    )
     max_http_body_bytes: MessageBytes = Field(4 * MIB, description="largest HTTP request body (413 beyond)")
     max_key_len: Int1 = Field(256, description="longest task key")
     max_kind_len: Int1 = Field(128, description="longest task kind")

@@ -6,7 +6,7 @@
 import { TERMINAL, fmtNum, h } from "./util.js";
 
 /** Statuses whose message says what went wrong. */
-export const UNSUCCESSFUL = new Set(["failed", "dead_lettered", "cancelled", "skipped", "missed", "shed"]);
+export const UNSUCCESSFUL = new Set([...TERMINAL].filter((s) => s !== "succeeded"));
 
 /** The tags a person put on a task (not cronoq's own `cronoq.*` ones), sorted by key. */
 export function customerTags(tags) {

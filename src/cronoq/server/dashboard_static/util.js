@@ -25,30 +25,8 @@ export function h(spec, attrs, ...children) {
 export const $ = (sel, root = document) => root.querySelector(sel);
 export const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
 
-export const TERMINAL = new Set([
-  "succeeded",
-  "failed",
-  "dead_lettered",
-  "cancelled",
-  "skipped",
-  "missed",
-  "shed",
-]);
-export const STATUSES = [
-  "blocked",
-  "scheduled",
-  "ready",
-  "running",
-  "retrying",
-  "succeeded",
-  "failed",
-  "dead_lettered",
-  "cancelled",
-  "skipped",
-  "missed",
-  "shed",
-];
-export const CLASSES = ["critical", "high", "normal", "low"];
+// the engine's status names and priority classes, served from its tables (dashboard.py)
+export { CLASSES, STATUSES, TERMINAL } from "./tables.js";
 
 /** Compare two id strings (uint64) numerically. */
 export function cmpId(a, b) {

@@ -38,7 +38,7 @@ from cronoq.server import convert, ops
 from cronoq.server.app import ApiError
 from cronoq.server.auth import Action, AuthError
 from cronoq.server.grpc_api import ERROR_CODE_KEY
-from cronoq.server.http_api import TASK, HttpApi
+from cronoq.server.http_api import TASK, HttpApi, add_route_layer
 from cronoq.server.http_bodies import ReplayRequest
 from cronoq.server.http_guard import read_optional_json
 from cronoq.server.http_json import (
@@ -584,3 +584,6 @@ def sharded_routes(api: HttpApi, routes: list[BaseRoute]) -> list[BaseRoute]:
                 continue
         out.append(r)
     return out
+
+
+add_route_layer(sharded_routes)  # (the HTTP front end imports nothing of the shards)

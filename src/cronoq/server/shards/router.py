@@ -45,6 +45,7 @@ from cronoq.errors import SubmitError
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server.app import ApiError, ServerApp
 from cronoq.server.config import ShardSpec
+from cronoq.server.grpc_api import add_service_layer, grpc_status
 from cronoq.server.shards.peers import PeerError, Peers, Unreachable
 from cronoq.server.shards.topology import (
     FORWARDED_KEY,
@@ -737,8 +738,6 @@ _WAITS = {"timeout_s", "wait_timeout_s"}
 
 
 def grpc_error(e: BaseException) -> tuple[grpc.StatusCode, str]:
-    from cronoq.server.grpc_api import grpc_status
-
     if isinstance(e, WrongShard):
         return grpc.StatusCode.FAILED_PRECONDITION, e.message
     if isinstance(e, Unreachable):
@@ -901,3 +900,6 @@ async def abort(context: Any, e: BaseException) -> NoReturn:
         trailing = tuple((k, v) for k, v in e.trailing if k.startswith("cronoq-") and k != SERVED_BY_KEY)
     await context.abort(code, msg, trailing_metadata=trailing)
     raise AssertionError("unreachable")
+
+
+add_service_layer(routed)  # (the gRPC front end imports nothing of the shards)
