@@ -40,6 +40,7 @@ from cronoq.spec.wire import (
     status_from_wire,
     status_to_wire,
     task_ref,
+    to_wire,
 )
 
 __all__ = [
@@ -76,10 +77,14 @@ def build_spec(payload: object = None, **fields: Any) -> pb.TaskSpec:
     Unset fields stay unset, so the server applies its (pool's) defaults. ``content_type``
     overrides the content type the payload encoding picked.
     """
-    content_type = fields.pop("content_type", None) if fields else None
+    if not fields:  # a payload only (a common per-task submit): every other field stays unset
+        spec = pb.TaskSpec()
+        spec.payload, spec.content_type = encode_payload(payload)
+        return spec
+    content_type = fields.pop("content_type", None)
     if content_type is not None and not isinstance(content_type, str):
         raise ValueError(f"content_type must be a string (got {content_type!r})")
-    return Submission.from_kwargs(payload, **fields).to_wire(content_type)
+    return to_wire(Submission.from_kwargs(payload, **fields), content_type)
 
 
 def task(payload: object = None, **fields: Any) -> pb.TaskSpec:

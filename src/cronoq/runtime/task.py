@@ -187,7 +187,7 @@ class Task:
                 f"{payload!r} is a placeholder: pass it as an argument of a named task's call"
             )
         self._sub = sub = Submission.from_kwargs(payload, **fields)
-        self._opts = sub.options()
+        self._opts = sub.options() if fields else TaskOptions()  # (the defaults: a batch's usual case)
 
     @classmethod
     def of(cls, sub: Submission, opts: TaskOptions | None = None) -> Task:

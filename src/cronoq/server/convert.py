@@ -28,6 +28,7 @@ from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server.request_limits import InvalidArgument, check_spec
 from cronoq.server.workers import Blob, WorkerSession
 from cronoq.spec.submission import Submission
+from cronoq.spec.wire import from_wire
 
 if TYPE_CHECKING:
     from cronoq.engine.attempts import TaskExtras
@@ -119,7 +120,7 @@ def submission(spec: pb.TaskSpec, limits: LimitsConfig) -> Submission:
     :class:`Blob`), within the request limits."""
     check_spec(spec, limits)  # counts and lengths first: nothing below loops over more than they allow
     _check_message_size(spec, limits.max_message_bytes)
-    return Submission.from_wire(spec, Blob(bytes(spec.payload), spec.content_type))
+    return from_wire(spec, Blob(bytes(spec.payload), spec.content_type))
 
 
 STATUS_TO_WIRE = enums.STATUS_TO_WIRE

@@ -29,7 +29,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cronoq.engine.model import RUN_LATE, Priority, RetryPolicy, TaskOptions, parse_on_miss
-from cronoq.engine.time import check_seconds, to_ns
+from cronoq.engine.time import NS, check_seconds
 from cronoq.spec import fields as task_fields
 from cronoq.spec.validate import (
     DEFAULT_TOLERANCE_NS,
@@ -56,10 +56,11 @@ _NORMAL = int(Priority.NORMAL)
 #: marks an options-cache key made from a Submission (:meth:`Submission.option_key`)
 _OPTION_KEY = object()
 _NO_OPTIONS = (None,) * 12
+_tuple_new = tuple.__new__
 
 
 def _ns(name: str, value: object) -> int | None:
-    return None if value is None else to_ns(check_seconds(name, value))
+    return None if value is None else round(check_seconds(name, value) * NS)
 
 
 class Submission(NamedTuple):
@@ -93,18 +94,28 @@ class Submission(NamedTuple):
         """Validate ``payload`` and the task fields of docs/reference/behaviour.md#task-fields
         (keyword arguments as ``Scheduler.submit`` takes them).  An unknown field is a
         ``TypeError``; a bad value a ``ValueError`` with the reference's message."""
-        if not fields:
-            return cls(payload)
+        if not fields:  # (a payload only: the common case of a batch member)
+            return _tuple_new(cls, (payload, *_NO_OPTIONS, None, None, None, None))
         if not fields.keys() <= FIELD_NAMES:
             unknown = sorted(set(fields) - FIELD_NAMES)
             raise TypeError(f"unexpected task field {unknown[0]!r}")
+        # (each validator runs only for the fields given: a call costs more than a lookup)
+        has = fields.__contains__
         get = fields.get
-        key = check_key(get("key"))
-        deadline = parse_when("deadline", get("deadline_in"), get("deadline_at"))
-        start = parse_when("start", get("start_in"), get("start_at"))
-        deps = parse_deps(get("after"), get("deps"))
-        pool = check_string("pool", get("pool"))
-        kind = check_string("kind", get("kind"), empty=False)
+        key = check_key(fields["key"]) if has("key") else None
+        deadline = (
+            parse_when("deadline", get("deadline_in"), get("deadline_at"))
+            if has("deadline_in") or has("deadline_at")
+            else None
+        )
+        start = (
+            parse_when("start", get("start_in"), get("start_at"))
+            if has("start_in") or has("start_at")
+            else None
+        )
+        deps = parse_deps(get("after"), get("deps")) if has("after") or has("deps") else None
+        pool = check_string("pool", fields["pool"]) if has("pool") else None
+        kind = check_string("kind", fields["kind"], empty=False) if has("kind") else None
         priority = get("priority")
         prio = None if priority is None else int(Priority.parse(priority))
         tolerance = _ns("tolerance", get("tolerance"))
@@ -112,28 +123,33 @@ class Submission(NamedTuple):
         miss = None if on_miss is None else parse_on_miss(on_miss)
         hint = _ns("duration_hint", get("duration_hint"))
         timeout = _ns("timeout", get("timeout"))
-        retry = check_retry(get("retry"))
+        retry = check_retry(fields["retry"]) if has("retry") else None
         resources = get("resources")
         res = None if resources is None else resource_map(resources)
-        tenant = check_string("tenant", get("tenant"))
-        return cls(
-            payload,
-            pool,
-            kind,
-            prio,
-            key,
-            deadline,
-            start,
-            tolerance,
-            miss,
-            hint,
-            timeout,
-            retry,
-            deps,
-            res,
-            str_map("tags", get("tags")),
-            str_map("labels", get("labels")),
-            tenant,
+        tenant = check_string("tenant", fields["tenant"]) if has("tenant") else None
+        tags = str_map("tags", fields["tags"]) if has("tags") else None
+        labels = str_map("labels", fields["labels"]) if has("labels") else None
+        return _tuple_new(  # (the tuple as is: no keyword defaults to fill in)
+            cls,
+            (
+                payload,
+                pool,
+                kind,
+                prio,
+                key,
+                deadline,
+                start,
+                tolerance,
+                miss,
+                hint,
+                timeout,
+                retry,
+                deps,
+                res,
+                tags,
+                labels,
+                tenant,
+            ),
         )
 
     @classmethod
@@ -154,20 +170,20 @@ class Submission(NamedTuple):
 
     def options(self) -> TaskOptions:
         """The engine's options of this task (unset fields: their defaults), a new object."""
-        prio, tol, miss = self.priority, self.tolerance, self.on_miss
-        return TaskOptions(
-            pool=self.pool,
-            kind=self.kind or "default",
-            priority=_NORMAL if prio is None else prio,
-            timeout=self.timeout,
-            retry=self.retry,
-            duration_hint=self.duration_hint,
-            tolerance=DEFAULT_TOLERANCE_NS if tol is None else tol,
-            on_miss=RUN_LATE if miss is None else miss,
-            tags=self.tags,
-            labels=self.labels,
-            tenant=self.tenant,
-            resources=self.resources,
+        _, pool, kind, prio, _, _, _, tol, miss, hint, timeout, retry, _, res, tags, labels, tenant = self
+        return TaskOptions(  # (positional: TaskOptions' order)
+            pool,
+            kind or "default",
+            _NORMAL if prio is None else prio,
+            timeout,
+            retry,
+            hint,
+            DEFAULT_TOLERANCE_NS if tol is None else tol,
+            RUN_LATE if miss is None else miss,
+            tags,
+            labels,
+            tenant,
+            res,
         )
 
     def option_key(self) -> Hashable | None:

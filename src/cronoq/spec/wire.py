@@ -307,22 +307,28 @@ def from_wire(spec: pb.TaskSpec, payload: object = None) -> Submission:
             if amount < 1:
                 raise InvalidSubmission(f"resource amount must be >= 1 (got {amount} for '{name}')")
             res[name] = int(amount)
-    return Submission(
-        payload,
-        pool,
-        kind,
-        prio,
-        check_key(key),
-        deadline,
-        start,
-        tolerance,
-        miss,
-        duration_hint,
-        timeout,
-        retry,
-        deps,
-        res,
-        dict(spec.tags) or None,
-        dict(spec.labels) or None,
-        tenant,
+    return _tuple_new(  # (a Submission, its fields in order)
+        Submission,
+        (
+            payload,
+            pool,
+            kind,
+            prio,
+            check_key(key),
+            deadline,
+            start,
+            tolerance,
+            miss,
+            duration_hint,
+            timeout,
+            retry,
+            deps,
+            res,
+            dict(spec.tags) or None,
+            dict(spec.labels) or None,
+            tenant,
+        ),
     )
+
+
+_tuple_new = tuple.__new__
