@@ -1,4 +1,4 @@
-"""Every surface agrees with the one declaration of the task fields (cronoq.runtime.task_fields).
+"""Every surface agrees with the one declaration of the task fields (cronoq.spec.fields).
 
 The surfaces: the in-process options (``make_options``, ``Task``), the behaviour reference's
 table, the wire ``TaskSpec``, the client's spec builder, the server's gRPC conversion, the HTTP
@@ -19,9 +19,11 @@ from tests.docs.conftest import DOCS
 
 from cronoq.engine.model import Dep, RetryPolicy, TaskOptions
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
-from cronoq.runtime import task_fields
-from cronoq.runtime.task import PER_TASK_FIELDS, Task, make_options
-from cronoq.runtime.task_fields import TASK_FIELDS, TaskField
+from cronoq.runtime.task import Task
+from cronoq.spec import fields as task_fields
+from cronoq.spec.fields import TASK_FIELDS, TaskField
+from cronoq.spec.submission import Submission
+from cronoq.spec.validate import PER_TASK_FIELDS, make_options
 
 FIELDS = {f.name: f for f in TASK_FIELDS}
 RETRY = RetryPolicy(max_attempts=5, initial_backoff=0.5, multiplier=3.0, max_backoff=9.0, jitter=False)
@@ -133,14 +135,14 @@ def test_the_client_sends_each_field_in_its_wire_field(field: TaskField) -> None
 
 def _normal(name: str, fields: dict[str, Any]) -> Any:
     """What the scheduler makes of ``fields`` for field ``name`` (comparable)."""
-    t = Task(None, **fields)
+    return _normal_of(name, Task(None, **fields).submission)
+
+
+def _normal_of(name: str, sub: Submission) -> Any:
     if FIELDS[name].option:
-        return tuple(_plain(getattr(t._opts, s)) for s in TaskOptions.__slots__ if s != "resolver")
-    return (t._key, _when(t._deadline), _when(t._start), t._deps)
-
-
-def _when(spec: Any) -> Any:
-    return None if spec is None else (spec.relative, spec.unix)
+        opts = sub.options()
+        return tuple(_plain(getattr(opts, s)) for s in TaskOptions.__slots__ if s != "resolver")
+    return (sub.key, sub.deadline, sub.start, sub.deps)
 
 
 def _plain(v: Any) -> Any:
@@ -152,10 +154,20 @@ def _plain(v: Any) -> Any:
 @pytest.mark.parametrize("field", TASK_FIELDS, ids=lambda f: f.name)
 def test_the_grpc_conversion_gives_back_each_field(field: TaskField) -> None:
     convert, _, limits = _server()
-    _, kw = convert.submit_args(_client_spec(field.name), limits)
+    sub = convert.submission(_client_spec(field.name), limits)
     arrives = ARRIVES_AS.get(field.name, field.name)
-    assert set(kw) == {arrives}
-    assert _normal(field.name, kw) == _normal(field.name, {field.name: SAMPLES[field.name][0]})
+    given = {f for f in Submission._fields if f != "payload" and getattr(sub, f) is not None}
+    assert given == {_ATTRIBUTE.get(arrives, arrives)}
+    assert _normal_of(field.name, sub) == _normal(field.name, {field.name: SAMPLES[field.name][0]})
+
+
+#: the Submission attribute that holds a field
+_ATTRIBUTE = {
+    "deadline_in": "deadline",
+    "deadline_at": "deadline",
+    "start_in": "start",
+    "start_at": "start",
+}
 
 
 @pytest.mark.parametrize("field", TASK_FIELDS, ids=lambda f: f.name)

@@ -70,8 +70,8 @@ def test_the_dependency_condition_trap() -> None:
     assert enums.COND_TO_WIRE[ON_COMPLETE] == pb.EDGE_COND_ON_COMPLETE
     for on in ("success", "failure", "complete"):
         spec = encoding.build_spec(None, deps=[Dep(7, on)])  # the client's way out
-        dep = Dep(7, convert.COND_FROM_WIRE[spec.deps[0].cond])  # the server's way in
-        assert dep.on == on and dep.cond == Dep(7, on).cond
+        ((target, cond),) = convert.submission(spec, _limits()).deps or ()  # the server's way in
+        assert (target, cond) == (7, Dep(7, on).cond)
         assert http_json.COND_FROM_JSON[on] == http_json.COND_FROM_JSON[f"on_{on}"] == spec.deps[0].cond
 
 
@@ -81,7 +81,7 @@ def test_priorities_and_statuses_round_trip_between_client_and_server() -> None:
         assert number == enums.PRIORITY_TO_WIRE[p] == http_json.PRIORITY_FROM_JSON[p.name.lower()]
         assert encoding.priority_from_wire(number) == p.name.lower()
         spec = encoding.build_spec(None, priority=p)
-        assert convert.submit_args(spec, _limits())[1]["priority"] == p
+        assert convert.submission(spec, _limits()).priority == p
     for value, name in enumerate(STATUS_NAMES):
         number = encoding.status_to_wire(name)
         assert encoding.status_from_wire(number) == name
@@ -95,13 +95,13 @@ def test_miss_and_overlap_policies_agree_everywhere() -> None:
     for value, name in enumerate(MISS_POLICIES):
         spec = encoding.build_spec(None, on_miss=name)
         assert spec.on_miss == enums.MISS_TO_WIRE[value] == http_json.MISS_FROM_JSON[name]
-        assert convert.MISS_NAMES[spec.on_miss] == name
-    assert convert.MISS_NAMES[0] == "run_late"
-    for name in OVERLAP_NAMES:
+        assert convert.submission(spec, _limits()).on_miss == value
+    assert convert.submission(pb.TaskSpec(), _limits()).options().on_miss == MISS_POLICIES.index("run_late")
+    for value, name in enumerate(OVERLAP_NAMES):
         number = encoding.overlap_to_wire(name)
-        assert number == convert.OVERLAP_TO_WIRE[name] == http_json.OVERLAP_FROM_JSON[name]
-        assert encoding.overlap_from_wire(number) == convert.OVERLAP_FROM_WIRE[number] == name
-    assert encoding.overlap_from_wire(0) == convert.OVERLAP_FROM_WIRE[0] == "skip"
+        assert number == enums.OVERLAP_TO_WIRE[value] == http_json.OVERLAP_FROM_JSON[name]
+        assert encoding.overlap_from_wire(number) == enums.OVERLAP.name(number) == name
+    assert encoding.overlap_from_wire(0) == enums.OVERLAP.name(0, "skip") == "skip"
 
 
 def test_a_value_without_the_prefix_is_refused() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from cronoq import BlockingScheduler, Pool, Scheduler, SubmitError
 from cronoq.runtime.seam import SchedulerSeam
+from cronoq.spec.submission import Submission
 from cronoq.testing import VirtualClock
 
 
@@ -93,9 +94,9 @@ async def test_the_seam_reads_the_engine_and_operates_on_it() -> None:
         assert seam.store is None and not seam.durable and seam.event_capacity == 7
         assert seam.time_base == 1_000_000 * 10**9 and seam.epoch == 0
         assert seam.pool_at(0).name == "p"
-        tid, dup = await seam.submit("x", {"key": "k"})
-        assert not dup and await seam.submit("y", {"key": "k"}) == (tid, True)
-        other, _ = await seam.submit("z", {"tenant": "t"})
+        tid, dup = await seam.submit(Submission.from_kwargs("x", key="k"))
+        assert not dup and await seam.submit(Submission.from_kwargs("y", key="k")) == (tid, True)
+        other, _ = await seam.submit(Submission.from_kwargs("z", tenant="t"))
         await asyncio.wait_for(running.wait(), 10)
         assert seen == [tid] and seam.pending_total() == 1
         assert seam.lookup("k") is seam.tasks[tid] and seam.lookup(other).id == other  # type: ignore[union-attr]

@@ -19,12 +19,12 @@ pytest.importorskip("starlette")
 from pydantic import TypeAdapter
 
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
-from cronoq.runtime import task_fields
 from cronoq.server import http_bodies, http_json, ops
 from cronoq.server.app import ApiError
 from cronoq.server.config import LimitsConfig
 from cronoq.server.openapi import openapi_document
 from cronoq.server.openapi_requests import REF_TEMPLATE, REQUEST_BODIES, oas30
+from cronoq.spec import fields as task_fields
 
 L = LimitsConfig()
 

@@ -42,7 +42,7 @@ def test_json_and_protobuf_refuse_the_same_with_the_same_message(task: dict[str,
     with pytest.raises(
         request_limits.InvalidArgument, match=f"^{message.replace('(', '.').replace(')', '.')}$"
     ):
-        convert.submit_args(spec, L)
+        convert.submission(spec, L)
 
 
 def test_counts_are_checked_before_anything_is_converted() -> None:
@@ -57,7 +57,7 @@ def test_labels_and_tenant_count_in_max_message_bytes() -> None:
     lim = LimitsConfig(max_message_bytes=4096, max_label_len=10_000, max_tenant_len=10_000)
     for spec in (pb.TaskSpec(labels={"zone": "z" * 4000}), pb.TaskSpec(tenant="t" * 4000)):
         with pytest.raises(request_limits.InvalidArgument, match="task too large"):
-            convert.submit_args(spec, lim)
+            convert.submission(spec, lim)
 
 
 async def test_http_labels_and_tenant_limits_are_configurable() -> None:

@@ -28,7 +28,7 @@ Shared conventions:
 * human output goes through :data:`console` (rich); ``--json`` output is plain ``json.dumps``
   on stdout in the shapes of the HTTP/JSON API (docs/reference/http.md#conventions,
   docs/reference/behaviour.md#server-details; the ``to_json()`` of the client's types,
-  :mod:`cronoq.client.json_shapes`): ids as strings, proto field names — ``submit`` like ``POST /v1/tasks``,
+  :mod:`cronoq.spec.json_shapes`): ids as strings, proto field names — ``submit`` like ``POST /v1/tasks``,
   ``get`` like ``GET /v1/tasks/{ref}``, ``wait`` like ``GET /v1/tasks/{ref}/result``, ``cancel`` like
   ``POST /v1/tasks/{ref}/cancel``, ``watch`` like the ``/v1/events`` data, ``top`` like ``GET /v1/snapshot``
   (``watch --json`` and ``top --json`` write one object a line);

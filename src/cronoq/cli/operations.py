@@ -159,7 +159,7 @@ def _run_bulk(
             else:
                 res = await client.cancel_where(request_key=request_key, call_timeout=CALL_TIMEOUT, **kw)
         if as_json:
-            from cronoq.client.json_shapes import bulk_json
+            from cronoq.spec.json_shapes import bulk_json
 
             _dump(bulk_json(res.matched, res.acted, list(res.unavailable_shards), res.resumed))
         else:

@@ -4,7 +4,7 @@
 JSON arguments), checks it locally first (a bad field is a usage error, exit 2), submits it and
 with ``--wait`` waits for its outcome; ``tasks`` lists an app's tasks and can create its
 recurring schedules; ``get`` shows one task, ``wait`` its outcome (exit 5 when it did not
-succeed). ``--json`` output has the shapes of the HTTP/JSON API (:mod:`cronoq.client.json_shapes`).
+succeed). ``--json`` output has the shapes of the HTTP/JSON API (:mod:`cronoq.spec.json_shapes`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Statuses, priorities and overlap policies are lower-case names; instants are Uni
 ``to_json()`` (on :class:`Result`, :class:`Submitted`, :class:`TaskInfo`, :class:`Event`,
 :class:`Snapshot`) gives the shape the server's HTTP/JSON API uses for the same thing
 (docs/reference/http.md#conventions, docs/reference/behaviour.md#server-details: proto field names, ids as
-strings; :mod:`cronoq.client.json_shapes`), built from the wire message the value was read from (kept aside by
+strings; :mod:`cronoq.spec.json_shapes`), built from the wire message the value was read from (kept aside by
 ``from_wire``; not a dataclass field).
 """
 
@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cronoq.client import json_shapes
 from cronoq.client.encoding import (
     decode_payload,
     overlap_from_wire,
@@ -26,11 +25,12 @@ from cronoq.client.encoding import (
     status_from_wire,
 )
 from cronoq.engine.attempts import AttemptRecord
+from cronoq.engine.bulk import BulkResult
 from cronoq.engine.progress import Progress
 from cronoq.errors import TaskFailed
 from cronoq.outcome import Outcome
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
-from cronoq.runtime.operations import BulkResult
+from cronoq.spec import json_shapes
 
 __all__ = [
     "BulkResult",
@@ -121,7 +121,7 @@ class Result:
         """The HTTP API's result object ``{id, status, output?, output_base64?, content_type,
         message, output_available}``: ``output`` when the output bytes are JSON, else
         ``output_base64``.  The wire result carries no content type, so ``content_type`` is
-        the one a cronoq worker gives such bytes (:func:`~cronoq.client.json_shapes.guess_content_type`)."""
+        the one a cronoq worker gives such bytes (:func:`~cronoq.spec.json_shapes.guess_content_type`)."""
         data = self.output if self.output_available else None
         return json_shapes.result_json(
             self.id,

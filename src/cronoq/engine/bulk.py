@@ -30,6 +30,7 @@ or a failover with what the first call did, or finishes an interrupted one.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cronoq.engine.actions import Persist
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANCELLABLE",
+    "BulkResult",
     "PAGE",
     "REPLAYABLE",
     "REPLAYABLE_FORCED",
@@ -55,6 +57,23 @@ __all__ = [
     "replay_all",
     "select",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class BulkResult:
+    """What a bulk action did: ``matched`` tasks matched its filter, ``acted`` of them were
+    cancelled (or replayed); ``unavailable_shards`` (a sharded server, through the client) names
+    the shards that could not be reached, whose tasks are not counted (docs/how-to/shards.md);
+    ``resumed``: an interrupted call with the same ``request_key`` was finished, and the counts
+    include what it did before the interruption."""
+
+    matched: int
+    acted: int
+    unavailable_shards: tuple[str, ...] = ()
+    #: the first call with this ``request_key`` was interrupted (a restart, a failover, an
+    #: error) and this one finished it: ``matched`` / ``acted`` include what was done before
+    resumed: bool = False
+
 
 PAGE = 1000  # tasks looked at per engine step
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from typing import Any, Unpack
 
     from cronoq.engine.attempts import AttemptRecord, TaskExtras
+    from cronoq.engine.bulk import BulkResult
     from cronoq.engine.keyed import ResourceKey
     from cronoq.engine.model import TaskState
     from cronoq.engine.progress import Progress
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from cronoq.engine.snapshot import Snapshot
     from cronoq.outcome import SignalResult
     from cronoq.runtime.clock import Clock
-    from cronoq.runtime.operations import BulkFilter, BulkResult
+    from cronoq.runtime.operations import BulkFilter
     from cronoq.runtime.pool import Pool
     from cronoq.runtime.processes import Processes
     from cronoq.runtime.task import Task

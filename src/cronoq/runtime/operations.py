@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Final, TypedDict, Unpack
 
 from cronoq.engine import bulk, control
 from cronoq.engine import replay as _replay
+from cronoq.engine.bulk import BulkResult
 from cronoq.engine.keys import same_tenant
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES, TaskState
 from cronoq.engine.mutations import BULK_KEYS, BulkKeyChange
@@ -70,22 +71,6 @@ __all__ = [
 REQUEST_KEYS: Final = BULK_KEYS
 #: the most of the loop's time a bulk action takes while it runs (it sleeps between pages)
 BULK_SHARE: Final = 0.2
-
-
-@dataclass(frozen=True, slots=True)
-class BulkResult:
-    """What a bulk action did: ``matched`` tasks matched its filter, ``acted`` of them were
-    cancelled (or replayed); ``unavailable_shards`` (a sharded server, through the client) names
-    the shards that could not be reached, whose tasks are not counted (docs/how-to/shards.md);
-    ``resumed``: an interrupted call with the same ``request_key`` was finished, and the counts
-    include what it did before the interruption."""
-
-    matched: int
-    acted: int
-    unavailable_shards: tuple[str, ...] = ()
-    #: the first call with this ``request_key`` was interrupted (a restart, a failover, an
-    #: error) and this one finished it: ``matched`` / ``acted`` include what was done before
-    resumed: bool = False
 
 
 class BulkFilter(TypedDict, total=False):

@@ -106,7 +106,13 @@ def _type_name(o: object) -> str:
 
 def _fingerprint(tasks: list[Task]) -> str:
     """A stable digest of what a spawn asked for (payloads, keys, fields, edges)."""
-    shape = [[t._payload, t._key, sorted(t._fields.items()), t._deps] for t in tasks]
+    shape = [
+        [
+            t._sub.payload,
+            sorted((k, repr(v)) for k, v in t._sub._asdict().items() if k != "payload" and v is not None),
+        ]
+        for t in tasks
+    ]
     data = json.dumps(shape, sort_keys=True, default=_type_name).encode()
     return hashlib.sha256(data).hexdigest()[:16]
 
@@ -185,20 +191,21 @@ async def spawn(ctx: TaskContext, specs: Task | Iterable[Task], detached: bool =
     for t in tasks:
         if t._opts.resolver not in (None, core):
             t._opts = t._opts.unresolved()
-    blobs = [sched._encode(t._payload) for t in tasks] if sched._committer is not None else None
+    blobs = [sched._encode(t._sub.payload) for t in tasks] if sched._committer is not None else None
     while True:
         now = sched._now()
         items = [
             BatchItem(
                 t._opts,
-                t._payload,
-                t._key,
-                None if t._deadline is None else t._deadline.resolve(now, sched._time_base),
-                None if t._start is None else t._start.resolve(now, sched._time_base),
-                t._deps,
+                sub.payload,
+                sub.key,
+                None if sub.deadline is None else sub.deadline.resolve(now, sched._time_base),
+                None if sub.start is None else sub.start.resolve(now, sched._time_base),
+                sub.deps,
                 None if blobs is None else blobs[i],
             )
             for i, t in enumerate(tasks)
+            for sub in (t._sub,)
         ]
         try:
             ids = core.parking.spawn(now, ctx.lease, items, fp, bool(detached))

@@ -96,24 +96,13 @@ from cronoq.runtime.scheduler_args import (
 )
 from cronoq.runtime.seam import SchedulerSeam
 from cronoq.runtime.submit_payloads import ProcessPayloads, encode_payload
-from cronoq.runtime.task import (
-    PER_TASK_FIELDS,
-    OptionsCache,
-    Task,
-    TimeSpec,
-    check_key,
-    make_options,
-    parse_deps,
-    parse_when,
-)
+from cronoq.runtime.task import PER_TASK_FIELDS, OptionsCache, Prepared, Task, prepare
+from cronoq.spec.submission import Submission
 
 if TYPE_CHECKING:
     from cronoq.runtime.durable import Committer
     from cronoq.store.base import Store
     from cronoq.store.codec import Codec
-
-Edges = list[tuple[int | str, int]]
-Prepared = tuple[TaskOptions, str | None, TimeSpec | None, TimeSpec | None, Edges | None]
 
 SHUTDOWN_MESSAGE = "scheduler shut down"
 _log = logging.getLogger("cronoq")
@@ -646,28 +635,12 @@ class Scheduler(Operations, Signals):
             raise NotStartedError()
         return core
 
-    def _prepare(self, fields: dict[str, Any]) -> Prepared:
-        key = None
-        deadline = start = None
-        deps = None
-        if fields:
-            if "key" in fields:
-                key = check_key(fields.pop("key"))
-            if "deadline_in" in fields or "deadline_at" in fields:
-                deadline = parse_when(
-                    "deadline", fields.pop("deadline_in", None), fields.pop("deadline_at", None)
-                )
-            if "start_in" in fields or "start_at" in fields:
-                start = parse_when("start", fields.pop("start_in", None), fields.pop("start_at", None))
-            if "after" in fields or "deps" in fields:
-                deps = parse_deps(fields.pop("after", None), fields.pop("deps", None))
-            opts = self._opts.get(fields)
-        else:
-            opts = self._opts.default
+    def _prepare(self, fields: dict[str, Any] | Submission) -> Prepared:
+        prepared = prepare(self._opts, fields)
         probe = self._otel_probe
         if probe is not None and probe():  # something in the OTel context: carry a span's context
-            opts = _otel.traced_options(opts)
-        return opts, key, deadline, start, deps
+            return (_otel.traced_options(prepared[0]), *prepared[1:])
+        return prepared
 
     async def _wait_space(self, opts: TaskOptions) -> None:
         core = self._require()
@@ -681,7 +654,7 @@ class Scheduler(Operations, Signals):
             # shut down while this submission waited for space: nothing was accepted
             raise SchedulerError(f"{SHUTDOWN_MESSAGE} while the submission waited for space in pool '{name}'")
 
-    async def _submit(self, payload: object, fields: dict[str, Any]) -> tuple[int, bool]:
+    async def _submit(self, payload: object, fields: dict[str, Any] | Submission) -> tuple[int, bool]:
         core = self._require()
         opts, key, dl, st, deps = self._prepare(fields)
         self._process_payloads.check(core, opts, payload)
@@ -806,8 +779,8 @@ class Scheduler(Operations, Signals):
                 # resolved by another scheduler, whose tasks keep using those options:
                 # resolve a copy here (a pool's index differs between schedulers)
                 t._opts = t._opts.unresolved()
-            self._process_payloads.check(core, t._opts, t._payload)
-        blobs = [self._encode(t._payload) for t in batch] if self._committer is not None else None
+            self._process_payloads.check(core, t._opts, t._sub.payload)
+        blobs = [self._encode(t._sub.payload) for t in batch] if self._committer is not None else None
         probe = self._otel_probe
         trace = _otel.trace_tags() if probe is not None and probe() else None
         while True:
@@ -816,14 +789,15 @@ class Scheduler(Operations, Signals):
                 items = [
                     BatchItem(
                         t._opts if trace is None else _otel.traced_options(t._opts, trace),
-                        t._payload,
-                        t._key,
-                        None if t._deadline is None else t._deadline.resolve(now, self._time_base),
-                        None if t._start is None else t._start.resolve(now, self._time_base),
-                        t._deps,
+                        sub.payload,
+                        sub.key,
+                        None if sub.deadline is None else sub.deadline.resolve(now, self._time_base),
+                        None if sub.start is None else sub.start.resolve(now, self._time_base),
+                        sub.deps,
                         blobs[i] if blobs is not None else None,
                     )
                     for i, t in enumerate(batch)
+                    for sub in (t._sub,)
                 ]
                 try:
                     results = core.submit_batch(now, items)
@@ -935,23 +909,30 @@ class Scheduler(Operations, Signals):
         occurrence for instant T is materialized keeps that occurrence; the new schedule's
         first one comes after T.
         """
+        self._require()
+        for f in ("start_in", "start_at", "after", "deps", "deadline_at"):
+            if f in fields:
+                raise ValueError(f"{f} is not supported for recurring schedules")
+        sub = Submission.from_kwargs(payload, tolerance=tolerance, on_miss=on_miss, **fields)
+        return await self._add_recurring(name, cron, sub, tz, overlap)
+
+    async def _add_recurring(
+        self, name: str, cron: str, sub: Submission, tz: str | None, overlap: str
+    ) -> RecurringInfo:
+        """:meth:`add_recurring` of a validated template (its times and edges are ignored but a
+        relative deadline's)."""
         core = self._require()
         if not isinstance(name, str) or not name:
             raise ValueError(f"recurring schedule name must be a non-empty string (got {name!r})")
         ov = parse_overlap(overlap)
-        for f in ("start_in", "start_at", "after", "deps", "deadline_at"):
-            if f in fields:
-                raise ValueError(f"{f} is not supported for recurring schedules")
-        key = check_key(fields.pop("key", None))
-        dl = parse_when("deadline", fields.pop("deadline_in", None), None)
-        opts = make_options(tolerance=tolerance, on_miss=on_miss, **fields)
         try:
             schedule = CronSchedule(cron, tz)
         except ValueError as e:
             raise SchedulerError(f"configuration error: {e}") from None
-        spec = RecurringSpec(name, schedule, ov, opts, payload, key, None if dl is None else dl.relative)
+        dl = None if sub.deadline is None else sub.deadline.relative
+        spec = RecurringSpec(name, schedule, ov, sub.options(), sub.payload, sub.key, dl)
         if self._committer is not None:
-            spec.blob = self._encode(payload)
+            spec.blob = self._encode(sub.payload)
         try:
             info = core.add_recurring(self._now(), spec)
         except SubmitError as e:

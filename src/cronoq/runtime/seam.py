@@ -34,12 +34,14 @@ from cronoq.engine.pools import Kinds
 
 if TYPE_CHECKING:
     from cronoq.engine.model import TaskState
+    from cronoq.engine.recurring import RecurringInfo
     from cronoq.engine.snapshot import Snapshot
     from cronoq.runtime.context import TaskContext
     from cronoq.runtime.handles import TaskHandle
     from cronoq.runtime.pool import Pool
     from cronoq.runtime.scheduler import Scheduler
     from cronoq.runtime.task import Task
+    from cronoq.spec.submission import Submission
     from cronoq.store.base import Store
 
 _NO_TASKS: Mapping[int, TaskState] = MappingProxyType({})
@@ -160,14 +162,21 @@ class SchedulerSeam:
 
     # ------------------------------------------------------------------ operations
 
-    async def submit(self, payload: object, fields: dict[str, Any]) -> tuple[int, bool]:
-        """Submit one task, ``(id, duplicate)``, without making a handle.
+    async def submit(self, sub: Submission) -> tuple[int, bool]:
+        """Submit one validated task (the server's :class:`~cronoq.spec.submission.Submission`),
+        ``(id, duplicate)``, without making a handle.
 
-        ``fields`` are task fields as for ``Scheduler.submit`` and are consumed.  Durable:
-        returns once the submission is committed.  A full pool waits for space, unless the
-        scheduler was made with ``wait_for_space=False`` (then ``SubmitError('full')``).
+        Durable: returns once the submission is committed.  A full pool waits for space, unless
+        the scheduler was made with ``wait_for_space=False`` (then ``SubmitError('full')``).
         """
-        return await self._s._submit(payload, fields)
+        return await self._s._submit(sub.payload, sub)
+
+    async def add_recurring(
+        self, name: str, cron: str, template: Submission, *, tz: str | None = None, overlap: str = "skip"
+    ) -> RecurringInfo:
+        """``Scheduler.add_recurring`` of a validated template (the server's ``Submission``): its
+        start, absolute deadline and edges are ignored, as schedules have none."""
+        return await self._s._add_recurring(name, cron, template, tz, overlap)
 
     async def submit_batch(self, tasks: list[Task]) -> list[tuple[int, bool]]:
         """Submit tasks atomically, as ``Scheduler.submit_batch``, but answer ``(id,

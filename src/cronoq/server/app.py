@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.model import FIRST_TERMINAL, READY, STATUS_BY_NAME, TaskState
 from cronoq.errors import Fenced, SchedulerError, SubmitError
+from cronoq.proto import enums
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.pool import Pool
 from cronoq.runtime.scalers import ExternalScaler
@@ -46,6 +47,7 @@ from cronoq.server.outputs import OutputCache
 from cronoq.server.payload_budget import PayloadBudget
 from cronoq.server.substitute import add_arguments
 from cronoq.server.workers import Blob, RemoteExecutor, WorkerRegistry
+from cronoq.spec.submission import Submission
 from cronoq.store.base import ShardMismatch, lease_left
 
 if TYPE_CHECKING:
@@ -412,18 +414,20 @@ class ServerApp:
 
     # ------------------------------------------------------------------ operations
 
-    def _prepare(self, principal: Principal | None, spec: Any) -> tuple[Blob, dict[str, Any]]:
+    def _prepare(self, principal: Principal | None, spec: Any) -> Submission:
+        """The task of a wire ``TaskSpec`` (one Submission), checked against the limits and the
+        caller's pools, its tenant stamped."""
         try:
-            payload, kw = convert.submit_args(spec, self.limits)
-        except convert.InvalidArgument as e:
+            sub = convert.submission(spec, self.limits)
+        except ValueError as e:  # (InvalidArgument: a limit; InvalidSubmission: a field)
             raise ApiError("invalid_argument", str(e), "invalid") from None
-        pool = kw.get("pool") or self.config.default_pool
+        pool = sub.pool or self.config.default_pool
         if pool not in self.sched.pools or not allows_pool(principal, pool):  # (no oracle)
             raise ApiError("not_found", f"unknown pool '{pool}'", "unknown_pool")
         self.auth.authorize(principal, "submit", pool)
         if principal is not None and principal.tenant is not None:
-            kw["tenant"] = stamp_tenant(principal, kw.get("tenant"))
-        return payload, kw
+            sub = sub._replace(tenant=stamp_tenant(principal, sub.tenant))
+        return sub
 
     def _check_total(self, n: int, payloads: list[Blob] | None = None) -> None:
         if payloads is not None and not self.payloads.fits(len(p.data) for p in payloads):
@@ -443,19 +447,18 @@ class ServerApp:
 
     async def submit(self, principal: Principal | None, spec: Any) -> tuple[int, bool]:
         sched = self.require_leader()
-        payload, kw = self._prepare(principal, spec)
-        key = kw.get("key")
+        sub = self._prepare(principal, spec)
+        payload: Blob = sub.payload  # type: ignore[assignment]
         # a duplicate holds nothing new, but whether it is one matters only when its payload
         # would not fit: only then is the key looked up here (the engine looks it up anyway)
-        tenant = kw.get("tenant")
         known = (
-            key is not None
+            sub.key is not None
             and not self.payloads.fits((len(payload.data),))
-            and self.lookup(key, tenant) is not None
+            and self.lookup(sub.key, sub.tenant) is not None
         )
         self._check_total(1, None if known else [payload])
         try:
-            tid, dup = await sched.seam.submit(payload, kw)
+            tid, dup = await sched.seam.submit(sub)
             if dup:
                 self._own_duplicate(principal, tid)
             else:
@@ -478,17 +481,14 @@ class ServerApp:
         blobs: list[Blob] = []
         slices = Slices()
         for spec in specs:
-            payload, kw = self._prepare(principal, spec)
-            blobs.append(payload)
-            key = kw.get("key")
+            sub = self._prepare(principal, spec)
+            blobs.append(sub.payload)  # type: ignore[arg-type]
+            key = sub.key
             if key is not None and principal is not None and principal.pools is not None:
-                existing = self.lookup(key, kw.get("tenant"))
+                existing = self.lookup(key, sub.tenant)
                 if existing is not None:  # (refused before anything of the batch is created)
                     self._own_duplicate(principal, existing.id)
-            try:
-                tasks.append(Task(payload, **kw))
-            except ValueError as e:
-                raise ApiError("invalid_argument", str(e), "invalid") from None
+            tasks.append(Task.of(sub))
             await slices.step()
         sched = self.require_leader()  # (it may have stepped down meanwhile)
         self._check_total(len(tasks), blobs)
@@ -632,26 +632,15 @@ class ServerApp:
 
     async def add_recurring(self, principal: Principal | None, req: Any) -> None:
         sched = self.require_leader()
-        payload, kw = self._prepare(principal, req.template)
-        pool = kw.get("pool") or self.config.default_pool
+        sub = self._prepare(principal, req.template)
+        pool = sub.pool or self.config.default_pool
         self.auth.authorize(principal, "add_recurring", pool)
-        for f in ("start_in", "start_at", "deadline_at", "deps"):
-            kw.pop(f, None)
-        tz = req.tz or None
-        overlap = convert.OVERLAP_FROM_WIRE.get(req.overlap, "skip")
-        tolerance = kw.pop("tolerance", 1.0)
-        on_miss = kw.pop("on_miss", "run_late")
+        dl = sub.deadline  # (a schedule has no start, absolute deadline nor edges: not taken)
+        relative = dl if dl is not None and dl.relative is not None else None
+        sub = sub._replace(start=None, deps=None, deadline=relative)
+        overlap = enums.OVERLAP.names.get(req.overlap, "skip")
         try:
-            await sched.add_recurring(
-                req.name,
-                req.cron,
-                payload,
-                tz=tz,
-                overlap=overlap,
-                tolerance=tolerance,
-                on_miss=on_miss,
-                **kw,
-            )
+            await sched.seam.add_recurring(req.name, req.cron, sub, tz=req.tz or None, overlap=overlap)
         except SchedulerError as e:
             # a bad cron or time zone (or an unknown pool, the only SubmitError code here)
             msg = str(e)

@@ -1,15 +1,17 @@
 """Conversions between the wire (protobuf / JSON) and the scheduler, shared by gRPC and HTTP.
 
-* :func:`submit_args` turns a ``TaskSpec`` into ``(Blob payload, Scheduler.submit kwargs)``,
-  enforcing the request limits (``request_limits.check_spec`` first, before anything is
-  converted; violations are :class:`InvalidArgument`).
+* :func:`submission` turns a ``TaskSpec`` into the one
+  :class:`~cronoq.spec.submission.Submission` the scheduler takes (its payload a ``Blob``),
+  enforcing the request limits first (``request_limits.check_spec``, before anything is
+  converted; violations are :class:`InvalidArgument`), then :mod:`cronoq.spec.wire`'s checks
+  (an :class:`~cronoq.errors.InvalidSubmission`: both are ``ValueError``, INVALID_ARGUMENT).
 * :func:`task_info` / :func:`task_result` / :func:`status_event` / :func:`snapshot_msg` build
   the response messages from engine state.
 * :func:`submit_error_status` maps SubmitError codes to gRPC status names (docs/reference/grpc.md#services)
   and :data:`HTTP_STATUS` maps status names to HTTP codes (docs/reference/behaviour.md#server-details).
 
 Wire enum numbers come from the proto descriptors, matched to the engine's by name
-(:mod:`cronoq.proto.enums`; 0 = UNSPECIFIED is "not given").
+(:mod:`cronoq.proto.enums`, the one definition; 0 = UNSPECIFIED is "not given").
 """
 
 from __future__ import annotations
@@ -18,24 +20,16 @@ import math
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from cronoq.engine.model import (
-    COND_NAMES,
-    FIRST_TERMINAL,
-    STATUS_NAMES,
-    SUCCEEDED,
-    Dep,
-    RetryPolicy,
-    StatusEvent,
-    TaskState,
-)
+from cronoq.engine.model import COND_NAMES, FIRST_TERMINAL, STATUS_NAMES, SUCCEEDED, StatusEvent, TaskState
 from cronoq.engine.replay import replay_of, replayed_by
 from cronoq.engine.snapshot import ResourceSnapshot, Snapshot
 from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.protocol import MESSAGE_OVERHEAD
-from cronoq.runtime import task_fields
 from cronoq.server.request_limits import InvalidArgument, check_spec
 from cronoq.server.workers import Blob, WorkerSession
+from cronoq.spec.submission import Submission
+from cronoq.spec.wire import from_wire
 
 if TYPE_CHECKING:
     from cronoq.engine.attempts import TaskExtras
@@ -44,12 +38,6 @@ if TYPE_CHECKING:
     from cronoq.engine.recurring import RecurringInfo
     from cronoq.server.config import LimitsConfig
 
-# wire number → the engine's name (0 = UNSPECIFIED: the default), and back; from the descriptors
-MISS_NAMES = {0: "run_late", **enums.MISS_POLICY.names}
-COND_FROM_WIRE = {0: "success", **{v: n.removeprefix("on_") for v, n in enums.EDGE_COND.names.items()}}
-COND_TO_WIRE = {n: v for v, n in COND_FROM_WIRE.items() if v}
-OVERLAP_FROM_WIRE = {0: "skip", **enums.OVERLAP.names}
-OVERLAP_TO_WIRE = dict(enums.OVERLAP.numbers)
 
 #: SubmitError code -> gRPC status name (lower case).
 SUBMIT_STATUS = {
@@ -124,90 +112,12 @@ def _check_message_size(spec: pb.TaskSpec, limit: int) -> None:
         )
 
 
-_STRINGS = task_fields.of_shape("string")
-_SECONDS_OPTIONS = tuple(f for f in task_fields.of_shape("seconds") if f.option)
-_STR_MAPS = task_fields.of_shape("str_map")
-
-
-def submit_args(spec: pb.TaskSpec, limits: LimitsConfig) -> tuple[Blob, dict[str, Any]]:
-    """A TaskSpec as ``(payload, Scheduler.submit keyword arguments)``."""
-    kw: dict[str, Any] = {}
+def submission(spec: pb.TaskSpec, limits: LimitsConfig) -> Submission:
+    """The :class:`~cronoq.spec.submission.Submission` of a ``TaskSpec`` (its payload a
+    :class:`Blob`), within the request limits."""
     check_spec(spec, limits)  # counts and lengths first: nothing below loops over more than they allow
     _check_message_size(spec, limits.max_message_bytes)
-    for f in _STRINGS:  # pool, kind, key, tenant: "" is unset
-        v = getattr(spec, f.wire)
-        if v:
-            kw[f.name] = v
-    if spec.priority:
-        if spec.priority not in enums.PRIORITY_FROM_WIRE:
-            raise InvalidArgument(f"unknown priority value {spec.priority}")
-        kw["priority"] = enums.PRIORITY_FROM_WIRE[spec.priority]
-    has = spec.HasField
-    if has("deadline_in_s") and has("deadline_unix_ns"):
-        raise InvalidArgument("deadline_in_s and deadline_unix_ns are mutually exclusive")
-    if has("deadline_in_s"):
-        kw["deadline_in"] = _seconds("deadline_in_s", spec.deadline_in_s)
-    elif has("deadline_unix_ns"):
-        kw["deadline_at"] = spec.deadline_unix_ns / 1e9
-    if has("start_in_s") and has("start_unix_ns"):
-        raise InvalidArgument("start_in_s and start_unix_ns are mutually exclusive")
-    if has("start_in_s"):
-        kw["start_in"] = _seconds("start_in_s", spec.start_in_s)
-    elif has("start_unix_ns"):
-        kw["start_at"] = spec.start_unix_ns / 1e9
-    for f in _SECONDS_OPTIONS:  # tolerance, duration_hint, timeout
-        if has(f.wire):
-            kw[f.name] = _seconds(f.wire, getattr(spec, f.wire))
-    if spec.on_miss:
-        if spec.on_miss not in MISS_NAMES:
-            raise InvalidArgument(f"unknown on_miss value {spec.on_miss}")
-        kw["on_miss"] = MISS_NAMES[spec.on_miss]
-    if has("retry"):
-        kw["retry"] = retry_from_wire(spec.retry)
-    if spec.deps:
-        deps = []
-        for d in spec.deps:
-            which = d.target.WhichOneof("target")
-            if which == "id":
-                if d.target.id == 0:
-                    raise InvalidArgument("dependency id must be >= 1")
-                target: int | str = d.target.id
-            elif which == "key":
-                if not d.target.key:
-                    raise InvalidArgument("dependency key must not be empty")
-                target = d.target.key
-            else:
-                raise InvalidArgument("dependency target must be an id or a key")
-            if d.cond not in COND_FROM_WIRE:
-                raise InvalidArgument(f"unknown dependency condition {d.cond}")
-            deps.append(Dep(target, COND_FROM_WIRE[d.cond]))
-        kw["deps"] = deps
-    if spec.resources:
-        res = {}
-        for name, amount in spec.resources.items():
-            if amount < 1:
-                raise InvalidArgument(f"resource amount must be >= 1 (got {amount} for '{name}')")
-            res[name] = int(amount)
-        kw["resources"] = res
-    for f in _STR_MAPS:  # tags, labels
-        m = getattr(spec, f.wire)
-        if m:
-            kw[f.name] = dict(m)
-    return Blob(bytes(spec.payload), spec.content_type), kw
-
-
-def retry_from_wire(r: pb.RetryPolicy) -> RetryPolicy:
-    """Zero fields mean that field's default (docs/reference/behaviour.md#server-details)."""
-    try:
-        return RetryPolicy(
-            max_attempts=r.max_attempts or 3,
-            initial_backoff=r.initial_backoff_s or 1.0,
-            multiplier=r.multiplier or 2.0,
-            max_backoff=r.max_backoff_s or 60.0,
-            jitter=r.jitter,
-        )
-    except ValueError as e:
-        raise InvalidArgument(str(e)) from None
+    return from_wire(spec, Blob(bytes(spec.payload), spec.content_type))
 
 
 STATUS_TO_WIRE = enums.STATUS_TO_WIRE
@@ -434,7 +344,7 @@ def recurring_msg(info: RecurringInfo) -> pb.RecurringInfo:
         tz=info.tz or "",
         pool=info.pool,
         kind=info.kind,
-        overlap=_enum(OVERLAP_TO_WIRE.get(info.overlap, 1)),
+        overlap=_enum(enums.OVERLAP.numbers.get(info.overlap, 1)),
     )
     if info.next_unix_ns is not None:
         msg.next_unix_ns = info.next_unix_ns

@@ -61,7 +61,6 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
-from cronoq.client.json_shapes import bulk_json, message_json
 from cronoq.engine.keyed import MAX_TOP
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES
 from cronoq.errors import SchedulerError
@@ -105,6 +104,7 @@ from cronoq.server.http_json import (
 )
 from cronoq.server.http_query import with_query_check
 from cronoq.server.sse import EventHub, Subscriber, any_frame, with_progress
+from cronoq.spec.json_shapes import bulk_json, message_json
 
 __all__ = [
     "TASK",

@@ -7,7 +7,7 @@ Every JSON body a route accepts is declared here once, and both the parsing (``h
 declarations, so what is documented is what is accepted.
 
 * :data:`TaskSpec` (a ``TypedDict``, see :func:`_task_body`) is built from the task-field
-  table (``runtime.task_fields``): one ``Annotated`` type per value shape (``http_values``)
+  table (``spec.fields``): one ``Annotated`` type per value shape (``http_values``)
   and a field per task field, plus the payload fields; :data:`TaskTemplate` (a recurring
   schedule's task) is the same without the fields a fixed start makes meaningless.  The
   fields are declared in the order the API has always checked them, since the first error in
@@ -27,9 +27,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, Ty
 from typing_extensions import TypedDict
 
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
-from cronoq.runtime import task_fields
 from cronoq.server import http_values as v
 from cronoq.server.body_errors import custom
+from cronoq.spec import fields as task_fields
 
 __all__ = [
     "NOT_IN_TEMPLATE",
@@ -77,7 +77,7 @@ class RetryPolicy(BaseModel):
 #: would cost a Python call per string on the submit path).
 String: Final = Annotated[str, Field(strict=True)]
 
-#: the type of a task field's JSON value, by its shape (runtime.task_fields)
+#: the type of a task field's JSON value, by its shape (spec.fields)
 SHAPE_TYPES: Final[dict[str, Any]] = {
     "string": String | None,
     "priority": v.Priority,

@@ -15,7 +15,7 @@ handlers of ``http_api.py`` and the shard routes (``shards/http_routes.py``):
   ``body_errors.py``).  :func:`task_spec_from_json` checks every count and length of a task on
   the decoded JSON first (``request_limits.check_json_task``, the same limits and messages as
   gRPC), then validates it with its model, whose values are wire values, into a protobuf
-  ``TaskSpec``, so the gRPC validation (``convert.submit_args``) applies unchanged.  A
+  ``TaskSpec``, so the gRPC validation (``convert.submission``) applies unchanged.  A
   malformed task field is 400 ``invalid`` (the SubmitError code); other bad input (JSON, body
   shape, query, path) 400 ``invalid_argument``.
 * Query parameters (``query_*``): booleans, seconds, bounded integers, instants (RFC 3339 or
@@ -37,8 +37,6 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from cronoq.client import json_shapes
-from cronoq.client.json_shapes import message_json
 from cronoq.engine.model import STATUS_NAMES, SUCCEEDED, TaskState
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server import body_errors, convert, request_limits
@@ -58,6 +56,8 @@ from cronoq.server.http_values import (
     dumps,
 )
 from cronoq.server.workers import Blob
+from cronoq.spec import json_shapes
+from cronoq.spec.json_shapes import message_json
 
 __all__ = [
     "COND_FROM_JSON",
@@ -82,7 +82,7 @@ __all__ = [
     "task_spec_from_json",
 ]
 
-#: the JSON names of the task fields (runtime.task_fields) and of the payload
+#: the JSON names of the task fields (spec.fields) and of the payload
 RECURRING_FIELDS: Final = frozenset(bodies.RecurringRequest.model_fields)
 
 

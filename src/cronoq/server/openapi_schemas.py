@@ -5,7 +5,7 @@ Theory of operation
 The request schemas are generated from the request body declarations (``openapi_requests``).
 The response schemas of the messages rendered from protobuf (``TaskInfo``, ``SnapshotResponse``,
 ``WorkerInfo``, ``RecurringInfo``, ``StatusEvent``) are derived from the message descriptors
-with the rendering rules of :func:`cronoq.client.json_shapes.message_json` (ids as strings,
+with the rendering rules of :func:`cronoq.spec.json_shapes.message_json` (ids as strings,
 enums as lower-case names, unset optional fields null), so they cannot drift from the wire
 contract; the other response bodies (built by hand in the handlers) are written out here.
 """
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from cronoq.client.json_shapes import ID_FIELDS
 from cronoq.engine.model import STATUS_NAMES
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server.history import FIELDS as HISTORY_FIELDS
 from cronoq.server.openapi_requests import request_schemas
+from cronoq.spec.json_shapes import ID_FIELDS
 
 __all__ = ["ref", "schemas"]
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from cronoq.engine.bulk import BulkResult
 from cronoq.errors import ArgumentTypeError, ReplayError, SchedulerError, SubmitError
-from cronoq.runtime.operations import BulkResult
 from cronoq.server import task_history
 from cronoq.server.app import ApiError, BlobCodec, store_failure
 from cronoq.server.auth import PermissionDenied, Principal, allows_pool, check_pool, restrict_pools

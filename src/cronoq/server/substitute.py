@@ -20,10 +20,10 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from cronoq.client.encoding import CONTENT_TYPE_BYTES, is_json
 from cronoq.errors import Permanent
 from cronoq.outcome import Outcome
 from cronoq.server.workers import Blob
+from cronoq.spec.payloads import CONTENT_TYPE_BYTES, is_json
 from cronoq.tasks.placeholders import substitute
 
 __all__ = ["add_arguments", "for_lease", "substituted"]

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cronoq.client import json_shapes
 from cronoq.engine.model import STATUS_NAMES
 from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server.workers import Blob
+from cronoq.spec import json_shapes
 
 if TYPE_CHECKING:
     from cronoq.engine.mutations import RecoveredTerminal

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from cronoq.errors import InvalidSubmission
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.processes import CTX_NONE, CTX_TASK, FnRef, run_in_process
-from cronoq.runtime.task import parse_deps
+from cronoq.spec.validate import parse_deps
 from cronoq.tasks.binding import Binding, Payload
 from cronoq.tasks.fields import CALL_FIELDS, check_fields
 from cronoq.tasks.lifespan import async_hooks, call_in_hooks

@@ -3,8 +3,8 @@
 A task definition carries defaults for every call (``@app.task(pool=..., priority=...)``); a
 call may override them (``t.options(key=..., start_in=...)``); a recurring schedule takes its
 own set. Every set is validated when it is written, with the same rules and messages as a plain
-submission (:class:`cronoq.Task` does the checking), so a bad field fails at decoration or at
-``options()``, never halfway through a submission.
+submission (``Submission.from_kwargs`` does the checking), so a bad field fails at
+decoration or at ``options()``, never halfway through a submission.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from cronoq.errors import ArgumentTypeError
-from cronoq.runtime import task_fields
-from cronoq.runtime.task import Task
+from cronoq.spec import fields as task_fields
+from cronoq.spec.submission import Submission
 
 __all__ = ["CALL_FIELDS", "DEFINITION_FIELDS", "RECURRING_FIELDS", "check_fields"]
 
 #: what ``@app.task(...)`` takes besides ``name``: the defaults of every call (the task options
-#: of runtime.task_fields, and a relative deadline)
+#: of spec.fields, and a relative deadline)
 DEFINITION_FIELDS = task_fields.names(option=True) | {"deadline_in"}
 
 #: what ``t.options(...)`` takes: per-call overrides (``kind`` is fixed: it names the task)
@@ -45,5 +45,5 @@ def check_fields(fields: Mapping[str, Any], allowed: frozenset[str], where: str)
             f"{where}: unexpected task field '{unknown[0]}' (allowed: {', '.join(sorted(allowed))})"
         )
     out = {k: v for k, v in fields.items() if v is not None}
-    Task(None, **out)  # the plain submission's validation, same messages
+    Submission.from_kwargs(None, **out)  # the plain submission's validation, same messages
     return out

@@ -66,7 +66,7 @@ class NamedTask(Task, Generic[R]):
         self.binding = binding
         self.fields = dict(fields)
         self.holes = holes or []
-        self._base_deps = self._deps
+        self._base_deps = self._sub.deps
         self._extra: list[tuple[int | str, int]] = []
         self.submitted_id: int | None = None  # its id once submitted (a later placeholder's edge)
 
@@ -77,14 +77,14 @@ class NamedTask(Task, Generic[R]):
 
     def set_key(self, key: str) -> None:
         """Give a keyless spec a key (a placeholder of it in the same batch needs one)."""
-        self._key = key
+        self._sub = self._sub._replace(key=key)
         self.fields["key"] = key
 
     def set_edges(self, extra: list[tuple[int | str, int]]) -> None:
         """The edges ``(target, condition)`` of its placeholders, after its own (replacing any
         set before)."""
         self._extra = extra
-        self._deps = [*(self._base_deps or ()), *extra] or None
+        self._sub = self._sub._replace(deps=[*(self._base_deps or ()), *extra] or None)
 
     def call_fields(self) -> dict[str, Any]:
         """Its task fields for a server, the edges of its placeholders included."""

@@ -30,8 +30,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from cronoq.client import json_shapes
-from cronoq.client.json_shapes import message_json
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server import convert, ops
@@ -58,6 +56,8 @@ from cronoq.server.http_json import (
 from cronoq.server.shards.peers import PeerError, Unreachable
 from cronoq.server.shards.router import Router, check_task, grpc_error
 from cronoq.server.shards.topology import WrongShard
+from cronoq.spec import json_shapes
+from cronoq.spec.json_shapes import message_json
 
 __all__ = ["sharded_routes"]
 

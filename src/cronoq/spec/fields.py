@@ -13,7 +13,7 @@ checks every surface against it, including the code that still spells a field ou
 
 Two fields have no wire field of their own: ``after`` travels as success edges in ``deps``.
 ``option`` marks the fields shared by many tasks (one ``TaskOptions``, built by
-``runtime.task.make_options``); the others (key, times, edges) are per task.
+``spec.validate.make_options``); the others (key, times, edges) are per task.
 
 This module is pure data: it imports nothing, so every layer may use it.
 """
