@@ -68,6 +68,7 @@ from cronoq.client.types import (
 from cronoq.outcome import SignalResult
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
+from cronoq.proto.protocol import NOT_LEADING_MESSAGES
 
 __all__ = ["Client", "Watch"]
 
@@ -75,9 +76,6 @@ __all__ = ["Client", "Watch"]
 #: ``unavailable`` (``Client(failover_wait=...)``): longer than a failover takes (PostgreSQL:
 #: about a second; SQLite: up to its lease ttl, 10 s, after a leader was killed)
 FAILOVER_WAIT_S = 15.0
-#: how a live server that does not lead answers UNAVAILABLE (``server/app.py``, the HTTP API):
-#: a round that met one of these is a failover in progress, worth waiting for
-_NOT_LEADING = ("this server is a standby", "server is shutting down", "server is not serving")
 #: the pause between two rounds over the addresses doubles from the first to the second
 _ROUND_BACKOFF_MIN = 0.05
 _ROUND_BACKOFF_MAX = 1.0
@@ -586,7 +584,7 @@ class Client:
 def _a_server_waits(errors: Sequence[ClientError]) -> bool:
     """Whether a round met a live server that does not lead (so a leader may come soon), not
     only addresses where nothing answers."""
-    return any(e.code == "unavailable" and e.message.startswith(_NOT_LEADING) for e in errors)
+    return any(e.code == "unavailable" and e.message.startswith(NOT_LEADING_MESSAGES) for e in errors)
 
 
 def _name(what: str, v: object) -> str:

@@ -89,3 +89,9 @@ def session_version(requested: int) -> int:
     if requested <= 0:
         return MIN_VERSION
     return min(requested, PROTOCOL_VERSION)
+
+
+#: How a live server that does not lead begins its UNAVAILABLE message (a standby, one shutting
+#: down or not yet serving): the request certainly did not run there, and a leader may come soon.
+#: The client rides through a failover while it meets these; a shard forwards to the next address.
+NOT_LEADING_MESSAGES = ("this server is a standby", "server is shutting down", "server is not serving")

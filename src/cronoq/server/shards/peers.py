@@ -34,6 +34,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from cronoq.proto.protocol import NOT_LEADING_MESSAGES
 from cronoq.server.config import ServerConfig, ShardSpec, is_loopback
 from cronoq.server.shards.breaker import Breaker
 from cronoq.server.shards.topology import FORWARDED_KEY, NOT_THIS_SHARD, SERVED_BY_KEY, TO_SHARD_KEY
@@ -43,7 +44,7 @@ log = logging.getLogger("cronoq.server.shards")
 __all__ = ["PeerError", "Peers", "Unreachable", "forward_allowed"]
 
 #: UNAVAILABLE answers after which the request certainly did not run there: try the next address
-_NOT_HERE = ("this server is a standby", "server is shutting down", "server is not serving")
+_NOT_HERE = NOT_LEADING_MESSAGES
 #: UNAVAILABLE answers that may follow a change that did land: passed on (the client retries)
 _MAYBE_DONE = ("the store could not commit", "not the leader any more")
 
