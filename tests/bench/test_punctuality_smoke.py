@@ -55,7 +55,7 @@ def test_dag_shape() -> None:
 
 def test_dag_scatter_is_the_same_batch_in_another_layout() -> None:
     def edges(tasks: list[Task]) -> set[tuple[object, tuple[tuple[int | str, int], ...]]]:
-        return {(t.key, tuple(t._deps or ())) for t in tasks}
+        return {(t.key, tuple(t.submission.deps or ())) for t in tasks}
 
     args = (TINY["dag_n"], TINY["dag_width"], TINY["dag_fan_in"])
     built = punctuality.dag_tasks(*args)

@@ -77,7 +77,7 @@ from cronoq.server.app import (
 )
 from cronoq.server.auth import Action, AuthError, Principal, allows_pool, restrict_pools
 from cronoq.server.dashboard import dashboard_routes
-from cronoq.server.http_bodies import ReplayRequest, SubmitBatchRequest
+from cronoq.server.http_bodies import ReplayRequest, SignalRequest, SubmitBatchRequest
 from cronoq.server.http_json import (
     UINT32_MAX,
     UINT64_MAX,
@@ -475,6 +475,9 @@ class HttpApi:
 
         principal = self.auth(request, Action.SIGNAL)
         body = await http_guard.read_optional_json(self.app, request)
+        for k in body:
+            if k not in SignalRequest.model_fields:
+                raise bad_request(f"unknown field '{k}' (expected payload)")
         name = request.path_params["name"]
         dup = await send_signal(self.app, principal, name, body.get("payload"))
         return json_response({"name": name, "duplicate": dup})

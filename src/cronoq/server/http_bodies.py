@@ -162,6 +162,13 @@ class ReplayRequest(BaseModel):
     force: Annotated[bool, Field(strict=True, description="also replay a succeeded task")] = False
 
 
+class SignalRequest(BaseModel):
+    """`POST /v1/signals/{name}` (optional body)."""
+
+    model_config = ConfigDict(extra="forbid")
+    payload: Annotated[Any, Field(description="any JSON value (absent: null)")] = None
+
+
 class TaskFilter(BaseModel):
     """every criterion given must hold; at least one is required"""
 

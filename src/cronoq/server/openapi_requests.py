@@ -31,6 +31,7 @@ REQUEST_BODIES: Final[dict[str, Any]] = {
     "RecurringRequest": bodies.RecurringRequest,
     "ReplayRequest": bodies.ReplayRequest,
     "BulkRequest": bodies.BulkRequest,
+    "SignalRequest": bodies.SignalRequest,
 }
 
 

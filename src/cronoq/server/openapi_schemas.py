@@ -208,10 +208,6 @@ def _admin_responses() -> dict[str, Any]:
             "required": list(HISTORY_FIELDS),
         },
         "Health": {"type": "object", "properties": {"status": {"type": "string"}}, "required": ["status"]},
-        "SignalRequest": {
-            "type": "object",
-            "properties": {"payload": {"description": "any JSON value (absent: null)"}},
-        },
         "SignalResponse": {
             "type": "object",
             "properties": {
