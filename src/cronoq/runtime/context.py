@@ -43,6 +43,7 @@ class TaskContext:
         "abort_reason",
         "attempt",
         "lease",
+        "on_park",
     )
 
     def __init__(self, sched: Scheduler, task: TaskState, lease: int) -> None:
@@ -57,6 +58,9 @@ class TaskContext:
         self._aborted_by: object = None  # the engine (Core) that aborted it, if one did
         self._in_thread = False  # a plain function running in a pool thread (not interruptible)
         self._cursor = 0  # the next record of the task's journal this run replays (runtime/parking.py)
+        #: called when a durable call parks this attempt, before anything else is dispatched
+        #: (the server's remote executor frees the worker's slot with it: server/worker_durable.py)
+        self.on_park: Callable[[], None] | None = None
 
     @property
     def id(self) -> int:

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from cronoq.runtime.context import TaskContext
     from cronoq.runtime.scheduler import Scheduler
 
-__all__ = ["NonDeterministic", "Parked", "SignalResult", "Signals"]
+__all__ = ["NonDeterministic", "Parked", "SignalResult", "Signals", "step_record", "step_replay"]
 
 
 class Parked(asyncio.CancelledError):
@@ -159,6 +159,8 @@ def _park(ctx: TaskContext, sched: Scheduler) -> Parked:
     ctx._cancelled = True
     ctx._ended = True
     sched._running.pop(ctx.lease, None)
+    if ctx.on_park is not None:  # (a remote attempt: its worker's slot frees before the dispatch)
+        ctx.on_park()
     sched._settle()
     return Parked()
 
@@ -309,17 +311,36 @@ async def wait_signal(ctx: TaskContext, name: str, timeout: float | None = None)
 
 
 async def step(ctx: TaskContext, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"ctx.step() needs a non-empty name (got {name!r})")
+    _step_name(name)
     if not callable(fn):
         raise ArgumentTypeError(f"ctx.step() needs a callable (got {fn!r})")
-    sched, core = _running(ctx, "step")
-    rec = _replay(ctx, core, ["step", name, None], lambda r: True)
-    if rec is not None:
-        return rec[2]
+    recorded, value = step_replay(ctx, name)
+    if recorded:
+        return value
     result = fn(*args, **kwargs)
     if inspect.isawaitable(result):
         result = await result
+    return await step_record(ctx, name, result)
+
+
+def _step_name(name: object) -> None:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"ctx.step() needs a non-empty name (got {name!r})")
+
+
+def step_replay(ctx: TaskContext, name: str) -> tuple[bool, Any]:
+    """The first half of ``ctx.step(name, ...)``: ``(True, result)`` when the step is recorded
+    (a replay), else ``(False, None)``: run it, then :func:`step_record` (a remote worker runs
+    the function between the two)."""
+    _step_name(name)
+    _sched, core = _running(ctx, "step")
+    rec = _replay(ctx, core, ["step", name, None], lambda r: True)
+    return (False, None) if rec is None else (True, rec[2])
+
+
+async def step_record(ctx: TaskContext, name: str, result: object) -> Any:
+    """The second half of ``ctx.step``: record ``result`` (JSON) for step ``name``; returns it
+    as it reads back."""
     value = _json_value(result, f"the result of step '{name}'")
     sched, core = _running(ctx, "step")
     _record(ctx, core, ["step", name, value])

@@ -22,6 +22,10 @@ on the worker's session and awaits the worker's report:
   most once per interval with counts per worker (:class:`~cronoq.server.log_summary.LogSummary`:
   one line per report would let one batch flood the log and hold the loop), a stale one
   counted like any stale report;
+* ``DurableCall`` (protocol version 7) → the registry's ``durable`` handler carries it out
+  for the attempt's context and queues the ``DurableReply`` (server/worker_durable.py); when
+  the call parks the attempt, the lease leaves the session (its slot is free) and the parked
+  reply is queued before any lease the freed slot gets;
 * a disconnect → the attempt fails retryably (``worker disconnected``).
 
 The executor is a *starting* one (``Pool.start_attempt``): it queues the lease and hands the
@@ -98,6 +102,8 @@ class LeaseMsg:
     lease_ttl_s: float | None
     #: how each parent ended (cronoq.Outcome, outputs as Blobs): sent from protocol version 6
     parents: tuple[Any, ...] = ()
+    #: runs of the task after a park (``ctx.resumes``): sent from protocol version 7
+    resumes: int = 0
 
 
 @dataclass(slots=True)
@@ -121,7 +127,31 @@ class RegisteredMsg:
     max_message_bytes: int
 
 
-ServerMsg = LeaseMsg | AbortMsg | ShutdownMsg | RegisteredMsg
+@dataclass(slots=True)
+class DurableCallMsg:
+    """A durable call of the task under ``lease`` (protocol version 7; ``args`` from JSON,
+    ``specs`` the children of a spawn as wire ``TaskSpec`` messages)."""
+
+    lease: int
+    call: int
+    op: str
+    args: dict[str, Any]
+    specs: list[Any] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DurableReplyMsg:
+    """The answer to a :class:`DurableCallMsg` (``outcomes``: cronoq.Outcome, outputs as Blobs)."""
+
+    call: int
+    parked: bool = False
+    result: Any = None
+    outcomes: tuple[Any, ...] = ()
+    error: str = ""
+    error_kind: str = ""
+
+
+ServerMsg = LeaseMsg | AbortMsg | ShutdownMsg | RegisteredMsg | DurableReplyMsg
 
 
 @dataclass(eq=False)
@@ -280,6 +310,27 @@ class WorkerSession:
             att.cancelled()
         self.registry._slot_freed(self)
 
+    def durable(self, call: DurableCallMsg) -> None:
+        """A durable call (protocol version 7) for one of this worker's leases."""
+        att = self.attempts.get(call.lease)
+        handler = self.registry.durable
+        if att is None or handler is None:
+            if att is None:
+                self.registry.sched.seam.count_stale()
+            why = "the lease is no longer held" if att is None else "durable calls are not served here"
+            self.send(DurableReplyMsg(call.call, error=why, error_kind="scheduler"))
+            return
+        handler(self, att, call)
+
+    def parked(self, att: Attempt, call: int) -> None:
+        """``att`` parked in durable call ``call``: it leaves the session (the slot is free),
+        the worker is told first, and its future ends without a report."""
+        if self.attempts.get(att.lease) is att:
+            del self.attempts[att.lease]
+        self.send(DurableReplyMsg(call, parked=True))
+        att.future.cancel()  # (not in attempts: no Abort; the scheduler already dropped it)
+        self.registry._slot_freed(self)
+
     def set_slots(self, slots: int) -> int:
         granted = self.registry.grant(self.pool, slots)
         self.slots = granted
@@ -321,6 +372,9 @@ class WorkerRegistry:
         self.on_change = on_change
         #: invalid progress reports: counted, one summary line per interval (log_summary.py)
         self.dropped_progress = LogSummary(_log, "progress reports dropped")
+        #: carries out durable calls (protocol version 7): set by the server app
+        #: (server/worker_durable.py); None refuses them
+        self.durable: Callable[[WorkerSession, Attempt, DurableCallMsg], None] | None = None
 
     # -- membership --------------------------------------------------------------------------
 
@@ -503,6 +557,7 @@ class RemoteExecutor:
             priority=opts.priority,
             lease_ttl_s=self.registry.lease_ttl_s.get(self.pool),
             parents=parents,
+            resumes=ctx.resumes,
         )
         kinds = t.group.kinds if t.group is not None else None
         att = Attempt(ctx.lease, ctx, msg, loop.create_future(), executor=self, group=ctx.group, kinds=kinds)
