@@ -74,7 +74,7 @@ async def submit_batch(raw: Raw, pool: str, n: int, payload: bytes = b"") -> lis
 async def test_version_is_the_lower_of_both(server: ServerProc) -> None:
     raw = Raw(server.grpc)
     try:
-        for asked, agreed in ((3, 3), (4, 4), (5, 5), (6, 6), (9, 6), (0, 3)):
+        for asked, agreed in ((3, 3), (4, 4), (5, 5), (6, 6), (7, 7), (9, 7), (0, 3)):
             w = RawWorker(raw, "v3", version=asked)
             reg = (await w.read()).registered
             assert reg.protocol_version == agreed

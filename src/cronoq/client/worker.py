@@ -63,11 +63,7 @@ many ``Lease`` messages.
 wins: the first report goes out at once, later ones at most every :data:`PROGRESS_INTERVAL_S`
 seconds (a trailing report with the newest values when the interval ends); a value still held
 when the lease ends is dropped. The server rate-limits its events again (4 per second).
-
-**Durable calls** (version 7). ``lease.spawn`` / ``wait_for`` / ``sleep_for`` / ``sleep_until`` /
-``wait_signal`` / ``step`` are ``DurableCall`` messages answered by ``DurableReply``; the server
-keeps the journal and may answer that the attempt parked: the lease then leaves the running set
-at once and its handler unwinds without a report (:mod:`cronoq.client.worker_durable`).
+Durable calls (``lease.spawn`` ..., version 7): :mod:`cronoq.client.worker_durable`.
 """
 
 from __future__ import annotations
@@ -156,7 +152,7 @@ class CancelFlag(asyncio.Event):
         return self.is_set()
 
 
-class Lease:
+class Lease(_durable.DurableCalls):
     """One attempt of a task handed to a worker's handler.
 
     ``payload`` (bytes) and ``content_type`` as submitted; :meth:`json`, :meth:`text` and
@@ -171,7 +167,6 @@ class Lease:
         "_cancel_flag",
         "_parents",
         "_progress",
-        "_resumes",
         "_session",
         "_stopped",
         "attempt",
@@ -229,38 +224,6 @@ class Lease:
             )
             for p in self._parents
         )
-
-    # -- durable calls (protocol version 7, docs/how-to/durable.md#remote-workers; client/worker_durable.py)
-
-    @property
-    def resumes(self) -> int:
-        """How many times the task ran again after a park (0 from an older server)."""
-        return self._resumes
-
-    async def spawn(self, specs: object, *, detached: bool = False) -> list[int]:
-        """Submit child tasks (a ``task(...)`` spec, a mapping of task fields, or a list of
-        them) atomically; their ids (the same ids when the task runs again)."""
-        return await _durable.spawn(self, specs, detached)
-
-    async def wait_for(self, ids: Iterable[int]) -> list[Outcome]:
-        """How those tasks ended, in order; parks the attempt until they have."""
-        return await _durable.wait_for(self, ids)
-
-    async def sleep_for(self, seconds: float) -> None:
-        """A durable sleep (the attempt parks)."""
-        await _durable.sleep_for(self, seconds)
-
-    async def sleep_until(self, when: Any) -> None:
-        """A durable sleep until ``when`` (Unix seconds or an aware datetime)."""
-        await _durable.sleep_until(self, when)
-
-    async def wait_signal(self, name: str, timeout: float | None = None) -> Any:
-        """The payload of signal ``name`` (parks until it comes; TimeoutError after ``timeout``)."""
-        return await _durable.wait_signal(self, name, timeout)
-
-    async def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run ``fn`` once and record its JSON result; a later run returns the record."""
-        return await _durable.step(self, name, fn, *args, **kwargs)
 
     @property
     def cancelled(self) -> CancelFlag:
@@ -400,9 +363,6 @@ class _Session:
         self.batch_bytes = 0
         #: the session's protocol version (0 until Registered)
         self.version = 0
-        #: durable calls awaiting their reply, by call number (client/worker_durable.py)
-        self.calls: dict[int, tuple[Lease, asyncio.Future[pb.DurableReply]]] = {}
-        self.next_call = 0
 
     def send(self, msg: pb.WorkerMessage) -> None:
         if self.open and not self.half_closed:
@@ -1109,9 +1069,7 @@ def _report_bytes(m: pb.WorkerMessage) -> int:
         return len(m.nack.reason.encode()) + 32
     if which == "progress":
         return len(m.progress.message.encode()) + 48
-    if which == "durable":
-        return m.durable.ByteSize() + 32
-    return 32
+    return m.ByteSize() + 32  # (a heartbeat, a durable call)
 
 
 def _batch(

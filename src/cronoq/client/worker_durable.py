@@ -31,7 +31,9 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 import inspect
+import itertools
 import json
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +46,7 @@ from cronoq.proto.protocol import DURABLE_VERSION
 if TYPE_CHECKING:
     from cronoq.client.worker import Lease, _Session
 
-__all__ = ["LeaseParked", "on_reply"]
+__all__ = ["DurableCalls", "LeaseParked", "on_reply"]
 
 
 class LeaseParked(asyncio.CancelledError):
@@ -60,9 +62,63 @@ _ERRORS: dict[str, type[Exception]] = {
 }
 
 
+class DurableCalls:
+    """The durable calls of :class:`~cronoq.client.worker.Lease` (a mixin)."""
+
+    __slots__ = ("_resumes",)
+    _resumes: int
+
+    @property
+    def resumes(self) -> int:
+        """How many times the task ran again after a park (0 from an older server)."""
+        return self._resumes
+
+    async def spawn(self, specs: object, *, detached: bool = False) -> list[int]:
+        """Submit child tasks (a ``task(...)`` spec, a mapping of task fields, or a list of
+        them) atomically; their ids (the same ids when the task runs again)."""
+        return await spawn(self._lease(), specs, detached)
+
+    async def wait_for(self, ids: Iterable[int]) -> list[Outcome]:
+        """How those tasks ended, in order; parks the attempt until they have."""
+        return await wait_for(self._lease(), ids)
+
+    async def sleep_for(self, seconds: float) -> None:
+        """A durable sleep (the attempt parks)."""
+        await sleep_for(self._lease(), seconds)
+
+    async def sleep_until(self, when: float | _dt.datetime) -> None:
+        """A durable sleep until ``when`` (Unix seconds or an aware datetime)."""
+        await sleep_until(self._lease(), when)
+
+    async def wait_signal(self, name: str, timeout: float | None = None) -> Any:
+        """The payload of signal ``name`` (parks until it comes; TimeoutError after ``timeout``)."""
+        return await wait_signal(self._lease(), name, timeout)
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn`` once and record its JSON result; a later run returns the record."""
+        return await step(self._lease(), name, fn, *args, **kwargs)
+
+    def _lease(self) -> Lease:
+        return self  # type: ignore[return-value]
+
+
+class _Calls:
+    """A session's durable calls awaiting their reply, by call number."""
+
+    __slots__ = ("numbers", "waiting")
+
+    def __init__(self) -> None:
+        self.numbers = itertools.count(1)
+        self.waiting: dict[int, tuple[Lease, asyncio.Future[pb.DurableReply]]] = {}
+
+
+_CALLS: weakref.WeakKeyDictionary[_Session, _Calls] = weakref.WeakKeyDictionary()
+
+
 def on_reply(sess: _Session, msg: pb.DurableReply) -> None:
     """A ``DurableReply`` read from the stream: resolve its call (a parked one frees the slot now)."""
-    entry = sess.calls.pop(msg.call, None)
+    calls = _CALLS.get(sess)
+    entry = None if calls is None else calls.waiting.pop(msg.call, None)
     if entry is None:
         return  # (the lease ended meanwhile: nobody waits for it)
     lease, fut = entry
@@ -89,8 +145,10 @@ async def call(
         )
     if lease._abort or not sess.open:
         raise SchedulerError(f"ctx.{name}() works only inside the running attempt of a task")
-    sess.next_call += 1
-    n = sess.next_call
+    calls = _CALLS.get(sess)
+    if calls is None:
+        calls = _CALLS[sess] = _Calls()
+    n = next(calls.numbers)
     m = pb.WorkerMessage()
     d = m.durable
     d.lease = lease.id
@@ -99,12 +157,12 @@ async def call(
     d.args_json = json.dumps(args, allow_nan=False)
     d.specs.extend(specs)
     fut: asyncio.Future[pb.DurableReply] = asyncio.get_running_loop().create_future()
-    sess.calls[n] = (lease, fut)
+    calls.waiting[n] = (lease, fut)
     try:
         sess.send(m)
         reply = await fut
     finally:
-        sess.calls.pop(n, None)
+        calls.waiting.pop(n, None)
     if reply.parked:
         raise LeaseParked()
     if reply.error:
@@ -123,8 +181,7 @@ async def spawn(lease: Lease, specs: object, detached: bool = False) -> list[int
         items = list(specs)
     else:
         raise ArgumentTypeError(
-            "ctx.spawn() takes a task(...) spec, a mapping of task fields or a list of them "
-            f"(got {specs!r})"
+            f"ctx.spawn() takes a task(...) spec, a mapping of task fields or a list of them (got {specs!r})"
         )
     wire = [spec_of(s) for s in items]
     return [int(i) for i in _result(await call(lease, "spawn", {"detached": bool(detached)}, wire))]

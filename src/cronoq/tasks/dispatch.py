@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from cronoq.errors import Permanent
 from cronoq.tasks.lifespan import Lifespan
 from cronoq.tasks.placeholders import substitute
+from cronoq.tasks.targets import NamedTask
 
 if TYPE_CHECKING:
     from cronoq.tasks.definition import TaskDefinition
@@ -185,7 +186,15 @@ class LeaseContext:
         return fn
 
     async def spawn(self, specs: Any, *, detached: bool = False) -> list[int]:
-        result: list[int] = await self._durable("spawn")(specs, detached=detached)
+        """Named tasks' ``.spec(...)`` go to the server as their payload and task fields."""
+        fn = self._durable("spawn")
+        one = isinstance(specs, NamedTask)
+        items = [specs] if one else specs
+        if isinstance(items, (list, tuple)):
+            items = [
+                {"payload": t.payload, **t.call_fields()} if isinstance(t, NamedTask) else t for t in items
+            ]
+        result: list[int] = await fn(items, detached=detached)
         return result
 
     async def wait_for(self, ids: Any) -> list[Any]:
@@ -206,6 +215,11 @@ class LeaseContext:
 
     def __repr__(self) -> str:
         return f"<LeaseContext id={self.id} attempt={self.attempt}>"
+
+
+def _wire_spec(t: object) -> object:
+    """A named task's ``.spec(...)`` as a server takes it (payload and task fields)."""
+    return {"payload": t.payload, **t.call_fields()} if isinstance(t, NamedTask) else t
 
 
 class LeaseHandler:
