@@ -13,10 +13,10 @@ import grpc
 import pytest
 
 from cronoq import TaskFailed
-from cronoq.client import Client, TaskInfo
+from cronoq.client import Client, Lease, TaskInfo, Worker, task
 
 from .durable_app import app, approval, fanout, fickle, napper, stepper
-from .procs import Raw, RawWorker, ServerProc, pb, start_server, start_worker, stop_worker
+from .procs import AUTH_TOML, TOKENS, Raw, RawWorker, ServerProc, pb, start_server, start_worker, stop_worker
 
 HERE = Path(__file__).resolve().parent
 CLI = (sys.executable, "-m", "cronoq.cli")
@@ -135,3 +135,40 @@ async def test_a_version_6_worker_is_still_served_and_may_not_send_durable_calls
         assert "version 7" in (ei.value.details() or "")
     finally:
         await raw.close()
+
+
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
+    toml = '[[pools]]\nname = "default"\n\n[[pools]]\nname = "a"\n' + AUTH_TOML
+    sp = start_server(tmp_path_factory.mktemp("durable-auth"), toml, name="durable-auth")
+    try:
+        yield sp
+    finally:
+        assert sp.terminate() == 0, sp.log()
+
+
+async def test_a_plain_handler_spawns_within_its_tokens_pools(auth_server: ServerProc) -> None:
+    seen: list[str] = []
+
+    async def handle(lease: Lease) -> object:
+        if lease.value() != "parent":
+            return "child"
+        with pytest.raises(LookupError, match="unknown pool 'default'"):
+            await lease.spawn({"payload": 1, "pool": "default"})  # not a pool of the worker's token
+        ids = await lease.spawn([task(2, pool="a")])
+        seen.append(f"run {lease.resumes}")
+        outs = await lease.wait_for(ids)
+        return {"ids": ids, "out": [o.output for o in outs], "resumes": lease.resumes}
+
+    async with (
+        Client(auth_server.grpc, token=TOKENS["client_a"]) as c,
+        Worker(auth_server.grpc, "a", handle, slots=1, token=TOKENS["worker_a"]) as w,
+    ):
+        await w.wait_registered(10)
+        h = await c.submit("parent", pool="a")
+        res = await c.wait(h.id, timeout=60)
+        assert res.status == "succeeded", res
+        out = res.json()
+        assert out["out"] == ["child"] and out["resumes"] == 1, out
+        assert seen == ["run 0", "run 1"]  # the spawn replayed: the same ids, no new child
+        assert list((await c.get(h.id)).children) == out["ids"]

@@ -258,6 +258,7 @@ class WorkersServicer(pb_grpc.WorkersServicer):
         session = app.registry.register(
             reg.pool, reg.worker_name, labels, reg.slots, reg.protocol_version, kinds
         )
+        session.principal = principal  # (bounds what its tasks may spawn: server/worker_durable.py)
         log.info(
             "worker %s '%s' registered on pool '%s' with %d slots",
             session.id,

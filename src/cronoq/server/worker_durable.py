@@ -8,9 +8,10 @@ A task running on a remote worker makes its durable calls (``ctx.spawn``, ``ctx.
 in-process :class:`~cronoq.runtime.context.TaskContext` (the remote executor's ``ctx``), and
 each call is carried out on it by the same functions as in process
 (:mod:`cronoq.runtime.parking`): the journal, its replay and the determinism check, the atomic
-spawn, the commit to the store, and parking all live on the server.  The worker only sends the
-call and raises or returns what the ``DurableReply`` says; it never sees the journal (a replay
-costs one round trip per call).
+spawn, the commit to the store, and parking all live on the server.  A spawn's children are
+bounded by the worker's token as a submission would be (pools it may use, its tenant).  The
+worker only sends the call and raises or returns what the ``DurableReply`` says; it never sees
+the journal (a replay costs one round trip per call).
 
 A step is two calls: ``step`` answers whether the step is recorded (and its result), and, when
 it is not, the worker runs the function and sends ``step_done`` with the result to record.
@@ -36,6 +37,7 @@ from cronoq.outcome import Outcome
 from cronoq.runtime import parking
 from cronoq.runtime.task import Task
 from cronoq.server import convert
+from cronoq.server.auth import PermissionDenied, Principal, allows_pool, stamp_tenant
 from cronoq.server.workers import Attempt, Blob, DurableCallMsg, DurableReplyMsg, WorkerSession
 
 if TYPE_CHECKING:
@@ -82,7 +84,7 @@ class WorkerDurable:
         ctx = att.ctx
         ctx.on_park = partial(session.parked, att, call.call)
         try:
-            reply = await self._do(ctx, call)
+            reply = await self._do(session, ctx, call)
         except parking.Parked:
             return  # (the parked reply went out from on_park)
         except asyncio.CancelledError:
@@ -91,10 +93,10 @@ class WorkerDurable:
             reply = DurableReplyMsg(call.call, error=str(e) or type(e).__name__, error_kind=error_kind(e))
         session.send(reply)
 
-    async def _do(self, ctx: TaskContext, call: DurableCallMsg) -> DurableReplyMsg:
+    async def _do(self, session: WorkerSession, ctx: TaskContext, call: DurableCallMsg) -> DurableReplyMsg:
         op, args = call.op, call.args
         if op == "spawn":
-            children = [self._child(spec) for spec in call.specs]
+            children = [self._child(session.principal, spec) for spec in call.specs]
             tasks = [t for t, _ in children]
             ids = await parking.spawn(ctx, tasks, bool(args.get("detached", False)))
             for _, blob in children:
@@ -121,16 +123,22 @@ class WorkerDurable:
             return DurableReplyMsg(call.call, result={"recorded": True, "value": value})
         raise ValueError(f"unknown durable call '{op}'")
 
-    def _child(self, spec: Any) -> tuple[Task, Blob]:
-        """A spawned child from its wire spec (checked as SubmitBatch checks one)."""
+    def _child(self, principal: Principal | None, spec: Any) -> tuple[Task, Blob]:
+        """A spawned child from its wire spec (checked as SubmitBatch checks one). The worker's
+        token bounds it as it would a submission: a pool it may use, its tenant."""
         app = self.app
         try:
             payload, kw = convert.submit_args(spec, app.limits)
         except convert.InvalidArgument as e:
             raise ValueError(f"ctx.spawn(): {e}") from None
         pool = kw.get("pool") or app.config.default_pool
-        if pool not in app.sched.pools:
+        if pool not in app.sched.pools or not allows_pool(principal, pool):  # (no oracle)
             raise LookupError(f"ctx.spawn(): unknown pool '{pool}'")
+        if principal is not None and principal.tenant is not None:
+            try:
+                kw["tenant"] = stamp_tenant(principal, kw.get("tenant"))
+            except PermissionDenied as e:
+                raise ValueError(f"ctx.spawn(): {e}") from None
         return Task(payload, **kw), payload
 
     def _fit(self, outcomes: list[Outcome]) -> tuple[Outcome, ...]:

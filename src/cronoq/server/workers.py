@@ -235,6 +235,8 @@ class WorkerSession:
         self.outbox: FlushQueue[ServerMsg] = FlushQueue(maxsize=outbox_size)
         self.closed = False
         self.close_reason = ""
+        #: who the worker authenticated as (None: no auth): bounds what its tasks may spawn
+        self.principal: Any = None
 
     @property
     def busy(self) -> int:
