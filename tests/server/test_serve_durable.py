@@ -172,3 +172,18 @@ async def test_a_plain_handler_spawns_within_its_tokens_pools(auth_server: Serve
         assert out["out"] == ["child"] and out["resumes"] == 1, out
         assert seen == ["run 0", "run 1"]  # the spawn replayed: the same ids, no new child
         assert list((await c.get(h.id)).children) == out["ids"]
+
+
+async def test_a_durable_call_for_a_lease_not_held_is_answered_with_an_error(server: ServerProc) -> None:
+    raw = Raw(server.grpc)
+    try:
+        w = RawWorker(raw, "old", version=7)
+        assert (await w.read()).registered.protocol_version == 7
+        w.send(durable=pb.DurableCall(lease=999, call=5, op="step", args_json='{"name": "s"}'))
+        while (msg := await w.read()).WhichOneof("msg") != "durable":
+            pass  # (a lease of the test above, retried after its worker broke the protocol)
+        reply = msg.durable
+        assert (reply.call, reply.parked, reply.error) == (5, False, "the lease is no longer held")
+        await w.close()
+    finally:
+        await raw.close()
