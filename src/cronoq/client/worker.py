@@ -385,7 +385,7 @@ class _Session:
                 # version 4: a lone report in a trickle (the previous flush was recent, nothing
                 # else queued, other leases still running) lingers briefly for company, then
                 # what queued up goes out as one message
-                if queue.empty() and self.running and busy(loop.time(), last_flush):
+                if queue.empty() and self.running and busy(loop.time(), last_flush) and _durable.lingers(msg):
                     # at most one report per running lease can follow
                     want = min(MAX_BATCH_ITEMS - 1, len(self.running))
                     room = self.batch_bytes - _report_bytes(msg)

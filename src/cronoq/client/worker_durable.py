@@ -46,7 +46,7 @@ from cronoq.proto.protocol import DURABLE_VERSION
 if TYPE_CHECKING:
     from cronoq.client.worker import Lease, _Session
 
-__all__ = ["DurableCalls", "LeaseParked", "on_reply"]
+__all__ = ["DurableCalls", "LeaseParked", "lingers", "on_reply"]
 
 
 class LeaseParked(asyncio.CancelledError):
@@ -168,6 +168,12 @@ async def call(
     if reply.error:
         raise _ERRORS.get(reply.error_kind, SchedulerError)(reply.error)
     return reply
+
+
+def lingers(m: pb.WorkerMessage) -> bool:
+    """Whether a lone report ``m`` may linger for company (cronoq.proto.flush): not a durable
+    call, whose handler awaits the reply (a linger would add up to FLUSH_LINGER_S per call)."""
+    return m.WhichOneof("msg") != "durable"
 
 
 def _result(reply: pb.DurableReply) -> Any:
