@@ -95,3 +95,34 @@ async def test_errors_are_raised_with_their_types(fake: Any, kind: str, error: t
         await conn.recv_kind("complete")
     assert type(caught[0]) is error or isinstance(caught[0], error)
     assert str(caught[0]) == "boom"
+
+
+async def test_steps_in_the_leases_journal_replay_without_a_round_trip(fake: Any) -> None:
+    async def handle(lease: Lease) -> object:
+        a = await lease.step("a", lambda: "again")  # recorded: answered here
+        outs = await lease.wait_for([5])  # not a step: the server, told of the step replayed
+        b = await lease.step("b", lambda: "again")  # recorded after the wait: here too
+        c = await lease.step("c", lambda: 3)  # new: the server
+        return [a, outs[0].status, b, c]
+
+    async with running(Worker(fake.target, "p", handle, slots=1)):
+        conn = await fake.next_conn()
+        await conn.recv_kind("register")
+        conn.register_ok(slots=1, version=7)
+        conn.lease(1, resumes=1, journal_json='[["a",1],null,["b",2]]')
+        wait = await conn.recv_kind("durable")
+        assert (wait.op, wait.replayed) == ("wait_for", 1)
+        out = pb.ParentOutcome(id=5, status="succeeded")
+        conn.send(durable=pb.DurableReply(call=wait.call, outcomes=[out], cursor=2))
+        c = await conn.recv_kind("durable")
+        assert (c.op, json.loads(c.args_json), c.replayed) == ("step", {"name": "c"}, 1)
+        conn.send(
+            durable=pb.DurableReply(call=c.call, result_json='{"recorded": false, "value": null}', cursor=3)
+        )
+        rec = await conn.recv_kind("durable")
+        assert (rec.op, rec.replayed) == ("step_done", 0)
+        conn.send(
+            durable=pb.DurableReply(call=rec.call, result_json='{"recorded": true, "value": 3}', cursor=4)
+        )
+        done = await conn.recv_kind("complete")
+        assert json.loads(done.output) == [1, "succeeded", 2, 3]

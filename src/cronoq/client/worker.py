@@ -207,7 +207,7 @@ class Lease(_durable.DurableCalls):
         self._session = session
         self._progress: _ProgressState | None = None
         self._parents: Any = msg.parents  # (decoded when read)
-        self._resumes: int = msg.resumes
+        self._init_durable(msg)
 
     @property
     def parents(self) -> tuple[Outcome, ...]:

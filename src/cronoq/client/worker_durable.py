@@ -20,7 +20,12 @@ unwinds the handler; nothing is reported for the lease.  The task runs again fro
 under a new lease, when its wait is over, and its calls replay from the journal on the server.
 
 A step runs its function here: ``step`` asks whether it is recorded (then its result is
-returned), else the function runs and ``step_done`` records its JSON result.
+returned), else the function runs and ``step_done`` records its JSON result.  A resumed task's
+lease carries the journal's steps (``Lease.journal_json``, when it fits): a step that matches the
+record under the worker's position is answered here without a round trip, and the next call
+tells the server how many it replayed (``replayed``) so it moves past them first; every reply
+carries the position (``cursor``). Anything else (another name, another call) goes to the
+server, which checks it against the journal as in process.
 
 In a session of an older version (the published server) every call raises
 :class:`~cronoq.errors.Permanent` saying so.
@@ -65,8 +70,14 @@ _ERRORS: dict[str, type[Exception]] = {
 class DurableCalls:
     """The durable calls of :class:`~cronoq.client.worker.Lease` (a mixin)."""
 
-    __slots__ = ("_resumes",)
-    _resumes: int
+    __slots__ = ("_cursor", "_journal", "_replayed", "_resumes")
+
+    def _init_durable(self, msg: pb.Lease) -> None:
+        self._resumes: int = msg.resumes
+        #: the journal's steps ([name, result], None for other calls) or None (Lease.journal_json)
+        self._journal: list[Any] | None = json.loads(msg.journal_json) if msg.journal_json else None
+        self._cursor = 0  # the record the next call meets
+        self._replayed = 0  # steps replayed here since the last call (DurableCall.replayed)
 
     @property
     def resumes(self) -> int:
@@ -156,6 +167,9 @@ async def call(
     d.op = op
     d.args_json = json.dumps(args, allow_nan=False)
     d.specs.extend(specs)
+    if lease._replayed:
+        d.replayed = lease._replayed
+        lease._replayed = 0
     fut: asyncio.Future[pb.DurableReply] = asyncio.get_running_loop().create_future()
     calls.waiting[n] = (lease, fut)
     try:
@@ -167,6 +181,7 @@ async def call(
         raise LeaseParked()
     if reply.error:
         raise _ERRORS.get(reply.error_kind, SchedulerError)(reply.error)
+    lease._cursor = reply.cursor
     return reply
 
 
@@ -230,6 +245,11 @@ async def step(lease: Lease, name: str, fn: Callable[..., Any], *args: Any, **kw
         raise ValueError(f"ctx.step() needs a non-empty name (got {name!r})")
     if not callable(fn):
         raise ArgumentTypeError(f"ctx.step() needs a callable (got {fn!r})")
+    j, n = lease._journal, lease._cursor
+    if j is not None and n < len(j) and j[n] is not None and j[n][0] == name:
+        lease._cursor = n + 1  # replayed here: the server moves past it with the next call
+        lease._replayed += 1
+        return j[n][1]
     got = _result(await call(lease, "step", {"name": name}))
     if got["recorded"]:
         return got["value"]

@@ -348,6 +348,32 @@ async def step_record(ctx: TaskContext, name: str, result: object) -> Any:
     return value
 
 
+def journal_steps(ctx: TaskContext) -> list[Any] | None:
+    """The task's journal for a remote worker's own replay: ``[name, result]`` per step record,
+    None per other record; None without a journal."""
+    core = ctx._sched._core
+    j = None if core is None else core.parking.journal(ctx._task.id)
+    if j is None or not j.records:
+        return None
+    return [[r[1], r[2]] if r[0] == "step" else None for r in j.records]
+
+
+def skip_steps(ctx: TaskContext, n: int) -> None:
+    """Move past ``n`` step records a remote worker replayed itself (:func:`journal_steps`)."""
+    _sched, core = _running(ctx, "step")
+    j = core.parking.journal(ctx._task.id)
+    records = [] if j is None else j.records
+    end = ctx._cursor + n
+    if end > len(records) or any(r[0] != "step" for r in records[ctx._cursor : end]):
+        raise ValueError(f"{n} replayed step(s) at record {ctx._cursor + 1} are not in the journal")
+    ctx._cursor = end
+
+
+def cursor(ctx: TaskContext) -> int:
+    """The journal record the task's next durable call meets."""
+    return ctx._cursor
+
+
 def resumes(ctx: TaskContext) -> int:
     core = ctx._sched._core
     j = None if core is None else core.parking.journal(ctx._task.id)

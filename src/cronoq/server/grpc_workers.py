@@ -117,6 +117,8 @@ def to_proto(msg: ServerMsg, out: pb.ServerMessage | None = None) -> pb.ServerMe
             parents_to_proto(msg.parents, lease.parents)
         if msg.resumes:  # protocol version 7 (an older worker skips the unknown field)
             lease.resumes = msg.resumes
+        if msg.journal_json:  # protocol version 7 (workers.py leaves it out for older sessions)
+            lease.journal_json = msg.journal_json
         return out
     if isinstance(msg, DurableReplyMsg):
         return durable_reply_to_proto(msg, out)
@@ -145,6 +147,8 @@ def durable_reply_to_proto(msg: DurableReplyMsg, out: pb.ServerMessage) -> pb.Se
     r = out.durable
     r.SetInParent()
     r.call = msg.call
+    if msg.cursor:
+        r.cursor = msg.cursor
     if msg.parked:
         r.parked = True
     if msg.error:
@@ -347,7 +351,7 @@ def _report(s: WorkerSession, m: pb.WorkerMessage) -> None:
             raise _Violation("DurableCall.args_json is not JSON") from None
         if not isinstance(args, dict):
             raise _Violation("DurableCall.args_json must be a JSON object")
-        s.durable(DurableCallMsg(d.lease, d.call, d.op, args, list(d.specs)))
+        s.durable(DurableCallMsg(d.lease, d.call, d.op, args, list(d.specs), d.replayed))
     elif which == "register":
         raise _Violation("Register may only be sent once, first")
     else:
@@ -363,6 +367,7 @@ def _lease_bytes(msg: LeaseMsg | AbortMsg) -> int:
     if isinstance(msg, AbortMsg):
         return len(msg.reason) + 32
     n = len(msg.payload) + len(msg.content_type) + len(msg.kind) + len(msg.key) + len(msg.pool) + 96
+    n += len(msg.journal_json)
     for o in msg.parents:
         n += (
             len(o.key or "")

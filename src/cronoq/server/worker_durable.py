@@ -84,7 +84,10 @@ class WorkerDurable:
         ctx = att.ctx
         ctx.on_park = partial(session.parked, att, call.call)
         try:
+            if call.replayed:
+                parking.skip_steps(ctx, call.replayed)
             reply = await self._do(session, ctx, call)
+            reply.cursor = parking.cursor(ctx)
         except parking.Parked:
             return  # (the parked reply went out from on_park)
         except asyncio.CancelledError:

@@ -53,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -67,7 +68,8 @@ if TYPE_CHECKING:
     from cronoq.runtime.scheduler import Scheduler
 
 from cronoq.proto.flush import FlushQueue
-from cronoq.proto.protocol import PARENTS_VERSION, session_version
+from cronoq.proto.protocol import DURABLE_VERSION, PARENTS_VERSION, session_version
+from cronoq.runtime import parking
 from cronoq.server.log_summary import LogSummary
 
 _log = logging.getLogger("cronoq.server.workers")
@@ -104,6 +106,8 @@ class LeaseMsg:
     parents: tuple[Any, ...] = ()
     #: runs of the task after a park (``ctx.resumes``): sent from protocol version 7
     resumes: int = 0
+    #: its journal's steps as JSON (``Lease.journal_json``): sent from protocol version 7
+    journal_json: str = ""
 
 
 @dataclass(slots=True)
@@ -137,6 +141,8 @@ class DurableCallMsg:
     op: str
     args: dict[str, Any]
     specs: list[Any] = field(default_factory=list)
+    #: steps the worker replayed itself since its previous call (``Lease.journal_json``)
+    replayed: int = 0
 
 
 @dataclass(slots=True)
@@ -149,6 +155,7 @@ class DurableReplyMsg:
     outcomes: tuple[Any, ...] = ()
     error: str = ""
     error_kind: str = ""
+    cursor: int = 0
 
 
 ServerMsg = LeaseMsg | AbortMsg | ShutdownMsg | RegisteredMsg | DurableReplyMsg
@@ -505,6 +512,16 @@ class WorkerRegistry:
         return out
 
 
+def _journal_json(ctx: TaskContext, payload_bytes: int, max_message_bytes: int) -> str:
+    """``Lease.journal_json`` of ``ctx``'s task: "" without a journal, or when it would take the
+    lease over half of ``max_message_bytes`` (the worker then asks the server for each call)."""
+    steps = parking.journal_steps(ctx)
+    if steps is None:
+        return ""
+    text = json.dumps(steps, separators=(",", ":"))
+    return text if len(text) + payload_bytes <= max_message_bytes // 2 else ""
+
+
 class RemoteExecutor:
     """The executor of a server pool: runs each attempt on a remote worker.
 
@@ -560,6 +577,7 @@ class RemoteExecutor:
             lease_ttl_s=self.registry.lease_ttl_s.get(self.pool),
             parents=parents,
             resumes=ctx.resumes,
+            journal_json=_journal_json(ctx, len(blob.data), self.registry.max_message_bytes),
         )
         kinds = t.group.kinds if t.group is not None else None
         att = Attempt(ctx.lease, ctx, msg, loop.create_future(), executor=self, group=ctx.group, kinds=kinds)
@@ -590,6 +608,8 @@ class RemoteExecutor:
             msg = att.msg
             if msg.parents and session.version < PARENTS_VERSION:
                 msg = replace(msg, parents=())  # (an older worker: plain arguments only)
+            if msg.journal_json and session.version < DURABLE_VERSION:
+                msg = replace(msg, journal_json="")
             if session.send(msg):
                 return
             session.attempts.pop(att.lease, None)

@@ -577,7 +577,7 @@ class Registered(_message.Message):
     def __init__(self, worker_id: _Optional[int] = ..., lease_ttl_s: _Optional[float] = ..., slots: _Optional[int] = ..., protocol_version: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("lease", "task_id", "attempt", "payload", "content_type", "kind", "key", "tags", "timeout_s", "deadline_unix_ns", "pool", "priority", "lease_ttl_s", "parents", "resumes")
+    __slots__ = ("lease", "task_id", "attempt", "payload", "content_type", "kind", "key", "tags", "timeout_s", "deadline_unix_ns", "pool", "priority", "lease_ttl_s", "parents", "resumes", "journal_json")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -600,6 +600,7 @@ class Lease(_message.Message):
     LEASE_TTL_S_FIELD_NUMBER: _ClassVar[int]
     PARENTS_FIELD_NUMBER: _ClassVar[int]
     RESUMES_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_JSON_FIELD_NUMBER: _ClassVar[int]
     lease: int
     task_id: int
     attempt: int
@@ -615,7 +616,8 @@ class Lease(_message.Message):
     lease_ttl_s: float
     parents: _containers.RepeatedCompositeFieldContainer[ParentOutcome]
     resumes: int
-    def __init__(self, lease: _Optional[int] = ..., task_id: _Optional[int] = ..., attempt: _Optional[int] = ..., payload: _Optional[bytes] = ..., content_type: _Optional[str] = ..., kind: _Optional[str] = ..., key: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., timeout_s: _Optional[float] = ..., deadline_unix_ns: _Optional[int] = ..., pool: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ..., lease_ttl_s: _Optional[float] = ..., parents: _Optional[_Iterable[_Union[ParentOutcome, _Mapping]]] = ..., resumes: _Optional[int] = ...) -> None: ...
+    journal_json: str
+    def __init__(self, lease: _Optional[int] = ..., task_id: _Optional[int] = ..., attempt: _Optional[int] = ..., payload: _Optional[bytes] = ..., content_type: _Optional[str] = ..., kind: _Optional[str] = ..., key: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., timeout_s: _Optional[float] = ..., deadline_unix_ns: _Optional[int] = ..., pool: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ..., lease_ttl_s: _Optional[float] = ..., parents: _Optional[_Iterable[_Union[ParentOutcome, _Mapping]]] = ..., resumes: _Optional[int] = ..., journal_json: _Optional[str] = ...) -> None: ...
 
 class ParentOutcome(_message.Message):
     __slots__ = ("id", "key", "status", "output", "content_type", "has_output", "message")
@@ -636,34 +638,38 @@ class ParentOutcome(_message.Message):
     def __init__(self, id: _Optional[int] = ..., key: _Optional[str] = ..., status: _Optional[str] = ..., output: _Optional[bytes] = ..., content_type: _Optional[str] = ..., has_output: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
 
 class DurableCall(_message.Message):
-    __slots__ = ("lease", "call", "op", "args_json", "specs")
+    __slots__ = ("lease", "call", "op", "args_json", "specs", "replayed")
     LEASE_FIELD_NUMBER: _ClassVar[int]
     CALL_FIELD_NUMBER: _ClassVar[int]
     OP_FIELD_NUMBER: _ClassVar[int]
     ARGS_JSON_FIELD_NUMBER: _ClassVar[int]
     SPECS_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
     lease: int
     call: int
     op: str
     args_json: str
     specs: _containers.RepeatedCompositeFieldContainer[TaskSpec]
-    def __init__(self, lease: _Optional[int] = ..., call: _Optional[int] = ..., op: _Optional[str] = ..., args_json: _Optional[str] = ..., specs: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ...) -> None: ...
+    replayed: int
+    def __init__(self, lease: _Optional[int] = ..., call: _Optional[int] = ..., op: _Optional[str] = ..., args_json: _Optional[str] = ..., specs: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., replayed: _Optional[int] = ...) -> None: ...
 
 class DurableReply(_message.Message):
-    __slots__ = ("call", "parked", "result_json", "outcomes", "error", "error_kind")
+    __slots__ = ("call", "parked", "result_json", "outcomes", "error", "error_kind", "cursor")
     CALL_FIELD_NUMBER: _ClassVar[int]
     PARKED_FIELD_NUMBER: _ClassVar[int]
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_KIND_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
     call: int
     parked: bool
     result_json: str
     outcomes: _containers.RepeatedCompositeFieldContainer[ParentOutcome]
     error: str
     error_kind: str
-    def __init__(self, call: _Optional[int] = ..., parked: _Optional[bool] = ..., result_json: _Optional[str] = ..., outcomes: _Optional[_Iterable[_Union[ParentOutcome, _Mapping]]] = ..., error: _Optional[str] = ..., error_kind: _Optional[str] = ...) -> None: ...
+    cursor: int
+    def __init__(self, call: _Optional[int] = ..., parked: _Optional[bool] = ..., result_json: _Optional[str] = ..., outcomes: _Optional[_Iterable[_Union[ParentOutcome, _Mapping]]] = ..., error: _Optional[str] = ..., error_kind: _Optional[str] = ..., cursor: _Optional[int] = ...) -> None: ...
 
 class Abort(_message.Message):
     __slots__ = ("lease", "reason")
