@@ -1,5 +1,6 @@
 """Durable calls on a remote worker (worker protocol version 7, docs/how-to/durable.md#remote-workers):
-a real ``cronoq serve`` and a real one-slot ``cronoq worker durable_app:app``; and a version-6
+a real ``cronoq serve`` and a real one-slot ``cronoq worker durable_app:app``, a sleep across a
+server restart (SQLite), spawns bounded by the worker's token; and a version-6
 worker still served (it never parks, and may not send durable calls)."""
 
 from __future__ import annotations
@@ -187,3 +188,33 @@ async def test_a_durable_call_for_a_lease_not_held_is_answered_with_an_error(ser
         await w.close()
     finally:
         await raw.close()
+
+
+async def test_a_remote_durable_sleep_survives_a_server_restart(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    async def handle(lease: Lease) -> object:
+        charged = await lease.step("charge", lambda: calls.append(lease.task_id) or "charged")
+        await lease.sleep_for(1.5)
+        return {"charged": charged, "resumes": lease.resumes}
+
+    toml = '[[pools]]\nname = "default"\n'
+    first = start_server(tmp_path, toml, name="first")
+    try:
+        async with Client(first.grpc) as c, Worker(first.grpc, "default", handle, slots=1) as w:
+            await w.wait_registered(10)
+            tid = (await c.submit(None)).id
+            info = await until(c, tid, "scheduled")
+            assert (info.waiting or "").startswith("sleeping until"), info.waiting
+    finally:
+        assert first.terminate() == 0, first.log()
+    second = start_server(tmp_path, toml, name="second", db_path=first.db_path)
+    try:
+        async with Client(second.grpc) as c, Worker(second.grpc, "default", handle, slots=1) as w:
+            await w.wait_registered(10)
+            res = await c.wait(tid, timeout=60)
+            assert res.status == "succeeded", res
+            assert res.json() == {"charged": "charged", "resumes": 1}
+            assert calls == [tid]  # the step ran once, before the restart
+    finally:
+        assert second.terminate() == 0, second.log()
