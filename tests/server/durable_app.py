@@ -63,3 +63,11 @@ async def fickle(ctx: TaskContext) -> str:
     await ctx.step(f"s-{ctx.resumes}", lambda: 1)
     await ctx.sleep_for(0.05)
     return "unreachable"
+
+
+@app.task(name="durable.fickle_spawn")
+async def fickle_spawn(ctx: TaskContext) -> str:
+    """Non-deterministic: what it spawns changes from one run to the next."""
+    await ctx.spawn([square.spec(ctx.resumes)])
+    await ctx.sleep_for(0.05)
+    return "unreachable"

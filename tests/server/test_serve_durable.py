@@ -16,7 +16,7 @@ import pytest
 from cronoq import TaskFailed
 from cronoq.client import Client, Lease, TaskInfo, Worker, task
 
-from .durable_app import app, approval, fanout, fickle, napper, stepper
+from .durable_app import app, approval, fanout, fickle, fickle_spawn, napper, stepper
 from .procs import AUTH_TOML, TOKENS, Raw, RawWorker, ServerProc, pb, start_server, start_worker, stop_worker
 
 HERE = Path(__file__).resolve().parent
@@ -110,6 +110,11 @@ async def test_a_non_deterministic_replay_fails_the_task(client: Client) -> None
         "non-deterministic replay: durable call 1 was recorded as step 's-0'"
     )
     assert "s-1" in (info.message or "") and "non-deterministic" in str(ei.value)
+    h = await fickle_spawn.submit()  # the payload of its child changes: so does the fingerprint
+    with pytest.raises(TaskFailed):
+        await asyncio.wait_for(h, 60)
+    info = await client.get(h.id)
+    assert (info.message or "").startswith("non-deterministic replay: durable call 1 was recorded as spawn")
 
 
 async def test_a_version_6_worker_is_still_served_and_may_not_send_durable_calls(server: ServerProc) -> None:

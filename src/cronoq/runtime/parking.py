@@ -101,6 +101,11 @@ def _json_value(value: object, what: str) -> Any:
 
 
 def _type_name(o: object) -> str:
+    """How a payload that is not JSON counts in a spawn's fingerprint: its ``fingerprint()``
+    when it has one (the server's payload bytes), else its type's name."""
+    fp = getattr(o, "fingerprint", None)
+    if callable(fp):
+        return str(fp())
     return type(o).__qualname__
 
 

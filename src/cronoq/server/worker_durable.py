@@ -36,7 +36,7 @@ from cronoq.errors import ArgumentTypeError, Permanent
 from cronoq.outcome import Outcome
 from cronoq.runtime import parking
 from cronoq.runtime.task import Task
-from cronoq.server import convert
+from cronoq.server import convert, request_limits
 from cronoq.server.auth import PermissionDenied, Principal, allows_pool, stamp_tenant
 from cronoq.server.workers import Attempt, Blob, DurableCallMsg, DurableReplyMsg, WorkerSession
 
@@ -99,6 +99,10 @@ class WorkerDurable:
     async def _do(self, session: WorkerSession, ctx: TaskContext, call: DurableCallMsg) -> DurableReplyMsg:
         op, args = call.op, call.args
         if op == "spawn":
+            try:
+                request_limits.check_batch(self.app.limits, len(call.specs))
+            except request_limits.InvalidArgument as e:
+                raise ValueError(f"ctx.spawn(): {e}") from None
             children = [self._child(session.principal, spec) for spec in call.specs]
             tasks = [t for t, _ in children]
             ids = await parking.spawn(ctx, tasks, bool(args.get("detached", False)))

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import json
 import logging
@@ -81,6 +82,10 @@ class Blob:
 
     data: bytes = b""
     content_type: str = ""
+
+    def fingerprint(self) -> str:
+        """What a spawn's determinism check compares (runtime/parking.py): a digest, not the bytes."""
+        return f"{self.content_type}:{hashlib.sha256(self.data).hexdigest()[:16]}"
 
 
 # ---------------------------------------------------------------------------------------------
