@@ -170,6 +170,11 @@ class TaskContext:
         """How many times this task ran again after parking (0 on its first run)."""
         return _parking.resumes(self)
 
+    def journal_steps(self) -> list[Any] | None:
+        """The task's journal as a remote worker replays it: ``[name, result]`` per step
+        record, None per other record; None without a journal (worker protocol version 7)."""
+        return _parking.journal_steps(self)
+
     async def spawn(self, specs: Task | Iterable[Task], *, detached: bool = False) -> list[int]:
         """Submit child tasks atomically (a :class:`cronoq.Task`, or a list as for
         ``submit_batch``) and return their ids; a run that replays returns the same ids and

@@ -358,9 +358,12 @@ def journal_steps(ctx: TaskContext) -> list[Any] | None:
     None per other record; None without a journal."""
     core = ctx._sched._core
     j = None if core is None else core.parking.journal(ctx._task.id)
-    if j is None or not j.records:
-        return None
-    return [[r[1], r[2]] if r[0] == "step" else None for r in j.records]
+    return None if j is None else steps_of(j.records)
+
+
+def steps_of(records: list[Any]) -> list[Any] | None:
+    """Journal ``records`` as :func:`journal_steps` gives them (None when there are none)."""
+    return [[r[1], r[2]] if r[0] == "step" else None for r in records] or None
 
 
 def skip_steps(ctx: TaskContext, n: int) -> None:

@@ -70,7 +70,6 @@ if TYPE_CHECKING:
 
 from cronoq.proto.flush import FlushQueue
 from cronoq.proto.protocol import DURABLE_VERSION, PARENTS_VERSION, session_version
-from cronoq.runtime import parking
 from cronoq.server.log_summary import LogSummary
 
 _log = logging.getLogger("cronoq.server.workers")
@@ -520,7 +519,7 @@ class WorkerRegistry:
 def _journal_json(ctx: TaskContext, payload_bytes: int, max_message_bytes: int) -> str:
     """``Lease.journal_json`` of ``ctx``'s task: "" without a journal, or when it would take the
     lease over half of ``max_message_bytes`` (the worker then asks the server for each call)."""
-    steps = parking.journal_steps(ctx)
+    steps = ctx.journal_steps()
     if steps is None:
         return ""
     text = json.dumps(steps, separators=(",", ":"))
