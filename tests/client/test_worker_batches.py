@@ -14,7 +14,7 @@ from cronoq.client import Lease, Worker
 from cronoq.client import worker as worker_mod
 from cronoq.proto import flush
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
-from cronoq.proto.protocol import MAX_BATCH_ITEMS
+from cronoq.proto.protocol import MAX_BATCH_ITEMS, PROTOCOL_VERSION
 
 
 async def noop(lease: Lease) -> object:
@@ -50,7 +50,7 @@ async def test_v4_server_gets_reports_in_batches(fake: Any) -> None:
     w = Worker(fake.target, "p", noop, slots=16)
     async with running(w):
         conn = await fake.next_conn()
-        assert (await conn.recv_kind("register")).protocol_version == 6
+        assert (await conn.recv_kind("register")).protocol_version == PROTOCOL_VERSION
         conn.register_ok(slots=16, version=4)
         await w.wait_registered(5)
         conn.send(batch=lease_batch(range(1, 17)))

@@ -13,6 +13,7 @@ import grpc
 import pytest
 
 from cronoq.client import Client, Worker
+from cronoq.proto.protocol import PROTOCOL_VERSION
 
 from .procs import Raw, RawWorker, ServerProc, pb, start_server
 
@@ -73,7 +74,7 @@ async def submit_batch(raw: Raw, pool: str, n: int, payload: bytes = b"") -> lis
 async def test_version_is_the_lower_of_both(server: ServerProc) -> None:
     raw = Raw(server.grpc)
     try:
-        for asked, agreed in ((3, 3), (4, 4), (5, 5), (6, 6), (9, 6), (0, 3)):
+        for asked, agreed in ((3, 3), (4, 4), (5, 5), (6, 6), (7, 7), (9, 7), (0, 3)):
             w = RawWorker(raw, "v3", version=asked)
             reg = (await w.read()).registered
             assert reg.protocol_version == agreed
@@ -139,7 +140,7 @@ async def test_v3_worker_beside_v4_never_sees_a_batch(server: ServerProc) -> Non
         assert (await v3.read()).registered.protocol_version == 3
         async with Worker(server.grpc, "v3", handle, slots=16) as ours:
             await ours.wait_registered(10)
-            assert ours.server_protocol == 6
+            assert ours.server_protocol == PROTOCOL_VERSION
             ids = await submit_batch(raw, "v3", 32)
             v3_ids: list[int] = []
 

@@ -15,6 +15,8 @@ import grpc
 import httpx
 import pytest
 
+from cronoq.proto.protocol import PROTOCOL_VERSION
+
 from .procs import Raw, RawWorker, ServerProc, pb, start_server
 
 TOML = """
@@ -205,7 +207,7 @@ async def test_python_worker_and_client_end_to_end(server: ServerProc) -> None:
 
     async with Client(server.grpc) as client, Worker(server.grpc, "p", handle, name="py-w5") as w:
         await w.wait_registered(10)
-        assert w.server_protocol == 6
+        assert w.server_protocol == PROTOCOL_VERSION
         async with client.watch(pools=["p"], progress=True) as events:
             h = await client.submit(b"", pool="p")
             await asyncio.wait_for(step.wait(), 10)

@@ -60,6 +60,7 @@ from cronoq.engine.parents import outcomes
 from cronoq.engine.time import NS, to_ns
 from cronoq.errors import Permanent, Retryable
 from cronoq.outcome import Outcome
+from cronoq.runtime import parking
 from cronoq.server.workers import (
     AbortMsg,
     Blob,
@@ -161,6 +162,17 @@ class _Ctx:
     def parents(self) -> tuple[Outcome, ...]:
         """As ``TaskContext.parents``: how each parent of the task ended."""
         return tuple(Outcome(*o) for o in outcomes(self.sim.core, self._task))
+
+    @property
+    def resumes(self) -> int:
+        """As ``TaskContext.resumes``: runs of the task after a park."""
+        j = self.sim.core.parking.journal(self._task.id)
+        return 0 if j is None else j.resumes
+
+    def journal_steps(self) -> list[Any] | None:
+        """As ``TaskContext.journal_steps``."""
+        j = self.sim.core.parking.journal(self._task.id)
+        return None if j is None else parking.steps_of(j.records)
 
     def heartbeat(self) -> None:
         if not (self._ended or self._cancelled):

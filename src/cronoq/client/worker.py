@@ -4,9 +4,9 @@
 Theory of operation
 -------------------
 A *session* is one bidirectional ``Work`` stream. The worker opens it with
-``Register{pool, slots, worker_name, protocol_version=6, labels, kinds}`` and waits for
+``Register{pool, slots, worker_name, protocol_version=7, labels, kinds}`` and waits for
 ``Registered`` (granted slots, lease ttl, the session's version: 3 with the published server,
-5 with ours). Then the server sends:
+7 with ours). Then the server sends:
 
 * ``Lease`` — one attempt; the worker runs ``handler(lease)`` in its own asyncio task (at most
   the granted number at once; a lease beyond that, or while draining, is handed back with
@@ -63,6 +63,7 @@ many ``Lease`` messages.
 wins: the first report goes out at once, later ones at most every :data:`PROGRESS_INTERVAL_S`
 seconds (a trailing report with the newest values when the interval ends); a value still held
 when the lease ends is dropped. The server rate-limits its events again (4 per second).
+Durable calls (``lease.spawn`` ..., version 7): :mod:`cronoq.client.worker_durable`.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ from urllib.parse import urlsplit
 import grpc
 import grpc.aio
 
+from cronoq.client import worker_durable as _durable
 from cronoq.client._channel import (
     auth_metadata,
     is_loopback_host,
@@ -151,7 +153,7 @@ class CancelFlag(asyncio.Event):
         return self.is_set()
 
 
-class Lease:
+class Lease(_durable.DurableCalls):
     """One attempt of a task handed to a worker's handler.
 
     ``payload`` (bytes) and ``content_type`` as submitted; :meth:`json`, :meth:`text` and
@@ -206,6 +208,7 @@ class Lease:
         self._session = session
         self._progress: _ProgressState | None = None
         self._parents: Any = msg.parents  # (decoded when read)
+        self._init_durable(msg)
 
     @property
     def parents(self) -> tuple[Outcome, ...]:
@@ -397,6 +400,7 @@ class _Session:
             size_of=_report_bytes,
             single=_same,
             pack=_pack,
+            lingers=_durable.lingers,  # (a durable call's handler awaits the reply)
         )
 
 
@@ -835,6 +839,8 @@ class Worker:
                             self._on_lease(sess, inner.lease)
                         elif kind == "abort":
                             self._on_abort(sess, inner.abort)
+                elif which == "durable":
+                    _durable.on_reply(sess, msg.durable)
                 elif which == "shutdown":
                     self.last_shutdown = msg.shutdown.reason
                     log.info(
@@ -1058,7 +1064,7 @@ def _report_bytes(m: pb.WorkerMessage) -> int:
         return len(m.nack.reason.encode()) + 32
     if which == "progress":
         return len(m.progress.message.encode()) + 48
-    return 32
+    return m.ByteSize() + 32  # (a heartbeat, a durable call)
 
 
 def _same(m: pb.WorkerMessage) -> pb.WorkerMessage:

@@ -99,6 +99,10 @@ def _never(_item: object) -> bool:
     return False
 
 
+def _always(_item: object) -> bool:
+    return True
+
+
 async def batched(
     queue: FlushQueue[T],
     *,
@@ -109,6 +113,7 @@ async def batched(
     single: Callable[[T], M],
     pack: Callable[[list[T]], M],
     last: Callable[[T], bool] = _never,
+    lingers: Callable[[T], bool] = _always,
 ) -> AsyncGenerator[M, None]:
     """The stream messages of ``queue`` until its end (``None``), or until an item ``last``
     says ends the stream has gone out.
@@ -117,7 +122,8 @@ async def batched(
     goes out packed with those queued behind it (``pack``, at most :data:`MAX_BATCH_ITEMS` and
     ``budget()`` bytes). A lone one lingers up to ``linger_s`` for company first, but only in a
     trickle: the previous flush was recent (:func:`busy`) and ``room()`` more items can follow
-    (it waits for at most that many). Anything else goes out alone (``single``), as does a
+    (it waits for at most that many) and ``lingers(item)`` allows it (an item whose sender awaits
+    an answer does not wait for company). Anything else goes out alone (``single``), as does a
     batch that nothing joined."""
     loop = asyncio.get_running_loop()
     last_flush = -math.inf
@@ -132,7 +138,7 @@ async def batched(
             return
         limit = budget()
         if limit > 0 and (size := size_of(msg)) is not None:
-            if queue.empty() and busy(loop.time(), last_flush) and (more := room()) > 0:
+            if queue.empty() and busy(loop.time(), last_flush) and (more := room()) > 0 and lingers(msg):
                 await queue.linger(linger_s, min(MAX_BATCH_ITEMS - 1, more), limit - size, weight)
             if not queue.empty():
                 items, nxt = _drain(msg, size, queue, limit, size_of)

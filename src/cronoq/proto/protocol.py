@@ -7,7 +7,11 @@ receives a batch, and a version-4 worker never sends one to a version-3 server. 
 ``ProgressReport`` (``WorkerMessage.progress``, also inside a ``WorkerBatch``): a worker sends
 it only in a session of version 5 or more, so older servers never see it. Version 6 adds
 ``Lease.parents`` (how each parent of the task ended, docs/concepts/dependencies.md#outputs-on-edges):
-the server fills it only in a session of version 6 or more.
+the server fills it only in a session of version 6 or more. Version 7 adds the durable calls
+(docs/how-to/durable.md#remote-workers): ``WorkerMessage.durable`` (``DurableCall``, also inside
+a ``WorkerBatch``) answered by ``ServerMessage.durable`` (``DurableReply``), and ``Lease.resumes``;
+a worker sends a durable call only in a session of version 7 or more (an older session refuses
+the call in the task), and a version-6 session that sends one breaks the protocol.
 
 Flushing (both ends): messages queued while the event loop is busy go out together when it
 comes round to the stream (the writer is idle), at most :data:`MAX_BATCH_ITEMS` per message and
@@ -26,6 +30,7 @@ __all__ = [
     "BATCH_MARGIN_BYTES",
     "BATCHING_VERSION",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "DURABLE_VERSION",
     "FLUSH_BUSY_S",
     "FLUSH_LINGER_S",
     "LEASE_LINGER_S",
@@ -39,7 +44,7 @@ __all__ = [
 ]
 
 #: The highest worker protocol version this package speaks (server and worker alike).
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 
 #: The version that introduced batches.
 BATCHING_VERSION = 4
@@ -49,6 +54,9 @@ PROGRESS_VERSION = 5
 
 #: The version that introduced ``Lease.parents``.
 PARENTS_VERSION = 6
+
+#: The version that introduced durable calls (``DurableCall`` / ``DurableReply``).
+DURABLE_VERSION = 7
 
 #: What a Register without a version (0) is taken to speak.
 MIN_VERSION = 3

@@ -43,6 +43,7 @@ class TaskContext:
         "abort_reason",
         "attempt",
         "lease",
+        "on_park",
     )
 
     def __init__(self, sched: Scheduler, task: TaskState, lease: int) -> None:
@@ -57,6 +58,9 @@ class TaskContext:
         self._aborted_by: object = None  # the engine (Core) that aborted it, if one did
         self._in_thread = False  # a plain function running in a pool thread (not interruptible)
         self._cursor = 0  # the next record of the task's journal this run replays (runtime/parking.py)
+        #: called when a durable call parks this attempt, before anything else is dispatched
+        #: (the server's remote executor frees the worker's slot with it: server/worker_durable.py)
+        self.on_park: Callable[[], None] | None = None
 
     @property
     def id(self) -> int:
@@ -165,6 +169,11 @@ class TaskContext:
     def resumes(self) -> int:
         """How many times this task ran again after parking (0 on its first run)."""
         return _parking.resumes(self)
+
+    def journal_steps(self) -> list[Any] | None:
+        """The task's journal as a remote worker replays it: ``[name, result]`` per step
+        record, None per other record; None without a journal (worker protocol version 7)."""
+        return _parking.journal_steps(self)
 
     async def spawn(self, specs: Task | Iterable[Task], *, detached: bool = False) -> list[int]:
         """Submit child tasks atomically (a :class:`cronoq.Task`, or a list as for

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from cronoq.runtime.context import TaskContext
     from cronoq.runtime.scheduler import Scheduler
 
-__all__ = ["NonDeterministic", "Parked", "SignalResult", "Signals"]
+__all__ = ["NonDeterministic", "Parked", "SignalResult", "Signals", "step_record", "step_replay"]
 
 
 class Parked(asyncio.CancelledError):
@@ -101,6 +101,11 @@ def _json_value(value: object, what: str) -> Any:
 
 
 def _type_name(o: object) -> str:
+    """How a payload that is not JSON counts in a spawn's fingerprint: its ``fingerprint()``
+    when it has one (the server's payload bytes), else its type's name."""
+    fp = getattr(o, "fingerprint", None)
+    if callable(fp):
+        return str(fp())
     return type(o).__qualname__
 
 
@@ -165,6 +170,8 @@ def _park(ctx: TaskContext, sched: Scheduler) -> Parked:
     ctx._cancelled = True
     ctx._ended = True
     sched._running.pop(ctx.lease, None)
+    if ctx.on_park is not None:  # (a remote attempt: its worker's slot frees before the dispatch)
+        ctx.on_park()
     sched._settle()
     return Parked()
 
@@ -316,22 +323,70 @@ async def wait_signal(ctx: TaskContext, name: str, timeout: float | None = None)
 
 
 async def step(ctx: TaskContext, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"ctx.step() needs a non-empty name (got {name!r})")
+    _step_name(name)
     if not callable(fn):
         raise ArgumentTypeError(f"ctx.step() needs a callable (got {fn!r})")
-    sched, core = _running(ctx, "step")
-    rec = _replay(ctx, core, ["step", name, None], lambda r: True)
-    if rec is not None:
-        return rec[2]
+    recorded, value = step_replay(ctx, name)
+    if recorded:
+        return value
     result = fn(*args, **kwargs)
     if inspect.isawaitable(result):
         result = await result
+    return await step_record(ctx, name, result)
+
+
+def _step_name(name: object) -> None:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"ctx.step() needs a non-empty name (got {name!r})")
+
+
+def step_replay(ctx: TaskContext, name: str) -> tuple[bool, Any]:
+    """The first half of ``ctx.step(name, ...)``: ``(True, result)`` when the step is recorded
+    (a replay), else ``(False, None)``: run it, then :func:`step_record` (a remote worker runs
+    the function between the two)."""
+    _step_name(name)
+    _sched, core = _running(ctx, "step")
+    rec = _replay(ctx, core, ["step", name, None], lambda r: True)
+    return (False, None) if rec is None else (True, rec[2])
+
+
+async def step_record(ctx: TaskContext, name: str, result: object) -> Any:
+    """The second half of ``ctx.step``: record ``result`` (JSON) for step ``name``; returns it
+    as it reads back."""
     value = _json_value(result, f"the result of step '{name}'")
     sched, core = _running(ctx, "step")
     _record(ctx, core, ["step", name, value])
     await _committed(sched)
     return value
+
+
+def journal_steps(ctx: TaskContext) -> list[Any] | None:
+    """The task's journal for a remote worker's own replay: ``[name, result]`` per step record,
+    None per other record; None without a journal."""
+    core = ctx._sched._core
+    j = None if core is None else core.parking.journal(ctx._task.id)
+    return None if j is None else steps_of(j.records)
+
+
+def steps_of(records: list[Any]) -> list[Any] | None:
+    """Journal ``records`` as :func:`journal_steps` gives them (None when there are none)."""
+    return [[r[1], r[2]] if r[0] == "step" else None for r in records] or None
+
+
+def skip_steps(ctx: TaskContext, n: int) -> None:
+    """Move past ``n`` step records a remote worker replayed itself (:func:`journal_steps`)."""
+    _sched, core = _running(ctx, "step")
+    j = core.parking.journal(ctx._task.id)
+    records = [] if j is None else j.records
+    end = ctx._cursor + n
+    if end > len(records) or any(r[0] != "step" for r in records[ctx._cursor : end]):
+        raise ValueError(f"{n} replayed step(s) at record {ctx._cursor + 1} are not in the journal")
+    ctx._cursor = end
+
+
+def cursor(ctx: TaskContext) -> int:
+    """The journal record the task's next durable call meets."""
+    return ctx._cursor
 
 
 def resumes(ctx: TaskContext) -> int:

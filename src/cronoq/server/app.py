@@ -46,6 +46,7 @@ from cronoq.server.history import HistoryRing, run_sampler
 from cronoq.server.outputs import OutputCache
 from cronoq.server.payload_budget import PayloadBudget
 from cronoq.server.substitute import add_arguments
+from cronoq.server.worker_durable import WorkerDurable
 from cronoq.server.workers import Blob, RemoteExecutor, WorkerRegistry
 from cronoq.spec.submission import Submission
 from cronoq.store.base import ShardMismatch, lease_left
@@ -170,6 +171,7 @@ class ServerApp:
         )
         self.outputs = self._output_cache()
         self.sched = self._make_scheduler()
+        self.registry.durable = WorkerDurable(self)  # durable calls of remote workers (protocol 7)
         self.payloads = PayloadBudget(config.limits.max_pending_bytes)
         # per-second pool figures of the last 30 min (GET /v1/history), filled while leading
         self.history = HistoryRing()

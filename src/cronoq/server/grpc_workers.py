@@ -1,4 +1,4 @@
-"""``Workers.Work``: the bidirectional worker stream (worker protocol versions 3 to 6).
+"""``Workers.Work``: the bidirectional worker stream (worker protocol versions 3 to 7).
 
 One call is one :class:`~cronoq.server.workers.WorkerSession`.  The first message must be
 ``Register``; the server answers ``Registered`` (granted slots, lease ttl, limits, and the
@@ -14,7 +14,9 @@ leases while a lone lease on an idle stream, or a burst, goes out at once. The w
 time with a yield to the loop between chunks: a batch is bounded by the message size, not its
 item count, and 20,000 reports in one 300 KiB message must not hold every other call back.
 A version-5 session may also send ``ProgressReport`` (alone or inside a batch); an older
-session that sends one breaks the protocol.  The stream ends when the worker half-closes,
+session that sends one breaks the protocol.  A version-7 session may send ``DurableCall``
+(alone or inside a batch), answered by a ``DurableReply`` (server/worker_durable.py); an older
+session that sends one breaks the protocol too.  The stream ends when the worker half-closes,
 disconnects, breaks the protocol (INVALID_ARGUMENT), stops reading (its outbound queue fills
 up), or the server shuts down or stops leading.  A session refused before registering (bad
 credentials, a standby) has its first message read before the refusal is sent (:func:`_refuse`),
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -39,6 +42,7 @@ from cronoq.proto.flush import FlushQueue, batched
 from cronoq.proto.protocol import (
     BATCH_MARGIN_BYTES,
     BATCHING_VERSION,
+    DURABLE_VERSION,
     LEASE_LINGER_S,
     MAX_BATCH_ITEMS,
     PROGRESS_VERSION,
@@ -49,6 +53,8 @@ from cronoq.server.grpc_api import add_generic_only, drain_first, peer_dns
 from cronoq.server.workers import (
     AbortMsg,
     Blob,
+    DurableCallMsg,
+    DurableReplyMsg,
     LeaseMsg,
     ServerMsg,
     ShutdownMsg,
@@ -109,7 +115,13 @@ def to_proto(msg: ServerMsg, out: pb.ServerMessage | None = None) -> pb.ServerMe
             lease.lease_ttl_s = msg.lease_ttl_s
         if msg.parents:  # protocol version 6 (workers.py leaves them out for older sessions)
             parents_to_proto(msg.parents, lease.parents)
+        if msg.resumes:  # protocol version 7 (an older worker skips the unknown field)
+            lease.resumes = msg.resumes
+        if msg.journal_json:  # protocol version 7 (workers.py leaves it out for older sessions)
+            lease.journal_json = msg.journal_json
         return out
+    if isinstance(msg, DurableReplyMsg):
+        return durable_reply_to_proto(msg, out)
     if isinstance(msg, AbortMsg):
         out.abort.lease = msg.lease
         out.abort.reason = msg.reason
@@ -127,6 +139,26 @@ def to_proto(msg: ServerMsg, out: pb.ServerMessage | None = None) -> pb.ServerMe
     if msg.lease_ttl_s is not None:
         reg.lease_ttl_s = msg.lease_ttl_s
     out.registered.CopyFrom(reg)
+    return out
+
+
+def durable_reply_to_proto(msg: DurableReplyMsg, out: pb.ServerMessage) -> pb.ServerMessage:
+    """A ``DurableReply`` (protocol version 7)."""
+    r = out.durable
+    r.SetInParent()
+    r.call = msg.call
+    if msg.cursor:
+        r.cursor = msg.cursor
+    if msg.parked:
+        r.parked = True
+    if msg.error:
+        r.error = msg.error
+        r.error_kind = msg.error_kind
+        return out
+    if msg.result is not None:
+        r.result_json = json.dumps(msg.result, allow_nan=False)
+    if msg.outcomes:
+        parents_to_proto(msg.outcomes, r.outcomes)
     return out
 
 
@@ -230,6 +262,7 @@ class WorkersServicer(pb_grpc.WorkersServicer):
         session = app.registry.register(
             reg.pool, reg.worker_name, labels, reg.slots, reg.protocol_version, kinds
         )
+        session.principal = principal  # (bounds what its tasks may spawn: server/worker_durable.py)
         log.info(
             "worker %s '%s' registered on pool '%s' with %d slots",
             session.id,
@@ -308,6 +341,17 @@ def _report(s: WorkerSession, m: pb.WorkerMessage) -> None:
             raise _Violation("ProgressReport needs worker protocol version 5")
         p = m.progress
         s.progress(p.lease, p.done, p.total if p.HasField("total") else None, p.message or None)
+    elif which == "durable":
+        if s.version < DURABLE_VERSION:
+            raise _Violation("DurableCall needs worker protocol version 7")
+        d = m.durable
+        try:
+            args = json.loads(d.args_json) if d.args_json else {}
+        except ValueError:
+            raise _Violation("DurableCall.args_json is not JSON") from None
+        if not isinstance(args, dict):
+            raise _Violation("DurableCall.args_json must be a JSON object")
+        s.durable(DurableCallMsg(d.lease, d.call, d.op, args, list(d.specs), d.replayed))
     elif which == "register":
         raise _Violation("Register may only be sent once, first")
     else:
@@ -322,6 +366,7 @@ def _lease_bytes(msg: ServerMsg) -> int | None:
     if not isinstance(msg, LeaseMsg):
         return None
     n = len(msg.payload) + len(msg.content_type) + len(msg.kind) + len(msg.key) + len(msg.pool) + 96
+    n += len(msg.journal_json)
     for o in msg.parents:
         n += (
             len(o.key or "")

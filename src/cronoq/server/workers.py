@@ -22,6 +22,10 @@ on the worker's session and awaits the worker's report:
   most once per interval with counts per worker (:class:`~cronoq.server.log_summary.LogSummary`:
   one line per report would let one batch flood the log and hold the loop), a stale one
   counted like any stale report;
+* ``DurableCall`` (protocol version 7) → the registry's ``durable`` handler carries it out
+  for the attempt's context and queues the ``DurableReply`` (server/worker_durable.py); when
+  the call parks the attempt, the lease leaves the session (its slot is free) and the parked
+  reply is queued before any lease the freed slot gets;
 * a disconnect → the attempt fails retryably (``worker disconnected``).
 
 The executor is a *starting* one (``Pool.start_attempt``): it queues the lease and hands the
@@ -48,7 +52,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -63,7 +69,7 @@ if TYPE_CHECKING:
     from cronoq.runtime.scheduler import Scheduler
 
 from cronoq.proto.flush import FlushQueue
-from cronoq.proto.protocol import DEFAULT_MAX_MESSAGE_BYTES, PARENTS_VERSION, session_version
+from cronoq.proto.protocol import DEFAULT_MAX_MESSAGE_BYTES, DURABLE_VERSION, PARENTS_VERSION, session_version
 from cronoq.server.log_summary import LogSummary
 
 _log = logging.getLogger("cronoq.server.workers")
@@ -75,6 +81,10 @@ class Blob:
 
     data: bytes = b""
     content_type: str = ""
+
+    def fingerprint(self) -> str:
+        """What a spawn's determinism check compares (runtime/parking.py): a digest, not the bytes."""
+        return f"{self.content_type}:{hashlib.sha256(self.data).hexdigest()[:16]}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,6 +108,10 @@ class LeaseMsg:
     lease_ttl_s: float | None
     #: how each parent ended (cronoq.Outcome, outputs as Blobs): sent from protocol version 6
     parents: tuple[Any, ...] = ()
+    #: runs of the task after a park (``ctx.resumes``): sent from protocol version 7
+    resumes: int = 0
+    #: its journal's steps as JSON (``Lease.journal_json``): sent from protocol version 7
+    journal_json: str = ""
 
 
 @dataclass(slots=True)
@@ -121,7 +135,34 @@ class RegisteredMsg:
     max_message_bytes: int
 
 
-ServerMsg = LeaseMsg | AbortMsg | ShutdownMsg | RegisteredMsg
+@dataclass(slots=True)
+class DurableCallMsg:
+    """A durable call of the task under ``lease`` (protocol version 7; ``args`` from JSON,
+    ``specs`` the children of a spawn as wire ``TaskSpec`` messages)."""
+
+    lease: int
+    call: int
+    op: str
+    args: dict[str, Any]
+    specs: list[Any] = field(default_factory=list)
+    #: steps the worker replayed itself since its previous call (``Lease.journal_json``)
+    replayed: int = 0
+
+
+@dataclass(slots=True)
+class DurableReplyMsg:
+    """The answer to a :class:`DurableCallMsg` (``outcomes``: cronoq.Outcome, outputs as Blobs)."""
+
+    call: int
+    parked: bool = False
+    result: Any = None
+    outcomes: tuple[Any, ...] = ()
+    error: str = ""
+    error_kind: str = ""
+    cursor: int = 0
+
+
+ServerMsg = LeaseMsg | AbortMsg | ShutdownMsg | RegisteredMsg | DurableReplyMsg
 
 
 @dataclass(eq=False)
@@ -218,6 +259,8 @@ class WorkerSession:
         self.outbox: FlushQueue[ServerMsg] = FlushQueue(maxsize=outbox_size)
         self.closed = False
         self.close_reason = ""
+        #: who the worker authenticated as (None: no auth): bounds what its tasks may spawn
+        self.principal: Any = None
 
     @property
     def busy(self) -> int:
@@ -293,6 +336,27 @@ class WorkerSession:
             att.cancelled()
         self.registry._slot_freed(self)
 
+    def durable(self, call: DurableCallMsg) -> None:
+        """A durable call (protocol version 7) for one of this worker's leases."""
+        att = self.attempts.get(call.lease)
+        handler = self.registry.durable
+        if att is None or handler is None:
+            if att is None:
+                self.registry.sched.seam.count_stale()
+            why = "the lease is no longer held" if att is None else "durable calls are not served here"
+            self.send(DurableReplyMsg(call.call, error=why, error_kind="scheduler"))
+            return
+        handler(self, att, call)
+
+    def parked(self, att: Attempt, call: int) -> None:
+        """``att`` parked in durable call ``call``: it leaves the session (the slot is free),
+        the worker is told first, and its future ends without a report."""
+        if self.attempts.get(att.lease) is att:
+            del self.attempts[att.lease]
+        self.send(DurableReplyMsg(call, parked=True))
+        att.future.cancel()  # (not in attempts: no Abort; the scheduler already dropped it)
+        self.registry._slot_freed(self)
+
     def set_slots(self, slots: int) -> int:
         granted = self.registry.grant(self.pool, slots)
         self.slots = granted
@@ -338,6 +402,9 @@ class WorkerRegistry:
         self.on_change = on_change
         #: invalid progress reports: counted, one summary line per interval (log_summary.py)
         self.dropped_progress = LogSummary(_log, "progress reports dropped")
+        #: carries out durable calls (protocol version 7): set by the server app
+        #: (server/worker_durable.py); None refuses them
+        self.durable: Callable[[WorkerSession, Attempt, DurableCallMsg], None] | None = None
 
     # -- membership --------------------------------------------------------------------------
 
@@ -483,6 +550,16 @@ def _leave(index: dict[K, dict[int, WorkerSession]], key: K, sid: int) -> None:
             del index[key]
 
 
+def _journal_json(ctx: TaskContext, payload_bytes: int, max_message_bytes: int) -> str:
+    """``Lease.journal_json`` of ``ctx``'s task: "" without a journal, or when it would take the
+    lease over half of ``max_message_bytes`` (the worker then asks the server for each call)."""
+    steps = ctx.journal_steps()
+    if steps is None:
+        return ""
+    text = json.dumps(steps, separators=(",", ":"))
+    return text if len(text) + payload_bytes <= max_message_bytes // 2 else ""
+
+
 class RemoteExecutor:
     """The executor of a server pool: runs each attempt on a remote worker.
 
@@ -537,6 +614,8 @@ class RemoteExecutor:
             priority=opts.priority,
             lease_ttl_s=self.registry.lease_ttl_s.get(self.pool),
             parents=parents,
+            resumes=ctx.resumes,
+            journal_json=_journal_json(ctx, len(blob.data), self.registry.max_message_bytes),
         )
         kinds = t.group.kinds if t.group is not None else None
         att = Attempt(ctx.lease, ctx, msg, loop.create_future(), executor=self, group=ctx.group, kinds=kinds)
@@ -567,6 +646,8 @@ class RemoteExecutor:
             msg = att.msg
             if msg.parents and session.version < PARENTS_VERSION:
                 msg = replace(msg, parents=())  # (an older worker: plain arguments only)
+            if msg.journal_json and session.version < DURABLE_VERSION:
+                msg = replace(msg, journal_json="")
             if session.send(msg):
                 return
             session.attempts.pop(att.lease, None)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from cronoq.errors import Permanent
 from cronoq.tasks.lifespan import Lifespan
 from cronoq.tasks.placeholders import substitute
+from cronoq.tasks.targets import NamedTask
 
 if TYPE_CHECKING:
     from cronoq.tasks.definition import TaskDefinition
@@ -167,39 +168,58 @@ class LeaseContext:
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
-    # durable calls (docs/how-to/durable.md) are not carried by the worker protocol yet: a
-    # remote attempt refuses them clearly (a Permanent failure) instead of lacking the name
+    # durable calls (docs/how-to/durable.md#remote-workers): carried by worker protocol
+    # version 7 (the lease's own calls, client/worker_durable.py); a lease without them (a
+    # test double) refuses them clearly (a Permanent failure) instead of lacking the name
 
     @property
     def resumes(self) -> int:
-        return 0
+        return int(getattr(self._lease, "resumes", 0))
 
-    def _no_durable(self, call: str) -> Permanent:
-        return Permanent(
-            f"ctx.{call}() is not available on a remote worker yet: run tasks that use durable "
-            "calls in process (docs/how-to/durable.md#remote-workers)"
-        )
+    def _durable(self, call: str) -> Any:
+        fn = getattr(self._lease, call, None)
+        if fn is None:
+            raise Permanent(
+                f"ctx.{call}() is not available on this worker: its lease carries no durable "
+                "calls (docs/how-to/durable.md#remote-workers)"
+            )
+        return fn
 
     async def spawn(self, specs: Any, *, detached: bool = False) -> list[int]:
-        raise self._no_durable("spawn")
+        """Named tasks' ``.spec(...)`` go to the server as their payload and task fields."""
+        fn = self._durable("spawn")
+        one = isinstance(specs, NamedTask)
+        items = [specs] if one else specs
+        if isinstance(items, (list, tuple)):
+            items = [
+                {"payload": t.payload, **t.call_fields()} if isinstance(t, NamedTask) else t for t in items
+            ]
+        result: list[int] = await fn(items, detached=detached)
+        return result
 
     async def wait_for(self, ids: Any) -> list[Any]:
-        raise self._no_durable("wait_for")
+        result: list[Any] = await self._durable("wait_for")(ids)
+        return result
 
     async def sleep_for(self, seconds: float) -> None:
-        raise self._no_durable("sleep_for")
+        await self._durable("sleep_for")(seconds)
 
     async def sleep_until(self, when: Any) -> None:
-        raise self._no_durable("sleep_until")
+        await self._durable("sleep_until")(when)
 
     async def wait_signal(self, name: str, timeout: float | None = None) -> Any:
-        raise self._no_durable("wait_signal")
+        return await self._durable("wait_signal")(name, timeout)
 
     async def step(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        raise self._no_durable("step")
+        return await self._durable("step")(name, fn, *args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<LeaseContext id={self.id} attempt={self.attempt}>"
+
+
+def _wire_spec(t: object) -> object:
+    """A named task's ``.spec(...)`` as a server takes it (payload and task fields)."""
+    return {"payload": t.payload, **t.call_fields()} if isinstance(t, NamedTask) else t
 
 
 class LeaseHandler:

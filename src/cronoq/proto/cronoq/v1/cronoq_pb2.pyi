@@ -533,7 +533,7 @@ class Cancelled(_message.Message):
     def __init__(self, lease: _Optional[int] = ...) -> None: ...
 
 class WorkerMessage(_message.Message):
-    __slots__ = ("register", "heartbeat", "complete", "fail", "set_slots", "nack", "cancelled", "batch", "progress")
+    __slots__ = ("register", "heartbeat", "complete", "fail", "set_slots", "nack", "cancelled", "batch", "progress", "durable")
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
@@ -543,6 +543,7 @@ class WorkerMessage(_message.Message):
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_FIELD_NUMBER: _ClassVar[int]
     register: Register
     heartbeat: Heartbeat
     complete: Complete
@@ -552,7 +553,8 @@ class WorkerMessage(_message.Message):
     cancelled: Cancelled
     batch: WorkerBatch
     progress: ProgressReport
-    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., complete: _Optional[_Union[Complete, _Mapping]] = ..., fail: _Optional[_Union[Fail, _Mapping]] = ..., set_slots: _Optional[_Union[SetSlots, _Mapping]] = ..., nack: _Optional[_Union[Nack, _Mapping]] = ..., cancelled: _Optional[_Union[Cancelled, _Mapping]] = ..., batch: _Optional[_Union[WorkerBatch, _Mapping]] = ..., progress: _Optional[_Union[ProgressReport, _Mapping]] = ...) -> None: ...
+    durable: DurableCall
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., complete: _Optional[_Union[Complete, _Mapping]] = ..., fail: _Optional[_Union[Fail, _Mapping]] = ..., set_slots: _Optional[_Union[SetSlots, _Mapping]] = ..., nack: _Optional[_Union[Nack, _Mapping]] = ..., cancelled: _Optional[_Union[Cancelled, _Mapping]] = ..., batch: _Optional[_Union[WorkerBatch, _Mapping]] = ..., progress: _Optional[_Union[ProgressReport, _Mapping]] = ..., durable: _Optional[_Union[DurableCall, _Mapping]] = ...) -> None: ...
 
 class WorkerBatch(_message.Message):
     __slots__ = ("messages",)
@@ -575,7 +577,7 @@ class Registered(_message.Message):
     def __init__(self, worker_id: _Optional[int] = ..., lease_ttl_s: _Optional[float] = ..., slots: _Optional[int] = ..., protocol_version: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("lease", "task_id", "attempt", "payload", "content_type", "kind", "key", "tags", "timeout_s", "deadline_unix_ns", "pool", "priority", "lease_ttl_s", "parents")
+    __slots__ = ("lease", "task_id", "attempt", "payload", "content_type", "kind", "key", "tags", "timeout_s", "deadline_unix_ns", "pool", "priority", "lease_ttl_s", "parents", "resumes", "journal_json")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -597,6 +599,8 @@ class Lease(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     LEASE_TTL_S_FIELD_NUMBER: _ClassVar[int]
     PARENTS_FIELD_NUMBER: _ClassVar[int]
+    RESUMES_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_JSON_FIELD_NUMBER: _ClassVar[int]
     lease: int
     task_id: int
     attempt: int
@@ -611,7 +615,9 @@ class Lease(_message.Message):
     priority: Priority
     lease_ttl_s: float
     parents: _containers.RepeatedCompositeFieldContainer[ParentOutcome]
-    def __init__(self, lease: _Optional[int] = ..., task_id: _Optional[int] = ..., attempt: _Optional[int] = ..., payload: _Optional[bytes] = ..., content_type: _Optional[str] = ..., kind: _Optional[str] = ..., key: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., timeout_s: _Optional[float] = ..., deadline_unix_ns: _Optional[int] = ..., pool: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ..., lease_ttl_s: _Optional[float] = ..., parents: _Optional[_Iterable[_Union[ParentOutcome, _Mapping]]] = ...) -> None: ...
+    resumes: int
+    journal_json: str
+    def __init__(self, lease: _Optional[int] = ..., task_id: _Optional[int] = ..., attempt: _Optional[int] = ..., payload: _Optional[bytes] = ..., content_type: _Optional[str] = ..., kind: _Optional[str] = ..., key: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., timeout_s: _Optional[float] = ..., deadline_unix_ns: _Optional[int] = ..., pool: _Optional[str] = ..., priority: _Optional[_Union[Priority, str]] = ..., lease_ttl_s: _Optional[float] = ..., parents: _Optional[_Iterable[_Union[ParentOutcome, _Mapping]]] = ..., resumes: _Optional[int] = ..., journal_json: _Optional[str] = ...) -> None: ...
 
 class ParentOutcome(_message.Message):
     __slots__ = ("id", "key", "status", "output", "content_type", "has_output", "message")
@@ -631,6 +637,40 @@ class ParentOutcome(_message.Message):
     message: str
     def __init__(self, id: _Optional[int] = ..., key: _Optional[str] = ..., status: _Optional[str] = ..., output: _Optional[bytes] = ..., content_type: _Optional[str] = ..., has_output: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
 
+class DurableCall(_message.Message):
+    __slots__ = ("lease", "call", "op", "args_json", "specs", "replayed")
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    ARGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    SPECS_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    lease: int
+    call: int
+    op: str
+    args_json: str
+    specs: _containers.RepeatedCompositeFieldContainer[TaskSpec]
+    replayed: int
+    def __init__(self, lease: _Optional[int] = ..., call: _Optional[int] = ..., op: _Optional[str] = ..., args_json: _Optional[str] = ..., specs: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., replayed: _Optional[int] = ...) -> None: ...
+
+class DurableReply(_message.Message):
+    __slots__ = ("call", "parked", "result_json", "outcomes", "error", "error_kind", "cursor")
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    PARKED_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_KIND_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    call: int
+    parked: bool
+    result_json: str
+    outcomes: _containers.RepeatedCompositeFieldContainer[ParentOutcome]
+    error: str
+    error_kind: str
+    cursor: int
+    def __init__(self, call: _Optional[int] = ..., parked: _Optional[bool] = ..., result_json: _Optional[str] = ..., outcomes: _Optional[_Iterable[_Union[ParentOutcome, _Mapping]]] = ..., error: _Optional[str] = ..., error_kind: _Optional[str] = ..., cursor: _Optional[int] = ...) -> None: ...
+
 class Abort(_message.Message):
     __slots__ = ("lease", "reason")
     LEASE_FIELD_NUMBER: _ClassVar[int]
@@ -648,18 +688,20 @@ class Shutdown(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., not_leader: _Optional[bool] = ...) -> None: ...
 
 class ServerMessage(_message.Message):
-    __slots__ = ("registered", "lease", "abort", "shutdown", "batch")
+    __slots__ = ("registered", "lease", "abort", "shutdown", "batch", "durable")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     ABORT_FIELD_NUMBER: _ClassVar[int]
     SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     lease: Lease
     abort: Abort
     shutdown: Shutdown
     batch: ServerBatch
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., batch: _Optional[_Union[ServerBatch, _Mapping]] = ...) -> None: ...
+    durable: DurableReply
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., batch: _Optional[_Union[ServerBatch, _Mapping]] = ..., durable: _Optional[_Union[DurableReply, _Mapping]] = ...) -> None: ...
 
 class ServerBatch(_message.Message):
     __slots__ = ("messages",)
