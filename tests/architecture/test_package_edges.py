@@ -38,6 +38,9 @@ SERVER_MAY_USE: dict[str, frozenset[str] | None] = {
     "cronoq.runtime.scalers": frozenset({"ExternalScaler"}),
     "cronoq.runtime.events": frozenset({"EventStream", "ProgressEventStream"}),
     "cronoq.runtime.context": frozenset({"TaskContext"}),
+    # a remote attempt's durable calls run the in-process implementation on its TaskContext:
+    # one place for the journal, its replay, the determinism check and parking
+    "cronoq.runtime.parking": None,
     # the batch member Scheduler.submit_batch takes (not the runtime's field handling)
     "cronoq.runtime.task": frozenset({"Task"}),
 }

@@ -32,9 +32,9 @@ import asyncio
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import cronoq.runtime.parking as parking
 from cronoq.errors import ArgumentTypeError, Permanent
 from cronoq.outcome import Outcome
-from cronoq.runtime import parking
 from cronoq.runtime.task import Task
 from cronoq.server import convert, request_limits
 from cronoq.server.auth import PermissionDenied, Principal, allows_pool, stamp_tenant
