@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from blocking_app import app, double, fail
-from tests.server.procs import ServerProc, start_server, start_worker, stop_worker
+from tests.server.procs import ServerProc, serving_app
 
 from cronoq import SchedulerError, TaskFailed
 from cronoq.client import BlockingClient, Client, ClientError
@@ -34,15 +34,10 @@ name = "idle"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
     directory = tmp_path_factory.mktemp("blocking")
-    sp = start_server(directory, SERVER_TOML, name="blocking")
-    log_path = directory / "worker.log"
-    argv = [*CLI, "worker", "blocking_app:app", "--pool", "default", "--slots", "8", "--app-dir", str(HERE)]
-    worker = start_worker(log_path, [*argv, "--server", sp.grpc])
-    try:
+    with serving_app(
+        directory, SERVER_TOML, name="blocking", app_ref="blocking_app:app", app_dir=HERE, slots=8
+    ) as (sp, _):
         yield sp
-    finally:
-        stop_worker(worker, log_path)
-        assert sp.terminate() == 0, sp.log()
 
 
 @pytest.fixture

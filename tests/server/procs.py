@@ -9,13 +9,14 @@ for the parseable ``cronoq serve: grpc=HOST:PORT http=... metrics=...`` line and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -292,3 +293,27 @@ def stop_worker(proc: subprocess.Popen[bytes], log_path: Path) -> None:
     """SIGTERM the worker; it must drain and exit 0."""
     proc.terminate()
     assert proc.wait(30) == 0, log_path.read_text()
+
+
+def app_worker_argv(
+    sp: ServerProc, app_ref: str, app_dir: Path, *, slots: int, pool: str = "default"
+) -> list[str]:
+    """A real ``cronoq worker APP_REF`` serving ``pool`` of ``sp`` with ``slots`` slots."""
+    return [sys.executable, "-m", "cronoq.cli", "worker", app_ref, "--pool", pool, "--slots", str(slots),
+            "--app-dir", str(app_dir), "--server", sp.grpc]  # fmt: skip
+
+
+@contextlib.contextmanager
+def serving_app(
+    directory: Path, toml: str, *, name: str, app_ref: str, app_dir: Path, slots: int
+) -> Iterator[tuple[ServerProc, subprocess.Popen[bytes]]]:
+    """A server (``toml``) and one registered worker of ``app_ref``; on exit the worker must
+    drain and exit 0, then the server."""
+    sp = start_server(directory, toml, name=name)
+    log_path = directory / "worker.log"
+    worker = start_worker(log_path, app_worker_argv(sp, app_ref, app_dir, slots=slots))
+    try:
+        yield sp, worker
+    finally:
+        stop_worker(worker, log_path)
+        assert sp.terminate() == 0, sp.log()

@@ -17,7 +17,7 @@ from cronoq import TaskFailed
 from cronoq.client import Client, Lease, TaskInfo, Worker, task
 
 from .durable_app import app, approval, fanout, fickle, fickle_spawn, napper, stepper
-from .procs import AUTH_TOML, TOKENS, Raw, RawWorker, ServerProc, pb, start_server, start_worker, stop_worker
+from .procs import AUTH_TOML, TOKENS, Raw, RawWorker, ServerProc, pb, serving_app, start_server
 
 HERE = Path(__file__).resolve().parent
 CLI = (sys.executable, "-m", "cronoq.cli")
@@ -34,15 +34,10 @@ name = "old"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
     directory = tmp_path_factory.mktemp("durable")
-    sp = start_server(directory, SERVER_TOML, name="durable")
-    log_path = directory / "worker.log"
-    argv = [*CLI, "worker", "durable_app:app", "--pool", "default", "--slots", "1", "--app-dir", str(HERE)]
-    worker = start_worker(log_path, [*argv, "--server", sp.grpc])
-    try:
+    with serving_app(
+        directory, SERVER_TOML, name="durable", app_ref="durable_app:app", app_dir=HERE, slots=1
+    ) as (sp, _):
         yield sp
-    finally:
-        stop_worker(worker, log_path)
-        assert sp.terminate() == 0, sp.log()
 
 
 @pytest.fixture

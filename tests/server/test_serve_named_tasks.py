@@ -17,7 +17,7 @@ from cronoq import TaskFailed
 from cronoq.client import Client
 
 from .named_app import Order, add, app, echo, fanout, flaky, ship
-from .procs import ServerProc, child_env, start_server, start_worker, stop_worker
+from .procs import ServerProc, child_env, serving_app
 
 HERE = Path(__file__).resolve().parent
 
@@ -45,15 +45,10 @@ def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProc, subprocess.Popen[bytes]]]:
     directory = tmp_path_factory.mktemp("named")
-    sp = start_server(directory, SERVER_TOML, name="named")
-    log_path = directory / "worker.log"
-    argv = [*CLI, "worker", "named_app:app", "--pool", "default", "--slots", "4", "--app-dir", str(HERE)]
-    worker = start_worker(log_path, [*argv, "--server", sp.grpc])
-    try:
+    with serving_app(
+        directory, SERVER_TOML, name="named", app_ref="named_app:app", app_dir=HERE, slots=4
+    ) as (sp, worker):
         yield sp, worker
-    finally:
-        stop_worker(worker, log_path)
-        assert sp.terminate() == 0, sp.log()
 
 
 @pytest.fixture

@@ -20,7 +20,17 @@ from cronoq import TaskFailed, outcome_of, output_of
 from cronoq.client import Client
 
 from .pipeline_app import app, big, count, email_invoice, fetch_order, number, render_invoice, report, total
-from .procs import Raw, RawWorker, ServerProc, child_env, pb, start_server, start_worker, stop_worker
+from .procs import (
+    Raw,
+    RawWorker,
+    ServerProc,
+    app_worker_argv,
+    child_env,
+    pb,
+    start_server,
+    start_worker,
+    stop_worker,
+)
 
 HERE = Path(__file__).resolve().parent
 LIMIT = 16384
@@ -41,8 +51,7 @@ max = 2
 
 def worker_argv(sp: ServerProc, slots: int = 4) -> list[str]:
     """A real ``cronoq worker pipeline_app:app`` on pool ``default`` of ``sp``."""
-    return [sys.executable, "-m", "cronoq.cli", "worker", "pipeline_app:app", "--pool", "default",
-            "--slots", str(slots), "--app-dir", str(HERE), "--server", sp.grpc]  # fmt: skip
+    return app_worker_argv(sp, "pipeline_app:app", HERE, slots=slots)
 
 
 @pytest.fixture(scope="module")
