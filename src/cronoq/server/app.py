@@ -623,6 +623,18 @@ class ServerApp:
         by_pool = {name: self.registry.connected(name) for name in sched.pools}
         return snap, by_pool
 
+    async def snapshot_msg(self, principal: Principal | None) -> Any:
+        """The ``SnapshotResponse`` both front ends answer: a principal bound to some pools sees
+        those pools only, and the workers connected to them."""
+        snap, by_pool = await self.snapshot()
+        msg = convert.snapshot_msg(snap, by_pool)
+        if principal is not None and principal.pools is not None:
+            keep = [p for p in msg.pools if p.name in principal.pools]
+            del msg.pools[:]
+            msg.pools.extend(keep)
+            msg.workers_connected = sum(p.workers_connected for p in keep)
+        return msg
+
     async def resource_keys(self, resource: str, top: int) -> Any:
         """The busiest keys of keyed resource ``resource`` (``not_found``: not a keyed one)."""
         sched = self.require_leader()

@@ -582,13 +582,7 @@ class AdminServicer(_OpsAdmin, pb_grpc.AdminServicer):
     async def Snapshot(
         self, principal: Principal | None, request: pb.Empty, context: grpc.aio.ServicerContext
     ) -> pb.SnapshotResponse:
-        snap, by_pool = await self.app.snapshot()
-        msg = convert.snapshot_msg(snap, by_pool)
-        if principal is not None and principal.pools is not None:
-            keep = [p for p in msg.pools if p.name in principal.pools]
-            del msg.pools[:]
-            msg.pools.extend(keep)
-            msg.workers_connected = sum(p.workers_connected for p in keep)
+        msg: pb.SnapshotResponse = await self.app.snapshot_msg(principal)
         return msg
 
     @rpc

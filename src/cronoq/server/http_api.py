@@ -64,7 +64,7 @@ from starlette.types import Receive, Scope, Send
 from cronoq.engine.keyed import MAX_TOP
 from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES
 from cronoq.errors import SchedulerError
-from cronoq.server import body_errors, convert, http_guard, ops, request_limits, task_history
+from cronoq.server import body_errors, http_guard, ops, request_limits, task_history
 from cronoq.server import metrics as metrics_mod
 from cronoq.server.app import (
     ApiError,
@@ -553,13 +553,7 @@ class HttpApi:
     @_handler
     async def snapshot(self, request: Request) -> Response:
         principal = self.auth(request, Action.SNAPSHOT)
-        snap, by_pool = await self.app.snapshot()
-        msg = convert.snapshot_msg(snap, by_pool)
-        if principal is not None and principal.pools is not None:
-            keep = [p for p in msg.pools if p.name in principal.pools]
-            del msg.pools[:]
-            msg.pools.extend(keep)
-            msg.workers_connected = sum(p.workers_connected for p in keep)
+        msg = await self.app.snapshot_msg(principal)
         return json_response(message_json(msg))
 
     @_handler
