@@ -1101,11 +1101,15 @@ def test_config_pickles_and_compares() -> None:
 
 
 def test_deeply_nested_toml_is_a_config_error() -> None:
-    """Not a RecursionError traceback of thousands of lines."""
+    """Not a RecursionError traceback of thousands of lines.  Where tomllib gives up depends on
+    the interpreter's recursion limit (another test or library may have raised it): past it the
+    parse fails, below it the depth check refuses the value; either way a config error."""
     for text in ("x = " + "[" * 5000 + "]" * 5000, "x = " + "{a = " * 5000 + "1" + "}" * 5000):
         with pytest.raises(ConfigError) as ei:
             loads_config(text, source="deep.toml")
-        assert "nested too deeply" in str(ei.value) and "deep.toml" in str(ei.value)
+        msg = str(ei.value)
+        assert "nested too deeply" in msg or "nested more than 32 levels deep" in msg, msg
+        assert "deep.toml" in msg
 
 
 @pytest.mark.parametrize("table", ["pools", "resources", "shards", "a"])
