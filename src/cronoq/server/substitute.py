@@ -64,7 +64,7 @@ def substituted(data: bytes, content_type: str, parents: tuple[Outcome, ...], ki
         ids = ", ".join(str(o.id) for o in parents)
         raise Permanent(
             f"task '{kind}': its payload with the outputs of parent(s) {ids} substituted is {len(new)} bytes,"
-            f" over the server's max_message_bytes ({limit})"
+            f" over the server's limits.max_message_bytes ({limit})"
         )
     return new
 
