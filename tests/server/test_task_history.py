@@ -7,6 +7,7 @@ and the dashboard, in Chromium) rebuilds it from the history."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -150,6 +151,38 @@ async def test_replay_reads_the_store_after_the_engines_retention(store: str) ->
         assert (await c.post("/v1/tasks:replay", json=body | {"request_key": "r2"})).json()["acted"] == 2
         r = await c.post("/v1/tasks/123456789/replay")
         assert r.status_code == 404 and "store.keep_finished_s, 604800 s" in r.text
+
+
+async def test_a_replayed_callback_gets_its_parents_outputs_from_the_history(store: str) -> None:
+    """A chord callback failed at 03:00, replayed at 09:00 over HTTP: the replay carries no
+    edges, but the markers of its payload take its parents' outputs, read from the store's
+    history once the engine has forgotten them (issue #34)."""
+    seen: list[Any] = []
+
+    def handler(msg: Any) -> Any:
+        body = json.loads(msg.payload)
+        seen.append(body)
+        if "sum" in body and len(seen) == 3:  # the callback's first run: it fails
+            return ("fail", "database down at 03:00", True)
+        return ("complete", msg.payload, msg.content_type)
+
+    async with serve(TOKENS, base=store + LIMITS) as (app, c):
+        c.headers.update(bearer(CLIENT))
+        w = FakeWorker(app, handler=handler, slots=1)
+        parts = [{"payload": {"v": n}, "key": f"part-{n}"} for n in (1, 2)]
+        callback = {"payload": {"sum": [{"$output": 0}, {"$output": 1}]}, "after": ["part-1", "part-2"]}
+        r = await c.post("/v1/tasks:batch", json={"tasks": [*parts, callback]})
+        ids = [t["id"] for t in r.json()["tasks"]]
+        res = (await c.get(f"/v1/tasks/{ids[2]}/result", params={"timeout": 10})).json()
+        assert (res["status"], res["message"]) == ("failed", "database down at 03:00"), res
+        for tid in ids:
+            await forgotten(app, int(tid))
+        r = await c.post(f"/v1/tasks/{ids[2]}/replay")
+        assert r.status_code == 200, r.text
+        res = (await c.get(f"/v1/tasks/{r.json()['id']}/result", params={"timeout": 10})).json()
+        assert (res["status"], res["output"]) == ("succeeded", {"sum": [{"v": 1}, {"v": 2}]}), res
+        assert seen[-1] == {"sum": [{"v": 1}, {"v": 2}]}  # plain arguments, as the first run had
+        await w.close()
 
 
 @needs_browser
