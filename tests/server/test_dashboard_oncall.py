@@ -1,6 +1,7 @@
 """The dashboard for the person on call (docs/getting-started/dashboard.md#why-a-task-waits), in
 headless Chromium against a real ServerApp (the harness of test_dashboard.py): task rows show
-key, name, customer tags and one line saying why a task waits or why it failed; a task's
+key, name, customer tags and one line saying why a task waits (a resource at its limit, a
+paused pool, no connected worker serving its kind) or why it failed; a task's
 detail says why it is not running and summarises a wide fan-in by status; the Pools view splits
 pending into ready and the rest and lists each resource's use; recurring times are in the
 schedule's own zone; nothing overflows a 1400 px window. Without a browser, the same facts are
@@ -22,6 +23,9 @@ from .test_dashboard import browser_page, expect, http_server, needs_browser, op
 from .test_http_support import FakeWorker  # noqa: E402
 
 EXTRA = """
+[[pools]]
+name = "deploy"
+
 [[resources]]
 name = "customer:42"
 kind = "semaphore"
@@ -30,6 +34,7 @@ permits = 1
 #: parents of the callback: a 300-way chord, on the default limits (limits.max_deps is 1024),
 #: far more than the graph draws
 FAN_IN = 300
+UNSERVED = "no connected worker serves task 'shop.charge'"
 DECLINED = "card declined: insufficient funds\nTraceback (most recent call last): ..."
 
 
@@ -79,6 +84,9 @@ async def scenario(app: Any, c: Any) -> dict[str, str]:
     await submit("failed", payload={"op": "fail"}, key="charge-7", kind="shop.charge", tags={"customer": "7"})
     assert (await c.post("/v1/pools/other/pause")).status_code == 200
     await submit("paused", payload={}, pool="other", key="paused-1")
+    # a rolling deploy: the only worker of pool "deploy" is of the release without shop.charge
+    app.registry.register("deploy", "v1", {}, 1, kinds=frozenset({"shop.refund"}))
+    await submit("unserved", payload={}, pool="deploy", kind="shop.charge", key="charge-new")
     nightly = {"cron": "0 3 * * *", "tz": "Asia/Tokyo", "task": {"kind": "backup"}}
     r = await c.put("/v1/recurring/nightly", json=nightly)
     assert r.status_code == 200, r.text
@@ -105,6 +113,8 @@ async def test_the_json_says_why_and_what() -> None:
         assert waiter["tags"] == {"customer": "42", "order": "A-1001"}
         paused = (await c.get("/v1/tasks/paused-1")).json()
         assert paused["waiting"] == "pool 'other' is paused"
+        unserved = (await c.get("/v1/tasks/charge-new")).json()
+        assert unserved["status"] == "ready" and unserved["waiting"] == UNSERVED
         assert (await c.get("/v1/tasks/export-42-a")).json().get("waiting", "") == ""
         cb = (await c.get("/v1/tasks/sum-parts")).json()
         assert {k: int(v) for k, v in cb["parent_statuses"].items()} == {"succeeded": FAN_IN - 2, "failed": 2}
@@ -146,6 +156,8 @@ async def test_the_dashboard_for_the_person_on_call(tmp_path: Path) -> None:
             assert await fnote.get_attribute("title") == DECLINED
             paused = page.locator('#tasks-body tr[data-key="paused-1"] .row-note')
             assert await paused.inner_text() == "pool 'other' is paused"
+            unserved = page.locator('#tasks-body tr[data-key="charge-new"] .row-note')
+            assert await unserved.inner_text() == UNSERVED
             assert await overflow(page, "#view-tasks .table-wrap") == 0, "the task table fits 1400 px"
             assert await clipped(page) == [], "the Tasks view fits 1400 px"
             await page.screenshot(path=str(tmp_path / "oncall-tasks.png"), full_page=True)
