@@ -11,7 +11,17 @@ from typing import Any
 
 import pytest
 
-from cronoq import BulkResult, Permanent, Pool, ReplayError, Retryable, RetryPolicy, Scheduler, TaskFailed
+from cronoq import (
+    App,
+    BulkResult,
+    Permanent,
+    Pool,
+    ReplayError,
+    Retryable,
+    RetryPolicy,
+    Scheduler,
+    TaskFailed,
+)
 
 from .conftest import SAFETY, wait
 
@@ -134,3 +144,70 @@ def _replay_of(s: Scheduler, tid: int) -> int | None:
     from cronoq.engine.replay import replay_of
 
     return replay_of(s.seam.tasks[tid])
+
+
+_chord = App("replay-chord")
+_down: set[str] = set()
+
+
+@_chord.task(name="chord.part")
+async def _part(n: int) -> int:
+    if f"part-{n}" in _down:
+        raise Permanent(f"part {n} down")
+    return n * 10
+
+
+@_chord.task(name="chord.total")
+async def _total(values: list[int]) -> int:
+    if "total" in _down:
+        raise Permanent("database down at 03:00")
+    return sum(values)
+
+
+@pytest.mark.parametrize("after_retention", [False, True], ids=["retained", "from-history"])
+async def test_a_replayed_chord_callback_gets_its_parents_outputs(
+    make_store: Callable[[], Any], after_retention: bool
+) -> None:
+    """The nightly chord of issue #34: its callback failed at 03:00 and is replayed at 09:00.
+    A replay carries no edges, yet its payload holds the placeholders of its parents' outputs:
+    it takes them from the parents (retained, or read from the store's history), and from a
+    parent's successful replay where the parent itself had failed."""
+    _down.clear()
+    _down.update({"total", "part-2"})
+    async with _chord.scheduler(store=make_store(), key_retention=0.3) as s:
+        parts = [_part.spec(n) for n in range(4)]
+        *hp, hc = await _chord.submit_batch(
+            [*parts, _total.options(key="nightly").spec([p.output for p in parts])]
+        )
+        with pytest.raises(TaskFailed):
+            await wait(hp[2])
+        with pytest.raises(TaskFailed, match="skipped"):
+            await wait(hc)  # (part 2 failed: the callback never ran)
+        _down.discard("part-2")
+        fixed = await s.replay(hp[2].id)
+        assert await wait(fixed) == 20
+        if after_retention:
+            await forgotten(s, hc.id, *(h.id for h in hp), fixed.id)
+        r = await s.replay("nightly")
+        with pytest.raises(TaskFailed, match="database down"):
+            await wait(r)  # (ran: with plain arguments, its own failure)
+        _down.clear()
+        r2 = await s.replay(r.id)
+        assert await wait(r2) == 0 + 10 + 20 + 30
+
+
+async def test_a_callback_whose_parent_has_no_output_is_not_replayed(make_store: Callable[[], Any]) -> None:
+    """Refused, naming the parent, rather than run with a hole in its arguments."""
+    _down.clear()
+    _down.add("part-1")
+    async with _chord.scheduler(store=make_store(), key_retention=0.3) as s:
+        parts = [_part.spec(n) for n in range(2)]
+        *hp, hc = await _chord.submit_batch([*parts, _total.spec([p.output for p in parts])])
+        with pytest.raises(TaskFailed, match="skipped"):
+            await wait(hc)
+        await forgotten(s, hc.id, *(h.id for h in hp))
+        with pytest.raises(ReplayError) as e:
+            await s.replay(hc.id)
+        assert e.value.code == "payload_unavailable"
+        assert f"parent {hp[1].id} ended failed, with no output to pass (replay it first)" in str(e.value)
+    _down.clear()

@@ -1,6 +1,7 @@
 """The dashboard for the person on call (docs/getting-started/dashboard.md#why-a-task-waits), in
 headless Chromium against a real ServerApp (the harness of test_dashboard.py): task rows show
-key, name, customer tags and one line saying why a task waits or why it failed; a task's
+key, name, customer tags and one line saying why a task waits (a resource at its limit, a
+paused pool, no connected worker serving its kind) or why it failed; a task's
 detail says why it is not running and summarises a wide fan-in by status; the Pools view splits
 pending into ready and the rest and lists each resource's use; recurring times are in the
 schedule's own zone; nothing overflows a 1400 px window. Without a browser, the same facts are
@@ -22,12 +23,18 @@ from .test_dashboard import browser_page, expect, http_server, needs_browser, op
 from .test_http_support import FakeWorker  # noqa: E402
 
 EXTRA = """
+[[pools]]
+name = "deploy"
+
 [[resources]]
 name = "customer:42"
 kind = "semaphore"
 permits = 1
 """
-FAN_IN = 30  # parents of the callback (more than the graph draws)
+#: parents of the callback: a 300-way chord, on the default limits (limits.max_deps is 1024),
+#: far more than the graph draws
+FAN_IN = 300
+UNSERVED = "no connected worker serves task 'shop.charge'"
 DECLINED = "card declined: insufficient funds\nTraceback (most recent call last): ..."
 
 
@@ -61,6 +68,15 @@ async def scenario(app: Any, c: Any) -> dict[str, str]:
         assert r.status_code in (200, 201), r.text
         ids[name] = str(r.json()["id"])
 
+    # first (so the rows below are the newest, on the task list's first page), a chord: parents
+    # and callback in one atomic batch (two parents fail, so it is skipped)
+    parts = [{"payload": {"op": "fail" if n < 2 else "ok"}, "key": f"part-{n}"} for n in range(FAN_IN)]
+    callback = {"payload": {}, "key": "sum-parts", "after": [f"part-{n}" for n in range(FAN_IN)]}
+    r = await c.post("/v1/tasks:batch", json={"tasks": [*parts, callback]})
+    assert r.status_code in (200, 201), r.text
+    ids["callback"] = str(r.json()["tasks"][-1]["id"])
+    await until(lambda: _status(c, "sum-parts", "skipped"), "the callback to be skipped", 60)
+    await until(lambda: _parents_done(c), "every parent to finish", 60)
     tags = {"customer": "42", "order": "A-1001"}
     await submit("holder", payload={"op": "hold"}, key="export-42-a", resources={"customer:42": 1}, tags=tags)
     await until(lambda: _status(c, "export-42-a", "running"), "the holder to run")
@@ -68,14 +84,9 @@ async def scenario(app: Any, c: Any) -> dict[str, str]:
     await submit("failed", payload={"op": "fail"}, key="charge-7", kind="shop.charge", tags={"customer": "7"})
     assert (await c.post("/v1/pools/other/pause")).status_code == 200
     await submit("paused", payload={}, pool="other", key="paused-1")
-    # a chord: parents and callback in one atomic batch (two parents fail, so it is skipped)
-    parts = [{"payload": {"op": "fail" if n < 2 else "ok"}, "key": f"part-{n}"} for n in range(FAN_IN)]
-    callback = {"payload": {}, "key": "sum-parts", "after": [f"part-{n}" for n in range(FAN_IN)]}
-    r = await c.post("/v1/tasks:batch", json={"tasks": [*parts, callback]})
-    assert r.status_code in (200, 201), r.text
-    ids["callback"] = str(r.json()["tasks"][-1]["id"])
-    await until(lambda: _status(c, "sum-parts", "skipped"), "the callback to be skipped")
-    await until(lambda: _parents_done(c), "every parent to finish")
+    # a rolling deploy: the only worker of pool "deploy" is of the release without shop.charge
+    app.registry.register("deploy", "v1", {}, 1, kinds=frozenset({"shop.refund"}))
+    await submit("unserved", payload={}, pool="deploy", kind="shop.charge", key="charge-new")
     nightly = {"cron": "0 3 * * *", "tz": "Asia/Tokyo", "task": {"kind": "backup"}}
     r = await c.put("/v1/recurring/nightly", json=nightly)
     assert r.status_code == 200, r.text
@@ -102,6 +113,8 @@ async def test_the_json_says_why_and_what() -> None:
         assert waiter["tags"] == {"customer": "42", "order": "A-1001"}
         paused = (await c.get("/v1/tasks/paused-1")).json()
         assert paused["waiting"] == "pool 'other' is paused"
+        unserved = (await c.get("/v1/tasks/charge-new")).json()
+        assert unserved["status"] == "ready" and unserved["waiting"] == UNSERVED
         assert (await c.get("/v1/tasks/export-42-a")).json().get("waiting", "") == ""
         cb = (await c.get("/v1/tasks/sum-parts")).json()
         assert {k: int(v) for k, v in cb["parent_statuses"].items()} == {"succeeded": FAN_IN - 2, "failed": 2}
@@ -143,7 +156,10 @@ async def test_the_dashboard_for_the_person_on_call(tmp_path: Path) -> None:
             assert await fnote.get_attribute("title") == DECLINED
             paused = page.locator('#tasks-body tr[data-key="paused-1"] .row-note')
             assert await paused.inner_text() == "pool 'other' is paused"
+            unserved = page.locator('#tasks-body tr[data-key="charge-new"] .row-note')
+            assert await unserved.inner_text() == UNSERVED
             assert await overflow(page, "#view-tasks .table-wrap") == 0, "the task table fits 1400 px"
+            assert await clipped(page) == [], "the Tasks view fits 1400 px"
             await page.screenshot(path=str(tmp_path / "oncall-tasks.png"), full_page=True)
 
             # the callback's detail: a summary of every parent, nodes named by key
@@ -159,6 +175,7 @@ async def test_the_dashboard_for_the_person_on_call(tmp_path: Path) -> None:
             )
             labels = await dialog.locator(".dep-node .dep-id").all_text_contents()
             assert "sum-parts" in labels and "part-0" in labels, labels
+            assert await clipped(page) == [], "the task's detail fits 1400 px"
             await page.screenshot(path=str(tmp_path / "oncall-detail.png"), full_page=True)
             await dialog.get_by_role("button", name="Close task details").click()
 
@@ -181,6 +198,7 @@ async def test_the_dashboard_for_the_person_on_call(tmp_path: Path) -> None:
             row = page.locator('#resources-body tr[data-resource="customer:42"]')
             await row.wait_for()
             assert await row.locator("td").all_inner_texts() == ["customer:42", "semaphore", "1 of 1", "1"]
+            assert await clipped(page) == [], "the Pools view fits 1400 px"
             await page.screenshot(path=str(tmp_path / "oncall-pools.png"), full_page=True)
 
             # Recurring: the next run in the schedule's own zone; the next occurrence's task
@@ -192,6 +210,10 @@ async def test_the_dashboard_for_the_person_on_call(tmp_path: Path) -> None:
             assert "Next occurrence" in header and "Last task" not in header
             assert await page.get_by_role("button", name="Open the next occurrence of nightly").count() == 1
             assert await overflow(page, "#view-recurring .table-wrap") == 0, "the schedules fit 1400 px"
+            assert await clipped(page) == [], "the Recurring view fits 1400 px"
+            await page.goto(url + "/#workers")
+            await page.locator("#view-workers tbody tr").first.wait_for()
+            assert await clipped(page) == [], "the Workers view fits 1400 px"
             await page.screenshot(path=str(tmp_path / "oncall-recurring.png"), full_page=True)
             assert console.errors == []
         await w.close()
@@ -200,3 +222,30 @@ async def test_the_dashboard_for_the_person_on_call(tmp_path: Path) -> None:
 async def overflow(page: Any, selector: str) -> int:
     """How many pixels the element's content is wider than the element (0: nothing clipped)."""
     return int(await page.eval_on_selector(selector, "el => Math.max(0, el.scrollWidth - el.clientWidth)"))
+
+
+async def clipped(page: Any) -> list[str]:
+    """The visible elements of the page whose content is cut or scrolls sideways: the page
+    itself, and any element narrower than its content whose overflow hides or scrolls it
+    (a cell whose text ends in an ellipsis on purpose, with its title, and text for screen
+    readers only are not counted)."""
+    return list(
+        await page.evaluate(
+            """() => {
+            const out = [];
+            const doc = document.documentElement;
+            if (doc.scrollWidth > doc.clientWidth) out.push(`page ${doc.scrollWidth} > ${doc.clientWidth}`);
+            for (const el of document.querySelectorAll("body *")) {
+              if (!el.offsetParent && getComputedStyle(el).position !== "fixed") continue;
+              const cs = getComputedStyle(el);
+              if (cs.overflowX === "visible" || cs.textOverflow === "ellipsis") continue;
+              if (el.classList.contains("sr-only")) continue; // (for screen readers: 1 px on purpose)
+              if (el.scrollWidth > el.clientWidth + 1 && el.clientWidth > 0) {
+                const name = `${el.tagName.toLowerCase()}#${el.id}.${el.className}`;
+                out.push(`${name} ${el.scrollWidth} > ${el.clientWidth}`);
+              }
+            }
+            return out;
+          }"""
+        )
+    )

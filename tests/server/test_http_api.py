@@ -373,6 +373,7 @@ async def test_body_too_large_413_content_length_and_chunked() -> None:
     async with serve("[limits]\nmax_http_body_bytes = 1024\n") as (_app, c):
         r = await c.post("/v1/tasks", json={"payload": "x" * 2000})
         assert err(r) == (413, "resource_exhausted")
+        assert r.json()["error"] == "request body larger than limits.max_http_body_bytes (1024)"
 
         sent = []
 

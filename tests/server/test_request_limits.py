@@ -56,7 +56,7 @@ def test_counts_are_checked_before_anything_is_converted() -> None:
 def test_labels_and_tenant_count_in_max_message_bytes() -> None:
     lim = LimitsConfig(max_message_bytes=4096, max_label_len=10_000, max_tenant_len=10_000)
     for spec in (pb.TaskSpec(labels={"zone": "z" * 4000}), pb.TaskSpec(tenant="t" * 4000)):
-        with pytest.raises(request_limits.InvalidArgument, match="task too large"):
+        with pytest.raises(request_limits.InvalidArgument, match=r"too large: .* limits\.max_message_bytes"):
             convert.submission(spec, lim)
 
 

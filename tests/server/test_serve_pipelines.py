@@ -135,7 +135,7 @@ async def test_a_child_over_the_message_limit_fails_alone(client: Client) -> Non
         await handles[1]
     assert err.value.status == "failed"
     assert f"parent(s) {handles[0].id} substituted is" in err.value.message
-    assert f"over the server's max_message_bytes ({LIMIT})" in err.value.message
+    assert f"over the server's limits.max_message_bytes ({LIMIT})" in err.value.message
     assert await handles[2] == LIMIT * 2 // 3
 
 

@@ -57,4 +57,4 @@ async def test_submit_many_larger_than_the_batch_limit_is_refused(api_server: Se
     with pytest.raises(grpc.aio.AioRpcError) as ei:
         await raw.tasks.SubmitMany(pb.SubmitManyRequest(tasks=[pb.TaskSpec(pool="idle")] * 1001))
     assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "max_tasks_per_batch" in (ei.value.details() or "")
+    assert "limits.max_tasks_per_batch (1000)" in (ei.value.details() or "")

@@ -1,12 +1,13 @@
 """A finished task after the engine's retention (``cronoq.server.task_history``): with a durable
 store, ``GET /v1/tasks/{id}`` and ``/result`` answer from the store's history (kept for
 ``store.keep_finished_s``), on SQLite and on PostgreSQL; another tenant's task stays unknown.
-Lookups by key read the newest finished row of that key; a replay of such a task (HTTP and
-gRPC) rebuilds it from the history."""
+Lookups by key read the newest finished row of that key; a replay of such a task (HTTP, gRPC
+and the dashboard, in Chromium) rebuilds it from the history."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,7 +17,12 @@ import pytest
 
 pytest.importorskip("starlette")
 
+from .test_dashboard import browser_page, http_server, needs_browser, open_tasks
+from .test_dashboard_ops import Dialogs
 from .test_http_support import CLIENT, TENANT, TOKENS, FakeWorker, bearer, serve
+
+with __import__("contextlib").suppress(ImportError):  # (needs_browser skips without it)
+    from playwright.async_api import expect
 
 PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 LIMITS = '[limits]\nkey_retention_s = 0.2\n\n[[pools]]\nname = "default"\n\n[[pools]]\nname = "other"\n'
@@ -145,3 +151,62 @@ async def test_replay_reads_the_store_after_the_engines_retention(store: str) ->
         assert (await c.post("/v1/tasks:replay", json=body | {"request_key": "r2"})).json()["acted"] == 2
         r = await c.post("/v1/tasks/123456789/replay")
         assert r.status_code == 404 and "store.keep_finished_s, 604800 s" in r.text
+
+
+async def test_a_replayed_callback_gets_its_parents_outputs_from_the_history(store: str) -> None:
+    """A chord callback failed at 03:00, replayed at 09:00 over HTTP: the replay carries no
+    edges, but the markers of its payload take its parents' outputs, read from the store's
+    history once the engine has forgotten them (issue #34)."""
+    seen: list[Any] = []
+
+    def handler(msg: Any) -> Any:
+        body = json.loads(msg.payload)
+        seen.append(body)
+        if "sum" in body and len(seen) == 3:  # the callback's first run: it fails
+            return ("fail", "database down at 03:00", True)
+        return ("complete", msg.payload, msg.content_type)
+
+    async with serve(TOKENS, base=store + LIMITS) as (app, c):
+        c.headers.update(bearer(CLIENT))
+        w = FakeWorker(app, handler=handler, slots=1)
+        parts = [{"payload": {"v": n}, "key": f"part-{n}"} for n in (1, 2)]
+        callback = {"payload": {"sum": [{"$output": 0}, {"$output": 1}]}, "after": ["part-1", "part-2"]}
+        r = await c.post("/v1/tasks:batch", json={"tasks": [*parts, callback]})
+        ids = [t["id"] for t in r.json()["tasks"]]
+        res = (await c.get(f"/v1/tasks/{ids[2]}/result", params={"timeout": 10})).json()
+        assert (res["status"], res["message"]) == ("failed", "database down at 03:00"), res
+        for tid in ids:
+            await forgotten(app, int(tid))
+        r = await c.post(f"/v1/tasks/{ids[2]}/replay")
+        assert r.status_code == 200, r.text
+        res = (await c.get(f"/v1/tasks/{r.json()['id']}/result", params={"timeout": 10})).json()
+        assert (res["status"], res["output"]) == ("succeeded", {"sum": [{"v": 1}, {"v": 2}]}), res
+        assert seen[-1] == {"sum": [{"v": 1}, {"v": 2}]}  # plain arguments, as the first run had
+        await w.close()
+
+
+@needs_browser
+async def test_the_dashboard_shows_and_replays_a_task_from_the_history(tmp_path: Path) -> None:
+    """The person on call opens a failed task the engine no longer retains (a link kept from an
+    alert): its detail comes from the store's history, and Replay works from there."""
+    httpx = pytest.importorskip("httpx")
+    base = f'[store]\nkind = "sqlite"\npath = "{tmp_path / "d.db"}"\n' + LIMITS
+    async with http_server(base=base) as (app, url), httpx.AsyncClient(base_url=url, timeout=10) as c:
+        w = FakeWorker(app, handler=lambda lease: ("fail", "upstream down at 03:00", True))
+        tid = (await c.post("/v1/tasks", json={"key": "report-3am", "payload": {"n": 3}})).json()["id"]
+        res = (await c.get(f"/v1/tasks/{tid}/result", params={"timeout": 5})).json()
+        assert res["status"] in ("failed", "dead_lettered"), res
+        await w.close()
+        await forgotten(app, int(tid))
+        async with browser_page(url) as (page, console):
+            Dialogs(page)
+            await open_tasks(page, url)
+            await page.goto(f"{url}/#tasks/{tid}")
+            dialog = page.locator("#task-dialog")
+            await expect(page.locator("#task-title")).to_contain_text(f"Task {tid}")
+            await expect(dialog).to_contain_text("report-3am")
+            await expect(dialog).to_contain_text("upstream down at 03:00")
+            await dialog.get_by_role("button", name=f"Replay task {tid}").click()
+            await expect(dialog).to_contain_text("Replay of")
+            await expect(dialog.get_by_role("button", name=f"Open the original task {tid}")).to_be_visible()
+            assert console.errors == []

@@ -41,7 +41,16 @@ if TYPE_CHECKING:
     from cronoq.engine.admission import Plan
     from cronoq.engine.core import Core
 
-__all__ = ["Ref", "bind_awaited", "bind_recovered", "bind_submitted", "forget_output", "outcomes", "unpin"]
+__all__ = [
+    "Ref",
+    "bind_awaited",
+    "bind_recovered",
+    "bind_submitted",
+    "ended_entries",
+    "forget_output",
+    "outcomes",
+    "unpin",
+]
 
 #: what a dependent sees of a parent whose record is gone
 MSG_GONE = "the parent's record is no longer available"
@@ -132,6 +141,14 @@ def bind_recovered(core: Core, t: TaskState, deps: Sequence[tuple[int | str, int
     if deps:
         tenant = t.opts.tenant
         _pin(core, t, [_resolve(core, tenant, target) for target, _ in deps])
+
+
+def ended_entries(tenant: str | None, deps: Sequence[tuple[int | str, int]]) -> tuple[Entry, ...]:
+    """The entries of a task that had ended when its row was read (a store's finished row):
+    ids, and keys as :class:`Ref` (resolved when read), so it still says whom it depended on."""
+    return tuple(
+        Ref(target, scoped_key(tenant, target)) if isinstance(target, str) else target for target, _ in deps
+    )
 
 
 def bind_awaited(core: Core, waiter: TaskState, key: ScopedKey, provider: TaskState) -> None:

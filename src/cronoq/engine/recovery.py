@@ -58,7 +58,7 @@ from cronoq.engine.model import (
     edge_satisfied,
 )
 from cronoq.engine.mutations import Recovered, RecoveredTask, RecoveredTerminal, StatusChange
-from cronoq.engine.parents import bind_recovered
+from cronoq.engine.parents import bind_recovered, ended_entries
 from cronoq.engine.recurring import OVERLAP_SKIP
 from cronoq.engine.replay import REPLAY_TAG, link_replays
 from cronoq.engine.reservations import FixedStart
@@ -275,6 +275,8 @@ def terminal_state(core: Core, r0: RecoveredTerminal) -> TaskState:
     t.started_at = None if r0.started is None else r0.started - tb
     t.finished_at = r0.finished - tb
     t.message = r0.message
+    if r0.spec is not None and r0.spec.deps:
+        t.parents = ended_entries(opts.tenant, r0.spec.deps)  # (whom it read: a replay reads them too)
     if r0.has_output:
         t.output = r0.output
     elif t.status == SUCCEEDED:

@@ -6,6 +6,8 @@ A replay is an ordinary submission built from a retained task: the same options 
 priority, retry, timeout, resources, labels, tenant, tags) and payload, a new id, and the tag
 ``cronoq.replay_of=<original id>``.  Its deadline, fixed start and dependencies are not
 carried over (they were instants and edges of the original run): a replay is ready at once.
+Its payload's placeholders of its parents' outputs are filled by the shell when it is made
+(``runtime/operations.py``, ``Operations._payload``), from the original's ``parents``.
 If the original holds its key, the key *moves* to the replay (lookups by key find the replay;
 the original stays retained and findable by id); a key already held by another task (an
 earlier replay) stays where it is and the replay has none.

@@ -21,7 +21,11 @@ progress is persisted after every page (``bulk.note_key``) and read back at star
 first call's result, or, when that call was interrupted, finishes it and answers the totals
 with ``resumed`` set (the tasks it already replayed have a replay and are not matched again).
 A replay with a durable store reads the original payload back from the store
-(``store.load_payload``), since the engine drops ended tasks' payloads then.
+(``store.load_payload``), since the engine drops ended tasks' payloads then.  A replay carries
+no edges, so the placeholders of its parents' outputs in its payload (a chord's callback) are
+filled when it is made (:meth:`Operations._payload`): from each parent's outcome, or its latest
+replay's when that succeeded where the parent did not, read from the store's history when the
+engine no longer retains it; the server fills its JSON blobs its own way (``_replay_fill``).
 
 The store's history: a task the engine has forgotten (past ``key_retention``) but the store
 still keeps is replayed from its row (``store.load_finished`` / ``load_finished_key``,
@@ -44,10 +48,12 @@ from cronoq.engine import bulk, control
 from cronoq.engine import replay as _replay
 from cronoq.engine.bulk import BulkResult
 from cronoq.engine.keys import same_tenant
-from cronoq.engine.model import STATUS_BY_NAME, STATUS_NAMES, TaskState
-from cronoq.engine.mutations import BULK_KEYS, BulkKeyChange
+from cronoq.engine.model import OUTPUT_LOST, STATUS_BY_NAME, STATUS_NAMES, SUCCEEDED, TaskState
+from cronoq.engine.mutations import BULK_KEYS, BulkKeyChange, RecoveredTerminal
+from cronoq.engine.parents import outcomes
 from cronoq.engine.recovery import terminal_state
-from cronoq.errors import ArgumentTypeError, ReplayError, SubmitError
+from cronoq.errors import ArgumentTypeError, Permanent, ReplayError, SubmitError
+from cronoq.outcome import Outcome
 from cronoq.runtime.handles import TaskHandle, set_outcome
 
 if TYPE_CHECKING:
@@ -222,6 +228,9 @@ class Operations:
         def _find(self, ref: object, tenant: object) -> TaskState | None: ...
 
     _bulk_keys: OrderedDict[tuple[str, str | None, str], _Key] | None = None
+    #: how a replay's payload takes its parents' outputs (``_payload``): None, the named tasks'
+    #: placeholders in process; the server sets its own for its JSON blobs (``SchedulerSeam``)
+    _replay_fill: Callable[[object, tuple[Outcome, ...], str], object] | None = None
 
     async def _done(self) -> None:
         self._settle()
@@ -275,7 +284,55 @@ class Operations:
 
     # ------------------------------------------------------------------ replay
 
-    async def _payload(self, core: Core, t: TaskState) -> tuple[bool, object, bytes | None]:
+    async def _payload(
+        self, core: Core, t: TaskState, strict: bool = False
+    ) -> tuple[bool, object, bytes | None]:
+        """The payload of ``t``'s replay: its own, with the placeholders of its edges filled in
+        from its parents' outcomes (a replay carries no edges: engine/replay.py).  ``strict``:
+        ReplayError ``payload_unavailable`` when they cannot be (else not ``ok``)."""
+        ok, payload, blob = await self._own_payload(core, t)
+        if not ok or not t.parents:
+            return ok, payload, blob
+        parents = await self._parent_outcomes(core, t)
+        try:
+            filled = (self._replay_fill or _fill_placeholders)(payload, parents, t.opts.kind or "")
+        except Permanent as e:
+            if strict:
+                raise ReplayError("payload_unavailable", f"cannot replay task {t.id}: {e}") from None
+            return False, None, None
+        if filled is payload:
+            return ok, payload, blob
+        return True, filled, self._encode(filled) if self._committer is not None else None
+
+    async def _parent_outcomes(self, core: Core, t: TaskState) -> tuple[Outcome, ...]:
+        """How each parent of ``t`` ended, for its replay: a parent that did not succeed but
+        whose latest replay did counts as that replay; one the engine no longer retains (or
+        whose output it dropped) is read from the store's history when it keeps it."""
+        out = []
+        for tid, key, status, output, message in outcomes(core, t):
+            p = core.tasks.get(tid)
+            r = core.tasks.get(p.replayed_by) if p is not None and p.replayed_by is not None else None
+            if p is not None and p.status != SUCCEEDED and r is not None and r.status == SUCCEEDED:
+                p = r
+                tid, key, status, output, message = r.id, r.key, STATUS_NAMES[SUCCEEDED], r.output, r.message
+            if p is None or p.output is OUTPUT_LOST:
+                rec = await self._finished_row(tid, key, t.opts.tenant)
+                if rec is not None:
+                    tid, key, status, message = rec.id, rec.key, rec.status, rec.message
+                    output = rec.output if rec.has_output and status == STATUS_NAMES[SUCCEEDED] else None
+            out.append(Outcome(tid, key, status, output, message))
+        return tuple(out)
+
+    async def _finished_row(self, tid: int, key: str | None, tenant: str | None) -> RecoveredTerminal | None:
+        """The store's history row of parent ``tid`` (or, for a parent named by key and never
+        bound, the newest of ``key``), or None."""
+        if tid:
+            load = getattr(self._store, "load_finished", None)
+            return None if load is None else await load(tid, self._codec)
+        load_key = getattr(self._store, "load_finished_key", None)
+        return None if load_key is None or key is None else await load_key(key, tenant, self._codec)
+
+    async def _own_payload(self, core: Core, t: TaskState) -> tuple[bool, object, bytes | None]:
         held, payload = _replay.payload_of(core, t)
         if held:
             return True, payload, self._encode(payload) if self._committer is not None else None
@@ -304,7 +361,7 @@ class Operations:
         if found is None:  # (maybe finished longer ago than the retention: say which setting)
             raise ReplayError("unknown_task", self._not_retained(ref))
         t = _replay.check(found, ref, force)
-        ok, payload, blob = await self._payload(core, t)
+        ok, payload, blob = await self._payload(core, t, strict=True)
         core = self._require()
         if not forgotten:
             _replay.check(core.tasks.get(t.id), ref, force)  # (still so after the store read)
@@ -557,3 +614,14 @@ def _lookup(
         return payloads[t.id]
 
     return get
+
+
+def _fill_placeholders(payload: object, parents: tuple[Outcome, ...], kind: str) -> object:
+    """In process: a named task's payload with its placeholders (``{"$output": i}``) replaced
+    by its parents' outputs (cronoq.tasks.placeholders); any other payload as it is."""
+    if not isinstance(payload, dict | list):
+        return payload
+    from cronoq.tasks.placeholders import substitute
+
+    filled = substitute(payload, parents, kind)
+    return payload if filled == payload else filled

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from cronoq.engine.model import TaskState
     from cronoq.engine.recurring import RecurringInfo
     from cronoq.engine.snapshot import Snapshot
+    from cronoq.outcome import Outcome
     from cronoq.runtime.context import TaskContext
     from cronoq.runtime.handles import TaskHandle
     from cronoq.runtime.pool import Pool
@@ -133,6 +134,12 @@ class SchedulerSeam:
         nothing to drop or the scheduler is not started."""
         core = self._s._core
         return False if core is None else core.forget_output(task_id, output)
+
+    def fill_replays_with(self, fill: Callable[[object, tuple[Outcome, ...], str], object]) -> None:
+        """How a replay's payload takes its original's parents' outputs (``fill(payload,
+        parents, kind)``; a replay carries no edges): the server's, for its JSON blobs, in
+        place of the named tasks' placeholders in process (runtime/operations.py)."""
+        self._s._replay_fill = fill
 
     def parent_ids(self, t: TaskState) -> list[int]:
         """The parent of each dependency edge of ``t``, in edge order (0: a parent

@@ -45,7 +45,7 @@ from cronoq.server.config import ServerConfig, pool_config, resource_configs
 from cronoq.server.history import HistoryRing, run_sampler
 from cronoq.server.outputs import OutputCache
 from cronoq.server.payload_budget import PayloadBudget
-from cronoq.server.substitute import add_arguments
+from cronoq.server.substitute import add_arguments, for_replay
 from cronoq.server.worker_durable import WorkerDurable
 from cronoq.server.workers import Blob, RemoteExecutor, WorkerRegistry
 from cronoq.spec.submission import Submission
@@ -229,6 +229,7 @@ class ServerApp:
             id_shard=cfg.own_shard.number if cfg.own_shard is not None else 0,
         )
         sched.on_fenced = self._fenced
+        sched.seam.fill_replays_with(for_replay(cfg.limits.max_message_bytes))
         self.registry.sched = sched
         return sched
 

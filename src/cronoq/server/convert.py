@@ -108,7 +108,8 @@ def _check_message_size(spec: pb.TaskSpec, limit: int) -> None:
     if size > limit:
         raise InvalidArgument(
             f"task too large: its payload ({len(spec.payload)} bytes), content type, kind, key, "
-            f"tenant, tags and labels must fit in max_message_bytes ({limit}) less {MESSAGE_OVERHEAD} bytes"
+            f"tenant, tags and labels must fit in limits.max_message_bytes ({limit}) "
+            f"less {MESSAGE_OVERHEAD} bytes"
         )
 
 

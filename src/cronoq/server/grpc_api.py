@@ -359,7 +359,7 @@ class TasksServicer(pb_grpc.TasksServicer):
         if len(request.tasks) > app.limits.max_tasks_per_batch:
             raise ApiError(
                 "invalid_argument",
-                f"SubmitMany larger than max_tasks_per_batch ({app.limits.max_tasks_per_batch})",
+                f"SubmitMany larger than limits.max_tasks_per_batch ({app.limits.max_tasks_per_batch})",
                 "invalid",
             )
         # one task each, started in order: every item reaches the engine before the first

@@ -289,7 +289,8 @@ def authenticate(app: ServerApp, request: Request, action: Action) -> Principal 
 
 
 def _too_large(limit: int) -> HttpError:
-    return HttpError(413, f"request body larger than max_http_body_bytes ({limit})", "resource_exhausted")
+    message = f"request body larger than limits.max_http_body_bytes ({limit})"
+    return HttpError(413, message, "resource_exhausted")
 
 
 async def read_json(app: ServerApp, request: Request) -> dict[str, Any]:

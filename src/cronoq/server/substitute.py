@@ -17,6 +17,7 @@ argument comes from which parent (:func:`add_arguments`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -26,7 +27,7 @@ from cronoq.server.workers import Blob
 from cronoq.spec.payloads import CONTENT_TYPE_BYTES, is_json
 from cronoq.tasks.placeholders import substitute
 
-__all__ = ["add_arguments", "for_lease", "substituted"]
+__all__ = ["add_arguments", "for_lease", "for_replay", "substituted"]
 
 _RAW = ("", CONTENT_TYPE_BYTES)
 
@@ -64,9 +65,22 @@ def substituted(data: bytes, content_type: str, parents: tuple[Outcome, ...], ki
         ids = ", ".join(str(o.id) for o in parents)
         raise Permanent(
             f"task '{kind}': its payload with the outputs of parent(s) {ids} substituted is {len(new)} bytes,"
-            f" over the server's max_message_bytes ({limit})"
+            f" over the server's limits.max_message_bytes ({limit})"
         )
     return new
+
+
+def for_replay(limit: int) -> Callable[[object, tuple[Outcome, ...], str], object]:
+    """How a replay's payload takes its original's parents' outputs on the server (a replay
+    carries no edges, so its markers are filled when it is made: ``Operations._payload``)."""
+
+    def fill(payload: object, parents: tuple[Outcome, ...], kind: str) -> object:
+        if not isinstance(payload, Blob):
+            return payload
+        data = substituted(payload.data, payload.content_type, parents, kind, limit)
+        return payload if data is payload.data else Blob(data, payload.content_type)
+
+    return fill
 
 
 def for_lease(

@@ -215,6 +215,10 @@ def substitute(payload: object, parents: Sequence[Outcome], name: str) -> object
                     f"task '{name}': the output of parent {o.id} is not JSON ({type(o.output).__name__})"
                 )
             return out
+        if not o.succeeded:  # (never on a success edge; a replay's parent may have failed)
+            raise Permanent(
+                f"task '{name}': parent {o.id} ended {o.status}, with no output to pass (replay it first)"
+            )
         if not is_json(o.output):
             raise Permanent(
                 f"task '{name}': the output of parent {o.id} is not JSON ({type(o.output).__name__})"
