@@ -4,10 +4,10 @@ the order given, for any executor; parents' outputs stay pinned across retention
 from __future__ import annotations
 
 import asyncio
-import pathlib
+from collections.abc import Callable
 from typing import Any
 
-from cronoq import Dep, Outcome, Permanent, Pool, RetryPolicy, Scheduler, SqliteStore, Task
+from cronoq import Dep, Outcome, Permanent, Pool, RetryPolicy, Scheduler, Task
 
 from .conftest import pool, wait
 
@@ -39,10 +39,9 @@ async def test_every_executor_sees_its_parents_in_edge_order() -> None:
     assert seen["ok"] == ()
 
 
-async def test_outputs_stay_pinned_across_retention_and_a_restart(tmp_path: pathlib.Path) -> None:
+async def test_outputs_stay_pinned_across_retention_and_a_restart(make_store: Callable[[], Any]) -> None:
     """Key retention 0 forgets the parent at once, and a restart comes between the parent's end
-    and the child's start: the child still receives the parent's output."""
-    db = tmp_path / "pins.db"
+    and the child's start: the child still receives the parent's output (SQLite, PostgreSQL)."""
     hold = asyncio.Event()
     seen: dict[str, tuple[Outcome, ...]] = {}
 
@@ -53,7 +52,7 @@ async def test_outputs_stay_pinned_across_retention_and_a_restart(tmp_path: path
         return payload
 
     fast = RetryPolicy(initial_backoff=0.0, jitter=False)
-    opts: dict[str, Any] = {"store": SqliteStore(db), "key_retention": 0, "shutdown_grace": 0}
+    opts: dict[str, Any] = {"store": make_store(), "key_retention": 0, "shutdown_grace": 0}
     async with Scheduler([pool("default", run, max=2)], **opts) as s:
         parent, _hold, child = await s.submit_batch(
             [
@@ -65,7 +64,7 @@ async def test_outputs_stay_pinned_across_retention_and_a_restart(tmp_path: path
         assert await wait(parent) == {"rows": 3}
     assert "child" not in seen
     hold.set()
-    opts["store"] = SqliteStore(db)
+    opts["store"] = make_store()
     async with Scheduler([pool("default", run, max=2)], **opts) as s:
         handle = await s.handle(child.id)
         assert handle is not None

@@ -246,3 +246,34 @@ async def test_a_restart_between_a_parents_end_and_its_childs_start(
     finally:
         await raw.close()
         assert sp.terminate() == 0, sp.log()
+
+
+async def test_a_parent_output_that_is_not_json_fails_the_named_child(
+    client: Client, server: ServerProc
+) -> None:
+    """A plain parent (a raw version-3 worker) returns a PNG: the named child that takes its
+    output fails permanently before any worker sees it (one attempt), naming the parent; a
+    sibling waiting on the same parent by a plain edge runs."""
+    raw = Raw(server.grpc)
+    try:
+        w = RawWorker(raw, pool="raw", version=3)
+        parent = await client.submit(b"draw", pool="raw", key="png-parent")
+        child = await number.submit(output_of(parent.id))
+        sibling = await number.options(after="png-parent").submit(3)
+        msg = await w.read()
+        while msg.WhichOneof("msg") != "lease" or msg.lease.task_id != parent.id:
+            if msg.WhichOneof("msg") == "lease":  # (a task an earlier test left in this pool)
+                done = pb.Complete(lease=msg.lease.lease, output=b"0", content_type="application/json")
+                w.send(complete=done)
+            msg = await w.read()
+        png = b"\x89PNG\r\n\x1a\n\x00"
+        w.send(complete=pb.Complete(lease=msg.lease.lease, output=png, content_type="image/png"))
+        with pytest.raises(TaskFailed) as err:
+            await child
+        assert err.value.status == "failed", err.value.message
+        assert f"the output of parent {parent.id} is not JSON" in err.value.message
+        assert (await client.get(child.id)).attempt == 1  # permanent: not retried
+        assert await sibling == 3
+        await w.close()
+    finally:
+        await raw.close()

@@ -67,6 +67,11 @@ async def report(o: Outcome, extra: list[Outcome]) -> str:
 
 
 @app.task
+async def described(outcomes: list[Outcome]) -> list[str]:
+    return [f"{o.id}:{o.key}:{o.status}:{o.output}" for o in outcomes]
+
+
+@app.task
 async def when(at: dt.datetime) -> str:
     return at.isoformat()
 
@@ -117,6 +122,10 @@ async def test_placeholders_of_earlier_tasks_by_handle_id_key_and_spec() -> None
         await asyncio.wait_for(h5, 10)
         h = await total.submit([output_of(first), output_of(first.id), output_of("n-7"), spec.output])
         assert await asyncio.wait_for(h, 10) == 26
+        outcomes = [outcome_of(first), outcome_of(first.id), outcome_of("n-7"), outcome_of(spec)]
+        seen = await described.submit(outcomes)
+        want = [f"{first.id}:n-7:succeeded:7"] * 3 + [f"{h5.id}:{spec.key}:succeeded:5"]
+        assert await asyncio.wait_for(seen, 10) == want
         moment = dt.datetime(2026, 5, 6, tzinfo=UTC)
         stamp = await app.submit_batch([when.spec(moment)])
         later = await when.submit(output_of(stamp[0]))  # a str output fits a datetime parameter
