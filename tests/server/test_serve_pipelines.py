@@ -180,6 +180,12 @@ async def test_the_json_placeholder_form_over_http(client: Client, server: Serve
                 "deps": [{"target": "http-bad", "cond": "complete"}],
                 "payload": {"args": [{"$outcome": 0}], "kwargs": {}},
             },
+            {  # `after` then `deps`: edge 0 is http-n, edge 1 http-bad
+                "kind": "pipe.total",
+                "after": ["http-n"],
+                "deps": [{"target": "http-bad", "cond": "complete"}],
+                "payload": {"args": [[{"$output": 0}, 2]], "kwargs": {}},
+            },
         ]
     }
     async with httpx.AsyncClient(base_url=f"http://{server.http}") as http:
@@ -190,6 +196,10 @@ async def test_the_json_placeholder_form_over_http(client: Client, server: Serve
         assert res["output"] == 11
         res = (await http.get(f"/v1/tasks/{ids[3]}/result", params={"timeout": 30})).json()
         assert res["output"] == "failed: no order -2"
+        res = (await http.get(f"/v1/tasks/{ids[4]}/result", params={"timeout": 30})).json()
+        assert res["output"] == 7
+        both = (await http.get(f"/v1/tasks/{ids[4]}")).json()["parent_outcomes"]
+        assert [(p["key"], p["status"]) for p in both] == [("http-n", "succeeded"), ("http-bad", "failed")]
         # a finished task still says how its parents ended, one per edge, in edge order
         ended = (await http.get(f"/v1/tasks/{ids[2]}")).json()
         n = {"id": ids[0], "key": "http-n", "status": "succeeded", "message": "", "output_available": True}
