@@ -151,6 +151,10 @@ async def test_bad_input_is_refused_and_nothing_is_submitted() -> None:
             bool(stray.output)
         with pytest.raises(SubmitError, match="is a placeholder: pass it as an argument"):
             cronoq.Task(stray.output)
+        for plain in (sched.submit, sched.enqueue):  # a plain task's payload, in process
+            with pytest.raises(SubmitError, match="is a placeholder: pass it as an argument") as err:
+                await plain(output_of("k"), pool="default")
+            assert err.value.code == "invalid"
         with pytest.raises(SubmitError, match="placeholder must otherwise be JSON"):
             total.spec([stray.output, object()])
 
