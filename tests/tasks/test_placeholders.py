@@ -94,6 +94,34 @@ async def test_a_three_step_chain_with_a_store(tmp_path: pathlib.Path) -> None:
     await chain(SqliteStore(tmp_path / "chain.db"))
 
 
+GATE: dict[str, asyncio.Event] = {}
+
+
+@app.task(retry=cronoq.RetryPolicy(initial_backoff=0.0, jitter=False))
+async def gate(n: int) -> int:
+    await GATE["open"].wait()
+    return n
+
+
+async def test_a_restart_between_a_parents_end_and_its_named_childs_start(tmp_path: pathlib.Path) -> None:
+    """The child also waits on a gate that opens only after a restart (key retention 0: the
+    engine forgets the parent at once): it still receives its parent's typed output."""
+    GATE["open"] = asyncio.Event()
+    opts: dict[str, Any] = {"store": SqliteStore(tmp_path / "restart.db"), "key_retention": 0, "shutdown_grace": 0}
+    async with app.scheduler(**opts):
+        f = fetch_order.spec(7)
+        g = gate.options(key="gate-1").spec(1)
+        r = render_invoice.options(key="after-restart", after="gate-1").spec(f.output)
+        parent, _, child = await app.submit_batch([f, g, r])
+        assert (await asyncio.wait_for(parent, 10)).id == 7
+    GATE["open"].set()
+    opts["store"] = SqliteStore(tmp_path / "restart.db")
+    async with app.scheduler(**opts) as sched:
+        handle = await sched.handle(child.id)
+        assert handle is not None
+        assert Invoice.model_validate(await asyncio.wait_for(handle, 10)) == Invoice(order=7, total=10.5)
+
+
 async def test_a_hundred_way_fan_in() -> None:
     async with app.scheduler():
         parts = [number.spec(n) for n in range(100)]
@@ -130,6 +158,25 @@ async def test_placeholders_of_earlier_tasks_by_handle_id_key_and_spec() -> None
         stamp = await app.submit_batch([when.spec(moment)])
         later = await when.submit(output_of(stamp[0]))  # a str output fits a datetime parameter
         assert await asyncio.wait_for(later, 10) == moment.isoformat()
+
+
+async def test_placeholders_count_after_the_calls_own_edges() -> None:
+    """``.options(after=..., deps=...)`` edges come first; a placeholder's marker names the
+    edge after them, in a batch and in a single submit alike."""
+    async with app.scheduler():
+        first = await number.options(key="own-1").submit(1)
+        bad = await fetch_order.options(key="own-bad").submit(-1)
+        own = {"after": "own-1", "deps": [cronoq.Dep("own-bad", on="complete")]}
+        two = number.spec(2)
+        batch = described.options(**own).spec([outcome_of(two), outcome_of("own-1")])
+        h2, h = await app.submit_batch([two, batch])
+        single = await described.options(**own).submit([outcome_of(bad), outcome_of(first)])
+        got = await asyncio.wait_for(h, 10)
+        assert got == [f"{h2.id}:{two.key}:succeeded:2", f"{first.id}:own-1:succeeded:1"]
+        assert await asyncio.wait_for(single, 10) == [
+            f"{bad.id}:own-bad:failed:None",
+            f"{first.id}:own-1:succeeded:1",
+        ]
 
 
 async def test_bad_input_is_refused_and_nothing_is_submitted() -> None:
