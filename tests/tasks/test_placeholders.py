@@ -107,7 +107,8 @@ async def test_a_restart_between_a_parents_end_and_its_named_childs_start(tmp_pa
     """The child also waits on a gate that opens only after a restart (key retention 0: the
     engine forgets the parent at once): it still receives its parent's typed output."""
     GATE["open"] = asyncio.Event()
-    opts: dict[str, Any] = {"store": SqliteStore(tmp_path / "restart.db"), "key_retention": 0, "shutdown_grace": 0}
+    db = tmp_path / "restart.db"
+    opts: dict[str, Any] = {"store": SqliteStore(db), "key_retention": 0, "shutdown_grace": 0}
     async with app.scheduler(**opts):
         f = fetch_order.spec(7)
         g = gate.options(key="gate-1").spec(1)
@@ -115,7 +116,7 @@ async def test_a_restart_between_a_parents_end_and_its_named_childs_start(tmp_pa
         parent, _, child = await app.submit_batch([f, g, r])
         assert (await asyncio.wait_for(parent, 10)).id == 7
     GATE["open"].set()
-    opts["store"] = SqliteStore(tmp_path / "restart.db")
+    opts["store"] = SqliteStore(db)
     async with app.scheduler(**opts) as sched:
         handle = await sched.handle(child.id)
         assert handle is not None
