@@ -20,7 +20,9 @@ beside its baseline, interleaved in ABBA order, the median of the pairs.
     dependents holding them against the same edges with nothing held; bytes per pin beyond the
     output, with the parent still retained.  Target: at most 200 B.  ``extra`` also has the
     cost of a parent kept *past* retention because a dependent still needs it (its record).
-Timing figures are only meaningful on a quiet machine: the load average is printed.
+Timing figures are only meaningful on a quiet machine: the load average is printed, and each
+timing figure also has its CPU-time form (``extra``: this process's CPU seconds, median per
+variant), which other load on the machine disturbs much less than the wall clock.
 """
 
 from __future__ import annotations
@@ -86,23 +88,38 @@ def chain_specs(n: int, outputs: bool, run: int) -> list[cronoq.Task]:
     return [inc.options(key=f"c{run}-{i}", after=f"c{run}-{i - 1}" if i else None).spec(i) for i in range(n)]
 
 
+#: CPU seconds (this process) of each run, beside the wall-clock samples: on a shared machine
+#: the CPU time is what the other load disturbs least
+CPU: dict[bool, list[float]] = {True: [], False: []}
+
+
 async def timed(make: Any, n: int, outputs: bool, run: int) -> float:
-    """Seconds from building and submitting the batch to the last node's result."""
+    """Seconds from building and submitting the batch to the last node's result (its CPU
+    seconds go to ``CPU``)."""
     async with app.scheduler(pools=[app.pool("default", max=64)]):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         handles = await app.submit_batch(make(n, outputs, run))
         await handles[-1]
+        CPU[outputs].append(time.process_time() - c0)
         return time.perf_counter() - t0
 
 
 async def pairs(make: Any, n: int, k: int) -> tuple[list[float], list[float]]:
     with_, without = [], []
+    CPU[True].clear()
+    CPU[False].clear()
     run = 0
     for _ in range(k):  # ABBA
         for outputs in (True, False, False, True):
             run += 1
             (with_ if outputs else without).append(await timed(make, n, outputs, run))
     return with_, without
+
+
+def cpu_extra(n: int) -> dict[str, Any]:
+    """What the CPU time of the last :func:`pairs` says: nodes per CPU second, each variant."""
+    w, wo = median(CPU[True]), median(CPU[False])
+    return {"cpu_s_with": w, "cpu_s_without": wo, "cpu_ratio": wo / w if w else float("nan"), "n": n}
 
 
 def pin_cost(n: int, size: int, retention_ns: int) -> float:
@@ -153,9 +170,9 @@ async def bench(sz: dict[str, Any]) -> list[Result]:
     res = Result(
         "pipelines", "fan-out/fan-in with outputs", nodes / median(w), "nodes/s", nodes / median(wo),
         "plain after edges", True, target=0.8 * nodes / median(wo),
-        samples=[nodes / x for x in w], baseline_samples=[nodes / x for x in wo],
+        samples=[nodes / x for x in w], baseline_samples=[nodes / x for x in wo], extra=cpu_extra(nodes),
     )  # fmt: skip
-    print(describe(res), flush=True)
+    print(describe(res), f"  (CPU time: ratio {res.extra['cpu_ratio']:.3f})", flush=True)
     out.append(res)
     w, wo = await pairs(chain_specs, sz["chain"], sz["pairs"])
     extra_us = (median(w) - median(wo)) / sz["chain"] * 1e6
@@ -163,8 +180,9 @@ async def bench(sz: dict[str, Any]) -> list[Result]:
         "pipelines", "chain: extra time per step", extra_us, "us", median(wo) / sz["chain"] * 1e6,
         "plain after edges (per step)", False, target=50.0,
         samples=[x / sz["chain"] * 1e6 for x in w], baseline_samples=[x / sz["chain"] * 1e6 for x in wo],
+        extra={"cpu_us_per_step": (median(CPU[True]) - median(CPU[False])) / sz["chain"] * 1e6},
     )  # fmt: skip
-    print(describe(res), flush=True)
+    print(describe(res), f"  (CPU time: {res.extra['cpu_us_per_step']:.1f} us)", flush=True)
     out.append(res)
     pin = pin_cost(sz["pins"], sz["size"], 3_600 * 10**9)
     past = pin_cost(sz["pins"], sz["size"], 0)

@@ -26,5 +26,6 @@ def test_pipelines_bench_tiny() -> None:
     fan, chain, pin = asyncio.run(pipelines.bench(dict(TINY)))
     assert fan.value > 0 and fan.baseline > 0 and not math.isnan(fan.ratio)
     assert not math.isnan(chain.value) and chain.baseline > 0
+    assert fan.extra["cpu_ratio"] > 0 and not math.isnan(chain.extra["cpu_us_per_step"])
     assert 0 < pin.value < 1000  # a pin costs far less than the output it keeps
     assert pin.extra["past_retention_bytes_beyond_size"] > pin.value  # past retention: its record too

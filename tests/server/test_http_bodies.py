@@ -270,10 +270,10 @@ def test_a_valid_task_body_gives_the_same_spec_as_before() -> None:
         priority=pb.PRIORITY_CRITICAL,
         payload=b"hi",
         content_type="application/octet-stream",
-        deps=[
-            pb.Dep(target=ref(key="b"), cond=pb.EDGE_COND_ON_FAILURE),
+        deps=[  # edge order: `after` first, then `deps` (what {"$output": i} counts on)
             pb.Dep(target=ref(key="a"), cond=pb.EDGE_COND_ON_SUCCESS),
             pb.Dep(target=ref(id=7), cond=pb.EDGE_COND_ON_SUCCESS),
+            pb.Dep(target=ref(key="b"), cond=pb.EDGE_COND_ON_FAILURE),
         ],
         retry=pb.RetryPolicy(),
         tags={"n": "1", "b": "True", "f": "1.5"},

@@ -1,7 +1,7 @@
 """Pipelines that pass data, end to end (docs/concepts/dependencies.md#outputs-on-edges): a
 real ``cronoq serve``, a real ``cronoq worker pipeline_app:app`` and the app bound to a Client;
-a raw version-3 worker (the published protocol) receives plain arguments, a version-6 one the
-parents' outcomes too."""
+a raw version-3 worker (the published protocol) receives plain arguments - and runs a chain, a
+100-way fan-in and a failure mid-chain on them - a version-6 one the parents' outcomes too."""
 
 from __future__ import annotations
 
@@ -180,6 +180,12 @@ async def test_the_json_placeholder_form_over_http(client: Client, server: Serve
                 "deps": [{"target": "http-bad", "cond": "complete"}],
                 "payload": {"args": [{"$outcome": 0}], "kwargs": {}},
             },
+            {  # `after` then `deps`: edge 0 is http-n, edge 1 http-bad
+                "kind": "pipe.total",
+                "after": ["http-n"],
+                "deps": [{"target": "http-bad", "cond": "complete"}],
+                "payload": {"args": [[{"$output": 0}, 2]], "kwargs": {}},
+            },
         ]
     }
     async with httpx.AsyncClient(base_url=f"http://{server.http}") as http:
@@ -190,6 +196,10 @@ async def test_the_json_placeholder_form_over_http(client: Client, server: Serve
         assert res["output"] == 11
         res = (await http.get(f"/v1/tasks/{ids[3]}/result", params={"timeout": 30})).json()
         assert res["output"] == "failed: no order -2"
+        res = (await http.get(f"/v1/tasks/{ids[4]}/result", params={"timeout": 30})).json()
+        assert res["output"] == 7
+        both = (await http.get(f"/v1/tasks/{ids[4]}")).json()["parent_outcomes"]
+        assert [(p["key"], p["status"]) for p in both] == [("http-n", "succeeded"), ("http-bad", "failed")]
         # a finished task still says how its parents ended, one per edge, in edge order
         ended = (await http.get(f"/v1/tasks/{ids[2]}")).json()
         n = {"id": ids[0], "key": "http-n", "status": "succeeded", "message": "", "output_available": True}
@@ -246,3 +256,95 @@ async def test_a_restart_between_a_parents_end_and_its_childs_start(
     finally:
         await raw.close()
         assert sp.terminate() == 0, sp.log()
+
+
+async def test_a_parent_output_that_is_not_json_fails_the_named_child(
+    client: Client, server: ServerProc
+) -> None:
+    """A plain parent (a raw version-3 worker) returns a PNG: the named child that takes its
+    output fails permanently before any worker sees it (one attempt), naming the parent; a
+    sibling waiting on the same parent by a plain edge runs."""
+    raw = Raw(server.grpc)
+    try:
+        w = RawWorker(raw, pool="raw", version=3)
+        parent = await client.submit(b"draw", pool="raw", key="png-parent")
+        child = await number.submit(output_of(parent.id))
+        sibling = await number.options(after="png-parent").submit(3)
+        msg = await w.read()
+        while msg.WhichOneof("msg") != "lease" or msg.lease.task_id != parent.id:
+            if msg.WhichOneof("msg") == "lease":  # (a task an earlier test left in this pool)
+                done = pb.Complete(lease=msg.lease.lease, output=b"0", content_type="application/json")
+                w.send(complete=done)
+            msg = await w.read()
+        png = b"\x89PNG\r\n\x1a\n\x00"
+        w.send(complete=pb.Complete(lease=msg.lease.lease, output=png, content_type="image/png"))
+        with pytest.raises(TaskFailed) as err:
+            await child
+        assert err.value.status == "failed", err.value.message
+        assert f"the output of parent {parent.id} is not JSON" in err.value.message
+        assert (await client.get(child.id)).attempt == 1  # permanent: not retried
+        assert await sibling == 3
+        await w.close()
+    finally:
+        await raw.close()
+
+
+_V3_TASKS = {
+    "pipe.number": lambda args: args[0],
+    "pipe.total": lambda args: sum(args[0]),
+    "pipe.report": lambda args: f"{args[0]['status']}: {args[0]['message']}",
+    "pipe.fetch_order": lambda args: {"id": args[0], "placed": "2026-01-02T00:00:00Z"},
+}
+
+
+async def _serve_v3(w: RawWorker, seen: list[bytes]) -> None:
+    """A published (version-3) worker: no parents in the lease, plain JSON arguments only."""
+    while True:
+        msg = await w.read(60)
+        if msg.WhichOneof("msg") != "lease":
+            continue
+        lease = msg.lease
+        seen.append(lease.payload)
+        assert not lease.parents
+        args = json.loads(lease.payload)["args"]
+        if lease.kind == "pipe.fetch_order" and args[0] < 0:
+            w.send(fail=pb.Fail(lease=lease.lease, message=f"no order {args[0]}", permanent=True))
+            continue
+        out = _V3_TASKS[lease.kind](args)
+        w.send(complete=pb.Complete(lease=lease.lease, output=json.dumps(out).encode(), content_type=""))
+
+
+async def test_pipelines_through_a_published_worker(client: Client, server: ServerProc) -> None:
+    """The published protocol (version 3) runs a 3-step chain with nested placeholders, a
+    100-way fan-in and a failure mid-chain: every lease holds plain arguments."""
+    raw = Raw(server.grpc)
+    seen: list[bytes] = []
+    w = RawWorker(raw, pool="raw", slots=2, version=3)
+    serving = asyncio.create_task(_serve_v3(w, seen))
+    try:
+        raw_pool = {"pool": "raw"}
+        a = number.options(**raw_pool).spec(2)
+        b = total.options(**raw_pool).spec([a.output, a.output, 1])
+        c = total.options(**raw_pool, key="v3-chain").spec([b.output, 10])
+        *_, end = await app.submit_batch([a, b, c])
+        assert await asyncio.wait_for(end, 60) == 15
+        parts = [number.options(**raw_pool).spec(n) for n in range(100)]
+        fan = total.options(**raw_pool).spec([p.output for p in parts])
+        *_, fan_in = await app.submit_batch([*parts, fan])
+        assert await asyncio.wait_for(fan_in, 60) == sum(range(100))
+        f = fetch_order.options(**raw_pool).spec(-1)
+        due = dt.datetime(2026, 1, 12, tzinfo=dt.UTC)
+        r = render_invoice.options(**raw_pool).spec(f.output, due)
+        seen_by = report.options(**raw_pool).spec(outcome_of(f))
+        _, skipped, reported = await app.submit_batch([f, r, seen_by])
+        with pytest.raises(TaskFailed) as err:
+            await asyncio.wait_for(skipped, 60)
+        assert err.value.status == "skipped"
+        assert await asyncio.wait_for(reported, 60) == "failed: no order -1"
+        assert len(seen) >= 3 + 101 + 2  # (and any task an earlier test left in this pool)
+        assert not [p for p in seen if b'"$output"' in p or b'"$outcome"' in p]
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+        await w.close()
+        await raw.close()

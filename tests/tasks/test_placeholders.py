@@ -67,6 +67,11 @@ async def report(o: Outcome, extra: list[Outcome]) -> str:
 
 
 @app.task
+async def described(outcomes: list[Outcome]) -> list[str]:
+    return [f"{o.id}:{o.key}:{o.status}:{o.output}" for o in outcomes]
+
+
+@app.task
 async def when(at: dt.datetime) -> str:
     return at.isoformat()
 
@@ -87,6 +92,35 @@ async def test_a_three_step_chain_with_typed_values() -> None:
 
 async def test_a_three_step_chain_with_a_store(tmp_path: pathlib.Path) -> None:
     await chain(SqliteStore(tmp_path / "chain.db"))
+
+
+GATE: dict[str, asyncio.Event] = {}
+
+
+@app.task(retry=cronoq.RetryPolicy(initial_backoff=0.0, jitter=False))
+async def gate(n: int) -> int:
+    await GATE["open"].wait()
+    return n
+
+
+async def test_a_restart_between_a_parents_end_and_its_named_childs_start(tmp_path: pathlib.Path) -> None:
+    """The child also waits on a gate that opens only after a restart (key retention 0: the
+    engine forgets the parent at once): it still receives its parent's typed output."""
+    GATE["open"] = asyncio.Event()
+    db = tmp_path / "restart.db"
+    opts: dict[str, Any] = {"store": SqliteStore(db), "key_retention": 0, "shutdown_grace": 0}
+    async with app.scheduler(**opts):
+        f = fetch_order.spec(7)
+        g = gate.options(key="gate-1").spec(1)
+        r = render_invoice.options(key="after-restart", after="gate-1").spec(f.output)
+        parent, _, child = await app.submit_batch([f, g, r])
+        assert (await asyncio.wait_for(parent, 10)).id == 7
+    GATE["open"].set()
+    opts["store"] = SqliteStore(db)
+    async with app.scheduler(**opts) as sched:
+        handle = await sched.handle(child.id)
+        assert handle is not None
+        assert Invoice.model_validate(await asyncio.wait_for(handle, 10)) == Invoice(order=7, total=10.5)
 
 
 async def test_a_hundred_way_fan_in() -> None:
@@ -117,10 +151,33 @@ async def test_placeholders_of_earlier_tasks_by_handle_id_key_and_spec() -> None
         await asyncio.wait_for(h5, 10)
         h = await total.submit([output_of(first), output_of(first.id), output_of("n-7"), spec.output])
         assert await asyncio.wait_for(h, 10) == 26
+        outcomes = [outcome_of(first), outcome_of(first.id), outcome_of("n-7"), outcome_of(spec)]
+        seen = await described.submit(outcomes)
+        want = [f"{first.id}:n-7:succeeded:7"] * 3 + [f"{h5.id}:{spec.key}:succeeded:5"]
+        assert await asyncio.wait_for(seen, 10) == want
         moment = dt.datetime(2026, 5, 6, tzinfo=UTC)
         stamp = await app.submit_batch([when.spec(moment)])
         later = await when.submit(output_of(stamp[0]))  # a str output fits a datetime parameter
         assert await asyncio.wait_for(later, 10) == moment.isoformat()
+
+
+async def test_placeholders_count_after_the_calls_own_edges() -> None:
+    """``.options(after=..., deps=...)`` edges come first; a placeholder's marker names the
+    edge after them, in a batch and in a single submit alike."""
+    async with app.scheduler():
+        first = await number.options(key="own-1").submit(1)
+        bad = await fetch_order.options(key="own-bad").submit(-1)
+        own = {"after": "own-1", "deps": [cronoq.Dep("own-bad", on="complete")]}
+        two = number.spec(2)
+        batch = described.options(**own).spec([outcome_of(two), outcome_of("own-1")])
+        h2, h = await app.submit_batch([two, batch])
+        single = await described.options(**own).submit([outcome_of(bad), outcome_of(first)])
+        got = await asyncio.wait_for(h, 10)
+        assert got == [f"{h2.id}:{two.key}:succeeded:2", f"{first.id}:own-1:succeeded:1"]
+        assert await asyncio.wait_for(single, 10) == [
+            f"{bad.id}:own-bad:failed:None",
+            f"{first.id}:own-1:succeeded:1",
+        ]
 
 
 async def test_bad_input_is_refused_and_nothing_is_submitted() -> None:
@@ -142,6 +199,10 @@ async def test_bad_input_is_refused_and_nothing_is_submitted() -> None:
             bool(stray.output)
         with pytest.raises(SubmitError, match="is a placeholder: pass it as an argument"):
             cronoq.Task(stray.output)
+        for plain in (sched.submit, sched.enqueue):  # a plain task's payload, in process
+            with pytest.raises(SubmitError, match="is a placeholder: pass it as an argument") as err:
+                await plain(output_of("k"), pool="default")
+            assert err.value.code == "invalid"
         with pytest.raises(SubmitError, match="placeholder must otherwise be JSON"):
             total.spec([stray.output, object()])
 

@@ -96,7 +96,7 @@ from cronoq.runtime.scheduler_args import (
 )
 from cronoq.runtime.seam import SchedulerSeam
 from cronoq.runtime.submit_payloads import ProcessPayloads, encode_payload
-from cronoq.runtime.task import PER_TASK_FIELDS, OptionsCache, Prepared, Task, prepare
+from cronoq.runtime.task import PER_TASK_FIELDS, OptionsCache, Prepared, Task, prepare, refuse_placeholder
 from cronoq.spec.submission import Submission
 
 if TYPE_CHECKING:
@@ -744,6 +744,7 @@ class Scheduler(Operations, Signals):
     async def submit(self, payload: object, **fields: Any) -> TaskHandle:
         """Submit one task (docs/reference/behaviour.md#task-fields fields) and return a handle to its
         outcome."""
+        refuse_placeholder(payload)
         if not fields or _SPECIAL_FIELDS.isdisjoint(fields):
             tid = self._submit_plain(payload, fields)
             if tid is not None:
@@ -753,6 +754,7 @@ class Scheduler(Operations, Signals):
 
     async def enqueue(self, payload: object, **fields: Any) -> int:
         """Submit one task without a handle (cheaper); returns its id."""
+        refuse_placeholder(payload)
         if not fields or _SPECIAL_FIELDS.isdisjoint(fields):
             tid = self._submit_plain(payload, fields)
             if tid is not None:

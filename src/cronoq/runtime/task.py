@@ -38,6 +38,7 @@ __all__ = [
     "parse_deps",
     "parse_when",
     "prepare",
+    "refuse_placeholder",
     "resource_map",
     "str_map",
 ]
@@ -190,6 +191,15 @@ def prepare(cache: OptionsCache, fields: dict[str, Any] | Submission) -> Prepare
     return cache.get(fields), key, deadline, start, deps
 
 
+def refuse_placeholder(payload: object) -> None:
+    """A placeholder (tasks/placeholders.py) is no payload: ``InvalidSubmission`` saying where
+    it goes instead (one attribute lookup: the payload itself, not inside it)."""
+    if getattr(type(payload), "cronoq_placeholder", False):
+        raise InvalidSubmission(
+            f"{payload!r} is a placeholder: pass it as an argument of a named task's call"
+        )
+
+
 class Task:
     """A task to submit in a batch: ``Task(payload, **task fields)``, validated when built
     (one :class:`~cronoq.spec.submission.Submission` and its options)."""
@@ -197,10 +207,7 @@ class Task:
     __slots__ = ("_opts", "_sub")
 
     def __init__(self, payload: object, **fields: Any) -> None:
-        if getattr(type(payload), "cronoq_placeholder", False):  # (tasks/placeholders.py)
-            raise InvalidSubmission(
-                f"{payload!r} is a placeholder: pass it as an argument of a named task's call"
-            )
+        refuse_placeholder(payload)
         self._sub = sub = Submission.from_kwargs(payload, **fields)
         self._opts = sub.options() if fields else TaskOptions()  # (the defaults: a batch's usual case)
 

@@ -254,8 +254,8 @@ def task_spec_from_json(
     elif content_type is not None:
         kw["content_type"] = content_type
     after = kw.pop("after", None)
-    if after:
-        kw["deps"] = [*(kw.get("deps") or ()), *after]
+    if after:  # edge order: `after` first, then `deps` (a placeholder {"$output": i} counts on it)
+        kw["deps"] = [*after, *(kw.get("deps") or ())]
     try:
         return pb.TaskSpec(**kw)
     except (ValueError, TypeError) as e:  # e.g. strings protobuf refuses (lone surrogates)

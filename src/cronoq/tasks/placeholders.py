@@ -73,6 +73,15 @@ class Placeholder:
         self.source = source
         self.mode = mode
 
+    @classmethod
+    def of_spec(cls, spec: NamedTask, mode: str) -> Placeholder:
+        """``spec.output``: a spec needs none of the checks of ``__init__`` (the hot path of a
+        wide fan-in builds one per member)."""
+        p = object.__new__(cls)
+        p.source = spec
+        p.mode = mode
+        return p
+
     def _refuse(self, *_: Any) -> Any:
         raise TypeError(_OUTSIDE.format(self))
 
@@ -156,15 +165,16 @@ def encode_call(
 def _target(p: Placeholder, batch: Collection[int]) -> int | str:
     """The edge target of ``p``; ``batch``: the ``id()`` of the batch's specs."""
     src = p.source
+    if id(src) in batch:  # (the common case first: a spec of this batch)
+        spec: Any = src
+        if spec.key is None:  # a unique key: the process's random prefix and a counter
+            spec.set_key(f"{spec.fields.get('kind', 'task')}:{_PREFIX}-{next(_SEQ)}")
+        return str(spec.key)
     if isinstance(src, TaskHandle):
         return int(src.id)
     if isinstance(src, (int, str)):
         return src
-    spec: Any = src
-    if id(spec) in batch:
-        if spec.key is None:  # a unique key: the process's random prefix and a counter
-            spec.set_key(f"{spec.fields.get('kind', 'task')}:{_PREFIX}-{next(_SEQ)}")
-        return str(spec.key)
+    spec = src
     if spec.submitted_id is not None:
         return int(spec.submitted_id)
     raise InvalidSubmission(f"{p!r}: that spec is neither in this batch nor submitted: {spec!r}")

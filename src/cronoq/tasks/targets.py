@@ -73,7 +73,7 @@ class NamedTask(Task, Generic[R]):
     @property
     def output(self) -> R:
         """A placeholder for this call's return value (typed as it, for type checkers)."""
-        return Placeholder(self, OUTPUT)  # type: ignore[return-value]
+        return Placeholder.of_spec(self, OUTPUT)  # type: ignore[return-value]
 
     def set_key(self, key: str) -> None:
         """Give a keyless spec a key (a placeholder of it in the same batch needs one)."""

@@ -100,3 +100,8 @@ def gated(ctx: Any, payload: dict[str, Any]) -> int:
     while not Path(payload["gate"]).exists() and time.monotonic() < deadline:
         time.sleep(0.005)
     return os.getpid()
+
+
+def parents(ctx: Any, payload: Any) -> list[list[Any]]:
+    """How each parent ended, as a child process sees it (``ctx.parents``)."""
+    return [[p.id, p.key, p.status, p.output, p.message] for p in ctx.parents]

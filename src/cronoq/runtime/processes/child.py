@@ -36,6 +36,7 @@ import threading
 from typing import Any
 
 from cronoq.engine.progress import check_progress
+from cronoq.outcome import Outcome
 from cronoq.runtime.processes.jobs import CTX_LEASE, CTX_NONE, FnRef, failure_of, pickling_error
 from cronoq.runtime.processes.lifespans import ChildLifespans, owner_of
 
@@ -101,6 +102,13 @@ class _Attempt:
         self.deadline: float | None = info["deadline"]
         self.tags: dict[str, str] = dict(info["tags"])
 
+    @property
+    def parents(self) -> tuple[Outcome, ...]:
+        """How each parent ended, one :class:`~cronoq.Outcome` per dependency edge in edge
+        order (as ``TaskContext.parents``; docs/concepts/dependencies.md#outputs-on-edges)."""
+        raw = self._info.get("parents")
+        return tuple(Outcome(*row) for row in pickle.loads(raw)) if raw else ()
+
     def _is_cancelled(self) -> bool:
         return self._job in self._chan.cancelled
 
@@ -117,7 +125,7 @@ class _Attempt:
 
 class ChildContext(_Attempt):
     """The task context inside a child: ``id``, ``kind``, ``key``, ``attempt``, ``tags``,
-    ``deadline``, ``timeout``, ``pool``, ``lease``, ``group``, ``state``; ``progress()`` and
+    ``deadline``, ``timeout``, ``pool``, ``lease``, ``group``, ``state``, ``parents``; ``progress()`` and
     ``heartbeat()`` go over the pipe; ``is_cancelled()`` turns True on the parent's cancel."""
 
     def __init__(self, info: dict[str, Any], chan: _Channel, job: int, state: Any = None) -> None:

@@ -11,7 +11,8 @@ pool's own ``processes=`` or else the registry's.
 :func:`start_in_process` is the one entry point: given the attempt's context — a
 :class:`~cronoq.TaskContext` (in-process scheduler), a remote task's ``LeaseContext`` or a
 worker's ``Lease`` —, it finds the registry, the supervisor and the pool's capacity, copies the
-attempt's fields the child context shows, and starts the job. With ``in_threads`` (what the test
+attempt's fields the child context shows (its parents' outcomes pickled once, unpickled in the
+child only when read), and starts the job. With ``in_threads`` (what the test
 kit sets by default) the job runs in the loop's thread pool instead, still through a pickle
 round trip of its arguments and result, so virtual time keeps working and pickling mistakes
 still show, and a named task's app's call hooks run around it in that thread (the app's
@@ -98,7 +99,28 @@ def _info(ctx: Any) -> dict[str, Any]:
         )
     else:
         info.update(id=ctx.id, lease=ctx.lease, group=getattr(ctx, "group", None) or {})
+    parents = getattr(ctx, "parents", ())
+    if parents:
+        info["parents"] = _pickled_parents(parents)
     return info
+
+
+def _pickled_parents(parents: tuple[Any, ...]) -> bytes:
+    """``ctx.parents`` for the child (docs/concepts/dependencies.md#outputs-on-edges), pickled
+    once here as ``(id, key, status, output, message)`` tuples (the child unpickles them only
+    if the attempt reads them); an output that does not pickle goes as None."""
+    rows = [(o.id, o.key, o.status, o.output, o.message) for o in parents]
+    try:
+        return pickle.dumps(rows)
+    except Exception:
+        safe = []
+        for row in rows:
+            try:
+                pickle.dumps(row[3])
+            except Exception:
+                row = (*row[:3], None, row[4])
+            safe.append(row)
+        return pickle.dumps(safe)
 
 
 def _where(ctx: Any) -> tuple[ProcessRegistry, Supervisor]:
