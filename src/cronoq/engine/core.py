@@ -46,7 +46,7 @@ reach ``Core``'s private names (``tests/architecture/test_engine_port.py``):
   ``ready`` that also queues; :meth:`enqueue` - queue a ready task in its lane;
 * :meth:`release` - a blocked task's edges are met; :meth:`terminate` - to a terminal
   status, retained, dependents settled; :meth:`retry` - a failed attempt backs off or
-  dead-letters; :meth:`free_slot` - an ended attempt's slot and permits go back;
+  dead-letters; :meth:`end_attempt` - a running attempt ends unsuccessfully (slot back);
 * :meth:`new_task` / :meth:`admit` - a task enters (a new id, or a recovered one);
 * :meth:`persist` ``(mutation)`` - the one way a ``Persist`` action is made, here too (the
   record is built only while :attr:`durable`); :meth:`count` - a rare counter;
@@ -798,14 +798,13 @@ class Core:
         """The engine takes a running attempt away (timeout, lease loss): abort + retryable."""
         lease = t.lease
         self.actions.append(Abort(lease, t.id, message))
-        self._end_attempt(t, now, succeeded=False)
+        self.end_attempt(t, now)
         self.retry(t, now, message, retry_after=None)
 
     # ------------------------------------------------------------------ reports
 
-    def free_slot(self, t: TaskState, pool: PoolState, now: int) -> None:
-        """Port: an attempt ended: its group slot and semaphore permits go back; waiters get a
-        chance (the caller drops its lease and the pool's ``busy``)."""
+    def _free_slot(self, t: TaskState, pool: PoolState, now: int) -> None:
+        """An attempt ended: its group slot and semaphore permits go back; waiters get a chance."""
         g = t.group
         t.group = None
         if g is not None:
@@ -816,23 +815,19 @@ class Core:
             for name in self.res.give_back_all(t.opts):
                 unpark_resource(self, name, now)
 
-    def _end_attempt(self, t: TaskState, now: int, succeeded: bool) -> int:
-        """Free the attempt's slot and record its run time; returns the run time (ns)."""
+    def end_attempt(self, t: TaskState, now: int, failed: bool = True) -> None:
+        """Port: the running attempt of ``t`` ends without success (its caller then moves
+        ``t``): lease dropped, slot and permits back, its run time busy; a failure unless
+        ``failed`` is False (a park: ``parking.py``)."""
         del self.leases[t.lease]
         pool = self.pools[t.opts.pool_index]
         pool.busy -= 1
-        self.free_slot(t, pool, now)
+        self._free_slot(t, pool, now)
         self.running -= 1
-        run = now - t.attempt_started
         slot = pool.window.slot(now)
-        slot.busy_ns += run
-        if succeeded:
-            slot.succeeded += 1
-            slot.useful_ns += run
-            slot.run.add(run)
-        else:
+        slot.busy_ns += now - t.attempt_started
+        if failed:
             slot.failed += 1
-        return run
 
     def complete(self, now: int, lease: int, output: object = None) -> bool:
         """The attempt under ``lease`` returned ``output``.  False (and counted) if stale."""
@@ -848,14 +843,14 @@ class Core:
         pool.busy -= 1
         g = t.group
         fast = g is not None and not g.labels and not pool.kinded
-        if g is not None and fast:  # hot path of free_slot (+ ended: units back and left at once)
+        if g is not None and fast:  # hot path of _free_slot (+ ended: units back and left at once)
             g.busy -= 1
             t.group = None
             if opts.resources is not None:
                 for name in self.res.finish(t, now):
                     unpark_resource(self, name, now)
         else:
-            self.free_slot(t, pool, now)
+            self._free_slot(t, pool, now)
         self.running -= 1
         run = now - t.attempt_started
         ew = pool.run_ewma
@@ -913,7 +908,7 @@ class Core:
         if t is None:
             self.counters["stale_completions"] += 1
             return False
-        self._end_attempt(t, now, succeeded=False)
+        self.end_attempt(t, now)
         if permanent:
             self.counters["failed"] += 1
             self.terminate(t, now, EV_PERMANENT, message)
@@ -981,7 +976,7 @@ class Core:
             return False
         if t.status == RUNNING:
             self.actions.append(Abort(t.lease, t.id, message))
-            self._end_attempt(t, now, succeeded=False)
+            self.end_attempt(t, now)
         self.counters["cancelled"] += 1
         self.terminate(t, now, EV_CANCEL, message)
         return True

@@ -283,12 +283,7 @@ class Parking:
     def _park(self, t: TaskState, now: int) -> None:
         """End the running attempt of ``t`` without counting it, and move it to ``blocked``."""
         core = self.core
-        del core.leases[t.lease]
-        pool = core.pools[t.opts.pool_index]
-        pool.busy -= 1
-        core.free_slot(t, pool, now)
-        core.running -= 1
-        pool.window.slot(now).busy_ns += now - t.attempt_started
+        core.end_attempt(t, now, failed=False)
         t.attempt -= 1  # parking is not an attempt: the next run has the same number
         core.move(t, EV_PARK, now)
         self._persist_park(t, self._journal_of(t), t.attempt)
