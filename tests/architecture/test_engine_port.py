@@ -27,6 +27,8 @@ import ast
 import re
 from pathlib import Path
 
+from tests.architecture.test_private_access import attr_by_string
+
 SRC = Path(__file__).resolve().parents[2] / "src" / "cronoq"
 CORE = "engine/core.py"
 
@@ -237,14 +239,7 @@ def private_violations(trees: dict[str, ast.Module]) -> list[str]:
                 continue  # the module's own class defines the same name
             out.append(f"{rel}:{node.lineno}: {base}.{node.attr}: a private name of Core")
         for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id in ("getattr", "setattr", "hasattr")
-                and len(node.args) >= 2
-                and isinstance(node.args[1], ast.Constant)
-                and node.args[1].value in names
-            ):
+            if attr_by_string(node) in names:
                 out.append(f"{rel}:{node.lineno}: {ast.unparse(node)}: a private name of Core")
     return out
 
