@@ -299,3 +299,34 @@ def test_persist_actions_are_made_only_by_core_persist() -> None:
     ]
     assert not found, "Persist actions made outside Core.persist:\n" + "\n".join(found)
     assert [fn for _, fn in persist_calls(trees[CORE])] == ["persist"]
+
+
+def persist_flag_reads(trees: dict[str, ast.Module]) -> list[str]:
+    """``core.persist`` used as a value: before issue #27 it was the durable flag (now
+    ``core.durable``); as a bound method it is always true, so a stale ``if core.persist:``
+    would persist for every core.  Only ``CoreConfig.persist`` (the option) is a value."""
+    out = []
+    for rel, tree in trees.items():
+        if not rel.startswith("engine/") or rel == "engine/config.py":
+            continue
+        called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "persist" and id(node) not in called:
+                base = ast.unparse(node.value)
+                if not base.endswith("config"):
+                    out.append(f"{rel}:{node.lineno}: {base}.persist (the flag is {base}.durable)")
+    return out
+
+
+def test_core_persist_is_only_called() -> None:
+    found = persist_flag_reads(_modules())
+    assert not found, "Core.persist used as a flag:\n" + "\n".join(found)
+
+
+def test_the_flag_check_sees_a_stale_read(tmp_path: Path) -> None:
+    p = tmp_path / "engine" / "bulk.py"
+    p.parent.mkdir(parents=True)
+    code = "def f(core, m):\n    if core.persist:\n        core.persist(m)\n"
+    p.write_text(code + "    return core.config.persist\n")
+    found = persist_flag_reads(_modules(tmp_path))
+    assert found == ["engine/bulk.py:2: core.persist (the flag is core.durable)"]

@@ -10,9 +10,9 @@ the jitter generator seeded from the configuration: the same inputs give the sam
 
 * Inputs: ``submit``/``submit_batch`` (new tasks enter ``blocked`` and are released at once
   when nothing holds them), ``cancel``, ``complete``/``fail``/``heartbeat`` (reports for a
-  lease), ``set_capacity``, and ``tick`` (fire due timers, then fill free
-  slots).  Dispatch happens only in ``tick``, so a shell that submits many tasks in one loop
-  turn and ticks once gets batched dispatch decisions.
+  lease), ``set_capacity``, and ``tick`` (fire due timers, then fill free slots).  Dispatch
+  happens only in ``tick``, so a shell that submits many tasks in one loop turn and ticks
+  once gets batched dispatch decisions.
 * Every status change goes through :meth:`move`, which consults the transition table in
   ``model.py`` and keeps the per-pool counters (pending, ready, per class) exact; four hot
   paths inline it for their one transition, named in its docstring (and checked by
