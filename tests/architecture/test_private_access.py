@@ -69,6 +69,20 @@ def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
+def attr_by_string(node: ast.AST) -> str | None:
+    """The attribute name of ``getattr``/``setattr``/``hasattr(x, "<literal>", ...)``, else None."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("getattr", "setattr", "hasattr")
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    ):
+        return node.args[1].value
+    return None
+
+
 def unit_of(rel: Path) -> str:
     return rel.parts[0] if len(rel.parts) > 1 else rel.stem
 
@@ -145,17 +159,9 @@ def violations(trees: dict[Path, ast.Module]) -> list[str]:
                     if _is_private(alias.name):
                         what = f"from {node.module} import {alias.name}"
                         report(rel, node, what, "a private name of another package")
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id in ("getattr", "setattr", "hasattr")
-                and len(node.args) >= 2
-                and isinstance(node.args[1], ast.Constant)
-                and isinstance(node.args[1].value, str)
-                and _is_private(node.args[1].value)
-                and node.args[1].value not in own_module
-            ):
-                what = f'{node.func.id}({ast.unparse(node.args[0])}, "{node.args[1].value}")'
+            elif (name := attr_by_string(node)) is not None and _is_private(name) and name not in own_module:
+                assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                what = f'{node.func.id}({ast.unparse(node.args[0])}, "{name}")'
                 report(rel, node, what, "a private name reached by its string")
     return out
 

@@ -45,6 +45,7 @@ from cronoq.engine.model import (
     TaskState,
     edge_satisfied,
 )
+from cronoq.engine.mutations import Submitted
 from cronoq.engine.parents import bind_awaited as bind_parent
 from cronoq.engine.reservations import FixedStart, max_overlap, reservation_limit
 from cronoq.engine.timers import T_AWAIT
@@ -240,8 +241,8 @@ def overflow(core: Core, pool: PoolState, priority: int, now: int) -> None:
         victim = pool.lanes[NUM_CLASSES - 1].oldest()
     if victim is None:
         raise SubmitError("overloaded", f"pool '{pool.name}' is overloaded")
-    core.counters["shed"] += 1
-    core._terminate(victim, now, EV_SHED, MSG_SHED)
+    core.count("shed")
+    core.terminate(victim, now, EV_SHED, MSG_SHED)
 
 
 def plan_admission(core: Core, now: int, items: Sequence[BatchItem], single: bool) -> Plan:
@@ -421,7 +422,7 @@ def _plan_windows(core: Core, plan: Plan) -> None:
             continue
         opts, pool = item.opts, plan.pools[i]
         lo = start_at - opts.tolerance
-        hi = start_at + core._expected(opts) + opts.tolerance
+        hi = start_at + core.durations.expected(opts) + opts.tolerance
         mine = added.setdefault(pool.index, [])
         limit = reservation_limit(pool.cfg.max, pool.cfg.reservable_fraction)
         if max_overlap([*pool.res.values(), *mine], lo, hi) >= limit:
@@ -460,8 +461,8 @@ def create_members(
     """Create the new members in order (ids increase with position); None for duplicates."""
     created: list[TaskState | None] = []
     out: list[tuple[int, bool]] = []
-    persist = core.persist
-    new_task = core._new_task
+    durable = core.durable
+    new_task = core.new_task
     dup, pools, indeg, broken, windows = plan.dup, plan.pools, plan.indeg, plan.broken, plan.windows
     for i, item in enumerate(plan.items):
         d = dup[i]
@@ -484,8 +485,9 @@ def create_members(
             t.fixed = f
         created.append(t)
         out.append((t.id, False))
-        if persist:
-            core._persist_submitted(t, item.deadline, start_at, item.deps, item.blob)
+        if durable:
+            tb = core.config.time_base
+            core.persist(Submitted.of(t, pool.name, tb, item.deadline, start_at, item.deps, item.blob))
     return created, out
 
 

@@ -33,7 +33,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cronoq.engine.actions import Persist
 from cronoq.engine.keys import same_tenant
 from cronoq.engine.model import FIRST_TERMINAL, SUCCEEDED, TaskState
 from cronoq.engine.mutations import BulkKeyChange
@@ -218,9 +217,9 @@ def replay_all(
 def note_key(core: Core, now: int, record: BulkKeyChange) -> None:
     """The progress of a bulk call with a request key (``record.at`` is set to ``now`` as
     Unix ns): persisted with the page's own changes when the core persists."""
-    if core.persist:
+    if core.durable:
         record.at = core.config.time_base + now
-        core.actions.append(Persist(record))
+        core.persist(record)
 
 
 #: statuses a bulk cancel / replay may act on

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from cronoq.engine.actions import Persist
 from cronoq.engine.model import EV_OCCURRENCE_SKIP, TaskState
 from cronoq.engine.mutations import PauseChange
 
@@ -65,8 +64,8 @@ def set_pool_paused(core: Core, now: int, name: str, paused: bool) -> bool:
     if pool.paused == paused:
         return False
     pool.paused = paused
-    if core.persist:
-        core.actions.append(Persist(PauseChange("pool", name, paused)))
+    if core.durable:
+        core.persist(PauseChange("pool", name, paused))
     if not paused and pool.scaler is not None and not pool.scale_armed:
         pool.arm_scale(core.timers, now)  # evaluate the backlog it kept while paused
     return True
@@ -85,8 +84,8 @@ def set_recurring_paused(core: Core, name: str, paused: bool) -> bool:
         names.add(name)
     else:
         names.discard(name)
-    if core.persist:
-        core.actions.append(Persist(PauseChange("recurring", name, paused)))
+    if core.durable:
+        core.persist(PauseChange("recurring", name, paused))
     return True
 
 
@@ -97,8 +96,8 @@ def skip_if_paused(core: Core, t: TaskState, now: int) -> bool:
     if name is None or name not in rec.paused:
         return False
     rec.skipped_paused[name] = rec.skipped_paused.get(name, 0) + 1
-    core.counters["skipped"] += 1
-    core._terminate(t, now, EV_OCCURRENCE_SKIP, MSG_SCHEDULE_PAUSED)
+    core.count("skipped")
+    core.terminate(t, now, EV_OCCURRENCE_SKIP, MSG_SCHEDULE_PAUSED)
     return True
 
 

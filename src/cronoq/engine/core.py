@@ -9,12 +9,14 @@ the shell drains them with :meth:`Core.drain_actions` and arms one timer for
 the jitter generator seeded from the configuration: the same inputs give the same outputs.
 
 * Inputs: ``submit``/``submit_batch`` (new tasks enter ``blocked`` and are released at once
-  when nothing holds them), ``cancel``, ``complete``/``fail``/``heartbeat``/``release``
-  (reports for a lease), ``set_capacity``, and ``tick`` (fire due timers, then fill free
-  slots).  Dispatch happens only in ``tick``, so a shell that submits many tasks in one loop
-  turn and ticks once gets batched dispatch decisions.
-* Every status change goes through :meth:`_move`, which consults the transition table in
-  ``model.py`` and keeps the per-pool counters (pending, ready, per class) exact.
+  when nothing holds them), ``cancel``, ``complete``/``fail``/``heartbeat`` (reports for a
+  lease), ``set_capacity``, and ``tick`` (fire due timers, then fill free slots).  Dispatch
+  happens only in ``tick``, so a shell that submits many tasks in one loop turn and ticks
+  once gets batched dispatch decisions.
+* Every status change goes through :meth:`move`, which consults the transition table in
+  ``model.py`` and keeps the per-pool counters (pending, ready, per class) exact; four hot
+  paths inline it for their one transition, named in its docstring (and checked by
+  ``tests/architecture/test_engine_port.py``).
 * Timers (retry backoff, attempt timeout, lease expiry, fixed starts, recurring wake-ups,
   autoscaler evaluations, bucket refills) live in one heap owned by ``timers.py``, which also
   decides per kind whether an entry that surfaces is still live.  Heartbeats only move
@@ -31,8 +33,28 @@ the tasks parked on them), ``scoring.py`` (dispatch scores), ``recurring.py`` (s
 ``starts.py`` (fixed starts: released to ``scheduled``, coming due, missed), ``deps.py``
 (settling edges other than all-succeeded ones), ``ids.py`` (the id layout),
 ``recovery.py`` (rebuilding from a store), ``snapshot.py`` (snapshots), ``progress.py``
-(progress reports, their rate-limited events), ``attempts.py`` (attempt timelines, links)
-and ``parking.py`` (parked tasks, their journals, signals).
+(progress reports, their rate-limited events), ``attempts.py`` (attempt timelines, links),
+``placement.py`` (a group and resources for a ready task, else parked until they free) and
+``parking.py`` (parked tasks, their journals, signals).
+
+The port
+--------
+The modules change task state only through these operations (marked "Port:"); they never
+reach ``Core``'s private names (``tests/architecture/test_engine_port.py``):
+
+* :meth:`move` ``(t, ev, now)`` - one lifecycle transition; :meth:`make_ready` - a move to
+  ``ready`` that also queues; :meth:`enqueue` - queue a ready task in its lane;
+* :meth:`release` - a blocked task's edges are met; :meth:`terminate` - to a terminal
+  status, retained, dependents settled; :meth:`retry` - a failed attempt backs off or
+  dead-letters; :meth:`end_attempt` - a running attempt ends unsuccessfully (slot back);
+* :meth:`new_task` / :meth:`admit` - a task enters (a new id, or a recovered one);
+* :meth:`persist` ``(mutation)`` - the one way a ``Persist`` action is made, here too (the
+  record is built only while :attr:`durable`); :meth:`count` - a rare counter;
+  :meth:`publish_status` - an event.
+
+Reads go through public attributes (``pools``, ``tasks``, ``timers``, ``res``, ``config``,
+``durations.expected``).  The hot paths here (submit fast path, dispatch, ``complete``)
+inline what they need instead of calling the port, so the port costs them nothing.
 """
 
 from __future__ import annotations
@@ -99,6 +121,7 @@ from cronoq.engine.model import FLAT_TRANSITIONS as FLAT
 from cronoq.engine.mutations import Recovered, StatusChange, Submitted
 from cronoq.engine.parents import bind_submitted, forget_output, unpin
 from cronoq.engine.parking import Parking
+from cronoq.engine.placement import park, place, unpark_labels, unpark_resource
 from cronoq.engine.pools import Group, Kinds, PoolState
 from cronoq.engine.progress import ProgressTracker
 from cronoq.engine.recovery import Recovery
@@ -166,7 +189,7 @@ class Core:
         self._n_succeeded = 0
         self._retention = config.retention
         self._retention_max = config.retention_max
-        self.durations = DurationModel(config.ewma_alpha)
+        self.durations = DurationModel(config.ewma_alpha, [p.default_duration for p in config.pools])
         self._alpha = config.ewma_alpha
         self.rng = random.Random(config.seed)
         self.publish = False  # set by the shell while anyone subscribes to events
@@ -174,7 +197,7 @@ class Core:
         self.live = 0
         self.running = 0
         self.paused = False  # while True, tick fires timers but dispatches nothing (shutdown)
-        self.persist = config.persist  # emit Persist(mutation) actions for a durable store
+        self.durable = config.persist  # emit Persist(mutation) actions for a durable store
         self.keep_payloads = config.keep_payloads  # ended tasks keep payloads (engine/replay.py)
         self.scorer = Scorer(config.priority, config.urgency)
         self.progress = ProgressTracker(self)  # latest progress per task (progress.py)
@@ -246,7 +269,7 @@ class Core:
         """
         r = self.retained
         if r and (r[0].finished_at <= now - self._retention or len(r) > self._retention_max):  # type: ignore[operator]
-            self._prune(now)
+            self.prune(now)
         sk = None if key is None else scoped_key(opts.tenant, key)  # keys are scoped by tenant
         if sk is not None:
             existing = self.keys.find(sk)
@@ -263,8 +286,9 @@ class Core:
         if mp is not None and pool.pending >= mp:
             overflow(self, pool, opts.priority, now)
         tid = self._create(now, pool, opts, payload, key, deadline)
-        if self.persist:
-            self._persist_submitted(self.tasks[tid], deadline, None, None, blob)
+        if self.durable:
+            sub = Submitted.of(self.tasks[tid], pool.name, self.config.time_base, deadline, None, None, blob)
+            self.persist(sub)
         if self.res.doomed:
             cancel_doomed(self, now)
         return tid, False
@@ -276,14 +300,14 @@ class Core:
         each other's keys (also forward); a member whose key exists returns that task as a
         duplicate while the others are created.
         """
-        self._prune(now)
+        self.prune(now)
         members = [it if type(it) is BatchItem else BatchItem(*it) for it in items]
         return self._submit_items(now, members, single=False)
 
     def submit_occurrence(self, now: int, item: BatchItem, schedule: str) -> tuple[int, bool]:
         """Submit one occurrence of recurring ``schedule`` (for ``recurring.py``): as
         :meth:`submit` with a start, the task naming its schedule before it is persisted."""
-        self._prune(now)
+        self.prune(now)
         return self._submit_items(now, [item], single=True, schedule=schedule)[0]
 
     def _submit_items(
@@ -301,31 +325,21 @@ class Core:
                 bind_awaited(self, key, provider)
         if plan.any_deps or plan.provided:
             self.attempts.link_plan(plan, created)
-        release = self._release
+        release = self.release
         broken = plan.broken
         for i, member in enumerate(created):
             if member is None or member.status != BLOCKED:
                 continue
             if broken[i]:
                 self.counters["skipped"] += 1
-                self._terminate(member, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
+                self.terminate(member, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
             elif member.unmet == 0:
                 release(member, now)
         if self.res.doomed:
             cancel_doomed(self, now)
         return out
 
-    def _expected(self, opts: TaskOptions) -> int:
-        """docs/reference/behaviour.md#expected-duration: hint, else learned EWMA for (pool, kind), else the
-        pool default."""
-        if opts.duration_hint is not None:
-            return opts.duration_hint
-        learned = self.durations.values.get(opts.stats_key)
-        if learned is not None:
-            return int(learned)
-        return self.pools[opts.pool_index].cfg.default_duration
-
-    def _new_task(
+    def new_task(
         self,
         now: int,
         pool: PoolState,
@@ -334,7 +348,8 @@ class Core:
         key: str | None,
         deadline: int | None,
     ) -> TaskState:
-        """Create a task in ``blocked`` under the next id and count it; the caller releases it."""
+        """Port: create a task in ``blocked`` under the next id, admitted and counted; the
+        caller links it and releases it (``admission.py``)."""
         if opts.tracked is not None:  # (its keys were checked, then judged)
             self.res.room_for(opts.tracked, now)
         seq = self.seq
@@ -346,15 +361,15 @@ class Core:
         self._n_submitted += 1
         if deadline is not None:
             t.deadline = deadline
-        self._admit(t, pool, now, new=True)
+        self.admit(t, pool, now, new=True)
         if self.publish and self.emit_transitions:
-            self._event(t, now, None)
+            self.publish_status(t, now, None)
         return t
 
-    def _admit(self, t: TaskState, pool: PoolState, now: int, new: bool = False) -> None:
-        """Take a new ``blocked`` task in: indexed (id, key), live, pending in its pool.
+    def admit(self, t: TaskState, pool: PoolState, now: int, new: bool = False) -> None:
+        """Port: take a new ``blocked`` task in: indexed (id, key), live, pending in its pool.
 
-        New submissions (:meth:`_new_task`) and recovered tasks, which keep their ids, share it.
+        New submissions (:meth:`new_task`) and recovered tasks, which keep their ids, share it.
         """
         self.tasks[t.id] = t
         if t.key is not None:
@@ -365,26 +380,17 @@ class Core:
         pool.pending += 1
         pool.pending_by_class[t.opts.priority] += 1
         if pool.scaler is not None and not pool.scale_armed:
-            # (its arrival counts when it becomes ready: _release / its start coming due)
+            # (its arrival counts when it becomes ready: release / its start coming due)
             pool.arm_scale(self.timers, now)
 
-    def _persist_submitted(
-        self,
-        t: TaskState,
-        deadline: int | None,
-        start_at: int | None,
-        deps: Sequence[tuple[int | str, int]] | None,
-        blob: bytes | None,
-    ) -> None:
-        pool = self.pools[t.opts.pool_index].name
-        self.actions.append(
-            Persist(Submitted.of(t, pool, self.config.time_base, deadline, start_at, deps, blob))
-        )
+    def persist(self, mutation: object) -> None:
+        """Port: hand ``mutation`` (``mutations.py``) to the durable store, in order with the
+        other actions.  Callers build it only while :attr:`durable` (the store's ``persist``)."""
+        self.actions.append(Persist(mutation))
 
-    def _persist_status(
-        self, t: TaskState, now: int, output: object = None, has_output: bool = False
-    ) -> None:
-        self.actions.append(Persist(StatusChange.of(t, self.config.time_base + now, output, has_output)))
+    def count(self, name: str) -> None:
+        """Port: add one to the rare counter ``name`` (``snapshot.TOTAL_NAMES``)."""
+        self.counters[name] += 1
 
     def _create(
         self,
@@ -396,7 +402,7 @@ class Core:
         deadline: int | None,
     ) -> int:
         """Hot path: a task with no dependencies and no fixed start, straight to ``ready``."""
-        t = self._new_task(now, pool, opts, payload, key, deadline)
+        t = self.new_task(now, pool, opts, payload, key, deadline)
         new = FLAT[BLOCKED * 16 + EV_UNBLOCK]
         t.status = new
         c = opts.priority
@@ -406,16 +412,26 @@ class Core:
         if sc is not None:  # an arrival (see PoolState.arrived)
             sc.arrivals += 1
         if self.publish and self.emit_transitions:
-            self._event(t, now, None)
+            self.publish_status(t, now, None)
         if deadline is not None:
-            t.latest_start = deadline - self.expected_duration(t)
-        self._enqueue(t, pool)
+            t.latest_start = deadline - self.durations.expected(opts)
+        self.enqueue(t, pool)
         return t.id
 
     # ------------------------------------------------------------------ lifecycle helpers
 
-    def _move(self, t: TaskState, ev: int, now: int, message: str | None = None) -> int:
-        """Apply one lifecycle transition and keep the pool counters exact."""
+    def move(self, t: TaskState, ev: int, now: int, message: str | None = None) -> int:
+        """Port: apply lifecycle event ``ev`` to ``t`` through the transition table
+        (``model.py``; an illegal one raises) and keep the pool counters exact; publishes and
+        persists the change as configured.  Returns the new status.
+
+        This is where a task's status changes, with four hot-path exceptions that inline the
+        same bookkeeping for their one transition (each checks it against ``FLAT``):
+        :meth:`_create` and :meth:`release` (``blocked -> ready``), :meth:`_dispatch`
+        (``ready -> running``) and :meth:`complete` (``running -> succeeded``).  A task gets
+        its first status from ``TaskState`` (``blocked``, or a recovered terminal one);
+        ``tests/architecture/test_engine_port.py`` fails on any other assignment.
+        """
         old = t.status
         new = next_status(old, ev)
         t.status = new
@@ -428,7 +444,7 @@ class Core:
             if f is not None and f.in_due:
                 f.in_due = False  # its due-heap entry is now stale
             elif t.lane_token > 0:
-                self._dequeued(t, pool)
+                pool.dequeued(t)
             elif pool.resource_held:  # parked on a resource or labels; that entry is stale from now on
                 pool.unhold_for_resource(t)
         elif new == READY:
@@ -444,24 +460,20 @@ class Core:
         if was and not now_p:
             pool.pending -= 1
             pool.pending_by_class[c] -= 1
-            if pool.waiting_space:
-                self._space_freed(pool)
+            if pool.waiting_space and pool.space_freed():
+                self.actions.append(SpaceAvailable(pool.name))
         elif now_p and not was:
             pool.pending += 1
             pool.pending_by_class[c] += 1
         if self.publish and (self.emit_transitions or new >= FIRST_TERMINAL):
-            self._event(t, now, message)
-        if self.persist and (new == RETRYING or new >= FIRST_TERMINAL):
-            self._persist_status(t, now)
+            self.publish_status(t, now, message)
+        if self.durable and (new == RETRYING or new >= FIRST_TERMINAL):
+            self.persist(StatusChange.of(t, self.config.time_base + now))
         return new
 
-    def _space_freed(self, pool: PoolState) -> None:
-        mp = pool.cfg.max_pending
-        if mp is None or pool.pending < mp:
-            pool.waiting_space = False
-            self.actions.append(SpaceAvailable(pool.name))
-
-    def _event(self, t: TaskState, now: int, message: str | None) -> None:
+    def publish_status(self, t: TaskState, now: int, message: str | None) -> None:
+        """Port: publish ``t``'s current status to event subscribers (callers check
+        :attr:`publish`; transitions other than terminal ones only with ``emit_transitions``)."""
         ev = StatusEvent(
             t.id,
             self.pools[t.opts.pool_index].name,
@@ -475,39 +487,32 @@ class Core:
 
     def expected_duration(self, t: TaskState) -> int:
         """The expected run time of ``t`` (docs/reference/behaviour.md#expected-duration)."""
-        return self._expected(t.opts)
+        return self.durations.expected(t.opts)
 
-    def _make_ready(self, t: TaskState, pool: PoolState, now: int, ev: int) -> None:
-        """Move ``t`` to ready and queue it in its class lane."""
-        self._move(t, ev, now)
+    def make_ready(self, t: TaskState, pool: PoolState, now: int, ev: int) -> None:
+        """Port: move ``t`` to ``ready`` by ``ev`` and queue it in its class lane."""
+        self.move(t, ev, now)
         t.ready_at = now
         if t.deadline is not None:
-            t.latest_start = t.deadline - self.expected_duration(t)
-        self._enqueue(t, pool)
+            t.latest_start = t.deadline - self.durations.expected(t.opts)
+        self.enqueue(t, pool)
 
-    def _enqueue(self, t: TaskState, pool: PoolState) -> None:
-        """Queue a ready task in its class lane (at its sequence position)."""
+    def enqueue(self, t: TaskState, pool: PoolState) -> None:
+        """Port: queue a ``ready`` task in its class lane (at its sequence position)."""
         self.lane_token += 1
         c = t.opts.priority
         pool.lanes[c].push(t, self.lane_token)
         pool.lane_ready[c] += 1
         pool.queued += 1
 
-    def _dequeued(self, t: TaskState, pool: PoolState) -> None:
-        """A task left its class lane (its lane entry is stale from now on)."""
-        c = t.opts.priority
-        pool.lane_ready[c] -= 1
-        pool.queued -= 1
-        if pool.fair:
-            pool.lanes[c].removed(t)
-
-    def _release(self, t: TaskState, now: int) -> None:
-        """Every edge of a blocked task is satisfied: to ``ready``, or ``scheduled`` if its start is ahead."""
+    def release(self, t: TaskState, now: int) -> None:
+        """Port: every edge of a ``blocked`` task is satisfied: to ``ready``, or ``scheduled``
+        if its fixed start is ahead (``starts.py``)."""
         opts = t.opts
         pool = self.pools[opts.pool_index]
         f = None if (r := t._rare) is None else r.fixed  # (hot: no property call)
         if f is None:
-            # blocked -> ready: the hot path of _make_ready (_move, _enqueue); both statuses are
+            # blocked -> ready: the hot path of make_ready (move, enqueue); both statuses are
             # pending, and neither is persisted
             new = FLAT[t.status * 16 + EV_UNBLOCK]
             if new != READY:  # pragma: no cover - only blocked tasks are released
@@ -521,10 +526,10 @@ class Core:
             if sc is not None:
                 sc.arrivals += 1
             if self.publish and self.emit_transitions:
-                self._event(t, now, None)
+                self.publish_status(t, now, None)
             t.ready_at = now
             if t.deadline is not None:
-                t.latest_start = t.deadline - self.expected_duration(t)
+                t.latest_start = t.deadline - self.durations.expected(opts)
             token = self.lane_token + 1
             self.lane_token = token
             pool.lanes[c].push(t, token)
@@ -533,19 +538,20 @@ class Core:
             return
         unblock_fixed(self, t, pool, now)
 
-    def _terminate(self, t: TaskState, now: int, ev: int, message: str | None, output: object = None) -> None:
-        """Move ``t`` to a terminal status, retain it, and settle its dependents."""
+    def terminate(self, t: TaskState, now: int, ev: int, message: str | None, output: object = None) -> None:
+        """Port: move ``t`` by ``ev`` to a terminal status (not from ``running``: end its
+        attempt first), retain it, and settle its dependents."""
         if message is not None or t._rare is not None:  # (hot: no property call)
             t.message = message
         t.output = output
         t.finished_at = now
-        self._move(t, ev, now, message)
+        self.move(t, ev, now, message)
         if not self.keep_payloads:
             t.payload = None
         self.live -= 1
         if t.opts.resources is not None:  # (units it was unparked for, untaken: to its waiters)
             for name in self.res.ended(t, now):
-                self._unpark_resource(name, now)
+                unpark_resource(self, name, now)
         if t.parents is not None:
             unpin(self, t)
         if t._rare is not None and t._rare.fixed is not None:
@@ -555,13 +561,13 @@ class Core:
         if self.parking.journals:
             self.parking.ended(t, now)
         if len(self.retained) > self.config.retention_max:
-            self._prune(now)
+            self.prune(now)
         if t.dependents:
             self._propagate(t, now)
 
     def _propagate(self, parent: TaskState, now: int) -> None:
         """A parent ended: satisfy or break its edges; skips cascade along broken edges."""
-        release = self._release
+        release = self.release
         if parent.dep_conds is None and parent.status == SUCCEEDED:  # the hot path: all met
             kids = parent.dependents
             parent.dependents = None
@@ -574,8 +580,9 @@ class Core:
             return
         settle_edges(self, parent, now)
 
-    def _prune(self, now: int) -> None:
-        """Forget terminal tasks past retention (age or count), oldest first."""
+    def prune(self, now: int) -> None:
+        """Forget the terminal tasks past retention (age or count) now, oldest first, as
+        lookups do."""
         r = self.retained
         if not r or (len(r) <= self.config.retention_max and r[0].finished_at > now - self.config.retention):  # type: ignore[operator]
             return
@@ -617,10 +624,13 @@ class Core:
                         recur = [] if recur is None else recur
                         recur.append(sched)
                 elif kind == T_SCALE:
-                    self._autoscale(self.pools[token], now)
+                    pool = self.pools[token]
+                    desired = pool.autoscale(now, self.timers, self.durations.expected)
+                    if desired is not None:
+                        self.actions.append(Scale(pool.name, desired))
                 elif kind == T_REFILL:
                     self.timers.refill_fired(t, _when)
-                    self._unpark_resource(t, now)
+                    unpark_resource(self, t, now)
                 elif task_timer_live(kind, t, token):
                     self._fire(kind, t, token, now)
             if not self.paused:
@@ -646,7 +656,7 @@ class Core:
             if t.status != READY or not t.fixed.in_due:
                 heapq.heappop(due)
                 continue
-            group = self._place(t, pool, now, parkable=False)
+            group = place(self, t, pool, now, parkable=False)
             entry = heapq.heappop(due)
             if group is None:
                 waiting.append(entry)  # and the due tasks behind it still go (no head-of-line blocking)
@@ -671,71 +681,24 @@ class Core:
                         raise AssertionError("ready counter out of sync with lanes")
                     o = head.opts
                     if simple and o.labels is None and (o.resources is None or not pool.kinded):
-                        # (_place's outcome for the one group: resources taken at once, or parked)
+                        # (place's outcome for the one group: resources taken at once, or parked)
                         short = None if o.resources is None else self.res.take_all(o, now)
                         if short is None:
                             self._dispatch(head, pool, now, False, g0)
                             free -= 1
                         else:
-                            self._park(head, pool, short, now)
+                            park(self, head, pool, short, now)
                         continue
-                    group = self._place(head, pool, now)
+                    group = place(self, head, pool, now)
                     if group is not None:
                         self._dispatch(head, pool, now, False, group)
                         free -= 1
                 continue
             best, jumped = self.scorer.pick(pool.lanes, nonempty, now)
-            group = self._place(best, pool, now)
+            group = place(self, best, pool, now)
             if group is not None:
                 self._dispatch(best, pool, now, jumped, group)
                 free -= 1
-
-    def _place(self, t: TaskState, pool: PoolState, now: int, parkable: bool = True) -> Group | None:
-        """A group with a free slot for ``t`` (its labels, its kind) and all its resources,
-        taken atomically; else park it."""
-        opts = t.opts
-        need = opts.labels
-        kind = opts.kind
-        group = None
-        for g in pool.groups:
-            if g.busy < g.capacity and (need is None or g.accepts(need)) and g.serves(kind):
-                group = g
-                break
-        if group is None:
-            if parkable:
-                self._park(t, pool, None, now)
-            return None
-        res = opts.resources
-        if res is not None:
-            short = self.res.take_all(opts, now)
-            if short is not None:
-                if parkable:
-                    self._park(t, pool, short, now)
-                else:  # a due fixed-start task: wake up when a bucket refilled
-                    self.res.arm_refill(short, now, res[short])
-                return None
-        return group
-
-    def _park(self, t: TaskState, pool: PoolState, resource: str | None, now: int) -> None:
-        """Take a ready task out of its lane until its resource (or a matching group) frees."""
-        self._dequeued(t, pool)
-        self.lane_token += 1
-        token = -self.lane_token
-        t.lane_token = token
-        if resource is None:
-            pool.label_waiters.append((token, t))
-        else:
-            self.res.park(resource, pool.hold_for_resource(t), token, now)
-
-    def _unpark_resource(self, name: str, now: int) -> None:
-        """Return parked tasks of ``name`` to their lanes while the resource can serve them."""
-        for t in self.res.unpark(name, now):
-            self._enqueue(t, self.pools[t.opts.pool_index].unhold_for_resource(t))
-
-    def _unpark_labels(self, pool: PoolState) -> None:
-        """A labelled or kind-serving slot freed (or a group changed): give parked tasks another chance."""
-        for t in pool.unpark_labels():
-            self._enqueue(t, pool)
 
     def score(self, t: TaskState, now: int) -> float:
         """The dispatch score of a ready task (docs/reference/behaviour.md#score), for tests and
@@ -772,10 +735,10 @@ class Core:
                 lane.dispatched(t)
         pool.pending -= 1
         pool.pending_by_class[c] -= 1
-        if pool.waiting_space:
-            self._space_freed(pool)
+        if pool.waiting_space and pool.space_freed():
+            self.actions.append(SpaceAvailable(pool.name))
         if self.publish and self.emit_transitions:
-            self._event(t, now, None)
+            self.publish_status(t, now, None)
         self._n_dispatched += 1
         slot = pool.window.cur
         if not (slot.start <= now < slot.end):
@@ -794,29 +757,26 @@ class Core:
                     slot.fs_hits += 1
         timeout = t.opts.timeout
         if timeout is not None:
-            self._push_timer(now + timeout, T_TIMEOUT, t, lease)
+            self.timers.push(now + timeout, T_TIMEOUT, t, lease)
         ttl = pool.cfg.lease_ttl
         if ttl is not None:
             t.lease_expires = now + ttl
-            self._push_timer(now + ttl, T_LEASE, t, lease)
-        if self.persist:
-            self._persist_status(t, now)
+            self.timers.push(now + ttl, T_LEASE, t, lease)
+        if self.durable:
+            self.persist(StatusChange.of(t, self.config.time_base + now))
         self.actions.append(Dispatch(t, lease, group.labels))
 
     # ------------------------------------------------------------------ timers
 
-    def _push_timer(self, when: int, kind: int, t: TaskState, token: int) -> None:
-        self.timers.push(when, kind, t, token)
-
     def _fire(self, kind: int, t: TaskState, token: int, now: int) -> None:
         if kind == T_RETRY:
-            self._make_ready(t, self.pools[t.opts.pool_index], now, EV_BACKOFF_DONE)
+            self.make_ready(t, self.pools[t.opts.pool_index], now, EV_BACKOFF_DONE)
         elif kind == T_TIMEOUT:
             self.counters["timeouts"] += 1
             self._lose(t, now, MSG_TIMEOUT)
         elif kind == T_LEASE:
             if t.lease_expires > now:
-                self._push_timer(t.lease_expires, T_LEASE, t, token)
+                self.timers.push(t.lease_expires, T_LEASE, t, token)
                 return
             self.counters["lease_expiries"] += 1
             self._lose(t, now, MSG_LEASE_LOST)
@@ -830,7 +790,7 @@ class Core:
             self.progress.flush(t, now)
         elif kind == T_AWAIT:
             self.counters["skipped"] += 1
-            self._terminate(t, now, EV_EDGE_BROKEN, MSG_AWAIT_TIMEOUT)
+            self.terminate(t, now, EV_EDGE_BROKEN, MSG_AWAIT_TIMEOUT)
         elif kind == T_WAKE:
             self.parking.timer(t, now)
 
@@ -838,8 +798,8 @@ class Core:
         """The engine takes a running attempt away (timeout, lease loss): abort + retryable."""
         lease = t.lease
         self.actions.append(Abort(lease, t.id, message))
-        self._end_attempt(t, now, succeeded=False)
-        self._after_failure(t, now, message, retry_after=None)
+        self.end_attempt(t, now)
+        self.retry(t, now, message, retry_after=None)
 
     # ------------------------------------------------------------------ reports
 
@@ -850,28 +810,24 @@ class Core:
         if g is not None:
             g.busy -= 1
             if pool.label_waiters and (g.labels or pool.kinded):
-                self._unpark_labels(pool)
+                unpark_labels(self, pool)
         if t.opts.resources is not None:
             for name in self.res.give_back_all(t.opts):
-                self._unpark_resource(name, now)
+                unpark_resource(self, name, now)
 
-    def _end_attempt(self, t: TaskState, now: int, succeeded: bool) -> int:
-        """Free the attempt's slot and record its run time; returns the run time (ns)."""
+    def end_attempt(self, t: TaskState, now: int, failed: bool = True) -> None:
+        """Port: the running attempt of ``t`` ends without success (its caller then moves
+        ``t``): lease dropped, slot and permits back, its run time busy; a failure unless
+        ``failed`` is False (a park: ``parking.py``)."""
         del self.leases[t.lease]
         pool = self.pools[t.opts.pool_index]
         pool.busy -= 1
         self._free_slot(t, pool, now)
         self.running -= 1
-        run = now - t.attempt_started
         slot = pool.window.slot(now)
-        slot.busy_ns += run
-        if succeeded:
-            slot.succeeded += 1
-            slot.useful_ns += run
-            slot.run.add(run)
-        else:
+        slot.busy_ns += now - t.attempt_started
+        if failed:
             slot.failed += 1
-        return run
 
     def complete(self, now: int, lease: int, output: object = None) -> bool:
         """The attempt under ``lease`` returned ``output``.  False (and counted) if stale."""
@@ -892,7 +848,7 @@ class Core:
             t.group = None
             if opts.resources is not None:
                 for name in self.res.finish(t, now):
-                    self._unpark_resource(name, now)
+                    unpark_resource(self, name, now)
         else:
             self._free_slot(t, pool, now)
         self.running -= 1
@@ -910,7 +866,7 @@ class Core:
         prev = ewma.get(opts.stats_key)
         ewma[opts.stats_key] = float(run) if prev is None else prev + self._alpha * (run - prev)
         self._n_succeeded += 1
-        # running -> succeeded (hot path of _terminate; running is not pending)
+        # running -> succeeded (hot path of terminate; running is not pending)
         t.status = new
         # docs/reference/behaviour.md#lifecycle: success carries no message (not a retry's leftover)
         if t._rare is not None:
@@ -925,15 +881,15 @@ class Core:
         if t.parents is not None:
             unpin(self, t)
         if self.publish:
-            self._event(t, now, None)
-        if self.persist:
-            self._persist_status(t, now, output, True)
+            self.publish_status(t, now, None)
+        if self.durable:
+            self.persist(StatusChange.of(t, self.config.time_base + now, output, True))
         self.retained.append(t)
         self.actions.append(Resolve(t))
         if self.parking.journals:
             self.parking.ended(t, now)
         if len(self.retained) > self._retention_max:
-            self._prune(now)
+            self.prune(now)
         if t.dependents:
             self._propagate(t, now)
         return True
@@ -952,19 +908,22 @@ class Core:
         if t is None:
             self.counters["stale_completions"] += 1
             return False
-        self._end_attempt(t, now, succeeded=False)
+        self.end_attempt(t, now)
         if permanent:
             self.counters["failed"] += 1
-            self._terminate(t, now, EV_PERMANENT, message)
+            self.terminate(t, now, EV_PERMANENT, message)
         else:
-            self._after_failure(t, now, message, retry_after)
+            self.retry(t, now, message, retry_after)
         return True
 
-    def _after_failure(self, t: TaskState, now: int, message: str, retry_after: int | None) -> None:
+    def retry(self, t: TaskState, now: int, message: str, retry_after: int | None = None) -> None:
+        """Port: the attempt of ``t`` failed retryably (its slot already freed): to ``retrying``
+        with its policy's backoff (or ``retry_after``), or ``dead_lettered`` when its attempts
+        are spent."""
         policy = t.opts.retry or self.pools[t.opts.pool_index].cfg.retry
         if t.attempt >= policy.max_attempts:
             self.counters["dead_lettered"] += 1
-            self._terminate(t, now, EV_EXHAUSTED, message)
+            self.terminate(t, now, EV_EXHAUSTED, message)
             return
         self.counters["retries"] += 1
         pool = self.pools[t.opts.pool_index]
@@ -972,12 +931,12 @@ class Core:
         if message is not None or t._rare is not None:
             t.message = message
         self.attempts.ended(t, now, message)
-        self._move(t, EV_RETRY, now, message)
+        self.move(t, EV_RETRY, now, message)
         delay = retry_after if retry_after is not None else to_ns(policy.delay(t.attempt, self.rng))
         if delay <= 0:
-            self._make_ready(t, pool, now, EV_BACKOFF_DONE)
+            self.make_ready(t, pool, now, EV_BACKOFF_DONE)
         else:
-            self._push_timer(now + delay, T_RETRY, t, t.attempt)
+            self.timers.push(now + delay, T_RETRY, t, t.attempt)
 
     def heartbeat(self, now: int, lease: int) -> bool:
         """Renew a lease.  False if the lease is not current (nothing to renew)."""
@@ -996,13 +955,9 @@ class Core:
 
     # ------------------------------------------------------------------ control
 
-    def prune(self, now: int) -> None:
-        """Forget the terminal tasks past retention (age or count) now, as lookups do."""
-        self._prune(now)
-
     def lookup(self, now: int, ref: int | str, tenant: str | None = None) -> TaskState | None:
         """A task by id, or by key among ``tenant``'s tasks (keys are scoped by tenant)."""
-        self._prune(now)
+        self.prune(now)
         if isinstance(ref, str):
             tid = self.keys.find(scoped_key(tenant, ref))
             if tid is None:
@@ -1021,9 +976,9 @@ class Core:
             return False
         if t.status == RUNNING:
             self.actions.append(Abort(t.lease, t.id, message))
-            self._end_attempt(t, now, succeeded=False)
+            self.end_attempt(t, now)
         self.counters["cancelled"] += 1
-        self._terminate(t, now, EV_CANCEL, message)
+        self.terminate(t, now, EV_CANCEL, message)
         return True
 
     def set_capacity(self, now: int, pool_name: str, n: int) -> None:
@@ -1036,20 +991,6 @@ class Core:
         """Size the worker group of ``pool`` with ``labels`` serving ``kinds`` (None/{} and None:
         the unlabelled group serving any kind; engine/groups.py: :func:`~cronoq.engine.groups.resize`)."""
         resize(self, now, pool_name, labels, n, kinds)
-
-    # ------------------------------------------------------------------ autoscaling
-
-    def _autoscale(self, pool: PoolState, now: int) -> None:
-        """Evaluate the pool's desired capacity; emit Scale when it changes
-        (docs/reference/behaviour.md#autoscaling)."""
-        pool.scale_armed = False
-        desired = pool.evaluate_scale(now, self._expected)
-        if desired is None:
-            return
-        if desired != pool.unlabelled()[0]:
-            self.actions.append(Scale(pool.name, desired))
-        if not pool.scale_idle():
-            pool.arm_scale(self.timers, now)
 
     # ------------------------------------------------------------------ recurring schedules
 
@@ -1082,7 +1023,7 @@ class Core:
     # ------------------------------------------------------------------ snapshot
 
     def snapshot(self, now: int) -> Snapshot:
-        self._prune(now)
+        self.prune(now)
         state = (self.pools, self.leases.values(), self.live, self.running, self.totals)
         return build_snapshot(now, self.config.window, *state, resource_use(self.res, now))
 

@@ -129,7 +129,7 @@ def plan_member_edges(
 def settle_edges(core: Core, parent: TaskState, now: int) -> None:
     """``parent`` ended: satisfy or break each edge to a blocked dependent; a broken edge skips
     the dependent, and that skip settles the dependent's own edges in turn."""
-    release = core._release
+    release = core.release
     work = [parent]
     while work:
         p = work.pop()
@@ -152,9 +152,9 @@ def settle_edges(core: Core, parent: TaskState, now: int) -> None:
                     release(child, now)
             else:
                 msg = f"dependency {p.id} ended as {STATUS_NAMES[p.status]}"
-                core.counters["skipped"] += 1
+                core.count("skipped")
                 deps_of_child = child.dependents
                 child.dependents = None  # cascade iteratively, not recursively
-                core._terminate(child, now, EV_EDGE_BROKEN, msg)
+                core.terminate(child, now, EV_EDGE_BROKEN, msg)
                 child.dependents = deps_of_child
                 work.append(child)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cronoq.engine.placement import unpark_labels
 from cronoq.errors import SubmitError
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def resize(core: Core, now: int, pool_name: str, labels: dict[str, str] | None, 
     if not pool.resize_group(labels, n, now, core.config.window, kinds):
         return
     if pool.label_waiters:
-        core._unpark_labels(pool)
+        unpark_labels(core, pool)
     if pool.scaler is not None and not pool.scale_armed:
         pool.arm_scale(core.timers, now)
 
@@ -66,5 +67,5 @@ def move_attempt(core: Core, lease: int, labels: dict[str, str], kinds: Kinds) -
     if moved is None:
         return False
     if moved and pool.label_waiters:  # a parked task may fit the slot given back
-        core._unpark_labels(pool)
+        unpark_labels(core, pool)
     return True

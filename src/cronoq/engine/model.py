@@ -477,14 +477,23 @@ class TaskState:
     )
 
     def __init__(
-        self, id: int, seq: int, opts: TaskOptions, payload: object, key: str | None, now: int
+        self,
+        id: int,
+        seq: int,
+        opts: TaskOptions,
+        payload: object,
+        key: str | None,
+        now: int,
+        status: int = BLOCKED,
     ) -> None:
         self.id = id
         self.seq = id if id == seq else seq  # (one int object for both when they are equal)
         self.opts = opts
         self.payload = payload
         self.key = key
-        self.status = BLOCKED
+        # its first status: ``blocked`` (new), or the terminal one a store recorded; from here
+        # on only Core.move and the hot paths its docstring names change it
+        self.status = status
         self.attempt = 0
         self.lease = 0
         self.created_at = now

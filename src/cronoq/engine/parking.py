@@ -10,7 +10,7 @@ back exactly as when an attempt ends, but the attempt is not counted (``TaskStat
 goes back one, so the next run has the same number; the retry policy never sees a park) and
 the task moves ``running --park--> blocked`` (the one transition this adds to the table);
 a sleep goes on ``blocked --unblock_later--> scheduled`` as a fixed start would.  The wake-up
-takes the usual ways back: ``blocked --unblock--> ready`` (:meth:`Core._release`) once every
+takes the usual ways back: ``blocked --unblock--> ready`` (:meth:`Core.release`) once every
 awaited task has ended or the signal exists, ``scheduled --start_due--> ready`` when the
 sleep is over, and the task is dispatched again from the top of its function.
 
@@ -243,12 +243,12 @@ class Parking:
         return j
 
     def _persist(self, t: TaskState, j: Journal, index: int, before: list[Any] | None = None) -> None:
-        if self.core.persist:
-            self.core.actions.append(Persist(JournalPut(t.id, index, j.records[index], j.resumes, before)))
+        if self.core.durable:
+            self.core.persist(JournalPut(t.id, index, j.records[index], j.resumes, before))
 
     def _persist_park(self, t: TaskState, j: Journal, attempt: int | None) -> None:
-        if self.core.persist:
-            self.core.actions.append(Persist(JournalPut(t.id, PARK_INDEX, ["park", "", attempt], j.resumes)))
+        if self.core.durable:
+            self.core.persist(JournalPut(t.id, PARK_INDEX, ["park", "", attempt], j.resumes))
 
     def record(self, lease: int, rec: list[Any], before: list[Any] | None = None) -> int:
         """Append ``rec`` to the journal of the task running under ``lease``; its index."""
@@ -271,7 +271,7 @@ class Parking:
         for cid in ids:
             core.attempts.link(t.id, cid)
         before = None
-        if core.persist:  # the children's mutations travel inside the record's (JournalPut.before)
+        if core.durable:  # the children's mutations travel inside the record's (JournalPut.before)
             acts = core.actions[n0:]
             before = [a.mutation for a in acts if type(a) is Persist]
             core.actions[n0:] = [a for a in acts if type(a) is not Persist]
@@ -283,14 +283,9 @@ class Parking:
     def _park(self, t: TaskState, now: int) -> None:
         """End the running attempt of ``t`` without counting it, and move it to ``blocked``."""
         core = self.core
-        del core.leases[t.lease]
-        pool = core.pools[t.opts.pool_index]
-        pool.busy -= 1
-        core._free_slot(t, pool, now)
-        core.running -= 1
-        pool.window.slot(now).busy_ns += now - t.attempt_started
+        core.end_attempt(t, now, failed=False)
         t.attempt -= 1  # parking is not an attempt: the next run has the same number
-        core._move(t, EV_PARK, now)
+        core.move(t, EV_PARK, now)
         self._persist_park(t, self._journal_of(t), t.attempt)
 
     def wait_tasks(self, now: int, lease: int, ids: Sequence[int]) -> bool:
@@ -323,7 +318,7 @@ class Parking:
         j = self._journal_of(t)
         self._park(t, now)
         j.kind, j.waits, j.left, j.until = W_SLEEP, None, 0, until
-        self.core._move(t, EV_UNBLOCK_LATER, now)
+        self.core.move(t, EV_UNBLOCK_LATER, now)
         self.core.timers.push(until, T_WAKE, t, t.lease)
         return True
 
@@ -366,10 +361,10 @@ class Parking:
         j.kind, j.waits, j.left, j.until = W_NONE, None, 0, None
         j.resumes += 1
         if t.status == BLOCKED:
-            self.core._release(t, now)
+            self.core.release(t, now)
         else:  # a sleep
             core = self.core
-            core._make_ready(t, core.pools[t.opts.pool_index], now, EV_START_DUE)
+            core.make_ready(t, core.pools[t.opts.pool_index], now, EV_START_DUE)
         self._persist_park(t, j, None)
 
     def timer(self, t: TaskState, now: int) -> None:
@@ -415,8 +410,8 @@ class Parking:
                         del self.watch[i]
         elif j.kind == W_SIGNAL:
             self._unwait_signal(j.waits[0], t.id)
-        if self.core.persist:
-            self.core.actions.append(Persist(JournalDrop(t.id)))
+        if self.core.durable:
+            self.core.persist(JournalDrop(t.id))
         if t.status == CANCELLED:
             for rec in j.records:
                 if rec[0] == "spawn" and not rec[3]:
@@ -450,8 +445,8 @@ class Parking:
             return True
         self.signals[name] = (payload, now)
         core = self.core
-        if core.persist:
-            core.actions.append(Persist(SignalPut(name, payload, core.config.time_base + now)))
+        if core.durable:
+            core.persist(SignalPut(name, payload, core.config.time_base + now))
         for tid in self.signal_waiters.pop(name, ()):
             t = core.tasks.get(tid)
             j = self.journals.get(tid)

@@ -242,6 +242,23 @@ class PoolState:
         self.label_waiters = keep
         return out
 
+    def space_freed(self) -> bool:
+        """A pending task of this full pool left ``pending``: True when a submitter waiting
+        for space (``overflow="wait"``) can be told (``SpaceAvailable``); it waits no more."""
+        mp = self.cfg.max_pending
+        if mp is None or self.pending < mp:
+            self.waiting_space = False
+            return True
+        return False
+
+    def dequeued(self, t: TaskState) -> None:
+        """``t`` left its class lane (its lane entry is stale from now on)."""
+        c = t.opts.priority
+        self.lane_ready[c] -= 1
+        self.queued -= 1
+        if self.fair:
+            self.lanes[c].removed(t)
+
     def hold_for_resource(self, t: TaskState) -> TaskState:
         """Ready ``t`` is parked until a resource (semaphore, bucket) can serve it; returns
         ``t`` (to park)."""
@@ -313,6 +330,18 @@ class PoolState:
             desired = cap
         self.desired = desired
         return desired
+
+    def autoscale(self, now: int, timers: Timers, expected: Callable[[TaskOptions], int]) -> int | None:
+        """The evaluation timer fired: the new desired capacity when it differs from the
+        unlabelled groups' (the shell is told: ``Scale``), else None; the next evaluation is
+        armed unless the pool is idle (docs/reference/behaviour.md#autoscaling)."""
+        self.scale_armed = False
+        desired = self.evaluate_scale(now, expected)
+        if desired is None:
+            return None
+        if not self.scale_idle():
+            self.arm_scale(timers, now)
+        return desired if desired != self.unlabelled()[0] else None
 
     def unlabelled(self) -> tuple[int, int]:
         """(capacity, busy) of the unlabelled groups, what the autoscaler sizes: the unlabelled

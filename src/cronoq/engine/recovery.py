@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cronoq.engine.actions import Persist
 from cronoq.engine.admission import await_key
 from cronoq.engine.control import restore_paused
 from cronoq.engine.deps import link
@@ -126,10 +125,10 @@ class Recovery:
             return None
         t = TaskState(r.id, r.seq, opts, r.payload, spec.key, now)
         t.created_at = r.arrival - tb
-        core._admit(t, pool, now)  # (counted as submitted when it first was)
+        core.admit(t, pool, now)  # (counted as submitted when it first was)
         t.attempt = r.attempt
         if core.publish and core.emit_transitions:
-            core._event(t, now, None)
+            core.publish_status(t, now, None)
         t.started_at = None if r.started is None else r.started - tb
         t.message = r.message
         if spec.deadline is not None:
@@ -137,7 +136,7 @@ class Recovery:
         if spec.start is not None and r.attempt == 0:
             start = spec.start - tb
             lo = start - opts.tolerance
-            hi = start + core._expected(opts) + opts.tolerance
+            hi = start + core.durations.expected(opts) + opts.tolerance
             f = FixedStart(start, lo, hi)
             f.reserved = True
             f.recurring = spec.recurring
@@ -190,17 +189,17 @@ class Recovery:
                 self.resume_attempt(t)
             elif t.unmet < 0:
                 t.unmet = 0
-                core.counters["skipped"] += 1
-                core._terminate(t, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
+                core.count("skipped")
+                core.terminate(t, now, EV_EDGE_BROKEN, MSG_ALREADY_FINISHED)
             elif t.unmet == 0:
                 prev = last_occ.get(name) if name is not None else None
                 if prev is not None and prev.status < FIRST_TERMINAL and t.fixed is not None:
                     if t.fixed.start <= now:  # came due while the previous one is live
-                        core.counters["skipped"] += 1
-                        core._terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
+                        core.count("skipped")
+                        core.terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
                         continue
                     t.fixed.prev = prev
-                core._release(t, now)
+                core.release(t, now)
             if name is not None and t.status < FIRST_TERMINAL:
                 last_occ[name] = t
         return last_occ
@@ -210,9 +209,9 @@ class Recovery:
         # blocked -> ready -> running were never persisted for this term: replay them through
         # the table (no slot is taken), then fail the interrupted attempt retryably.
         core, now = self.core, self.now
-        core._move(t, EV_UNBLOCK, now)
-        core._move(t, EV_DISPATCH, now)
-        core._after_failure(t, now, MSG_INTERRUPTED, None)
+        core.move(t, EV_UNBLOCK, now)
+        core.move(t, EV_DISPATCH, now)
+        core.retry(t, now, MSG_INTERRUPTED, None)
 
     def retain(self, r0: RecoveredTerminal) -> TaskState:
         """A terminal task read back from the store: retained for lookups, dedup, outputs,
@@ -234,9 +233,9 @@ class Recovery:
         see a failed parent, and its key stays taken for the retention period.
         """
         core = self.core
-        if core.persist:
-            core.actions.append(Persist(StatusChange(tid, "failed", 0, self.tb + self.now, reason)))
-        core.counters["failed"] += 1
+        if core.durable:
+            core.persist(StatusChange(tid, "failed", 0, self.tb + self.now, reason))
+        core.count("failed")
         if row is not None and tid not in core.tasks:
             row.status = "failed"
             row.message = reason
@@ -269,8 +268,7 @@ def terminal_state(core: Core, r0: RecoveredTerminal) -> TaskState:
     opts.pool_index = pidx
     opts.stats_key = (pidx, r0.kind)
     opts.resolver = core
-    t = TaskState(r0.id, r0.seq, opts, None, r0.key, r0.arrival - tb)
-    t.status = STATUS_BY_NAME.get(r0.status, FAILED)
+    t = TaskState(r0.id, r0.seq, opts, None, r0.key, r0.arrival - tb, STATUS_BY_NAME.get(r0.status, FAILED))
     t.attempt = r0.attempt
     t.started_at = None if r0.started is None else r0.started - tb
     t.finished_at = r0.finished - tb

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cronoq.engine.actions import Persist
 from cronoq.engine.admission import BatchItem
 from cronoq.engine.model import FIRST_TERMINAL, ON_COMPLETE, ON_SUCCESS, TaskOptions, TaskState
 from cronoq.engine.mutations import (
@@ -420,8 +419,8 @@ class Schedules:
         old = self.by_name.get(spec.name)
         sched = Schedule(spec)
         self.by_name[spec.name] = sched
-        if self.core.persist:
-            self.core.actions.append(Persist(RecurringUpsert(self.record(spec))))
+        if self.core.durable:
+            self.core.persist(RecurringUpsert(self.record(spec)))
         if old is not None and old.ahead is not None and old.next_start is not None:
             sched.ahead = old.ahead
             sched.last_id = old.last_id
@@ -433,12 +432,12 @@ class Schedules:
     def remove(self, name: str) -> bool:
         """Remove a schedule; its already-materialized occurrence still runs."""
         removed = self.by_name.pop(name, None) is not None
-        if removed and self.core.persist:
-            self.core.actions.append(Persist(RecurringRemove(name)))
+        if removed and self.core.durable:
+            self.core.persist(RecurringRemove(name))
         if removed and name in self.paused:
             self.paused.discard(name)
-            if self.core.persist:
-                self.core.actions.append(Persist(PauseChange("recurring", name, False)))
+            if self.core.durable:
+                self.core.persist(PauseChange("recurring", name, False))
         return removed
 
     def record(self, spec: RecurringSpec) -> RecurringRecord:
@@ -480,11 +479,11 @@ class Schedules:
         tb = self.core.config.time_base
         nxt = spec.cron.next_after(after_unix)
         if nxt is None:
-            self.core.counters["recurring_invalid"] += 1
+            self.core.count("recurring_invalid")
             sched.ahead = None
             sched.next_start = None
-            if self.core.persist:
-                self.core.actions.append(Persist(RecurringNext(spec.name, None, sched.last_id)))
+            if self.core.durable:
+                self.core.persist(RecurringNext(spec.name, None, sched.last_id))
             return
         start = round(nxt * NS) - tb
         key = None if spec.key is None else occurrence_key(spec.key, tb + start)
@@ -499,7 +498,7 @@ class Schedules:
             item = BatchItem(sched.opts, spec.payload, key, deadline, start, deps, spec.blob)
             tid, dup = self.core.submit_occurrence(now, item, spec.name)
         except SubmitError:  # reservation conflict or a full pool: drop this occurrence
-            self.core.counters["recurring_conflicts"] += 1
+            self.core.count("recurring_conflicts")
             sched.ahead = None
             self.arm(sched, start)
             return
@@ -527,10 +526,9 @@ class Schedules:
         dropped for a conflict) and persist where it stands."""
         sched.next_start = start
         self.core.timers.arm_recur(start, sched)
-        if self.core.persist:
-            self.core.actions.append(
-                Persist(RecurringNext(sched.spec.name, self.core.config.time_base + start, sched.last_id))
-            )
+        if self.core.durable:
+            at = self.core.config.time_base + start
+            self.core.persist(RecurringNext(sched.spec.name, at, sched.last_id))
 
     def recover(self, rs: RecoveredSchedule, now: int, live_occ: TaskState | None = None) -> None:
         """Resume a schedule read back from a durable store (``live_occ``: for overlap=skip,
@@ -539,16 +537,16 @@ class Schedules:
         try:
             cron = CronSchedule(rec.cron, rec.tz)
         except ValueError as e:
-            self.core.counters["recurring_invalid"] += 1
-            if self.core.persist:
-                self.core.actions.append(Persist(RecurringRemove(rec.name)))
+            self.core.count("recurring_invalid")
+            if self.core.durable:
+                self.core.persist(RecurringRemove(rec.name))
             del e
             return
         opts = rec.template.options()
         try:
             self.core.resolve_pool(opts)
         except SubmitError:
-            self.core.counters["recurring_invalid"] += 1
+            self.core.count("recurring_invalid")
             return
         spec = RecurringSpec(
             rec.name, cron, rec.overlap, opts, rec.template.payload, rec.template.key, rec.deadline_rel

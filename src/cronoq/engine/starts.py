@@ -15,7 +15,7 @@ a paused schedule is skipped (``control.py``), one whose previous occurrence sti
 ``run_late`` keeps it ready, now in its class lane.
 
 These are the cold edges of the lifecycle; ``Core`` calls them only for tasks that carry a
-fixed start, and every status change still goes through ``Core._move`` / ``Core._terminate``.
+fixed start, and every status change still goes through ``Core.move`` / ``Core.terminate``.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def unblock_fixed(core: Core, t: TaskState, pool: PoolState, now: int) -> None:
     f = t.fixed
     push = core.timers.push
     if f.start > now:
-        core._move(t, EV_UNBLOCK_LATER, now)
+        core.move(t, EV_UNBLOCK_LATER, now)
         push(f.start, T_START, t, 0)
         hold_at = f.start - MAX_HOLD_NS
         if hold_at <= now:
@@ -60,7 +60,7 @@ def unblock_fixed(core: Core, t: TaskState, pool: PoolState, now: int) -> None:
         else:
             push(hold_at, T_HOLD, t, 0)
     else:
-        core._move(t, EV_UNBLOCK, now)
+        core.move(t, EV_UNBLOCK, now)
         pool.arrived()
         pool.to_due(t, now)
     push(f.start + t.opts.tolerance + 1, T_MISS, t, 0)
@@ -73,11 +73,11 @@ def start_due(core: Core, t: TaskState, now: int) -> None:
         return
     prev = f.prev
     if prev is not None and prev.status < FIRST_TERMINAL:  # recurring overlap=skip
-        core.counters["skipped"] += 1
-        core._terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
+        core.count("skipped")
+        core.terminate(t, now, EV_OCCURRENCE_SKIP, MSG_PREVIOUS_RUNNING)
         return
     f.prev = None  # checked: drop it, so occurrences do not chain in memory forever
-    core._move(t, EV_START_DUE, now)
+    core.move(t, EV_START_DUE, now)
     pool = core.pools[t.opts.pool_index]
     pool.arrived()
     pool.to_due(t, now)
@@ -92,13 +92,13 @@ def missed(core: Core, t: TaskState, now: int) -> None:
         pool.window.slot(now).fs_total += 1
     policy = t.opts.on_miss
     if policy == SKIP:
-        core.counters["missed"] += 1
-        core._terminate(t, now, EV_MISS_SKIP, MSG_MISSED)
+        core.count("missed")
+        core.terminate(t, now, EV_MISS_SKIP, MSG_MISSED)
     elif policy == FAIL:
-        core.counters["failed"] += 1
-        core._terminate(t, now, EV_MISS_FAIL, MSG_MISSED)
+        core.count("failed")
+        core.terminate(t, now, EV_MISS_FAIL, MSG_MISSED)
     else:  # run_late: stays ready, now in its class lane at its sequence position
         pool.unhold(t)
         if t.status == READY and f.in_due:
             f.in_due = False
-            core._enqueue(t, pool)
+            core.enqueue(t, pool)

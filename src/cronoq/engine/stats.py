@@ -16,9 +16,12 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import accumulate
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from cronoq.engine.time import NS
+
+if TYPE_CHECKING:
+    from cronoq.engine.model import TaskOptions
 
 SUB_BITS = 3
 SUB = 1 << SUB_BITS
@@ -97,11 +100,22 @@ RUN_EWMA_ALPHA: Final = 0.2
 class DurationModel:
     """EWMA of successful run times per (pool index, kind), in ns."""
 
-    __slots__ = ("alpha", "values")
+    __slots__ = ("alpha", "defaults", "values")
 
-    def __init__(self, alpha: float = RUN_EWMA_ALPHA) -> None:
+    def __init__(self, alpha: float = RUN_EWMA_ALPHA, defaults: Sequence[int] = ()) -> None:
         self.alpha = alpha
         self.values: dict[object, float] = {}
+        self.defaults = tuple(defaults)  # per pool index: its default_duration
+
+    def expected(self, opts: TaskOptions) -> int:
+        """docs/reference/behaviour.md#expected-duration: the hint, else the learned EWMA for
+        (pool, kind), else the pool's default duration (ns)."""
+        if opts.duration_hint is not None:
+            return opts.duration_hint
+        learned = self.values.get(opts.stats_key)
+        if learned is not None:
+            return int(learned)
+        return self.defaults[opts.pool_index]
 
     def observe(self, key: object, run_ns: int) -> None:
         v = self.values.get(key)
