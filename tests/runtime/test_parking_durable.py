@@ -84,6 +84,9 @@ async def test_a_durable_sleep_and_a_step_survive_a_restart(new_store: Callable[
         assert env.now >= START + dt.timedelta(days=2)
     assert calls == ["welcome"]
     assert all(a == 1 for a, _ in runs)  # parked, restarted: never counted as an attempt
+    # every run after the first is a resume: the replay at the restart (which parks again for
+    # the rest of the sleep), then the run at the sleep's end
+    assert [r for _, r in runs] == [0, 1, 2]
 
 
 async def test_a_spawn_is_never_done_twice_across_a_restart(new_store: Callable[[], Any]) -> None:

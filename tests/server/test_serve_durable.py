@@ -214,7 +214,10 @@ async def test_a_remote_durable_sleep_survives_a_server_restart(tmp_path: Path) 
             await w.wait_registered(10)
             res = await c.wait(tid, timeout=60)
             assert res.status == "succeeded", res
-            assert res.json() == {"charged": "charged", "resumes": 1}
+            out = res.json()
+            # the run after the restart is a resume (1); when the second server came up before
+            # the sleep's end, that run parked again and the run at the end is the second (2)
+            assert out["charged"] == "charged" and out["resumes"] in (1, 2), out
             assert calls == [tid]  # the step ran once, before the restart
     finally:
         assert second.terminate() == 0, second.log()

@@ -467,13 +467,15 @@ class Parking:
         """Take the journals of live tasks and the signals still retained back from a store
         (``Recovered.journals`` / ``signals``; times in Unix ns)."""
         tasks = self.core.tasks
-        for tid, (records, resumes, _parked) in journals.items():
+        for tid, (records, resumes, parked) in journals.items():
             t = tasks.get(tid)
             if t is None or t.status >= FIRST_TERMINAL:
                 continue
             j = self.journals[tid] = Journal()
             j.records = records
-            j.resumes = resumes
+            # a task parked when the store was written runs again from the top after the
+            # restart: that run is a resume like any other (its wake never came to count it)
+            j.resumes = resumes + 1 if parked is not None else resumes
         tb = self.core.config.time_base
         horizon = now - self.core.config.retention
         for name, payload, at in sorted(signals, key=lambda s: s[2]):
