@@ -334,19 +334,20 @@ class Core:
         key: str | None,
         deadline: int | None,
     ) -> TaskState:
-        """Create a task in ``blocked`` under the next id and count it; the caller releases it."""
-        if opts.tracked is not None:  # (its keys were checked, then judged)
-            self.res.room_for(opts.tracked, now)
+        """Create a task in ``blocked`` under the next id and count it; the caller releases it.
+
+        Nothing changes before :meth:`_admit` has counted it in its keys, the one step that can
+        refuse it (a new key past ``max_keys``)."""
         seq = self.seq
         if seq > self.seq_limit:  # (never carries into the epoch or shard bits)
             msg = "task ids of this leadership term are exhausted: restart the leader"
             raise SubmitError("overloaded", msg)
-        self.seq = seq + 1
         t = TaskState(self.id_base | seq, seq, opts, payload, key, now)
-        self._n_submitted += 1
         if deadline is not None:
             t.deadline = deadline
         self._admit(t, pool, now, new=True)
+        self.seq = seq + 1
+        self._n_submitted += 1
         if self.publish and self.emit_transitions:
             self._event(t, now, None)
         return t
@@ -355,13 +356,14 @@ class Core:
         """Take a new ``blocked`` task in: indexed (id, key), live, pending in its pool.
 
         New submissions (:meth:`_new_task`) and recovered tasks, which keep their ids, share it.
+        A new one is counted in its keys first: that refuses it (``max_keys``) before any change.
         """
+        if t.opts.tracked is not None:
+            self.res.admitted(t, now, new)
         self.tasks[t.id] = t
         if t.key is not None:
             self.keys.reserve(scoped_key(t.opts.tenant, t.key), t.id)
         self.live += 1
-        if t.opts.tracked is not None:
-            self.res.admitted(t, now, new)
         pool.pending += 1
         pool.pending_by_class[t.opts.priority] += 1
         if pool.scaler is not None and not pool.scale_armed:
