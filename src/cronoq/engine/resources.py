@@ -252,6 +252,13 @@ class Resources:
         if n == 2:  # (stacked: no list of the others built)
             (d0, n0, k0), (d, last, k) = units
             u0 = d0[n0]
+            if not u0.refills:  # (permits: taken, and given back if the other is short)
+                if not u0.try_take(k0, now):
+                    return n0
+                if not d[last].try_take(k, now):
+                    u0.give_back(k0)
+                    return last
+                return None
             if not u0.can_take(k0, now):
                 return n0
             if not d[last].try_take(k, now):
@@ -384,12 +391,14 @@ class Resources:
         for kr, name, k in tracked:
             if kr.queue:  # (Keyed.enter inlined: the submit hot path)
                 u = kr.keys.get(name)
-                if u is None or (not u.live and u.used + kr.ttl <= now):
-                    if u is None and new:
+                if u is None:
+                    if new:
                         if len(kr.keys) >= kr.max_keys and not kr.has_room(1, now):
                             self.refuse(t, name, made, now)
                         made += (name,)
-                    u = kr.ensure(name, now)
+                    u = kr.create(name, now)
+                elif not u.live and now >= kr.next_expiry and u.used + kr.ttl <= now:
+                    u.reset(now)  # (idle for idle_ttl: forgotten, as if new)
                 u.live += k
                 kr.live += k
             else:
