@@ -29,6 +29,8 @@ def test_another_amount_of_a_name_is_not_confused() -> None:
     assert two.resources == {"customer:1": 2}
     assert c.get({"resources": {"customer:1": 1}}).resources == {"customer:1": 1}
     assert one.resources == {"customer:1": 1}  # (never mutated)
+    assert c.get({"resources": {"customer:1": 2}}) is two
+    assert c.get({"resources": {"customer:1": 1}}) is one
 
 
 @pytest.mark.parametrize("amount", [True, 1.0, 0, "1"])

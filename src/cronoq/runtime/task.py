@@ -54,9 +54,11 @@ class OptionsCache:
     distinct lookups is never rebuilt; at most ``2 × limit`` entries are held.
 
     Options with nothing but ``resources`` (the keyed-resource case: ``enqueue(x,
-    resources={"customer:42": 1})``) are keyed by the resource name alone (by the tuple of
-    names for several; a hit compares the amounts): no key tuple is built on a hit nor kept.
-    Such keys (a str, a tuple of str) never equal a general key (a tuple holding types).
+    resources={"customer:42": 1})``) are keyed by the resource name alone when it asks one
+    unit (a hit compares nothing), by ``(name, amount)`` for another amount, and by the tuple
+    of names for several (a hit compares the amounts): no key tuple is built on the hot hit
+    nor kept.  Such keys (a str; a tuple of str; a str and an int) never equal a general key
+    (a tuple holding types).
 
     The memory bound: an entry is its options (about 700 bytes with its resources map and
     what the core notes on it), so the default ``limit`` of 16,384 holds at most ~23 MB, and
@@ -81,11 +83,9 @@ class OptionsCache:
             if res.__class__ is dict and res:
                 if len(res) == 1:  # (_resources_only's first case inlined: the hottest one)
                     ((ck, amount),) = res.items()
-                    if ck.__class__ is str and amount.__class__ is int:
-                        opts = self._young.get(ck)
-                        if opts is not None and opts.resources == res:
-                            return opts
-                        return self._miss(ck, fields, res)
+                    if amount.__class__ is int and amount == 1 and ck.__class__ is str:
+                        opts = self._young.get(ck)  # (one unit: keyed by the name alone)
+                        return opts if opts is not None else self._miss(ck, fields, res)
                 return self._resources_only(res)
         # the key holds each value's type (1, 1.0 and True are equal but do not validate
         # alike) and dict values (resources, tags, labels) as their items and item types
@@ -120,13 +120,12 @@ class OptionsCache:
         (:meth:`get` does the one-name case inline.)"""
         ck: object
         if len(res) == 1:
-            ((ck, amount),) = res.items()
-            if ck.__class__ is not str or amount.__class__ is not int:
+            ((name, amount),) = res.items()
+            if name.__class__ is not str or amount.__class__ is not int:
                 return make_options(resources=res)  # (validated, or refused, each time)
+            ck = name if amount == 1 else (name, amount)
             opts = self._young.get(ck)
-            if opts is not None and opts.resources == res:  # (another amount: replaced)
-                return opts
-            return self._miss(ck, {"resources": res}, res)
+            return opts if opts is not None else self._miss(ck, {"resources": res}, res)
         ck = tuple(res)
         opts = self._young.get(ck)
         if opts is not None and opts.resources == res:
@@ -153,7 +152,9 @@ class OptionsCache:
         opts = self._old.get(ck)
         if opts is None or (res is not None and opts.resources != res):
             if res is not None:  # (a keyed resource: one key per call; the other fields' defaults)
-                opts = TaskOptions(resources=resource_map(res))
+                # (names are str and amounts int already: a copy unless an amount is < 1)
+                ok = all(amount >= 1 for amount in res.values())
+                opts = TaskOptions(resources=dict(res) if ok else resource_map(res))
             elif sub is not None:
                 opts = sub.options()
             else:
