@@ -55,10 +55,10 @@ class OptionsCache:
 
     Options with nothing but ``resources`` (the keyed-resource case: ``enqueue(x,
     resources={"customer:42": 1})``) are keyed by the resource name alone when it asks one
-    unit (a hit compares nothing), by ``(name, amount)`` for another amount, and by the tuple
-    of names for several (a hit compares the amounts): no key tuple is built on the hot hit
-    nor kept.  Such keys (a str; a tuple of str; a str and an int) never equal a general key
-    (a tuple holding types).
+    unit, by ``(name, amount)`` for another amount; several names by the tuple of names when
+    each asks one unit, else by the names then the amounts: a hit compares nothing, and no
+    key tuple is built for the hottest case nor kept.  Such keys (a str; a tuple of str, or of
+    str then int) never equal a general key (whose second item is a type).
 
     The memory bound: an entry is its options (about 700 bytes with its resources map and
     what the core notes on it), so the default ``limit`` of 16,384 holds at most ~23 MB, and
@@ -116,8 +116,9 @@ class OptionsCache:
 
     def _resources_only(self, res: dict[str, int]) -> TaskOptions:
         """Options with only ``resources`` (the keyed-resource hot path, see the class doc):
-        keyed by the name (the tuple of names for several), the amounts checked on a hit.
-        (:meth:`get` does the one-name case inline.)"""
+        keyed by the name for one unit, else by ``(name, amount)``; several names asking one
+        unit each by the tuple of names, else by the names then the amounts.  (:meth:`get` does
+        the one-name, one-unit case inline.)"""
         ck: object
         if len(res) == 1:
             ((name, amount),) = res.items()
@@ -126,16 +127,18 @@ class OptionsCache:
             ck = name if amount == 1 else (name, amount)
             opts = self._young.get(ck)
             return opts if opts is not None else self._miss(ck, {"resources": res}, res)
-        ck = tuple(res)
+        ones = True
+        for amount in res.values():
+            if amount.__class__ is not int:
+                return make_options(resources=res)  # (validated, or refused, each time)
+            if amount != 1:
+                ones = False
+        ck = tuple(res) if ones else (*res, *res.values())  # (then a hit compares nothing)
         opts = self._young.get(ck)
-        if opts is not None and opts.resources == res:
-            # a hit's names are the entry's (str); its amounts must be ints, not just equal
-            for amount in res.values():
-                if amount.__class__ is not int:
-                    return make_options(resources=res)
+        if opts is not None:
             return opts
-        for name, amount in res.items():
-            if name.__class__ is not str or amount.__class__ is not int:
+        for name in res:
+            if name.__class__ is not str:
                 return make_options(resources=res)
         return self._miss(ck, {"resources": res}, res)
 
