@@ -334,10 +334,8 @@ class Core:
         key: str | None,
         deadline: int | None,
     ) -> TaskState:
-        """Create a task in ``blocked`` under the next id and count it; the caller releases it.
-
-        Nothing changes before :meth:`_admit` has counted it in its keys, the one step that can
-        refuse it (a new key past ``max_keys``)."""
+        """Create a task in ``blocked`` under the next id and count it; the caller releases it
+        (:meth:`_admit` may refuse it, ``max_keys``, before anything changed)."""
         seq = self.seq
         if seq > self.seq_limit:  # (never carries into the epoch or shard bits)
             msg = "task ids of this leadership term are exhausted: restart the leader"
@@ -356,9 +354,8 @@ class Core:
         """Take a new ``blocked`` task in: indexed (id, key), live, pending in its pool.
 
         New submissions (:meth:`_new_task`) and recovered tasks, which keep their ids, share it.
-        A new one is counted in its keys first: that refuses it (``max_keys``) before any change.
         """
-        if t.opts.tracked is not None:
+        if t.opts.tracked is not None:  # (first: it may refuse a new task, before any change)
             self.res.admitted(t, now, new)
         self.tasks[t.id] = t
         if t.key is not None:
