@@ -144,6 +144,25 @@ def test_a_batch_past_max_keys_creates_nothing(make, mkpool):
     d.core.submit_batch(d.now, items[:2])
 
 
+@pytest.mark.parametrize("policy", ["queue", "cancel_newest"])
+def test_a_task_refused_on_its_second_key_changes_nothing(make, mkpool, policy):
+    # the cap is checked as the task is counted in its keys: what was counted is undone
+    first = Resource.semaphore("api", 5, per_key=True, on_limit=policy)
+    d = make([mkpool(cap=10)], resources=[first, per_customer(1, max_keys=1)])
+    old = d.submit(resources={"api:old": 1, "customer:a": 1})
+    api, cust = d.core.res.keyed["api"], d.core.res.keyed["customer"]
+    before = (d.core.seq, d.core.live, api.live, cust.live, sorted(api.keys), api.keys["api:old"].used)
+    d.advance(1.0)
+    for res in ({"api:old": 1, "customer:b": 1}, {"api:new": 1, "customer:b": 1}):
+        with pytest.raises(SubmitError) as e:
+            d.submit(resources=res)
+        assert e.value.code == "overloaded" and "'customer'" in e.value.message
+        after = (d.core.seq, d.core.live, api.live, cust.live, sorted(api.keys), api.keys["api:old"].used)
+        assert after == before, "nothing counted, no key created, no key's last use moved"
+        assert list(d.core.tasks) == [old] and api.keys["api:old"].live == 1
+    assert d.submit(resources={"api:new": 1, "customer:a": 1}) == old + 1, "the ids run on"
+
+
 # ------------------------------------------------------------------ policies
 
 

@@ -29,6 +29,12 @@ def test_another_amount_of_a_name_is_not_confused() -> None:
     assert two.resources == {"customer:1": 2}
     assert c.get({"resources": {"customer:1": 1}}).resources == {"customer:1": 1}
     assert one.resources == {"customer:1": 1}  # (never mutated)
+    assert c.get({"resources": {"customer:1": 2}}) is two
+    assert c.get({"resources": {"customer:1": 1}}) is one
+    maps = [{"customer:1": a, "api:1": b} for a, b in ((1, 1), (1, 2), (2, 1), (2, 2))]
+    stacked = [c.get({"resources": dict(m)}) for m in maps]
+    for m, opts in zip(maps, stacked, strict=True):
+        assert opts.resources == m and c.get({"resources": dict(m)}) is opts
 
 
 @pytest.mark.parametrize("amount", [True, 1.0, 0, "1"])

@@ -11,6 +11,10 @@ every policy), dispatches, completions, failures, cancellations and time, and af
   dispatch and completion fast paths take and give back exactly;
 * keys forgotten after ``idle_ttl`` (``idle``) and options objects shared by many tasks (as
   the runtime's options cache shares them) keep all of the above;
+* a resource with few keys (``cap``, ``max_keys=2``) never holds more; a submission refused
+  for a new key changes nothing (ids, tasks, every key's count, the keys held), with or
+  without a policy in the engine (with none, the check happens as the task is counted);
+  ``next_expiry`` never passes an idle key's expiry;
 * liveness: once submissions stop, completing what runs and following the engine's own
   wake-ups drains every key (no key starves: equal-score tasks of every key all run).
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -41,42 +46,51 @@ RESOURCES = [
     Resource.token_bucket("api", RATE, BURST, per_key=True, idle_ttl=1e6),
     Resource.token_bucket("drop", RATE, BURST, per_key=True, on_limit="cancel_newest", idle_ttl=1e6),
     Resource.semaphore("idle", 1, per_key=True, idle_ttl=0.5),  # (forgotten between bursts)
+    Resource.semaphore("cap", 1, per_key=True, max_keys=2, idle_ttl=0.5),
     Resource.semaphore("db", 3),
 ]
 CAP = {r.name: r.capacity for r in RESOURCES}
+QUEUE_ONLY = [r for r in RESOURCES if r.on_limit == "queue"]  # (no policy: no check before)
 
 
 class KeyedSim:
     """One engine, its virtual clock, and the dispatch times of every bucket key."""
 
-    def __init__(self) -> None:
+    def __init__(self, resources: list[Resource] = RESOURCES) -> None:
         cfg = CoreConfig(
             [PoolConfig("default", min=6, max=6, initial=6, autoscale=False, retry=RetryPolicy.none())],
-            resources=RESOURCES,
+            resources=resources,
         )
         self.core = Core(cfg)
         self.now = 0
         self.issued: dict[str, list[int]] = defaultdict(list)  # bucket key -> dispatch instants
         self.shared: dict[tuple[tuple[str, int], ...], TaskOptions] = {}  # options many tasks use
+        self.refused = 0  # submissions refused
 
     def step(self, op: int, a: int, b: int) -> None:
         core, now = self.core, self.now
         if op <= 4:  # submit a task asking 1-2 keyed resources (and maybe db)
+            keyed = core.res.keyed
             names = sorted({n for n in ("q", "one", "old", "last", "api", "drop") if (a >> len(n)) % 3 == 0})
-            need = {f"{n}:{KEYS[(a + i) % len(KEYS)]}": 1 for i, n in enumerate(names or ["q"])}
+            names = [n for n in names if n in keyed] or ["q"]
+            need = {f"{n}:{KEYS[(a + i) % len(KEYS)]}": 1 for i, n in enumerate(names)}
             if b % 4 == 0:
                 need["db"] = 1
             if (b >> 3) % 3 == 0:
                 need[f"idle:{KEYS[b % len(KEYS)]}"] = 1
+            if (a >> 9) % 2 == 0:  # (placed first or last: a refusal may come after counted keys)
+                cap = {f"cap:{KEYS[(a + b) % len(KEYS)]}": 1}
+                need = {**cap, **need} if (b >> 7) % 2 else {**need, **cap}
             start = now + (b % 3) * NS // 2 if b % 5 == 0 else None
             opts = TaskOptions(resources=need, priority=2)
             if (b >> 5) % 2:  # one options object for every task of this map
                 opts = self.shared.setdefault(tuple(sorted(need.items())), opts)
-            before = len(core.tasks)
+            before = self.state()
             try:
                 core.submit(now, opts, None, None, None, start)
-            except SubmitError:  # (a fixed-start reservation conflict): nothing half-done
-                assert len(core.tasks) == before
+            except SubmitError:  # (a fixed-start reservation conflict, no room for a key): nothing half-done
+                assert self.state() == before
+                self.refused += 1
         elif op <= 6 and core.leases:  # complete or fail a running attempt
             lease = sorted(core.leases)[a % len(core.leases)]
             if b % 3:
@@ -90,6 +104,12 @@ class KeyedSim:
         elif op >= 8:  # time passes
             self.now += (a % 4) * NS // 4
         self.tick()
+
+    def state(self) -> object:
+        """What a refused submission must leave as it was."""
+        core = self.core
+        keys = {f: (u.live, u.used) for kr in core.res.keyed.values() for f, u in kr.keys.items()}
+        return core.seq, len(core.tasks), keys, [(kr.live, kr.run) for kr in core.res.keyed.values()]
 
     def tick(self) -> None:
         self.core.tick(self.now)
@@ -121,8 +141,10 @@ class KeyedSim:
                 for j in range(i, len(times)):
                     assert j - i + 1 <= BURST + RATE * (times[j] - times[i]) / NS + 1e-9, (name, times)
         for kr in core.res.keyed.values():
+            assert len(kr.keys) <= kr.max_keys, kr.name
             for full, u in kr.keys.items():
                 assert u.live == live.get(full, 0), (full, u.live, live.get(full, 0))
+                assert u.live or not kr.per_key or u.used + kr.ttl >= kr.next_expiry, (full, kr.next_expiry)
                 if kr.kind == "semaphore":
                     assert u.available == u.capacity - running.get(full, 0) >= 0, (full, u.available)
                 else:
@@ -150,19 +172,23 @@ class KeyedSim:
         raise AssertionError("keys did not drain: a key starved")
 
 
-def run_ops(ops: list[tuple[int, int, int]]) -> KeyedSim:
-    sim = KeyedSim()
+def run_ops(ops: list[tuple[int, int, int]], resources: list[Resource] = RESOURCES) -> KeyedSim:
+    sim = KeyedSim(resources)
     for op in ops:
         sim.step(*op)
     sim.drain()
     return sim
 
 
-def test_seeded_workloads_keep_every_invariant() -> None:
+@pytest.mark.parametrize("resources", [RESOURCES, QUEUE_ONLY], ids=["policies", "queue_only"])
+def test_seeded_workloads_keep_every_invariant(resources: list[Resource]) -> None:
+    refused = 0
     for seed in range(12):
         rng = random.Random(seed)
         ops = [(rng.randrange(10), rng.randrange(1 << 12), rng.randrange(1 << 12)) for _ in range(250)]
-        run_ops(ops)
+        sim = run_ops(ops, resources)
+        refused += sim.refused
+    assert refused, "the key cap was reached: refusals were checked"
 
 
 OPS = st.lists(st.tuples(st.integers(0, 9), st.integers(0, 1 << 12), st.integers(0, 1 << 12)), max_size=120)
@@ -172,3 +198,9 @@ OPS = st.lists(st.tuples(st.integers(0, 9), st.integers(0, 1 << 12), st.integers
 @given(OPS)
 def test_hypothesis_keyed_invariants(ops: list[tuple[int, int, int]]) -> None:
     run_ops(ops)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS)
+def test_hypothesis_keyed_invariants_without_policies(ops: list[tuple[int, int, int]]) -> None:
+    run_ops(ops, QUEUE_ONLY)

@@ -184,7 +184,9 @@ def check_resources(res: Resources, opts: TaskOptions) -> None:
     units: list[tuple[dict[str, Any], str, int]] = []
     for name, amount in (opts.resources or {}).items():
         capacity, kr = _capacity(res, name)
-        if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
+        if (
+            amount.__class__ is not int and (isinstance(amount, bool) or not isinstance(amount, int))
+        ) or amount < 1:
             raise InvalidSubmission(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
         if amount > capacity:
             raise SubmitError(
@@ -202,7 +204,7 @@ def check_resources(res: Resources, opts: TaskOptions) -> None:
 def _capacity(res: Resources, name: str) -> tuple[int, Keyed | None]:
     """The capacity of what ``name`` asks for (a resource, or a key of a keyed one), and the
     tracked resource it belongs to."""
-    if not isinstance(name, str):
+    if name.__class__ is not str and not isinstance(name, str):
         raise InvalidSubmission(f"resource names must be strings (got {name!r})")
     base, sep, key = name.partition(":")
     kr = res.keyed.get(base) if sep else None

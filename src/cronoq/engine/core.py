@@ -349,19 +349,18 @@ class Core:
         deadline: int | None,
     ) -> TaskState:
         """Port: create a task in ``blocked`` under the next id, admitted and counted; the
-        caller links it and releases it (``admission.py``)."""
-        if opts.tracked is not None:  # (its keys were checked, then judged)
-            self.res.room_for(opts.tracked, now)
+        caller links it and releases it (``admission.py``; :meth:`admit` may refuse it,
+        ``max_keys``, before anything changed)."""
         seq = self.seq
         if seq > self.seq_limit:  # (never carries into the epoch or shard bits)
             msg = "task ids of this leadership term are exhausted: restart the leader"
             raise SubmitError("overloaded", msg)
-        self.seq = seq + 1
         t = TaskState(self.id_base | seq, seq, opts, payload, key, now)
-        self._n_submitted += 1
         if deadline is not None:
             t.deadline = deadline
         self.admit(t, pool, now, new=True)
+        self.seq = seq + 1
+        self._n_submitted += 1
         if self.publish and self.emit_transitions:
             self.publish_status(t, now, None)
         return t
@@ -371,12 +370,12 @@ class Core:
 
         New submissions (:meth:`new_task`) and recovered tasks, which keep their ids, share it.
         """
+        if t.opts.tracked is not None:  # (first: it may refuse a new task, before any change)
+            self.res.admitted(t, now, new)
         self.tasks[t.id] = t
         if t.key is not None:
             self.keys.reserve(scoped_key(t.opts.tenant, t.key), t.id)
         self.live += 1
-        if t.opts.tracked is not None:
-            self.res.admitted(t, now, new)
         pool.pending += 1
         pool.pending_by_class[t.opts.priority] += 1
         if pool.scaler is not None and not pool.scale_armed:

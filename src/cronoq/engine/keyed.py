@@ -176,7 +176,14 @@ class KeyBucket(TokenBucket):
         live = self.live = self.live - k
         p.live -= k
         if not live:  # (its last use, ``used`` is ``last``, matters only once it is idle)
-            self._refill(now)
+            last = self.last
+            if now > last:  # (_refill inlined)
+                self.last = now
+                nano = self.nano
+                cap = self.capacity * NS
+                if nano < cap:
+                    nano += int(self.rate * (now - last))
+                    self.nano = nano if nano < cap else cap
             if now + p.ttl < p.next_expiry:
                 p.next_expiry = now + p.ttl
 
@@ -256,7 +263,7 @@ class Keyed:
         self.live = 0  # units of live tasks, every key
         self.run = 0  # units held by running attempts, every key
         self.created = 0  # keys created since the last sweep
-        self.next_expiry = 0  # no idle key can expire before this instant
+        self.next_expiry = now + self.ttl  # no idle key can expire before this instant
         if not self.per_key:
             self.keys[self.name] = self.unit_cls(self, self.cap, now)
 
@@ -284,11 +291,15 @@ class Keyed:
     def ensure(self, full: str, now: int) -> Unit:
         """The unit of ``full``, created if needed (the cap was checked by :meth:`has_room`)."""
         u = self.unit(full, now)
-        if u is None:
-            u = self.keys[full] = self.unit_cls(self, self.capacity_of(full), now)
-            self.created += 1
-            if self.created > len(self.keys) and now >= self.next_expiry:
-                self.sweep(now)
+        return self.create(full, now) if u is None else u
+
+    def create(self, full: str, now: int) -> Unit:
+        """The new unit of ``full``, which has none (the cap was checked by :meth:`has_room`);
+        expired keys are swept first once as many were created as the dict holds."""
+        self.created += 1
+        if self.created > len(self.keys) and now >= self.next_expiry:
+            self.sweep(now)  # (before the new key is in: it is never swept at once)
+        u = self.keys[full] = self.unit_cls(self, self.capacity_of(full), now)
         return u
 
     def enter(self, full: str, t: TaskState, k: int, now: int) -> None:

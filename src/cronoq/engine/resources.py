@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from cronoq.engine.keyed import (
     CANCEL_OLDEST,
@@ -252,6 +252,13 @@ class Resources:
         if n == 2:  # (stacked: no list of the others built)
             (d0, n0, k0), (d, last, k) = units
             u0 = d0[n0]
+            if not u0.refills:  # (permits: taken, and given back if the other is short)
+                if not u0.try_take(k0, now):
+                    return n0
+                if not d[last].try_take(k, now):
+                    u0.give_back(k0)
+                    return last
+                return None
             if not u0.can_take(k0, now):
                 return n0
             if not d[last].try_take(k, now):
@@ -348,14 +355,6 @@ class Resources:
 
     # ---------------------------------------------------------------- tracked resources
 
-    def room_for(self, tracked: list[Tracked], now: int) -> None:
-        """:meth:`make_room` for one task (the submit hot path: no lookup far from the cap)."""
-        n = len(tracked)
-        for kr, _, _ in tracked:
-            if len(kr.keys) + n > kr.max_keys:
-                self.make_room((tracked,), now)
-                return
-
     def make_room(self, needs: Iterable[list[Tracked] | None], now: int) -> None:
         """SubmitError ``overloaded`` when the new keys ``needs`` ask for pass a ``max_keys``."""
         seen: set[str] = set()
@@ -375,18 +374,56 @@ class Resources:
 
     def admitted(self, t: TaskState, now: int, new: bool) -> None:
         """A live task enters (``new``, or recovered): counted in each of its keys; a new one
-        is then judged by the policies (:meth:`judge`)."""
-        for kr, name, k in t.opts.tracked or ():
+        is then judged by the policies (:meth:`judge`).
+
+        A ``new`` task that needs a new key past its resource's ``max_keys`` is refused
+        (SubmitError ``overloaded``) with nothing changed: the check costs nothing until a key
+        is missing and the cap is reached (then :meth:`refuse` undoes the keys counted so far).
+        Where a policy applies (its admission moves its key's last use), every key is checked
+        first instead (:meth:`make_room`)."""
+        tracked = t.opts.tracked
+        judging = new and self.judging
+        if judging:
+            self.make_room((tracked,), now)
+        if tracked is None:
+            return
+        made: tuple[str, ...] = ()  # (the keys created for it, should it be refused)
+        for kr, name, k in tracked:
             if kr.queue:  # (Keyed.enter inlined: the submit hot path)
                 u = kr.keys.get(name)
-                if u is None or (not u.live and u.used + kr.ttl <= now):
-                    u = kr.ensure(name, now)
+                if u is None:
+                    if new:
+                        if len(kr.keys) >= kr.max_keys and not kr.has_room(1, now):
+                            self.refuse(t, name, made, now)
+                        made += (name,)
+                    u = kr.create(name, now)
+                elif not u.live and now >= kr.next_expiry and u.used + kr.ttl <= now:
+                    u.reset(now)  # (idle for idle_ttl: forgotten, as if new)
                 u.live += k
                 kr.live += k
             else:
                 kr.enter(name, t, k, now)
-        if new and self.judging:
+        if judging:
             self.doomed += self.judge(t, now)
+
+    def refuse(self, t: TaskState, refused: str, made: tuple[str, ...], now: int) -> NoReturn:
+        """New task ``t`` needs key ``refused``, whose resource has no room for a new key: undo
+        what :meth:`admitted` counted of it before (the keys in ``made`` it created are
+        dropped) and raise SubmitError ``overloaded``.  (Only ``queue`` resources come here:
+        with a policy, :meth:`make_room` refused it before.)"""
+        full = self.keyed[refused[: refused.find(":")]]
+        for kr, name, k in t.opts.tracked or ():
+            if name == refused:
+                break
+            u = kr.keys.get(name)
+            if u is None:  # pragma: no cover - (only an idle_ttl of 0 forgets a key at once)
+                continue
+            u.live -= k
+            kr.live -= k
+            if name in made and not u.live:
+                del kr.keys[name]
+                kr.created = max(0, kr.created - 1)
+        raise refuse_new_keys(full.name, full.max_keys)
 
     def ended(self, t: TaskState, now: int) -> list[str]:
         """A task ended (or was cancelled by a policy): it no longer counts in its keys.

@@ -55,9 +55,11 @@ class OptionsCache:
     distinct lookups is never rebuilt; at most ``2 × limit`` entries are held.
 
     Options with nothing but ``resources`` (the keyed-resource case: ``enqueue(x,
-    resources={"customer:42": 1})``) are keyed by the resource name alone (by the tuple of
-    names for several; a hit compares the amounts): no key tuple is built on a hit nor kept.
-    Such keys (a str, a tuple of str) never equal a general key (a tuple holding types).
+    resources={"customer:42": 1})``) are keyed by the resource name alone when it asks one
+    unit, by ``(name, amount)`` for another amount; several names by the tuple of names when
+    each asks one unit, else by the names then the amounts: a hit compares nothing, and no
+    key tuple is built for the hottest case nor kept.  Such keys (a str; a tuple of str, or of
+    str then int) never equal a general key (whose second item is a type).
 
     The memory bound: an entry is its options (about 700 bytes with its resources map and
     what the core notes on it), so the default ``limit`` of 16,384 holds at most ~23 MB, and
@@ -82,11 +84,9 @@ class OptionsCache:
             if res.__class__ is dict and res:
                 if len(res) == 1:  # (_resources_only's first case inlined: the hottest one)
                     ((ck, amount),) = res.items()
-                    if ck.__class__ is str and amount.__class__ is int:
-                        opts = self._young.get(ck)
-                        if opts is not None and opts.resources == res:
-                            return opts
-                        return self._miss(ck, fields, res)
+                    if amount.__class__ is int and amount == 1 and ck.__class__ is str:
+                        opts = self._young.get(ck)  # (one unit: keyed by the name alone)
+                        return opts if opts is not None else self._miss(ck, fields, res)
                 return self._resources_only(res)
         # the key holds each value's type (1, 1.0 and True are equal but do not validate
         # alike) and dict values (resources, tags, labels) as their items and item types
@@ -117,27 +117,29 @@ class OptionsCache:
 
     def _resources_only(self, res: dict[str, int]) -> TaskOptions:
         """Options with only ``resources`` (the keyed-resource hot path, see the class doc):
-        keyed by the name (the tuple of names for several), the amounts checked on a hit.
-        (:meth:`get` does the one-name case inline.)"""
+        keyed by the name for one unit, else by ``(name, amount)``; several names asking one
+        unit each by the tuple of names, else by the names then the amounts.  (:meth:`get` does
+        the one-name, one-unit case inline.)"""
         ck: object
         if len(res) == 1:
-            ((ck, amount),) = res.items()
-            if ck.__class__ is not str or amount.__class__ is not int:
-                return make_options(resources=res)  # (validated, or refused, each time)
-            opts = self._young.get(ck)
-            if opts is not None and opts.resources == res:  # (another amount: replaced)
-                return opts
-            return self._miss(ck, {"resources": res}, res)
-        ck = tuple(res)
-        opts = self._young.get(ck)
-        if opts is not None and opts.resources == res:
-            # a hit's names are the entry's (str); its amounts must be ints, not just equal
-            for amount in res.values():
-                if amount.__class__ is not int:
-                    return make_options(resources=res)
-            return opts
-        for name, amount in res.items():
+            ((name, amount),) = res.items()
             if name.__class__ is not str or amount.__class__ is not int:
+                return make_options(resources=res)  # (validated, or refused, each time)
+            ck = name if amount == 1 else (name, amount)
+            opts = self._young.get(ck)
+            return opts if opts is not None else self._miss(ck, {"resources": res}, res)
+        ones = True
+        for amount in res.values():
+            if amount.__class__ is not int:
+                return make_options(resources=res)  # (validated, or refused, each time)
+            if amount != 1:
+                ones = False
+        ck = tuple(res) if ones else (*res, *res.values())  # (then a hit compares nothing)
+        opts = self._young.get(ck)
+        if opts is not None:
+            return opts
+        for name in res:
+            if name.__class__ is not str:
                 return make_options(resources=res)
         return self._miss(ck, {"resources": res}, res)
 
@@ -154,7 +156,9 @@ class OptionsCache:
         opts = self._old.get(ck)
         if opts is None or (res is not None and opts.resources != res):
             if res is not None:  # (a keyed resource: one key per call; the other fields' defaults)
-                opts = TaskOptions(resources=resource_map(res))
+                # (names are str and amounts int already: a copy unless an amount is < 1)
+                ok = all(amount >= 1 for amount in res.values())
+                opts = TaskOptions(resources=dict(res) if ok else resource_map(res))
             elif sub is not None:
                 opts = sub.options()
             else:
