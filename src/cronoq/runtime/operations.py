@@ -260,7 +260,7 @@ class Operations:
             return (
                 True,
                 payload,
-                self._s._encode(payload) if self._s._started().committer is not None else None,
+                self._s._started().blob(payload),
             )
         load = getattr(self._s._store, "load_payload", None)
         if load is None:

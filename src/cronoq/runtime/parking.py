@@ -191,7 +191,7 @@ async def spawn(ctx: TaskContext, specs: Task | Iterable[Task], detached: bool =
     for t in tasks:
         if t._opts.resolver not in (None, core):
             t._opts = t._opts.unresolved()
-    blobs = [sched._encode(t._sub.payload) for t in tasks] if run.committer is not None else None
+    blobs = [run.blob(t._sub.payload) for t in tasks] if run.committer is not None else None
     while True:
         now = run.now()
         items = [

@@ -71,7 +71,7 @@ from cronoq.runtime.scheduler_args import (
 )
 from cronoq.runtime.seam import SchedulerSeam
 from cronoq.runtime.started import Started
-from cronoq.runtime.submit_payloads import ProcessPayloads, encode_payload
+from cronoq.runtime.submit_payloads import ProcessPayloads
 from cronoq.runtime.task import PER_TASK_FIELDS, OptionsCache, Prepared, Task, prepare
 from cronoq.spec.submission import Submission
 
@@ -82,6 +82,17 @@ if TYPE_CHECKING:
 
 # submission fields that are not task options: a submission without them takes the fast path
 _SPECIAL_FIELDS = PER_TASK_FIELDS
+
+
+def _prepare(
+    cache: OptionsCache, probe: Callable[[], object] | None, fields: dict[str, Any] | Submission
+) -> Prepared:
+    """A submission's parts for the engine; with something in the OTel context (``probe``), its
+    options carry a span's context."""
+    prepared = prepare(cache, fields)
+    if probe is not None and probe():
+        return (_otel.traced_options(prepared[0]), *prepared[1:])
+    return prepared
 
 
 class Scheduler(Signals):
@@ -295,21 +306,14 @@ class Scheduler(Signals):
             raise NotStartedError()
         return run.handle_for(tid, dup)
 
-    def _prepare(self, fields: dict[str, Any] | Submission) -> Prepared:
-        prepared = prepare(self._opts, fields)
-        probe = self._otel_probe
-        if probe is not None and probe():  # something in the OTel context: carry a span's context
-            return (_otel.traced_options(prepared[0]), *prepared[1:])
-        return prepared
-
     async def _submit(self, payload: object, fields: dict[str, Any] | Submission) -> tuple[int, bool]:
         run = self._started()
         core = run.core
-        opts, key, dl, st, deps = self._prepare(fields)
+        opts, key, dl, st, deps = _prepare(self._opts, self._otel_probe, fields)
         self._process_payloads.check(core, opts, payload)
         # (core.submit resolves the pool after the key: a duplicate's other fields are not
         # looked at, docs/reference/behaviour.md#ids-keys-retention)
-        blob = self._encode(payload) if run.committer is not None else None
+        blob = run.blob(payload)
         while True:
             now = run.now()
             deadline = None if dl is None else dl.resolve(now, self._time_base)
@@ -328,10 +332,6 @@ class Scheduler(Signals):
         if run.committer is not None:
             await run.durable()
         return tid, dup
-
-    def _encode(self, payload: object) -> bytes:
-        """Encode a payload for the store at submission: an unencodable one is ``invalid``."""
-        return encode_payload(self._codec, payload)
 
     def _submit_plain(self, payload: object, fields: dict[str, Any] | None = None) -> int | None:
         """Fast path for a submission with option fields only (no key, times or edges): its id,
@@ -399,7 +399,7 @@ class Scheduler(Signals):
                 # resolve a copy here (a pool's index differs between schedulers)
                 t._opts = t._opts.unresolved()
             self._process_payloads.check(core, t._opts, t._sub.payload)
-        blobs = [self._encode(t._sub.payload) for t in batch] if run.committer is not None else None
+        blobs = [run.blob(t._sub.payload) for t in batch] if run.committer is not None else None
         probe = self._otel_probe
         trace = _otel.trace_tags() if probe is not None and probe() else None
         while True:
@@ -523,8 +523,7 @@ class Scheduler(Signals):
             raise SchedulerError(f"configuration error: {e}") from None
         dl = None if sub.deadline is None else sub.deadline.relative
         spec = RecurringSpec(name, schedule, ov, sub.options(), sub.payload, sub.key, dl)
-        if run.committer is not None:
-            spec.blob = self._encode(sub.payload)
+        spec.blob = run.blob(sub.payload)
         try:
             info = core.add_recurring(run.now(), spec)
         except SubmitError as e:

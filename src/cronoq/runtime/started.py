@@ -63,6 +63,7 @@ from cronoq.runtime.context import TaskContext
 from cronoq.runtime.executors import ExecutorKind
 from cronoq.runtime.handles import TaskHandle, set_outcome
 from cronoq.runtime.scalers import Scaler, SlotScaler
+from cronoq.runtime.submit_payloads import encode_payload
 
 if TYPE_CHECKING:
     from cronoq.engine.core import Core
@@ -103,6 +104,7 @@ class Started:
         "loop",
         "loop_thread",
         "mono",
+        "otel_probe",
         "pools",
         "pstreams",
         "running",
@@ -136,6 +138,7 @@ class Started:
         self.timer: TimerHandle | None = None
         self.timer_at = -1
         self.pools = sched._pools
+        self.otel_probe = sched._otel_probe  # (None without OpenTelemetry: one test per attempt)
         self.streams = sched._streams
         self.pstreams = sched._pstreams
         #: lease -> (what an abort cancels: a task or future; None for a remote attempt, ctx)
@@ -251,11 +254,10 @@ class Started:
         ctx = TaskContext(self, t, lease)
         executor = pool.executor
         kind = pool.kind
-        sched = self.sched
-        if sched._otel_probe is not None and (
-            sched._otel_all or ((tags := t.opts.tags) is not None and _otel.TRACEPARENT in tags)
+        if self.otel_probe is not None and (
+            self.sched._otel_all or ((tags := t.opts.tags) is not None and _otel.TRACEPARENT in tags)
         ):  # the attempt runs in a span continuing the submitter's (cronoq.otel)
-            executor = _otel.traced_executor(executor, ctx, pool.is_async, sched._otel_tracer)
+            executor = _otel.traced_executor(executor, ctx, pool.is_async, self.sched._otel_tracer)
             kind = _LOOP if pool.is_async else _THREAD
         if kind is _LOOP:
             # The executor is called inside attempt(), which reports the outcome itself when it
@@ -470,6 +472,11 @@ class Started:
         return True
 
     # ------------------------------------------------------------------ handles, space, control
+
+    def blob(self, payload: object) -> bytes | None:
+        """A payload encoded for a durable store at submission (an unencodable one is
+        ``invalid``), None without one: the engine then keeps the payload itself."""
+        return None if self.committer is None else encode_payload(self.sched._codec, payload)
 
     def handle_for(self, tid: int, dup: bool) -> TaskHandle:
         fut = self.waiters.get(tid)
