@@ -109,7 +109,7 @@ async def run_once(kind: str, n: int, concurrency: int, slots: int, workdir: str
     sched = Scheduler([Pool("bench", ex, min=slots, max=slots, autoscale=False)], store=store)
     try:
         await sched.start()
-        committer = sched._committer
+        committer = sched._run.committer if sched._run is not None else None
         submit = sched.submit
         share, extra = divmod(n, concurrency)
 

@@ -90,7 +90,7 @@ async def _parked(m: int) -> dict[str, float]:
 
     async with Scheduler([_pool(run), _pool(run, "held")]) as s:
         await s.pause("held")
-        core = s._core
+        core = s._run.core if s._run is not None else None
         assert core is not None
         gc.collect()
         tracemalloc.start()

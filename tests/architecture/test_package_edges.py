@@ -38,6 +38,8 @@ SERVER_MAY_USE: dict[str, frozenset[str] | None] = {
     "cronoq.runtime.scalers": frozenset({"ExternalScaler"}),
     "cronoq.runtime.events": frozenset({"EventStream", "ProgressEventStream"}),
     "cronoq.runtime.context": frozenset({"TaskContext"}),
+    # the kind the remote executor declares (reports its outcomes on the context, as values)
+    "cronoq.runtime.executors": frozenset({"ExecutorKind"}),
     # a remote attempt's durable calls run the in-process implementation on its TaskContext:
     # one place for the journal, its replay, the determinism check and parking
     "cronoq.runtime.parking": None,

@@ -55,14 +55,6 @@ def test_no_function_is_over_the_limit() -> None:
 
 MAX_CLASS_METHODS = 50
 
-#: classes over MAX_CLASS_METHODS while another change slims them → why; each entry is temporary
-PENDING: dict[str, str] = {
-    # PENDING (issue #27): Scheduler is being slimmed by the runtime/ split running at the same
-    # time (the attempt runner and started state move out, Operations composed); the lead
-    # removes this entry when that branch is merged.
-    "runtime/scheduler.py:Scheduler": "being split (issue #27, 'Scheduler owns less')",
-}
-
 
 def class_methods() -> dict[str, int]:
     """``"module:Class"`` → the functions defined directly in its body (properties included)."""
@@ -80,10 +72,6 @@ def test_no_class_has_over_50_methods() -> None:
     them (issue #27), rather than merging functions or mixing in a second class."""
     counts = class_methods()
     assert counts["engine/core.py:Core"] <= MAX_CLASS_METHODS
-    big = {name: n for name, n in counts.items() if n > MAX_CLASS_METHODS and name not in PENDING}
+    assert counts["runtime/scheduler.py:Scheduler"] <= MAX_CLASS_METHODS
+    big = {name: n for name, n in counts.items() if n > MAX_CLASS_METHODS}
     assert not big, f"classes over {MAX_CLASS_METHODS} methods (move cohesive groups out): {big}"
-
-
-def test_every_pending_class_exists() -> None:
-    counts = class_methods()
-    assert set(PENDING) <= set(counts), f"PENDING names a class that is gone: {set(PENDING) - set(counts)}"

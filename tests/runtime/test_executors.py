@@ -9,10 +9,12 @@ import datetime as dt
 import math
 import threading
 import time
+from typing import Any
 
 import pytest
 
-from cronoq import Permanent, Retryable, RetryPolicy, Scheduler, TaskContext, TaskFailed
+from cronoq import Permanent, Retryable, RetryPolicy, Scheduler, SchedulerError, TaskContext, TaskFailed
+from cronoq.runtime.executors import ExecutorKind, kind_of
 
 from .conftest import pool, wait
 
@@ -706,14 +708,20 @@ async def test_a_starting_executor_s_future_is_the_attempt():
     assert len(set(ex.tasks_seen)) == 1  # no task per attempt: the loop's task count never grew
 
 
+async def _timed_out(s: Scheduler, ex: Any) -> Any:
+    """Submit a task whose only attempt on ``ex`` times out; what ``ex.next()`` gave for it."""
+    h = await s.submit(1, timeout=0.05)
+    started = await ex.next()
+    with pytest.raises(TaskFailed) as ei:
+        await wait(h)
+    assert (ei.value.status, ei.value.message) == ("dead_lettered", "attempt timed out")
+    return started
+
+
 async def test_an_abort_cancels_a_starting_executor_s_future():
     ex = Starter()
     async with Scheduler([pool(executor=ex, retry=RetryPolicy.none())]) as s:
-        h = await s.submit(1, timeout=0.05)
-        fut = await ex.next()
-        with pytest.raises(TaskFailed) as ei:
-            await wait(h)
-        assert (ei.value.status, ei.value.message) == ("dead_lettered", "attempt timed out")
+        fut = await _timed_out(s, ex)
         assert fut.cancelled()
         h = await s.submit(2)
         fut = await ex.next()
@@ -738,3 +746,118 @@ async def test_a_starting_executor_that_raises_fails_the_attempt():
             await wait(await s.submit(1))
         assert (ei.value.status, ei.value.message, calls) == ("dead_lettered", "cannot start", [1, 2])
         assert (await s.snapshot()).running == 0
+
+
+# ----------------------------------------------------------------------------- executor kinds
+
+
+def _plain(ctx: TaskContext, payload: object) -> object:
+    return payload
+
+
+async def _coro(ctx: TaskContext, payload: object) -> object:
+    return payload
+
+
+class Reporter:
+    """An executor of kind REMOTE (as the server's): ``begin`` hands the attempt on, and the test
+    reports its outcome as values on the context (``ctx.complete`` / ``fail`` / ``abort``)."""
+
+    executor_kind = ExecutorKind.REMOTE
+
+    def __init__(self) -> None:
+        self.ctxs: list[TaskContext] = []
+        self.aborted: list[int] = []
+        self.started = asyncio.Event()
+
+    async def __call__(self, ctx: TaskContext, payload: object) -> object:  # (in a tracing span)
+        raise Permanent("not awaited in these tests")
+
+    def begin(self, ctx: TaskContext, payload: object) -> None:
+        ctx.on_abort = lambda: self.aborted.append(ctx.lease)
+        self.ctxs.append(ctx)
+        self.started.set()
+
+    async def next(self) -> TaskContext:
+        await wait(self.started.wait())
+        self.started.clear()
+        return self.ctxs[-1]
+
+
+def test_each_executor_has_one_kind_declared_or_classified():
+    from cronoq.runtime.processes.runin import ProcessExecutor
+    from cronoq.server.workers import RemoteExecutor
+
+    assert kind_of(_coro) is ExecutorKind.LOOP
+    assert kind_of(_plain) is ExecutorKind.THREAD
+    assert kind_of(Starter()) is ExecutorKind.STARTING  # the documented protocol, undeclared
+    assert kind_of(ProcessExecutor(_plain)) is ExecutorKind.PROCESS  # declared by its class
+    assert RemoteExecutor.executor_kind is ExecutorKind.REMOTE
+    assert kind_of(Reporter()) is ExecutorKind.REMOTE
+    assert [pool(executor=e).kind for e in (_coro, _plain, Starter())] == [
+        ExecutorKind.LOOP,
+        ExecutorKind.THREAD,
+        ExecutorKind.STARTING,
+    ]
+
+
+async def test_a_remote_attempt_s_outcome_is_reported_as_values_on_its_context():
+    ex = Reporter()
+    async with Scheduler([pool(executor=ex, retry=FAST_RETRY)]) as s:
+        h = await s.submit("p")
+        ctx = await ex.next()
+        assert ctx.complete("out") is True
+        assert ctx.complete("again") is False  # (already ended: the report is stale)
+        assert await wait(h) == "out"
+        h = await s.submit("q")
+        assert (await ex.next()).fail("busy", retry_after=0.0)
+        assert (await ex.next()).abort()  # given up: retryable, as an executor's own cancel
+        assert (await ex.next()).fail("bad input", permanent=True)
+        with pytest.raises(TaskFailed) as ei:
+            await wait(h)
+        assert (ei.value.status, ei.value.message) == ("failed", "bad input")
+        attempts = [a.message for a in await s.attempts(h.id)]
+        assert attempts == ["busy", "CancelledError: ", "bad input"]
+        assert (await s.snapshot()).running == 0
+
+
+async def test_an_abort_reaches_a_remote_attempt_as_a_call():
+    ex = Reporter()
+    async with Scheduler([pool(executor=ex, retry=RetryPolicy.none())]) as s:
+        ctx = await _timed_out(s, ex)
+        assert (ex.aborted, ctx.abort_reason) == ([ctx.lease], "attempt timed out")
+        assert ctx.complete("late") is False  # after the abort: nothing changes
+        assert await s.status(ctx.id) == "dead_lettered"
+
+
+async def test_shutdown_waits_for_a_remote_attempt_then_aborts_it():
+    ex = Reporter()
+    s = Scheduler([pool(executor=ex, min=2, max=2)])
+    await s.start()
+    h1 = await s.submit(1)
+    first = await ex.next()
+    h2 = await s.submit(2)
+    second = await ex.next()
+    stopping = asyncio.create_task(s.shutdown(0.2))
+    await asyncio.sleep(0)
+    assert first.complete("done")  # reported within the grace: it counts
+    await wait(stopping)
+    assert await wait(h1) == "done"
+    assert ex.aborted == [second.lease]  # the other one was aborted at the end of the grace
+    with pytest.raises(TaskFailed):
+        await wait(h2)
+
+
+async def test_only_a_remote_attempt_reports_on_its_context():
+    seen: list[str] = []
+
+    async def run(ctx: TaskContext, payload: object) -> object:
+        try:
+            ctx.complete("x")
+        except SchedulerError as e:
+            seen.append(str(e))
+        return "returned"
+
+    async with Scheduler([pool(executor=run)]) as s:
+        assert await wait(await s.submit(1)) == "returned"
+    assert seen == ["ctx.complete/fail/abort report a remote executor's attempt only"]

@@ -258,7 +258,8 @@ async def test_shutdown_default_grace_is_five_seconds_not_shutdown_grace(gate: G
     h = await s.submit("x")
     await wait(gate.started("x").wait())
     stopping = asyncio.create_task(s.shutdown())
-    while s._accepting:  # until shutdown has stopped accepting and waits for the attempt
+    # until shutdown has stopped accepting and waits for the attempt
+    while s._run is not None and s._run.accepting:
         await asyncio.sleep(0)
     gate.release("x")  # with a grace of 0 the attempt would already be cancelled
     await wait(stopping)

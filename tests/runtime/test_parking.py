@@ -40,9 +40,9 @@ async def test_a_parent_waits_for_its_children_on_a_single_slot() -> None:
         info = await sched.handle(h.id)
         assert info is not None
         assert runs == [0, 1]  # ran once, parked, resumed once (no deadlock on one slot)
-        t = sched._core.tasks[h.id]  # type: ignore[union-attr]
+        t = sched._run.core.tasks[h.id]  # type: ignore[union-attr]
         assert t.attempt == 1  # parking is not an attempt
-        assert sched._core.parking.journals == {}  # type: ignore[union-attr]
+        assert sched._run.core.parking.journals == {}  # type: ignore[union-attr]
 
 
 async def test_a_step_runs_once_across_three_resumes() -> None:
@@ -74,7 +74,7 @@ async def test_a_two_day_sleep_takes_milliseconds_on_virtual_time() -> None:
     async with cronoq.testing.run([one_slot(run)], start=START) as env:
         h = await env.scheduler.submit(None)
         await env.advance(3600)
-        extras = env.scheduler.task_extras(env.scheduler._core.tasks[h.id])  # type: ignore[union-attr]
+        extras = env.scheduler.task_extras(env.scheduler._run.core.tasks[h.id])  # type: ignore[union-attr]
         assert extras.waiting == "sleeping until 2026-01-03T00:00:00Z"
         assert await env.scheduler.status(h.id) == "scheduled"
         assert await wait(h) == "awake"
@@ -97,7 +97,7 @@ async def test_signals_before_and_after_the_wait_and_duplicates() -> None:
             if await sched.status(h.id) == "blocked":
                 break
         assert await sched.status(h.id) == "blocked"
-        assert sched.task_extras(sched._core.tasks[h.id]).waiting == "signal 'approve-42'"  # type: ignore[union-attr]
+        assert sched.task_extras(sched._run.core.tasks[h.id]).waiting == "signal 'approve-42'"  # type: ignore[union-attr]
         assert (await sched.signal("approve-42", 42)).duplicate is False
         assert await wait(h) == 42
         # a waiter that comes later still gets it (write-once while retained)
@@ -153,7 +153,7 @@ async def test_cancelling_a_parked_parent_cancels_its_attached_children() -> Non
             if await sched.status(h.id) == "blocked":
                 break
         assert await sched.status(h.id) == "blocked"
-        info = sched.task_extras(sched._core.tasks[h.id])  # type: ignore[union-attr]
+        info = sched.task_extras(sched._run.core.tasks[h.id])  # type: ignore[union-attr]
         assert info.waiting == "children 0 of 2 done" and info.children == kids
         assert await sched.cancel(h.id)
         statuses = [await sched.status(k) for k in kids]
@@ -167,7 +167,7 @@ async def test_bad_input_is_refused_and_nothing_is_half_submitted() -> None:
     async def run(ctx: TaskContext, payload: Any) -> Any:
         if payload != "probe":
             return None
-        n = len(ctx._sched._core.tasks)  # type: ignore[union-attr]
+        n = len(ctx._run.core.tasks)
         for name, call in [
             ("spec", lambda: ctx.spawn(["not a task"])),  # type: ignore[list-item]
             ("unknown", lambda: ctx.wait_for([999_999])),
@@ -181,7 +181,7 @@ async def test_bad_input_is_refused_and_nothing_is_half_submitted() -> None:
                 await call()
             except Exception as e:
                 seen[name] = f"{type(e).__name__}: {e}"
-        assert len(ctx._sched._core.tasks) == n  # type: ignore[union-attr]
+        assert len(ctx._run.core.tasks) == n
         return "ok"
 
     async with Scheduler([one_slot(run)]) as sched:

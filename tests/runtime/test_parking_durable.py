@@ -107,7 +107,7 @@ async def test_a_spawn_is_never_done_twice_across_a_restart(new_store: Callable[
         await asyncio.wait_for(parked(stream, h.id), 10)
         assert await env.scheduler.status(h.id) == "blocked"
         tid = h.id
-        n_before = len(env.scheduler._core.tasks)  # type: ignore[union-attr]
+        n_before = len(env.scheduler._run.core.tasks)  # type: ignore[union-attr]
     gate.set()
     async with cronoq.testing.run(
         [Pool("default", run, min=2, max=2, autoscale=False)], start=START, store=new_store()
@@ -115,7 +115,7 @@ async def test_a_spawn_is_never_done_twice_across_a_restart(new_store: Callable[
         handle = await env.scheduler.handle(tid)
         assert handle is not None
         assert await asyncio.wait_for(handle, 10) == 3
-        assert len(env.scheduler._core.tasks) == n_before == 4  # no child was spawned again
+        assert len(env.scheduler._run.core.tasks) == n_before == 4  # no child was spawned again
 
 
 async def test_signals_are_durable(new_store: Callable[[], Any]) -> None:

@@ -146,7 +146,7 @@ async def test_submit_batch_answers_ids_without_handles() -> None:
         assert [dup for _, dup in first] == [False, False]
         again = await seam.submit_batch([Task(3, key="a"), Task(4)])
         assert again[0] == (first[0][0], True) and not again[1][1]
-        assert not sched._waiters  # (no future parked for any member)
+        assert not sched._run.waiters  # (no future parked for any member)
         assert await seam.submit_batch([]) == []
         with pytest.raises(SubmitError):
             await seam.submit_batch([Task(5, pool="nope")])

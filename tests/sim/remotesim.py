@@ -10,11 +10,11 @@ to simulated worker sessions, and pool capacity is what those sessions are grant
 * the registry and executor run unmodified; the simulator stands in for the ``Scheduler``'s
   seam (``sched.seam``: ``set_group_capacity``, ``count_stale``, ``cancel``, ``move_attempt``,
   ``task_of``, ``time_base``, ``loop``) and for the attempt's ``TaskContext``.  The executor
-  starts each attempt as the ``Scheduler`` has it do (``start_attempt``: a future resolved by
-  the worker's reports, cancelled when the engine aborts the attempt); the stand-in loop runs
-  every future's done callbacks at once instead of on a next turn (:class:`_InlineLoop`), so
-  everything stays deterministic.  Outcomes are reported to the engine as
-  ``Scheduler._on_done`` does;
+  starts each attempt as the ``Scheduler`` has it do (kind ``REMOTE``: ``begin``, the worker's
+  reports come back as ``ctx.complete`` / ``ctx.fail`` / ``ctx.abort``, and the engine's abort
+  calls ``ctx.on_abort``); the stand-in loop runs every callback at once instead of on a next
+  turn (:class:`_InlineLoop`), so everything stays deterministic.  Outcomes are reported to
+  the engine as ``Started.report`` does;
 * simulated workers register (random pool, label set and slots), change their slots
   (``SetSlots``, 0 = drain), disconnect and reconnect; they read their session's outbox after
   every step: a ``Lease`` is Nacked (at once or a little later, with or without a reason),
@@ -58,7 +58,6 @@ from cronoq.engine.actions import Abort, Dispatch
 from cronoq.engine.model import TaskState
 from cronoq.engine.parents import outcomes
 from cronoq.engine.time import NS, to_ns
-from cronoq.errors import Permanent, Retryable
 from cronoq.outcome import Outcome
 from cronoq.runtime import parking
 from cronoq.server.workers import (
@@ -146,7 +145,18 @@ class _Sched:
 class _Ctx:
     """The ``TaskContext`` of one attempt, as the remote executor uses it."""
 
-    __slots__ = ("_cancelled", "_ended", "_task", "abort_reason", "attempt", "group", "lease", "sim")
+    __slots__ = (
+        "_cancelled",
+        "_ended",
+        "_task",
+        "abort_reason",
+        "attempt",
+        "group",
+        "lease",
+        "on_abort",
+        "outcome",
+        "sim",
+    )
 
     def __init__(self, sim: RemoteSimulator, d: Dispatch) -> None:
         self.sim = sim
@@ -157,6 +167,27 @@ class _Ctx:
         self.abort_reason: str | None = None
         self._cancelled = False
         self._ended = False
+        self.on_abort: Any = None
+        #: the outcome reported on this context (``complete``/``fail``/``abort``), None until then
+        self.outcome: tuple[Any, ...] | None = None
+
+    def _report(self, outcome: tuple[Any, ...]) -> bool:
+        if self._ended or self.outcome is not None:
+            self.sim.fail(f"attempt {self.lease} reported {outcome} after {self.outcome}")
+            return False
+        self.outcome = outcome
+        return True
+
+    def complete(self, output: object) -> bool:
+        return self._report(("ok", output))
+
+    def fail(self, message: str, *, permanent: bool = False, retry_after: float | None = None) -> bool:
+        if permanent:
+            return self._report(("permanent", message, None))
+        return self._report(("retry", message, None if retry_after is None else to_ns(retry_after)))
+
+    def abort(self) -> bool:
+        return self._report(("cancelled",))
 
     @property
     def parents(self) -> tuple[Outcome, ...]:
@@ -189,14 +220,13 @@ class _Ctx:
 
 
 class _Attempt:
-    __slots__ = ("ctx", "expect", "fut", "lease", "pool", "refused", "task_id")
+    __slots__ = ("ctx", "expect", "lease", "pool", "refused", "task_id")
 
     def __init__(self, ctx: _Ctx, pool: str) -> None:
         self.ctx = ctx
         self.lease = ctx.lease
         self.task_id = ctx._task.id
         self.pool = pool
-        self.fut: asyncio.Future[Blob] | None = None
         self.refused: set[int] = set()
         # what the model expects next: ("offer", session id) or ("fail", message)
         self.expect: tuple[str, Any] | None = None
@@ -409,8 +439,8 @@ class RemoteSimulator(FeatureSimulator):
         a = _Attempt(ctx, pool)
         self.remote[d.lease] = a
         self._expect_offer(a, "no worker available")
-        a.fut = self.executors[pool].start_attempt(ctx, None)  # type: ignore[arg-type]
-        if a.fut.done():
+        self.executors[pool].begin(ctx, None)  # type: ignore[arg-type]
+        if ctx.outcome is not None:
             self._settle(a)
         self._drain()
         if a.lease in self.remote and a.expect is not None:
@@ -421,21 +451,9 @@ class RemoteSimulator(FeatureSimulator):
         a.expect = ("offer", wid) if wid is not None else ("fail", MSG_NO_WORKER + reason)
 
     def _settle(self, a: _Attempt) -> None:
-        """The attempt's future is done: its outcome, checked and reported."""
-        fut = a.fut
-        assert fut is not None and fut.done()
-        outcome: tuple[Any, ...]
-        exc = None if fut.cancelled() else fut.exception()
-        if fut.cancelled():
-            outcome = ("cancelled",)
-        elif exc is None:
-            outcome = ("ok", fut.result())
-        elif isinstance(exc, Permanent):
-            outcome = ("permanent", exc.message, None)
-        elif isinstance(exc, Retryable):
-            outcome = ("retry", exc.message, None if exc.retry_after is None else to_ns(exc.retry_after))
-        else:
-            self.fail(f"attempt {a.lease} ended with {exc!r}")
+        """The attempt's outcome was reported on its context: checked and reported."""
+        outcome = a.ctx.outcome
+        assert outcome is not None
         del self.remote[a.lease]
         a.ctx._ended = True
         if a.ctx._cancelled:
@@ -461,13 +479,13 @@ class RemoteSimulator(FeatureSimulator):
         self.report(a.lease, outcome)
 
     def _pump(self) -> None:
-        """Report every attempt whose future is done (lease order), then read outboxes."""
+        """Report every attempt whose outcome came (lease order), then read outboxes."""
         progress = True
         while progress:
             progress = False
             for lease in sorted(self.remote):
                 a = self.remote.get(lease)
-                if a is not None and a.fut is not None and a.fut.done():
+                if a is not None and a.ctx.outcome is not None:
                     self._settle(a)
                     progress = True
         self._drain()
@@ -483,8 +501,9 @@ class RemoteSimulator(FeatureSimulator):
                 holder = self.holder.get(act.lease)
                 if holder is not None:
                     self.aborts[act.lease] = (holder, act.reason)
-                assert a.fut is not None
-                a.fut.cancel()  # as the Scheduler does (its done callback queues the Abort)
+                if a.ctx.on_abort is not None:  # as the Scheduler does (it queues the Abort)
+                    a.ctx.on_abort()
+                a.ctx.outcome = ("cancelled",)
                 self._settle(a)
                 self._drain()
                 if act.lease in self.aborts:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     from cronoq.engine.model import TaskState
-    from cronoq.runtime.scheduler import Scheduler
+    from cronoq.runtime.started import Started
 
 _EMPTY: dict[str, str] = {}
 
@@ -38,16 +38,17 @@ class TaskContext:
         "_ended",
         "_group",
         "_in_thread",
-        "_sched",
+        "_run",
         "_task",
         "abort_reason",
         "attempt",
         "lease",
+        "on_abort",
         "on_park",
     )
 
-    def __init__(self, sched: Scheduler, task: TaskState, lease: int) -> None:
-        self._sched = sched
+    def __init__(self, run: Started, task: TaskState, lease: int) -> None:
+        self._run = run  # the started scheduler running this attempt (runtime/started.py)
         self._task = task
         self.lease = lease
         self.attempt: int = task.attempt
@@ -61,6 +62,9 @@ class TaskContext:
         #: called when a durable call parks this attempt, before anything else is dispatched
         #: (the server's remote executor frees the worker's slot with it: server/worker_durable.py)
         self.on_park: Callable[[], None] | None = None
+        #: called when the engine aborts this attempt (timeout, cancel, lease loss, shutdown),
+        #: for a REMOTE executor's attempt (runtime/executors.py), which has no task to cancel
+        self.on_abort: Callable[[], None] | None = None
 
     @property
     def id(self) -> int:
@@ -76,7 +80,7 @@ class TaskContext:
 
     @property
     def pool(self) -> str:
-        return self._sched._pool_names[self._task.opts.pool_index]
+        return self._run.pools[self._task.opts.pool_index].name
 
     @property
     def tags(self) -> dict[str, str]:
@@ -93,7 +97,7 @@ class TaskContext:
     def state(self) -> Any:
         """What the app's ``@app.lifespan`` yielded, for an app's scheduler (None otherwise):
         worker-level resources such as a database pool (docs/how-to/resources-per-worker.md)."""
-        return getattr(self._sched, "state", None)
+        return getattr(self._run.sched, "state", None)
 
     @property
     def timeout(self) -> float | None:
@@ -104,7 +108,7 @@ class TaskContext:
     def deadline(self) -> float | None:
         """The task's deadline in Unix seconds, or None."""
         d = self._task.deadline
-        return None if d is None else (self._sched._time_base + d) / NS
+        return None if d is None else (self._run.time_base + d) / NS
 
     @property
     def parents(self) -> tuple[Outcome, ...]:
@@ -112,10 +116,9 @@ class TaskContext:
         order the edges were given (``after``, then ``deps``); ``()`` without edges
         (docs/concepts/dependencies.md#outputs-on-edges)."""
         t = self._task
-        core = self._sched._core
-        if t.parents is None or core is None:
+        if t.parents is None:
             return ()
-        return tuple(Outcome(*o) for o in outcomes(core, t))
+        return tuple(Outcome(*o) for o in outcomes(self._run.core, t))
 
     def is_cancelled(self) -> bool:
         """True once the attempt was aborted (cancel, timeout, lease loss, shutdown)."""
@@ -124,7 +127,7 @@ class TaskContext:
     async def sleep(self, seconds: float) -> None:
         """Sleep on the scheduler's clock: real time normally, virtual time under
         ``cronoq.testing`` (where a sleeping attempt lets time jump ahead)."""
-        await self._sched.clock.sleep(seconds)
+        await self._run.sched.clock.sleep(seconds)
 
     def heartbeat(self) -> None:
         """Renew the lease (a no-op without ``lease_ttl`` or after the attempt ended).
@@ -133,13 +136,11 @@ class TaskContext:
         """
         if self._ended or self._cancelled:
             return
-        sched = self._sched
-        if threading.get_ident() == sched._loop_thread:
-            sched._heartbeat(self.lease)
-        else:
-            loop = sched._loop
-            if loop is not None and not loop.is_closed():
-                loop.call_soon_threadsafe(sched._heartbeat, self.lease)
+        run = self._run
+        if threading.get_ident() == run.loop_thread:
+            run.heartbeat(self.lease)
+        elif not run.loop.is_closed():
+            run.loop.call_soon_threadsafe(run.heartbeat, self.lease)
 
     def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
         """Report how far this attempt is: ``done`` of ``total`` (None: unknown), with an
@@ -154,13 +155,11 @@ class TaskContext:
         d, t, m = check_progress(done, total, message)
         if self._ended or self._cancelled:
             return
-        sched = self._sched
-        if threading.get_ident() == sched._loop_thread:
-            sched._progress(self.lease, d, t, m)
-        else:
-            loop = sched._loop
-            if loop is not None and not loop.is_closed():
-                loop.call_soon_threadsafe(sched._progress, self.lease, d, t, m)
+        run = self._run
+        if threading.get_ident() == run.loop_thread:
+            run.progress(self.lease, d, t, m)
+        elif not run.loop.is_closed():
+            run.loop.call_soon_threadsafe(run.progress, self.lease, d, t, m)
 
     # ------------------------------------------------------------------ durable calls
     # (docs/how-to/durable.md; replayed from the task's journal on every run: runtime/parking.py)
@@ -206,11 +205,32 @@ class TaskContext:
         ``fn``.  An exception is not recorded (the step runs again on the next run)."""
         return await _parking.step(self, name, fn, *args, **kwargs)
 
+    # ------------------------------------------------------------------ outcomes as values
+    # (the report of a REMOTE executor's attempt, runtime/executors.py: the server's remote one)
+
+    def complete(self, output: object) -> bool:
+        """Report this remote attempt succeeded with ``output``.  False when it had already
+        ended (aborted, parked or reported): the report is stale.  SchedulerError for an
+        attempt another kind of executor runs (its return value is its outcome)."""
+        return self._run.report(self, output)
+
+    def fail(self, message: str, *, permanent: bool = False, retry_after: float | None = None) -> bool:
+        """Report this remote attempt failed: ``permanent`` ends the task ``failed``, else it is
+        retried (after ``retry_after`` s when given, else by the pool's retry policy).  False
+        when it had already ended."""
+        return self._run.report(self, None, (message, permanent, retry_after))
+
+    def abort(self) -> bool:
+        """Report this remote attempt ended without an outcome (whoever ran it gave it up): a
+        retryable failure, as an executor's own ``CancelledError`` is.  False when it had
+        already ended (an abort by the engine included)."""
+        return self._run.report(self, None, ("CancelledError: ", False, None))
+
     def note_worker(self, name: str) -> None:
         """Name the worker this attempt runs on, for its attempt timeline (the server calls
         this when it hands the lease to a remote worker)."""
         if not self._ended:
-            self._sched._note_worker(self.lease, name)
+            self._run.note_worker(self.lease, name)
 
     def __repr__(self) -> str:
         return f"<TaskContext id={self.id} attempt={self.attempt} lease={self.lease}>"

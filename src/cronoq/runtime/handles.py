@@ -50,7 +50,7 @@ class TaskHandle(Generic[R]):
 
     def cancel(self) -> bool:
         """Request cancellation; takes effect before the next dispatch decision."""
-        return self._sched._cancel_now(self.id)
+        return self._sched.seam.cancel(self.id)
 
     def __repr__(self) -> str:
         state = "done" if self._fut.done() else "pending"

@@ -3,7 +3,8 @@ actions (docs/how-to/operations.md), and the busiest keys of a keyed resource.
 
 Theory of operation
 -------------------
-:class:`Operations` is a mixin of :class:`~cronoq.runtime.scheduler.Scheduler`: each method
+:class:`Operations` is held by :class:`~cronoq.runtime.scheduler.Scheduler` (whose public
+methods of the same names delegate to it): each method
 validates its arguments, makes one engine call (``engine/control.py``, ``engine/replay.py``,
 ``engine/bulk.py``) at the loop's current instant, carries out the actions it produced
 (``_settle``) and, with a durable store, returns only once they are committed.
@@ -59,9 +60,7 @@ from cronoq.runtime.handles import TaskHandle, set_outcome
 if TYPE_CHECKING:
     from cronoq.engine.core import Core
     from cronoq.engine.keyed import ResourceKey
-    from cronoq.runtime.durable import Committer
-    from cronoq.store.base import Store
-    from cronoq.store.codec import Codec
+    from cronoq.runtime.scheduler import Scheduler
 
 __all__ = [
     "BULK_SHARE",
@@ -208,79 +207,60 @@ def parse_filter(
 
 
 class Operations:
-    """Operator actions (mixed into ``Scheduler``; see the module docstring)."""
+    """Operator actions of a scheduler (held by it as ``_ops``; see the module docstring)."""
 
-    # (provided by Scheduler)
-    _store: Store | None
-    _codec: Codec | None
-    _committer: Committer | None
-    _time_base: int
-    _key_retention: float
+    def __init__(self, sched: Scheduler) -> None:
+        self._s = sched
+        self._bulk_keys: OrderedDict[tuple[str, str | None, str], _Key] | None = None
 
-    if TYPE_CHECKING:
-
-        def _require(self) -> Core: ...
-        def _now(self) -> int: ...
-        def _settle(self) -> None: ...
-        async def _durable(self) -> None: ...
-        def _encode(self, payload: object) -> bytes: ...
-        def _handle_for(self, tid: int, dup: bool) -> TaskHandle: ...
-        def _find(self, ref: object, tenant: object) -> TaskState | None: ...
-
-    _bulk_keys: OrderedDict[tuple[str, str | None, str], _Key] | None = None
     #: how a replay's payload takes its parents' outputs (``_payload``): None, the named tasks'
     #: placeholders in process; the server sets its own for its JSON blobs (``SchedulerSeam``)
     _replay_fill: Callable[[object, tuple[Outcome, ...], str], object] | None = None
 
+    def _now(self) -> int:
+        return self._s._started().now()
+
     async def _done(self) -> None:
-        self._settle()
-        if self._committer is not None:
-            await self._durable()
+        await self._s._started().done()
 
     # ------------------------------------------------------------------ pause / resume
 
     async def resource_keys(self, resource: str, top: int = 10) -> list[ResourceKey]:
-        """The ``top`` (1..1000) busiest keys of keyed resource ``resource`` by waiting units
-        (docs/concepts/resources.md#keyed-resources).  ValueError: not a keyed resource."""
-        return self._require().res.busiest(resource, top, self._now())
+        """``Scheduler.resource_keys`` (its docstring says what it does)."""
+        return self._s._require().res.busiest(resource, top, self._now())
 
     async def pause(self, pool: str) -> bool:
-        """Pause ``pool``: it dispatches nothing new (running attempts finish, submissions are
-        still accepted) until :meth:`resume`.  True when its state changed; durable with a
-        durable store.  ValueError ``unknown pool 'x'``."""
-        core = self._require()
+        """``Scheduler.pause`` (its docstring says what it does)."""
+        core = self._s._require()
         changed = control.set_pool_paused(core, self._now(), pool, True)
         await self._done()
         return changed
 
     async def resume(self, pool: str) -> bool:
-        """Resume a paused ``pool``: its backlog dispatches at once.  True when its state changed."""
-        core = self._require()
+        """``Scheduler.resume`` (its docstring says what it does)."""
+        core = self._s._require()
         changed = control.set_pool_paused(core, self._now(), pool, False)
         await self._done()
         return changed
 
     async def pause_recurring(self, name: str) -> bool:
-        """Pause recurring schedule ``name``: occurrences coming due while it is paused are
-        skipped and counted (``RecurringInfo.skipped_paused``).  True when its state changed.
-        ValueError ``unknown recurring schedule 'x'``."""
-        changed = control.set_recurring_paused(self._require(), name, True)
+        """``Scheduler.pause_recurring`` (its docstring says what it does)."""
+        changed = control.set_recurring_paused(self._s._require(), name, True)
         await self._done()
         return changed
 
     async def resume_recurring(self, name: str) -> bool:
-        """Resume a paused recurring schedule.  True when its state changed."""
-        changed = control.set_recurring_paused(self._require(), name, False)
+        """``Scheduler.resume_recurring`` (its docstring says what it does)."""
+        changed = control.set_recurring_paused(self._s._require(), name, False)
         await self._done()
         return changed
 
     async def trigger_recurring(self, name: str) -> TaskHandle:
-        """ "Run now": submit one occurrence of schedule ``name`` at once (its options, tag
-        ``cronoq.recurring``, payload; no key; no overlap check, also while paused)."""
-        core = self._require()
+        """``Scheduler.trigger_recurring`` (its docstring says what it does)."""
+        core = self._s._require()
         tid, dup = control.trigger_recurring(core, self._now(), name)
         await self._done()
-        return self._handle_for(tid, dup)
+        return self._s._handle_for(tid, dup)
 
     # ------------------------------------------------------------------ replay
 
@@ -302,7 +282,7 @@ class Operations:
             return False, None, None
         if filled is payload:
             return ok, payload, blob
-        return True, filled, self._encode(filled) if self._committer is not None else None
+        return True, filled, self._s._started().blob(filled)
 
     async def _parent_outcomes(self, core: Core, t: TaskState) -> tuple[Outcome, ...]:
         """How each parent of ``t`` ended, for its replay: a parent that did not succeed but
@@ -327,34 +307,34 @@ class Operations:
         """The store's history row of parent ``tid`` (or, for a parent named by key and never
         bound, the newest of ``key``), or None."""
         if tid:
-            load = getattr(self._store, "load_finished", None)
-            return None if load is None else await load(tid, self._codec)
-        load_key = getattr(self._store, "load_finished_key", None)
-        return None if load_key is None or key is None else await load_key(key, tenant, self._codec)
+            load = getattr(self._s._store, "load_finished", None)
+            return None if load is None else await load(tid, self._s._codec)
+        load_key = getattr(self._s._store, "load_finished_key", None)
+        return None if load_key is None or key is None else await load_key(key, tenant, self._s._codec)
 
     async def _own_payload(self, core: Core, t: TaskState) -> tuple[bool, object, bytes | None]:
         held, payload = _replay.payload_of(core, t)
         if held:
-            return True, payload, self._encode(payload) if self._committer is not None else None
-        load = getattr(self._store, "load_payload", None)
+            return (
+                True,
+                payload,
+                self._s._started().blob(payload),
+            )
+        load = getattr(self._s._store, "load_payload", None)
         if load is None:
             return False, None, None
         blob = await load(t.id)
         if blob is None:
             return False, None, None
-        assert self._codec is not None  # (a store always has a codec)
-        return True, self._codec.decode(blob), blob
+        assert self._s._codec is not None  # (a store always has a codec)
+        return True, self._s._codec.decode(blob), blob
 
     async def replay(self, ref: int | str, *, force: bool = False, tenant: str | None = None) -> TaskHandle:
-        """Replay a finished task that did not succeed (``force=True``: also a succeeded one):
-        a new task with the same options and payload, a new id and the tag
-        ``cronoq.replay_of=<id>``; the original's key moves to it.  Returns the new task's
-        handle.  ReplayError ``unknown_task`` / ``not_finished`` / ``succeeded`` /
-        ``payload_unavailable``."""
+        """``Scheduler.replay`` (its docstring says what it does)."""
         if not isinstance(force, bool):
             raise ArgumentTypeError(f"force must be a bool (got {force!r})")
-        core = self._require()
-        found = self._find(ref, tenant)
+        core = self._s._require()
+        found = self._s._find(ref, tenant)
         forgotten = found is None
         if found is None:  # forgotten by the engine: the store's history may still keep it
             found = await self._from_history(core, ref, tenant)
@@ -362,7 +342,7 @@ class Operations:
             raise ReplayError("unknown_task", self._not_retained(ref))
         t = _replay.check(found, ref, force)
         ok, payload, blob = await self._payload(core, t, strict=True)
-        core = self._require()
+        core = self._s._require()
         if not forgotten:
             _replay.check(core.tasks.get(t.id), ref, force)  # (still so after the store read)
         if not ok:
@@ -372,47 +352,49 @@ class Operations:
         else:
             tid = _replay.replay(core, self._now(), t, payload, blob)
         await self._done()
-        return self._handle_for(tid, False)
+        return self._s._handle_for(tid, False)
 
     async def _from_history(self, core: Core, ref: int | str, tenant: str | None) -> TaskState | None:
         """Finished task ``ref`` (an id, or a key: its newest finished row) rebuilt from the
         durable store's history, kept there after the engine's retention
         (docs/how-to/operations.md#replay); None: not there."""
         if isinstance(ref, int):
-            load = getattr(self._store, "load_finished", None)
-            rec = None if load is None or ref in core.tasks else await load(ref, self._codec)
+            load = getattr(self._s._store, "load_finished", None)
+            rec = None if load is None or ref in core.tasks else await load(ref, self._s._codec)
         else:
-            load_key = getattr(self._store, "load_finished_key", None)
-            rec = None if load_key is None else await load_key(ref, tenant, self._codec)
+            load_key = getattr(self._s._store, "load_finished_key", None)
+            rec = None if load_key is None else await load_key(ref, tenant, self._s._codec)
         if rec is None or (tenant is not None and not same_tenant(rec.tenant, tenant)):
             return None
-        if rec.id in self._require().tasks:
+        if rec.id in self._s._require().tasks:
             return None  # (retained after all: a key reused, or the read raced a recovery)
-        return terminal_state(self._require(), rec)
+        return terminal_state(self._s._require(), rec)
 
     async def _find_or_history(self, ref: int | str, tenant: str | None) -> TaskState | None:
         """A live or retained task (the engine), else a finished one from the durable store's
         history (``status`` and ``handle`` after ``key_retention``; docs/how-to/operations.md#replay)."""
-        t = self._find(ref, tenant)
-        if t is None and self._store is not None:
-            t = await self._from_history(self._require(), ref, tenant)
+        t = self._s._find(ref, tenant)
+        if t is None and self._s._store is not None:
+            t = await self._from_history(self._s._require(), ref, tenant)
         return t
 
     async def _handle_of(self, ref: int | str, tenant: str | None) -> TaskHandle | None:
         """A handle to a live or retained task, or one settled from the store's history."""
-        t = self._find(ref, tenant)
+        t = self._s._find(ref, tenant)
         if t is not None:
-            return self._handle_for(t.id, False)
-        t = None if self._store is None else await self._from_history(self._require(), ref, tenant)
+            return self._s._handle_for(t.id, False)
+        t = None if self._s._store is None else await self._from_history(self._s._require(), ref, tenant)
         if t is None:
             return None
         fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         set_outcome(fut, t)  # (finished: its output, or TaskFailed, as for a retained task)
-        return TaskHandle(self, t.id, False, fut)  # type: ignore[arg-type]
+        return TaskHandle(self._s, t.id, False, fut)
 
     def _not_retained(self, ref: int | str) -> str:
-        kept = f"a finished task is kept for key_retention, {self._key_retention:g} s"
-        history = getattr(self._store, "retention", None) if hasattr(self._store, "load_finished") else None
+        kept = f"a finished task is kept for key_retention, {self._s._key_retention:g} s"
+        history = (
+            getattr(self._s._store, "retention", None) if hasattr(self._s._store, "load_finished") else None
+        )
         if history is not None:
             kept += f", and by the store for its retention, {history:g} s"
         return f"unknown task {ref!r}: not live, and not retained if it existed ({kept})"
@@ -422,25 +404,20 @@ class Operations:
     async def cancel_where(
         self, *, request_key: str | None = None, **filter: Unpack[BulkFilter]
     ) -> BulkResult:
-        """Cancel every not-finished task matching the filter (:class:`BulkFilter`: every given
-        criterion must hold), in pages; ``BulkResult(matched, acted)``.  Idempotent by
-        ``request_key``."""
-        core = self._require()
-        f = parse_filter(core, self._time_base, bulk.CANCELLABLE, "cancel", filter)
+        """``Scheduler.cancel_where`` (its docstring says what it does)."""
+        core = self._s._require()
+        f = parse_filter(core, self._s._time_base, bulk.CANCELLABLE, "cancel", filter)
         return await self._once("cancel", filter.get("tenant"), request_key, f, False)
 
     async def replay_where(
         self, *, force: bool = False, request_key: str | None = None, **filter: Unpack[BulkFilter]
     ) -> BulkResult:
-        """Replay every finished task matching the filter (:class:`BulkFilter`) that did not
-        succeed and has no replay yet (with ``force``, succeeded ones and replayed ones too), in
-        pages; ``BulkResult(matched, acted)`` (a task whose payload is no longer retained is
-        matched, not acted on).  Idempotent by ``request_key``, durably with a durable store."""
+        """``Scheduler.replay_where`` (its docstring says what it does)."""
         if not isinstance(force, bool):
             raise ArgumentTypeError(f"force must be a bool (got {force!r})")
-        core = self._require()
+        core = self._s._require()
         eligible = bulk.REPLAYABLE_FORCED if force else bulk.REPLAYABLE
-        f = parse_filter(core, self._time_base, eligible, "replay", filter)
+        f = parse_filter(core, self._s._time_base, eligible, "replay", filter)
         f.again = force
         return await self._once("replay", filter.get("tenant"), request_key, f, True)
 
@@ -490,7 +467,7 @@ class Operations:
     async def _bulk(
         self, f: bulk.TaskFilter, replaying: bool, key: tuple[tuple[str, str | None, str], _Key] | None
     ) -> BulkResult:
-        core = self._require()
+        core = self._s._require()
         ids = bulk.candidates(core)
         entry = None if key is None else key[1]
         # (a resumed call starts from what the interrupted one did)
@@ -506,15 +483,15 @@ class Operations:
             matched += len(hits)
             if replaying:
                 payloads = {t.id: await self._payload(core, t) for t in hits}
-                core = self._require()
+                core = self._s._require()
                 acted += bulk.replay_all(core, self._now(), hits, _lookup(payloads), f.again)
             else:
                 acted += bulk.cancel_all(core, self._now(), hits)
             started = await self._page_done(core, key, bool(hits), matched, acted, started)
-            core = self._require()
-        if replaying and hasattr(self._store, "load_finished_page"):
+            core = self._s._require()
+        if replaying and hasattr(self._s._store, "load_finished_page"):
             matched, acted = await self._replay_history(f, key, matched, acted)
-            core = self._require()
+            core = self._s._require()
         if key is not None:
             self._note(core, key, matched, acted, True)
         await self._done()
@@ -532,16 +509,16 @@ class Operations:
         because a replay's id is above its original's: by the time a row is reached, every
         replay of it has been seen (in the engine, or earlier in this pass), so a task that
         has a replay is not matched again unless ``f.again``."""
-        core = self._require()
+        core = self._s._require()
         replayed = {o for t in core.tasks.values() if (o := _replay.replay_of(t)) is not None}
         statuses = [STATUS_NAMES[i] for i in sorted(f.statuses)]  # (pre-filtered by the store)
         before, started = (1 << 63) - 1, time.perf_counter()
         while f.limit is None or matched < f.limit:
-            rows = await self._store.load_finished_page(before, bulk.PAGE, self._codec, statuses)  # type: ignore[union-attr]
+            rows = await self._s._store.load_finished_page(before, bulk.PAGE, self._s._codec, statuses)  # type: ignore[union-attr]
             if not rows:
                 break
             before = rows[-1].id
-            core = self._require()
+            core = self._s._require()
             hits = []
             for rec in rows:
                 if rec.replay_of is not None:
@@ -556,7 +533,7 @@ class Operations:
             matched += len(hits)
             for t in hits:
                 ok, payload, blob = await self._payload(core, t)
-                core = self._require()
+                core = self._s._require()
                 if ok and t.id not in core.tasks:
                     try:
                         _replay.replay_forgotten(core, self._now(), t, payload, blob)
@@ -581,7 +558,7 @@ class Operations:
         submissions keep 1 - BULK_SHARE of their rate); the next page's start."""
         if key is not None and hit:
             self._note(core, key, matched, acted, False)
-        self._settle()
+        self._s._started().settle()
         spent = time.perf_counter() - started
         await asyncio.sleep(spent * (1.0 - BULK_SHARE) / BULK_SHARE)
         return time.perf_counter()

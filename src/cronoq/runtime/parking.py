@@ -47,7 +47,7 @@ from cronoq.runtime.task import Task
 if TYPE_CHECKING:
     from cronoq.engine.core import Core
     from cronoq.runtime.context import TaskContext
-    from cronoq.runtime.scheduler import Scheduler
+    from cronoq.runtime.started import Started
 
 __all__ = ["NonDeterministic", "Parked", "SignalResult", "Signals", "step_record", "step_replay"]
 
@@ -61,16 +61,12 @@ class NonDeterministic(Permanent):
 
 
 class Signals:
-    """``sched.signal`` (a mixin of :class:`~cronoq.runtime.scheduler.Scheduler`)."""
+    """``sched.signal`` (a mixin of :class:`~cronoq.runtime.scheduler.Scheduler`, which has
+    ``_started()``)."""
 
     if TYPE_CHECKING:
 
-        def _require(self) -> Core: ...
-        def _now(self) -> int: ...
-        def _settle(self) -> None: ...
-        async def _durable(self) -> None: ...
-
-        _committer: Any
+        def _started(self) -> Started: ...
 
     async def signal(self, name: str, payload: object = None, *, tenant: str | None = None) -> SignalResult:
         """Send signal ``name`` with a JSON ``payload``: every task waiting for it
@@ -80,11 +76,9 @@ class Signals:
         ``tenant`` as keys are: only that tenant's tasks see it."""
         name = check_signal_name(name)
         payload = _json_value(payload, f"the payload of signal '{name}'")
-        core = self._require()
-        dup = core.parking.send(self._now(), name, payload, tenant or None)
-        self._settle()
-        if self._committer is not None:
-            await self._durable()
+        run = self._started()
+        dup = run.core.parking.send(run.now(), name, payload, tenant or None)
+        await run.done()
         return SignalResult(name, dup)
 
 
@@ -133,12 +127,12 @@ def _describe(rec: list[Any]) -> str:
     return f"{op} '{name}'"
 
 
-def _running(ctx: TaskContext, call: str) -> tuple[Scheduler, Core]:
-    sched = ctx._sched
-    core = sched._core
-    if ctx._ended or ctx._cancelled or core is None or core.leases.get(ctx.lease) is not ctx._task:
+def _running(ctx: TaskContext, call: str) -> tuple[Started, Core]:
+    run = ctx._run
+    core = run.core
+    if ctx._ended or ctx._cancelled or not run.live or core.leases.get(ctx.lease) is not ctx._task:
         raise SchedulerError(f"ctx.{call}() works only inside the running attempt of a task")
-    return sched, core
+    return run, core
 
 
 def _replay(
@@ -165,21 +159,19 @@ def _record(ctx: TaskContext, core: Core, rec: list[Any]) -> int:
     return n
 
 
-def _park(ctx: TaskContext, sched: Scheduler) -> Parked:
+def _park(ctx: TaskContext, run: Started) -> Parked:
     """The engine parked ``ctx``'s attempt: end it here too; the exception to raise."""
     ctx._cancelled = True
     ctx._ended = True
-    sched._running.pop(ctx.lease, None)
+    run.running.pop(ctx.lease, None)
     if ctx.on_park is not None:  # (a remote attempt: its worker's slot frees before the dispatch)
         ctx.on_park()
-    sched._settle()
+    run.settle()
     return Parked()
 
 
-async def _committed(sched: Scheduler) -> None:
-    sched._settle()
-    if sched._committer is not None:
-        await sched._durable()
+async def _committed(run: Started) -> None:
+    await run.done()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,7 +179,8 @@ async def _committed(sched: Scheduler) -> None:
 
 
 async def spawn(ctx: TaskContext, specs: Task | Iterable[Task], detached: bool = False) -> list[int]:
-    sched, core = _running(ctx, "spawn")
+    run, core = _running(ctx, "spawn")
+    sched = run.sched
     tasks = [specs] if isinstance(specs, Task) else list(specs) if isinstance(specs, Iterable) else None
     if tasks is None or not all(isinstance(t, Task) for t in tasks):
         raise ArgumentTypeError(f"ctx.spawn() takes a cronoq.Task or a list of them (got {specs!r})")
@@ -198,16 +191,16 @@ async def spawn(ctx: TaskContext, specs: Task | Iterable[Task], detached: bool =
     for t in tasks:
         if t._opts.resolver not in (None, core):
             t._opts = t._opts.unresolved()
-    blobs = [sched._encode(t._sub.payload) for t in tasks] if sched._committer is not None else None
+    blobs = [run.blob(t._sub.payload) for t in tasks] if run.committer is not None else None
     while True:
-        now = sched._now()
+        now = run.now()
         items = [
             BatchItem(
                 t._opts,
                 sub.payload,
                 sub.key,
-                None if sub.deadline is None else sub.deadline.resolve(now, sched._time_base),
-                None if sub.start is None else sub.start.resolve(now, sched._time_base),
+                None if sub.deadline is None else sub.deadline.resolve(now, run.time_base),
+                None if sub.start is None else sub.start.resolve(now, run.time_base),
                 sub.deps,
                 None if blobs is None else blobs[i],
             )
@@ -221,15 +214,15 @@ async def spawn(ctx: TaskContext, specs: Task | Iterable[Task], detached: bool =
             if e.code != "full" or sched._nowait:
                 raise
             full = next((o for o, *_ in items if core.pools[o.pool_index].waiting_space), items[0][0])
-        await sched._wait_space(full)
-        sched, core = _running(ctx, "spawn")
+        await run.wait_space(full)
+        run, core = _running(ctx, "spawn")
     ctx._cursor = len(core.parking.journal(ctx._task.id).records)  # type: ignore[union-attr]
-    await _committed(sched)
+    await _committed(run)
     return ids
 
 
 async def wait_for(ctx: TaskContext, ids: Iterable[int]) -> list[Outcome]:
-    sched, core = _running(ctx, "wait_for")
+    run, core = _running(ctx, "wait_for")
     if isinstance(ids, int) or not isinstance(ids, Iterable):
         raise ArgumentTypeError(f"ctx.wait_for() takes a list of task ids (got {ids!r})")
     wanted = list(ids)
@@ -246,10 +239,10 @@ async def wait_for(ctx: TaskContext, ids: Iterable[int]) -> list[Outcome]:
             if i == ctx._task.id:
                 raise ValueError("ctx.wait_for(): a task cannot wait for itself")
         _record(ctx, core, ["wait", "", wanted])
-        await _committed(sched)
-        sched, core = _running(ctx, "wait_for")
-    if core.parking.wait_tasks(sched._now(), ctx.lease, wanted):
-        raise _park(ctx, sched)
+        await _committed(run)
+        run, core = _running(ctx, "wait_for")
+    if core.parking.wait_tasks(run.now(), ctx.lease, wanted):
+        raise _park(ctx, run)
     return [Outcome(*o) for o in core.parking.outcomes(wanted)]
 
 
@@ -262,26 +255,26 @@ def _seconds(value: object, what: str) -> float:
 
 
 async def sleep_until_unix_ns(ctx: TaskContext, until: int | None, call: str) -> None:
-    sched, core = _running(ctx, call)
+    run, core = _running(ctx, call)
     rec = _replay(ctx, core, ["sleep", "", until], lambda r: True)
     if rec is None:
         assert until is not None
         _record(ctx, core, ["sleep", "", until])
-        await _committed(sched)
-        sched, core = _running(ctx, call)
+        await _committed(run)
+        run, core = _running(ctx, call)
     else:
         until = rec[2]
     assert until is not None
-    if core.parking.sleep(sched._now(), ctx.lease, until - sched._time_base):
-        raise _park(ctx, sched)
+    if core.parking.sleep(run.now(), ctx.lease, until - run.time_base):
+        raise _park(ctx, run)
 
 
 async def sleep_for(ctx: TaskContext, seconds: float) -> None:
     s = _seconds(seconds, "ctx.sleep_for() seconds")
-    sched, core = _running(ctx, "sleep_for")
+    run, core = _running(ctx, "sleep_for")
     j = core.parking.journal(ctx._task.id)
     replaying = j is not None and ctx._cursor < len(j.records)
-    until = None if replaying else sched._time_base + sched._now() + round(s * NS)
+    until = None if replaying else run.time_base + run.now() + round(s * NS)
     await sleep_until_unix_ns(ctx, until, "sleep_for")
 
 
@@ -298,23 +291,23 @@ async def sleep_until(ctx: TaskContext, when: float | _dt.datetime) -> None:
 async def wait_signal(ctx: TaskContext, name: str, timeout: float | None = None) -> Any:
     name = check_signal_name(name)
     t_out = None if timeout is None else _seconds(timeout, "ctx.wait_signal() timeout")
-    sched, core = _running(ctx, "wait_signal")
+    run, core = _running(ctx, "wait_signal")
     n = ctx._cursor
     rec = _replay(ctx, core, ["signal", name, None], lambda r: True)
     if rec is None:
-        deadline = None if t_out is None else sched._time_base + sched._now() + round(t_out * NS)
+        deadline = None if t_out is None else run.time_base + run.now() + round(t_out * NS)
         n = _record(ctx, core, ["signal", name, [deadline, 0, None]])
-        await _committed(sched)
-        sched, core = _running(ctx, "wait_signal")
+        await _committed(run)
+        run, core = _running(ctx, "wait_signal")
         rec = core.parking.journal(ctx._task.id).records[n]  # type: ignore[union-attr]
     deadline = rec[2][0]
-    until = None if deadline is None else deadline - sched._time_base
+    until = None if deadline is None else deadline - run.time_base
     try:
-        parked = core.parking.wait_signal(sched._now(), ctx.lease, name, n, until)
+        parked = core.parking.wait_signal(run.now(), ctx.lease, name, n, until)
     except StaleLease:  # pragma: no cover - checked by _running just before
         raise SchedulerError("ctx.wait_signal() works only inside the running attempt of a task") from None
     if parked:
-        raise _park(ctx, sched)
+        raise _park(ctx, run)
     state, payload = rec[2][1], rec[2][2]
     if state == S_RECEIVED:
         return payload
@@ -345,7 +338,7 @@ def step_replay(ctx: TaskContext, name: str) -> tuple[bool, Any]:
     (a replay), else ``(False, None)``: run it, then :func:`step_record` (a remote worker runs
     the function between the two)."""
     _step_name(name)
-    _sched, core = _running(ctx, "step")
+    _run, core = _running(ctx, "step")
     rec = _replay(ctx, core, ["step", name, None], lambda r: True)
     return (False, None) if rec is None else (True, rec[2])
 
@@ -354,17 +347,17 @@ async def step_record(ctx: TaskContext, name: str, result: object) -> Any:
     """The second half of ``ctx.step``: record ``result`` (JSON) for step ``name``; returns it
     as it reads back."""
     value = _json_value(result, f"the result of step '{name}'")
-    sched, core = _running(ctx, "step")
+    run, core = _running(ctx, "step")
     _record(ctx, core, ["step", name, value])
-    await _committed(sched)
+    await _committed(run)
     return value
 
 
 def journal_steps(ctx: TaskContext) -> list[Any] | None:
     """The task's journal for a remote worker's own replay: ``[name, result]`` per step record,
     None per other record; None without a journal."""
-    core = ctx._sched._core
-    j = None if core is None else core.parking.journal(ctx._task.id)
+    run = ctx._run
+    j = run.core.parking.journal(ctx._task.id) if run.live else None
     return None if j is None else steps_of(j.records)
 
 
@@ -375,7 +368,7 @@ def steps_of(records: list[Any]) -> list[Any] | None:
 
 def skip_steps(ctx: TaskContext, n: int) -> None:
     """Move past ``n`` step records a remote worker replayed itself (:func:`journal_steps`)."""
-    _sched, core = _running(ctx, "step")
+    _run, core = _running(ctx, "step")
     j = core.parking.journal(ctx._task.id)
     records = [] if j is None else j.records
     end = ctx._cursor + n
@@ -390,6 +383,6 @@ def cursor(ctx: TaskContext) -> int:
 
 
 def resumes(ctx: TaskContext) -> int:
-    core = ctx._sched._core
-    j = None if core is None else core.parking.journal(ctx._task.id)
+    run = ctx._run
+    j = run.core.parking.journal(ctx._task.id) if run.live else None
     return 0 if j is None else j.resumes

@@ -5,33 +5,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 from cronoq.engine.config import PoolConfig, PoolOptions, check_pool_options, with_pool_options
+from cronoq.runtime.executors import ExecutorKind, is_async_callable, kind_of
 from cronoq.runtime.processes.runin import ProcessExecutor, check_run_in
 from cronoq.runtime.processes.settings import Processes, check_processes
 from cronoq.runtime.scalers import Scaler, SlotScaler
 
-if TYPE_CHECKING:
-    import asyncio
-
 Executor = Callable[..., Any]
-
-
-def _starter(executor: object) -> Callable[[Any, object], asyncio.Future[Any]] | None:
-    """The ``start_attempt(ctx, payload)`` method of a *starting* executor, else None: it begins
-    the attempt and returns an ``asyncio.Future`` of its result (or error), which the scheduler
-    watches instead of running a task per attempt; cancelling that future aborts the attempt
-    (the server's remote executor)."""
-    start = getattr(executor, "start_attempt", None)
-    return start if callable(start) else None
-
-
-def _is_async_callable(fn: object) -> bool:
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
-    return call is not None and inspect.iscoroutinefunction(call)
 
 
 class Pool:
@@ -39,7 +21,7 @@ class Pool:
 
     The executor is ``async def run(ctx, payload)`` or a plain function, which runs in the
     loop's default thread pool (an awaitable it returns is awaited), or a *starting* executor
-    (an async callable with ``start_attempt``, see :func:`_starter`).
+    (an async callable with ``start_attempt``); :attr:`kind` says which (:class:`ExecutorKind`).
 
     ``run_in`` says where the executor runs: ``"loop"`` (the default for an ``async def``),
     ``"thread"`` (the default for a plain function) or ``"process"`` (a child process per slot,
@@ -54,7 +36,7 @@ class Pool:
     :class:`~cronoq.engine.config.PoolOptions` and validated by the engine's ``PoolConfig``.
     """
 
-    __slots__ = ("_config", "executor", "is_async", "processes", "run_in", "scaler", "start_attempt")
+    __slots__ = ("_config", "executor", "is_async", "kind", "processes", "run_in", "scaler")
 
     def __init__(
         self,
@@ -75,8 +57,8 @@ class Pool:
             executor = ProcessExecutor(executor)
         self._config = PoolConfig(name, **options)
         self.executor = executor
-        self.is_async = _is_async_callable(executor)
-        self.start_attempt = _starter(executor)
+        self.is_async = is_async_callable(executor)
+        self.kind: ExecutorKind = kind_of(executor)
         if scaler is not None and not callable(getattr(scaler, "scale_to", None)):
             raise ValueError("scaler must have a scale_to(pool, desired) method")
         self.scaler: Scaler = scaler if scaler is not None else SlotScaler()
@@ -94,8 +76,8 @@ class Pool:
         self.run_in = None
         self.processes = None
         self.executor = executor
-        self.is_async = _is_async_callable(executor)
-        self.start_attempt = _starter(executor)
+        self.is_async = is_async_callable(executor)
+        self.kind = kind_of(executor)
         self.scaler = scaler if scaler is not None else SlotScaler()
         return self
 

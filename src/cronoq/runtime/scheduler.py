@@ -2,39 +2,22 @@
 
 Theory of operation
 -------------------
-The scheduler owns one :class:`~cronoq.engine.core.Core` and feeds it the time of its clock
-(``clock.monotonic_ns()`` relative to ``start()``; by default the real loop clock, see
-:mod:`cronoq.runtime.clock`).  Public calls (``submit``, ``enqueue``,
-``cancel``, ...) call the core synchronously and then *kick* the driver: one coalesced
-``call_soon`` per loop turn.  The driver ticks the core (timers + dispatch decisions for
-everything submitted this turn), carries out the resulting actions and arms a single
-``clock.call_at`` timer for ``core.next_wakeup()``.  There are no per-task timers:
+The scheduler holds its configuration and, while it runs, one
+:class:`~cronoq.runtime.started.Started`, made by ``start()`` and dropped by ``shutdown()``: the
+:class:`~cronoq.engine.core.Core` fed the time of the scheduler's clock (``clock.monotonic_ns()``
+relative to ``start()``; by default the real loop clock, see :mod:`cronoq.runtime.clock`), the
+driver (one coalesced ``call_soon`` per loop turn ticks the core and carries out its actions)
+and the attempt runner (one dispatch on the pool's executor kind).  Public calls (``submit``,
+``enqueue``, ``cancel``, ...) get it with ``_started()`` (``NotStartedError`` without one),
+call the core synchronously and then kick the driver.
 
-* an attempt of an async executor is one ``loop.create_task`` of a small runner coroutine
-  (``_attempt``) that calls the executor, awaits it and reports the outcome to the core
-  itself when it returns (no done callback, no extra loop turn: a freed slot reaches the
-  driver one turn after the attempt ends, and the next attempt starts one turn later).
-  An abort (timeout, cancel, lease loss, shutdown) marks ``ctx`` cancelled, drops the lease
-  from ``_running`` and cancels that task; the runner then reports nothing.  A
-  ``CancelledError`` the executor raises on its own (``ctx`` not marked) is reported as a
-  retryable failure;
-* a *starting* executor (``Pool.start_attempt``, the server's remote one) begins the
-  attempt and returns its future, watched by ``_on_done`` like a thread's (but an abort
-  cancels it): no task, no loop turn of its own;
-* a plain function runs in the loop's default thread pool; its future has one
-  ``add_done_callback`` (``_on_done``) that reports the outcome, or, if the function returned
-  an awaitable, awaits that under the same lease.  A thread cannot be interrupted: an engine
-  abort marks ``ctx`` and leaves the future alone (a function not yet picked up by a pool
-  thread is then skipped), so its late outcome still reaches ``_on_done``;
-* an executor that returns or raises after the engine aborted its attempt (a thread still
-  running at a timeout or lease loss, a coroutine that swallowed the cancellation) made a
-  report for a lease that is no longer current: it is ignored and counted
-  (``stale_completions``, docs/reference/behaviour.md#reliability), unless the scheduler shut down (or
-  restarted) since;
 * ``submit``/``enqueue`` without task fields go straight to ``core.submit`` (no nested
   coroutine); with fields, or when the pool is full, through ``_submit``;
 * handles are plain futures resolved by the driver; ``enqueue`` creates none;
-* events are built only while someone subscribes.
+* events are built only while someone subscribes;
+* the operator actions (pause/resume, replay, bulk actions) are an
+  :class:`~cronoq.runtime.operations.Operations` the scheduler holds; its public methods here
+  delegate to it.
 
 Everything runs on the loop that called ``start()``; the core is never touched from another
 thread (``ctx.heartbeat()`` from an executor thread is marshalled onto the loop).
@@ -43,46 +26,38 @@ thread (``ctx.heartbeat()`` from an executor thread is marshalled onto the loop)
 from __future__ import annotations
 
 import asyncio
-import inspect
-import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from functools import partial
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
 from cronoq import otel as _otel
-from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
 from cronoq.engine.admission import BatchItem
 from cronoq.engine.attempts import AttemptRecord, TaskExtras
+from cronoq.engine.bulk import BulkResult
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
 from cronoq.engine.keys import same_tenant
-from cronoq.engine.model import FIRST_TERMINAL, STATUS_NAMES, TaskOptions, TaskState
-from cronoq.engine.pools import Kinds
-from cronoq.engine.progress import Progress, PublishProgress
+from cronoq.engine.model import STATUS_NAMES, TaskState
+from cronoq.engine.progress import Progress
 from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, parse_overlap
 from cronoq.engine.resources import ResourceConfig
 from cronoq.engine.snapshot import Snapshot
-from cronoq.engine.time import check_seconds, to_ns
+from cronoq.engine.time import check_seconds
 from cronoq.engine.waiting import why_not_running
 from cronoq.errors import (
     ArgumentTypeError,
     NotStartedError,
     SchedulerError,
     SubmitError,
-    TaskFailed,
-    outcome_of,
 )
-from cronoq.runtime.clock import Clock, TimerHandle
-from cronoq.runtime.context import TaskContext
+from cronoq.runtime.clock import Clock
 from cronoq.runtime.events import EventStream, ProgressEventStream, _Ring
 from cronoq.runtime.gcpause import gc_paused
-from cronoq.runtime.handles import TaskHandle, set_outcome
-from cronoq.runtime.operations import Operations
+from cronoq.runtime.handles import TaskHandle
+from cronoq.runtime.operations import BulkFilter, Operations
 from cronoq.runtime.parking import Signals
-from cronoq.runtime.pool import Executor, Pool
+from cronoq.runtime.pool import Pool
 from cronoq.runtime.processes import Processes, ProcessRegistry, check_processes
-from cronoq.runtime.scalers import Scaler, SlotScaler
 from cronoq.runtime.scheduler_args import (
     check_clock,
     check_event_capacity,
@@ -95,35 +70,32 @@ from cronoq.runtime.scheduler_args import (
     check_store_and_codec,
 )
 from cronoq.runtime.seam import SchedulerSeam
-from cronoq.runtime.submit_payloads import ProcessPayloads, encode_payload
+from cronoq.runtime.started import Started
+from cronoq.runtime.submit_payloads import ProcessPayloads
 from cronoq.runtime.task import PER_TASK_FIELDS, OptionsCache, Prepared, Task, prepare, refuse_placeholder
 from cronoq.spec.submission import Submission
 
 if TYPE_CHECKING:
-    from cronoq.runtime.durable import Committer
+    from cronoq.engine.keyed import ResourceKey
     from cronoq.store.base import Store
     from cronoq.store.codec import Codec
-
-SHUTDOWN_MESSAGE = "scheduler shut down"
-_log = logging.getLogger("cronoq")
-
-
-#: what a plain function's thread returns when its attempt was aborted before the thread began
-_SKIPPED = object()
-
-
-def _run_in_thread(executor: Executor, ctx: TaskContext, payload: object) -> Any:
-    """Run a plain executor in a pool thread, unless its attempt was aborted meanwhile."""
-    if ctx._cancelled:
-        return _SKIPPED
-    return executor(ctx, payload)
-
 
 # submission fields that are not task options: a submission without them takes the fast path
 _SPECIAL_FIELDS = PER_TASK_FIELDS
 
 
-class Scheduler(Operations, Signals):
+def _prepare(
+    cache: OptionsCache, probe: Callable[[], object] | None, fields: dict[str, Any] | Submission
+) -> Prepared:
+    """A submission's parts for the engine; with something in the OTel context (``probe``), its
+    options carry a span's context."""
+    prepared = prepare(cache, fields)
+    if probe is not None and probe():
+        return (_otel.traced_options(prepared[0]), *prepared[1:])
+    return prepared
+
+
+class Scheduler(Signals):
     """An elastic, priority-aware asyncio task scheduler: pools of worker slots around the engine.
 
     ```python
@@ -175,8 +147,6 @@ class Scheduler(Operations, Signals):
         self._clock = check_clock(clock)
         self._mono = self._clock.monotonic_ns
         self._store = store
-        self._committer: Committer | None = None
-        self._fenced: BaseException | None = None
         #: called (with the error) when a durable store fences this scheduler off (server hook)
         self.on_fenced: Callable[[BaseException], Awaitable[None] | None] | None = None
         # key retention (docs/reference/behaviour.md#retention); the server passes limits.key_retention_*
@@ -195,28 +165,21 @@ class Scheduler(Operations, Signals):
         self._pools = pool_list
         self._process_payloads = ProcessPayloads(pool_list)
         self._pool_names = [p.name for p in pool_list]
-        self._core: Core | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        #: the started state (start() makes it, shutdown() drops it: runtime/started.py)
+        self._run: Started | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # (the last start's, for the seam)
         self._loop_thread = 0
-        self._t0 = 0
-        self._time_base = 0
+        self._time_base = 0  # Unix ns of engine time 0 (the last start's)
         self._next_seq = 1
-        self._accepting = False
-        self._kick_pending = False
-        self._timer: TimerHandle | None = None
-        self._timer_at = -1
-        self._running: dict[int, tuple[asyncio.Future[Any], TaskContext]] = {}
-        self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._streams: set[_Ring[Any]] = set()
         self._pstreams: set[ProgressEventStream] = set()  # (also in _streams) asked for progress
-        self._space: dict[str, asyncio.Future[None]] = {}
         self._opts = OptionsCache()
         # OpenTelemetry (cronoq.otel): None without it, so every trace hook is one `is None` test
         self._otel_probe = _otel.context_probe()
         self._otel_all = False  # set by otel.instrument(): every attempt runs in a span
         self._otel_tracer: Any = None  # the tracer of those spans (None: the global one)
-        self._scaling: dict[str, asyncio.Task[None]] = {}
         self._seam = SchedulerSeam(self)
+        self._ops = Operations(self)
         probe = CoreConfig([p.config for p in pool_list], resources=res_list)
         self._default_pool = pool_list[probe.default_pool_index()].name
 
@@ -224,7 +187,7 @@ class Scheduler(Operations, Signals):
 
     @property
     def started(self) -> bool:
-        return self._core is not None
+        return self._run is not None
 
     @property
     def pools(self) -> list[str]:
@@ -249,11 +212,8 @@ class Scheduler(Operations, Signals):
 
     async def start(self) -> None:
         """Bind to the running loop and begin scheduling.  A no-op if already started."""
-        if self._core is not None:
+        if self._run is not None:
             return
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        self._loop_thread = threading.get_ident()
         store, codec = self._store, self._codec
         epoch = 0
         recovered = None
@@ -262,45 +222,44 @@ class Scheduler(Operations, Signals):
             await store.open()
             epoch = await store.acquire()
             recovered = await store.load(codec)
-            if self._core is not None:  # started concurrently while we waited
+            if self._run is not None:  # started concurrently while we waited
                 return
-        self._t0 = self._mono()
-        self._time_base = self._clock.time_ns()
+        t0 = self._mono()
+        self._time_base = time_base = self._clock.time_ns()
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         config = CoreConfig(
             [p.config for p in self._pools],
             emit_transitions=self._emit_transitions,
-            time_base=self._time_base,
+            time_base=time_base,
             resources=self._resources,
-            seed=self._time_base & 0xFFFFFFFF,
+            seed=time_base & 0xFFFFFFFF,
             persist=store is not None,
             retention=self._key_retention,
             retention_max=self._key_retention_max,
             keep_payloads=self._keep_payloads,
         )
-        self._fenced = None
         if store is None:
-            self._core = Core(config, now=0, first_seq=self._next_seq, shard=self.id_shard)
-            self._arm()  # timers from the start (a pool above its floor is evaluated at once)
+            core = Core(config, now=0, first_seq=self._next_seq, shard=self.id_shard)
+            run = self._run = Started(self, core, t0, time_base, None)
+            run.arm()  # timers from the start (a pool above its floor is evaluated at once)
         else:
             from cronoq.runtime.durable import Committer
 
+            assert codec is not None and recovered is not None
+            core = Core(config, now=0, epoch=epoch, shard=self.id_shard)
+            run = self._run = Started(self, core, t0, time_base, None)
             # a commit that failed for good leaves the engine ahead of the store: step down (and, on
             # the server, lead again from what the store has), so nothing unacknowledged can later
             # be answered as a duplicate
-            assert codec is not None
-            self._committer = Committer(
-                store, codec, epoch, on_fenced=self._on_fenced, on_error=self._on_fenced
-            )
+            run.committer = Committer(store, codec, epoch, on_fenced=run.on_fenced, on_error=run.on_fenced)
             if hasattr(store, "on_lost"):
-                store.on_lost = self._on_lost
-            core = Core(config, now=0, epoch=epoch, shard=self.id_shard)
-            self._core = core
-            assert recovered is not None
+                store.on_lost = run.on_lost
             core.recover(0, recovered)
-            self._restore_bulk_keys(recovered.bulk_keys)
-            self._apply()
-            self._kick()
-        self._accepting = True
+            self._ops._restore_bulk_keys(recovered.bulk_keys)
+            run.apply()
+            run.kick()
+        run.accepting = True
 
     async def __aenter__(self) -> Scheduler:
         await self.start()
@@ -316,353 +275,47 @@ class Scheduler(Operations, Signals):
         scheduler's ``shutdown_grace`` (what ``async with`` uses).  Every unfinished handle fails with
         ``TaskFailed(status="shutdown")``.  Idempotent.
         """
-        core = self._core
-        if core is None:
+        run = self._run
+        if run is None:
             return
         g = self._shutdown_grace if grace is None else check_seconds("grace", grace)
-        self._accepting = False
-        core.paused = True
-        if self._running:
-            # Loop: an attempt's future may be replaced while we wait (a plain function that
-            # returned an awaitable continues as a new future under the same lease).
-            loop = asyncio.get_running_loop()
-            end = loop.time() + g
-            while True:
-                await asyncio.sleep(0)  # let the done callbacks of finished attempts report
-                pending = [f for f, _ in self._running.values() if not f.done()]
-                remaining = end - loop.time()
-                if not pending or remaining <= 0:
-                    break
-                await asyncio.wait(pending, timeout=remaining)
-        self._drive()
-        for fut, ctx in self._running.values():
-            ctx._cancelled = True
-            ctx._ended = True
-            fut.cancel()
-        self._running.clear()
-        await self._procs.close()  # (the cancels above started the hard kills of running children)
-        if core.actions:
-            self._apply()  # the last status changes go to the store too
-        self._next_seq = core.next_seq
-        self._core = None
-        committer, self._committer = self._committer, None
-        if committer is not None:
-            try:
-                await committer.stop()  # flushes (a fenced store refuses: that is fine), then stops
-            except Exception as e:
-                if self._fenced is None:
-                    _log.exception("could not flush the store at shutdown")
-                else:
-                    _log.info("store not flushed after losing leadership: %s", e)
-            store = self._store
-            assert store is not None  # (a committer is made for a store only)
-            try:
-                if self._fenced is None:
-                    await store.release()
-                await store.close()
-            except Exception:
-                _log.exception("could not release the store at shutdown")
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_at = -1
-        for tid, fut in self._waiters.items():
-            if not fut.done():
-                fut.set_exception(TaskFailed("shutdown", SHUTDOWN_MESSAGE, tid))
-                fut.exception()  # mark retrieved: nobody may be awaiting this handle
-        self._waiters.clear()
-        for sf in self._space.values():
-            if not sf.done():
-                sf.set_result(None)
-        self._space.clear()
-        for s in list(self._streams):
-            s._end()
-        self._streams.clear()
-        self._pstreams.clear()
-
-    # ------------------------------------------------------------------ driver
-
-    def _now(self) -> int:
-        return self._mono() - self._t0
-
-    def _kick(self) -> None:
-        if not self._kick_pending:
-            self._kick_pending = True
-            self._loop.call_soon(self._drive)  # type: ignore[union-attr]
-
-    def _drive(self) -> None:
-        self._kick_pending = False
-        core = self._core
-        if core is None:
-            return
-        core.tick(self._now())
-        if core.actions:
-            self._apply()
-        self._arm()
-
-    def _arm(self) -> None:
-        core = self._core
-        if core is None:
-            return
-        w = core.next_wakeup()
-        if w is None:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-                self._timer_at = -1
-            return
-        if w == self._timer_at and self._timer is not None:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_at = w
-        self._timer = self._clock.call_at(self._t0 + w, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_at = -1
-        self._drive()
-
-    def _apply(self) -> None:
-        """Carry out the core's pending actions (and any they cause), in order."""
-        core = self._core
-        assert core is not None
-        persist: list[Any] = []
-        while core.actions:
-            actions = core.actions
-            core.actions = []
-            for a in actions:
-                tp = type(a)
-                if tp is Persist:
-                    persist.append(a.mutation)
-                elif tp is Dispatch:
-                    self._start_attempt(a.task, a.lease)
-                elif tp is Resolve:
-                    fut = self._waiters.pop(a.task.id, None)
-                    if fut is not None:
-                        set_outcome(fut, a.task)
-                elif tp is Publish:
-                    for s in self._streams:
-                        s._push(a.event)
-                elif tp is Abort:
-                    entry = self._running.pop(a.lease, None)
-                    if entry is not None:
-                        fut, ctx = entry
-                        ctx._cancelled = True
-                        ctx._ended = True
-                        ctx.abort_reason = a.reason
-                        # a later report from it is stale (docs/reference/behaviour.md#reliability)
-                        ctx._aborted_by = core
-                        if not ctx._in_thread:
-                            fut.cancel()
-                        # else: a thread cannot be interrupted; its outcome, when it comes, is a
-                        # stale report (_on_done), and one not yet started is skipped
-                elif tp is PublishProgress:
-                    for ps in self._pstreams:
-                        ps._push(a.event)
-                elif tp is SpaceAvailable:
-                    sf = self._space.pop(a.pool, None)
-                    if sf is not None and not sf.done():
-                        sf.set_result(None)
-                elif tp is Scale:
-                    self._scale(a.pool, a.desired)
-        if persist and self._committer is not None:
-            self._committer.add(persist)
-
-    # ------------------------------------------------------------------ attempts
-
-    def _start_attempt(self, t: TaskState, lease: int) -> None:
-        pool = self._pools[t.opts.pool_index]
-        ctx = TaskContext(self, t, lease)
-        loop = self._loop
-        assert loop is not None
-        executor = pool.executor
-        if self._otel_probe is not None and (
-            self._otel_all or ((tags := t.opts.tags) is not None and _otel.TRACEPARENT in tags)
-        ):  # the attempt runs in a span continuing the submitter's (cronoq.otel)
-            executor = _otel.traced_executor(executor, ctx, pool.is_async, self._otel_tracer)
-        elif pool.start_attempt is not None:
-            try:
-                fut = pool.start_attempt(ctx, t.payload)
-            except Exception as exc:
-                return self._not_started(lease, ctx, exc)
-            self._running[lease] = (fut, ctx)
-            fut.add_done_callback(partial(self._on_done, lease, ctx, output=True))
-            return
-        if pool.is_async:
-            # The executor is called inside _attempt, which reports the outcome itself when it
-            # returns: no done callback, no extra loop turn.  If this task is cancelled before
-            # its first step the executor is never called (no coroutine is left unawaited).
-            coro = self._attempt(lease, ctx, executor, t.payload)
-            try:
-                task = loop.create_task(coro)
-            except Exception as exc:
-                coro.close()
-                return self._not_started(lease, ctx, exc)
-            if not ctx._ended:  # (an eager task factory may already have finished it)
-                self._running[lease] = (task, ctx)
-            return
-        try:
-            fut = loop.run_in_executor(None, _run_in_thread, executor, ctx, t.payload)
-        except Exception as exc:  # the executor could not even be started
-            return self._not_started(lease, ctx, exc)
-        ctx._in_thread = True
-        self._running[lease] = (fut, ctx)
-        fut.add_done_callback(partial(self._on_done, lease, ctx))
-
-    def _not_started(self, lease: int, ctx: TaskContext, exc: Exception) -> None:
-        """The executor could not even start the attempt: it failed (``outcome_of``), and a
-        retry due at once is dispatched on the next turn."""
-        ctx._ended = True
-        self._fail_attempt(self._core, lease, exc)  # type: ignore[arg-type]
-        self._kick()
-
-    async def _attempt(self, lease: int, ctx: TaskContext, executor: Executor, payload: object) -> None:
-        """Run one attempt of an async executor and report its outcome
-        (docs/reference/behaviour.md#reliability).
-
-        An abort by the engine (timeout, cancel, lease loss) or by shutdown sets
-        ``ctx._cancelled`` *before* cancelling this task, and such an attempt reports nothing
-        (an executor that swallows the cancellation and returns or raises anyway made a stale
-        report: counted after an engine abort); a ``CancelledError`` the executor raises on
-        its own (``ctx._cancelled`` still False) is a retryable failure.
-        """
-        try:
-            result = await executor(ctx, payload)
-        except asyncio.CancelledError as exc:
-            if ctx._cancelled:
-                raise  # our abort: the lease is gone, report nothing; end as cancelled
-            self._report_error(lease, ctx, exc)
-        except Exception as exc:
-            if ctx._cancelled:
-                self._late_report(ctx)
-            else:
-                self._report_error(lease, ctx, exc)
-        else:
-            if ctx._cancelled:
-                self._late_report(ctx)
-            else:
-                self._running.pop(lease, None)
-                ctx._ended = True
-                core = self._core
-                if core is not None:
-                    core.complete(self._now(), lease, result)
-                    self._kick()
-
-    def _report_error(self, lease: int, ctx: TaskContext, exc: BaseException) -> None:
-        """Report a failed attempt: ``Permanent`` → failed, anything else → retryable."""
-        self._running.pop(lease, None)
-        ctx._ended = True
-        core = self._core
-        if core is None:
-            return
-        self._fail_attempt(core, lease, exc)
-        self._kick()
-
-    def _fail_attempt(self, core: Core, lease: int, exc: BaseException) -> None:
-        """Report the attempt under ``lease`` failed with ``exc`` (see ``errors.outcome_of``)."""
-        o = outcome_of(exc)
-        ra = None if o.retry_after is None else to_ns(o.retry_after)
-        core.fail(self._now(), lease, o.message, permanent=o.permanent, retry_after=ra)
-
-    def _on_done(self, lease: int, ctx: TaskContext, fut: asyncio.Future[Any], output: bool = False) -> None:
-        """An attempt's future is done (``output``: its result is the output as it is)."""
-        entry = self._running.get(lease)
-        if entry is None or entry[0] is not fut:
-            # aborted by the engine (timeout, cancel, lease loss) or shut down; an outcome that
-            # arrives anyway (a thread that ran on, an awaitable that ignored its cancellation)
-            # is a stale report
-            if not fut.cancelled():
-                exc = fut.exception()  # (retrieved: never logged as unhandled)
-                result = fut.result() if exc is None else None
-                if result is not _SKIPPED:
-                    if inspect.iscoroutine(result):
-                        result.close()  # a late plain function's coroutine is never run
-                    self._late_report(ctx)
-            return
-        core = self._core
-        if core is None:
-            return
-        try:
-            result = fut.result()
-        except (asyncio.CancelledError, Exception) as exc:  # (cancelled by itself: retryable)
-            del self._running[lease]
-            entry[1]._ended = True
-            self._fail_attempt(core, lease, exc)
-        else:
-            if not output and not isinstance(fut, asyncio.Task) and inspect.isawaitable(result):
-                # a plain function returned an awaitable: await it within the same attempt
-                try:
-                    inner = asyncio.ensure_future(result)
-                except Exception as exc:
-                    del self._running[lease]
-                    return self._not_started(lease, entry[1], exc)
-                entry[1]._in_thread = False  # the rest runs on the loop: abort cancels it
-                self._running[lease] = (inner, entry[1])
-                inner.add_done_callback(partial(self._on_done, lease, entry[1]))
-                return
-            del self._running[lease]
-            entry[1]._ended = True
-            core.complete(self._now(), lease, result)
-        self._kick()
-
-    def _count_stale(self) -> None:
-        """A report arrived for a lease that is no longer current (remote workers)."""
-        core = self._core
-        if core is not None:
-            core.counters["stale_completions"] += 1
-
-    def _late_report(self, ctx: TaskContext) -> None:
-        """An in-process attempt ended after the engine aborted it: a stale report
-        (docs/reference/behaviour.md#reliability).
-
-        Not counted when shutdown aborted it or the scheduler shut down (or restarted) since.
-        """
-        core = ctx._aborted_by
-        if core is not None and core is self._core:
-            self._count_stale()
-
-    def _heartbeat(self, lease: int) -> None:
-        core = self._core
-        if core is not None:
-            core.heartbeat(self._now(), lease)
+        await run.drain(g)
+        if self._run is not run:
+            return  # (shut down concurrently while the attempts drained)
+        self._next_seq = run.core.next_seq
+        self._run = None
+        await run.close()
 
     # ------------------------------------------------------------------ submission
 
-    def _require(self) -> Core:
-        core = self._core
-        if core is None or not self._accepting:
+    def _started(self) -> Started:
+        """The started state, accepting calls; else ``NotStartedError``."""
+        run = self._run
+        if run is None or not run.accepting:
             raise NotStartedError()
-        return core
+        return run
 
-    def _prepare(self, fields: dict[str, Any] | Submission) -> Prepared:
-        prepared = prepare(self._opts, fields)
-        probe = self._otel_probe
-        if probe is not None and probe():  # something in the OTel context: carry a span's context
-            return (_otel.traced_options(prepared[0]), *prepared[1:])
-        return prepared
+    def _require(self) -> Core:
+        """The engine of the started scheduler (``NotStartedError`` when not started)."""
+        return self._started().core
 
-    async def _wait_space(self, opts: TaskOptions) -> None:
-        core = self._require()
-        name = core.pools[opts.pool_index].name
-        sf = self._space.get(name)
-        if sf is None or sf.done():
-            sf = self._loop.create_future()  # type: ignore[union-attr]
-            self._space[name] = sf
-        await asyncio.shield(sf)
-        if self._core is not core or not self._accepting:
-            # shut down while this submission waited for space: nothing was accepted
-            raise SchedulerError(f"{SHUTDOWN_MESSAGE} while the submission waited for space in pool '{name}'")
+    def _handle_for(self, tid: int, dup: bool) -> TaskHandle:
+        """A handle to task ``tid`` (made by the current start; ``NotStartedError`` after shutdown)."""
+        run = self._run
+        if run is None:
+            raise NotStartedError()
+        return run.handle_for(tid, dup)
 
     async def _submit(self, payload: object, fields: dict[str, Any] | Submission) -> tuple[int, bool]:
-        core = self._require()
-        opts, key, dl, st, deps = self._prepare(fields)
+        run = self._started()
+        core = run.core
+        opts, key, dl, st, deps = _prepare(self._opts, self._otel_probe, fields)
         self._process_payloads.check(core, opts, payload)
         # (core.submit resolves the pool after the key: a duplicate's other fields are not
         # looked at, docs/reference/behaviour.md#ids-keys-retention)
-        blob = self._encode(payload) if self._committer is not None else None
+        blob = run.blob(payload)
         while True:
-            now = self._now()
+            now = run.now()
             deadline = None if dl is None else dl.resolve(now, self._time_base)
             start = None if st is None else st.resolve(now, self._time_base)
             try:
@@ -671,50 +324,14 @@ class Scheduler(Operations, Signals):
             except SubmitError as e:
                 if e.code != "full" or self._nowait:
                     raise
-            await self._wait_space(opts)
-            core = self._require()
+            await run.wait_space(opts)
+            run = self._started()
+            core = run.core
         if not dup:
-            self._kick()
-        if self._committer is not None:
-            await self._durable()
+            run.kick()
+        if run.committer is not None:
+            await run.durable()
         return tid, dup
-
-    def _encode(self, payload: object) -> bytes:
-        """Encode a payload for the store at submission: an unencodable one is ``invalid``."""
-        return encode_payload(self._codec, payload)
-
-    async def _durable(self) -> None:
-        """Acknowledge only after this step's mutations are committed (group commit)."""
-        if self._core is not None and self._core.actions:
-            self._apply()
-        committer = self._committer
-        if committer is not None:
-            await committer.barrier()
-
-    def _on_fenced(self, err: BaseException) -> None:
-        """Another instance took over the store: stop leading at once, without writing."""
-        if self._fenced is not None or self._core is None:
-            return
-        self._fenced = err
-        _log.error("lost leadership of the store: %s", err)
-        loop = self._loop
-        if loop is not None:
-            loop.create_task(self._step_down(err))
-
-    def _on_lost(self) -> None:
-        from cronoq.errors import Fenced
-
-        self._on_fenced(Fenced("leadership lost"))
-
-    async def _step_down(self, err: BaseException) -> None:
-        try:
-            await self.shutdown(0.0)
-        finally:
-            hook = self.on_fenced
-            if hook is not None:
-                res = hook(err)
-                if inspect.isawaitable(res):
-                    await res
 
     def _submit_plain(self, payload: object, fields: dict[str, Any] | None = None) -> int | None:
         """Fast path for a submission with option fields only (no key, times or edges): its id,
@@ -722,8 +339,9 @@ class Scheduler(Operations, Signals):
 
         Must stay equivalent to ``_submit`` with such ``fields`` (keep the two in step).
         """
-        core = self._require()
-        if self._committer is not None:
+        run = self._started()
+        core = run.core
+        if run.committer is not None:
             return None  # durable: the slow path encodes and awaits the commit
         opts = self._opts.get(fields) if fields else self._opts.default
         probe = self._otel_probe
@@ -733,12 +351,12 @@ class Scheduler(Operations, Signals):
             core.resolve_pool(opts)
         self._process_payloads.check(core, opts, payload)
         try:
-            tid, _ = core.submit(self._now(), opts, payload)  # no key: never a duplicate
+            tid, _ = core.submit(run.now(), opts, payload)  # no key: never a duplicate
         except SubmitError as e:
             if e.code != "full":
                 raise
             return None  # the slow path waits for space
-        self._kick()
+        run.kick()
         return tid
 
     async def submit(self, payload: object, **fields: Any) -> TaskHandle:
@@ -773,7 +391,8 @@ class Scheduler(Operations, Signals):
         for t in batch:
             if not isinstance(t, Task):
                 raise ArgumentTypeError(f"submit_batch takes Task objects (got {t!r})")
-        core = self._require()
+        run = self._started()
+        core = run.core
         if not batch:
             return []
         for t in batch:
@@ -782,11 +401,11 @@ class Scheduler(Operations, Signals):
                 # resolve a copy here (a pool's index differs between schedulers)
                 t._opts = t._opts.unresolved()
             self._process_payloads.check(core, t._opts, t._sub.payload)
-        blobs = [self._encode(t._sub.payload) for t in batch] if self._committer is not None else None
+        blobs = [run.blob(t._sub.payload) for t in batch] if run.committer is not None else None
         probe = self._otel_probe
         trace = _otel.trace_tags() if probe is not None and probe() else None
         while True:
-            now = self._now()
+            now = run.now()
             with gc_paused():  # many long-lived objects at once, no cycles: see gcpause
                 items = [
                     BatchItem(
@@ -810,46 +429,15 @@ class Scheduler(Operations, Signals):
                     full_pool = next(
                         (o for o, *_ in items if core.pools[o.pool_index].waiting_space), items[0][0]
                     )
-            await self._wait_space(full_pool)
-            core = self._require()
-        self._kick()
-        if self._committer is not None:
-            await self._durable()
+            await run.wait_space(full_pool)
+            run = self._started()
+            core = run.core
+        run.kick()
+        if run.committer is not None:
+            await run.durable()
         return results
 
-    def _handle_for(self, tid: int, dup: bool) -> TaskHandle:
-        fut = self._waiters.get(tid)
-        if fut is None:
-            fut = self._loop.create_future()  # type: ignore[union-attr]
-            t = self._core.tasks.get(tid) if self._core is not None else None
-            if t is not None and t.status >= FIRST_TERMINAL:
-                set_outcome(fut, t)
-            else:
-                self._waiters[tid] = fut
-        return TaskHandle(self, tid, dup, fut)
-
     # ------------------------------------------------------------------ control and queries
-
-    def _move_attempt(self, ctx: TaskContext, labels: dict[str, str], kinds: Kinds = None) -> bool:
-        """Move ``ctx``'s running attempt to the worker group with ``labels`` and ``kinds`` (a remote
-        lease handed back unrun, re-offered: :meth:`Core.move_attempt`); ``ctx.group`` follows."""
-        core = self._core
-        if core is None or not core.move_attempt(ctx.lease, labels, kinds):
-            return False
-        ctx._group = ctx._task.group
-        self._kick()  # the slot given back may take a parked labelled task
-        return True
-
-    def _cancel_now(self, ref: int | str) -> bool:
-        core = self._core
-        if core is None:
-            return False
-        ok = core.cancel(self._now(), ref)
-        if core.actions:
-            self._apply()
-        if ok:
-            self._kick()
-        return ok
 
     def _find(self, ref: object, tenant: object) -> TaskState | None:
         """The task ``ref`` names for ``tenant``: keys are scoped by tenant, and with a tenant
@@ -857,8 +445,9 @@ class Scheduler(Operations, Signals):
         check_ref(ref)
         if tenant is not None and not isinstance(tenant, str):
             raise ArgumentTypeError(f"tenant must be a string (got {tenant!r})")
-        core = self._require()
-        t = core.lookup(self._now(), ref, tenant)  # type: ignore[arg-type]
+        run = self._started()
+        core = run.core
+        t = core.lookup(run.now(), ref, tenant)  # type: ignore[arg-type]
         if t is not None and tenant is not None and not same_tenant(t.opts.tenant, tenant):
             return None
         return t
@@ -867,28 +456,30 @@ class Scheduler(Operations, Signals):
         """Cancel a task by id or key (a key of ``tenant``'s tasks); False if unknown or
         already terminal."""
         t = self._find(ref, tenant)
-        return False if t is None else self._cancel_now(t.id)
+        return False if t is None else self._started().cancel(t.id)
 
     async def status(self, ref: int | str, *, tenant: str | None = None) -> str | None:
         """The task's status name, or None if unknown (or no longer retained, by the engine or
         a durable store's history). Keys: ``tenant``'s tasks (docs/reference/behaviour.md#auth)."""
-        t = await self._find_or_history(ref, tenant)
+        t = await self._ops._find_or_history(ref, tenant)
         return None if t is None else STATUS_NAMES[t.status]
 
     async def handle(self, ref: int | str, *, tenant: str | None = None) -> TaskHandle | None:
         """A handle to an existing task of ``tenant`` (live, retained, or finished in a durable
         store's history), or None."""
-        return await self._handle_of(ref, tenant)
+        return await self._ops._handle_of(ref, tenant)
 
     async def snapshot(self) -> Snapshot:
-        core = self._require()
-        return core.snapshot(self._now())
+        run = self._started()
+        core = run.core
+        return core.snapshot(run.now())
 
     async def set_capacity(self, pool: str, n: int) -> None:
         """Set a pool's capacity (worker slots) directly; not clamped to min/max."""
-        core = self._require()
-        core.set_capacity(self._now(), pool, n)
-        self._kick()
+        run = self._started()
+        core = run.core
+        core.set_capacity(run.now(), pool, n)
+        run.kick()
 
     async def add_recurring(
         self,
@@ -923,7 +514,8 @@ class Scheduler(Operations, Signals):
     ) -> RecurringInfo:
         """:meth:`add_recurring` of a validated template (its times and edges are ignored but a
         relative deadline's)."""
-        core = self._require()
+        run = self._started()
+        core = run.core
         if not isinstance(name, str) or not name:
             raise ValueError(f"recurring schedule name must be a non-empty string (got {name!r})")
         ov = parse_overlap(overlap)
@@ -933,71 +525,34 @@ class Scheduler(Operations, Signals):
             raise SchedulerError(f"configuration error: {e}") from None
         dl = None if sub.deadline is None else sub.deadline.relative
         spec = RecurringSpec(name, schedule, ov, sub.options(), sub.payload, sub.key, dl)
-        if self._committer is not None:
-            spec.blob = self._encode(sub.payload)
+        spec.blob = run.blob(sub.payload)
         try:
-            info = core.add_recurring(self._now(), spec)
+            info = core.add_recurring(run.now(), spec)
         except SubmitError as e:
             raise SchedulerError(f"configuration error: {e.message}") from None
-        self._settle()
-        if self._committer is not None:
-            await self._durable()
+        run.settle()
+        if run.committer is not None:
+            await run.durable()
         return info
 
     async def remove_recurring(self, name: str) -> bool:
         """Remove a schedule (its already-materialized occurrence still runs)."""
-        core = self._require()
-        return core.remove_recurring(self._now(), name)
+        run = self._started()
+        core = run.core
+        return core.remove_recurring(run.now(), name)
 
     async def list_recurring(self) -> list[RecurringInfo]:
         """The schedules with their next occurrence."""
         return self._require().list_recurring()
 
-    def _settle(self) -> None:
-        """Carry out actions a control call produced and let the driver re-arm."""
-        if self._core is not None and self._core.actions:
-            self._apply()
-        self._kick()
-
     async def set_group_capacity(self, pool: str, labels: dict[str, str] | None, n: int) -> None:
         """Size the worker group of ``pool`` with ``labels`` (``n = 0`` removes a labelled group)."""
-        core = self._require()
+        run = self._started()
+        core = run.core
         if labels is not None and not isinstance(labels, dict):
             raise ValueError(f"labels must be a dict of str to str (got {labels!r})")
-        core.set_group_capacity(self._now(), pool, labels, n)
-        self._settle()
-
-    def _scale(self, pool: str, desired: int) -> None:
-        """Carry out an autoscaler decision through the pool's scaler (in request order)."""
-        p = self._pools[self._pool_names.index(pool)]
-        scaler = p.scaler
-        if type(scaler) is SlotScaler:
-            if self._core is not None:
-                self._core.set_capacity(self._now(), pool, desired)
-                self._kick()
-            return
-        prev = self._scaling.get(pool)
-        self._scaling[pool] = self._loop.create_task(self._run_scaler(prev, scaler, pool, desired))  # type: ignore[union-attr]
-
-    async def _run_scaler(
-        self, prev: asyncio.Task[None] | None, scaler: Scaler, pool: str, desired: int
-    ) -> None:
-        if prev is not None and not prev.done():
-            await asyncio.wait([prev])
-        try:
-            result = scaler.scale_to(pool, desired)
-            if inspect.isawaitable(result):
-                result = await result
-        except Exception:
-            _log.exception("scaler %r failed to scale pool '%s' to %d", scaler, pool, desired)
-            return
-        if result is None or self._core is None:
-            return
-        if isinstance(result, bool) or not isinstance(result, int) or result < 0:
-            _log.error("scaler %r returned an invalid capacity %r for pool '%s'", scaler, result, pool)
-            return
-        self._core.set_capacity(self._now(), pool, result)
-        self._settle()
+        core.set_group_capacity(run.now(), pool, labels, n)
+        run.settle()
 
     @overload
     def events(self, on_lag: str = "skip", *, progress: Literal[False] = False) -> EventStream: ...
@@ -1012,7 +567,8 @@ class Scheduler(Operations, Signals):
         :class:`~cronoq.engine.progress.ProgressEvent` items (at most 4 per second per task,
         newest wins; docs/how-to/progress.md#event-streams).
         """
-        core = self._require()
+        run = self._started()
+        core = run.core
         stream: EventStream | ProgressEventStream
         if progress:
             stream = ProgressEventStream(self, self._event_capacity, on_lag)
@@ -1028,25 +584,14 @@ class Scheduler(Operations, Signals):
         self._streams.discard(stream)
         if isinstance(stream, ProgressEventStream):
             self._pstreams.discard(stream)
-        core = self._core
-        if core is not None:
+        run = self._run
+        if run is not None:
             if not self._streams:
-                core.publish = False
+                run.core.publish = False
             if not self._pstreams:
-                core.progress.publish = False
+                run.core.progress.publish = False
 
     # ------------------------------------------------------------------ progress and attempts
-
-    def _progress(self, lease: int, done: float, total: float | None, message: str | None) -> None:
-        core = self._core
-        reported = core is not None and core.progress.report(self._now(), lease, done, total, message)
-        if reported and core is not None and (core.actions or core.progress.publish):
-            self._kick()  # publish now, or arm the trailing flush
-
-    def _note_worker(self, lease: int, name: str) -> None:
-        core = self._core
-        if core is not None:
-            core.attempts.set_worker(lease, name)
 
     async def progress(self, ref: int | str, *, tenant: str | None = None) -> Progress | None:
         """The latest progress of the task's latest attempt (docs/how-to/progress.md), or None:
@@ -1067,14 +612,72 @@ class Scheduler(Operations, Signals):
         lookups returned): its latest progress, why it is not running (engine/waiting.py) and,
         when ``full``, its attempt timeline and dependency links, for a task's detail view (the
         server's ``TaskInfo``).  In memory only."""
-        core = self._core
-        if core is None:
+        run = self._run
+        if run is None:
             return TaskExtras(None, [], [], [])
-        why = why_not_running(core, t, self._now())
+        core = run.core
+        why = why_not_running(core, t, run.now())
         if not full:
             return TaskExtras(core.progress.latest(t), [], [], [], why)
         att = core.attempts
         return TaskExtras(core.progress.latest(t), att.timeline(t), att.parents(t), att.children(t), why)
+
+    # ------------------------------------------------------------------ operator actions (Operations)
+
+    async def resource_keys(self, resource: str, top: int = 10) -> list[ResourceKey]:
+        """The ``top`` (1..1000) busiest keys of keyed resource ``resource`` by waiting units
+        (docs/concepts/resources.md#keyed-resources).  ValueError: not a keyed resource."""
+        return await self._ops.resource_keys(resource, top)
+
+    async def pause(self, pool: str) -> bool:
+        """Pause ``pool``: it dispatches nothing new (running attempts finish, submissions are
+        still accepted) until :meth:`resume`.  True when its state changed; durable with a
+        durable store.  ValueError ``unknown pool 'x'``."""
+        return await self._ops.pause(pool)
+
+    async def resume(self, pool: str) -> bool:
+        """Resume a paused ``pool``: its backlog dispatches at once.  True when its state changed."""
+        return await self._ops.resume(pool)
+
+    async def pause_recurring(self, name: str) -> bool:
+        """Pause recurring schedule ``name``: occurrences coming due while it is paused are
+        skipped and counted (``RecurringInfo.skipped_paused``).  True when its state changed.
+        ValueError ``unknown recurring schedule 'x'``."""
+        return await self._ops.pause_recurring(name)
+
+    async def resume_recurring(self, name: str) -> bool:
+        """Resume a paused recurring schedule.  True when its state changed."""
+        return await self._ops.resume_recurring(name)
+
+    async def trigger_recurring(self, name: str) -> TaskHandle:
+        """ "Run now": submit one occurrence of schedule ``name`` at once (its options, tag
+        ``cronoq.recurring``, payload; no key; no overlap check, also while paused)."""
+        return await self._ops.trigger_recurring(name)
+
+    async def replay(self, ref: int | str, *, force: bool = False, tenant: str | None = None) -> TaskHandle:
+        """Replay a finished task that did not succeed (``force=True``: also a succeeded one):
+        a new task with the same options and payload, a new id and the tag
+        ``cronoq.replay_of=<id>``; the original's key moves to it.  Returns the new task's
+        handle.  ReplayError ``unknown_task`` / ``not_finished`` / ``succeeded`` /
+        ``payload_unavailable``."""
+        return await self._ops.replay(ref, force=force, tenant=tenant)
+
+    async def cancel_where(
+        self, *, request_key: str | None = None, **filter: Unpack[BulkFilter]
+    ) -> BulkResult:
+        """Cancel every not-finished task matching the filter (:class:`BulkFilter`: every given
+        criterion must hold), in pages; ``BulkResult(matched, acted)``.  Idempotent by
+        ``request_key``."""
+        return await self._ops.cancel_where(request_key=request_key, **filter)
+
+    async def replay_where(
+        self, *, force: bool = False, request_key: str | None = None, **filter: Unpack[BulkFilter]
+    ) -> BulkResult:
+        """Replay every finished task matching the filter (:class:`BulkFilter`) that did not
+        succeed and has no replay yet (with ``force``, succeeded ones and replayed ones too), in
+        pages; ``BulkResult(matched, acted)`` (a task whose payload is no longer retained is
+        matched, not acted on).  Idempotent by ``request_key``, durably with a durable store."""
+        return await self._ops.replay_where(force=force, request_key=request_key, **filter)
 
     def __repr__(self) -> str:
         return f"<Scheduler pools={self._pool_names} started={self.started}>"

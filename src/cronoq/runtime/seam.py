@@ -66,7 +66,8 @@ class SchedulerSeam:
     @property
     def durable(self) -> bool:
         """Whether acknowledgements wait for a store commit (started with a store)."""
-        return self._s._committer is not None
+        run = self._s._run
+        return run is not None and run.committer is not None
 
     @property
     def time_base(self) -> int:
@@ -101,45 +102,43 @@ class SchedulerSeam:
     @property
     def epoch(self) -> int | None:
         """The store epoch of this leadership term (None when not started)."""
-        core = self._s._core
-        return None if core is None else core.epoch
+        run = self._s._run
+        return None if run is None else run.core.epoch
 
     @property
     def tasks(self) -> Mapping[int, TaskState]:
         """The engine's live and retained tasks by id (empty when not started); read-only."""
-        core = self._s._core
-        return _NO_TASKS if core is None else core.tasks
+        run = self._s._run
+        return _NO_TASKS if run is None else run.core.tasks
 
     def retained_tasks(self) -> Mapping[int, TaskState]:
         """:attr:`tasks` after forgetting the terminal tasks past key retention."""
-        s = self._s
-        core = s._core
-        if core is None:
+        run = self._s._run
+        if run is None:
             return _NO_TASKS
-        core.prune(s._now())
-        return core.tasks
+        run.core.prune(run.now())
+        return run.core.tasks
 
     def lookup(self, ref: int | str, tenant: str | None = None) -> TaskState | None:
         """A task by id, or by key among ``tenant``'s tasks (None if unknown or not started).
 
         Unlike ``Scheduler.status``, an id names any tenant's task: the caller checks access.
         """
-        s = self._s
-        core = s._core
-        return None if core is None else core.lookup(s._now(), ref, tenant)
+        run = self._s._run
+        return None if run is None else run.core.lookup(run.now(), ref, tenant)
 
     def forget_output(self, task_id: int, output: object) -> bool:
         """Drop the retained output of succeeded task ``task_id`` if it is still ``output`` (a
         bounded output cache above the engine, the server's ``[outputs]``); False when there was
         nothing to drop or the scheduler is not started."""
-        core = self._s._core
-        return False if core is None else core.forget_output(task_id, output)
+        run = self._s._run
+        return False if run is None else run.core.forget_output(task_id, output)
 
     def fill_replays_with(self, fill: Callable[[object, tuple[Outcome, ...], str], object]) -> None:
         """How a replay's payload takes its original's parents' outputs (``fill(payload,
         parents, kind)``; a replay carries no edges): the server's, for its JSON blobs, in
         place of the named tasks' placeholders in process (runtime/operations.py)."""
-        self._s._replay_fill = fill
+        self._s._ops._replay_fill = fill
 
     def parent_ids(self, t: TaskState) -> list[int]:
         """The parent of each dependency edge of ``t``, in edge order (0: a parent
@@ -149,13 +148,13 @@ class SchedulerSeam:
     def parent_outcomes(self, t: TaskState) -> list[tuple[int, str | None, str, Any, str | None]]:
         """``(id, key, status, output, message)`` per dependency edge of ``t``, in edge order,
         live or ended while it is retained (engine/parents.py)."""
-        core = self._s._core
-        return [] if core is None or t.parents is None else outcomes(core, t)
+        run = self._s._run
+        return [] if run is None or t.parents is None else outcomes(run.core, t)
 
     def pending_total(self) -> int:
         """Tasks waiting to run, over every pool (0 when not started)."""
-        core = self._s._core
-        return 0 if core is None else sum(p.pending for p in core.pools)
+        run = self._s._run
+        return 0 if run is None else sum(p.pending for p in run.core.pools)
 
     def task_of(self, ctx: TaskContext) -> TaskState:
         """The engine's state of the task ``ctx``'s attempt runs; read-only."""
@@ -163,9 +162,8 @@ class SchedulerSeam:
 
     def snapshot_now(self) -> Snapshot | None:
         """A snapshot taken synchronously (None when not started)."""
-        s = self._s
-        core = s._core
-        return None if core is None else core.snapshot(s._now())
+        run = self._s._run
+        return None if run is None else run.core.snapshot(run.now())
 
     # ------------------------------------------------------------------ operations
 
@@ -196,12 +194,14 @@ class SchedulerSeam:
 
         Durable: the cancellation is committed by a later :meth:`commit`.
         """
-        return self._s._cancel_now(tid)
+        run = self._s._run
+        return False if run is None else run.cancel(tid)
 
     async def commit(self) -> None:
         """Wait until every change made so far is committed to the store (no store: nothing)."""
-        if self._s._committer is not None:
-            await self._s._durable()
+        run = self._s._run
+        if run is not None and run.committer is not None:
+            await run.durable()
 
     def handle(self, tid: int) -> TaskHandle:
         """A handle to task ``tid``, which the caller knows exists."""
@@ -209,7 +209,9 @@ class SchedulerSeam:
 
     def count_stale(self) -> None:
         """Count a report for a lease that is no longer current (``stale_completions``)."""
-        self._s._count_stale()
+        run = self._s._run
+        if run is not None:
+            run.count_stale()
 
     def set_group_capacity(
         self, pool: str, labels: dict[str, str] | None, n: int, kinds: Kinds = None
@@ -217,18 +219,17 @@ class SchedulerSeam:
         """Size a worker group (``kinds``: the task kinds it serves, None: any) at once, as
         ``Scheduler.set_group_capacity`` does (a no-op when not started); validation errors
         propagate."""
-        s = self._s
-        core = s._core
-        if core is None:
+        run = self._s._run
+        if run is None:
             return
-        core.set_group_capacity(s._now(), pool, labels, n, kinds)
-        s._kick()
+        run.core.set_group_capacity(run.now(), pool, labels, n, kinds)
+        run.kick()
 
     def move_attempt(self, ctx: TaskContext, labels: dict[str, str], kinds: Kinds = None) -> bool:
         """Move ``ctx``'s running attempt to the worker group with ``labels`` and ``kinds`` (a
         remote lease handed back unrun, re-offered to a worker of another group); ``ctx.group``
         follows."""
-        return self._s._move_attempt(ctx, labels, kinds)
+        return ctx._run.move_attempt(ctx, labels, kinds)
 
     # ------------------------------------------------------------------ tracing (cronoq.otel)
 

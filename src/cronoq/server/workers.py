@@ -8,8 +8,8 @@ server pool's executor is a :class:`RemoteExecutor`: when the engine dispatches 
 picks a connected worker of that group with a free granted slot, queues a ``Lease`` message
 on the worker's session and awaits the worker's report:
 
-* ``Complete`` → the attempt returns a :class:`Blob` (output bytes + content type);
-* ``Fail`` → :class:`~cronoq.errors.Permanent` or :class:`~cronoq.errors.Retryable`
+* ``Complete`` → the attempt completes with a :class:`Blob` (output bytes + content type);
+* ``Fail`` → the attempt fails, permanently or retryably
   (with ``retry_after``; its message, as a ``Nack``'s reason, cut to
   ``limits.max_report_message_len`` characters: it is kept with the task and stored);
 * ``Nack`` → the lease is offered to another worker with a free slot within the same attempt:
@@ -28,11 +28,12 @@ on the worker's session and awaits the worker's report:
   reply is queued before any lease the freed slot gets;
 * a disconnect → the attempt fails retryably (``worker disconnected``).
 
-The executor is a *starting* one (``Pool.start_attempt``): it queues the lease and hands the
-scheduler the attempt's future (:class:`Attempt`), which the reports above resolve, so an
-attempt costs no asyncio task and no loop turn of its own.  When the engine aborts an attempt
-(timeout, cancel, lease expiry, shutdown) the future is cancelled and ``Abort{lease, reason}``
-goes to the worker.  Heartbeats renew
+The executor is of kind ``REMOTE`` (:mod:`cronoq.runtime.executors`): it queues the lease and
+returns; the reports above come back as values, calls on the attempt's context
+(``ctx.complete(output)``, ``ctx.fail(message, permanent=, retry_after=)``, ``ctx.abort()``;
+:class:`Attempt`), so an attempt costs no asyncio task, no future and no loop turn of its own.
+When the engine aborts an attempt (timeout, cancel, lease expiry, shutdown) it calls
+``ctx.on_abort`` and ``Abort{lease, reason}`` goes to the worker.  Heartbeats renew
 the engine lease through the attempt's context.  Reports for leases a session does not hold
 are ignored and counted as stale.
 
@@ -62,6 +63,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cronoq.errors import Permanent, Retryable
+from cronoq.runtime.executors import ExecutorKind
 
 if TYPE_CHECKING:
     from cronoq.engine.model import TaskState
@@ -168,52 +170,82 @@ ServerMsg = LeaseMsg | AbortMsg | ShutdownMsg | RegisteredMsg | DurableReplyMsg
 @dataclass(eq=False)
 class Attempt:
     """One lease handed to a worker (possibly re-offered after a Nack): its session's reports
-    resolve ``future``, the attempt's outcome as the scheduler sees it."""
+    become the attempt's outcome, reported as values on its context (``ctx.complete``,
+    ``ctx.fail``, ``ctx.abort``); ``waiter`` instead when the attempt is awaited
+    (:meth:`RemoteExecutor.__call__`, inside a tracing span)."""
 
     lease: int
     ctx: TaskContext
     msg: LeaseMsg
-    future: asyncio.Future[Blob]
     executor: RemoteExecutor
     group: dict[str, str]  # the engine worker group it runs in (labels)
     kinds: frozenset[str] | None = None  # ... and the task kinds that group serves (None: any)
     session: WorkerSession | None = None
     refused_by: set[int] = field(default_factory=set)
+    #: set once the attempt ended (reported, aborted by the engine, parked): later reports are stale
+    done: bool = False
+    waiter: asyncio.Future[Blob] | None = None
 
     def complete(self, output: Blob) -> None:
-        if not self.future.done():
+        if not self.done:
+            self.done = True
             note = self.executor.on_output
             if note is not None:
                 note(self.msg.task_id, output)
-            self.future.set_result(output)
+            if self.waiter is None:
+                self.ctx.complete(output)
+            elif not self.waiter.done():
+                self.waiter.set_result(output)
 
     def fail(self, message: str, permanent: bool, retry_after: float | None) -> None:
-        if not self.future.done():
-            self.future.set_exception(
-                Permanent(message) if permanent else Retryable(message, retry_after=retry_after)
-            )
+        if not self.done:
+            self.done = True
+            if self.waiter is None:
+                self.ctx.fail(message, permanent=permanent, retry_after=retry_after)
+            elif not self.waiter.done():  # (the awaited form: the error the executor raises)
+                self.waiter.set_exception(
+                    Permanent(message) if permanent else Retryable(message, retry_after=retry_after)
+                )
 
     def nack(self, reason: str) -> None:
         """Refused: offered to another worker within the same attempt."""
-        if not self.future.done():
+        if not self.done:
             self.executor.offer(self, reason or "rejected")
 
     def cancelled(self) -> None:
         """Cancelled by the worker: the task ends cancelled (the engine aborts the attempt)."""
-        if not self.future.done():
+        if not self.done:
             self.executor.registry.sched.seam.cancel(self.msg.task_id)
-            self.future.cancel()  # (a task the cancel did not end: a retryable failure)
+            if not self.done:  # (a task the cancel did not end: a retryable failure)
+                self.done = True
+                if self.waiter is None:
+                    self.ctx.abort()
+                else:
+                    self.waiter.cancel()
 
     def gone(self, reason: str) -> None:
-        if not self.future.done():
-            self.future.set_exception(Retryable(reason or "worker disconnected"))
+        self.fail(reason or "worker disconnected", False, None)
 
-    def ended(self, fut: asyncio.Future[Blob]) -> None:
-        """The future's done callback: an abort by the engine (timeout, cancel, lease expiry,
-        shutdown) cancelled it; the worker holding the lease is told so."""
+    def parked(self) -> None:
+        """Parked in a durable call: ended without a report (the engine already knows)."""
+        self.done = True
+        if self.waiter is not None:
+            self.waiter.cancel()
+
+    def aborted(self) -> None:
+        """The engine aborted the attempt (timeout, cancel, lease expiry, shutdown): the worker
+        holding the lease is told so."""
+        if self.done:
+            return
+        self.done = True
         session = self.session
-        if fut.cancelled() and session is not None and session.attempts.pop(self.lease, None) is not None:
+        if session is not None and session.attempts.pop(self.lease, None) is not None:
             session.send(AbortMsg(self.lease, self.ctx.abort_reason or "aborted"))
+
+    def waited(self, fut: asyncio.Future[Blob]) -> None:
+        """The awaited form's done callback: a cancelled wait is the engine's abort."""
+        if fut.cancelled():
+            self.aborted()
 
 
 K = TypeVar("K")
@@ -325,7 +357,7 @@ class WorkerSession:
 
     def nack(self, lease: int, reason: str) -> None:
         att = self._take(lease)
-        if att is not None and not att.future.done():
+        if att is not None and not att.done:
             att.refused_by.add(self.id)
             att.nack(self._cut(reason))
         self.registry._slot_freed(self)
@@ -350,11 +382,11 @@ class WorkerSession:
 
     def parked(self, att: Attempt, call: int) -> None:
         """``att`` parked in durable call ``call``: it leaves the session (the slot is free),
-        the worker is told first, and its future ends without a report."""
+        the worker is told first, and the attempt ends without a report."""
         if self.attempts.get(att.lease) is att:
             del self.attempts[att.lease]
         self.send(DurableReplyMsg(call, parked=True))
-        att.future.cancel()  # (not in attempts: no Abort; the scheduler already dropped it)
+        att.parked()  # (not in attempts: no Abort; the scheduler already dropped it)
         self.registry._slot_freed(self)
 
     def set_slots(self, slots: int) -> int:
@@ -563,10 +595,14 @@ def _journal_json(ctx: TaskContext, payload_bytes: int, max_message_bytes: int) 
 class RemoteExecutor:
     """The executor of a server pool: runs each attempt on a remote worker.
 
-    A *starting* executor (``Pool.start_attempt``): :meth:`start_attempt` sends the lease and returns the
-    attempt's future at once, and the worker's reports resolve it (:class:`Attempt`), so an
-    attempt costs no asyncio task of its own. Awaiting the executor (:meth:`__call__`, what a
-    tracing span wraps) awaits that future."""
+    Its kind is ``REMOTE`` (:class:`~cronoq.runtime.executors.ExecutorKind`): :meth:`begin`
+    sends the lease and returns at once, and the worker's reports come back as calls on the
+    attempt's context (:class:`Attempt`: ``ctx.complete``, ``ctx.fail``, ``ctx.abort``), so an
+    attempt costs no asyncio task and no future of its own; the engine's abort reaches it as
+    ``ctx.on_abort``.  Awaiting the executor (:meth:`__call__`, what a tracing span wraps)
+    awaits the outcome instead."""
+
+    executor_kind = ExecutorKind.REMOTE
 
     def __init__(
         self, registry: WorkerRegistry, pool: str, on_output: Callable[[int, Blob], None] | None = None
@@ -577,17 +613,19 @@ class RemoteExecutor:
         self.on_output = on_output
 
     async def __call__(self, ctx: TaskContext, payload: object) -> Blob:
-        result: Blob = await self.start_attempt(ctx, payload)
-        return result
+        """The attempt awaited (inside a tracing span): its output, or the error it ended with
+        (:class:`Permanent`, :class:`Retryable`); cancelling the wait aborts it."""
+        waiter: asyncio.Future[Blob] = asyncio.get_running_loop().create_future()
+        self.begin(ctx, payload, waiter)
+        return await waiter
 
-    def start_attempt(self, ctx: TaskContext, payload: object) -> asyncio.Future[Blob]:
-        """Hand the attempt to a worker: a future of its output, or of the error it ended with
-        (:class:`Permanent`, :class:`Retryable`); cancelling it aborts the attempt."""
+    def begin(self, ctx: TaskContext, payload: object, waiter: asyncio.Future[Blob] | None = None) -> None:
+        """Hand the attempt to a worker; its outcome is reported on ``ctx`` (or set on
+        ``waiter``, the awaited form)."""
         blob = payload if isinstance(payload, Blob) else Blob(b"", "")
         seam = self.registry.sched.seam
         t = seam.task_of(ctx)
         opts = t.opts
-        loop = seam.loop or asyncio.get_running_loop()  # (the scheduler's loop runs this)
         parents: tuple[Any, ...] = ()
         if t.parents:  # placeholders take their parents' outputs before the lease leaves
             from cronoq.server.substitute import for_lease
@@ -595,9 +633,11 @@ class RemoteExecutor:
             try:
                 blob, parents = for_lease(blob, ctx.parents, opts.kind, self.registry.max_message_bytes)
             except Permanent as e:
-                failed: asyncio.Future[Blob] = loop.create_future()
-                failed.set_exception(e)
-                return failed
+                if waiter is not None:
+                    waiter.set_exception(e)
+                else:
+                    ctx.fail(e.message, permanent=True)
+                return
         deadline = None if t.deadline is None else seam.time_base + t.deadline
         msg = LeaseMsg(
             lease=ctx.lease,
@@ -618,10 +658,12 @@ class RemoteExecutor:
             journal_json=_journal_json(ctx, len(blob.data), self.registry.max_message_bytes),
         )
         kinds = t.group.kinds if t.group is not None else None
-        att = Attempt(ctx.lease, ctx, msg, loop.create_future(), executor=self, group=ctx.group, kinds=kinds)
-        att.future.add_done_callback(att.ended)
+        att = Attempt(ctx.lease, ctx, msg, executor=self, group=ctx.group, kinds=kinds, waiter=waiter)
+        if waiter is None:
+            ctx.on_abort = att.aborted
+        else:
+            waiter.add_done_callback(att.waited)
         self.offer(att, "no worker available")
-        return att.future
 
     def offer(self, att: Attempt, reason: str) -> None:
         """Queue ``att``'s lease on a worker of its group with a free slot, else (handed back)
@@ -638,7 +680,7 @@ class RemoteExecutor:
                         session, att.group, att.kinds = other, other.labels, other.kinds
                         break
             if session is None:
-                att.future.set_exception(Retryable(f"no worker accepted the lease: {reason}"))
+                att.fail(f"no worker accepted the lease: {reason}", False, None)
                 return
             att.session = session
             session.attempts[att.lease] = att

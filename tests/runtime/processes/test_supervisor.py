@@ -134,10 +134,10 @@ async def test_retry_after_is_kept() -> None:
             assert time.monotonic() < end
             await asyncio.sleep(0.01)
         assert att[0].message == "later"
-        core = sched._core
-        assert core is not None
-        wake = core.next_wakeup()  # the retry's timer: retry_after (30 s), not the 0.01 s backoff
-        assert wake is not None and (wake - sched._now()) / 1e9 == pytest.approx(30, abs=2)
+        run = sched._run
+        assert run is not None
+        wake = run.core.next_wakeup()  # the retry's timer: retry_after (30 s), not the 0.01 s backoff
+        assert wake is not None and (wake - run.now()) / 1e9 == pytest.approx(30, abs=2)
         await sched.cancel(h.id)
 
 

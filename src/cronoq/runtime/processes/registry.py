@@ -125,15 +125,14 @@ def _pickled_parents(parents: tuple[Any, ...]) -> bytes:
 
 def _where(ctx: Any) -> tuple[ProcessRegistry, Supervisor]:
     if isinstance(ctx, TaskContext):
-        sched = ctx._sched
-        reg = sched._procs
+        run = ctx._run
+        reg = run.sched._procs
         index = ctx._task.opts.pool_index
-        pool = sched._pools[index]
+        pool = run.pools[index]
         sup = reg.supervisor(pool.name, pool.processes)
 
         def capacity() -> int | None:
-            core = sched._core
-            return None if core is None else core.pools[index].capacity
+            return run.core.pools[index].capacity if run.live else None
 
         sup.capacity = capacity
         return reg, sup

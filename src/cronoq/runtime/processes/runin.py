@@ -11,8 +11,9 @@ decorated, never at the first attempt. An ``async def`` is accepted for ``"proce
 on an event loop of the child's own.
 
 :class:`ProcessExecutor` is what a ``Pool(..., run_in="process")`` runs: a *starting* executor
-(``start_attempt``, see :mod:`cronoq.runtime.pool`) whose future is the child's result, so the
-scheduler's abort (timeout, cancel, lease loss, shutdown) cancels it and the child is killed.
+(``start_attempt``; kind ``PROCESS``, :mod:`cronoq.runtime.executors`) whose future is the
+child's result, so the scheduler's abort (timeout, cancel, lease loss, shutdown) cancels it and
+the child is killed.
 """
 
 from __future__ import annotations
@@ -21,19 +22,13 @@ import inspect
 import pickle
 from typing import Any
 
+from cronoq.runtime.executors import ExecutorKind, is_async_callable
 from cronoq.runtime.processes.jobs import CTX_LEASE, CTX_TASK
 from cronoq.runtime.processes.registry import run_in_process, start_in_process
 
 __all__ = ["RUN_IN", "ProcessExecutor", "check_run_in", "lease_handler"]
 
 RUN_IN = ("loop", "thread", "process")
-
-
-def _is_async(fn: object) -> bool:
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
-    return call is not None and inspect.iscoroutinefunction(call)
 
 
 def check_run_in(fn: object, run_in: object, where: str, *, by_reference: bool = False) -> str | None:
@@ -45,7 +40,7 @@ def check_run_in(fn: object, run_in: object, where: str, *, by_reference: bool =
         return None
     if run_in not in RUN_IN:
         raise ValueError(f"{where}: run_in must be 'loop', 'thread' or 'process' (got {run_in!r})")
-    is_async = _is_async(fn)
+    is_async = is_async_callable(fn)
     if run_in == "loop" and not is_async:
         raise ValueError(
             f"{where}: run_in='loop' takes an async def (a plain function would block the event loop;"
@@ -84,6 +79,8 @@ class ProcessExecutor:
     """The executor of a ``Pool(..., run_in="process")``: runs ``fn(ctx, payload)`` in a child."""
 
     __slots__ = ("fn",)
+
+    executor_kind = ExecutorKind.PROCESS
 
     def __init__(self, fn: Any) -> None:
         self.fn = fn

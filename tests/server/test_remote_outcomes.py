@@ -1,0 +1,107 @@
+"""A remote attempt's outcome travels as values (cronoq.server.workers, issue 27): the worker's
+``Complete`` / ``Fail`` / ``Cancelled`` reach the engine as calls on the attempt's context, and
+the engine's abort reaches the worker as ``Abort``; the awaited form (inside a tracing span)
+gives the same outcomes.  In process: a real ``Scheduler`` whose pool runs a
+``RemoteExecutor``, one registered session, no transport."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from cronoq import Pool, RetryPolicy, Scheduler, TaskFailed
+from cronoq.runtime.executors import ExecutorKind
+from cronoq.server.workers import AbortMsg, Blob, LeaseMsg, RemoteExecutor, WorkerRegistry, WorkerSession
+
+NO_RETRY = RetryPolicy.none()
+
+
+class _Env:
+    def __init__(self, sched: Scheduler, registry: WorkerRegistry, session: WorkerSession) -> None:
+        self.sched, self.registry, self.session = sched, registry, session
+        self.outputs: list[tuple[int, Blob]] = []
+
+    async def lease(self) -> LeaseMsg:
+        while True:
+            msg = await self.session.outbox.get()
+            if isinstance(msg, LeaseMsg):
+                return msg
+
+    async def abort(self) -> AbortMsg:
+        while True:
+            msg = await self.session.outbox.get()
+            if isinstance(msg, AbortMsg):
+                return msg
+
+
+@pytest.fixture(params=[False, True], ids=["calls", "traced"])
+async def env(request: pytest.FixtureRequest) -> AsyncIterator[_Env]:
+    registry = WorkerRegistry(None)  # type: ignore[arg-type]
+    outputs: list[tuple[int, Blob]] = []
+    ex = RemoteExecutor(registry, "p", lambda tid, blob: outputs.append((tid, blob)))
+    sched = Scheduler([Pool("p", ex, min=0, max=4, autoscale=False, retry=NO_RETRY)])
+    registry.sched = sched
+    if request.param:  # every attempt in a span: the executor is awaited
+        pytest.importorskip("opentelemetry")
+        sched.seam.trace_all = True
+    async with sched:
+        session = registry.register("p", "w", {}, 2)
+        e = _Env(sched, registry, session)
+        e.outputs = outputs
+        yield e
+
+
+def test_the_remote_executor_declares_its_kind() -> None:
+    ex = RemoteExecutor(WorkerRegistry(None), "p")  # type: ignore[arg-type]
+    assert Pool("p", ex).kind is ExecutorKind.REMOTE
+
+
+async def test_a_complete_report_is_the_output(env: _Env) -> None:
+    h = await env.sched.submit(Blob(b"in", "text/plain"))
+    lease = await env.lease()
+    env.session.complete(lease.lease, b"out", "text/plain")
+    assert await h == Blob(b"out", "text/plain")
+    assert env.outputs == [(h.id, Blob(b"out", "text/plain"))]
+    env.session.complete(lease.lease, b"again", "text/plain")  # (no longer held: stale)
+    assert (await env.sched.snapshot()).totals["stale_completions"] == 1
+
+
+@pytest.mark.parametrize(("permanent", "status"), [(True, "failed"), (False, "dead_lettered")])
+async def test_a_fail_report_fails_the_attempt(env: _Env, permanent: bool, status: str) -> None:
+    h = await env.sched.submit(Blob(b"in", "text/plain"))
+    lease = await env.lease()
+    env.session.fail(lease.lease, "no good", permanent, None)
+    with pytest.raises(TaskFailed) as ei:
+        await h
+    assert (ei.value.status, ei.value.message) == (status, "no good")
+
+
+async def test_a_disconnect_fails_the_attempt_retryably(env: _Env) -> None:
+    h = await env.sched.submit(Blob(b"in", "text/plain"))
+    await env.lease()
+    env.registry.disconnect(env.session)
+    with pytest.raises(TaskFailed) as ei:
+        await h
+    assert (ei.value.status, ei.value.message) == ("dead_lettered", "worker disconnected")
+
+
+async def test_a_cancelled_report_cancels_the_task(env: _Env) -> None:
+    h = await env.sched.submit(Blob(b"in", "text/plain"))
+    lease = await env.lease()
+    env.session.cancelled(lease.lease)
+    with pytest.raises(TaskFailed) as ei:
+        await h
+    assert ei.value.status == "cancelled"
+
+
+async def test_an_engine_abort_sends_abort_to_the_worker(env: _Env) -> None:
+    h = await env.sched.submit(Blob(b"in", "text/plain"), timeout=0.05)
+    lease = await env.lease()
+    abort = await env.abort()
+    assert (abort.lease, abort.reason) == (lease.lease, "attempt timed out")
+    with pytest.raises(TaskFailed) as ei:
+        await h
+    assert ei.value.status == "dead_lettered"
+    env.session.complete(lease.lease, b"late", "text/plain")  # (after the abort: stale)
+    assert await env.sched.status(h.id) == "dead_lettered"
