@@ -424,6 +424,21 @@ def test_store_kinds() -> None:
     assert (s.url, s.schema) == ("postgres://h/db", "public")
 
 
+def test_store_sqlite_sync_is_full_unless_normal_is_asked_for() -> None:
+    """``store.sqlite_sync``: FULL by default (an acknowledged task survives power loss);
+    ``normal`` is asked for explicitly (docs/concepts/durability.md#sqlite-sync; the PRAGMA each
+    gives: tests/store/test_sqlite.py)."""
+    from cronoq.server.app import make_store
+    from cronoq.store import SqliteStore
+
+    assert one_error('[store]\nsqlite_sync = "off"\n') == (
+        "store.sqlite_sync: must be one of full, normal (got 'off')"
+    )
+    for extra, full in (("", True), ('sqlite_sync = "full"\n', True), ('sqlite_sync = "normal"\n', False)):
+        store = make_store(cfg(f'[store]\npath = "q.db"\n{extra}'))
+        assert isinstance(store, SqliteStore) and store.full_sync is full
+
+
 def test_store_url_from_default_env() -> None:
     s = cfg('[store]\nkind = "postgres"\n', {"DATABASE_URL": "postgresql://x/y"}).store
     assert s.url == "postgresql://x/y" and s.url_env == "DATABASE_URL"

@@ -130,7 +130,11 @@ def make_store(config: ServerConfig) -> Store | None:
         from cronoq.store.sqlite import SqliteStore
 
         return SqliteStore(
-            st.path, retention=retention, commit_timeout=st.commit_timeout_s, shard=config.server.shard
+            st.path,
+            retention=retention,
+            commit_timeout=st.commit_timeout_s,
+            shard=config.server.shard,
+            full_sync=st.sqlite_sync == "full",
         )
     from cronoq.store.postgres import PostgresStore
 

@@ -144,19 +144,35 @@ async def bounded(store: LeasedStore, aw: Awaitable[None], what: str) -> None:
 
     Past it the store stops leading at once (``store.on_lost``, so the server stops answering
     ready and sends its workers away before the step-down has finished) and the commit raises
-    :class:`CommitDeadline`."""
+    :class:`CommitDeadline`.
+
+    ``aw`` may be a future (the SQLite store's executor future): it is awaited as it is, with a
+    timer that cancels it, not wrapped in a task as ``asyncio.wait_for`` does — under load each
+    task step is a loop turn more between the commit's end and its acknowledgements."""
     timeout = store.commit_timeout
     if timeout is None:
         await aw
         return
+    fut = asyncio.ensure_future(aw)
+    late = False
+
+    def expire() -> None:
+        nonlocal late
+        late = fut.cancel()
+
+    timer = fut.get_loop().call_later(timeout, expire)
     try:
-        await asyncio.wait_for(aw, timeout)
-    except TimeoutError:
+        await fut
+    except asyncio.CancelledError:
+        if not late:
+            raise
         store._leading = False
         cb = store.on_lost
         if cb is not None:
             cb()
         raise CommitDeadline(f"{what}: commit did not finish within {timeout:g} s; stepping down") from None
+    finally:
+        timer.cancel()
 
 
 @runtime_checkable

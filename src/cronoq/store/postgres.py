@@ -25,6 +25,13 @@ when it cannot reconnect at all (cut off from the database, which another instan
 reach) — it reports the loss (``on_lost``) and the scheduler stands by.  Every commit runs
 ``SELECT epoch … FOR SHARE`` first in the same transaction: a takeover's ``UPDATE`` waits for
 in-flight commits, and a commit after a takeover sees the new epoch and raises :class:`~cronoq.errors.Fenced`.
+
+A commit of task rows only (submissions and status changes: the common case) is one statement,
+one round trip: the check as a ``FOR SHARE`` CTE that the writes' conditions read first, the
+inserts and updates from column arrays (``unnest``), the epoch returned (``_rows_statement``).
+A commit with anything else is a transaction of several statements.  Under load each round trip
+is loop turns and a database wake-up: a per-task group commit of five (BEGIN, the check, the
+inserts, the updates, COMMIT) took 3 ms (median) on the bench VM.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from cronoq.store._records import (
     KEY_HISTORY_ROWS,
     PAGE_COLUMNS,
     TASK_COLUMNS,
+    Batch,
     add_task_rows,
     db_id,
     finish_recovered,
@@ -76,6 +84,42 @@ SCHEMA_VERSION = "1"
 LOAD_CHUNK = 64
 MAX_EPOCH = (1 << 15) - 1
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+#: PostgreSQL types of TASK_COLUMNS, and of a Batch.updates row
+_TASK_TYPES = (
+    *("bigint", "bigint", "bigint", "text", "text", "int", "text", "text", "bytea", "text", "int"),
+    *("bigint", "bigint", "text", "bytea", "boolean"),
+)
+_UPDATE_TYPES = ("text", "int", "text", "bytea", "boolean", "bigint", "bigint", "bigint")
+
+
+def _rows_statement(q: str) -> str:
+    """One statement that commits a batch of task rows, columns as arrays (``$1`` the epoch,
+    then TASK_COLUMNS' arrays of the inserts, then the 8 arrays of the updates).
+
+    It is a transaction of its own: the leader row is read ``FOR SHARE`` first (the writes'
+    condition needs it), which waits for a takeover's update of the epoch as the transaction
+    of several statements did, and nothing is written unless its epoch is ``$1``; the epoch
+    and owner come back for the caller to check.  One round trip where that transaction took
+    five (BEGIN, the check, the inserts, the updates, COMMIT)."""
+    n = len(TASK_COLUMNS)
+    ins_args = ", ".join(f"${i + 2}::{t}[]" for i, t in enumerate(_TASK_TYPES))
+    upd_args = ", ".join(f"${i + 2 + n}::{t}[]" for i, t in enumerate(_UPDATE_TYPES))
+    cols = ", ".join(TASK_COLUMNS)
+    return (
+        f"WITH l AS (SELECT epoch, owner FROM {q}.cronoq_leader WHERE id = 1 FOR SHARE), "
+        f"ins AS (INSERT INTO {q}.cronoq_tasks ({cols}) SELECT * FROM unnest({ins_args}) "
+        "WHERE (SELECT epoch FROM l) = $1 ON CONFLICT (id) DO UPDATE SET "
+        + ", ".join(f"{c} = excluded.{c}" for c in TASK_COLUMNS if c != "id")
+        + "), "
+        f"upd AS (UPDATE {q}.cronoq_tasks t SET status = u.status, attempt = u.attempt, "
+        "message = u.message, output = u.output, has_output = u.has_output, "
+        "started = COALESCE(t.started, u.started), finished = u.finished "
+        f"FROM unnest({upd_args}) AS u(status, attempt, message, output, has_output, started, finished, id) "
+        "WHERE t.id = u.id AND (SELECT epoch FROM l) = $1) "
+        "SELECT epoch, owner FROM l"
+    )
 
 
 def _import_asyncpg() -> Any:
@@ -153,6 +197,7 @@ class PostgresStore:
         self._sql_select = (
             f"SELECT {cols} FROM {q}.cronoq_tasks WHERE finished IS NULL OR finished >= $1 ORDER BY id"
         )
+        self._sql_rows = _rows_statement(q)
 
     def __repr__(self) -> str:
         return f"PostgresStore(schema={self.schema!r})"
@@ -526,6 +571,17 @@ class PostgresStore:
             return
         batch = fold(mutations, codec)
         q = self._q
+        if not (
+            batch.schedule_ops
+            or batch.pause_ops
+            or batch.bulk_key_ops
+            or batch.journal_ops
+            or batch.signal_ops
+        ):
+            await bounded(
+                self, self._run(lambda conn: self._commit_rows(conn, batch, epoch)), "PostgresStore"
+            )
+            return
 
         async def op(conn: Any) -> None:
             async with conn.transaction():
@@ -580,6 +636,20 @@ class PostgresStore:
                     await _journal.pg_write(conn, q, batch)
 
         await bounded(self, self._run(op), "PostgresStore")
+
+    async def _commit_rows(self, conn: Any, batch: Batch, epoch: int) -> None:
+        """A batch of task rows only (the common case) in one statement, one round trip: the
+        fencing check, the inserts and the updates (see ``_rows_statement``)."""
+        ins = [list(c) for c in zip(*batch.inserts, strict=True)] or [[]] * len(TASK_COLUMNS)
+        upd = [list(c) for c in zip(*batch.updates, strict=True)] or [[]] * 8
+        row = await conn.fetchrow(self._sql_rows, epoch, *ins, *upd)
+        if row is None or row[0] != epoch:
+            self._leading = False
+            raise Fenced(
+                f"PostgresStore: fenced: epoch {epoch} is no longer current in schema "
+                f"{self.schema!r} (now {None if row is None else row[0]}, "
+                f"leader {None if row is None else row[1]!r})"
+            )
 
     async def load_payload(self, task_id: int) -> bytes | None:
         """The stored payload bytes of task ``task_id`` (None: no such row or no payload), for

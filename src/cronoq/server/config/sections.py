@@ -32,6 +32,7 @@ from .values import (
     Name,
     Origins,
     PositiveDuration,
+    SqliteSync,
     SqlSchema,
     StoreKind,
     Str,
@@ -175,6 +176,12 @@ with warnings.catch_warnings():  # the key ``schema`` shadows BaseModel.schema()
             30.0, description="PostgreSQL: bound of every statement (a hung database)"
         )
         connect_timeout_s: PositiveDuration = Field(10.0, description="PostgreSQL: bound of connecting")
+        #: (ours, sqlite) PRAGMA synchronous in WAL mode (docs/concepts/durability.md#sqlite-sync)
+        sqlite_sync: SqliteSync = Field(
+            "full",
+            description="SQLite: `full` (an acknowledged task survives power loss) or `normal` "
+            "(it survives a crash or kill of the server, not of the host; faster)",
+        )
 
         @classmethod
         def prepare(cls, raw: dict[str, Any], env: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:

@@ -200,6 +200,7 @@ Role = Annotated[Literal["client", "worker", "metrics", "admin"], _one_of(ROLES)
 StoreKind = Annotated[
     Literal["memory", "sqlite", "postgres"], _one_of(("memory", "sqlite", "postgres")), _CHOICE
 ]
+SqliteSync = Annotated[Literal["full", "normal"], _one_of(("full", "normal")), _CHOICE]
 ScalerKind = Annotated[Literal["external", "webhook"], _one_of(("external", "webhook")), _CHOICE]
 ResourceKind = Annotated[
     Literal["semaphore", "token_bucket"], _one_of(("semaphore", "token_bucket")), _CHOICE
