@@ -680,8 +680,14 @@ class Core:
                         raise AssertionError("ready counter out of sync with lanes")
                     o = head.opts
                     if simple and o.labels is None and (o.resources is None or not pool.kinded):
-                        # (place's outcome for the one group: resources taken at once, or parked)
-                        short = None if o.resources is None else self.res.take_all(o, now)
+                        # (place's outcome for the one group: resources taken at once, or parked;
+                        # one resource, the keyed hot path: take_all's first case inline)
+                        u1 = o.units
+                        if u1 is not None and len(u1) == 1:
+                            ((d, name, k),) = u1
+                            short = None if d[name].try_take(k, now) else name
+                        else:
+                            short = None if o.resources is None else self.res.take_all(o, now)
                         if short is None:
                             self._dispatch(head, pool, now, False, g0)
                             free -= 1
@@ -845,7 +851,13 @@ class Core:
         if g is not None and fast:  # hot path of _free_slot (+ ended: units back and left at once)
             g.busy -= 1
             t.group = None
-            if opts.resources is not None:
+            u1 = opts.units
+            if u1 is not None and len(u1) == 1:  # (one resource: Resources.finish inline)
+                ((d, name, k),) = u1
+                d[name].finish(t, k, now)
+                if name in self.res.waiters:
+                    unpark_resource(self, name, now)
+            elif opts.resources is not None:
                 for name in self.res.finish(t, now):
                     unpark_resource(self, name, now)
         else:

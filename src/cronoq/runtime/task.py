@@ -87,6 +87,12 @@ class OptionsCache:
                     if amount.__class__ is int and amount == 1 and ck.__class__ is str:
                         opts = self._young.get(ck)  # (one unit: keyed by the name alone)
                         return opts if opts is not None else self._miss(ck, fields, res)
+                elif len(res) == 2:  # (_resources_only's hit for two names asking one unit each)
+                    a, b = res.values()
+                    if a.__class__ is int and b.__class__ is int and a == 1 and b == 1:
+                        opts = self._young.get(tuple(res))  # (tuple(res) of non-str is no other key)
+                        if opts is not None:
+                            return opts
                 return self._resources_only(res)
         # the key holds each value's type (1, 1.0 and True are equal but do not validate
         # alike) and dict values (resources, tags, labels) as their items and item types
