@@ -370,8 +370,17 @@ class Core:
 
         New submissions (:meth:`new_task`) and recovered tasks, which keep their ids, share it.
         """
-        if t.opts.tracked is not None:  # (first: it may refuse a new task, before any change)
-            self.res.admitted(t, now, new)
+        tracked = t.opts.tracked
+        if tracked is not None:  # (first: it may refuse a new task, before any change)
+            kr, name, k = tracked[0]
+            u = kr.keys.get(name) if len(tracked) == 1 and kr.queue and not self.res.judging else None
+            if u is not None and (u.live or now < kr.next_expiry):
+                # the keyed hot path, Resources.admitted inline: one queue resource, no policy
+                # anywhere, its key known and not expired (so none is created, reset or refused)
+                u.live += k
+                kr.live += k
+            else:
+                self.res.admitted(t, now, new)
         self.tasks[t.id] = t
         if t.key is not None:
             self.keys.reserve(scoped_key(t.opts.tenant, t.key), t.id)
