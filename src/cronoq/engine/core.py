@@ -370,13 +370,16 @@ class Core:
 
         New submissions (:meth:`new_task`) and recovered tasks, which keep their ids, share it.
         """
-        tracked = t.opts.tracked
-        if tracked is not None:  # (first: it may refuse a new task, before any change)
-            kr, name, k = tracked[0]
-            u = kr.keys.get(name) if len(tracked) == 1 and kr.queue and not self.res.judging else None
+        if t.opts.tracked is not None:  # (first: it may refuse a new task, before any change)
+            one = t.opts.single  # (tracked: its one resource is one[3])
+            u = None
+            if one is not None and one[3].queue and not self.res.judging:
+                d, name, k, kr = one
+                u = d.get(name)
             if u is not None and (u.live or now < kr.next_expiry):
-                # the keyed hot path, Resources.admitted inline: one queue resource, no policy
-                # anywhere, its key known and not expired (so none is created, reset or refused)
+                # the keyed hot path, Resources.admitted inline: one queue resource (``d`` holds
+                # its keys), no policy anywhere, its key known and not expired (so none is
+                # created, reset or refused)
                 u.live += k
                 kr.live += k
             else:
@@ -691,9 +694,9 @@ class Core:
                     if simple and o.labels is None and (o.resources is None or not pool.kinded):
                         # (place's outcome for the one group: resources taken at once, or parked;
                         # one resource, the keyed hot path: take_all's first case inline)
-                        u1 = o.units
-                        if u1 is not None and len(u1) == 1:
-                            ((d, name, k),) = u1
+                        one = o.single
+                        if one is not None:
+                            d, name, k, _ = one
                             short = None if d[name].try_take(k, now) else name
                         else:
                             short = None if o.resources is None else self.res.take_all(o, now)
@@ -860,9 +863,9 @@ class Core:
         if g is not None and fast:  # hot path of _free_slot (+ ended: units back and left at once)
             g.busy -= 1
             t.group = None
-            u1 = opts.units
-            if u1 is not None and len(u1) == 1:  # (one resource: Resources.finish inline)
-                ((d, name, k),) = u1
+            one = opts.single
+            if one is not None:  # (one resource: Resources.finish inline)
+                d, name, k, _ = one
                 d[name].finish(t, k, now)
                 if name in self.res.waiters:
                     unpark_resource(self, name, now)

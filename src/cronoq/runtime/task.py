@@ -163,7 +163,7 @@ class OptionsCache:
         if opts is None or (res is not None and opts.resources != res):
             if res is not None:  # (a keyed resource: one key per call; the other fields' defaults)
                 # (names are str and amounts int already: a copy unless an amount is < 1)
-                ok = all(amount >= 1 for amount in res.values())
+                ok = min(res.values()) >= 1
                 opts = TaskOptions(resources=dict(res) if ok else resource_map(res))
             elif sub is not None:
                 opts = sub.options()
