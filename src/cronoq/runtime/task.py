@@ -82,12 +82,14 @@ class OptionsCache:
         if len(fields) == 1:
             res = fields.get("resources")
             if res.__class__ is dict and res:
-                if len(res) == 1:  # (_resources_only's first case inlined: the hottest one)
-                    ((ck, amount),) = res.items()
+                n = len(res)
+                if n == 1:  # (_resources_only's first case inlined: the hottest one)
+                    (ck,) = res  # (its one name, and then its amount: no items() call)
+                    amount = res[ck]
                     if amount.__class__ is int and amount == 1 and ck.__class__ is str:
                         opts = self._young.get(ck)  # (one unit: keyed by the name alone)
                         return opts if opts is not None else self._miss(ck, fields, res)
-                elif len(res) == 2:  # (_resources_only's hit for two names asking one unit each)
+                elif n == 2:  # (_resources_only's hit for two names asking one unit each)
                     a, b = res.values()
                     if a.__class__ is int and b.__class__ is int and a == 1 and b == 1:
                         opts = self._young.get(tuple(res))  # (tuple(res) of non-str is no other key)
