@@ -9,8 +9,9 @@ every policy), dispatches, completions, failures, cancellations and time, and af
 * every unit's own count equals the tasks' (a semaphore's free permits are its permits less
   the running units; a bucket's running units), and no bucket holds negative tokens: the
   dispatch and completion fast paths take and give back exactly;
-* keys forgotten after ``idle_ttl`` (``idle``) and options objects shared by many tasks (as
-  the runtime's options cache shares them) keep all of the above;
+* keys forgotten after ``idle_ttl`` (``idle``, also asked alone: the engine's one-resource
+  fast paths) and options objects shared by many tasks (as the runtime's options cache
+  shares them) keep all of the above;
 * a resource with few keys (``cap``, ``max_keys=2``) never holds more; a submission refused
   for a new key changes nothing (ids, tasks, every key's count, the keys held), with or
   without a policy in the engine (with none, the check happens as the task is counted);
@@ -81,6 +82,8 @@ class KeyedSim:
             if (a >> 9) % 2 == 0:  # (placed first or last: a refusal may come after counted keys)
                 cap = {f"cap:{KEYS[(a + b) % len(KEYS)]}": 1}
                 need = {**cap, **need} if (b >> 7) % 2 else {**need, **cap}
+            if (b >> 10) % 4 == 0:  # one short-lived key alone: the one-resource fast paths
+                need = {f"idle:{KEYS[a % len(KEYS)]}": 1} if "idle" in keyed else need
             start = now + (b % 3) * NS // 2 if b % 5 == 0 else None
             opts = TaskOptions(resources=need, priority=2)
             if (b >> 5) % 2:  # one options object for every task of this map

@@ -178,7 +178,8 @@ def check_resources(res: Resources, opts: TaskOptions) -> None:
 
     Also notes on ``opts`` the resources whose tasks the core tracks (``opts.tracked``) and,
     for each resource, the dict its unit is found in (``opts.units``: dispatch and release
-    then look a key's unit up by its name at once, without parsing it again).
+    then look a key's unit up by its name at once, without parsing it again); for options
+    asking one resource, that entry and its tracked resource again as ``opts.single``.
     """
     tracked: list[tuple[Keyed, str, int]] = []
     units: list[tuple[dict[str, Any], str, int]] = []
@@ -199,6 +200,8 @@ def check_resources(res: Resources, opts: TaskOptions) -> None:
         units.append((kr.keys if kr is not None and kr.per_key else res.by_name, name, amount))
     opts.tracked = tracked or None
     opts.units = tuple(units) or None
+    # (the hot paths of Core.admit, _fill and complete for a task asking one resource)
+    opts.single = (*units[0], tracked[0][0] if tracked else None) if len(units) == 1 else None
 
 
 def _capacity(res: Resources, name: str) -> tuple[int, Keyed | None]:

@@ -371,7 +371,19 @@ class Core:
         New submissions (:meth:`new_task`) and recovered tasks, which keep their ids, share it.
         """
         if t.opts.tracked is not None:  # (first: it may refuse a new task, before any change)
-            self.res.admitted(t, now, new)
+            one = t.opts.single  # (tracked: its one resource is one[3])
+            u = None
+            if one is not None and one[3].queue and not self.res.judging:
+                d, name, k, kr = one
+                u = d.get(name)
+            if u is not None and (u.live or now < kr.next_expiry):
+                # the keyed hot path, Resources.admitted inline: one queue resource (``d`` holds
+                # its keys), no policy anywhere, its key known and not expired (so none is
+                # created, reset or refused)
+                u.live += k
+                kr.live += k
+            else:
+                self.res.admitted(t, now, new)
         self.tasks[t.id] = t
         if t.key is not None:
             self.keys.reserve(scoped_key(t.opts.tenant, t.key), t.id)
@@ -680,8 +692,14 @@ class Core:
                         raise AssertionError("ready counter out of sync with lanes")
                     o = head.opts
                     if simple and o.labels is None and (o.resources is None or not pool.kinded):
-                        # (place's outcome for the one group: resources taken at once, or parked)
-                        short = None if o.resources is None else self.res.take_all(o, now)
+                        # (place's outcome for the one group: resources taken at once, or parked;
+                        # one resource, the keyed hot path: take_all's first case inline)
+                        one = o.single
+                        if one is not None:
+                            d, name, k, _ = one
+                            short = None if d[name].try_take(k, now) else name
+                        else:
+                            short = None if o.resources is None else self.res.take_all(o, now)
                         if short is None:
                             self._dispatch(head, pool, now, False, g0)
                             free -= 1
@@ -845,7 +863,13 @@ class Core:
         if g is not None and fast:  # hot path of _free_slot (+ ended: units back and left at once)
             g.busy -= 1
             t.group = None
-            if opts.resources is not None:
+            one = opts.single
+            if one is not None:  # (one resource: Resources.finish inline)
+                d, name, k, _ = one
+                d[name].finish(t, k, now)
+                if name in self.res.waiters:
+                    unpark_resource(self, name, now)
+            elif opts.resources is not None:
                 for name in self.res.finish(t, now):
                     unpark_resource(self, name, now)
         else:

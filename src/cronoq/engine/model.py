@@ -356,6 +356,7 @@ class TaskOptions:
         "resolver",
         "resources",
         "retry",
+        "single",
         "stats_key",
         "tags",
         "tenant",
@@ -397,6 +398,8 @@ class TaskOptions:
         self.resolver: object = None  # the core pool_index and stats_key belong to
         self.tracked: list[Any] | None = None  # (resource, name, units) of its tracked resources
         self.units: tuple[Any, ...] | None = None  # (dict holding its unit, name, units) per resource
+        # its one resource, if it asks exactly one: (dict, name, units, tracked resource or None)
+        self.single: tuple[Any, str, int, Any] | None = None
 
     def unresolved(self) -> TaskOptions:
         """A copy that no core has resolved yet."""
@@ -408,6 +411,7 @@ class TaskOptions:
         out.resolver = None
         out.tracked = None
         out.units = None
+        out.single = None
         return out
 
 

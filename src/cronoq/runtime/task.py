@@ -82,11 +82,19 @@ class OptionsCache:
         if len(fields) == 1:
             res = fields.get("resources")
             if res.__class__ is dict and res:
-                if len(res) == 1:  # (_resources_only's first case inlined: the hottest one)
-                    ((ck, amount),) = res.items()
+                n = len(res)
+                if n == 1:  # (_resources_only's first case inlined: the hottest one)
+                    (ck,) = res  # (its one name, and then its amount: no items() call)
+                    amount = res[ck]
                     if amount.__class__ is int and amount == 1 and ck.__class__ is str:
                         opts = self._young.get(ck)  # (one unit: keyed by the name alone)
                         return opts if opts is not None else self._miss(ck, fields, res)
+                elif n == 2:  # (_resources_only's hit for two names asking one unit each)
+                    a, b = res.values()
+                    if a.__class__ is int and b.__class__ is int and a == 1 and b == 1:
+                        opts = self._young.get(tuple(res))  # (tuple(res) of non-str is no other key)
+                        if opts is not None:
+                            return opts
                 return self._resources_only(res)
         # the key holds each value's type (1, 1.0 and True are equal but do not validate
         # alike) and dict values (resources, tags, labels) as their items and item types
@@ -157,7 +165,7 @@ class OptionsCache:
         if opts is None or (res is not None and opts.resources != res):
             if res is not None:  # (a keyed resource: one key per call; the other fields' defaults)
                 # (names are str and amounts int already: a copy unless an amount is < 1)
-                ok = all(amount >= 1 for amount in res.values())
+                ok = min(res.values()) >= 1
                 opts = TaskOptions(resources=dict(res) if ok else resource_map(res))
             elif sub is not None:
                 opts = sub.options()
