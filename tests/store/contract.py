@@ -399,6 +399,28 @@ async def check_retention(make: Make) -> None:
         await s.close()
 
 
+async def check_prune_in_batches(make: Make) -> None:
+    """A bounded prune deletes the oldest expired rows first, at most ``limit`` of them."""
+    s, ep = await leader(make, retention=100.0)
+    try:
+        now = now_ns()
+        muts: list[Mutation] = []
+        for i in range(1, 6):  # finished 600, 590, ... 560 s ago: all expired, 1 the oldest
+            fin = now - (610 - 10 * i) * NS
+            muts.append(Submitted(i, i, fin - NS, TaskRecord(pool="default", key=f"k{i}", payload=b"1")))
+            muts.append(StatusChange(i, "succeeded", 1, fin, None, i, True))
+        muts.append(Submitted(6, 6, now - NS, TaskRecord(pool="default", key="k6", payload=b"1")))
+        await s.commit(muts, ep, codec)
+        assert await s.prune(now, 2) == 2
+        assert await s.load_finished(1, codec) is None and await s.load_finished(2, codec) is None
+        assert await s.load_finished(3, codec) is not None  # (the history still has the newer ones)
+        assert [await s.prune(now, 2), await s.prune(now, 2), await s.prune(now, 2)] == [2, 1, 0]
+        rec = await s.load(codec)
+        assert [t.id for t in rec.tasks] == [6]  # the live task is never pruned
+    finally:
+        await s.close()
+
+
 # ---------------------------------------------------------------------------------- leadership
 
 

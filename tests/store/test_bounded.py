@@ -25,7 +25,7 @@ class Leased:
     def _lost(self) -> None:
         self.lost += 1
 
-    async def prune(self, now_unix_ns: int) -> int:
+    async def prune(self, now_unix_ns: int, limit: int | None = None) -> int:
         return 0
 
 

@@ -107,6 +107,10 @@ async def test_retention_pruning(make: Any) -> None:
     await contract.check_retention(make)
 
 
+async def test_pruning_in_bounded_batches(make: Any) -> None:
+    await contract.check_prune_in_batches(make)
+
+
 async def test_epochs_increase_across_acquires(make: Any) -> None:
     await contract.check_epochs_increase(make)
 

@@ -136,7 +136,7 @@ class LeasedStore(Protocol):
     commit_timeout: float | None
     on_lost: Callable[[], None] | None
 
-    async def prune(self, now_unix_ns: int) -> int: ...
+    async def prune(self, now_unix_ns: int, limit: int | None = None) -> int: ...
 
 
 async def bounded(store: LeasedStore, aw: Awaitable[None], what: str) -> None:
@@ -221,8 +221,9 @@ class Store(Protocol):
     # Optional: ``async def load_payload(task_id) -> bytes | None``, the stored payload of a
     # task, read for a replay (docs/how-to/operations.md#replay); the SQL stores have it.
 
-    async def prune(self, now_unix_ns: int) -> int:
-        """Delete terminal rows finished more than ``retention`` before ``now_unix_ns``."""
+    async def prune(self, now_unix_ns: int, limit: int | None = None) -> int:
+        """Delete terminal rows finished more than ``retention`` before ``now_unix_ns``, the
+        oldest first, at most ``limit`` of them (None: all); how many were deleted."""
         ...
 
     async def release(self) -> None:
@@ -235,6 +236,10 @@ class Store(Protocol):
 
 
 PRUNE_EVERY = 60.0  # seconds between automatic retention prunes by the leader
+#: rows one automatic prune deletes at most: the store's history is pruned with bounded cost
+#: (one short statement, commits interleave); a backlog (after an outage, or a shortened
+#: window) goes on at the next lease renewal instead of waiting PRUNE_EVERY
+PRUNE_BATCH = 10_000
 
 
 async def keep_leading(
@@ -244,8 +249,10 @@ async def keep_leading(
 ) -> None:
     """A leader's background task, shared by the SQL stores: every ``interval`` s ask
     ``still_leading()`` (True: go on; None: transient, ask again; False: lost).  On loss mark the
-    store as not leading and call ``store.on_lost``; while leading, prune about once a minute."""
+    store as not leading and call ``store.on_lost``; while leading, prune about once a minute,
+    :data:`PRUNE_BATCH` rows at most each time (every renewal while a backlog remains)."""
     last_prune = time.monotonic()
+    backlog = False
     while True:
         await asyncio.sleep(interval)
         started = time.monotonic()
@@ -260,10 +267,11 @@ async def keep_leading(
             if cb is not None:
                 cb()
             return
-        if time.monotonic() - last_prune >= PRUNE_EVERY:
+        if backlog or time.monotonic() - last_prune >= PRUNE_EVERY:
             last_prune = time.monotonic()
+            backlog = False
             with contextlib.suppress(SchedulerError):
-                await store.prune(time.time_ns())
+                backlog = await store.prune(time.time_ns(), PRUNE_BATCH) >= PRUNE_BATCH
 
 
 def lease_left(store: object) -> float | None:

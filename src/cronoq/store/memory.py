@@ -47,7 +47,7 @@ class MemoryStore:
     async def load_payload(self, task_id: int) -> bytes | None:
         return None  # (not durable: the engine keeps ended tasks' payloads itself)
 
-    async def prune(self, now_unix_ns: int) -> int:
+    async def prune(self, now_unix_ns: int, limit: int | None = None) -> int:
         return 0
 
     async def release(self) -> None:

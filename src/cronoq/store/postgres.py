@@ -714,13 +714,20 @@ class PostgresStore:
         result: list[RecoveredTerminal] = await self._run(op)
         return result
 
-    async def prune(self, now_unix_ns: int) -> int:
+    async def prune(self, now_unix_ns: int, limit: int | None = None) -> int:
         cutoff = now_unix_ns - round(self.retention * 1e9)
+        q = self._q
 
         async def op(conn: Any) -> int:
-            status = await conn.execute(
-                f"DELETE FROM {self._q}.cronoq_tasks WHERE finished IS NOT NULL AND finished < $1", cutoff
-            )
+            if limit is None:
+                sql = f"DELETE FROM {q}.cronoq_tasks WHERE finished IS NOT NULL AND finished < $1"
+                status = await conn.execute(sql, cutoff)
+            else:  # (the oldest first, through the index on finished)
+                sql = (
+                    f"DELETE FROM {q}.cronoq_tasks WHERE id IN (SELECT id FROM {q}.cronoq_tasks "
+                    "WHERE finished IS NOT NULL AND finished < $1 ORDER BY finished LIMIT $2)"
+                )
+                status = await conn.execute(sql, cutoff, max(0, int(limit)))
             return int(status.split()[-1])
 
         return int(await self._run(op))

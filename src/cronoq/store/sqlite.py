@@ -565,12 +565,18 @@ class SqliteStore:
         rows = self._db().execute(sql, (db_id(before_id), *statuses, limit)).fetchall()
         return finished_records(rows, codec)
 
-    async def prune(self, now_unix_ns: int) -> int:
+    async def prune(self, now_unix_ns: int, limit: int | None = None) -> int:
         cutoff = now_unix_ns - round(self.retention * 1e9)
-        return await self._call(self._prune_sync, cutoff)
+        return await self._call(self._prune_sync, cutoff, limit)
 
-    def _prune_sync(self, cutoff: int) -> int:
-        cur = self._db().execute(
-            "DELETE FROM cronoq_tasks WHERE finished IS NOT NULL AND finished < ?", (cutoff,)
-        )
-        return int(cur.rowcount)
+    def _prune_sync(self, cutoff: int, limit: int | None) -> int:
+        args: tuple[int, ...]
+        if limit is None:
+            sql, args = "DELETE FROM cronoq_tasks WHERE finished IS NOT NULL AND finished < ?", (cutoff,)
+        else:  # (the oldest first, through the index on finished)
+            sql = (
+                "DELETE FROM cronoq_tasks WHERE id IN (SELECT id FROM cronoq_tasks WHERE finished "
+                "IS NOT NULL AND finished < ? ORDER BY finished LIMIT ?)"
+            )
+            args = (cutoff, max(0, int(limit)))
+        return int(self._db().execute(sql, args).rowcount)
