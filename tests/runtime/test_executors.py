@@ -5,6 +5,7 @@ docs/reference/behaviour.md#pool-api, docs/reference/behaviour.md#types)."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import datetime as dt
 import math
 import threading
@@ -19,6 +20,34 @@ from cronoq.runtime.executors import ExecutorKind, kind_of
 from .conftest import pool, wait
 
 FAST_RETRY = RetryPolicy(max_attempts=3, initial_backoff=0, jitter=False)
+
+# ----------------------------------------------------------------------------- context variables
+
+_VAR: contextvars.ContextVar[object] = contextvars.ContextVar("cronoq_test_var", default=None)
+
+
+@pytest.mark.parametrize("in_thread", [False, True], ids=["async", "thread"])
+async def test_a_context_variable_an_attempt_sets_never_reaches_the_next(in_thread: bool) -> None:
+    """Each attempt runs in a fresh copy of the context start() ran in: one slot, four
+    attempts back to back, each setting a variable the next must not see (the driver is kicked
+    from inside the previous attempt, and a pool thread is reused)."""
+    _VAR.set("from start()")
+    seen: list[tuple[object, object]] = []
+
+    def run_sync(ctx: TaskContext, payload: Any) -> None:
+        seen.append((payload, _VAR.get()))
+        _VAR.set(payload)
+
+    async def run_async(ctx: TaskContext, payload: Any) -> None:
+        run_sync(ctx, payload)
+
+    executor = run_sync if in_thread else run_async
+    async with Scheduler([pool("default", executor, min=1, max=1)]) as s:
+        _VAR.set("after start()")
+        for i in range(4):
+            await (await s.submit(i))
+    assert seen == [(i, "from start()") for i in range(4)]
+
 
 # ----------------------------------------------------------------------------- kinds of executors
 

@@ -37,7 +37,7 @@ class RecordingExecutor(ThreadPoolExecutor):
 
     def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
         f = super().submit(fn, *args, **kwargs)
-        if len(args) > 1 and isinstance(args[1], TaskContext):  # (executor, ctx, payload)
+        if any(isinstance(a, TaskContext) for a in args):  # (an attempt: its ctx is an argument)
             self.futures.append(f)
         return f
 

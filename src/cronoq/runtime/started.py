@@ -28,6 +28,8 @@ The attempt runner: a ``Dispatch`` starts an attempt by its pool's executor kind
 * ``REMOTE``: ``begin(ctx, payload)`` hands the attempt on; its outcome comes back as calls on
   ``ctx`` (:meth:`Started.report`), values, never an exception on a future; an abort calls the
   ``ctx.on_abort`` the executor set;
+* every attempt (``LOOP`` task, ``THREAD`` call) runs in a fresh copy of the context ``start()``
+  ran in: a context variable an attempt sets never reaches another attempt;
 * ``THREAD``: the loop's default thread pool; the future has one ``add_done_callback``
   (:meth:`Started.on_done`) that reports the outcome, or, if the function returned an
   awaitable, awaits that under the same lease.  A thread cannot be interrupted: an abort marks
@@ -44,6 +46,7 @@ thread (``ctx.heartbeat()`` from an executor thread is marshalled onto the loop)
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 import threading
@@ -96,6 +99,7 @@ class Started:
     __slots__ = (
         "accepting",
         "committer",
+        "context",
         "core",
         "ending",
         "fenced",
@@ -126,6 +130,10 @@ class Started:
         self.core = core
         self.loop = asyncio.get_running_loop()
         self.loop_thread = threading.get_ident()
+        #: the context ``start()`` ran in: each attempt runs in a copy of it, so a context
+        #: variable one attempt sets is never seen by the next (the driver, kicked from inside
+        #: an attempt, would otherwise hand that attempt's context on to the tasks it starts)
+        self.context = contextvars.copy_context()
         self.mono = sched.clock.monotonic_ns
         self.t0 = t0
         self.time_base = time_base
@@ -265,7 +273,7 @@ class Started:
             # its first step the executor is never called (no coroutine is left unawaited).
             coro = self.attempt(lease, ctx, executor, t.payload)
             try:
-                task = self.loop.create_task(coro)
+                task = self.loop.create_task(coro, context=self.context.copy())
             except Exception as exc:
                 coro.close()
                 return self.not_started(lease, ctx, exc)
@@ -274,7 +282,8 @@ class Started:
             return
         if kind is _THREAD:
             try:
-                fut = self.loop.run_in_executor(None, _run_in_thread, executor, ctx, t.payload)
+                run = self.context.copy().run  # (a pool thread keeps no context of its own)
+                fut = self.loop.run_in_executor(None, run, _run_in_thread, executor, ctx, t.payload)
             except Exception as exc:  # the executor could not even be started
                 return self.not_started(lease, ctx, exc)
             ctx._in_thread = True
