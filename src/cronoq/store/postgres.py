@@ -588,13 +588,7 @@ class PostgresStore:
                 row = await conn.fetchrow(
                     f"SELECT epoch, owner FROM {q}.cronoq_leader WHERE id = 1 FOR SHARE"
                 )
-                if row is None or row[0] != epoch:
-                    self._leading = False
-                    raise Fenced(
-                        f"PostgresStore: fenced: epoch {epoch} is no longer current in schema "
-                        f"{self.schema!r} (now {None if row is None else row[0]}, "
-                        f"leader {None if row is None else row[1]!r})"
-                    )
+                self._check_epoch(row, epoch)
                 if batch.inserts:
                     await conn.executemany(self._sql_insert, batch.inserts)
                 if batch.updates:
@@ -643,6 +637,11 @@ class PostgresStore:
         ins = [list(c) for c in zip(*batch.inserts, strict=True)] or [[]] * len(TASK_COLUMNS)
         upd = [list(c) for c in zip(*batch.updates, strict=True)] or [[]] * 8
         row = await conn.fetchrow(self._sql_rows, epoch, *ins, *upd)
+        self._check_epoch(row, epoch)
+
+    def _check_epoch(self, row: Any, epoch: int) -> None:
+        """Raise Fenced (and stop leading) unless the leader row read in the commit's
+        transaction still carries ``epoch``."""
         if row is None or row[0] != epoch:
             self._leading = False
             raise Fenced(
