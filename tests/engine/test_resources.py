@@ -598,3 +598,15 @@ def test_bucket_wakeup_survives_a_full_drain_regression(make, mkpool):
     d.advance(0.3)
     tick()
     drain_by_wakeups(d, tick, 50)
+
+
+def test_an_empty_resource_map_asks_for_nothing(make, mkpool):
+    """``resources={}`` built straight into the engine's options (the runtime turns it into
+    None) is a task asking no resource, not a crash at dispatch or completion."""
+    d = make([mkpool(cap=2)], resources=[sem("db", 1)])
+    tid = d.submit(resources={})
+    assert d.tick() == [tid]
+    d.complete(tid)
+    d.tick()
+    assert d.status(tid) == "succeeded"
+    assert d.core.resources["db"].available == 1

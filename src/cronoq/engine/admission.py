@@ -181,6 +181,8 @@ def check_resources(res: Resources, opts: TaskOptions) -> None:
     then look a key's unit up by its name at once, without parsing it again); for options
     asking one resource, that entry and its tracked resource again as ``opts.single``.
     """
+    if opts.resources is not None and not opts.resources:
+        opts.resources = None  # (an empty map asks for nothing: the hot paths test for None)
     tracked: list[tuple[Keyed, str, int]] = []
     units: list[tuple[dict[str, Any], str, int]] = []
     for name, amount in (opts.resources or {}).items():
