@@ -7,6 +7,7 @@ are handed to the loop with ``call_soon_threadsafe``.  Both are no-ops once the 
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 import threading
 from collections.abc import Callable, Iterable
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from cronoq.engine.parents import outcomes
 from cronoq.engine.progress import check_progress
 from cronoq.engine.time import NS
+from cronoq.errors import outcome_of
 from cronoq.outcome import Outcome
 from cronoq.runtime import parking as _parking
 
@@ -224,7 +226,8 @@ class TaskContext:
         """Report this remote attempt ended without an outcome (whoever ran it gave it up): a
         retryable failure, as an executor's own ``CancelledError`` is.  False when it had
         already ended (an abort by the engine included)."""
-        return self._run.report(self, None, ("CancelledError: ", False, None))
+        o = outcome_of(asyncio.CancelledError())  # (the message an executor's own one gets)
+        return self._run.report(self, None, (o.message, False, None))
 
     def note_worker(self, name: str) -> None:
         """Name the worker this attempt runs on, for its attempt timeline (the server calls
