@@ -447,6 +447,9 @@ async def check_load_window(make: Make) -> None:
         # the rest of the history is still served from the table
         assert (await s.load_finished(7, codec)).output == {"v": 7}
         assert (await s.load_finished_key("k7", None, codec)).id == 7
+        # at most the newest ``limit`` of the window (the engine's retention_max), plus references
+        assert [t.id for t in (await s.load(codec, 3600.0, 0)).terminal] == [50, 51, 54, 55]
+        assert [t.id for t in (await s.load(codec, 30 * 86400.0, 5)).terminal] == [50, 51, 53, 54, 55, 56]
         # a window longer than the store's retention reads the retention; no window: all of it
         assert len((await s.load(codec, 30 * 86400.0)).terminal) == 47
         assert len((await s.load(codec)).terminal) == 47

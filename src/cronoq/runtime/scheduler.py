@@ -222,7 +222,7 @@ class Scheduler(Signals):
             await store.open()
             epoch = await store.acquire()
             # (finished tasks within the engine's retention, and those live ones need: base.py)
-            recovered = await store.load(codec, self._key_retention)
+            recovered = await store.load(codec, self._key_retention, self._key_retention_max)
             if self._run is not None:  # started concurrently while we waited
                 return
         t0 = self._mono()

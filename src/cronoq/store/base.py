@@ -18,7 +18,7 @@ Life cycle, as the runtime drives it::
 
     await store.open()                 # connect, create the schema, check the file/database
     epoch = await store.acquire()      # become leader; a standby blocks here until it can
-    rec = await store.load(codec, key_retention)  # live + retained terminal tasks + schedules
+    rec = await store.load(codec, key_retention, key_retention_max)  # live + retained + schedules
     core = Core(CoreConfig(persist=True, time_base=...), epoch=epoch)
     core.recover(now, rec)             # its own Persist actions go to the store like any other
     ...                                # group commit: await store.commit(batch, epoch, codec)
@@ -59,9 +59,10 @@ payload is ``SubmitError("invalid")``); a non-bytes payload is encoded here as a
 
 Recovery (``load``).  Live rows come back as ``RecoveredTask`` (status ``"submitted"`` if
 it never ran, else ``"running"``/``"retrying"`` with the attempt number), terminal rows
-finished within the ``window`` the runtime passes (the engine's retention, ``key_retention``:
-what the engine keeps; never more than the store's ``retention``) as ``RecoveredTerminal``
-(with decoded outputs), schedules as ``RecoveredSchedule``.  Older terminal rows stay in the
+finished within the ``window`` the runtime passes, the newest ``limit`` of them (the engine's
+retention, ``key_retention`` and ``key_retention_max``: what the engine keeps; never more than
+the store's ``retention``) as ``RecoveredTerminal`` (with decoded outputs), schedules as
+``RecoveredSchedule``.  Older terminal rows stay in the
 table, read on demand (``load_finished``: the store's history), except those the loaded state
 still refers to, whatever their age: the parents of live tasks (by id, or by a key no loaded
 row holds: its newest holder), the tasks live journals spawned or wait for and each
@@ -212,10 +213,10 @@ class Store(Protocol):
         """Whether this instance still holds leadership (checked against the store)."""
         ...
 
-    async def load(self, codec: Codec, window: float | None = None) -> Recovered:
-        """Read back live tasks, terminal tasks finished within ``window`` seconds (the
-        engine's retention; None: the store's) and the older ones live state refers to,
-        schedules and quarantined rows."""
+    async def load(self, codec: Codec, window: float | None = None, limit: int | None = None) -> Recovered:
+        """Read back live tasks, the newest ``limit`` terminal tasks finished within ``window``
+        seconds (the engine's retention and ``retention_max``; None: the store's retention, no
+        limit) and the older ones live state refers to, schedules and quarantined rows."""
         ...
 
     async def commit(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:

@@ -197,12 +197,13 @@ class PostgresStore:
             f"UPDATE {q}.cronoq_tasks SET status = $1, attempt = $2, message = $3, output = $4, "
             "has_output = $5, started = COALESCE(started, $6), finished = $7 WHERE id = $8"
         )
-        # a start's rows: the live ones (index cronoq_tasks_live) and those finished within the
-        # window (cronoq_tasks_finished), each part through its own index, in no order
-        # (finish_recovered sorts them)
+        # a start's rows: the live ones (index cronoq_tasks_live) and the newest ones finished
+        # within the window (cronoq_tasks_finished; LIMIT NULL: all), each part through its own
+        # index, in no order (finish_recovered sorts them)
         self._sql_select = (
-            f"SELECT {cols} FROM {q}.cronoq_tasks WHERE finished IS NULL UNION ALL "
-            f"SELECT {cols} FROM {q}.cronoq_tasks WHERE finished IS NOT NULL AND finished >= $1"
+            f"SELECT {cols} FROM {q}.cronoq_tasks WHERE finished IS NULL UNION ALL ("
+            f"SELECT {cols} FROM {q}.cronoq_tasks WHERE finished IS NOT NULL AND finished >= $1 "
+            "ORDER BY finished DESC LIMIT $2)"
         )
         self._sql_rows = _rows_statement(q)
 
@@ -543,10 +544,11 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ data
 
-    async def load(self, codec: Codec, window: float | None = None) -> Recovered:
-        """Live tasks, the finished ones within ``window`` seconds (the engine's retention; None
-        or longer than the store's: the store's) and the older finished ones the loaded state
-        refers to (``_records.history_refs``), schedules, journals and the rest (base.py)."""
+    async def load(self, codec: Codec, window: float | None = None, limit: int | None = None) -> Recovered:
+        """Live tasks, the newest ``limit`` (None: all) finished within ``window`` seconds (the
+        engine's retention; None or longer than the store's: the store's) and the older
+        finished ones the loaded state refers to (``_records.history_refs``), schedules,
+        journals and the rest (base.py)."""
         cutoff = time.time_ns() - round(load_window(self.retention, window) * 1e9)
         q = self._q
 
@@ -555,7 +557,7 @@ class PostgresStore:
             async with conn.transaction(isolation="repeatable_read", readonly=True):
                 # rows are decoded as they are read, a few at a time: the table's payloads are
                 # never all in memory twice, as rows and as decoded payloads
-                cur = await conn.cursor(self._sql_select, cutoff)
+                cur = await conn.cursor(self._sql_select, cutoff, None if limit is None else max(0, limit))
                 while rows := await cur.fetch(LOAD_CHUNK):
                     add_task_rows(rec, rows, codec, cutoff)
                 schedules = await conn.fetch(
@@ -584,9 +586,8 @@ class PostgresStore:
                 if refs.keys:
                     rows = await conn.fetch(
                         f"SELECT {cols} FROM {q}.cronoq_tasks WHERE key = ANY($1::text[]) "
-                        "AND finished IS NOT NULL AND finished < $2 ORDER BY finished DESC, id DESC",
+                        "AND finished IS NOT NULL ORDER BY finished DESC, id DESC",
                         sorted(refs.keys),
-                        cutoff,
                     )
                     add_task_rows(rec, key_history_rows(rows, refs.keys), codec, 0)
             return finish_recovered(rec, schedules, codec, paused, bulk_keys, journals, signals)

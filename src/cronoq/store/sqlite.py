@@ -149,12 +149,13 @@ _INSERT = (
     f"INSERT INTO cronoq_tasks ({_COLS}) VALUES ({', '.join('?' * len(TASK_COLUMNS))}) "
     "ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in TASK_COLUMNS if c != "id")
 )
-#: A start's rows: the live ones (index ``cronoq_tasks_live``) and those finished within the
-#: window (``cronoq_tasks_finished``), each part through its own index, in no order
-#: (``finish_recovered`` sorts them)
+#: A start's rows: the live ones (index ``cronoq_tasks_live``) and the newest ones finished
+#: within the window (``cronoq_tasks_finished``; LIMIT -1: all), each part through its own
+#: index, in no order (``finish_recovered`` sorts them)
 _LOAD = (
-    f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NULL UNION ALL "
-    f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NOT NULL AND finished >= ?"
+    f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NULL UNION ALL SELECT * FROM ("
+    f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NOT NULL AND finished >= ? "
+    "ORDER BY finished DESC LIMIT ?)"
 )
 #: older finished rows the loaded state refers to (``_records.history_refs``): by id, and by key
 _LOAD_IDS = (
@@ -162,7 +163,7 @@ _LOAD_IDS = (
 )
 _LOAD_KEYS = (
     f"SELECT {_COLS} FROM cronoq_tasks WHERE key IN (SELECT value FROM json_each(?)) "
-    "AND finished IS NOT NULL AND finished < ? ORDER BY finished DESC, id DESC"
+    "AND finished IS NOT NULL ORDER BY finished DESC, id DESC"
 )
 _UPDATE = (
     "UPDATE cronoq_tasks SET status = ?, attempt = ?, message = ?, output = ?, has_output = ?, "
@@ -448,14 +449,15 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ data
 
-    async def load(self, codec: Codec, window: float | None = None) -> Recovered:
-        """Live tasks, the finished ones within ``window`` seconds (the engine's retention; None
-        or longer than the store's: the store's) and the older finished ones the loaded state
-        refers to (``_records.history_refs``), schedules, journals and the rest (base.py)."""
+    async def load(self, codec: Codec, window: float | None = None, limit: int | None = None) -> Recovered:
+        """Live tasks, the newest ``limit`` (None: all) finished within ``window`` seconds (the
+        engine's retention; None or longer than the store's: the store's) and the older
+        finished ones the loaded state refers to (``_records.history_refs``), schedules,
+        journals and the rest (base.py)."""
         cutoff = time.time_ns() - round(load_window(self.retention, window) * 1e9)
-        return await self._call(self._load_sync, codec, cutoff)
+        return await self._call(self._load_sync, codec, cutoff, -1 if limit is None else max(0, limit))
 
-    def _load_sync(self, codec: Codec, cutoff: int) -> Recovered:
+    def _load_sync(self, codec: Codec, cutoff: int, limit: int) -> Recovered:
         conn = self._db()
         conn.execute("BEGIN")
         try:
@@ -471,12 +473,12 @@ class SqliteStore:
             # rows are decoded as they are read (a cursor, not fetchall): the table's payloads
             # are never all in memory twice, as rows and as decoded payloads
             rec = Recovered()
-            add_task_rows(rec, conn.execute(_LOAD, (cutoff,)), codec, cutoff)
+            add_task_rows(rec, conn.execute(_LOAD, (cutoff, limit)), codec, cutoff)
             refs = history_refs(rec, schedules, journals)
             if refs.ids:
                 add_task_rows(rec, conn.execute(_LOAD_IDS, (json.dumps(refs.ids),)), codec, 0)
             if refs.keys:
-                rows = conn.execute(_LOAD_KEYS, (json.dumps(sorted(refs.keys)), cutoff)).fetchall()
+                rows = conn.execute(_LOAD_KEYS, (json.dumps(sorted(refs.keys)),)).fetchall()
                 add_task_rows(rec, key_history_rows(rows, refs.keys), codec, 0)
             return finish_recovered(rec, schedules, codec, paused, bulk_keys, journals, signals)
         finally:
