@@ -470,18 +470,12 @@ def history_refs(
     """What of the store's history ``rec`` (the live rows and the window's finished rows, as
     :func:`add_task_rows` decoded them) refers to but does not hold (see :class:`HistoryRefs`);
     schedules and journals as the stores select them."""
-    have = {t.id for t in rec.tasks}
-    have.update(t.id for t in rec.terminal)
-    have.update(rec.quarantined_rows)
-    held = {(t.spec.tenant, t.spec.key) for t in rec.tasks if t.spec.key is not None}
-    held.update((t.tenant, t.key) for t in rec.terminal if t.key is not None)
     ids: set[int] = set()
-    keys: dict[str, set[str | None]] = {}
+    wanted: set[tuple[str | None, str]] = set()  # (tenant, key)
     for t in rec.tasks:
         for target, _ in t.spec.deps or ():
             if isinstance(target, str):
-                if (t.spec.tenant, target) not in held:
-                    keys.setdefault(target, set()).add(t.spec.tenant)
+                wanted.add((t.spec.tenant, target))
             else:
                 ids.add(target)
     for row in journal_rows:  # (task, idx, record, resumes): ["spawn"|"wait", _, [ids], ...]
@@ -495,8 +489,16 @@ def history_refs(
         if row[4]:
             ids.add(task_id(row[4]))
     refs = HistoryRefs()
-    refs.ids = sorted(db_id(i) for i in ids if i not in have and 0 < i < _U64)
-    refs.keys = keys
+    if ids:  # (the sets of what was loaded only when something may be missing from it)
+        have = {t.id for t in rec.tasks}
+        have.update(t.id for t in rec.terminal)
+        have.update(rec.quarantined_rows)
+        refs.ids = sorted(db_id(i) for i in ids if i not in have and 0 < i < _U64)
+    if wanted:
+        held = {(t.spec.tenant, t.spec.key) for t in rec.tasks if t.spec.key is not None}
+        held.update((t.tenant, t.key) for t in rec.terminal if t.key is not None)
+        for tenant, key in wanted - held:
+            refs.keys.setdefault(key, set()).add(tenant)
     return refs
 
 

@@ -149,13 +149,14 @@ _INSERT = (
     f"INSERT INTO cronoq_tasks ({_COLS}) VALUES ({', '.join('?' * len(TASK_COLUMNS))}) "
     "ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in TASK_COLUMNS if c != "id")
 )
-#: A start's rows: the live ones (index ``cronoq_tasks_live``) and the newest ones finished
-#: within the window (``cronoq_tasks_finished``; LIMIT -1: all), each part through its own
-#: index, in no order (``finish_recovered`` sorts them)
-_LOAD = (
-    f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NULL UNION ALL SELECT * FROM ("
+#: A start's rows: the live ones (index ``cronoq_tasks_live``), then the newest ones finished
+#: within the window (``cronoq_tasks_finished``; LIMIT -1: all), in no id order
+#: (``finish_recovered`` sorts them); two statements of one read transaction, cheaper to step
+#: than their UNION ALL (the limit needs a subquery there)
+_LOAD_LIVE = f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NULL"
+_LOAD_WINDOW = (
     f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NOT NULL AND finished >= ? "
-    "ORDER BY finished DESC LIMIT ?)"
+    "ORDER BY finished DESC LIMIT ?"
 )
 #: older finished rows the loaded state refers to (``_records.history_refs``): by id, and by key
 _LOAD_IDS = (
@@ -473,7 +474,8 @@ class SqliteStore:
             # rows are decoded as they are read (a cursor, not fetchall): the table's payloads
             # are never all in memory twice, as rows and as decoded payloads
             rec = Recovered()
-            add_task_rows(rec, conn.execute(_LOAD, (cutoff, limit)), codec, cutoff)
+            add_task_rows(rec, conn.execute(_LOAD_LIVE), codec, cutoff)
+            add_task_rows(rec, conn.execute(_LOAD_WINDOW, (cutoff, limit)), codec, cutoff)
             refs = history_refs(rec, schedules, journals)
             if refs.ids:
                 add_task_rows(rec, conn.execute(_LOAD_IDS, (json.dumps(refs.ids),)), codec, 0)
