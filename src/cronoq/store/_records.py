@@ -449,7 +449,7 @@ def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Cod
 
 class HistoryRefs:
     """The finished rows outside a load's window that the loaded state still needs, whatever
-    their age (docs/reference/behaviour.md#recovery): ``ids`` (stored ids) of the parents that
+    their age (docs/reference/behaviour.md#recovery-window): ``ids`` (stored ids) of the parents that
     live tasks name by id, the tasks that live tasks' journals spawned or wait for
     (engine/parking.py) and the last occurrence of each schedule (engine/recurring.py); and
     ``keys`` (key -> tenants) of the parents named by a key that no loaded row holds."""
@@ -459,9 +459,6 @@ class HistoryRefs:
     def __init__(self) -> None:
         self.ids: list[int] = []
         self.keys: dict[str, set[str | None]] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self.ids or self.keys)
 
 
 def history_refs(

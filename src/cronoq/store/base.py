@@ -62,17 +62,18 @@ it never ran, else ``"running"``/``"retrying"`` with the attempt number), termin
 finished within the ``window`` the runtime passes, the newest ``limit`` of them (the engine's
 retention, ``key_retention`` and ``key_retention_max``: what the engine keeps; never more than
 the store's ``retention``) as ``RecoveredTerminal`` (with decoded outputs), schedules as
-``RecoveredSchedule``.  Older terminal rows stay in the
-table, read on demand (``load_finished``: the store's history), except those the loaded state
-still refers to, whatever their age: the parents of live tasks (by id, or by a key no loaded
-row holds: its newest holder), the tasks live journals spawned or wait for and each
-schedule's last occurrence (``_records.history_refs``).  So a start reads what the engine
-will hold, not the whole history.  A row whose definition, payload or output cannot be decoded is not
-returned as a task: its ``(id, reason)`` goes to ``Recovered.quarantined`` and the engine
-records it as ``failed`` with that message (which the store then persists) — recovery never
-crashes on bad data.  A schedule whose definition cannot be decoded is skipped and logged.
-Recovered schedule templates carry the *decoded* payload in ``template.payload`` (the engine
-hands that object to the executor for later occurrences).
+``RecoveredSchedule``.  Older terminal rows stay in the table, read on demand
+(``load_finished``: the store's history), except those the loaded state still refers to,
+whatever their age: the parents of live tasks (by id, or by a key no loaded row holds: its
+newest holder), the tasks live journals spawned or wait for and each schedule's last
+occurrence (``_records.history_refs``).  So a start reads what the engine will hold, not the
+whole history (docs/reference/behaviour.md#recovery-window).  A row whose definition, payload
+or output cannot be decoded is not returned as a task: its ``(id, reason)`` goes to
+``Recovered.quarantined`` and the engine records it as ``failed`` with that message (which
+the store then persists) — recovery never crashes on bad data.  A schedule whose definition
+cannot be decoded is skipped and logged.  Recovered schedule templates carry the *decoded*
+payload in ``template.payload`` (the engine hands that object to the executor for later
+occurrences).
 
 Errors.  Every store error is a :class:`cronoq.errors.SchedulerError` with a clear message
 (missing directory, read-only or corrupt file, locked database, unreachable server).
