@@ -399,6 +399,64 @@ async def check_retention(make: Make) -> None:
         await s.close()
 
 
+async def check_load_window(make: Make) -> None:
+    """A load with a ``window`` (the engine's retention) reads the live rows and the rows
+    finished within it, plus the older finished rows the loaded state refers to whatever their
+    age; every other old row stays in the history (``load_finished``), and without a window
+    the store's whole retention is read as before."""
+    from cronoq.engine.parking import JournalPut
+
+    s, ep = await leader(make, retention=7 * 86400.0)
+    try:
+        now = now_ns()
+        old = now - 2 * 86400 * NS  # beyond the window, within the store's retention
+
+        def done(i: int, fin: int, key: str | None = None, tenant: str | None = None) -> list[Mutation]:
+            spec = TaskRecord(pool="default", key=key, tenant=tenant, payload=codec.encode(i))
+            return [
+                Submitted(i, i, fin - NS, spec),
+                StatusChange(i, "succeeded", 1, fin, None, {"v": i}, True),
+            ]
+
+        muts: list[Mutation] = []
+        for i in range(1, 41):  # the bulk of the history: nothing refers to them
+            muts += done(i, old + i, key=f"k{i}")
+        muts += done(50, old + 50)  # parent of a live task by id
+        muts += done(51, old + 51, key="pk", tenant="acme")  # the newest holder of "pk" for acme
+        muts += done(52, old - NS, key="pk", tenant="acme")  # an older holder of it: not needed
+        muts += done(53, old + 53, key="pk")  # another tenant's "pk": not needed
+        muts += done(54, old + 54)  # spawned by a live task's journal
+        muts += done(55, old + 55)  # the last occurrence of a schedule
+        muts += done(56, now - 10 * NS, key="recent")  # within the window
+        muts.append(
+            Submitted(60, 60, now, TaskRecord(pool="default", tenant="acme", deps=[(50, 0), ("pk", 1)]))
+        )
+        muts.append(Submitted(61, 61, now, TaskRecord(pool="default")))
+        muts.append(StatusChange(61, "running", 1, now))
+        muts.append(JournalPut(61, 0, ["spawn", "fp", [54], False], 0))
+        muts.append(
+            RecurringUpsert(RecurringRecord("nightly", "0 3 * * *", None, 2, TaskRecord(pool="default")))
+        )
+        muts.append(RecurringNext("nightly", now + 3600 * NS, 55))
+        await s.commit(muts, ep, codec)
+
+        rec = await s.load(codec, 3600.0)
+        assert sorted(t.id for t in rec.tasks) == [60, 61]
+        assert [t.id for t in rec.terminal] == [50, 51, 54, 55, 56]
+        assert next(t for t in rec.terminal if t.id == 51).output == {"v": 51}  # (decoded: pinned)
+        # the rest of the history is still served from the table
+        assert (await s.load_finished(7, codec)).output == {"v": 7}
+        assert (await s.load_finished_key("k7", None, codec)).id == 7
+        # at most the newest ``limit`` of the window (the engine's retention_max), plus references
+        assert [t.id for t in (await s.load(codec, 3600.0, 0)).terminal] == [50, 51, 54, 55]
+        assert [t.id for t in (await s.load(codec, 30 * 86400.0, 5)).terminal] == [50, 51, 53, 54, 55, 56]
+        # a window longer than the store's retention reads the retention; no window: all of it
+        assert len((await s.load(codec, 30 * 86400.0)).terminal) == 47
+        assert len((await s.load(codec)).terminal) == 47
+    finally:
+        await s.close()
+
+
 async def check_prune_in_batches(make: Make) -> None:
     """A bounded prune deletes the oldest expired rows first, at most ``limit`` of them."""
     s, ep = await leader(make, retention=100.0)

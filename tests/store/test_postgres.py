@@ -111,6 +111,10 @@ async def test_pruning_in_bounded_batches(make: Any) -> None:
     await contract.check_prune_in_batches(make)
 
 
+async def test_load_window(make: Any) -> None:
+    await contract.check_load_window(make)
+
+
 async def test_epochs_increase_across_acquires(make: Any) -> None:
     await contract.check_epochs_increase(make)
 

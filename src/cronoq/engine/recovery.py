@@ -10,6 +10,10 @@ A :class:`Recovery` runs once, on a core that has done nothing yet, in four pass
    and a filter by tag finds it, as before the restart.  They cost what they cost before it:
    their number is bounded by the retention (``retention_max``; a server's
    ``outputs.info_entries``) and each definition by the request limits it was accepted under.
+   The store reads no more than that (``Store.load``'s window and limit are this retention),
+   plus the older terminal tasks the live ones still refer to (parents, spawned children, a
+   schedule's last occurrence), which are retained here like the others (so edges settle and
+   outputs are pinned) and forgotten by the next prune.
 2. *Rebuild* every live task in id order under its own id, sequence and arrival: the core
    admits it as it admits a new submission (indexed, live, pending) but it is neither counted
    as submitted again nor given a new id, so nothing is undone afterwards.  A task whose pool

@@ -221,7 +221,8 @@ class Scheduler(Signals):
             assert codec is not None  # (a store always has one: check_store_and_codec)
             await store.open()
             epoch = await store.acquire()
-            recovered = await store.load(codec)
+            # (finished tasks within the engine's retention, and those live ones need: base.py)
+            recovered = await store.load(codec, self._key_retention, self._key_retention_max)
             if self._run is not None:  # started concurrently while we waited
                 return
         t0 = self._mono()

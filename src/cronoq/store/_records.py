@@ -447,6 +447,71 @@ def add_task_rows(rec: Recovered, task_rows: Iterable[Sequence[Any]], codec: Cod
         rec.tasks.append(RecoveredTask(tid, seq, arrival, spec_rec, obj, status, attempt, started, message))
 
 
+class HistoryRefs:
+    """The finished rows outside a load's window that the loaded state still needs, whatever
+    their age (docs/reference/behaviour.md#recovery-window): ``ids`` (stored ids) of the parents that
+    live tasks name by id, the tasks that live tasks' journals spawned or wait for
+    (engine/parking.py) and the last occurrence of each schedule (engine/recurring.py); and
+    ``keys`` (key -> tenants) of the parents named by a key that no loaded row holds."""
+
+    __slots__ = ("ids", "keys")
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.keys: dict[str, set[str | None]] = {}
+
+
+def history_refs(
+    rec: Recovered, schedule_rows: Iterable[Sequence[Any]], journal_rows: Iterable[Sequence[Any]]
+) -> HistoryRefs:
+    """What of the store's history ``rec`` (the live rows and the window's finished rows, as
+    :func:`add_task_rows` decoded them) refers to but does not hold (see :class:`HistoryRefs`);
+    schedules and journals as the stores select them."""
+    ids: set[int] = set()
+    wanted: set[tuple[str | None, str]] = set()  # (tenant, key)
+    for t in rec.tasks:
+        for target, _ in t.spec.deps or ():
+            if isinstance(target, str):
+                wanted.add((t.spec.tenant, target))
+            else:
+                ids.add(target)
+    for row in journal_rows:  # (task, idx, record, resumes): ["spawn"|"wait", _, [ids], ...]
+        try:
+            record = json.loads(row[2])
+        except ValueError:
+            continue
+        if isinstance(record, list) and len(record) > 2 and record[0] in ("spawn", "wait"):
+            ids.update(i for i in record[2] if type(i) is int)
+    for row in schedule_rows:  # (name, spec, payload, next, last)
+        if row[4]:
+            ids.add(task_id(row[4]))
+    refs = HistoryRefs()
+    if ids:  # (the sets of what was loaded only when something may be missing from it)
+        have = {t.id for t in rec.tasks}
+        have.update(t.id for t in rec.terminal)
+        have.update(rec.quarantined_rows)
+        refs.ids = sorted(db_id(i) for i in ids if i not in have and 0 < i < _U64)
+    if wanted:
+        held = {(t.spec.tenant, t.spec.key) for t in rec.tasks if t.spec.key is not None}
+        held.update((t.tenant, t.key) for t in rec.terminal if t.key is not None)
+        for tenant, key in wanted - held:
+            refs.keys.setdefault(key, set()).add(tenant)
+    return refs
+
+
+def key_history_rows(rows: Iterable[Sequence[Any]], keys: dict[str, set[str | None]]) -> list[Sequence[Any]]:
+    """Of ``rows`` (finished rows of ``keys``, newest first, TASK_COLUMNS order), the newest of
+    each wanted (key, tenant): the one that held the key last, as it would if it were loaded."""
+    out: list[Sequence[Any]] = []
+    seen: set[tuple[str, str | None]] = set()
+    for row in rows:
+        key, tenant = row[6], _tenant(row[7])
+        if tenant in keys.get(key, ()) and (key, tenant) not in seen:
+            seen.add((key, tenant))
+            out.append(row)
+    return out
+
+
 def finish_recovered(
     rec: Recovered,
     schedule_rows: Iterable[Sequence[Any]],

@@ -18,7 +18,7 @@ Life cycle, as the runtime drives it::
 
     await store.open()                 # connect, create the schema, check the file/database
     epoch = await store.acquire()      # become leader; a standby blocks here until it can
-    rec = await store.load(codec)      # live + retained terminal tasks + schedules
+    rec = await store.load(codec, key_retention, key_retention_max)  # live + retained + schedules
     core = Core(CoreConfig(persist=True, time_base=...), epoch=epoch)
     core.recover(now, rec)             # its own Persist actions go to the store like any other
     ...                                # group commit: await store.commit(batch, epoch, codec)
@@ -59,13 +59,21 @@ payload is ``SubmitError("invalid")``); a non-bytes payload is encoded here as a
 
 Recovery (``load``).  Live rows come back as ``RecoveredTask`` (status ``"submitted"`` if
 it never ran, else ``"running"``/``"retrying"`` with the attempt number), terminal rows
-finished within ``retention`` as ``RecoveredTerminal`` (with decoded outputs), schedules as
-``RecoveredSchedule``.  A row whose definition, payload or output cannot be decoded is not
-returned as a task: its ``(id, reason)`` goes to ``Recovered.quarantined`` and the engine
-records it as ``failed`` with that message (which the store then persists) — recovery never
-crashes on bad data.  A schedule whose definition cannot be decoded is skipped and logged.
-Recovered schedule templates carry the *decoded* payload in ``template.payload`` (the engine
-hands that object to the executor for later occurrences).
+finished within the ``window`` the runtime passes, the newest ``limit`` of them (the engine's
+retention, ``key_retention`` and ``key_retention_max``: what the engine keeps; never more than
+the store's ``retention``) as ``RecoveredTerminal`` (with decoded outputs), schedules as
+``RecoveredSchedule``.  Older terminal rows stay in the table, read on demand
+(``load_finished``: the store's history), except those the loaded state still refers to,
+whatever their age: the parents of live tasks (by id, or by a key no loaded row holds: its
+newest holder), the tasks live journals spawned or wait for and each schedule's last
+occurrence (``_records.history_refs``).  So a start reads what the engine will hold, not the
+whole history (docs/reference/behaviour.md#recovery-window).  A row whose definition, payload
+or output cannot be decoded is not returned as a task: its ``(id, reason)`` goes to
+``Recovered.quarantined`` and the engine records it as ``failed`` with that message (which
+the store then persists) — recovery never crashes on bad data.  A schedule whose definition
+cannot be decoded is skipped and logged.  Recovered schedule templates carry the *decoded*
+payload in ``template.payload`` (the engine hands that object to the executor for later
+occurrences).
 
 Errors.  Every store error is a :class:`cronoq.errors.SchedulerError` with a clear message
 (missing directory, read-only or corrupt file, locked database, unreachable server).
@@ -206,8 +214,10 @@ class Store(Protocol):
         """Whether this instance still holds leadership (checked against the store)."""
         ...
 
-    async def load(self, codec: Codec) -> Recovered:
-        """Read back live tasks, retained terminal tasks, schedules and quarantined rows."""
+    async def load(self, codec: Codec, window: float | None = None, limit: int | None = None) -> Recovered:
+        """Read back live tasks, the newest ``limit`` terminal tasks finished within ``window``
+        seconds (the engine's retention and ``retention_max``; None: the store's retention, no
+        limit) and the older ones live state refers to, schedules and quarantined rows."""
         ...
 
     async def commit(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:
@@ -297,3 +307,11 @@ def check_retention(retention: float) -> float:
     if not isinstance(retention, int | float) or not math.isfinite(retention) or retention < 0:
         raise ValueError(f"retention must be a finite, non-negative number of seconds (got {retention!r})")
     return float(retention)
+
+
+def load_window(retention: float, window: float | None) -> float:
+    """The seconds of finished tasks a ``load`` reads: ``window`` (the engine's retention),
+    never more than the store keeps (``retention``); None: all the store keeps."""
+    if window is None:
+        return retention
+    return min(retention, check_retention(window))

@@ -38,7 +38,7 @@ class MemoryStore:
     async def is_leader(self) -> bool:
         return self._leading
 
-    async def load(self, codec: Codec) -> Recovered:
+    async def load(self, codec: Codec, window: float | None = None, limit: int | None = None) -> Recovered:
         return Recovered()
 
     async def commit(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:

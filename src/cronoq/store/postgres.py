@@ -64,6 +64,8 @@ from cronoq.store._records import (
     finished_record,
     finished_records,
     fold,
+    history_refs,
+    key_history_rows,
 )
 from cronoq.store.base import (
     TransientStoreError,
@@ -71,6 +73,7 @@ from cronoq.store.base import (
     check_retention,
     check_shard,
     keep_leading,
+    load_window,
     stop_task,
 )
 from cronoq.store.codec import Codec
@@ -194,8 +197,13 @@ class PostgresStore:
             f"UPDATE {q}.cronoq_tasks SET status = $1, attempt = $2, message = $3, output = $4, "
             "has_output = $5, started = COALESCE(started, $6), finished = $7 WHERE id = $8"
         )
+        # a start's rows: the live ones (index cronoq_tasks_live) and the newest ones finished
+        # within the window (cronoq_tasks_finished; LIMIT NULL: all), each part through its own
+        # index, in no order (finish_recovered sorts them)
         self._sql_select = (
-            f"SELECT {cols} FROM {q}.cronoq_tasks WHERE finished IS NULL OR finished >= $1 ORDER BY id"
+            f"SELECT {cols} FROM {q}.cronoq_tasks WHERE finished IS NULL UNION ALL ("
+            f"SELECT {cols} FROM {q}.cronoq_tasks WHERE finished IS NOT NULL AND finished >= $1 "
+            "ORDER BY finished DESC LIMIT $2)"
         )
         self._sql_rows = _rows_statement(q)
 
@@ -336,6 +344,8 @@ class PostgresStore:
                     WHERE finished IS NOT NULL;
                 CREATE INDEX IF NOT EXISTS cronoq_tasks_key ON {q}.cronoq_tasks (key, id)
                     WHERE key IS NOT NULL;
+                CREATE INDEX IF NOT EXISTS cronoq_tasks_live ON {q}.cronoq_tasks (id)
+                    WHERE finished IS NULL;
                 CREATE TABLE IF NOT EXISTS {q}.cronoq_schedules (
                     name text PRIMARY KEY,
                     spec text NOT NULL,
@@ -534,33 +544,52 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ data
 
-    async def load(self, codec: Codec) -> Recovered:
-        cutoff = time.time_ns() - round(self.retention * 1e9)
+    async def load(self, codec: Codec, window: float | None = None, limit: int | None = None) -> Recovered:
+        """Live tasks, the newest ``limit`` (None: all) finished within ``window`` seconds (the
+        engine's retention; None or longer than the store's: the store's) and the older
+        finished ones the loaded state refers to (``_records.history_refs``), schedules,
+        journals and the rest (base.py)."""
+        cutoff = time.time_ns() - round(load_window(self.retention, window) * 1e9)
+        q = self._q
 
         async def op(conn: Any) -> Recovered:
             rec = Recovered()
             async with conn.transaction(isolation="repeatable_read", readonly=True):
                 # rows are decoded as they are read, a few at a time: the table's payloads are
                 # never all in memory twice, as rows and as decoded payloads
-                cur = await conn.cursor(self._sql_select, cutoff)
+                cur = await conn.cursor(self._sql_select, cutoff, None if limit is None else max(0, limit))
                 while rows := await cur.fetch(LOAD_CHUNK):
                     add_task_rows(rec, rows, codec, cutoff)
                 schedules = await conn.fetch(
-                    f"SELECT name, spec, payload, next, last FROM {self._q}.cronoq_schedules ORDER BY name"
+                    f"SELECT name, spec, payload, next, last FROM {q}.cronoq_schedules ORDER BY name"
                 )
-                paused = await conn.fetch(
-                    f"SELECT kind, name FROM {self._q}.cronoq_paused ORDER BY kind, name"
-                )
+                paused = await conn.fetch(f"SELECT kind, name FROM {q}.cronoq_paused ORDER BY kind, name")
                 bulk_keys = await conn.fetch(
-                    f"SELECT {', '.join(BULK_KEY_COLUMNS)} FROM {self._q}.cronoq_bulk_keys "
+                    f"SELECT {', '.join(BULK_KEY_COLUMNS)} FROM {q}.cronoq_bulk_keys "
                     f"ORDER BY at DESC LIMIT {BULK_KEYS}"
                 )
                 journals = await conn.fetch(
-                    f"SELECT task, idx, record, resumes FROM {self._q}.cronoq_journal ORDER BY task, idx"
+                    f"SELECT task, idx, record, resumes FROM {q}.cronoq_journal ORDER BY task, idx"
                 )
                 signals = await conn.fetch(
-                    f"SELECT name, payload, at FROM {self._q}.cronoq_signals WHERE at >= $1", cutoff
+                    f"SELECT name, payload, at FROM {q}.cronoq_signals WHERE at >= $1", cutoff
                 )
+                refs = history_refs(rec, schedules, journals)
+                cols = ", ".join(TASK_COLUMNS)
+                if refs.ids:
+                    rows = await conn.fetch(
+                        f"SELECT {cols} FROM {q}.cronoq_tasks WHERE id = ANY($1::bigint[]) "
+                        "AND finished IS NOT NULL",
+                        refs.ids,
+                    )
+                    add_task_rows(rec, rows, codec, 0)
+                if refs.keys:
+                    rows = await conn.fetch(
+                        f"SELECT {cols} FROM {q}.cronoq_tasks WHERE key = ANY($1::text[]) "
+                        "AND finished IS NOT NULL ORDER BY finished DESC, id DESC",
+                        sorted(refs.keys),
+                    )
+                    add_task_rows(rec, key_history_rows(rows, refs.keys), codec, 0)
             return finish_recovered(rec, schedules, codec, paused, bulk_keys, journals, signals)
 
         result: Recovered = await self._run(op)

@@ -10,7 +10,10 @@ Tables (created on open):
 * ``cronoq_leader(id=1, epoch, owner, expires_at)`` — the lease row: the current term's fencing
   epoch, the owner id of the leader (NULL after a clean release) and when its lease lapses
   (Unix seconds, wall clock: every sharer is on one host);
-* ``cronoq_tasks`` — one row per task (see :data:`cronoq.store._records.TASK_COLUMNS`);
+* ``cronoq_tasks`` — one row per task (see :data:`cronoq.store._records.TASK_COLUMNS`),
+  indexed on ``finished`` (the finished rows), ``key`` and the live rows' ids
+  (``cronoq_tasks_live``, added by a later version the same way as ``cronoq_paused``): a start
+  reads the live rows and a window of finished ones through them, never the whole history;
 * ``cronoq_schedules(name, spec, payload, next, last)``;
 * ``cronoq_paused(kind, name)`` — the paused pools and recurring schedules (added by a later
   version: ``CREATE TABLE IF NOT EXISTS`` adds it to an existing database on open);
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import os
 import socket
@@ -46,12 +50,15 @@ from cronoq.store._records import (
     KEY_HISTORY_ROWS,
     PAGE_COLUMNS,
     TASK_COLUMNS,
-    build_recovered,
+    add_task_rows,
     db_id,
+    finish_recovered,
     finished_by_key,
     finished_record,
     finished_records,
     fold,
+    history_refs,
+    key_history_rows,
 )
 from cronoq.store.base import (
     TransientStoreError,
@@ -59,6 +66,7 @@ from cronoq.store.base import (
     check_retention,
     check_shard,
     keep_leading,
+    load_window,
     stop_task,
 )
 from cronoq.store.codec import Codec
@@ -101,6 +109,7 @@ CREATE TABLE IF NOT EXISTS cronoq_tasks (
 CREATE INDEX IF NOT EXISTS cronoq_tasks_finished ON cronoq_tasks (finished)
     WHERE finished IS NOT NULL;
 CREATE INDEX IF NOT EXISTS cronoq_tasks_key ON cronoq_tasks (key) WHERE key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS cronoq_tasks_live ON cronoq_tasks (id) WHERE finished IS NULL;
 CREATE TABLE IF NOT EXISTS cronoq_schedules (
     name TEXT PRIMARY KEY,
     spec TEXT NOT NULL,
@@ -139,6 +148,23 @@ _COLS = ", ".join(TASK_COLUMNS)
 _INSERT = (
     f"INSERT INTO cronoq_tasks ({_COLS}) VALUES ({', '.join('?' * len(TASK_COLUMNS))}) "
     "ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in TASK_COLUMNS if c != "id")
+)
+#: A start's rows: the live ones (index ``cronoq_tasks_live``), then the newest ones finished
+#: within the window (``cronoq_tasks_finished``; LIMIT -1: all), in no id order
+#: (``finish_recovered`` sorts them); two statements of one read transaction, cheaper to step
+#: than their UNION ALL (the limit needs a subquery there)
+_LOAD_LIVE = f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NULL"
+_LOAD_WINDOW = (
+    f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NOT NULL AND finished >= ? "
+    "ORDER BY finished DESC LIMIT ?"
+)
+#: older finished rows the loaded state refers to (``_records.history_refs``): by id, and by key
+_LOAD_IDS = (
+    f"SELECT {_COLS} FROM cronoq_tasks WHERE id IN (SELECT value FROM json_each(?)) AND finished IS NOT NULL"
+)
+_LOAD_KEYS = (
+    f"SELECT {_COLS} FROM cronoq_tasks WHERE key IN (SELECT value FROM json_each(?)) "
+    "AND finished IS NOT NULL ORDER BY finished DESC, id DESC"
 )
 _UPDATE = (
     "UPDATE cronoq_tasks SET status = ?, attempt = ?, message = ?, output = ?, has_output = ?, "
@@ -424,11 +450,15 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ data
 
-    async def load(self, codec: Codec) -> Recovered:
-        cutoff = time.time_ns() - round(self.retention * 1e9)
-        return await self._call(self._load_sync, codec, cutoff)
+    async def load(self, codec: Codec, window: float | None = None, limit: int | None = None) -> Recovered:
+        """Live tasks, the newest ``limit`` (None: all) finished within ``window`` seconds (the
+        engine's retention; None or longer than the store's: the store's) and the older
+        finished ones the loaded state refers to (``_records.history_refs``), schedules,
+        journals and the rest (base.py)."""
+        cutoff = time.time_ns() - round(load_window(self.retention, window) * 1e9)
+        return await self._call(self._load_sync, codec, cutoff, -1 if limit is None else max(0, limit))
 
-    def _load_sync(self, codec: Codec, cutoff: int) -> Recovered:
+    def _load_sync(self, codec: Codec, cutoff: int, limit: int) -> Recovered:
         conn = self._db()
         conn.execute("BEGIN")
         try:
@@ -443,11 +473,16 @@ class SqliteStore:
             signals = conn.execute(_journal.SQLITE_LOAD_SIGNALS, (cutoff,)).fetchall()
             # rows are decoded as they are read (a cursor, not fetchall): the table's payloads
             # are never all in memory twice, as rows and as decoded payloads
-            tasks = conn.execute(
-                f"SELECT {_COLS} FROM cronoq_tasks WHERE finished IS NULL OR finished >= ? ORDER BY id",
-                (cutoff,),
-            )
-            return build_recovered(tasks, schedules, codec, cutoff, paused, bulk_keys, journals, signals)
+            rec = Recovered()
+            add_task_rows(rec, conn.execute(_LOAD_LIVE), codec, cutoff)
+            add_task_rows(rec, conn.execute(_LOAD_WINDOW, (cutoff, limit)), codec, cutoff)
+            refs = history_refs(rec, schedules, journals)
+            if refs.ids:
+                add_task_rows(rec, conn.execute(_LOAD_IDS, (json.dumps(refs.ids),)), codec, 0)
+            if refs.keys:
+                rows = conn.execute(_LOAD_KEYS, (json.dumps(sorted(refs.keys)),)).fetchall()
+                add_task_rows(rec, key_history_rows(rows, refs.keys), codec, 0)
+            return finish_recovered(rec, schedules, codec, paused, bulk_keys, journals, signals)
         finally:
             conn.execute("COMMIT")
 
