@@ -202,8 +202,12 @@ def check_resources(res: Resources, opts: TaskOptions) -> None:
         units.append((kr.keys if kr is not None and kr.per_key else res.by_name, name, amount))
     opts.tracked = tracked or None
     opts.units = tuple(units) or None
-    # (the hot paths of Core.admit, _fill and complete for a task asking one resource)
-    opts.single = (*units[0], tracked[0][0] if tracked else None) if len(units) == 1 else None
+    # (the hot paths of Core.admit, _fill and complete for a task asking one resource: its
+    # unit itself, bound once its key exists: resources.rebind)
+    opts.single = None
+    if len(units) == 1:
+        d, name, k = units[0]
+        opts.single = (d.get(name), name, k, tracked[0][0] if tracked else None)
 
 
 def _capacity(res: Resources, name: str) -> tuple[int, Keyed | None]:

@@ -126,7 +126,7 @@ from cronoq.engine.pools import Group, Kinds, PoolState
 from cronoq.engine.progress import ProgressTracker
 from cronoq.engine.recovery import Recovery
 from cronoq.engine.recurring import RecurringInfo, RecurringSpec, Schedule, Schedules
-from cronoq.engine.resources import Resources, cancel_doomed
+from cronoq.engine.resources import Resources, cancel_doomed, rebind
 from cronoq.engine.scoring import Scorer
 from cronoq.engine.snapshot import TOTAL_NAMES, Snapshot, build_snapshot, status_counts
 from cronoq.engine.starts import missed, start_due, unblock_fixed
@@ -374,16 +374,18 @@ class Core:
             one = t.opts.single  # (tracked: its one resource is one[3])
             u = None
             if one is not None and one[3].queue and not self.res.judging:
-                d, name, k, kr = one
-                u = d.get(name)
-            if u is not None and (u.live or now < kr.next_expiry):
-                # the keyed hot path, Resources.admitted inline: one queue resource (``d`` holds
-                # its keys), no policy anywhere, its key known and not expired (so none is
+                u, _, k, kr = one
+            if u is not None and (u.live or (now < kr.next_expiry and not u.gone)):
+                # the keyed hot path, Resources.admitted inline: one queue resource, no policy
+                # anywhere, its key's unit as noted on the options (``u``: no dict lookup) still
+                # the key's (live tasks, or not forgotten: ``gone``) and not expired (so none is
                 # created, reset or refused)
                 u.live += k
                 kr.live += k
             else:
                 self.res.admitted(t, now, new)
+                if one is not None:
+                    rebind(t.opts, one)
         self.tasks[t.id] = t
         if t.key is not None:
             self.keys.reserve(scoped_key(t.opts.tenant, t.key), t.id)
@@ -695,9 +697,9 @@ class Core:
                         # (place's outcome for the one group: resources taken at once, or parked;
                         # one resource, the keyed hot path: take_all's first case inline)
                         one = o.single
-                        if one is not None:
-                            d, name, k, _ = one
-                            short = None if d[name].try_take(k, now) else name
+                        if one is not None:  # (its unit is bound: the task was admitted)
+                            u, name, k, _ = one
+                            short = None if u.try_take(k, now) else name
                         else:
                             short = None if o.resources is None else self.res.take_all(o, now)
                         if short is None:
@@ -865,8 +867,8 @@ class Core:
             t.group = None
             one = opts.single
             if one is not None:  # (one resource: Resources.finish inline)
-                d, name, k, _ = one
-                d[name].finish(t, k, now)
+                u, name, k, _ = one
+                u.finish(t, k, now)
                 if name in self.res.waiters:
                     unpark_resource(self, name, now)
             elif opts.resources is not None:

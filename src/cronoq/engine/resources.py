@@ -421,7 +421,7 @@ class Resources:
             u.live -= k
             kr.live -= k
             if name in made and not u.live:
-                del kr.keys[name]
+                kr.keys.pop(name).gone = True
                 kr.created = max(0, kr.created - 1)
         raise refuse_new_keys(full.name, full.max_keys)
 
@@ -473,6 +473,21 @@ class Resources:
         if kr is None:
             raise ValueError(f"'{name}' is not a keyed resource (per_key=True) of this scheduler")
         return kr.busiest(top, now)
+
+
+def rebind(opts: TaskOptions, one: tuple[Any, str, int, Keyed | None]) -> None:
+    """``opts.single`` (``one``) notes the unit of its one resource, so the hot paths of
+    ``Core.admit``, ``_fill`` and ``complete`` take it without a dict lookup; for a keyed
+    resource it is bound (or bound again) here, once :meth:`Resources.admitted` has a task of
+    ``opts`` counted in its key: the key then exists and its unit is never forgotten while
+    the task lives (``sweep`` and ``refuse`` drop idle units only, and mark them ``gone``,
+    which ``Core.admit`` checks before trusting an idle one), so every live task of ``opts``
+    finds its key's current unit there."""
+    kr = one[3]
+    if kr is not None and kr.per_key:
+        u = kr.keys.get(one[1])
+        if u is not one[0]:
+            opts.single = (u, one[1], one[2], kr)
 
 
 def cancel_doomed(core: Core, now: int) -> None:
