@@ -158,6 +158,37 @@ def test_shared_options_follow_a_forgotten_key_to_its_new_unit(make, mkpool):
     assert new.live == 0 and new.available == 1 and kr.live == 1, "b alone counts"
 
 
+def test_shared_stacked_options_follow_forgotten_keys_to_their_new_units(make, mkpool):
+    # as above for a task asking two keyed resources (Resources.admitted's hot path, then
+    # take_all and finish on the units its options note)
+    api = Resource.token_bucket("api", 1e-3, 1, per_key=True, idle_ttl=5.0)
+    d = make([mkpool(cap=10)], resources=[per_customer(1, idle_ttl=5.0), api])
+    core, cust, buckets = d.core, d.core.res.keyed["customer"], d.core.res.keyed["api"]
+    opts = TaskOptions(resources={"customer:a": 1, "api:a": 1})
+    core.resolve_pool(opts)
+    assert opts.units is not None and [e[0] for e in opts.units] == [None, None], "no keys yet"
+    first = core.submit(d.now, opts, None)[0]
+    assert [e[0] for e in opts.units] == [cust.keys["customer:a"], buckets.keys["api:a"]], "bound"
+    assert d.tick() == [first]
+    d.complete(first)
+    old = [e[0] for e in opts.units]
+    d.advance(6.0)
+    b = d.submit(resources={"customer:b": 1, "api:b": 1})  # (new keys: expired ones are swept first)
+    assert "customer:a" not in cust.keys and "api:a" not in buckets.keys and all(u.gone for u in old)
+    x1, x2 = (core.submit(d.now, opts, None)[0] for _ in range(2))
+    new = [cust.keys["customer:a"], buckets.keys["api:a"]]
+    assert [e[0] for e in opts.units] == new and opts.tracked is opts.units
+    assert [u.live for u in new] == [2, 2] and [u.live for u in old] == [0, 0]
+    assert d.tick() == [b, x1], "the new bucket is full again, the new semaphore has its permit"
+    assert new[0].available == 0 and old[0].available == 1
+    d.complete(x1)
+    assert new[0].available == 1 and d.tick() == [], "x2 waits for api:a's next token"
+    d.advance(1000.0)
+    assert d.tick() == [x2]
+    d.complete(x2)
+    assert [u.live for u in new] == [0, 0] and new[0].available == 1
+
+
 def test_a_batch_past_max_keys_creates_nothing(make, mkpool):
     d = make([mkpool(cap=10)], resources=[per_customer(1, max_keys=2)])
     items = [(TaskOptions(resources={"customer:" + k: 1}), None, None, None, None, None) for k in "abc"]

@@ -126,7 +126,7 @@ from cronoq.engine.pools import Group, Kinds, PoolState
 from cronoq.engine.progress import ProgressTracker
 from cronoq.engine.recovery import Recovery
 from cronoq.engine.recurring import RecurringInfo, RecurringSpec, Schedule, Schedules
-from cronoq.engine.resources import Resources, cancel_doomed, rebind
+from cronoq.engine.resources import Resources, cancel_doomed
 from cronoq.engine.scoring import Scorer
 from cronoq.engine.snapshot import TOTAL_NAMES, Snapshot, build_snapshot, status_counts
 from cronoq.engine.starts import missed, start_due, unblock_fixed
@@ -383,9 +383,7 @@ class Core:
                 u.live += k
                 kr.live += k
             else:
-                self.res.admitted(t, now, new)
-                if one is not None:
-                    rebind(t.opts, one)
+                self.res.admitted(t, now, new)  # (and binds its entries to its keys' units)
         self.tasks[t.id] = t
         if t.key is not None:
             self.keys.reserve(scoped_key(t.opts.tenant, t.key), t.id)
