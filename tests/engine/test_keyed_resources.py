@@ -189,6 +189,21 @@ def test_shared_stacked_options_follow_forgotten_keys_to_their_new_units(make, m
     assert [u.live for u in new] == [0, 0] and new[0].available == 1
 
 
+def test_options_per_key_share_one_stats_key(make, mkpool):
+    # an options object per key: all of one (pool, kind) note the same stats_key tuple, and
+    # what one key's tasks teach the duration model holds for the others
+    d = make([mkpool(cap=10)], resources=[per_customer(1)])
+    a, b = (TaskOptions(kind="k", resources={f"customer:{x}": 1}) for x in "ab")
+    core = d.core
+    ta = core.submit(d.now, a, None)[0]
+    core.submit(d.now, b, None)
+    assert a.stats_key is b.stats_key and a.stats_key == (core.default_pool, "k")
+    d.tick()
+    d.advance(2.0)
+    d.complete(ta)
+    assert core.durations.expected(b) == 2 * NS
+
+
 def test_a_batch_past_max_keys_creates_nothing(make, mkpool):
     d = make([mkpool(cap=10)], resources=[per_customer(1, max_keys=2)])
     items = [(TaskOptions(resources={"customer:" + k: 1}), None, None, None, None, None) for k in "abc"]

@@ -168,7 +168,7 @@ def resolve_pool(core: Core, opts: TaskOptions) -> int:
     if opts.resources is not None:
         check_resources(core.res, opts)
     opts.pool_index = idx
-    opts.stats_key = (idx, opts.kind)
+    opts.stats_key = core.durations.key(idx, opts.kind)
     opts.resolver = core
     return idx
 
