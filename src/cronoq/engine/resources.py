@@ -33,7 +33,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from cronoq.engine.keyed import (
     CANCEL_OLDEST,
@@ -498,11 +498,17 @@ class Resources:
 def bind(opts: TaskOptions, units: tuple[Entry, ...]) -> None:
     """Note ``units`` (one :data:`Entry` per resource) on ``opts``: ``opts.units``, the tracked
     ones as ``opts.tracked`` (``units`` itself when all are), the one entry of a one-resource
-    task as ``opts.single`` (the hot paths of ``Core.admit``, ``_fill`` and ``complete``)."""
-    tracked = tuple(e for e in units if e[3] is not None)
+    task as ``opts.single`` (the hot paths of ``Core.admit``, ``_fill`` and ``complete``).
+    (Once per options object and key: a key's first use, so no generator is made.)"""
     opts.units = units or None
-    opts.tracked = cast("tuple[Tracked, ...]", units if len(tracked) == len(units) else tracked) or None
-    opts.single = units[0] if len(units) == 1 else None
+    if len(units) == 1:
+        e = units[0]
+        opts.single = e
+        opts.tracked = None if e[3] is None else units
+        return
+    opts.single = None
+    tracked = [e for e in units if e[3] is not None]
+    opts.tracked = units if len(tracked) == len(units) else (tuple(tracked) or None)
 
 
 def rebind(opts: TaskOptions) -> None:
@@ -515,19 +521,18 @@ def rebind(opts: TaskOptions) -> None:
     units = opts.units
     if units is None:
         return
-    for u, name, _, kr in units:
-        if kr is not None and kr.per_key and kr.keys.get(name) is not u:
-            break
-    else:
-        return
-    bind(
-        opts,
-        tuple(
-            (kr.keys.get(name), name, k, kr) if kr is not None and kr.per_key else e
-            for e in units
-            for u, name, k, kr in (e,)
-        ),
-    )
+    out: list[Entry] = []
+    stale = False
+    for e in units:
+        kr = e[3]
+        if kr is not None and kr.per_key:
+            u = kr.keys.get(e[1])
+            if u is not e[0]:
+                stale = True
+                e = (u, e[1], e[2], kr)
+        out.append(e)
+    if stale:
+        bind(opts, tuple(out))
 
 
 def cancel_doomed(core: Core, now: int) -> None:
