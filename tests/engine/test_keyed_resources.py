@@ -134,15 +134,17 @@ def test_a_forgotten_key_starts_with_a_full_bucket(make, mkpool):
     assert d.tick() == y, "idle for idle_ttl: forgotten, the bucket starts full again"
 
 
-def test_shared_options_follow_a_forgotten_key_to_its_new_unit(make, mkpool):
+@pytest.mark.parametrize("db", [False, True])
+def test_shared_options_follow_a_forgotten_key_to_its_new_unit(make, mkpool, db):
     # Core.admit, _fill and complete take a one-resource task's unit from its options
     # (opts.single, no dict lookup); once the key is forgotten that unit is gone, and options
     # shared by later tasks (the runtime's cache shares them) must move to the key's new unit
-    d = make([mkpool(cap=10)], resources=[per_customer(1, idle_ttl=5.0)])
+    # (with an unkeyed resource too: Resources.admitted's loop over its one tracked entry)
+    d = make([mkpool(cap=10)], resources=[per_customer(1, idle_ttl=5.0), Resource.semaphore("db", 9)])
     core, kr = d.core, d.core.res.keyed["customer"]
-    opts = TaskOptions(resources={"customer:a": 1})
+    opts = TaskOptions(resources={"customer:a": 1, "db": 1} if db else {"customer:a": 1})
     first = core.submit(d.now, opts, None)[0]
-    assert d.tick() == [first] and opts.single[0] is kr.keys["customer:a"]
+    assert d.tick() == [first] and opts.units is not None and opts.units[0][0] is kr.keys["customer:a"]
     d.complete(first)
     old = kr.keys["customer:a"]
     d.advance(6.0)
@@ -150,7 +152,7 @@ def test_shared_options_follow_a_forgotten_key_to_its_new_unit(make, mkpool):
     assert "customer:a" not in kr.keys and old.gone
     x1, x2 = (core.submit(d.now, opts, None)[0] for _ in range(2))
     new = kr.keys["customer:a"]
-    assert new is not old and opts.single[0] is new and new.live == 2 and old.live == 0
+    assert new is not old and opts.units[0][0] is new and new.live == 2 and old.live == 0
     assert d.tick() == [b, x1] and new.available == 0 and old.available == 1
     d.complete(x1)
     assert new.available == 1 and d.tick() == [x2]

@@ -398,14 +398,30 @@ class Resources:
         if tracked is None:
             return
         if not self.judging:
-            for u, _, _, kr in tracked:
-                if u is None or not kr.queue or not (u.live or (now < kr.next_expiry and not u.gone)):
-                    break
-            else:
-                for u, _, k, kr in tracked:
+            if len(tracked) == 2:  # (two keyed resources stacked: the loops below unrolled)
+                (u, _, k, kr), (u1, _, k1, kr1) = tracked
+                if (
+                    u is not None
+                    and u1 is not None
+                    and kr.queue
+                    and kr1.queue
+                    and (u.live or (now < kr.next_expiry and not u.gone))
+                    and (u1.live or (now < kr1.next_expiry and not u1.gone))
+                ):
                     u.live += k
                     kr.live += k
-                return
+                    u1.live += k1
+                    kr1.live += k1
+                    return
+            else:
+                for u, _, _, kr in tracked:
+                    if u is None or not kr.queue or not (u.live or (now < kr.next_expiry and not u.gone)):
+                        break
+                else:
+                    for u, _, k, kr in tracked:
+                        u.live += k
+                        kr.live += k
+                    return
         made: tuple[str, ...] = ()  # (the keys created for it, should it be refused)
         for _, name, k, kr in tracked:
             if kr.queue:  # (Keyed.enter inlined: the submit hot path)
