@@ -864,14 +864,17 @@ class Core:
             g.busy -= 1
             t.group = None
             one = opts.single
-            if one is not None:  # (one resource: Resources.finish inline)
+            if one is not None:  # (one resource: its unit's finish, then its waiters, inline)
                 u, name, k, _ = one
                 u.finish(t, k, now)
                 if name in self.res.waiters:
                     unpark_resource(self, name, now)
-            elif opts.resources is not None:
-                for name in self.res.finish(t, now):
-                    unpark_resource(self, name, now)
+            elif (units := opts.units) is not None:  # (several: each unit noted on its options)
+                for u, _, k, _ in units:
+                    u.finish(t, k, now)
+                if self.res.waiters:
+                    for name in self.res.parked(units):
+                        unpark_resource(self, name, now)
         else:
             self._free_slot(t, pool, now)
         self.running -= 1

@@ -294,12 +294,9 @@ class Resources:
             return ()
         return [e[1] for e in units if e[1] in waiters]
 
-    def finish(self, t: TaskState, now: int) -> list[str] | tuple[()]:
-        """Running task ``t`` succeeded and ends: :meth:`give_back_all` and :meth:`ended` in
-        one pass over its units (``finish`` on each); the names with parked tasks, to unpark."""
-        units = t.opts.units or self.units_of(t.opts)
-        for u, _, k, _ in units:
-            u.finish(t, k, now)
+    def parked(self, units: tuple[Entry, ...]) -> list[str] | tuple[()]:
+        """The names of ``units`` (a task's entries) with parked tasks, to unpark once its
+        units are back (``Core.complete`` gives them back: ``finish`` on each)."""
         waiters = self.waiters
         if not waiters:
             return ()
