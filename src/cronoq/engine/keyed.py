@@ -21,7 +21,9 @@ A key counts against ``max_keys`` while it has tasks or was used within ``idle_t
 that it is forgotten: lazily when it is looked up again (a bucket starts full again), and by
 :meth:`Keyed.sweep`, one pass over the dict, run only when a key may have expired (the
 earliest possible expiry is tracked) and either the cap is reached or as many keys were
-created as the dict holds (amortized O(1) per key).  An unkeyed resource with a policy other
+created as the dict holds (amortized O(1) per key).  A forgotten unit is marked ``gone``: the
+options of its tasks note their units (``resources.rebind``), and the admission hot paths
+trust an idle noted unit only while it is not.  An unkeyed resource with a policy other
 than ``queue`` is a :class:`Keyed` with its one unit under its own name, never forgotten.
 """
 
