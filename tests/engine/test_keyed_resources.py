@@ -134,6 +134,78 @@ def test_a_forgotten_key_starts_with_a_full_bucket(make, mkpool):
     assert d.tick() == y, "idle for idle_ttl: forgotten, the bucket starts full again"
 
 
+@pytest.mark.parametrize("db", [False, True])
+def test_shared_options_follow_a_forgotten_key_to_its_new_unit(make, mkpool, db):
+    # Core.admit, _fill and complete take a one-resource task's unit from its options
+    # (opts.single, no dict lookup); once the key is forgotten that unit is gone, and options
+    # shared by later tasks (the runtime's cache shares them) must move to the key's new unit
+    # (with an unkeyed resource too: Resources.admitted's loop over its one tracked entry)
+    d = make([mkpool(cap=10)], resources=[per_customer(1, idle_ttl=5.0), Resource.semaphore("db", 9)])
+    core, kr = d.core, d.core.res.keyed["customer"]
+    opts = TaskOptions(resources={"customer:a": 1, "db": 1} if db else {"customer:a": 1})
+    first = core.submit(d.now, opts, None)[0]
+    assert d.tick() == [first] and opts.units is not None and opts.units[0][0] is kr.keys["customer:a"]
+    d.complete(first)
+    old = kr.keys["customer:a"]
+    d.advance(6.0)
+    b = d.submit(resources={"customer:b": 1})  # (a new key: expired ones are swept first)
+    assert "customer:a" not in kr.keys and old.gone
+    x1, x2 = (core.submit(d.now, opts, None)[0] for _ in range(2))
+    new = kr.keys["customer:a"]
+    assert new is not old and opts.units[0][0] is new and new.live == 2 and old.live == 0
+    assert d.tick() == [b, x1] and new.available == 0 and old.available == 1
+    d.complete(x1)
+    assert new.available == 1 and d.tick() == [x2]
+    d.complete(x2)
+    assert new.live == 0 and new.available == 1 and kr.live == 1, "b alone counts"
+
+
+def test_shared_stacked_options_follow_forgotten_keys_to_their_new_units(make, mkpool):
+    # as above for a task asking two keyed resources (Resources.admitted's hot path, then
+    # take_all and finish on the units its options note)
+    api = Resource.token_bucket("api", 1e-3, 1, per_key=True, idle_ttl=5.0)
+    d = make([mkpool(cap=10)], resources=[per_customer(1, idle_ttl=5.0), api])
+    core, cust, buckets = d.core, d.core.res.keyed["customer"], d.core.res.keyed["api"]
+    opts = TaskOptions(resources={"customer:a": 1, "api:a": 1})
+    core.resolve_pool(opts)
+    assert opts.units is not None and [e[0] for e in opts.units] == [None, None], "no keys yet"
+    first = core.submit(d.now, opts, None)[0]
+    assert [e[0] for e in opts.units] == [cust.keys["customer:a"], buckets.keys["api:a"]], "bound"
+    assert d.tick() == [first]
+    d.complete(first)
+    old = [e[0] for e in opts.units]
+    d.advance(6.0)
+    b = d.submit(resources={"customer:b": 1, "api:b": 1})  # (new keys: expired ones are swept first)
+    assert "customer:a" not in cust.keys and "api:a" not in buckets.keys and all(u.gone for u in old)
+    x1, x2 = (core.submit(d.now, opts, None)[0] for _ in range(2))
+    new = [cust.keys["customer:a"], buckets.keys["api:a"]]
+    assert [e[0] for e in opts.units] == new and opts.tracked is opts.units
+    assert [u.live for u in new] == [2, 2] and [u.live for u in old] == [0, 0]
+    assert d.tick() == [b, x1], "the new bucket is full again, the new semaphore has its permit"
+    assert new[0].available == 0 and old[0].available == 1
+    d.complete(x1)
+    assert new[0].available == 1 and d.tick() == [], "x2 waits for api:a's next token"
+    d.advance(1000.0)
+    assert d.tick() == [x2]
+    d.complete(x2)
+    assert [u.live for u in new] == [0, 0] and new[0].available == 1
+
+
+def test_options_per_key_share_one_stats_key(make, mkpool):
+    # an options object per key: all of one (pool, kind) note the same stats_key tuple, and
+    # what one key's tasks teach the duration model holds for the others
+    d = make([mkpool(cap=10)], resources=[per_customer(1)])
+    a, b = (TaskOptions(kind="k", resources={f"customer:{x}": 1}) for x in "ab")
+    core = d.core
+    ta = core.submit(d.now, a, None)[0]
+    core.submit(d.now, b, None)
+    assert a.stats_key is b.stats_key and a.stats_key == (core.default_pool, "k")
+    d.tick()
+    d.advance(2.0)
+    d.complete(ta)
+    assert core.durations.expected(b) == 2 * NS
+
+
 def test_a_batch_past_max_keys_creates_nothing(make, mkpool):
     d = make([mkpool(cap=10)], resources=[per_customer(1, max_keys=2)])
     items = [(TaskOptions(resources={"customer:" + k: 1}), None, None, None, None, None) for k in "abc"]

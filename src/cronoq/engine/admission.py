@@ -48,6 +48,7 @@ from cronoq.engine.model import (
 from cronoq.engine.mutations import Submitted
 from cronoq.engine.parents import bind_awaited as bind_parent
 from cronoq.engine.reservations import FixedStart, max_overlap, reservation_limit
+from cronoq.engine.resources import Entry, bind
 from cronoq.engine.timers import T_AWAIT
 from cronoq.errors import InvalidSubmission, SubmitError
 
@@ -167,7 +168,7 @@ def resolve_pool(core: Core, opts: TaskOptions) -> int:
     if opts.resources is not None:
         check_resources(core.res, opts)
     opts.pool_index = idx
-    opts.stats_key = (idx, opts.kind)
+    opts.stats_key = core.durations.key(idx, opts.kind)
     opts.resolver = core
     return idx
 
@@ -176,15 +177,14 @@ def check_resources(res: Resources, opts: TaskOptions) -> None:
     """SubmitError ``unknown_resource`` / ``resource_exceeds_capacity`` / ``invalid``
     (docs/reference/behaviour.md#resources, docs/concepts/resources.md#keyed-resources).
 
-    Also notes on ``opts`` the resources whose tasks the core tracks (``opts.tracked``) and,
-    for each resource, the dict its unit is found in (``opts.units``: dispatch and release
-    then look a key's unit up by its name at once, without parsing it again); for options
-    asking one resource, that entry and its tracked resource again as ``opts.single``.
+    Also notes on ``opts`` an entry per resource, ``(unit, name, units, tracked resource)``
+    (``resources.bind``: ``opts.units``, ``opts.tracked``, ``opts.single``), so admission,
+    dispatch and release take each unit at once (a keyed key's once it exists:
+    ``resources.rebind``), without parsing its name again.
     """
     if opts.resources is not None and not opts.resources:
         opts.resources = None  # (an empty map asks for nothing: the hot paths test for None)
-    tracked: list[tuple[Keyed, str, int]] = []
-    units: list[tuple[dict[str, Any], str, int]] = []
+    units: list[Entry] = []
     for name, amount in (opts.resources or {}).items():
         capacity, kr = _capacity(res, name)
         if (
@@ -197,13 +197,9 @@ def check_resources(res: Resources, opts: TaskOptions) -> None:
                 f"requested amount exceeds capacity of resource '{name}' "
                 f"(the task needs {amount} units, its capacity is {capacity})",
             )
-        if kr is not None:
-            tracked.append((kr, name, amount))
-        units.append((kr.keys if kr is not None and kr.per_key else res.by_name, name, amount))
-    opts.tracked = tracked or None
-    opts.units = tuple(units) or None
-    # (the hot paths of Core.admit, _fill and complete for a task asking one resource)
-    opts.single = (*units[0], tracked[0][0] if tracked else None) if len(units) == 1 else None
+        d: dict[str, Any] = kr.keys if kr is not None and kr.per_key else res.by_name
+        units.append((d.get(name), name, amount, kr))
+    bind(opts, tuple(units))
 
 
 def _capacity(res: Resources, name: str) -> tuple[int, Keyed | None]:

@@ -374,16 +374,16 @@ class Core:
             one = t.opts.single  # (tracked: its one resource is one[3])
             u = None
             if one is not None and one[3].queue and not self.res.judging:
-                d, name, k, kr = one
-                u = d.get(name)
-            if u is not None and (u.live or now < kr.next_expiry):
-                # the keyed hot path, Resources.admitted inline: one queue resource (``d`` holds
-                # its keys), no policy anywhere, its key known and not expired (so none is
+                u, _, k, kr = one
+            if u is not None and (u.live or (now < kr.next_expiry and not u.gone)):
+                # the keyed hot path, Resources.admitted inline: one queue resource, no policy
+                # anywhere, its key's unit as noted on the options (``u``: no dict lookup) still
+                # the key's (live tasks, or not forgotten: ``gone``) and not expired (so none is
                 # created, reset or refused)
                 u.live += k
                 kr.live += k
             else:
-                self.res.admitted(t, now, new)
+                self.res.admitted(t, now, new)  # (and binds its entries to its keys' units)
         self.tasks[t.id] = t
         if t.key is not None:
             self.keys.reserve(scoped_key(t.opts.tenant, t.key), t.id)
@@ -695,9 +695,9 @@ class Core:
                         # (place's outcome for the one group: resources taken at once, or parked;
                         # one resource, the keyed hot path: take_all's first case inline)
                         one = o.single
-                        if one is not None:
-                            d, name, k, _ = one
-                            short = None if d[name].try_take(k, now) else name
+                        if one is not None:  # (its unit is bound: the task was admitted)
+                            u, name, k, _ = one
+                            short = None if u.try_take(k, now) else name
                         else:
                             short = None if o.resources is None else self.res.take_all(o, now)
                         if short is None:
@@ -864,14 +864,17 @@ class Core:
             g.busy -= 1
             t.group = None
             one = opts.single
-            if one is not None:  # (one resource: Resources.finish inline)
-                d, name, k, _ = one
-                d[name].finish(t, k, now)
+            if one is not None:  # (one resource: its unit's finish, then its waiters, inline)
+                u, name, k, _ = one
+                u.finish(t, k, now)
                 if name in self.res.waiters:
                     unpark_resource(self, name, now)
-            elif opts.resources is not None:
-                for name in self.res.finish(t, now):
-                    unpark_resource(self, name, now)
+            elif (units := opts.units) is not None:  # (several: each unit noted on its options)
+                for u, _, k, _ in units:
+                    u.finish(t, k, now)
+                if self.res.waiters:
+                    for name in self.res.parked(units):
+                        unpark_resource(self, name, now)
         else:
             self._free_slot(t, pool, now)
         self.running -= 1

@@ -21,7 +21,9 @@ A key counts against ``max_keys`` while it has tasks or was used within ``idle_t
 that it is forgotten: lazily when it is looked up again (a bucket starts full again), and by
 :meth:`Keyed.sweep`, one pass over the dict, run only when a key may have expired (the
 earliest possible expiry is tracked) and either the cap is reached or as many keys were
-created as the dict holds (amortized O(1) per key).  An unkeyed resource with a policy other
+created as the dict holds (amortized O(1) per key).  A forgotten unit is marked ``gone``: the
+options of its tasks note their units (``resources.rebind``), and the admission hot paths
+trust an idle noted unit only while it is not.  An unkeyed resource with a policy other
 than ``queue`` is a :class:`Keyed` with its one unit under its own name, never forgotten.
 """
 
@@ -59,12 +61,13 @@ def victim_message(full: str, policy: str) -> str:
 class KeySem(Semaphore):
     """The semaphore of one key (see the module docstring)."""
 
-    __slots__ = ("live", "parent", "tasks", "used")
+    __slots__ = ("gone", "live", "parent", "tasks", "used")
 
     def __init__(self, parent: Keyed, capacity: int, now: int) -> None:
         self.name = parent.name
         self.capacity = self.available = capacity
         self.parent = parent
+        self.gone = False  # forgotten (out of the keys): an options object may still note it
         self.used = now
         self.tasks: dict[int, TaskState] | None = None
         self.live = 0  # units of the live tasks
@@ -119,7 +122,7 @@ class KeyBucket(TokenBucket):
     refills first).
     """
 
-    __slots__ = ("live", "parent", "run", "tasks")
+    __slots__ = ("gone", "live", "parent", "run", "tasks")
 
     def __init__(self, parent: Keyed, capacity: int, now: int) -> None:
         self.name = parent.name
@@ -128,6 +131,7 @@ class KeyBucket(TokenBucket):
         self.nano = capacity * NS
         self.last = now
         self.parent = parent
+        self.gone = False  # (as KeySem's)
         self.tasks: dict[int, TaskState] | None = None
         self.live = 0
         self.run = 0  # units of its running attempts
@@ -336,7 +340,7 @@ class Keyed:
         keys = self.keys
         dead = [f for f, u in keys.items() if not u.live and u.used + ttl <= now]
         for f in dead:
-            del keys[f]
+            keys.pop(f).gone = True  # (for the options that note it: Core.admit's hot path)
         soonest = now + ttl
         for u in keys.values():
             if not u.live and u.used + ttl < soonest:

@@ -396,10 +396,10 @@ class TaskOptions:
         self.pool_index = -1
         self.stats_key: object = None
         self.resolver: object = None  # the core pool_index and stats_key belong to
-        self.tracked: list[Any] | None = None  # (resource, name, units) of its tracked resources
-        self.units: tuple[Any, ...] | None = None  # (dict holding its unit, name, units) per resource
-        # its one resource, if it asks exactly one: (dict, name, units, tracked resource or None)
-        self.single: tuple[Any, str, int, Any] | None = None
+        # (unit, name, units, tracked resource or None) per resource (engine/resources.py Entry)
+        self.units: tuple[Any, ...] | None = None
+        self.tracked: tuple[Any, ...] | None = None  # the entries of its tracked resources
+        self.single: tuple[Any, str, int, Any] | None = None  # its one entry, if it has one
 
     def unresolved(self) -> TaskOptions:
         """A copy that no core has resolved yet."""

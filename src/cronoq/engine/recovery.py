@@ -270,7 +270,7 @@ def terminal_state(core: Core, r0: RecoveredTerminal) -> TaskState:
             pool=core.pools[pidx].name, kind=r0.kind, priority=r0.priority, tenant=r0.tenant, tags=tags
         )
     opts.pool_index = pidx
-    opts.stats_key = (pidx, r0.kind)
+    opts.stats_key = core.durations.key(pidx, r0.kind)
     opts.resolver = core
     t = TaskState(r0.id, r0.seq, opts, None, r0.key, r0.arrival - tb, STATUS_BY_NAME.get(r0.status, FAILED))
     t.attempt = r0.attempt

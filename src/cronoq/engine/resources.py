@@ -16,10 +16,16 @@ armed for the first waiter's amount: no polling), waiters go back to their lanes
 order while the resource can serve them.  Keyed units are parked under their full name
 (``"customer:42"``), so a key at its limit never holds back the tasks of another key.
 
-Per task, dispatch and release cost one dict lookup per resource: when the core checks a
+Per task, admission, dispatch and release look nothing up by name: when the core checks a
 task's options (``admission.check_resources``, once per options object) it notes for each
-name the dict its unit lives in (``opts.units``: ``by_name``, or the keys of its keyed
-resource), so no ``"name:key"`` is parsed again on the hot path.
+name an :data:`Entry`, ``(unit, name, units, tracked resource)`` (``opts.units``; the entries
+of tracked resources again as ``opts.tracked``, the one entry of a one-resource task as
+``opts.single``: the same tuples, so a key costs its options few objects), so no
+``"name:key"`` is parsed again and no dict is probed on the hot path.  A keyed key's unit is
+noted once the key exists: :func:`rebind` after a task of the options is counted in it
+(before, the entry holds None), and again if the key was forgotten (a dropped unit is marked
+``gone``): every live task's entries hold its keys' current units, as a key with live tasks
+is never forgotten.
 """
 
 from __future__ import annotations
@@ -53,8 +59,11 @@ if TYPE_CHECKING:
     from cronoq.engine.timers import Timers
 
 
-#: A tracked resource a task asks for: (its resource, the name asked, units)
-Tracked = tuple[Keyed, str, int]
+#: A resource a task asks for: (its unit, or None for a key not bound yet; the name asked;
+#: units; its tracked resource, or None)
+Entry = tuple[Any, str, int, "Keyed | None"]
+#: The entry of a tracked resource (keyed, or with a policy)
+Tracked = tuple[Any, str, int, Keyed]
 
 
 class ResourceConfig:
@@ -243,67 +252,59 @@ class Resources:
 
     def take_all(self, opts: TaskOptions, now: int) -> str | None:
         """Take every amount ``opts`` needs at once; else take none and return the first short
-        resource.  (Each unit is looked up by name in the dict ``opts.units`` noted for it.)"""
+        resource.  (Each unit is the one ``opts.units`` notes: the task is live.)"""
         units = opts.units or self.units_of(opts)
         n = len(units)
         if n == 1:  # the common case: one resource, taken in one call
-            ((d, name, k),) = units
-            return None if d[name].try_take(k, now) else name
+            ((u, name, k, _),) = units
+            return None if u.try_take(k, now) else name
         if n == 2:  # (stacked: no list of the others built)
-            (d0, n0, k0), (d, last, k) = units
-            u0 = d0[n0]
+            (u0, n0, k0, _), (u, last, k, _) = units
             if not u0.refills:  # (permits: taken, and given back if the other is short)
                 if not u0.try_take(k0, now):
                     return n0
-                if not d[last].try_take(k, now):
+                if not u.try_take(k, now):
                     u0.give_back(k0)
                     return last
                 return None
             if not u0.can_take(k0, now):
                 return n0
-            if not d[last].try_take(k, now):
+            if not u.try_take(k, now):
                 return last
             u0.take(k0, now)
             return None
-        *first, (d, last, k) = units
-        for d0, name, k0 in first:
-            if not d0[name].can_take(k0, now):
+        *first, (u, last, k, _) = units
+        for u0, name, k0, _ in first:
+            if not u0.can_take(k0, now):
                 return name
-        if not d[last].try_take(k, now):  # (the last one: checked and taken in one call)
+        if not u.try_take(k, now):  # (the last one: checked and taken in one call)
             return last
-        for d0, name, k0 in first:
-            d0[name].take(k0, now)
+        for u0, _, k0, _ in first:
+            u0.take(k0, now)
         return None
 
     def give_back_all(self, opts: TaskOptions) -> Iterable[str]:
         """A running attempt ends: its units go back (a bucket keeps its tokens); the names
         with parked tasks, to unpark."""
         units = opts.units or self.units_of(opts)
-        for d, name, k in units:
-            d[name].give_back(k)
+        for u, _, k, _ in units:
+            u.give_back(k)
         waiters = self.waiters
         if not waiters:
             return ()
-        return [name for _, name, _ in units if name in waiters]
+        return [e[1] for e in units if e[1] in waiters]
 
-    def finish(self, t: TaskState, now: int) -> list[str] | tuple[()]:
-        """Running task ``t`` succeeded and ends: :meth:`give_back_all` and :meth:`ended` in
-        one pass over its units (``finish`` on each); the names with parked tasks, to unpark."""
-        units = t.opts.units or self.units_of(t.opts)
-        for d, name, k in units:
-            d[name].finish(t, k, now)
+    def parked(self, units: tuple[Entry, ...]) -> list[str] | tuple[()]:
+        """The names of ``units`` (a task's entries) with parked tasks, to unpark once its
+        units are back (``Core.complete`` gives them back: ``finish`` on each)."""
         waiters = self.waiters
         if not waiters:
             return ()
-        return [name for _, name, _ in units if name in waiters]
+        return [e[1] for e in units if e[1] in waiters]
 
-    def units_of(self, opts: TaskOptions) -> tuple[tuple[dict[str, Any], str, int], ...]:
+    def units_of(self, opts: TaskOptions) -> tuple[Entry, ...]:
         """``opts.units`` for options a core did not check (a recovered terminal task's)."""
-        by_name: dict[str, Any] = self.by_name
-        return tuple(
-            (by_name if name in by_name else self.keyed[name[: name.find(":")]].keys, name, k)
-            for name, k in (opts.resources or {}).items()
-        )
+        return tuple((self.unit(name), name, k, None) for name, k in (opts.resources or {}).items())
 
     def park(self, name: str, t: TaskState, token: int, now: int) -> None:
         """``t`` (lane token ``token``) waits until ``name`` can serve it."""
@@ -355,14 +356,14 @@ class Resources:
 
     # ---------------------------------------------------------------- tracked resources
 
-    def make_room(self, needs: Iterable[list[Tracked] | None], now: int) -> None:
+    def make_room(self, needs: Iterable[tuple[Tracked, ...] | None], now: int) -> None:
         """SubmitError ``overloaded`` when the new keys ``needs`` ask for pass a ``max_keys``."""
         seen: set[str] = set()
         new: dict[Keyed, int] = {}
         lists = [need for need in needs if need]
         most = sum(len(need) for need in lists)  # at most this many new keys in all
         for need in lists:
-            for kr, name, _ in need:
+            for _, name, _, kr in need:
                 if len(kr.keys) + most <= kr.max_keys:
                     continue  # room whatever is new (the common case: no lookup)
                 if kr.per_key and name not in seen and kr.unit(name, now) is None:
@@ -380,15 +381,46 @@ class Resources:
         (SubmitError ``overloaded``) with nothing changed: the check costs nothing until a key
         is missing and the cap is reached (then :meth:`refuse` undoes the keys counted so far).
         Where a policy applies (its admission moves its key's last use), every key is checked
-        first instead (:meth:`make_room`)."""
-        tracked = t.opts.tracked
+        first instead (:meth:`make_room`).
+
+        Its options' entries are then bound to its keys' units (:func:`rebind`), unless every
+        one already was (the hot path, checked first: no policy anywhere, each tracked entry
+        a queue resource's unit still in its keys, with live tasks or not expired, so none is
+        created, reset or refused: counted at once, as ``Core.admit`` does for one resource)."""
+        opts = t.opts
+        tracked = opts.tracked
         judging = new and self.judging
         if judging:
             self.make_room((tracked,), now)
         if tracked is None:
             return
+        if not self.judging:
+            if len(tracked) == 2:  # (two keyed resources stacked: the loops below unrolled)
+                (u, _, k, kr), (u1, _, k1, kr1) = tracked
+                if (
+                    u is not None
+                    and u1 is not None
+                    and kr.queue
+                    and kr1.queue
+                    and (u.live or (now < kr.next_expiry and not u.gone))
+                    and (u1.live or (now < kr1.next_expiry and not u1.gone))
+                ):
+                    u.live += k
+                    kr.live += k
+                    u1.live += k1
+                    kr1.live += k1
+                    return
+            else:
+                for u, _, _, kr in tracked:
+                    if u is None or not kr.queue or not (u.live or (now < kr.next_expiry and not u.gone)):
+                        break
+                else:
+                    for u, _, k, kr in tracked:
+                        u.live += k
+                        kr.live += k
+                    return
         made: tuple[str, ...] = ()  # (the keys created for it, should it be refused)
-        for kr, name, k in tracked:
+        for _, name, k, kr in tracked:
             if kr.queue:  # (Keyed.enter inlined: the submit hot path)
                 u = kr.keys.get(name)
                 if u is None:
@@ -405,6 +437,7 @@ class Resources:
                 kr.enter(name, t, k, now)
         if judging:
             self.doomed += self.judge(t, now)
+        rebind(opts)
 
     def refuse(self, t: TaskState, refused: str, made: tuple[str, ...], now: int) -> NoReturn:
         """New task ``t`` needs key ``refused``, whose resource has no room for a new key: undo
@@ -412,7 +445,7 @@ class Resources:
         dropped) and raise SubmitError ``overloaded``.  (Only ``queue`` resources come here:
         with a policy, :meth:`make_room` refused it before.)"""
         full = self.keyed[refused[: refused.find(":")]]
-        for kr, name, k in t.opts.tracked or ():
+        for _, name, k, kr in t.opts.tracked or ():
             if name == refused:
                 break
             u = kr.keys.get(name)
@@ -421,7 +454,7 @@ class Resources:
             u.live -= k
             kr.live -= k
             if name in made and not u.live:
-                del kr.keys[name]
+                kr.keys.pop(name).gone = True
                 kr.created = max(0, kr.created - 1)
         raise refuse_new_keys(full.name, full.max_keys)
 
@@ -433,7 +466,7 @@ class Resources:
         (cancelled, shed, expired) must hand them on, or the tasks behind it would wait for
         a release that never comes."""
         waiters = self.waiters
-        for kr, name, k in t.opts.tracked or ():
+        for _, name, k, kr in t.opts.tracked or ():
             u = kr.leave(name, t, k, now)
             if u is not None and not u.live and name in waiters:
                 del waiters[name]  # (stale entries only: nothing of it is ready)
@@ -444,7 +477,7 @@ class Resources:
     def judge(self, t: TaskState, now: int) -> list[tuple[TaskState, str]]:
         """The tasks the policies of new task ``t``'s resources cancel (``t`` may be one)."""
         out: list[tuple[TaskState, str]] = []
-        for kr, name, k in t.opts.tracked or ():
+        for _, name, k, kr in t.opts.tracked or ():
             if kr.policy == QUEUE:
                 continue
             victims = judge(kr.keys[name], name, t, k, now)
@@ -473,6 +506,46 @@ class Resources:
         if kr is None:
             raise ValueError(f"'{name}' is not a keyed resource (per_key=True) of this scheduler")
         return kr.busiest(top, now)
+
+
+def bind(opts: TaskOptions, units: tuple[Entry, ...]) -> None:
+    """Note ``units`` (one :data:`Entry` per resource) on ``opts``: ``opts.units``, the tracked
+    ones as ``opts.tracked`` (``units`` itself when all are), the one entry of a one-resource
+    task as ``opts.single`` (the hot paths of ``Core.admit``, ``_fill`` and ``complete``).
+    (Once per options object and key: a key's first use, so no generator is made.)"""
+    opts.units = units or None
+    if len(units) == 1:
+        e = units[0]
+        opts.single = e
+        opts.tracked = None if e[3] is None else units
+        return
+    opts.single = None
+    tracked = [e for e in units if e[3] is not None]
+    opts.tracked = units if len(tracked) == len(units) else (tuple(tracked) or None)
+
+
+def rebind(opts: TaskOptions) -> None:
+    """Bind (or bind again) the entries of ``opts``'s keyed resources to their keys' units,
+    once :meth:`Resources.admitted` has a task of ``opts`` counted in them: the keys then
+    exist, and a key's unit is never forgotten while a task of it lives (``sweep`` and
+    ``refuse`` drop idle units only, and mark them ``gone``, which the admission hot paths
+    check before trusting an idle one), so every live task of ``opts`` finds its keys'
+    current units there: dispatch and release use them unchecked."""
+    units = opts.units
+    if units is None:
+        return
+    out: list[Entry] = []
+    stale = False
+    for e in units:
+        kr = e[3]
+        if kr is not None and kr.per_key:
+            u = kr.keys.get(e[1])
+            if u is not e[0]:
+                stale = True
+                e = (u, e[1], e[2], kr)
+        out.append(e)
+    if stale:
+        bind(opts, tuple(out))
 
 
 def cancel_doomed(core: Core, now: int) -> None:

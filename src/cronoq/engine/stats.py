@@ -100,12 +100,20 @@ RUN_EWMA_ALPHA: Final = 0.2
 class DurationModel:
     """EWMA of successful run times per (pool index, kind), in ns."""
 
-    __slots__ = ("alpha", "defaults", "values")
+    __slots__ = ("alpha", "defaults", "keys", "values")
 
     def __init__(self, alpha: float = RUN_EWMA_ALPHA, defaults: Sequence[int] = ()) -> None:
         self.alpha = alpha
         self.values: dict[object, float] = {}
         self.defaults = tuple(defaults)  # per pool index: its default_duration
+        self.keys: dict[tuple[int, str], tuple[int, str]] = {}
+
+    def key(self, pool_index: int, kind: str) -> tuple[int, str]:
+        """The one ``(pool index, kind)`` tuple every options object of that pair notes as its
+        ``stats_key`` (keyed resources make an options object per key: they share it, and
+        its lookups in ``values`` match by identity)."""
+        k = (pool_index, kind)
+        return self.keys.setdefault(k, k)
 
     def expected(self, opts: TaskOptions) -> int:
         """docs/reference/behaviour.md#expected-duration: the hint, else the learned EWMA for
