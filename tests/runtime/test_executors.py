@@ -49,6 +49,36 @@ async def test_a_context_variable_an_attempt_sets_never_reaches_the_next(in_thre
     assert seen == [(i, "from start()") for i in range(4)]
 
 
+async def test_queued_attempts_each_get_their_own_task_and_a_fresh_context() -> None:
+    """Attempts queued behind one slot are started from the end of the attempt before them (the
+    slot is refilled in that turn): each still runs in its own asyncio task, in a fresh copy of
+    start()'s context, and cancelling one of them leaves the next alone."""
+    _VAR.set("from start()")
+    seen: list[tuple[object, object]] = []
+    tasks: list[asyncio.Task[Any] | None] = []
+    blocked = asyncio.Event()
+
+    async def run(ctx: TaskContext, payload: Any) -> Any:
+        seen.append((payload, _VAR.get()))
+        tasks.append(asyncio.current_task())
+        _VAR.set(payload)
+        if payload == 2:
+            blocked.set()
+            await asyncio.Event().wait()  # until cancelled below
+        return payload
+
+    async with Scheduler([pool("default", run, min=1, max=1)]) as s:
+        handles = [await s.submit(i) for i in range(5)]  # all queued before the first starts
+        await wait(blocked.wait())
+        assert handles[2].cancel()
+        assert [await wait(handles[i]) for i in (0, 1, 3, 4)] == [0, 1, 3, 4]
+        with pytest.raises(TaskFailed):
+            await wait(handles[2])
+    assert seen == [(i, "from start()") for i in range(5)]
+    assert None not in tasks and len({id(t) for t in tasks}) == 5
+    assert tasks[2] is not None and tasks[2].cancelled()
+
+
 # ----------------------------------------------------------------------------- kinds of executors
 
 

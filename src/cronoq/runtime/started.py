@@ -20,9 +20,13 @@ The attempt runner: a ``Dispatch`` starts an attempt by its pool's executor kind
 
 * ``LOOP``: one ``loop.create_task`` of the small runner coroutine :meth:`Started.attempt` that
   awaits the executor and reports the outcome itself when it returns (no done callback, no extra
-  loop turn).  An abort (timeout, cancel, lease loss, shutdown) marks ``ctx`` cancelled, drops
-  the lease from ``running`` and cancels that task; the runner then reports nothing.  A
-  ``CancelledError`` the executor raises on its own (``ctx`` not marked) is a retryable failure;
+  loop turn).  If it was the last attempt running, it also ticks the core itself
+  (:meth:`Started.refill`), so the next attempt's task is created in the same turn instead of by
+  the driver a turn later (one slot working a queue: one loop turn per attempt); with others
+  still running it kicks the driver, whose turn they share.  An abort (timeout, cancel, lease
+  loss, shutdown) marks ``ctx`` cancelled, drops the lease from ``running`` and cancels that
+  task; the runner then reports nothing.  A ``CancelledError`` the executor raises on its own
+  (``ctx`` not marked) is a retryable failure;
 * ``STARTING``, ``PROCESS``: ``start_attempt`` begins the attempt and returns its future,
   watched by :meth:`Started.on_done` like a thread's (an abort cancels it): no task of its own;
 * ``REMOTE``: ``begin(ctx, payload)`` hands the attempt on; its outcome comes back as calls on
@@ -173,6 +177,15 @@ class Started:
             return
         core = self.core
         core.tick(self.now())
+        if core.actions:
+            self.apply()
+        self.arm()
+
+    def refill(self, now: int) -> None:
+        """An attempt ended on the loop: tick now, so its slot's next attempt is created in this
+        turn rather than by a driver call a turn later (the driver's work, without its turn)."""
+        core = self.core
+        core.tick(now)
         if core.actions:
             self.apply()
         self.arm()
@@ -355,8 +368,13 @@ class Started:
                 self.running.pop(lease, None)
                 ctx._ended = True
                 if self.live:
-                    self.core.complete(self.now(), lease, result)
-                    self.kick()
+                    core = self.core
+                    now = self.now()
+                    core.complete(now, lease, result)
+                    if core.running:
+                        self.kick()  # the driver's turn is shared with the attempts still running
+                    else:
+                        self.refill(now)  # the last one: its slot's next attempt starts this turn
 
     def report(
         self, ctx: TaskContext, output: object = None, failure: tuple[str, bool, float | None] | None = None
