@@ -682,8 +682,11 @@ class Core:
         free = pool.capacity - pool.held - pool.busy
         while free > 0 and pool.queued:
             nonempty = [c for c in range(NUM_CLASSES) if lr[c]]
-            if len(nonempty) == 1 and not lanes[nonempty[0]].dl:
-                # fast path: one class has ready work, none of it with a deadline: plain FIFO
+            if (len(nonempty) == 1 and not lanes[nonempty[0]].dl) or (
+                len(nonempty) > 1 and self.scorer.head_wins(lanes, nonempty)
+            ):
+                # fast path: plain FIFO of one class: the only one with ready work, none of it
+                # with a deadline, or one whose heads outscore every other class's at any age
                 c = nonempty[0]
                 lane = lanes[c]
                 while free > 0 and lr[c]:
