@@ -79,6 +79,26 @@ async def test_queued_attempts_each_get_their_own_task_and_a_fresh_context() -> 
     assert tasks[2] is not None and tasks[2].cancelled()
 
 
+async def test_a_high_submitted_as_a_low_ends_starts_before_the_next_low() -> None:
+    """The next attempt of a slot is chosen in the turn after the one before it ended, so work
+    submitted by whatever that ending woke is weighed: the High goes before the queued Lows."""
+    order: list[str] = []
+    ended = asyncio.Event()
+
+    async def run(ctx: TaskContext, payload: str) -> None:
+        order.append(payload)
+        if payload == "L0":
+            ended.set()
+
+    async with Scheduler([pool("default", run, min=1, max=1)]) as s:
+        lows = [await s.submit(f"L{i}", priority="low") for i in range(3)]
+        await ended.wait()  # (directly: a wrapper would add turns; the test's timeout guards it)
+        high = await s.submit("H", priority="high")
+        for h in [high, *lows]:
+            await wait(h)
+    assert order == ["L0", "H", "L1", "L2"]
+
+
 # ----------------------------------------------------------------------------- kinds of executors
 
 

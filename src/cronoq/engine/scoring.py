@@ -59,7 +59,12 @@ class Scorer:
         if lanes[c].dl:
             return False
         beats = self.beats[c]
-        return all(d in beats and not lanes[d].dl for d in classes[1:])
+        for d in classes[1:]:
+            if d not in beats or lanes[d].dl:
+                break
+        else:
+            return True
+        return False
 
     def pick(
         self, lanes: Sequence[Lane | FairLane], classes: Iterable[int], now: int

@@ -20,13 +20,17 @@ The attempt runner: a ``Dispatch`` starts an attempt by its pool's executor kind
 
 * ``LOOP``: one ``loop.create_task`` of the small runner coroutine :meth:`Started.attempt` that
   awaits the executor and reports the outcome itself when it returns (no done callback, no extra
-  loop turn).  If it was the last attempt running, it also ticks the core itself
-  (:meth:`Started.refill`), so the next attempt's task is created in the same turn instead of by
-  the driver a turn later (one slot working a queue: one loop turn per attempt); with others
-  still running it kicks the driver, whose turn they share.  An abort (timeout, cancel, lease
-  loss, shutdown) marks ``ctx`` cancelled, drops the lease from ``running`` and cancels that
-  task; the runner then reports nothing.  A ``CancelledError`` the executor raises on its own
-  (``ctx`` not marked) is a retryable failure;
+  loop turn).  If it was the last attempt running, it does not kick the driver: it creates a
+  *slot task* (:meth:`Started.slot`, in a fresh copy of start()'s context) that does the
+  driver's work at its first step and then runs the first attempt that work dispatches to an
+  async executor itself, as its own task: one loop turn per attempt for one slot working a
+  queue (the driver would make the task a turn later, and the task run a turn after that),
+  while whatever the turn after the end submitted is still weighed (a burst of High submitted
+  as a Low ends goes first).  With other attempts still running it kicks the driver, whose
+  turn they share.  Either way an attempt's task carries that attempt only.  An abort
+  (timeout, cancel, lease loss, shutdown) marks ``ctx`` cancelled, drops the lease from
+  ``running`` and cancels that task; the runner then reports nothing.  A ``CancelledError`` the
+  executor raises on its own (``ctx`` not marked) is a retryable failure;
 * ``STARTING``, ``PROCESS``: ``start_attempt`` begins the attempt and returns its future,
   watched by :meth:`Started.on_done` like a thread's (an abort cancels it): no task of its own;
 * ``REMOTE``: ``begin(ctx, payload)`` hands the attempt on; its outcome comes back as calls on
@@ -102,6 +106,8 @@ class Started:
 
     __slots__ = (
         "accepting",
+        "adopt",
+        "adopted",
         "committer",
         "context",
         "core",
@@ -160,6 +166,10 @@ class Started:
         self.scaling: dict[str, asyncio.Task[None]] = {}
         #: lease -> a future shutdown waits on for a remote attempt's end (made by drain)
         self.ending: dict[int, asyncio.Future[None]] = {}
+        #: while a slot task ticks (:meth:`slot`): that task, which runs the first attempt the
+        #: tick dispatches to an async executor itself, and that attempt once dispatched
+        self.adopt: asyncio.Task[None] | None = None
+        self.adopted: tuple[int, TaskContext, Executor, object] | None = None
 
     # ------------------------------------------------------------------ driver
 
@@ -181,14 +191,41 @@ class Started:
             self.apply()
         self.arm()
 
-    def refill(self, now: int) -> None:
-        """An attempt ended on the loop: tick now, so its slot's next attempt is created in this
-        turn rather than by a driver call a turn later (the driver's work, without its turn)."""
-        core = self.core
-        core.tick(now)
-        if core.actions:
-            self.apply()
-        self.arm()
+    def next_in_slot(self) -> None:
+        """The last running attempt ended: make the task its slot's next attempt will run in, in
+        a fresh copy of start()'s context (instead of kicking the driver, which would make that
+        task a turn later); :meth:`slot` is its body."""
+        if self.loop.get_task_factory() is not None:
+            # (an eager factory would run the slot inside the ending attempt, and so on down)
+            return self.kick()
+        coro = self.slot()
+        try:
+            self.loop.create_task(coro, context=self.context.copy())
+        except Exception:
+            coro.close()
+            self.kick()
+
+    async def slot(self) -> None:
+        """A slot task: the driver's work (tick, actions, timer) at its first step, in the turn
+        after the attempt before it ended, so whatever that turn submitted is weighed; the first
+        attempt the tick dispatches to an async executor then runs right here, as this task."""
+        if not self.live:
+            return
+        self.adopt = asyncio.current_task(self.loop)
+        try:
+            core = self.core
+            core.tick(self.mono() - self.t0)
+            if core.actions:
+                self.apply()
+            self.arm()
+        finally:
+            self.adopt = None
+        job = self.adopted
+        if job is not None:
+            self.adopted = None
+            lease, ctx, executor, payload = job
+            if not ctx._cancelled:  # (aborted by an action of the same tick: never started)
+                await self.attempt(lease, ctx, executor, payload)
 
     def arm(self) -> None:
         w = self.core.next_wakeup()
@@ -284,6 +321,12 @@ class Started:
             # The executor is called inside attempt(), which reports the outcome itself when it
             # returns: no done callback, no extra loop turn.  If this task is cancelled before
             # its first step the executor is never called (no coroutine is left unawaited).
+            slot = self.adopt
+            if slot is not None:  # the slot task ticking runs it (slot())
+                self.adopt = None
+                self.adopted = (lease, ctx, executor, t.payload)
+                self.running[lease] = (slot, ctx)
+                return
             coro = self.attempt(lease, ctx, executor, t.payload)
             try:
                 task = self.loop.create_task(coro, context=self.context.copy())
@@ -369,12 +412,11 @@ class Started:
                 ctx._ended = True
                 if self.live:
                     core = self.core
-                    now = self.now()
-                    core.complete(now, lease, result)
+                    core.complete(self.mono() - self.t0, lease, result)
                     if core.running:
                         self.kick()  # the driver's turn is shared with the attempts still running
                     else:
-                        self.refill(now)  # the last one: its slot's next attempt starts this turn
+                        self.next_in_slot()  # the last one: its slot's next attempt, a turn sooner
 
     def report(
         self, ctx: TaskContext, output: object = None, failure: tuple[str, bool, float | None] | None = None
