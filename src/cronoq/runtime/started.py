@@ -108,6 +108,7 @@ class Started:
         "accepting",
         "adopt",
         "adopted",
+        "awaiting",
         "committer",
         "context",
         "core",
@@ -162,6 +163,8 @@ class Started:
         #: lease -> (what an abort cancels: a task or future; None for a remote attempt, ctx)
         self.running: dict[int, tuple[asyncio.Future[Any] | None, TaskContext]] = {}
         self.waiters: dict[int, asyncio.Future[Any]] = {}
+        #: task id -> the futures of ``await handle`` calls waiting for it (:meth:`wait_for`)
+        self.awaiting: dict[int, list[asyncio.Future[Any]]] = {}
         self.space: dict[str, asyncio.Future[None]] = {}
         self.scaling: dict[str, asyncio.Task[None]] = {}
         #: lease -> a future shutdown waits on for a remote attempt's end (made by drain)
@@ -262,9 +265,13 @@ class Started:
                 elif tp is Dispatch:
                     self.start_attempt(a.task, a.lease)
                 elif tp is Resolve:
-                    fut = self.waiters.pop(a.task.id, None)
+                    tid = a.task.id
+                    fut = self.waiters.pop(tid, None)
                     if fut is not None:
                         set_outcome(fut, a.task)
+                        if self.awaiting:
+                            for w in self.awaiting.pop(tid, ()):
+                                set_outcome(w, a.task)
                 elif tp is Publish:
                     for s in self.streams:
                         s._push(a.event)
@@ -558,6 +565,21 @@ class Started:
                 self.waiters[tid] = fut
         return TaskHandle(self.sched, tid, dup, fut)
 
+    def wait_for(self, tid: int, fut: asyncio.Future[Any]) -> asyncio.Future[Any]:
+        """A future of one ``await handle`` of task ``tid`` (``fut``, its shared future, still
+        pending), settled with ``fut`` (a cancelled awaiter cancels only its own future)."""
+        if self.waiters.get(tid) is not fut:  # pragma: no cover - pending shared futures are there
+            return asyncio.shield(fut)
+        w = self.loop.create_future()
+        ws = self.awaiting.get(tid)
+        if ws is None:
+            self.awaiting[tid] = [w]
+        else:
+            if len(ws) >= 8:  # (awaiters given up on, a wait_for timeout in a loop: let them go)
+                ws[:] = [x for x in ws if not x.done()]
+            ws.append(w)
+        return w
+
     async def wait_space(self, opts: TaskOptions) -> None:
         name = self.core.pools[opts.pool_index].name
         sf = self.space.get(name)
@@ -708,7 +730,11 @@ class Started:
             if not fut.done():
                 fut.set_exception(TaskFailed("shutdown", SHUTDOWN_MESSAGE, tid))
                 fut.exception()  # mark retrieved: nobody may be awaiting this handle
+            for w in self.awaiting.get(tid, ()):
+                if not w.done():
+                    w.set_exception(TaskFailed("shutdown", SHUTDOWN_MESSAGE, tid))
         self.waiters.clear()
+        self.awaiting.clear()
         for sf in self.space.values():
             if not sf.done():
                 sf.set_result(None)
