@@ -152,6 +152,8 @@ from cronoq.engine.waiting import resource_use
 from cronoq.errors import SubmitError
 
 _PENDING = (True, True, True, False, True) + (False,) * 7  # blocked, scheduled, ready, retrying
+#: the classes of a bitmask of classes (bit c: class c), in class order (_fill: no list built)
+_CLASSES = tuple(tuple(c for c in range(NUM_CLASSES) if m >> c & 1) for m in range(1 << NUM_CLASSES))
 
 
 class Core:
@@ -681,7 +683,7 @@ class Core:
         g0 = pool.groups[0]
         free = pool.capacity - pool.held - pool.busy
         while free > 0 and pool.queued:
-            nonempty = [c for c in range(NUM_CLASSES) if lr[c]]
+            nonempty = _CLASSES[(lr[0] > 0) | (lr[1] > 0) << 1 | (lr[2] > 0) << 2 | (lr[3] > 0) << 3]
             if (len(nonempty) == 1 and not lanes[nonempty[0]].dl) or (
                 len(nonempty) > 1 and self.scorer.head_wins(lanes, nonempty)
             ):

@@ -21,7 +21,7 @@ The attempt runner: a ``Dispatch`` starts an attempt by its pool's executor kind
 * ``LOOP``: one ``loop.create_task`` of the small runner coroutine :meth:`Started.attempt` that
   awaits the executor and reports the outcome itself when it returns (no done callback, no extra
   loop turn).  If it was the last attempt running, it does not kick the driver: it creates a
-  *slot task* (:meth:`Started.slot`, in a fresh copy of start()'s context) that does the
+  *slot task* (:meth:`Started.fill_slot`, in a fresh copy of start()'s context) that does the
   driver's work at its first step and then runs the first attempt that work dispatches to an
   async executor itself, as its own task: one loop turn per attempt for one slot working a
   queue (the driver would make the task a turn later, and the task run a turn after that),
@@ -169,7 +169,7 @@ class Started:
         self.scaling: dict[str, asyncio.Task[None]] = {}
         #: lease -> a future shutdown waits on for a remote attempt's end (made by drain)
         self.ending: dict[int, asyncio.Future[None]] = {}
-        #: while a slot task ticks (:meth:`slot`): that task, which runs the first attempt the
+        #: while a slot task ticks (:meth:`fill_slot`): that task, which runs the first attempt the
         #: tick dispatches to an async executor itself, and that attempt once dispatched
         self.adopt: asyncio.Task[None] | None = None
         self.adopted: tuple[int, TaskContext, Executor, object] | None = None
@@ -197,23 +197,24 @@ class Started:
     def next_in_slot(self) -> None:
         """The last running attempt ended: make the task its slot's next attempt will run in, in
         a fresh copy of start()'s context (instead of kicking the driver, which would make that
-        task a turn later); :meth:`slot` is its body."""
+        task a turn later): :meth:`attempt` without an attempt, which :meth:`fill_slot` finds."""
         if self.loop.get_task_factory() is not None:
             # (an eager factory would run the slot inside the ending attempt, and so on down)
             return self.kick()
-        coro = self.slot()
+        coro = self.attempt(0, None, None, None)
         try:
             self.loop.create_task(coro, context=self.context.copy())
         except Exception:
             coro.close()
             self.kick()
 
-    async def slot(self) -> None:
-        """A slot task: the driver's work (tick, actions, timer) at its first step, in the turn
-        after the attempt before it ended, so whatever that turn submitted is weighed; the first
-        attempt the tick dispatches to an async executor then runs right here, as this task."""
+    def fill_slot(self) -> tuple[int, TaskContext, Executor, object] | None:
+        """A slot task's first step (:meth:`attempt` without an attempt yet): the driver's work
+        (tick, actions, timer), in the turn after the attempt before it ended, so whatever that
+        turn submitted is weighed; returns the first attempt that work dispatched to an async
+        executor, which then runs in this task (None: none, or already aborted)."""
         if not self.live:
-            return
+            return None
         self.adopt = asyncio.current_task(self.loop)
         try:
             core = self.core
@@ -224,11 +225,10 @@ class Started:
         finally:
             self.adopt = None
         job = self.adopted
-        if job is not None:
-            self.adopted = None
-            lease, ctx, executor, payload = job
-            if not ctx._cancelled:  # (aborted by an action of the same tick: never started)
-                await self.attempt(lease, ctx, executor, payload)
+        if job is None:
+            return None
+        self.adopted = None
+        return None if job[1]._cancelled else job  # (aborted by an action of the same tick)
 
     def arm(self) -> None:
         w = self.core.next_wakeup()
@@ -329,7 +329,7 @@ class Started:
             # returns: no done callback, no extra loop turn.  If this task is cancelled before
             # its first step the executor is never called (no coroutine is left unawaited).
             slot = self.adopt
-            if slot is not None:  # the slot task ticking runs it (slot())
+            if slot is not None:  # the slot task ticking runs it (fill_slot)
                 self.adopt = None
                 self.adopted = (lease, ctx, executor, t.payload)
                 self.running[lease] = (slot, ctx)
@@ -390,7 +390,9 @@ class Started:
         self.fail_attempt(lease, exc)
         self.kick()
 
-    async def attempt(self, lease: int, ctx: TaskContext, executor: Executor, payload: object) -> None:
+    async def attempt(
+        self, lease: int, ctx: TaskContext | None, executor: Executor | None, payload: object
+    ) -> None:
         """Run one attempt of an async executor and report its outcome
         (docs/reference/behaviour.md#reliability).
 
@@ -399,7 +401,14 @@ class Started:
         (an executor that swallows the cancellation and returns or raises anyway made a stale
         report: counted after an engine abort); a ``CancelledError`` the executor raises on
         its own (``ctx._cancelled`` still False) is a retryable failure.
+
+        Without ``ctx`` this is a slot task (:meth:`next_in_slot`): :meth:`fill_slot` first.
         """
+        if ctx is None or executor is None:
+            job = self.fill_slot()
+            if job is None:
+                return
+            lease, ctx, executor, payload = job
         try:
             result = await executor(ctx, payload)
         except asyncio.CancelledError as exc:
