@@ -99,6 +99,35 @@ async def test_a_high_submitted_as_a_low_ends_starts_before_the_next_low() -> No
     assert order == ["L0", "H", "L1", "L2"]
 
 
+async def test_queued_attempts_run_under_a_custom_task_factory() -> None:
+    """With a task factory installed (it could be an eager one) the slot is refilled by the
+    driver instead; queued attempts still run in order, each in a fresh context."""
+    loop = asyncio.get_running_loop()
+    made: list[object] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+        made.append(coro)
+        return asyncio.Task(coro, loop=loop, **kw)
+
+    _VAR.set("from start()")
+    seen: list[tuple[object, object]] = []
+
+    async def run(ctx: TaskContext, payload: Any) -> Any:
+        seen.append((payload, _VAR.get()))
+        _VAR.set(payload)
+        return payload
+
+    loop.set_task_factory(factory)
+    try:
+        async with Scheduler([pool("default", run, min=1, max=1)]) as s:
+            handles = [await s.submit(i) for i in range(4)]
+            assert [await wait(h) for h in handles] == [0, 1, 2, 3]
+    finally:
+        loop.set_task_factory(None)
+    assert seen == [(i, "from start()") for i in range(4)]
+    assert made  # (the factory was used)
+
+
 # ----------------------------------------------------------------------------- kinds of executors
 
 
