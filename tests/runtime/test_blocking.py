@@ -481,12 +481,13 @@ def test_shutdown_fails_waiting_threads() -> None:
         except BaseException as e:
             out.append(e)
 
-    callbacks = len(h._h._fut._callbacks or ())
+    run = h._h._sched._run
+    assert run is not None
     t = threading.Thread(target=waiter)
     t.start()
-    # shut down while the thread waits in result(): its wait (a shield of the task's future,
-    # one more done callback) is pending on the loop; a fixed sleep only made that likely
-    until(lambda: len(h._h._fut._callbacks or ()) > callbacks)
+    # shut down while the thread waits in result(): its wait (an ``await handle``: a future
+    # of its own, listed for the task) is pending on the loop; a fixed sleep only made that likely
+    until(lambda: h.id in run.awaiting)
     s.shutdown(0.0)
     t.join(SAFETY)
     assert len(out) == 1 and isinstance(out[0], TaskFailed)

@@ -49,6 +49,85 @@ async def test_a_context_variable_an_attempt_sets_never_reaches_the_next(in_thre
     assert seen == [(i, "from start()") for i in range(4)]
 
 
+async def test_queued_attempts_each_get_their_own_task_and_a_fresh_context() -> None:
+    """Attempts queued behind one slot are started from the end of the attempt before them (the
+    slot is refilled in that turn): each still runs in its own asyncio task, in a fresh copy of
+    start()'s context, and cancelling one of them leaves the next alone."""
+    _VAR.set("from start()")
+    seen: list[tuple[object, object]] = []
+    tasks: list[asyncio.Task[Any] | None] = []
+    blocked = asyncio.Event()
+
+    async def run(ctx: TaskContext, payload: Any) -> Any:
+        seen.append((payload, _VAR.get()))
+        tasks.append(asyncio.current_task())
+        _VAR.set(payload)
+        if payload == 2:
+            blocked.set()
+            await asyncio.Event().wait()  # until cancelled below
+        return payload
+
+    async with Scheduler([pool("default", run, min=1, max=1)]) as s:
+        handles = [await s.submit(i) for i in range(5)]  # all queued before the first starts
+        await wait(blocked.wait())
+        assert handles[2].cancel()
+        assert [await wait(handles[i]) for i in (0, 1, 3, 4)] == [0, 1, 3, 4]
+        with pytest.raises(TaskFailed):
+            await wait(handles[2])
+    assert seen == [(i, "from start()") for i in range(5)]
+    assert None not in tasks and len({id(t) for t in tasks}) == 5
+    assert tasks[2] is not None and tasks[2].cancelled()
+
+
+async def test_a_high_submitted_as_a_low_ends_starts_before_the_next_low() -> None:
+    """The next attempt of a slot is chosen in the turn after the one before it ended, so work
+    submitted by whatever that ending woke is weighed: the High goes before the queued Lows."""
+    order: list[str] = []
+    ended = asyncio.Event()
+
+    async def run(ctx: TaskContext, payload: str) -> None:
+        order.append(payload)
+        if payload == "L0":
+            ended.set()
+
+    async with Scheduler([pool("default", run, min=1, max=1)]) as s:
+        lows = [await s.submit(f"L{i}", priority="low") for i in range(3)]
+        await ended.wait()  # (directly: a wrapper would add turns; the test's timeout guards it)
+        high = await s.submit("H", priority="high")
+        for h in [high, *lows]:
+            await wait(h)
+    assert order == ["L0", "H", "L1", "L2"]
+
+
+async def test_queued_attempts_run_under_a_custom_task_factory() -> None:
+    """With a task factory installed (it could be an eager one) the slot is refilled by the
+    driver instead; queued attempts still run in order, each in a fresh context."""
+    loop = asyncio.get_running_loop()
+    made: list[object] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+        made.append(coro)
+        return asyncio.Task(coro, loop=loop, **kw)
+
+    _VAR.set("from start()")
+    seen: list[tuple[object, object]] = []
+
+    async def run(ctx: TaskContext, payload: Any) -> Any:
+        seen.append((payload, _VAR.get()))
+        _VAR.set(payload)
+        return payload
+
+    loop.set_task_factory(factory)
+    try:
+        async with Scheduler([pool("default", run, min=1, max=1)]) as s:
+            handles = [await s.submit(i) for i in range(4)]
+            assert [await wait(h) for h in handles] == [0, 1, 2, 3]
+    finally:
+        loop.set_task_factory(None)
+    assert seen == [(i, "from start()") for i in range(4)]
+    assert made  # (the factory was used)
+
+
 # ----------------------------------------------------------------------------- kinds of executors
 
 

@@ -156,6 +156,36 @@ async def test_wait_for_timeout_on_handle_does_not_cancel_task(gate: Gate):
         assert await wait(h) == "x"
 
 
+async def test_awaiters_given_up_on_are_let_go_and_the_rest_still_resolve(gate: Gate):
+    """Each ``await handle`` of a running task waits on a future of its own; those of awaiters
+    that gave up (a wait_for timeout in a loop) do not pile up, and the others still resolve."""
+    async with Scheduler([pool(executor=gate)]) as s:
+        h = await s.submit("x")
+        await wait(gate.started("x").wait())
+        keeper = asyncio.create_task(_await(h))
+        for _ in range(50):
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(_await(h), 0.001)
+        assert len(s._run.awaiting[h.id]) <= 9  # type: ignore[union-attr]
+        gate.release("x")
+        assert await wait(keeper) == "x"
+        assert await h == "x"
+        assert h.id not in s._run.awaiting  # type: ignore[union-attr]
+
+
+async def test_an_await_pending_at_shutdown_fails_as_shutdown(gate: Gate):
+    s = Scheduler([pool(executor=gate)])
+    await s.start()
+    h = await s.submit("slow")
+    await wait(gate.started("slow").wait())
+    waiting = asyncio.create_task(_await(h))
+    await settle()
+    await s.shutdown(0)
+    with pytest.raises(TaskFailed) as ei:
+        await wait(waiting)
+    assert (ei.value.status, ei.value.task_id) == ("shutdown", h.id)
+
+
 # ----------------------------------------------------------------------------- shutdown
 
 

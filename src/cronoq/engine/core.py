@@ -152,6 +152,8 @@ from cronoq.engine.waiting import resource_use
 from cronoq.errors import SubmitError
 
 _PENDING = (True, True, True, False, True) + (False,) * 7  # blocked, scheduled, ready, retrying
+#: the classes of a bitmask of classes (bit c: class c), in class order (_fill: no list built)
+_CLASSES = tuple(tuple(c for c in range(NUM_CLASSES) if m >> c & 1) for m in range(1 << NUM_CLASSES))
 
 
 class Core:
@@ -681,9 +683,12 @@ class Core:
         g0 = pool.groups[0]
         free = pool.capacity - pool.held - pool.busy
         while free > 0 and pool.queued:
-            nonempty = [c for c in range(NUM_CLASSES) if lr[c]]
-            if len(nonempty) == 1 and not lanes[nonempty[0]].dl:
-                # fast path: one class has ready work, none of it with a deadline: plain FIFO
+            nonempty = _CLASSES[(lr[0] > 0) | (lr[1] > 0) << 1 | (lr[2] > 0) << 2 | (lr[3] > 0) << 3]
+            if (len(nonempty) == 1 and not lanes[nonempty[0]].dl) or (
+                len(nonempty) > 1 and self.scorer.head_wins(lanes, nonempty)
+            ):
+                # fast path: plain FIFO of one class: the only one with ready work, none of it
+                # with a deadline, or one whose heads outscore every other class's at any age
                 c = nonempty[0]
                 lane = lanes[c]
                 while free > 0 and lr[c]:

@@ -9,8 +9,11 @@ grows as its slack (latest start - now) shrinks: 0 while the slack is at least t
 zero slack, then ``overdue_rate`` per second overdue, capped.  Within a class, lanes keep
 tasks in sequence order (and deadline tasks by latest start), so only each lane's heads can
 be the best: :meth:`Scorer.pick` scores the FIFO and deadline heads of the non-empty classes
-and takes the highest, ties to the lower id.  The configuration is flattened into per-ns
-tuples once, for the dispatch loop.
+and takes the highest, ties to the lower id.  When no lane involved holds a deadline task and
+the first non-empty class's base exceeds every other one's base + age cap (true of every higher
+class over every lower one with the defaults), that pick is known without scoring:
+:meth:`Scorer.head_wins` lets the dispatch loop go straight down that class's FIFO.  The
+configuration is flattened into per-ns tuples once, for the dispatch loop.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ if TYPE_CHECKING:
 class Scorer:
     """The score function of one core's configuration (see the module docstring)."""
 
-    __slots__ = ("base", "cap", "rate", "u_max", "u_overdue_cap", "u_overdue_rate", "u_window")
+    __slots__ = ("base", "beats", "cap", "rate", "u_max", "u_overdue_cap", "u_overdue_rate", "u_window")
 
     def __init__(self, pc: PriorityConfig, uc: UrgencyConfig) -> None:
         self.base = pc.base
@@ -40,6 +43,28 @@ class Scorer:
         self.u_window = to_ns(uc.window)
         self.u_overdue_rate = uc.overdue_rate / NS
         self.u_overdue_cap = uc.overdue_cap
+        #: per class, the classes any of whose heads without a deadline it outscores whatever
+        #: their wait (its base above their base + age cap; with the defaults every higher class
+        #: beats every lower one): :meth:`head_wins` picks without scoring
+        self.beats = tuple(
+            frozenset(d for d in range(len(pc.base)) if pc.base[c] > pc.base[d] + pc.age_cap[d])
+            for c in range(len(pc.base))
+        )
+
+    def head_wins(self, lanes: Sequence[Lane | FairLane], classes: Sequence[int]) -> bool:
+        """Whether :meth:`pick` of ``classes`` (non-empty, in class order) is the FIFO head of the
+        first, known without scoring: no deadline task in any of them (urgency is unbounded by
+        class) and the first class beats every other one."""
+        c = classes[0]
+        if lanes[c].dl:
+            return False
+        beats = self.beats[c]
+        for d in classes[1:]:
+            if d not in beats or lanes[d].dl:
+                break
+        else:
+            return True
+        return False
 
     def pick(
         self, lanes: Sequence[Lane | FairLane], classes: Iterable[int], now: int

@@ -2,8 +2,11 @@
 
 One asyncio future per task (shared by every handle of that task) carries the outcome:
 the executor's return value, or :class:`~cronoq.errors.TaskFailed` (:func:`set_outcome`
-settles it from the task's terminal state).  Awaiting goes through
-``asyncio.shield`` so that cancelling one awaiter never cancels the shared future.
+settles it from the task's terminal state).  Cancelling one awaiter must never cancel that
+shared future, so an ``await handle`` of a task still running waits on a future of its own,
+which the scheduler settles together with the shared one
+(:meth:`~cronoq.runtime.started.Started.wait_for`: one wake-up, where ``asyncio.shield`` would
+add a callback hop per outcome); :meth:`TaskHandle.result` goes through ``asyncio.shield``.
 """
 
 from __future__ import annotations
@@ -38,7 +41,10 @@ class TaskHandle(Generic[R]):
         fut = self._fut
         if fut.done():
             return fut.result()
-        return (yield from asyncio.shield(fut).__await__())
+        run = self._sched._run
+        if run is None:  # pragma: no cover - a pending shared future belongs to a live start
+            return (yield from asyncio.shield(fut).__await__())
+        return (yield from run.wait_for(self.id, fut).__await__())
 
     def result(self) -> asyncio.Future[R]:
         """An awaitable with the same outcome as ``await handle``."""

@@ -20,9 +20,17 @@ The attempt runner: a ``Dispatch`` starts an attempt by its pool's executor kind
 
 * ``LOOP``: one ``loop.create_task`` of the small runner coroutine :meth:`Started.attempt` that
   awaits the executor and reports the outcome itself when it returns (no done callback, no extra
-  loop turn).  An abort (timeout, cancel, lease loss, shutdown) marks ``ctx`` cancelled, drops
-  the lease from ``running`` and cancels that task; the runner then reports nothing.  A
-  ``CancelledError`` the executor raises on its own (``ctx`` not marked) is a retryable failure;
+  loop turn).  If it was the last attempt running, it does not kick the driver: it creates a
+  *slot task* (:meth:`Started.fill_slot`, in a fresh copy of start()'s context) that does the
+  driver's work at its first step and then runs the first attempt that work dispatches to an
+  async executor itself, as its own task: one loop turn per attempt for one slot working a
+  queue (the driver would make the task a turn later, and the task run a turn after that),
+  while whatever the turn after the end submitted is still weighed (a burst of High submitted
+  as a Low ends goes first).  With other attempts still running it kicks the driver, whose
+  turn they share.  Either way an attempt's task carries that attempt only.  An abort
+  (timeout, cancel, lease loss, shutdown) marks ``ctx`` cancelled, drops the lease from
+  ``running`` and cancels that task; the runner then reports nothing.  A ``CancelledError`` the
+  executor raises on its own (``ctx`` not marked) is a retryable failure;
 * ``STARTING``, ``PROCESS``: ``start_attempt`` begins the attempt and returns its future,
   watched by :meth:`Started.on_done` like a thread's (an abort cancels it): no task of its own;
 * ``REMOTE``: ``begin(ctx, payload)`` hands the attempt on; its outcome comes back as calls on
@@ -98,6 +106,9 @@ class Started:
 
     __slots__ = (
         "accepting",
+        "adopt",
+        "adopted",
+        "awaiting",
         "committer",
         "context",
         "core",
@@ -152,10 +163,16 @@ class Started:
         #: lease -> (what an abort cancels: a task or future; None for a remote attempt, ctx)
         self.running: dict[int, tuple[asyncio.Future[Any] | None, TaskContext]] = {}
         self.waiters: dict[int, asyncio.Future[Any]] = {}
+        #: task id -> the futures of ``await handle`` calls waiting for it (:meth:`wait_for`)
+        self.awaiting: dict[int, list[asyncio.Future[Any]]] = {}
         self.space: dict[str, asyncio.Future[None]] = {}
         self.scaling: dict[str, asyncio.Task[None]] = {}
         #: lease -> a future shutdown waits on for a remote attempt's end (made by drain)
         self.ending: dict[int, asyncio.Future[None]] = {}
+        #: while a slot task ticks (:meth:`fill_slot`): that task, which runs the first attempt the
+        #: tick dispatches to an async executor itself, and that attempt once dispatched
+        self.adopt: asyncio.Task[None] | None = None
+        self.adopted: tuple[int, TaskContext, Executor, object] | None = None
 
     # ------------------------------------------------------------------ driver
 
@@ -176,6 +193,42 @@ class Started:
         if core.actions:
             self.apply()
         self.arm()
+
+    def next_in_slot(self) -> None:
+        """The last running attempt ended: make the task its slot's next attempt will run in, in
+        a fresh copy of start()'s context (instead of kicking the driver, which would make that
+        task a turn later): :meth:`attempt` without an attempt, which :meth:`fill_slot` finds."""
+        if self.loop.get_task_factory() is not None:
+            # (an eager factory would run the slot inside the ending attempt, and so on down)
+            return self.kick()
+        coro = self.attempt(0, None, None, None)
+        try:
+            self.loop.create_task(coro, context=self.context.copy())
+        except Exception:
+            coro.close()
+            self.kick()
+
+    def fill_slot(self) -> tuple[int, TaskContext, Executor, object] | None:
+        """A slot task's first step (:meth:`attempt` without an attempt yet): the driver's work
+        (tick, actions, timer), in the turn after the attempt before it ended, so whatever that
+        turn submitted is weighed; returns the first attempt that work dispatched to an async
+        executor, which then runs in this task (None: none, or already aborted)."""
+        if not self.live:
+            return None
+        self.adopt = asyncio.current_task(self.loop)
+        try:
+            core = self.core
+            core.tick(self.mono() - self.t0)
+            if core.actions:
+                self.apply()
+            self.arm()
+        finally:
+            self.adopt = None
+        job = self.adopted
+        if job is None:
+            return None
+        self.adopted = None
+        return None if job[1]._cancelled else job  # (aborted by an action of the same tick)
 
     def arm(self) -> None:
         w = self.core.next_wakeup()
@@ -212,9 +265,13 @@ class Started:
                 elif tp is Dispatch:
                     self.start_attempt(a.task, a.lease)
                 elif tp is Resolve:
-                    fut = self.waiters.pop(a.task.id, None)
+                    tid = a.task.id
+                    fut = self.waiters.pop(tid, None)
                     if fut is not None:
                         set_outcome(fut, a.task)
+                        if self.awaiting:
+                            for w in self.awaiting.pop(tid, ()):
+                                set_outcome(w, a.task)
                 elif tp is Publish:
                     for s in self.streams:
                         s._push(a.event)
@@ -271,6 +328,12 @@ class Started:
             # The executor is called inside attempt(), which reports the outcome itself when it
             # returns: no done callback, no extra loop turn.  If this task is cancelled before
             # its first step the executor is never called (no coroutine is left unawaited).
+            slot = self.adopt
+            if slot is not None:  # the slot task ticking runs it (fill_slot)
+                self.adopt = None
+                self.adopted = (lease, ctx, executor, t.payload)
+                self.running[lease] = (slot, ctx)
+                return
             coro = self.attempt(lease, ctx, executor, t.payload)
             try:
                 task = self.loop.create_task(coro, context=self.context.copy())
@@ -327,7 +390,9 @@ class Started:
         self.fail_attempt(lease, exc)
         self.kick()
 
-    async def attempt(self, lease: int, ctx: TaskContext, executor: Executor, payload: object) -> None:
+    async def attempt(
+        self, lease: int, ctx: TaskContext | None, executor: Executor | None, payload: object
+    ) -> None:
         """Run one attempt of an async executor and report its outcome
         (docs/reference/behaviour.md#reliability).
 
@@ -336,7 +401,14 @@ class Started:
         (an executor that swallows the cancellation and returns or raises anyway made a stale
         report: counted after an engine abort); a ``CancelledError`` the executor raises on
         its own (``ctx._cancelled`` still False) is a retryable failure.
+
+        Without ``ctx`` this is a slot task (:meth:`next_in_slot`): :meth:`fill_slot` first.
         """
+        if ctx is None or executor is None:
+            job = self.fill_slot()
+            if job is None:
+                return
+            lease, ctx, executor, payload = job
         try:
             result = await executor(ctx, payload)
         except asyncio.CancelledError as exc:
@@ -355,8 +427,12 @@ class Started:
                 self.running.pop(lease, None)
                 ctx._ended = True
                 if self.live:
-                    self.core.complete(self.now(), lease, result)
-                    self.kick()
+                    core = self.core
+                    core.complete(self.mono() - self.t0, lease, result)
+                    if core.running:
+                        self.kick()  # the driver's turn is shared with the attempts still running
+                    else:
+                        self.next_in_slot()  # the last one: its slot's next attempt, a turn sooner
 
     def report(
         self, ctx: TaskContext, output: object = None, failure: tuple[str, bool, float | None] | None = None
@@ -497,6 +573,21 @@ class Started:
             else:
                 self.waiters[tid] = fut
         return TaskHandle(self.sched, tid, dup, fut)
+
+    def wait_for(self, tid: int, fut: asyncio.Future[Any]) -> asyncio.Future[Any]:
+        """A future of one ``await handle`` of task ``tid`` (``fut``, its shared future, still
+        pending), settled with ``fut`` (a cancelled awaiter cancels only its own future)."""
+        if self.waiters.get(tid) is not fut:  # pragma: no cover - pending shared futures are there
+            return asyncio.shield(fut)
+        w = self.loop.create_future()
+        ws = self.awaiting.get(tid)
+        if ws is None:
+            self.awaiting[tid] = [w]
+        else:
+            if len(ws) >= 8:  # (awaiters given up on, a wait_for timeout in a loop: let them go)
+                ws[:] = [x for x in ws if not x.done()]
+            ws.append(w)
+        return w
 
     async def wait_space(self, opts: TaskOptions) -> None:
         name = self.core.pools[opts.pool_index].name
@@ -648,7 +739,11 @@ class Started:
             if not fut.done():
                 fut.set_exception(TaskFailed("shutdown", SHUTDOWN_MESSAGE, tid))
                 fut.exception()  # mark retrieved: nobody may be awaiting this handle
+            for w in self.awaiting.get(tid, ()):
+                if not w.done():
+                    w.set_exception(TaskFailed("shutdown", SHUTDOWN_MESSAGE, tid))
         self.waiters.clear()
+        self.awaiting.clear()
         for sf in self.space.values():
             if not sf.done():
                 sf.set_result(None)
