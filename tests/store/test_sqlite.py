@@ -286,3 +286,19 @@ async def test_sharded_ids_round_trip(make: Any) -> None:
 
 async def test_store_of_another_shard_refused(make: Any) -> None:
     await contract.check_store_of_another_shard_refused(make)
+
+
+async def test_values_bind_as_sqlite_types(make: Any, db: pathlib.Path) -> None:
+    # the identity adapters (None, bytes, bool: store/sqlite.py) bind as sqlite3 would without them
+    s, ep = await contract.leader(make)
+    try:
+        await s.commit([Submitted(1, 1, 0, TaskRecord(pool="default", payload=b"\x00p"))], ep, codec)
+        await s.commit([StatusChange(1, "succeeded", 1, 5, None, {"ok": 1}, True)], ep, codec)
+        with raw(db) as c:
+            row = c.execute(
+                "SELECT typeof(payload), payload, typeof(key), typeof(message), typeof(has_output), "
+                "has_output, typeof(output) FROM cronoq_tasks"
+            ).fetchone()
+        assert row == ("blob", b"\x00p", "null", "null", "integer", 1, "blob")
+    finally:
+        await s.close()
