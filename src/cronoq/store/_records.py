@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import json.encoder
 import logging
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
@@ -41,6 +42,8 @@ from cronoq.store.codec import Codec, CodecError
 log = logging.getLogger("cronoq.store")
 
 _SPEC_FIELDS = tuple(s for s in TaskRecord.__slots__ if s != "payload")
+#: a TaskRecord's definition fields as a tuple, in one C call (fold runs it per submission)
+_spec_values = operator.attrgetter(*_SPEC_FIELDS)
 
 
 def _compact_encoder() -> Callable[[Any], str]:
@@ -94,17 +97,15 @@ TASK_COLUMNS = (
     "has_output",
 )
 
+#: a folded row's values in column order, in one C call
+_row_values = operator.attrgetter(*TASK_COLUMNS)
+
 #: Column order of a ``cronoq_bulk_keys`` row (a bulk action's request key and its progress).
 BULK_KEY_COLUMNS = ("action", "tenant", "key", "matched", "acted", "done", "at")
 
 
 def spec_dict(rec: TaskRecord) -> dict[str, Any]:
-    d: dict[str, Any] = {}
-    for s in _SPEC_FIELDS:
-        v = getattr(rec, s)
-        if v is not None:
-            d[s] = v
-    return d
+    return {s: v for s, v in zip(_SPEC_FIELDS, _spec_values(rec)) if v is not None}
 
 
 def spec_json(rec: TaskRecord) -> str:
@@ -284,7 +285,7 @@ def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
     for r in rows.values():
         r.id = db_id(r.id)
         if r.new:
-            batch.inserts.append(tuple(getattr(r, c) for c in TASK_COLUMNS))
+            batch.inserts.append(_row_values(r))
         else:
             batch.updates.append(
                 (r.status, r.attempt, r.message, r.output, r.has_output, r.started, r.finished, r.id)
