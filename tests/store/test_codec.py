@@ -3,6 +3,7 @@ errors."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -61,3 +62,16 @@ def test_protocol() -> None:
     assert isinstance(JsonCodec(), Codec) and isinstance(Custom(), Codec)
     assert not isinstance(object(), Codec)
     assert repr(JsonCodec()) == "JsonCodec()"
+
+
+def test_definitions_encode_as_json_encoder_does() -> None:
+    # store/_records.py keeps one C encoder instead of JSONEncoder.encode's per call: same text
+    from cronoq.store._records import _dumps
+
+    ref = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+    for obj in (
+        {"pool": "p", "retry": (3, 1.0, 2.0, 60.0, True), "tags": {"é": 'x\n"y'}, "deps": [[1, 0]]},
+        {},
+        {"big": 1e300, "inf": float("inf"), "none": None, "list": []},
+    ):
+        assert _dumps(obj) == ref(obj)

@@ -286,3 +286,53 @@ async def test_sharded_ids_round_trip(make: Any) -> None:
 
 async def test_store_of_another_shard_refused(make: Any) -> None:
     await contract.check_store_of_another_shard_refused(make)
+
+
+async def test_values_bind_as_sqlite_types(make: Any, db: pathlib.Path) -> None:
+    # the identity adapters (None, bytes, bool: store/sqlite.py) bind as sqlite3 would without them
+    s, ep = await contract.leader(make)
+    try:
+        await s.commit([Submitted(1, 1, 0, TaskRecord(pool="default", payload=b"\x00p"))], ep, codec)
+        await s.commit([StatusChange(1, "succeeded", 1, 5, None, {"ok": 1}, True)], ep, codec)
+        with raw(db) as c:
+            row = c.execute(
+                "SELECT typeof(payload), payload, typeof(key), typeof(message), typeof(has_output), "
+                "has_output, typeof(output) FROM cronoq_tasks"
+            ).fetchone()
+        assert row == ("blob", b"\x00p", "null", "null", "integer", 1, "blob")
+    finally:
+        await s.close()
+
+
+async def test_each_row_shape_writes_its_columns(make: Any, db: pathlib.Path) -> None:
+    # fold's rows go through statements with NULL literals when they fit them (store/sqlite.py
+    # _write_tasks): every shape must write what the general statements write
+    s, ep = await contract.leader(make)
+    rec = TaskRecord(pool="default", payload=b"p")
+    try:
+        await s.commit([Submitted(i, i, 0, rec) for i in (1, 2, 3)], ep, codec)  # new rows
+        await s.commit(
+            [  # one insert that already ran (general), a start, a failure with a message
+                Submitted(4, 4, 0, rec),
+                StatusChange(4, "running", 1, 7),
+                StatusChange(1, "running", 1, 8),
+                StatusChange(2, "failed", 1, 9, "boom"),
+            ],
+            ep,
+            codec,
+        )
+        await s.commit([StatusChange(1, "succeeded", 1, 10, None, {"x": 1}, True)], ep, codec)
+        await s.commit([StatusChange(3, "running", 1, 11), StatusChange(3, "retrying", 1, 12)], ep, codec)
+        with raw(db) as c:
+            rows = c.execute(
+                "SELECT id, status, attempt, started, finished, message, output, has_output, payload "
+                "FROM cronoq_tasks ORDER BY id"
+            ).fetchall()
+        assert rows == [
+            (1, "succeeded", 1, 8, 10, None, b'{"x":1}', 1, b"p"),
+            (2, "failed", 1, None, 9, "boom", None, 0, b"p"),
+            (3, "retrying", 1, 11, None, None, None, 0, b"p"),
+            (4, "running", 1, 7, None, None, None, 0, b"p"),
+        ]
+    finally:
+        await s.close()
