@@ -30,6 +30,7 @@ than ``queue`` is a :class:`Keyed` with its one unit under its own name, never f
 from __future__ import annotations
 
 import heapq
+import math
 from typing import TYPE_CHECKING, NamedTuple
 
 from cronoq.engine.model import RUNNING, TaskState
@@ -56,6 +57,18 @@ _WHY = {
 def victim_message(full: str, policy: str) -> str:
     """The message of a task a policy cancelled: names the resource key and the policy."""
     return f"cancelled: resource key '{full}' {_WHY[policy]} (on_limit={policy!r})"
+
+
+def fill_time(rate: float, capacity: int) -> int:
+    """The least idle time (ns) after which a bucket of ``capacity`` tokens refilling at ``rate``
+    is full from empty, as its refill computes it: ``int(rate * dt) >= capacity * NS`` for
+    every ``dt`` at least this (float products are monotonic in ``dt``, and ``capacity * NS``
+    is an int, so ``int`` cannot fall below it once the product reaches it)."""
+    cap = capacity * NS
+    dt = max(0, math.ceil(cap / rate) - 1)
+    while int(rate * dt) < cap:
+        dt += 1
+    return dt
 
 
 class KeySem(Semaphore):
@@ -148,18 +161,28 @@ class KeyBucket(TokenBucket):
 
     def try_take(self, k: int, now: int) -> bool:
         last = self.last
-        nano = self.nano
+        p = self.parent
         if now > last:  # (_refill inlined: the dispatch hot path)
             self.last = now
-            cap = self.capacity * NS
-            if nano < cap:
-                nano += int(self.rate * (now - last))
-                if nano > cap:
-                    nano = cap
-        if nano >= k * NS:
-            self.nano = nano - k * NS
+            if now - last >= p.fill:
+                # fast path: idle at least as long as any key of the resource takes to refill
+                # from empty (``Keyed.fill``), so the refill below would reach the cap whatever
+                # the bucket held: it is full, with no float product (the same result, exactly)
+                nano = self.capacity * NS
+            else:
+                nano = self.nano
+                cap = self.capacity * NS
+                if nano < cap:
+                    nano += int(self.rate * (now - last))
+                    if nano > cap:
+                        nano = cap
+        else:
+            nano = self.nano
+        need = k * NS
+        if nano >= need:
+            self.nano = nano - need
             self.run += k
-            self.parent.run += k
+            p.run += k
             return True
         self.nano = nano
         return False
@@ -234,6 +257,7 @@ class Keyed:
         "burst",
         "cap",
         "created",
+        "fill",
         "keys",
         "kind",
         "limits",
@@ -268,6 +292,8 @@ class Keyed:
         self.run = 0  # units held by running attempts, every key
         self.created = 0  # keys created since the last sweep
         self.next_expiry = now + self.ttl  # no idle key can expire before this instant
+        # a bucket idle this long (ns) is full whatever it held (KeyBucket.try_take's fast path)
+        self.fill = fill_time(self.rate, max([self.cap, *self.limits.values()])) if self.rate else 0
         if not self.per_key:
             self.keys[self.name] = self.unit_cls(self, self.cap, now)
 

@@ -386,7 +386,8 @@ class Resources:
         Its options' entries are then bound to its keys' units (:func:`rebind`), unless every
         one already was (the hot path, checked first: no policy anywhere, each tracked entry
         a queue resource's unit still in its keys, with live tasks or not expired, so none is
-        created, reset or refused: counted at once, as ``Core.admit`` does for one resource)."""
+        created, reset or refused: counted at once; ``Core.admit`` does it inline for one or
+        two resources and calls this only when that fails)."""
         opts = t.opts
         tracked = opts.tracked
         judging = new and self.judging
@@ -394,31 +395,15 @@ class Resources:
             self.make_room((tracked,), now)
         if tracked is None:
             return
-        if not self.judging:
-            if len(tracked) == 2:  # (two keyed resources stacked: the loops below unrolled)
-                (u, _, k, kr), (u1, _, k1, kr1) = tracked
-                if (
-                    u is not None
-                    and u1 is not None
-                    and kr.queue
-                    and kr1.queue
-                    and (u.live or (now < kr.next_expiry and not u.gone))
-                    and (u1.live or (now < kr1.next_expiry and not u1.gone))
-                ):
+        if not self.judging and len(tracked) > 2:  # (one or two: Core.admit tried this inline)
+            for u, _, _, kr in tracked:
+                if u is None or not kr.queue or not (u.live or (now < kr.next_expiry and not u.gone)):
+                    break
+            else:
+                for u, _, k, kr in tracked:
                     u.live += k
                     kr.live += k
-                    u1.live += k1
-                    kr1.live += k1
-                    return
-            else:
-                for u, _, _, kr in tracked:
-                    if u is None or not kr.queue or not (u.live or (now < kr.next_expiry and not u.gone)):
-                        break
-                else:
-                    for u, _, k, kr in tracked:
-                        u.live += k
-                        kr.live += k
-                    return
+                return
         made: tuple[str, ...] = ()  # (the keys created for it, should it be refused)
         for _, name, k, kr in tracked:
             if kr.queue:  # (Keyed.enter inlined: the submit hot path)
