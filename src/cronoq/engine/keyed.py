@@ -167,7 +167,8 @@ class KeyBucket(TokenBucket):
             if now - last >= p.fill:
                 # fast path: idle at least as long as any key of the resource takes to refill
                 # from empty (``Keyed.fill``), so the refill below would reach the cap whatever
-                # the bucket held: it is full, with no float product (the same result, exactly)
+                # the bucket held (never below zero: tokens are taken only when there are
+                # enough): it is full, with no float product (the same result, exactly)
                 nano = self.capacity * NS
             else:
                 nano = self.nano
@@ -208,7 +209,9 @@ class KeyBucket(TokenBucket):
                 self.last = now
                 nano = self.nano
                 cap = self.capacity * NS
-                if nano < cap:
+                if now - last >= p.fill:  # (full whatever it held: try_take's fast path)
+                    self.nano = cap
+                elif nano < cap:
                     nano += int(self.rate * (now - last))
                     self.nano = nano if nano < cap else cap
             if now + p.ttl < p.next_expiry:
