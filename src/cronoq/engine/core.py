@@ -711,6 +711,16 @@ class Core:
                         if one is not None:  # (its unit is bound: the task was admitted)
                             u, name, k, _ = one
                             short = None if u.try_take(k, now) else name
+                        elif (es := o.units) is not None and len(es) == 2 and not es[0][0].refills:
+                            # (two, the first with permits: take_all's stacked case inline)
+                            (u, name, k, _), (u1, name1, k1, _) = es
+                            if not u.try_take(k, now):
+                                short = name
+                            elif u1.try_take(k1, now):
+                                short = None
+                            else:
+                                u.give_back(k)  # (the second is short: the first's permits back)
+                                short = name1
                         else:
                             short = None if o.resources is None else self.res.take_all(o, now)
                         if short is None:
