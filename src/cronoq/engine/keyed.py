@@ -332,7 +332,8 @@ class Keyed:
         self.created += 1
         if self.created > len(self.keys) and now >= self.next_expiry:
             self.sweep(now)  # (before the new key is in: it is never swept at once)
-        u = self.keys[full] = self.unit_cls(self, self.capacity_of(full), now)
+        cap = self.limits.get(full[len(self.name) + 1 :], self.cap) if self.limits else self.cap
+        u = self.keys[full] = self.unit_cls(self, cap, now)  # (capacity_of inline)
         return u
 
     def enter(self, full: str, t: TaskState, k: int, now: int) -> None:

@@ -405,7 +405,10 @@ class Resources:
                     kr.live += k
                 return
         made: tuple[str, ...] = ()  # (the keys created for it, should it be refused)
-        for _, name, k, kr in tracked:
+        fresh: list[Entry] = []  # (its entries bound to their keys' units: rebind's outcome)
+        stale = False
+        for e in tracked:
+            was, name, k, kr = e
             if kr.queue:  # (Keyed.enter inlined: the submit hot path)
                 u = kr.keys.get(name)
                 if u is None:
@@ -420,9 +423,19 @@ class Resources:
                 kr.live += k
             else:
                 kr.enter(name, t, k, now)
+                u = kr.keys[name] if kr.per_key else was
+            if u is not was:
+                stale = True
+                e = (u, name, k, kr)
+            fresh.append(e)
         if judging:
             self.doomed += self.judge(t, now)
-        rebind(opts)
+        if stale:  # (a key's first use, or a forgotten one's: its entries bound at once)
+            # (a key with a live task is never swept, so each unit found above is still its key's)
+            if tracked is opts.units:
+                bind(opts, tuple(fresh))
+            else:
+                rebind(opts)
 
     def refuse(self, t: TaskState, refused: str, made: tuple[str, ...], now: int) -> NoReturn:
         """New task ``t`` needs key ``refused``, whose resource has no room for a new key: undo
