@@ -25,6 +25,12 @@ created as the dict holds (amortized O(1) per key).  A forgotten unit is marked 
 options of its tasks note their units (``resources.rebind``), and the admission hot paths
 trust an idle noted unit only while it is not.  An unkeyed resource with a policy other
 than ``queue`` is a :class:`Keyed` with its one unit under its own name, never forgotten.
+
+A key's bucket refills lazily, when it is taken from or its last task ends.  ``Keyed.fill``
+(:func:`fill_time`) is the least idle time after which any key's bucket is full from empty as
+the refill computes it (``int(rate * dt) >= burst * NS``, the biggest ``limits`` override
+included): a bucket idle that long is set full without the float product, the same result
+exactly (a rate that never binds, the common case, then costs no refill arithmetic).
 """
 
 from __future__ import annotations
