@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from cronoq.engine.actions import Abort, Persist
 from cronoq.engine.config import CoreConfig, PoolConfig
 from cronoq.engine.core import Core
-from cronoq.engine.keyed import Keyed, fill_time
+from cronoq.engine.keyed import NEVER, Keyed, fill_time
 from cronoq.engine.model import TaskOptions
 from cronoq.engine.mutations import Recovered, RecoveredTask, Submitted
 from cronoq.engine.resources import Resource
@@ -113,6 +113,20 @@ def test_fill_time_is_the_least_time_a_bucket_takes_to_fill_from_empty(rate, cap
     fill = fill_time(rate, capacity)
     assert int(rate * fill) >= capacity * NS
     assert fill == 0 or int(rate * (fill - 1)) < capacity * NS, "the least such time"
+
+
+@pytest.mark.parametrize(
+    ("rate", "capacity"), [(1.0, 10**7), (7.0, 10**8), (0.37, 10**9), (1e-6, 10**9), (1e-300, 1)]
+)
+def test_fill_time_of_very_slow_buckets_is_sufficient_and_finite(rate, capacity):
+    # past 2**53 ns floats step by more than 1 ns (a sufficient time, not the least); past
+    # 2**62 ns, NEVER (the refill is always computed)
+    fill = fill_time(rate, capacity)
+    if capacity * NS / rate < 2**62:
+        assert fill < NEVER
+        assert all(int(rate * (fill + d)) >= capacity * NS for d in (0, 1, 2**20, 2**40))
+    else:
+        assert fill == NEVER
 
 
 @settings(max_examples=200, deadline=None)

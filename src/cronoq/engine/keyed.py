@@ -69,12 +69,23 @@ def fill_time(rate: float, capacity: int) -> int:
     """The least idle time (ns) after which a bucket of ``capacity`` tokens refilling at ``rate``
     is full from empty, as its refill computes it: ``int(rate * dt) >= capacity * NS`` for
     every ``dt`` at least this (float products are monotonic in ``dt``, and ``capacity * NS``
-    is an int, so ``int`` cannot fall below it once the product reaches it)."""
+    is an int, so ``int`` cannot fall below it once the product reaches it).
+
+    The least one while it is below 2**53 ns (~104 days; above, floats step by more than 1 ns
+    and a sufficient one is returned); :data:`NEVER` past 2**62 ns (no idle time reaches it:
+    the refill is then always computed)."""
     cap = capacity * NS
-    dt = max(0, math.ceil(cap / rate) - 1)
+    need = cap / rate
+    if not need < 2**62:
+        return NEVER
+    dt = max(0, math.ceil(need) - 1)
     while int(rate * dt) < cap:
-        dt += 1
+        dt += 1 if dt < 2**53 else dt >> 40  # (past 2**53, a step that moves the float product)
     return dt
+
+
+#: A fill time no idle time reaches (``fill_time`` of a bucket that takes past 2**62 ns)
+NEVER = 1 << 64
 
 
 class KeySem(Semaphore):
