@@ -5,14 +5,18 @@ virtual time."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cronoq.engine.actions import Abort, Persist
 from cronoq.engine.config import CoreConfig, PoolConfig
 from cronoq.engine.core import Core
+from cronoq.engine.keyed import NEVER, Keyed, fill_time
 from cronoq.engine.model import TaskOptions
 from cronoq.engine.mutations import Recovered, RecoveredTask, Submitted
 from cronoq.engine.resources import Resource
 from cronoq.engine.time import NS
+from cronoq.engine.units import TokenBucket
 from cronoq.errors import SubmitError
 
 
@@ -94,6 +98,82 @@ def test_per_key_token_buckets_refill_independently(make, mkpool):
     assert d.wakeup_in() == NS, "a wake-up is armed for key a's refill"
     d.advance(1.0)
     assert d.tick() == [a[1]]
+
+
+RATES = st.one_of(
+    st.sampled_from([1e-3, 0.3, 1.0, 1.7, 7.0, 33.3, 1e3, 1e9, 3e9]),
+    st.floats(1e-3, 1e10, allow_nan=False, allow_infinity=False),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rate=RATES, capacity=st.integers(1, 10_000))
+def test_fill_time_is_the_least_time_a_bucket_takes_to_fill_from_empty(rate, capacity):
+    # KeyBucket.try_take's fast path: idle >= fill means full, exactly as the refill computes it
+    fill = fill_time(rate, capacity)
+    assert int(rate * fill) >= capacity * NS
+    assert fill == 0 or int(rate * (fill - 1)) < capacity * NS, "the least such time"
+
+
+@pytest.mark.parametrize(
+    ("rate", "capacity"), [(1.0, 10**7), (7.0, 10**8), (0.37, 10**9), (1e-6, 10**9), (1e-300, 1)]
+)
+def test_fill_time_of_very_slow_buckets_is_sufficient_and_finite(rate, capacity):
+    # past 2**53 ns floats step by more than 1 ns (a sufficient time, not the least); past
+    # 2**62 ns, NEVER (the refill is always computed)
+    fill = fill_time(rate, capacity)
+    if capacity * NS / rate < 2**62:
+        assert fill < NEVER
+        assert all(int(rate * (fill + d)) >= capacity * NS for d in (0, 1, 2**20, 2**40))
+    else:
+        assert fill == NEVER
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rate=RATES,
+    burst=st.integers(1, 50),
+    big=st.integers(1, 50),
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["none", "near", "fill", "beyond", "any"]),
+            st.integers(-3, 3),
+            st.integers(1, 50),
+            st.sampled_from(["none", "near", "fill", "any"]),
+        ),
+        max_size=40,
+    ),
+)
+def test_key_buckets_take_exactly_as_a_plain_bucket(rate, burst, big, ops):
+    """A key's bucket (with the skipped refill when idle past ``Keyed.fill``, at a take and when
+    its last task ends) holds, issues and refuses exactly what a plain ``TokenBucket`` of its
+    capacity does, at every idle time around the fill time (a key with a bigger ``limits``
+    override sets the resource's fill time): so it never over-issues."""
+    cfg = Resource.token_bucket("api", rate, burst, per_key=True, limits={"big": big})
+    kr = Keyed(cfg, 0)
+    for full in ("api:small", "api:big"):
+        u = kr.ensure(full, 0)
+        ref = TokenBucket(Resource.token_bucket("ref", rate, u.capacity), 0)
+        own = fill_time(rate, u.capacity)
+        gaps = {"none": 0, "near": own, "fill": kr.fill, "beyond": 3 * kr.fill + 1}
+        now = 0
+        for where, delta, k, then in ops:
+            now += max(0, gaps.get(where, abs(delta) * 7919) + delta)
+            k = min(k, u.capacity)
+            u.live += k  # (admitted, as Core.admit counts it)
+            kr.live += k
+            taken = u.try_take(k, now)
+            assert taken == ref.try_take(k, now)
+            assert (u.nano, u.last) == (ref.nano, ref.last)
+            if taken:  # it ran and succeeded: the key is idle again, refilled up to then
+                now += max(0, gaps.get(then, 7919) + delta)
+                u.finish(None, k, now)  # type: ignore[arg-type]  # (a queue key ignores the task)
+                ref._refill(now)
+            else:
+                u.live -= k
+                kr.live -= k
+            assert (u.nano, u.last, u.live) == (ref.nano, ref.last, 0)
+            assert 0 <= u.nano <= u.capacity * NS
 
 
 # ------------------------------------------------------------------ max_keys and idle_ttl
@@ -189,6 +269,29 @@ def test_shared_stacked_options_follow_forgotten_keys_to_their_new_units(make, m
     assert d.tick() == [x2]
     d.complete(x2)
     assert [u.live for u in new] == [0, 0] and new[0].available == 1
+
+
+def test_stacked_options_follow_their_second_key_alone_to_its_new_unit(make, mkpool):
+    # Core.admit's two-resource hot path checks each noted unit: here only the second key (a
+    # bucket with a short idle_ttl) was forgotten, the first one is idle but still its key's
+    api = Resource.token_bucket("api", 1e-3, 1, per_key=True, idle_ttl=5.0)
+    d = make([mkpool(cap=10)], resources=[per_customer(1), api])
+    core, cust, buckets = d.core, d.core.res.keyed["customer"], d.core.res.keyed["api"]
+    opts = TaskOptions(resources={"customer:a": 1, "api:a": 1})
+    core.resolve_pool(opts)
+    first = core.submit(d.now, opts, None)[0]
+    assert d.tick() == [first]
+    d.complete(first)
+    sem, old = (e[0] for e in opts.units)
+    d.advance(6.0)
+    b = d.submit(resources={"api:b": 1})  # (a new key: the expired one is swept first)
+    assert old.gone and "api:a" not in buckets.keys and cust.keys["customer:a"] is sem and not sem.gone
+    x = core.submit(d.now, opts, None)[0]
+    new = buckets.keys["api:a"]
+    assert [e[0] for e in opts.units] == [sem, new] and (sem.live, new.live, old.live) == (1, 1, 0)
+    assert d.tick() == [b, x], "the new bucket is full again"
+    d.complete(x)
+    assert (sem.live, new.live, sem.available) == (0, 0, 1)
 
 
 def test_options_per_key_share_one_stats_key(make, mkpool):

@@ -66,3 +66,28 @@ def test_bounded_and_recently_used_entries_survive() -> None:
     # used once long ago: dropped (at most 2 x limit entries are held), built again
     again = c.get({"resources": {"customer:0": 1}})
     assert again is not first and again.resources == first.resources
+
+
+def test_two_maps_sharing_their_first_name_are_not_confused() -> None:
+    # the front dict for two one-unit names is keyed by the first name alone: a hit is checked
+    c = OptionsCache()
+    maps = [{"customer:1": 1, "api:1": 1}, {"customer:1": 1, "db": 1}, {"customer:1": 1, "api:2": 1}]
+    first = [c.get({"resources": dict(m)}) for m in maps]
+    for _ in range(3):
+        for m, opts in zip(maps, first, strict=True):
+            got = c.get({"resources": dict(m)})
+            assert got is opts and got.resources == m
+    swapped = c.get({"resources": {"api:1": 1, "customer:1": 1}})
+    assert swapped.resources == {"api:1": 1, "customer:1": 1} and swapped is not first[0]
+    assert c.get({"resources": {"customer:1": 1, "api:1": 2}}).resources == {"customer:1": 1, "api:1": 2}
+    with pytest.raises((InvalidSubmission, ArgumentTypeError)):
+        c.get({"resources": {"customer:1": 1, "api:1": True}})
+
+
+def test_the_front_dict_of_two_names_is_bounded() -> None:
+    c = OptionsCache(limit=4)
+    hot = c.get({"resources": {"customer:hot": 1, "api:hot": 1}})
+    for i in range(40):
+        c.get({"resources": {f"customer:{i}": 1, f"api:{i}": 1}})
+        assert len(c._pairs) <= 4
+        assert c.get({"resources": {"customer:hot": 1, "api:hot": 1}}) is hot

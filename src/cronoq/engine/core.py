@@ -372,18 +372,31 @@ class Core:
 
         New submissions (:meth:`new_task`) and recovered tasks, which keep their ids, share it.
         """
-        if t.opts.tracked is not None:  # (first: it may refuse a new task, before any change)
-            one = t.opts.single  # (tracked: its one resource is one[3])
-            u = None
-            if one is not None and one[3].queue and not self.res.judging:
-                u, _, k, kr = one
-            if u is not None and (u.live or (now < kr.next_expiry and not u.gone)):
-                # the keyed hot path, Resources.admitted inline: one queue resource, no policy
-                # anywhere, its key's unit as noted on the options (``u``: no dict lookup) still
-                # the key's (live tasks, or not forgotten: ``gone``) and not expired (so none is
-                # created, reset or refused)
+        if (tracked := t.opts.tracked) is not None:  # (first: it may refuse a new task)
+            # the keyed hot paths, Resources.admitted's inline: one or two queue resources, no
+            # policy anywhere, each key's unit as noted on the options (no dict lookup) still
+            # the key's (live tasks, or not forgotten: ``gone``) and not expired (so none is
+            # created, reset or refused)
+            u = u1 = None
+            n = 0 if self.res.judging else len(tracked)
+            if n == 1:
+                u, _, k, kr = tracked[0]
+            elif n == 2:  # (two stacked: both must pass, else neither is counted here)
+                (u, _, k, kr), (u1, _, k1, kr1) = tracked
+            if (
+                u is not None
+                and kr.queue
+                and (u.live or (now < kr.next_expiry and not u.gone))
+                and (
+                    n == 1
+                    or (u1 is not None and kr1.queue and (u1.live or (now < kr1.next_expiry and not u1.gone)))
+                )
+            ):
                 u.live += k
                 kr.live += k
+                if u1 is not None:  # (n == 2)
+                    u1.live += k1
+                    kr1.live += k1
             else:
                 self.res.admitted(t, now, new)  # (and binds its entries to its keys' units)
         self.tasks[t.id] = t
@@ -703,6 +716,16 @@ class Core:
                         if one is not None:  # (its unit is bound: the task was admitted)
                             u, name, k, _ = one
                             short = None if u.try_take(k, now) else name
+                        elif (es := o.units) is not None and len(es) == 2 and not es[0][0].refills:
+                            # (two, the first with permits: take_all's stacked case inline)
+                            (u, name, k, _), (u1, name1, k1, _) = es
+                            if not u.try_take(k, now):
+                                short = name
+                            elif u1.try_take(k1, now):
+                                short = None
+                            else:
+                                u.give_back(k)  # (the second is short: the first's permits back)
+                                short = name1
                         else:
                             short = None if o.resources is None else self.res.take_all(o, now)
                         if short is None:

@@ -25,11 +25,18 @@ created as the dict holds (amortized O(1) per key).  A forgotten unit is marked 
 options of its tasks note their units (``resources.rebind``), and the admission hot paths
 trust an idle noted unit only while it is not.  An unkeyed resource with a policy other
 than ``queue`` is a :class:`Keyed` with its one unit under its own name, never forgotten.
+
+A key's bucket refills lazily, when it is taken from or its last task ends.  ``Keyed.fill``
+(:func:`fill_time`) is the least idle time after which any key's bucket is full from empty as
+the refill computes it (``int(rate * dt) >= burst * NS``, the biggest ``limits`` override
+included): a bucket idle that long is set full without the float product, the same result
+exactly (a rate that never binds, the common case, then costs no refill arithmetic).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from typing import TYPE_CHECKING, NamedTuple
 
 from cronoq.engine.model import RUNNING, TaskState
@@ -56,6 +63,29 @@ _WHY = {
 def victim_message(full: str, policy: str) -> str:
     """The message of a task a policy cancelled: names the resource key and the policy."""
     return f"cancelled: resource key '{full}' {_WHY[policy]} (on_limit={policy!r})"
+
+
+def fill_time(rate: float, capacity: int) -> int:
+    """The least idle time (ns) after which a bucket of ``capacity`` tokens refilling at ``rate``
+    is full from empty, as its refill computes it: ``int(rate * dt) >= capacity * NS`` for
+    every ``dt`` at least this (float products are monotonic in ``dt``, and ``capacity * NS``
+    is an int, so ``int`` cannot fall below it once the product reaches it).
+
+    The least one while it is below 2**53 ns (~104 days; above, floats step by more than 1 ns
+    and a sufficient one is returned); :data:`NEVER` past 2**62 ns (no idle time reaches it:
+    the refill is then always computed)."""
+    cap = capacity * NS
+    need = cap / rate
+    if not need < 2**62:
+        return NEVER
+    dt = max(0, math.ceil(need) - 1)
+    while int(rate * dt) < cap:
+        dt += 1 if dt < 2**53 else dt >> 40  # (past 2**53, a step that moves the float product)
+    return dt
+
+
+#: A fill time no idle time reaches (``fill_time`` of a bucket that takes past 2**62 ns)
+NEVER = 1 << 64
 
 
 class KeySem(Semaphore):
@@ -148,18 +178,29 @@ class KeyBucket(TokenBucket):
 
     def try_take(self, k: int, now: int) -> bool:
         last = self.last
-        nano = self.nano
+        p = self.parent
         if now > last:  # (_refill inlined: the dispatch hot path)
             self.last = now
-            cap = self.capacity * NS
-            if nano < cap:
-                nano += int(self.rate * (now - last))
-                if nano > cap:
-                    nano = cap
-        if nano >= k * NS:
-            self.nano = nano - k * NS
+            if now - last >= p.fill:
+                # fast path: idle at least as long as any key of the resource takes to refill
+                # from empty (``Keyed.fill``), so the refill below would reach the cap whatever
+                # the bucket held (never below zero: tokens are taken only when there are
+                # enough): it is full, with no float product (the same result, exactly)
+                nano = self.capacity * NS
+            else:
+                nano = self.nano
+                cap = self.capacity * NS
+                if nano < cap:
+                    nano += int(self.rate * (now - last))
+                    if nano > cap:
+                        nano = cap
+        else:
+            nano = self.nano
+        need = k * NS
+        if nano >= need:
+            self.nano = nano - need
             self.run += k
-            self.parent.run += k
+            p.run += k
             return True
         self.nano = nano
         return False
@@ -185,7 +226,9 @@ class KeyBucket(TokenBucket):
                 self.last = now
                 nano = self.nano
                 cap = self.capacity * NS
-                if nano < cap:
+                if now - last >= p.fill:  # (full whatever it held: try_take's fast path)
+                    self.nano = cap
+                elif nano < cap:
                     nano += int(self.rate * (now - last))
                     self.nano = nano if nano < cap else cap
             if now + p.ttl < p.next_expiry:
@@ -234,6 +277,7 @@ class Keyed:
         "burst",
         "cap",
         "created",
+        "fill",
         "keys",
         "kind",
         "limits",
@@ -268,6 +312,8 @@ class Keyed:
         self.run = 0  # units held by running attempts, every key
         self.created = 0  # keys created since the last sweep
         self.next_expiry = now + self.ttl  # no idle key can expire before this instant
+        # a bucket idle this long (ns) is full whatever it held (KeyBucket.try_take's fast path)
+        self.fill = fill_time(self.rate, max([self.cap, *self.limits.values()])) if self.rate else 0
         if not self.per_key:
             self.keys[self.name] = self.unit_cls(self, self.cap, now)
 
@@ -303,7 +349,8 @@ class Keyed:
         self.created += 1
         if self.created > len(self.keys) and now >= self.next_expiry:
             self.sweep(now)  # (before the new key is in: it is never swept at once)
-        u = self.keys[full] = self.unit_cls(self, self.capacity_of(full), now)
+        cap = self.limits.get(full[len(self.name) + 1 :], self.cap) if self.limits else self.cap
+        u = self.keys[full] = self.unit_cls(self, cap, now)  # (capacity_of inline)
         return u
 
     def enter(self, full: str, t: TaskState, k: int, now: int) -> None:

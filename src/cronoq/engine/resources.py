@@ -386,7 +386,8 @@ class Resources:
         Its options' entries are then bound to its keys' units (:func:`rebind`), unless every
         one already was (the hot path, checked first: no policy anywhere, each tracked entry
         a queue resource's unit still in its keys, with live tasks or not expired, so none is
-        created, reset or refused: counted at once, as ``Core.admit`` does for one resource)."""
+        created, reset or refused: counted at once; ``Core.admit`` does it inline for one or
+        two resources and calls this only when that fails)."""
         opts = t.opts
         tracked = opts.tracked
         judging = new and self.judging
@@ -394,33 +395,20 @@ class Resources:
             self.make_room((tracked,), now)
         if tracked is None:
             return
-        if not self.judging:
-            if len(tracked) == 2:  # (two keyed resources stacked: the loops below unrolled)
-                (u, _, k, kr), (u1, _, k1, kr1) = tracked
-                if (
-                    u is not None
-                    and u1 is not None
-                    and kr.queue
-                    and kr1.queue
-                    and (u.live or (now < kr.next_expiry and not u.gone))
-                    and (u1.live or (now < kr1.next_expiry and not u1.gone))
-                ):
+        if not self.judging and len(tracked) > 2:  # (one or two: Core.admit tried this inline)
+            for u, _, _, kr in tracked:
+                if u is None or not kr.queue or not (u.live or (now < kr.next_expiry and not u.gone)):
+                    break
+            else:
+                for u, _, k, kr in tracked:
                     u.live += k
                     kr.live += k
-                    u1.live += k1
-                    kr1.live += k1
-                    return
-            else:
-                for u, _, _, kr in tracked:
-                    if u is None or not kr.queue or not (u.live or (now < kr.next_expiry and not u.gone)):
-                        break
-                else:
-                    for u, _, k, kr in tracked:
-                        u.live += k
-                        kr.live += k
-                    return
+                return
         made: tuple[str, ...] = ()  # (the keys created for it, should it be refused)
-        for _, name, k, kr in tracked:
+        fresh: list[Entry] = []  # (its entries bound to their keys' units: rebind's outcome)
+        stale = False
+        for e in tracked:
+            was, name, k, kr = e
             if kr.queue:  # (Keyed.enter inlined: the submit hot path)
                 u = kr.keys.get(name)
                 if u is None:
@@ -435,9 +423,19 @@ class Resources:
                 kr.live += k
             else:
                 kr.enter(name, t, k, now)
+                u = kr.keys[name] if kr.per_key else was
+            if u is not was:
+                stale = True
+                e = (u, name, k, kr)
+            fresh.append(e)
         if judging:
             self.doomed += self.judge(t, now)
-        rebind(opts)
+        if stale:  # (a key's first use, or a forgotten one's: its entries bound at once)
+            # (a key with a live task is never swept, so each unit found above is still its key's)
+            if tracked is opts.units:
+                bind(opts, tuple(fresh))
+            else:
+                rebind(opts)
 
     def refuse(self, t: TaskState, refused: str, made: tuple[str, ...], now: int) -> NoReturn:
         """New task ``t`` needs key ``refused``, whose resource has no room for a new key: undo

@@ -59,7 +59,12 @@ class OptionsCache:
     unit, by ``(name, amount)`` for another amount; several names by the tuple of names when
     each asks one unit, else by the names then the amounts: a hit compares nothing, and no
     key tuple is built for the hottest case nor kept.  Such keys (a str; a tuple of str, or of
-    str then int) never equal a general key (whose second item is a type).
+    str then int) never equal a general key (whose second item is a type).  Two names asking
+    one unit each (a stacked keyed task: ``{"customer:42": 1, "api:42": 1}``) are first looked
+    up in a front dict by the first name alone, the hit checked by comparing its options'
+    resources with the map (no key tuple built per call); it holds the last such options seen
+    for each first name (others sharing that name fall back to the tuple key, still cached),
+    at most ``limit`` of them (cleared when full).
 
     The memory bound: an entry is its options (about 700 bytes with its resources map and
     what the core notes on it), so the default ``limit`` of 16,384 holds at most ~23 MB, and
@@ -68,11 +73,12 @@ class OptionsCache:
     (with half the limit, a fifth of its lookups would).
     """
 
-    __slots__ = ("_limit", "_old", "_young", "default")
+    __slots__ = ("_limit", "_old", "_pairs", "_young", "default")
 
     def __init__(self, limit: int = 16_384) -> None:
         self._young: dict[object, TaskOptions] = {}
         self._old: dict[object, TaskOptions] = {}
+        self._pairs: dict[str, TaskOptions] = {}  # two one-unit names: by the first (checked)
         self._limit = limit
         self.default = make_options()
 
@@ -89,11 +95,14 @@ class OptionsCache:
                     if amount.__class__ is int and amount == 1 and ck.__class__ is str:
                         opts = self._young.get(ck)  # (one unit: keyed by the name alone)
                         return opts if opts is not None else self._miss(ck, fields, res)
-                elif n == 2:  # (_resources_only's hit for two names asking one unit each)
-                    a, b = res.values()
-                    if a.__class__ is int and b.__class__ is int and a == 1 and b == 1:
-                        opts = self._young.get(tuple(res))  # (tuple(res) of non-str is no other key)
-                        if opts is not None:
+                elif n == 2:  # (two names asking one unit each: the front dict, checked)
+                    a, b = res
+                    x = res[a]
+                    y = res[b]
+                    if x.__class__ is int and y.__class__ is int and x == 1 and y == 1:
+                        opts = self._pairs.get(a)  # (a non-str name: no hit)
+                        # (its resources equal to the map: the same names, each asking 1 unit)
+                        if opts is not None and opts.resources == res:
                             return opts
                 return self._resources_only(res)
         # the key holds each value's type (1, 1.0 and True are equal but do not validate
@@ -144,12 +153,17 @@ class OptionsCache:
                 ones = False
         ck = tuple(res) if ones else (*res, *res.values())  # (then a hit compares nothing)
         opts = self._young.get(ck)
-        if opts is not None:
-            return opts
-        for name in res:
-            if name.__class__ is not str:
-                return make_options(resources=res)
-        return self._miss(ck, {"resources": res}, res)
+        if opts is None:
+            for name in res:
+                if name.__class__ is not str:
+                    return make_options(resources=res)
+            opts = self._miss(ck, {"resources": res}, res)
+        if ones and len(res) == 2:  # (noted for get's front dict: the next call finds it there)
+            pairs = self._pairs
+            if len(pairs) >= self._limit:
+                pairs.clear()
+            pairs[next(iter(res))] = opts
+        return opts
 
     def _miss(
         self,
