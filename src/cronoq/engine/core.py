@@ -62,7 +62,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import Any
 
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
@@ -195,6 +195,9 @@ class Core:
         self._alpha = config.ewma_alpha
         self.rng = random.Random(config.seed)
         self.publish = False  # set by the shell while anyone subscribes to events
+        #: None: a Resolve for every task that ends; else only for the ids in it (the shell's
+        #: waiters: nobody waits for the rest, so their Resolve would carry nothing)
+        self.resolve_for: Container[int] | None = None
         self.emit_transitions = config.emit_transitions
         self.live = 0
         self.running = 0
@@ -570,7 +573,8 @@ class Core:
         if t._rare is not None and t._rare.fixed is not None:
             self.pools[t.opts.pool_index].release_fixed(t)
         self.retained.append(t)
-        self.actions.append(Resolve(t))
+        if (w := self.resolve_for) is None or t.id in w:
+            self.actions.append(Resolve(t))
         if self.parking.journals:
             self.parking.ended(t, now)
         if len(self.retained) > self.config.retention_max:
@@ -916,7 +920,8 @@ class Core:
         if self.durable:
             self.persist(StatusChange.of(t, self.config.time_base + now, output, True))
         self.retained.append(t)
-        self.actions.append(Resolve(t))
+        if (w := self.resolve_for) is None or t.id in w:
+            self.actions.append(Resolve(t))
         if self.parking.journals:
             self.parking.ended(t, now)
         if len(self.retained) > self._retention_max:

@@ -163,6 +163,9 @@ class Started:
         #: lease -> (what an abort cancels: a task or future; None for a remote attempt, ctx)
         self.running: dict[int, tuple[asyncio.Future[Any] | None, TaskContext]] = {}
         self.waiters: dict[int, asyncio.Future[Any]] = {}
+        # a task ending resolves only a waiter registered before (handle_for settles a handle
+        # of an ended task at once): the engine skips the Resolve of the rest
+        core.resolve_for = self.waiters
         #: task id -> the futures of ``await handle`` calls waiting for it (:meth:`wait_for`)
         self.awaiting: dict[int, list[asyncio.Future[Any]]] = {}
         self.space: dict[str, asyncio.Future[None]] = {}
@@ -231,8 +234,10 @@ class Started:
         return None if job[1]._cancelled else job  # (aborted by an action of the same tick)
 
     def arm(self) -> None:
-        w = self.core.next_wakeup()
         timer = self.timer
+        if timer is None and not self.core.timers.heap:
+            return  # (no timer armed and none due: next_wakeup() would be None)
+        w = self.core.next_wakeup()
         if w is None:
             if timer is not None:
                 timer.cancel()
@@ -260,10 +265,10 @@ class Started:
             core.actions = []
             for a in actions:
                 tp = type(a)
-                if tp is Persist:
-                    persist.append(a.mutation)
-                elif tp is Dispatch:
+                if tp is Dispatch:
                     self.start_attempt(a.task, a.lease)
+                elif tp is Persist:
+                    persist.append(a.mutation)
                 elif tp is Resolve:
                     tid = a.task.id
                     fut = self.waiters.pop(tid, None)
