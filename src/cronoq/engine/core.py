@@ -667,20 +667,21 @@ class Core:
     def _fill(self, pool: PoolState, now: int) -> None:
         # fixed-start tasks that are due go first, each on the slot held for it
         due = pool.due
-        waiting = []  # due tasks whose resources, labels or kind are not available yet: retried next tick
-        while due and pool.busy < pool.capacity:
-            _, _, t = due[0]
-            if t.status != READY or not t.fixed.in_due:
-                heapq.heappop(due)
-                continue
-            group = place(self, t, pool, now, parkable=False)
-            entry = heapq.heappop(due)
-            if group is None:
-                waiting.append(entry)  # and the due tasks behind it still go (no head-of-line blocking)
-                continue
-            self._dispatch(t, pool, now, False, group)
-        for entry in waiting:
-            heapq.heappush(due, entry)
+        if due:
+            waiting = []  # due tasks whose resources, labels or kind are not available yet: retried next tick
+            while due and pool.busy < pool.capacity:
+                _, _, t = due[0]
+                if t.status != READY or not t.fixed.in_due:
+                    heapq.heappop(due)
+                    continue
+                group = place(self, t, pool, now, parkable=False)
+                entry = heapq.heappop(due)
+                if group is None:
+                    waiting.append(entry)  # and the due tasks behind it still go (no head-of-line blocking)
+                    continue
+                self._dispatch(t, pool, now, False, group)
+            for entry in waiting:
+                heapq.heappush(due, entry)
         lr = pool.lane_ready
         lanes = pool.lanes
         simple = len(pool.groups) == 1

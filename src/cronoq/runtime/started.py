@@ -128,6 +128,7 @@ class Started:
         "space",
         "streams",
         "t0",
+        "task_class",
         "time_base",
         "timer",
         "timer_at",
@@ -140,6 +141,11 @@ class Started:
         self.sched = sched
         self.core = core
         self.loop = asyncio.get_running_loop()
+        #: asyncio's Task when the loop's create_task is asyncio's own, which with no task factory
+        #: is just that call (an attempt's task is made without its wrapper); else None
+        self.task_class: type[asyncio.Task[Any]] | None = (
+            asyncio.Task if type(self.loop).create_task is asyncio.BaseEventLoop.create_task else None
+        )
         self.loop_thread = threading.get_ident()
         #: the context ``start()`` ran in: each attempt runs in a copy of it, so a context
         #: variable one attempt sets is never seen by the next (the driver, kicked from inside
@@ -201,12 +207,16 @@ class Started:
         """The last running attempt ended: make the task its slot's next attempt will run in, in
         a fresh copy of start()'s context (instead of kicking the driver, which would make that
         task a turn later): :meth:`attempt` without an attempt, which :meth:`fill_slot` finds."""
-        if self.loop.get_task_factory() is not None:
+        loop = self.loop
+        if loop.get_task_factory() is not None:
             # (an eager factory would run the slot inside the ending attempt, and so on down)
             return self.kick()
         coro = self.attempt(0, None, None, None)
         try:
-            self.loop.create_task(coro, context=self.context.copy())
+            if (task_class := self.task_class) is not None:
+                task_class(coro, loop=loop, context=self.context.copy())
+            else:
+                loop.create_task(coro, context=self.context.copy())
         except Exception:
             coro.close()
             self.kick()
@@ -341,7 +351,11 @@ class Started:
                 return
             coro = self.attempt(lease, ctx, executor, t.payload)
             try:
-                task = self.loop.create_task(coro, context=self.context.copy())
+                loop = self.loop
+                if (task_class := self.task_class) is not None and loop.get_task_factory() is None:
+                    task = task_class(coro, loop=loop, context=self.context.copy())
+                else:
+                    task = loop.create_task(coro, context=self.context.copy())
             except Exception as exc:
                 coro.close()
                 return self.not_started(lease, ctx, exc)
