@@ -18,7 +18,8 @@ There are no per-task timers.
 The attempt runner: a ``Dispatch`` starts an attempt by its pool's executor kind
 (:class:`~cronoq.runtime.executors.ExecutorKind`), one dispatch in :meth:`Started.start_attempt`:
 
-* ``LOOP``: one ``loop.create_task`` of the small runner coroutine :meth:`Started.attempt` that
+* ``LOOP``: one ``loop.create_task`` of the small runner coroutine :meth:`Started.attempt` (on
+  asyncio's own loop with no task factory, ``asyncio.Task`` directly: all that method does) that
   awaits the executor and reports the outcome itself when it returns (no done callback, no extra
   loop turn).  If it was the last attempt running, it does not kick the driver: it creates a
   *slot task* (:meth:`Started.fill_slot`, in a fresh copy of start()'s context) that does the
