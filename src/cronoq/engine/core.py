@@ -195,9 +195,7 @@ class Core:
         self._alpha = config.ewma_alpha
         self.rng = random.Random(config.seed)
         self.publish = False  # set by the shell while anyone subscribes to events
-        #: None: a Resolve for every task that ends; else only for the ids in it (the shell's
-        #: waiters: nobody waits for the rest, so their Resolve would carry nothing)
-        self.resolve_for: Container[int] | None = None
+        self.resolve_for: Container[int] | None = None  # Resolve only these ids (None: all)
         self.emit_transitions = config.emit_transitions
         self.live = 0
         self.running = 0
