@@ -223,6 +223,23 @@ def test_running_to_succeeded(drv):
     assert drv.totals()["succeeded"] == 1
 
 
+def test_resolve_only_for_the_ids_the_shell_waits_for(make, mkpool):
+    """``resolve_for`` (the runtime's waiters): an ending task nobody waits for gets no Resolve,
+    whichever way it ends; None (the default) resolves every one."""
+    d = make([mkpool(cap=1)])
+    waited: dict[int, object] = {}
+    d.core.resolve_for = waited
+    a, b, c = d.submit(), d.submit(), d.submit()
+    waited[b] = None
+    assert d.tick() == [a]
+    assert d.complete(a)
+    assert d.tick() == [b]
+    assert d.complete(b)
+    assert d.cancel(c)
+    assert [r.task.id for r in d.of(Resolve)] == [b]
+    assert [d.status(x) for x in (a, b, c)] == ["succeeded", "succeeded", "cancelled"]
+
+
 def test_running_to_failed_via_permanent(make):
     d = make(publish=True)
     tid = d.submit()

@@ -5,10 +5,18 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cronoq.engine.stats import LogHistogram, PoolWindow, Slot, WindowTotals, _bucket_value
+from cronoq.engine.stats import LogHistogram, PoolWindow, Slot, WindowTotals, _bucket, _bucket_value
 from cronoq.engine.time import NS
 
 WINDOW_S = 5
+
+
+@given(st.integers(min_value=0, max_value=1 << 70))
+def test_add_buckets_as_bucket_does(v: int) -> None:
+    """``LogHistogram.add`` inlines ``_bucket`` with its constants folded: the same bucket."""
+    h = LogHistogram()
+    h.add(v)
+    assert list(h.counts) == [_bucket(v)]
 
 
 def naive(w: PoolWindow, now: int) -> WindowTotals:

@@ -99,6 +99,38 @@ async def test_a_high_submitted_as_a_low_ends_starts_before_the_next_low() -> No
     assert order == ["L0", "H", "L1", "L2"]
 
 
+def test_attempts_use_a_loop_s_own_create_task() -> None:
+    """On a loop whose create_task is not asyncio's own, every attempt's task (the slot's and a
+    driver-made one) is still made by that method, in a fresh context each."""
+    made: list[str] = []
+
+    class Loop(asyncio.SelectorEventLoop):
+        def create_task(self, coro: Any, *, name: Any = None, context: Any = None) -> Any:
+            made.append(coro.__qualname__)
+            return super().create_task(coro, name=name, context=context)
+
+    seen: list[tuple[object, object]] = []
+
+    async def run(ctx: TaskContext, payload: Any) -> Any:
+        seen.append((payload, _VAR.get()))
+        _VAR.set(payload)
+        return payload
+
+    async def main() -> list[Any]:
+        _VAR.set("from start()")
+        out = []
+        for slots in (1, 2):
+            async with Scheduler([pool("default", run, min=slots, max=slots)]) as s:
+                handles = [await s.submit(i) for i in range(4)]
+                out += [await wait(h) for h in handles]
+        return out
+
+    with asyncio.Runner(loop_factory=Loop) as runner:
+        assert runner.run(main()) == [0, 1, 2, 3] * 2
+    assert sorted(seen, key=repr) == sorted([(i, "from start()") for i in range(4)] * 2, key=repr)
+    assert made.count("Started.attempt") >= 8  # (each attempt's task, and the slots')
+
+
 async def test_queued_attempts_run_under_a_custom_task_factory() -> None:
     """With a task factory installed (it could be an eager one) the slot is refilled by the
     driver instead; queued attempts still run in order, each in a fresh context."""

@@ -62,7 +62,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import Any
 
 from cronoq.engine.actions import Abort, Dispatch, Persist, Publish, Resolve, Scale, SpaceAvailable
@@ -195,6 +195,7 @@ class Core:
         self._alpha = config.ewma_alpha
         self.rng = random.Random(config.seed)
         self.publish = False  # set by the shell while anyone subscribes to events
+        self.resolve_for: Container[int] | None = None  # Resolve only these ids (None: all)
         self.emit_transitions = config.emit_transitions
         self.live = 0
         self.running = 0
@@ -583,7 +584,8 @@ class Core:
         if t._rare is not None and t._rare.fixed is not None:
             self.pools[t.opts.pool_index].release_fixed(t)
         self.retained.append(t)
-        self.actions.append(Resolve(t))
+        if (w := self.resolve_for) is None or t.id in w:
+            self.actions.append(Resolve(t))
         if self.parking.journals:
             self.parking.ended(t, now)
         if len(self.retained) > self.config.retention_max:
@@ -676,20 +678,21 @@ class Core:
     def _fill(self, pool: PoolState, now: int) -> None:
         # fixed-start tasks that are due go first, each on the slot held for it
         due = pool.due
-        waiting = []  # due tasks whose resources, labels or kind are not available yet: retried next tick
-        while due and pool.busy < pool.capacity:
-            _, _, t = due[0]
-            if t.status != READY or not t.fixed.in_due:
-                heapq.heappop(due)
-                continue
-            group = place(self, t, pool, now, parkable=False)
-            entry = heapq.heappop(due)
-            if group is None:
-                waiting.append(entry)  # and the due tasks behind it still go (no head-of-line blocking)
-                continue
-            self._dispatch(t, pool, now, False, group)
-        for entry in waiting:
-            heapq.heappush(due, entry)
+        if due:
+            waiting = []  # due tasks whose resources, labels or kind are not available yet: retried next tick
+            while due and pool.busy < pool.capacity:
+                _, _, t = due[0]
+                if t.status != READY or not t.fixed.in_due:
+                    heapq.heappop(due)
+                    continue
+                group = place(self, t, pool, now, parkable=False)
+                entry = heapq.heappop(due)
+                if group is None:
+                    waiting.append(entry)  # and the due tasks behind it still go (no head-of-line blocking)
+                    continue
+                self._dispatch(t, pool, now, False, group)
+            for entry in waiting:
+                heapq.heappush(due, entry)
         lr = pool.lane_ready
         lanes = pool.lanes
         simple = len(pool.groups) == 1
@@ -939,7 +942,8 @@ class Core:
         if self.durable:
             self.persist(StatusChange.of(t, self.config.time_base + now, output, True))
         self.retained.append(t)
-        self.actions.append(Resolve(t))
+        if (w := self.resolve_for) is None or t.id in w:
+            self.actions.append(Resolve(t))
         if self.parking.journals:
             self.parking.ended(t, now)
         if len(self.retained) > self._retention_max:

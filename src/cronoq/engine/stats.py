@@ -58,8 +58,8 @@ class LogHistogram:
         if v < SUB:
             b = v if v > 0 else 0
         else:
-            n = v.bit_length()
-            b = ((n - SUB_BITS) << SUB_BITS) + ((v >> (n - SUB_BITS - 1)) & (SUB - 1)) + SUB
+            n = v.bit_length()  # (_bucket's formula, its constants folded)
+            b = (n << 3) - 16 + ((v >> (n - 4)) & 7)
         c = self.counts
         c[b] = c.get(b, 0) + 1
         self.n += 1

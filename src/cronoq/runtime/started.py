@@ -18,7 +18,8 @@ There are no per-task timers.
 The attempt runner: a ``Dispatch`` starts an attempt by its pool's executor kind
 (:class:`~cronoq.runtime.executors.ExecutorKind`), one dispatch in :meth:`Started.start_attempt`:
 
-* ``LOOP``: one ``loop.create_task`` of the small runner coroutine :meth:`Started.attempt` that
+* ``LOOP``: one ``loop.create_task`` of the small runner coroutine :meth:`Started.attempt` (on
+  asyncio's own loop with no task factory, ``asyncio.Task`` directly: all that method does) that
   awaits the executor and reports the outcome itself when it returns (no done callback, no extra
   loop turn).  If it was the last attempt running, it does not kick the driver: it creates a
   *slot task* (:meth:`Started.fill_slot`, in a fresh copy of start()'s context) that does the
@@ -128,6 +129,7 @@ class Started:
         "space",
         "streams",
         "t0",
+        "task_class",
         "time_base",
         "timer",
         "timer_at",
@@ -140,6 +142,11 @@ class Started:
         self.sched = sched
         self.core = core
         self.loop = asyncio.get_running_loop()
+        #: asyncio's Task when the loop's create_task is asyncio's own, which with no task factory
+        #: is just that call (an attempt's task is made without its wrapper); else None
+        self.task_class: type[asyncio.Task[Any]] | None = (
+            asyncio.Task if type(self.loop).create_task is asyncio.BaseEventLoop.create_task else None
+        )
         self.loop_thread = threading.get_ident()
         #: the context ``start()`` ran in: each attempt runs in a copy of it, so a context
         #: variable one attempt sets is never seen by the next (the driver, kicked from inside
@@ -163,6 +170,9 @@ class Started:
         #: lease -> (what an abort cancels: a task or future; None for a remote attempt, ctx)
         self.running: dict[int, tuple[asyncio.Future[Any] | None, TaskContext]] = {}
         self.waiters: dict[int, asyncio.Future[Any]] = {}
+        # a task ending resolves only a waiter registered before (handle_for settles a handle
+        # of an ended task at once): the engine skips the Resolve of the rest
+        core.resolve_for = self.waiters
         #: task id -> the futures of ``await handle`` calls waiting for it (:meth:`wait_for`)
         self.awaiting: dict[int, list[asyncio.Future[Any]]] = {}
         self.space: dict[str, asyncio.Future[None]] = {}
@@ -198,12 +208,16 @@ class Started:
         """The last running attempt ended: make the task its slot's next attempt will run in, in
         a fresh copy of start()'s context (instead of kicking the driver, which would make that
         task a turn later): :meth:`attempt` without an attempt, which :meth:`fill_slot` finds."""
-        if self.loop.get_task_factory() is not None:
+        loop = self.loop
+        if loop.get_task_factory() is not None:
             # (an eager factory would run the slot inside the ending attempt, and so on down)
             return self.kick()
         coro = self.attempt(0, None, None, None)
         try:
-            self.loop.create_task(coro, context=self.context.copy())
+            if (task_class := self.task_class) is not None:
+                task_class(coro, loop=loop, context=self.context.copy())
+            else:
+                loop.create_task(coro, context=self.context.copy())
         except Exception:
             coro.close()
             self.kick()
@@ -231,8 +245,10 @@ class Started:
         return None if job[1]._cancelled else job  # (aborted by an action of the same tick)
 
     def arm(self) -> None:
-        w = self.core.next_wakeup()
         timer = self.timer
+        if timer is None and not self.core.timers.heap:
+            return  # (no timer armed and none due: next_wakeup() would be None)
+        w = self.core.next_wakeup()
         if w is None:
             if timer is not None:
                 timer.cancel()
@@ -260,10 +276,10 @@ class Started:
             core.actions = []
             for a in actions:
                 tp = type(a)
-                if tp is Persist:
-                    persist.append(a.mutation)
-                elif tp is Dispatch:
+                if tp is Dispatch:
                     self.start_attempt(a.task, a.lease)
+                elif tp is Persist:
+                    persist.append(a.mutation)
                 elif tp is Resolve:
                     tid = a.task.id
                     fut = self.waiters.pop(tid, None)
@@ -336,7 +352,11 @@ class Started:
                 return
             coro = self.attempt(lease, ctx, executor, t.payload)
             try:
-                task = self.loop.create_task(coro, context=self.context.copy())
+                loop = self.loop
+                if (task_class := self.task_class) is not None and loop.get_task_factory() is None:
+                    task = task_class(coro, loop=loop, context=self.context.copy())
+                else:
+                    task = loop.create_task(coro, context=self.context.copy())
             except Exception as exc:
                 coro.close()
                 return self.not_started(lease, ctx, exc)

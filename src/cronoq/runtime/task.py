@@ -217,10 +217,16 @@ def prepare(cache: OptionsCache, fields: dict[str, Any] | Submission) -> Prepare
     return cache.get(fields), key, deadline, start, deps
 
 
+#: payload types that are no placeholder, known without the attribute lookup (a miss on a type
+#: raises and clears an AttributeError inside getattr: ~5x the cost of this set test)
+_PLAIN_TYPES: frozenset[type] = frozenset({tuple, dict, list, str, bytes, int, float, bool, type(None)})
+
+
 def refuse_placeholder(payload: object) -> None:
     """A placeholder (tasks/placeholders.py) is no payload: ``InvalidSubmission`` saying where
     it goes instead (one attribute lookup: the payload itself, not inside it)."""
-    if getattr(type(payload), "cronoq_placeholder", False):
+    tp = type(payload)
+    if tp not in _PLAIN_TYPES and getattr(tp, "cronoq_placeholder", False):
         raise InvalidSubmission(
             f"{payload!r} is a placeholder: pass it as an argument of a named task's call"
         )
