@@ -343,6 +343,10 @@ class Scheduler(Signals):
                 run.kick()
             return tid, dup
 
+        result = step(run)
+        if result is not None:
+            return result
+
         async def after_space(run: Started) -> tuple[int, bool]:
             while True:
                 await run.wait_space(opts)
@@ -351,8 +355,7 @@ class Scheduler(Signals):
                 if result is not None:
                     return result
 
-        result = step(run)
-        return result if result is not None else after_space(run)
+        return after_space(run)
 
     def _submit_plain(self, payload: object, fields: dict[str, Any] | None = None) -> int | None:
         """Fast path for a submission with option fields only (no key, times or edges): its id,
