@@ -150,3 +150,51 @@ async def test_submit_batch_answers_ids_without_handles() -> None:
         assert await seam.submit_batch([]) == []
         with pytest.raises(SubmitError):
             await seam.submit_batch([Task(5, pool="nope")])
+
+
+async def test_submit_now_enters_at_once_and_only_a_full_pool_member_waits(tmp_path: Any) -> None:
+    """``seam.submit_now``: each submission is in the engine when the call returns, not yet
+    committed (one ``commit()`` then covers them all); one whose pool is full (the scheduler
+    waits for space) comes back as an awaitable and waits alone while the others are in."""
+    from cronoq.store import SqliteStore
+
+    gate, running = asyncio.Event(), asyncio.Event()
+
+    async def held(ctx: Any, payload: Any) -> None:
+        running.set()
+        await gate.wait()
+
+    small = Pool("small", held, min=1, max=1, autoscale=False, max_pending=1)
+    store = SqliteStore(tmp_path / "now.db")
+    async with Scheduler([small, Pool("idle", _echo, min=0, max=1, autoscale=False)], store=store) as sched:
+        await sched.enqueue(0, pool="small")
+        await asyncio.wait_for(running.wait(), 10)
+        await sched.enqueue(1, pool="small")  # the one pending task the pool holds
+        seam = sched.seam
+        subs = [
+            Submission.from_kwargs("a", pool="small", key="w"),  # full: waits for space
+            Submission.from_kwargs("b", pool="idle", key="x"),
+            Submission.from_kwargs("c", pool="idle", key="x"),  # a duplicate of "b"
+        ]
+        entered = [seam.submit_now(s) for s in subs]
+        waiting, b, c = entered
+        assert isinstance(b, tuple) and isinstance(c, tuple) and not isinstance(waiting, tuple)
+        assert b[1] is False and c == (b[0], True)
+        assert b[0] in seam.tasks  # in the engine before anything was awaited
+        late = asyncio.ensure_future(waiting)
+        await asyncio.wait_for(seam.commit(), 10)  # the others are committed meanwhile
+        assert not late.done()
+        gate.set()  # the running task ends: the pending one runs, space for "a"
+        tid, dup = await asyncio.wait_for(late, 10)
+        assert not dup and seam.tasks[tid].opts.pool_index == 0
+        await asyncio.wait_for(seam.commit(), 10)
+    rec = SqliteStore(tmp_path / "now.db")
+    await rec.open()
+    try:
+        from cronoq.store import JsonCodec
+
+        loaded = await rec.load(JsonCodec())
+        ids = {t.id for t in loaded.tasks} | {t.id for t in loaded.terminal}
+        assert {b[0], tid} <= ids
+    finally:
+        await rec.close()

@@ -308,31 +308,54 @@ class Scheduler(Signals):
         return run.handle_for(tid, dup)
 
     async def _submit(self, payload: object, fields: dict[str, Any] | Submission) -> tuple[int, bool]:
+        result = self._submit_now(payload, fields)
+        if not isinstance(result, tuple):
+            result = await result  # (its pool was full: it waited for space)
+        run = self._run
+        if run is not None and run.committer is not None:
+            await run.durable()
+        return result
+
+    def _submit_now(
+        self, payload: object, fields: dict[str, Any] | Submission
+    ) -> tuple[int, bool] | Awaitable[tuple[int, bool]]:
+        """The engine step of a submission, on the loop without awaiting: ``(id, duplicate)``
+        once the task is in the engine (kicked; not yet committed), or, when its pool is full
+        and the scheduler waits for space, an awaitable that waits and then makes that step."""
         run = self._started()
-        core = run.core
         opts, key, dl, st, deps = _prepare(self._opts, self._otel_probe, fields)
-        self._process_payloads.check(core, opts, payload)
+        self._process_payloads.check(run.core, opts, payload)
         # (core.submit resolves the pool after the key: a duplicate's other fields are not
         # looked at, docs/reference/behaviour.md#ids-keys-retention)
         blob = run.blob(payload)
-        while True:
+
+        def step(run: Started) -> tuple[int, bool] | None:
             now = run.now()
             deadline = None if dl is None else dl.resolve(now, self._time_base)
             start = None if st is None else st.resolve(now, self._time_base)
             try:
-                tid, dup = core.submit(now, opts, payload, key, deadline, start, deps, blob)
-                break
+                tid, dup = run.core.submit(now, opts, payload, key, deadline, start, deps, blob)
             except SubmitError as e:
                 if e.code != "full" or self._nowait:
                     raise
-            await run.wait_space(opts)
-            run = self._started()
-            core = run.core
-        if not dup:
-            run.kick()
-        if run.committer is not None:
-            await run.durable()
-        return tid, dup
+                return None
+            if not dup:
+                run.kick()
+            return tid, dup
+
+        result = step(run)
+        if result is not None:
+            return result
+
+        async def after_space(run: Started) -> tuple[int, bool]:
+            while True:
+                await run.wait_space(opts)
+                run = self._started()
+                result = step(run)
+                if result is not None:
+                    return result
+
+        return after_space(run)
 
     def _submit_plain(self, payload: object, fields: dict[str, Any] | None = None) -> int | None:
         """Fast path for a submission with option fields only (no key, times or edges): its id,

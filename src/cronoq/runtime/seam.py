@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -175,6 +175,15 @@ class SchedulerSeam:
         the scheduler was made with ``wait_for_space=False`` (then ``SubmitError('full')``).
         """
         return await self._s._submit(sub.payload, sub)
+
+    def submit_now(self, sub: Submission) -> tuple[int, bool] | Awaitable[tuple[int, bool]]:
+        """:meth:`submit`'s engine step, made now without awaiting: ``(id, duplicate)`` once the
+        task is in the engine, *not yet committed* (a durable caller acknowledges it only after
+        a :meth:`commit` begun after this call: one barrier for all its submissions), or, when
+        the pool is full and the scheduler waits for space, an awaitable that waits and then
+        makes the step (``wait_for_space=False``: ``SubmitError('full')`` instead).
+        """
+        return self._s._submit_now(sub.payload, sub)
 
     async def add_recurring(
         self, name: str, cron: str, template: Submission, *, tz: str | None = None, overlap: str = "skip"

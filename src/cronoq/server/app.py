@@ -28,7 +28,7 @@ import contextlib
 import logging
 import struct
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.model import FIRST_TERMINAL, READY, STATUS_BY_NAME, TaskState
@@ -452,7 +452,13 @@ class ServerApp:
                     "overloaded",
                 )
 
-    async def submit(self, principal: Principal | None, spec: Any) -> tuple[int, bool]:
+    def _enter(
+        self, principal: Principal | None, spec: Any
+    ) -> tuple[int, bool] | Awaitable[tuple[int, bool]]:
+        """One submission checked and put in the engine now, without awaiting (its payload
+        held): ``(id, duplicate)``, not yet committed and not yet checked as the caller's own
+        (:meth:`_answer`), or, if its pool is full and the scheduler waits for space, an
+        awaitable of that; an ``ApiError`` if refused."""
         sched = self.require_leader()
         sub = self._prepare(principal, spec)
         payload: Blob = sub.payload  # type: ignore[assignment]
@@ -465,18 +471,84 @@ class ServerApp:
         )
         self._check_total(1, None if known else [payload])
         try:
-            tid, dup = await sched.seam.submit(sub)
-            if dup:
-                self._own_duplicate(principal, tid)
-            else:
+            entered = sched.seam.submit_now(sub)
+        except Exception as e:
+            raise _submit_failure(e) from None
+        if isinstance(entered, tuple):
+            if not entered[1]:
                 self.payloads.hold(payload)
-            return tid, dup
-        except SubmitError as e:
-            raise ApiError.from_submit(e) from None
-        except ValueError as e:
-            raise ApiError("invalid_argument", str(e), "invalid") from None
+            return entered
+        return self._enter_later(entered, payload)
+
+    async def _enter_later(self, entered: Awaitable[tuple[int, bool]], payload: Blob) -> tuple[int, bool]:
+        try:
+            tid, dup = await entered
+        except Exception as e:
+            raise _submit_failure(e) from None
+        if not dup:
+            self.payloads.hold(payload)
+        return tid, dup
+
+    async def _commit(self, sched: Scheduler) -> None:
+        """Wait until ``sched``'s changes so far are committed (a failure as ``store_failure``)."""
+        try:
+            await sched.seam.commit()
         except SchedulerError as e:
             raise store_failure(e) from None
+
+    def _answer(self, principal: Principal | None, entered: tuple[int, bool]) -> tuple[int, bool]:
+        """A committed submission's answer: a duplicate only ever returns the caller's own task."""
+        if entered[1]:
+            self._own_duplicate(principal, entered[0])
+        return entered
+
+    async def submit(self, principal: Principal | None, spec: Any) -> tuple[int, bool]:
+        sched = self.require_leader()
+        entered = self._enter(principal, spec)
+        if not isinstance(entered, tuple):
+            entered = await entered
+        await self._commit(sched)
+        return self._answer(principal, entered)
+
+    async def submit_many(
+        self, principal: Principal | None, specs: Sequence[Any]
+    ) -> list[tuple[int, bool] | Exception]:
+        """Independent submissions (``SubmitMany``): each created or refused on its own, as by
+        :meth:`submit`, in order and without awaiting, so every item reaches the engine before
+        any answer and a key repeated in the call is a duplicate of its first use; then one
+        commit barrier for them all, and the answers, ``(id, duplicate)`` or the error, per
+        item.  An item whose pool is full while the scheduler waits for space waits on its own
+        (the others are in the engine meanwhile; the server's scheduler answers ``full``)."""
+        sched = self.require_leader()
+        outcomes: list[tuple[int, bool] | Exception] = []
+        later: list[tuple[int, Awaitable[tuple[int, bool]]]] = []
+        for spec in specs:
+            try:
+                entered = self._enter(principal, spec)
+            except Exception as e:  # (refused on its own; the next items still go in)
+                outcomes.append(e)
+                continue
+            if not isinstance(entered, tuple):
+                later.append((len(outcomes), entered))
+                entered = (0, False)  # (its place, filled below)
+            outcomes.append(entered)
+        if later:
+            waited = await asyncio.gather(*(w for _, w in later), return_exceptions=True)
+            for (i, _), w in zip(later, waited, strict=True):
+                if isinstance(w, BaseException) and not isinstance(w, Exception):
+                    raise w  # (cancelled)
+                outcomes[i] = w
+        try:
+            await self._commit(sched)
+        except ApiError as e:  # (the items in the engine are not acknowledged)
+            return [e if isinstance(o, tuple) else o for o in outcomes]
+        for i, o in enumerate(outcomes):
+            if isinstance(o, tuple):
+                try:
+                    self._answer(principal, o)
+                except ApiError as e:
+                    outcomes[i] = e
+        return outcomes
 
     async def submit_batch(self, principal: Principal | None, specs: list[Any]) -> list[tuple[int, bool]]:
         sched = self.require_leader()
@@ -740,6 +812,18 @@ def event_filter(
         return tenant is None or (task_of_tenant is not None and task_of_tenant(ev.id, tenant))
 
     return keep
+
+
+def _submit_failure(e: Exception) -> Exception:
+    """A submission's engine step refused or failed, as the client sees it (anything else
+    unchanged: an internal error)."""
+    if isinstance(e, SubmitError):
+        return ApiError.from_submit(e)
+    if isinstance(e, ValueError):
+        return ApiError("invalid_argument", str(e), "invalid")
+    if isinstance(e, SchedulerError):
+        return store_failure(e)
+    return e
 
 
 def store_failure(e: SchedulerError) -> ApiError:

@@ -362,18 +362,14 @@ class TasksServicer(pb_grpc.TasksServicer):
                 f"SubmitMany larger than limits.max_tasks_per_batch ({app.limits.max_tasks_per_batch})",
                 "invalid",
             )
-        # one task each, started in order: every item reaches the engine before the first
-        # awaits its commit, so a key repeated in the call is a duplicate of its first use
-        outcomes = await asyncio.gather(
-            *(app.submit(principal, spec) for spec in request.tasks), return_exceptions=True
-        )
+        # in order, without awaiting: every item reaches the engine before the call awaits its
+        # one commit, so a key repeated in the call is a duplicate of its first use
+        outcomes = await app.submit_many(principal, request.tasks)
         resp = pb.SubmitManyResponse()
         add = resp.results.add
         for outcome in outcomes:
             r = add()
-            if isinstance(outcome, BaseException):
-                if isinstance(outcome, asyncio.CancelledError):
-                    raise outcome
+            if isinstance(outcome, Exception):
                 code, msg = _status(outcome)
                 if code == grpc.StatusCode.INTERNAL:
                     log.error("internal error in SubmitMany", exc_info=outcome)
