@@ -373,17 +373,11 @@ def _rows_of_every_shape(n: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any,
     return inserts, updates
 
 
-@pytest.mark.parametrize("update_from", [True, False])
 @pytest.mark.parametrize("n", [1, 2, 3, 61, 62, 63, 1000])
-async def test_multi_row_statements_store_what_per_row_ones_do(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, n: int, update_from: bool
-) -> None:
-    # _write_tasks writes several rows of a shape by one statement (multi-row VALUES, UPDATE …
-    # FROM VALUES; chunked; updates row by row before SQLite 3.33): every stored value and type
-    # must equal the per-row statements'
+async def test_row_shapes_store_what_the_general_statements_do(tmp_path: pathlib.Path, n: int) -> None:
+    # _write_tasks writes the common rows through statements with NULL literals (store/sqlite.py):
+    # for every shape, every stored value and its type must equal the general per-row statements'
     from cronoq.store import sqlite as mod
-
-    monkeypatch.setattr(mod, "_UPDATE_FROM", update_from and mod._UPDATE_FROM)
 
     dbs = []
     for name in ("many", "each"):

@@ -40,7 +40,6 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from itertools import chain
 from typing import Any, TypeVar
 
 from cronoq.engine.mutations import BULK_KEYS, Mutation, Recovered, RecoveredTerminal
@@ -215,69 +214,12 @@ _INSERT_NEW = (
 _UPDATE_BARE = _update_sql("NULL", "NULL", "0")
 _UPDATE_OUTPUT = _update_sql("NULL", "?", "1")
 
-# Several rows of one shape are written by ONE statement (multi-row VALUES; an UPDATE … FROM
-# a VALUES list), not executemany: sqlite3 releases and re-takes the GIL around every statement
-# step, and on a busy server each re-take waits for the event loop thread (up to the switch
-# interval), so a commit's latency and its context switches grow with its steps, not its rows.
-# The values stay bound parameters (exact ints, bytes, NULLs, text: the per-row statements'
-# values and affinities).  The statement text depends on the row count: at most _MANY_ROWS rows
-# per statement (so a commit has few distinct texts for the statement cache; larger ones are
-# chunked), each text built once.
-#: UPDATE … FROM needs SQLite 3.33; older ones write updates row by row (executemany)
-_UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33)
-#: (at most 999 parameters a statement: the limit of SQLite before 3.32)
-_MANY_ROWS = 999 // len(TASK_COLUMNS)
-#: statement cache size of the connection: the multi-row texts of every shape and count fit
-_CACHED_STATEMENTS = 512
-_INSERT_ROW = f"({', '.join('?' * len(TASK_COLUMNS))})"
-_INSERT_NEW_ROW = f"({', '.join('?' * 11)}, NULL, NULL, NULL, NULL, 0)"
-#: each update shape: its per-row statement -> its VALUES row, its SET list over v.columnN and
-#: the number of the id column
-_UPDATES_MANY = {
-    _UPDATE: (
-        "(?, ?, ?, ?, ?, ?, ?, ?)",
-        "status = v.column1, attempt = v.column2, message = v.column3, output = v.column4, "
-        "has_output = v.column5, started = COALESCE(started, v.column6), finished = v.column7",
-        8,
-    ),
-    _UPDATE_OUTPUT: (
-        "(?, ?, ?, ?, ?, ?)",
-        "status = v.column1, attempt = v.column2, message = NULL, output = v.column3, "
-        "has_output = 1, started = COALESCE(started, v.column4), finished = v.column5",
-        6,
-    ),
-    _UPDATE_BARE: (
-        "(?, ?, ?, ?, ?)",
-        "status = v.column1, attempt = v.column2, message = NULL, output = NULL, "
-        "has_output = 0, started = COALESCE(started, v.column3), finished = v.column4",
-        5,
-    ),
-}
-_many_sql: dict[tuple[str, int], str] = {}
-
-
-def _sql_many(sql: str, n: int) -> str:
-    """``sql`` (a per-row statement of _write_tasks) for ``n`` rows (n >= 2)."""
-    text = _many_sql.get((sql, n))
-    if text is None:
-        if sql in _UPDATES_MANY:
-            row, sets, id_col = _UPDATES_MANY[sql]
-            values = ", ".join([row] * n)
-            where = f"cronoq_tasks.id = v.column{id_col}"
-            text = f"UPDATE cronoq_tasks SET {sets} FROM (VALUES {values}) AS v WHERE {where}"
-        else:
-            row = _INSERT_NEW_ROW if sql == _INSERT_NEW else _INSERT_ROW
-            text = f"INSERT INTO cronoq_tasks ({_COLS}) VALUES {', '.join([row] * n)} {_UPSERT}"
-        _many_sql[(sql, n)] = text
-    return text
-
 
 def _write_tasks(
     conn: sqlite3.Connection, inserts: list[tuple[Any, ...]], updates: list[tuple[Any, ...]]
 ) -> None:
     """Write fold's task rows (one per task: their order does not matter), the common shapes
-    through the statements with NULL literals, the rest through the general ones, several rows
-    of a shape by one statement (see _sql_many)."""
+    through the statements with NULL literals, the rest through the general ones."""
     groups: dict[str, list[tuple[Any, ...]]] = {}  # statement -> its rows (inserts first)
     for r in inserts:  # (columns: _records.TASK_COLUMNS)
         if r[11] is None and r[12] is None and r[13] is None and r[14] is None and not r[15]:
@@ -293,14 +235,7 @@ def _write_tasks(
         else:
             groups.setdefault(_UPDATE, []).append(u)
     for sql, rows in groups.items():
-        if len(rows) == 1:
-            conn.execute(sql, rows[0])
-        elif not _UPDATE_FROM and sql in _UPDATES_MANY:
-            conn.executemany(sql, rows)
-        else:
-            for i in range(0, len(rows), _MANY_ROWS):
-                chunk = rows[i : i + _MANY_ROWS]
-                conn.execute(_sql_many(sql, len(chunk)), list(chain.from_iterable(chunk)))
+        conn.executemany(sql, rows)
 
 
 def _positive(name: str, v: float) -> float:
@@ -440,12 +375,7 @@ class SqliteStore:
         os.close(fd)
 
     def _open_sync(self) -> None:
-        conn = sqlite3.connect(
-            self.path,
-            timeout=self.busy_timeout,
-            isolation_level=None,
-            cached_statements=_CACHED_STATEMENTS,
-        )
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         self._conn = conn
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
