@@ -336,3 +336,71 @@ async def test_each_row_shape_writes_its_columns(make: Any, db: pathlib.Path) ->
         ]
     finally:
         await s.close()
+
+
+def _rows_of_every_shape(n: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """fold-shaped rows (store/_records.py: inserts in TASK_COLUMNS order, updates as status,
+    attempt, message, output, has_output, started, finished, id) of every shape _write_tasks
+    tells apart, with NULLs, bytes (empty, NUL, every byte value), extreme ints and unicode."""
+    big = 2**63 - 1
+    blobs = [b"", b"\x00", bytes(range(256)), "ü€😀".encode()]
+    texts = ["", "ü€😀 \x00 nul", "a'b\"c", "x" * 5000]
+    inserts: list[tuple[Any, ...]] = []
+    updates: list[tuple[Any, ...]] = []
+    for i in range(n):
+        tid = big - i if i % 3 == 0 else i + 1
+        new = i % 4 != 0  # the NULL-literal shape, else the general one (ran before commit)
+        key = None if i % 2 else texts[i % 4]
+        ints = (-(2**63) + i, big - i) if i % 5 == 0 else (i, i * 7)
+        payload = None if i % 7 == 0 else blobs[i % 4]
+        head = (tid, ints[0], ints[1], texts[i % 4] or "p", "kind", -i, key, '{"s": "ü"}', payload)
+        if new:
+            inserts.append((*head, "pending", 0, None, None, None, None, 0))
+        else:
+            out = blobs[i % 4] if i % 8 == 0 else None
+            inserts.append((*head, "running", 2, big, None, texts[i % 4], out, int(out is not None)))
+        if i % 5 == 0:
+            continue  # no update
+        shape = i % 3
+        started = None if i % 2 else big - i
+        if shape == 0:  # an end with an output
+            updates.append(("succeeded", 1, None, blobs[i % 4], 1, started, big, tid))
+        elif shape == 1:  # a bare start
+            updates.append(("running", 1, None, None, 0, started, None, tid))
+        else:  # the general shape: a message, with or without an output
+            out = None if i % 4 else blobs[i % 4]
+            updates.append(("failed", 3, texts[i % 4], out, int(out is not None), started, big - 1, tid))
+    return inserts, updates
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 61, 62, 63, 1000])
+async def test_row_shapes_store_what_the_general_statements_do(tmp_path: pathlib.Path, n: int) -> None:
+    # _write_tasks writes the common rows through statements with NULL literals (store/sqlite.py):
+    # for every shape, every stored value and its type must equal the general per-row statements'
+    from cronoq.store import sqlite as mod
+
+    dbs = []
+    for name in ("many", "each"):
+        s = SqliteStore(tmp_path / f"{name}.db")
+        await s.open()
+        await s.close()
+        dbs.append(raw(tmp_path / f"{name}.db"))
+    inserts, updates = _rows_of_every_shape(n)
+    many, each = dbs
+    try:
+        for first, second in ((inserts, []), ([], updates), (inserts, updates)):
+            many.execute("BEGIN")
+            mod._write_tasks(many, first, second)
+            many.execute("COMMIT")
+            each.execute("BEGIN")
+            each.executemany(mod._INSERT, first)
+            each.executemany(mod._UPDATE, second)
+            each.execute("COMMIT")
+        cols = ", ".join(f"{c}, typeof({c})" for c in mod.TASK_COLUMNS)
+        sql = f"SELECT {cols} FROM cronoq_tasks ORDER BY id"
+        got, want = many.execute(sql).fetchall(), each.execute(sql).fetchall()
+        assert len(want) == n
+        assert got == want
+    finally:
+        for c in dbs:
+            c.close()
