@@ -79,8 +79,8 @@ SCHEMA_VERSION = "1"
 
 
 def _identity_adapters() -> None:
-    """Register identity adapters for ``None``, ``bytes`` and ``bool`` in :mod:`sqlite3`
-    (unless the process registered its own): the values bind exactly as before.
+    """Register identity adapters for ``None``, ``bytes`` and ``bool`` in :mod:`sqlite3` at a
+    store's open (unless the process registered its own): the values bind exactly as before.
 
     sqlite3 binds int, float and str directly but runs every other parameter through its
     adaptation protocol; without an adapter registered for the type, that is a failed lookup
@@ -99,8 +99,6 @@ def _identity_adapters() -> None:
         if (tp, sqlite3.PrepareProtocol) not in sqlite3.adapters:
             sqlite3.register_adapter(tp, adapt)
 
-
-_identity_adapters()
 
 #: Ids are ``(epoch << 48) | seq`` in a signed 64-bit integer column.
 MAX_EPOCH = (1 << 15) - 1
@@ -343,6 +341,7 @@ class SqliteStore:
         if self._executor is not None:
             return
         self._check_path()
+        _identity_adapters()  # (at a store's open, not at import: `import cronoq` changes nothing)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="cronoq-sqlite")
         try:
             await self._call(self._open_sync)
