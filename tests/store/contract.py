@@ -479,6 +479,81 @@ async def check_prune_in_batches(make: Make) -> None:
         await s.close()
 
 
+async def check_prune_keeps_references(make: Make) -> None:
+    """A prune never deletes an expired row that live state still refers to (what a load
+    reads back whatever its age): a live task's parent by id, the newest holder of a key it
+    names, what a live journal spawned or waits for, a schedule's last occurrence; every other
+    expired row goes, in batches too, and a reference goes with the live state that made it."""
+    from cronoq.engine.parking import JournalDrop, JournalPut
+
+    s, ep = await leader(make, retention=7 * 86400.0)
+    try:
+        now = now_ns()
+        old = now - 8 * 86400 * NS  # past the store's retention
+
+        def done(
+            i: int, fin: int, key: str | None = None, tenant: str | None = None, **kw: Any
+        ) -> list[Mutation]:
+            spec = TaskRecord(pool="default", key=key, tenant=tenant, payload=codec.encode(i), **kw)
+            return [
+                Submitted(i, i, fin - NS, spec),
+                StatusChange(i, "succeeded", 1, fin, None, {"v": i}, True),
+            ]
+
+        muts: list[Mutation] = []
+        for i in range(1, 41):  # nothing refers to them
+            muts += done(i, old + i, key=f"k{i}")
+        muts += done(50, old + 50)  # parent of a live task by id
+        muts += done(51, old + 51, key="pk", tenant="acme")  # the newest holder of "pk" for acme
+        muts += done(52, old - NS, key="pk", tenant="acme")  # an older holder of it: not needed
+        muts += done(53, old + 53, key="pk")  # another tenant's "pk": not needed
+        muts += done(54, old + 54)  # spawned by a live task's journal
+        muts += done(55, old + 55)  # the last occurrence of a schedule
+        muts += done(56, now - 10 * NS, key="recent")  # not expired
+        muts += done(57, old + 57)  # awaited by a live task's journal
+        muts += done(58, old + 58)  # the parent of a task that has finished: not needed
+        muts += done(59, old + 59, deps=[(58, 0)])
+        muts.append(
+            Submitted(60, 60, now, TaskRecord(pool="default", tenant="acme", deps=[(50, 0), ("pk", 1)]))
+        )
+        muts.append(Submitted(61, 61, now, TaskRecord(pool="default")))
+        muts.append(StatusChange(61, "running", 1, now))
+        muts.append(JournalPut(61, 0, ["spawn", "fp", [54], False], 0))
+        muts.append(JournalPut(61, 1, ["step", "s", [50, 58]], 0))  # (a step's result names no task)
+        muts.append(JournalPut(61, 2, ["wait", "", [57]], 0))
+        muts.append(
+            RecurringUpsert(RecurringRecord("nightly", "0 3 * * *", None, 2, TaskRecord(pool="default")))
+        )
+        muts.append(RecurringNext("nightly", now + 3600 * NS, 55))
+        await s.commit(muts, ep, codec)
+
+        kept = [50, 51, 54, 55, 57]
+        assert [await s.prune(now, 10) for _ in range(5)] == [10, 10, 10, 10, 4]  # 44, the oldest first
+        for i in (*kept, 56):
+            assert (await s.load_finished(i, codec)).output == {"v": i}, i
+        for i in (1, 40, 52, 53, 58, 59):
+            assert await s.load_finished(i, codec) is None, i
+        rec = await s.load(codec, 3600.0)  # a restart still reads what the live state needs
+        assert [t.id for t in rec.terminal] == [50, 51, 54, 55, 56, 57]
+        assert sorted(t.id for t in rec.tasks) == [60, 61]
+
+        # once the live state that referred to them is gone, they go like the rest
+        await s.commit(
+            [
+                StatusChange(60, "succeeded", 1, now, None, None, True),
+                StatusChange(61, "succeeded", 1, now, None, None, True),
+                JournalDrop(61),
+                RecurringNext("nightly", now + 3600 * NS, 56),
+            ],
+            ep,
+            codec,
+        )
+        assert await s.prune(now) == len(kept)
+        assert [t.id for t in (await s.load(codec)).terminal] == [56, 60, 61]
+    finally:
+        await s.close()
+
+
 # ---------------------------------------------------------------------------------- leadership
 
 

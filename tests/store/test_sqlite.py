@@ -83,6 +83,10 @@ async def test_load_window(make: Any) -> None:
     await contract.check_load_window(make)
 
 
+async def test_prune_keeps_references(make: Any) -> None:
+    await contract.check_prune_keeps_references(make)
+
+
 async def test_epochs_increase_across_acquires(make: Any) -> None:
     await contract.check_epochs_increase(make)
 

@@ -480,30 +480,52 @@ class HistoryRefs:
         self.keys: dict[str, set[str | None]] = {}
 
 
+def referenced(
+    deps: Iterable[tuple[str | None, Sequence[Sequence[Any]] | None]],
+    journal_records: Iterable[str],
+    lasts: Iterable[int | None],
+) -> tuple[set[int], set[tuple[str | None, str]]]:
+    """What live state refers to in the store's history, the one definition a load
+    (:func:`history_refs`) and a prune (:func:`prune_refs`) share: the task ids (uint64) and
+    the ``(tenant, key)`` pairs named by ``deps`` (a live task's tenant and its edges
+    ``(target id or key, condition)``), the ids a journal record spawned or waits for
+    (``["spawn"|"wait", _, [ids], ...]``, its JSON text) and the schedules' last occurrences
+    (``lasts``: stored ids, 0 or None for none)."""
+    ids: set[int] = set()
+    wanted: set[tuple[str | None, str]] = set()  # (tenant, key)
+    for tenant, edges in deps:
+        for edge in edges or ():
+            target = edge[0]
+            if isinstance(target, str):
+                wanted.add((tenant, target))
+            elif type(target) is int:
+                ids.add(target)
+    for text in journal_records:
+        if not text.startswith(('["spawn"', '["wait"')):
+            continue
+        try:
+            record = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(record, list) and len(record) > 2 and isinstance(record[2], list):
+            ids.update(i for i in record[2] if type(i) is int)
+    for last in lasts:
+        if last:
+            ids.add(task_id(last))
+    return ids, wanted
+
+
 def history_refs(
     rec: Recovered, schedule_rows: Iterable[Sequence[Any]], journal_rows: Iterable[Sequence[Any]]
 ) -> HistoryRefs:
     """What of the store's history ``rec`` (the live rows and the window's finished rows, as
     :func:`add_task_rows` decoded them) refers to but does not hold (see :class:`HistoryRefs`);
     schedules and journals as the stores select them."""
-    ids: set[int] = set()
-    wanted: set[tuple[str | None, str]] = set()  # (tenant, key)
-    for t in rec.tasks:
-        for target, _ in t.spec.deps or ():
-            if isinstance(target, str):
-                wanted.add((t.spec.tenant, target))
-            else:
-                ids.add(target)
-    for row in journal_rows:  # (task, idx, record, resumes): ["spawn"|"wait", _, [ids], ...]
-        try:
-            record = json.loads(row[2])
-        except ValueError:
-            continue
-        if isinstance(record, list) and len(record) > 2 and record[0] in ("spawn", "wait"):
-            ids.update(i for i in record[2] if type(i) is int)
-    for row in schedule_rows:  # (name, spec, payload, next, last)
-        if row[4]:
-            ids.add(task_id(row[4]))
+    ids, wanted = referenced(
+        ((t.spec.tenant, t.spec.deps) for t in rec.tasks),
+        (row[2] for row in journal_rows),  # (task, idx, record, resumes)
+        (row[4] for row in schedule_rows),  # (name, spec, payload, next, last)
+    )
     refs = HistoryRefs()
     if ids:  # (the sets of what was loaded only when something may be missing from it)
         have = {t.id for t in rec.tasks}
@@ -516,6 +538,59 @@ def history_refs(
         for tenant, key in wanted - held:
             refs.keys.setdefault(key, set()).add(tenant)
     return refs
+
+
+#: A prune's reads of what live state refers to (:func:`prune_refs`), both SQL dialects: the
+#: definitions of the live rows with edges (through the live rows' index; a definition is
+#: compact JSON, so only one with edges holds ``"deps":`` outside a string), the journal
+#: records of spawns and waits, the schedules' last occurrences
+PRUNE_LIVE_DEPS: Final = "SELECT spec FROM {t}cronoq_tasks WHERE finished IS NULL AND spec LIKE '%\"deps\":%'"
+PRUNE_JOURNALS: Final = (
+    "SELECT record FROM {t}cronoq_journal WHERE record LIKE '[\"spawn\"%' OR record LIKE '[\"wait\"%'"
+)
+PRUNE_LASTS: Final = "SELECT last FROM {t}cronoq_schedules WHERE last <> 0"
+
+
+def prune_refs(
+    live_specs: Iterable[Sequence[Any]],
+    journal_rows: Iterable[Sequence[Any]],
+    last_rows: Iterable[Sequence[Any]],
+) -> HistoryRefs:
+    """The finished rows a prune must keep whatever their age, as :func:`referenced` defines
+    them (what a load reads back past its window, so prune and load agree): ``ids`` (stored
+    ids) and ``keys`` (key -> tenants) whose newest finished holder stays (the store selects
+    the holders and keeps :func:`newest_holders`).  Rows as ``PRUNE_LIVE_DEPS``,
+    ``PRUNE_JOURNALS`` and ``PRUNE_LASTS`` select them.  A key also held by a live task keeps
+    its newest finished holder too (one row a key at most: the live rows' keys are not read)."""
+    deps: list[tuple[str | None, Any]] = []
+    for (spec,) in live_specs:
+        try:
+            d = json.loads(spec)
+        except ValueError:
+            continue
+        if isinstance(d, dict) and isinstance(d.get("deps"), list):
+            tenant = d.get("tenant")
+            edges = [e for e in d["deps"] if isinstance(e, list) and e]
+            deps.append((tenant if isinstance(tenant, str) and tenant else None, edges))
+    ids, wanted = referenced(deps, (str(r[0]) for r in journal_rows), (r[0] for r in last_rows))
+    refs = HistoryRefs()
+    refs.ids = sorted(db_id(i) for i in ids if 0 < i < _U64)
+    for tenant, key in wanted:
+        refs.keys.setdefault(key, set()).add(tenant)
+    return refs
+
+
+def newest_holders(rows: Iterable[Sequence[Any]], keys: dict[str, set[str | None]]) -> list[int]:
+    """Of ``rows`` (``(id, key, spec)`` of finished rows of ``keys``, newest first), the stored
+    ids of the newest holder of each wanted (key, tenant), as :func:`key_history_rows` picks it."""
+    out: list[int] = []
+    seen: set[tuple[str, str | None]] = set()
+    for tid, key, spec in rows:
+        tenant = _tenant(spec)
+        if tenant in keys.get(key, ()) and (key, tenant) not in seen:
+            seen.add((key, tenant))
+            out.append(int(tid))
+    return out
 
 
 def key_history_rows(rows: Iterable[Sequence[Any]], keys: dict[str, set[str | None]]) -> list[Sequence[Any]]:

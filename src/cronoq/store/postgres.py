@@ -55,6 +55,9 @@ from cronoq.store._records import (
     BULK_KEY_COLUMNS,
     KEY_HISTORY_ROWS,
     PAGE_COLUMNS,
+    PRUNE_JOURNALS,
+    PRUNE_LASTS,
+    PRUNE_LIVE_DEPS,
     TASK_COLUMNS,
     Batch,
     add_task_rows,
@@ -66,6 +69,8 @@ from cronoq.store._records import (
     fold,
     history_refs,
     key_history_rows,
+    newest_holders,
+    prune_refs,
 )
 from cronoq.store.base import (
     TransientStoreError,
@@ -743,22 +748,51 @@ class PostgresStore:
         return result
 
     async def prune(self, now_unix_ns: int, limit: int | None = None) -> int:
+        """Delete the finished rows expired at ``now_unix_ns`` (the oldest first, at most
+        ``limit``) except those live state still refers to (``_records.prune_refs``: what a
+        load reads back whatever its age): the references are read in the same transaction,
+        then one DELETE skips them (a hashed anti-join against their ids)."""
         cutoff = now_unix_ns - round(self.retention * 1e9)
         q = self._q
+        t = f"{q}."
 
         async def op(conn: Any) -> int:
-            if limit is None:
-                sql = f"DELETE FROM {q}.cronoq_tasks WHERE finished IS NOT NULL AND finished < $1"
-                status = await conn.execute(sql, cutoff)
-            else:  # (the oldest first, through the index on finished)
-                sql = (
-                    f"DELETE FROM {q}.cronoq_tasks WHERE id IN (SELECT id FROM {q}.cronoq_tasks "
-                    "WHERE finished IS NOT NULL AND finished < $1 ORDER BY finished LIMIT $2)"
+            async with conn.transaction():
+                if await conn.fetchval(_PRUNE_ANY.format(t=t), cutoff) is None:
+                    return 0
+                refs = prune_refs(
+                    await conn.fetch(PRUNE_LIVE_DEPS.format(t=t)),
+                    await conn.fetch(PRUNE_JOURNALS.format(t=t)),
+                    await conn.fetch(PRUNE_LASTS.format(t=t)),
                 )
-                status = await conn.execute(sql, cutoff, max(0, int(limit)))
+                keep = refs.ids
+                if refs.keys:
+                    rows = await conn.fetch(_PRUNE_KEYS.format(t=t), sorted(refs.keys))
+                    keep = sorted({*keep, *newest_holders(rows, refs.keys)})
+                if limit is None:
+                    status = await conn.execute(_PRUNE.format(t=t), cutoff, keep)
+                else:
+                    status = await conn.execute(_PRUNE_OLDEST.format(t=t), cutoff, keep, max(0, int(limit)))
             return int(status.split()[-1])
 
         return int(await self._run(op))
+
+
+#: a prune (``{t}``: the schema and a dot): whether any row expired (the index on finished);
+#: the holders of the keys live state refers to (``_records.prune_refs``); the delete, which
+#: skips the ids to keep (``NOT IN`` a subquery: a hashed anti-join) and takes the oldest
+#: first through the index on finished
+_PRUNE_ANY = "SELECT 1 FROM {t}cronoq_tasks WHERE finished IS NOT NULL AND finished < $1 LIMIT 1"
+_PRUNE_KEYS = (
+    "SELECT id, key, spec FROM {t}cronoq_tasks WHERE key = ANY($1::text[]) AND finished IS NOT NULL "
+    "ORDER BY finished DESC, id DESC"
+)
+_PRUNE_KEEP = "id NOT IN (SELECT unnest($2::bigint[]))"
+_PRUNE = "DELETE FROM {t}cronoq_tasks WHERE finished IS NOT NULL AND finished < $1 AND " + _PRUNE_KEEP
+_PRUNE_OLDEST = (
+    "DELETE FROM {t}cronoq_tasks WHERE id IN (SELECT id FROM {t}cronoq_tasks WHERE finished IS NOT NULL "
+    f"AND finished < $1 AND {_PRUNE_KEEP} ORDER BY finished LIMIT $3)"
+)
 
 
 async def _write_bulk_keys(conn: Any, q: str, rows: list[tuple[str, str, str, int, int, bool, int]]) -> None:

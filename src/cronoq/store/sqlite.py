@@ -49,6 +49,9 @@ from cronoq.store._records import (
     BULK_KEY_COLUMNS,
     KEY_HISTORY_ROWS,
     PAGE_COLUMNS,
+    PRUNE_JOURNALS,
+    PRUNE_LASTS,
+    PRUNE_LIVE_DEPS,
     TASK_COLUMNS,
     add_task_rows,
     db_id,
@@ -59,6 +62,8 @@ from cronoq.store._records import (
     fold,
     history_refs,
     key_history_rows,
+    newest_holders,
+    prune_refs,
 )
 from cronoq.store.base import (
     TransientStoreError,
@@ -188,6 +193,23 @@ _LOAD_IDS = (
 _LOAD_KEYS = (
     f"SELECT {_COLS} FROM cronoq_tasks WHERE key IN (SELECT value FROM json_each(?)) "
     "AND finished IS NOT NULL ORDER BY finished DESC, id DESC"
+)
+#: a prune: whether any row expired (the index on finished); what live state refers to
+#: (``_records.prune_refs``) and the key holders among them; the delete, which skips the ids
+#: to keep (a JSON array), the oldest first through the index on finished
+_PRUNE_ANY = "SELECT 1 FROM cronoq_tasks WHERE finished IS NOT NULL AND finished < ? LIMIT 1"
+_PRUNE_LIVE_DEPS = PRUNE_LIVE_DEPS.format(t="")
+_PRUNE_JOURNALS = PRUNE_JOURNALS.format(t="")
+_PRUNE_LASTS = PRUNE_LASTS.format(t="")
+_PRUNE_KEYS = (
+    "SELECT id, key, spec FROM cronoq_tasks WHERE key IN (SELECT value FROM json_each(?)) "
+    "AND finished IS NOT NULL ORDER BY finished DESC, id DESC"
+)
+_PRUNE_KEEP = "id NOT IN (SELECT value FROM json_each(?))"
+_PRUNE = f"DELETE FROM cronoq_tasks WHERE finished IS NOT NULL AND finished < ? AND {_PRUNE_KEEP}"
+_PRUNE_OLDEST = (
+    "DELETE FROM cronoq_tasks WHERE id IN (SELECT id FROM cronoq_tasks WHERE finished IS NOT NULL "
+    f"AND finished < ? AND {_PRUNE_KEEP} ORDER BY finished LIMIT ?)"
 )
 
 
@@ -667,13 +689,32 @@ class SqliteStore:
         return await self._call(self._prune_sync, cutoff, limit)
 
     def _prune_sync(self, cutoff: int, limit: int | None) -> int:
-        args: tuple[int, ...]
-        if limit is None:
-            sql, args = "DELETE FROM cronoq_tasks WHERE finished IS NOT NULL AND finished < ?", (cutoff,)
-        else:  # (the oldest first, through the index on finished)
-            sql = (
-                "DELETE FROM cronoq_tasks WHERE id IN (SELECT id FROM cronoq_tasks WHERE finished "
-                "IS NOT NULL AND finished < ? ORDER BY finished LIMIT ?)"
+        """Delete the expired finished rows (the oldest first, at most ``limit``) except those
+        live state still refers to (``_records.prune_refs``: what a load reads back whatever
+        its age), in one write transaction: the references are read, then one DELETE skips
+        them (an anti-join against their ids, a few thousand at most)."""
+        conn = self._db()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute(_PRUNE_ANY, (cutoff,)).fetchone() is None:
+                conn.execute("COMMIT")
+                return 0
+            refs = prune_refs(
+                conn.execute(_PRUNE_LIVE_DEPS),
+                conn.execute(_PRUNE_JOURNALS),
+                conn.execute(_PRUNE_LASTS),
             )
-            args = (cutoff, max(0, int(limit)))
-        return int(self._db().execute(sql, args).rowcount)
+            keep = refs.ids
+            if refs.keys:
+                rows = conn.execute(_PRUNE_KEYS, (json.dumps(sorted(refs.keys)),))
+                keep = sorted({*keep, *newest_holders(rows, refs.keys)})
+            if limit is None:
+                cur = conn.execute(_PRUNE, (cutoff, json.dumps(keep)))
+            else:
+                cur = conn.execute(_PRUNE_OLDEST, (cutoff, json.dumps(keep), max(0, int(limit))))
+            conn.execute("COMMIT")
+            return int(cur.rowcount)
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
