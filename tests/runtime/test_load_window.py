@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from cronoq import Outcome, RetryPolicy, Scheduler, SqliteStore
 from cronoq.engine.time import NS
+from cronoq.store import JsonCodec
 
 from .conftest import pool, wait
 
@@ -83,3 +85,52 @@ async def test_a_start_reads_the_window_and_what_live_tasks_need(make_store: Cal
         await wait(fresh)
     assert seen["child"][0] == Outcome(parent.id, None, "succeeded", {"rows": 3}, None)
     assert seen["child"][1].status == "succeeded"
+
+
+async def test_a_prune_keeps_the_old_parents_of_a_live_child(make_store: Callable[[], Any]) -> None:
+    """The store's history prune (``store.keep_finished_s``) keeps a parent a live child still
+    needs however old it is, so after the prune and a restart the child still reads its output;
+    an expired row nothing refers to goes (docs/reference/behaviour.md#recovery-window)."""
+    hold = asyncio.Event()
+    seen: dict[str, tuple[Outcome, ...]] = {}
+
+    async def run(ctx: Any, payload: Any) -> Any:
+        seen[str(payload)] = ctx.parents
+        if payload == "hold":
+            await hold.wait()
+        return payload
+
+    def store() -> Any:
+        s = make_store()
+        s.retention = 7.0 * DAY
+        return s
+
+    fast = RetryPolicy(initial_backoff=0.0, jitter=False)
+    opts: dict[str, Any] = {"store": store(), "key_retention": 3600, "shutdown_grace": 0}
+    async with Scheduler([pool("default", run, min=2, max=2)], **opts) as s:
+        by_id = await s.submit({"rows": 1})
+        by_key = await s.submit({"rows": 2}, key="p")
+        other = await s.submit("other")
+        for h in (by_id, by_key, other):
+            await wait(h)
+        await s.submit("hold", key="hold", retry=fast)
+        child = await s.submit("child", after=[by_id.id, "p", "hold"])
+    await age(opts["store"], [by_id.id, by_key.id, other.id], 8 * DAY)  # past the store's retention
+    pruning = store()
+    await pruning.open()
+    try:
+        assert await pruning.prune(time.time_ns()) == 1  # the other one: nothing refers to it
+        assert await pruning.load_finished(other.id, JsonCodec()) is None
+    finally:
+        await pruning.close()
+    hold.set()
+    opts["store"] = store()
+    async with Scheduler([pool("default", run, min=2, max=2)], **opts) as s:
+        handle = await s.handle(child.id)
+        assert handle is not None
+        assert await wait(handle) == "child"
+    assert seen["child"][:2] == (
+        Outcome(by_id.id, None, "succeeded", {"rows": 1}, None),
+        Outcome(by_key.id, "p", "succeeded", {"rows": 2}, None),
+    )
+    assert seen["child"][2].status == "succeeded"
