@@ -214,3 +214,28 @@ def test_signals_are_scoped_by_tenant(drv):
     parked, _ = signal_wait(drv, b, "go", until=drv.now + 10**9)
     assert parked is True
     assert pk.describe(drv.task(b)).startswith("signal 'go' (until ")
+
+
+def test_a_journal_holds_what_it_spawned_past_retention(make, mkpool):
+    d = make([mkpool(cap=2)], retention=10.0)
+    pk = d.core.parking
+    p = running(d)
+    (k,) = pk.spawn(d.now, d.lease(p), items(1), "fp", False)
+    assert pk.sleep(d.now, d.lease(p), d.now + 60 * 10**9) is True
+    d.collect()
+    other = d.submit()
+    assert sorted(d.tick()) == sorted([k, other])
+    d.complete(k, "out")
+    d.complete(other, "x")
+    d.advance(30)
+    d.core.prune(d.now)
+    assert k not in d.core.tasks and other not in d.core.tasks  # forgotten for lookups
+    assert pk.outcomes([k])[0][2] == "unknown"
+    assert pk.outcomes([k], p) == [(k, None, "succeeded", "out", None)]  # its journal holds it
+    assert pk.find(p, other) is None  # (only what its records name)
+    d.advance(30)
+    assert d.tick() == [p]
+    pk.record(d.lease(p), ["wait", "", [k]])
+    assert pk.wait_tasks(d.now, d.lease(p), [k]) is False  # ended: no park
+    d.complete(p)
+    assert pk.journal(p) is None and pk.find(p, k) is None  # dropped with the journal

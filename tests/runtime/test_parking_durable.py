@@ -128,3 +128,47 @@ async def test_signals_are_durable(new_store: Callable[[], Any]) -> None:
     async with cronoq.testing.run([one_slot(run)], store=new_store()) as env:
         assert (await env.scheduler.signal("go", {"n": 2})).duplicate is True
         assert await asyncio.wait_for(await env.scheduler.submit(None), 10) == {"n": 1}
+
+
+async def old_child(ctx: TaskContext, payload: Any) -> Any:
+    """A parent that spawns a child, waits for it, parks two days (past ``key_retention``: the
+    engine forgets the finished child), then reads the child's outcome again."""
+    if payload == "child":
+        return {"n": 1}
+    (kid,) = await ctx.spawn([Task("child")])
+    first = await ctx.wait_for([kid])  # (replayed after the sleep)
+    await ctx.sleep_for(2 * 86_400)
+    again = await ctx.wait_for([kid])  # (a new wait, after the sleep)
+    return [o.output for o in (*first, *again)]
+
+
+async def test_a_journal_holds_its_children_past_retention() -> None:
+    async with cronoq.testing.run(
+        [Pool("default", old_child, min=2, max=2, autoscale=False)], start=START
+    ) as env:
+        h = await env.scheduler.submit("parent")
+        await env.advance(86_400)
+        await env.scheduler.submit("child")  # (a submission prunes: the first child is forgotten)
+        assert len(env.scheduler._run.core.tasks) == 2  # type: ignore[union-attr]
+        await env.advance(2 * 86_400)
+        assert await asyncio.wait_for(h, 10) == [{"n": 1}, {"n": 1}]
+
+
+async def test_a_journal_holds_its_old_children_across_a_restart(new_store: Callable[[], Any]) -> None:
+    async with cronoq.testing.run(
+        [Pool("default", old_child, min=2, max=2, autoscale=False)], start=START, store=new_store()
+    ) as env:
+        h = await env.scheduler.submit("parent")
+        await env.advance(3600)
+        assert await env.scheduler.status(h.id) == "scheduled"
+        tid = h.id
+    # a day later (the child's row is past the load's window: read back as the journal's)
+    async with cronoq.testing.run(
+        [Pool("default", old_child, min=2, max=2, autoscale=False)],
+        start=START + dt.timedelta(days=1),
+        store=new_store(),
+    ) as env:
+        handle = await env.scheduler.handle(tid)
+        assert handle is not None
+        await env.advance(2 * 86_400)
+        assert await asyncio.wait_for(handle, 10) == [{"n": 1}, {"n": 1}]

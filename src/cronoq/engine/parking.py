@@ -28,6 +28,11 @@ is a small JSON-able list ``[op, name, data]``:
 * ``["signal", name, [deadline, state, payload]]`` - a ``wait_signal`` (``deadline`` Unix ns
   or None; ``state`` 0 waiting, 1 received, 2 timed out).
 
+A journal *holds* the records of the tasks its spawns and waits name (``Journal.held``: id ->
+``TaskState``, taken when the record is made or restored): retention may forget them (lookups
+stop finding them) but the journal's task still reads their outcomes when it replays, however
+long it parked or waited for a slot, as a dependent holds its parents (engine/parents.py); a
+durable store keeps their rows as long (store/_records.py ``referenced``).
 The journal is dropped when the task ends (the end-of-task hook :meth:`Parking.ended`, which
 the core calls only while some journal exists); a cancelled task also cancels the unfinished
 children it spawned without ``detached``.  Waiting for tasks registers the parked task in
@@ -197,10 +202,12 @@ class SignalPut:
 class Journal:
     """The records of one task's calls and what it waits for now (see the module docstring)."""
 
-    __slots__ = ("kind", "left", "records", "resumes", "until", "waits")
+    __slots__ = ("held", "kind", "left", "records", "resumes", "until", "waits")
 
     def __init__(self) -> None:
         self.records: list[list[Any]] = []
+        #: the tasks its spawn and wait records name, kept past retention (see the module docstring)
+        self.held: dict[int, TaskState] | None = None
         self.resumes = 0
         self.kind = W_NONE
         self.waits: Any = None  # W_TASKS: the awaited ids; W_SIGNAL: the name
@@ -250,11 +257,35 @@ class Parking:
         if self.core.durable:
             self.core.persist(JournalPut(t.id, PARK_INDEX, ["park", "", attempt], j.resumes))
 
+    def _hold(self, j: Journal, rec: list[Any]) -> None:
+        """If ``rec`` is a spawn or a wait, ``j`` holds the tasks it names that are known."""
+        if rec[0] not in ("spawn", "wait") or len(rec) < 3 or type(rec[2]) is not list:
+            return
+        tasks = self.core.tasks
+        held = j.held
+        for i in rec[2]:
+            o = tasks.get(i) if type(i) is int else None
+            if o is not None:
+                if held is None:
+                    held = j.held = {}
+                held[i] = o
+
+    def find(self, owner: int, task_id: int) -> TaskState | None:
+        """Task ``task_id`` as the journal of task ``owner`` sees it: a known task, or one its
+        spawn and wait records hold after retention forgot it (None: neither)."""
+        o = self.core.tasks.get(task_id)
+        if o is None:
+            j = self.journals.get(owner)
+            if j is not None and j.held is not None:
+                o = j.held.get(task_id)
+        return o
+
     def record(self, lease: int, rec: list[Any], before: list[Any] | None = None) -> int:
         """Append ``rec`` to the journal of the task running under ``lease``; its index."""
         t = self.running(lease)
         j = self._journal_of(t)
         j.records.append(rec)
+        self._hold(j, rec)
         n = len(j.records) - 1
         self._persist(t, j, n, before)
         return n
@@ -473,6 +504,8 @@ class Parking:
                 continue
             j = self.journals[tid] = Journal()
             j.records = records
+            for rec in records:  # (the tasks they name were recovered first, however old)
+                self._hold(j, rec)
             # a task parked when the store was written runs again from the top after the
             # restart: that run is a resume like any other (its wake never came to count it)
             j.resumes = resumes + 1 if parked is not None else resumes
@@ -484,12 +517,15 @@ class Parking:
 
     # ---------------------------------------------------------------- reading
 
-    def outcomes(self, ids: Sequence[int]) -> list[tuple[int, str | None, str, Any, str | None]]:
-        """``(id, key, status, output, message)`` of each task of ``ids`` (``"unknown"``: gone)."""
+    def outcomes(
+        self, ids: Sequence[int], owner: int | None = None
+    ) -> list[tuple[int, str | None, str, Any, str | None]]:
+        """``(id, key, status, output, message)`` of each task of ``ids`` (``"unknown"``: gone),
+        as the journal of task ``owner`` sees them (:meth:`find`)."""
         tasks = self.core.tasks
         out: list[tuple[int, str | None, str, Any, str | None]] = []
         for i in ids:
-            o = tasks.get(i)
+            o = tasks.get(i) if owner is None else self.find(owner, i)
             if o is None:
                 out.append((i, None, "unknown", None, "the task's record is no longer available"))
                 continue

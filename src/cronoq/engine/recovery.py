@@ -13,7 +13,8 @@ A :class:`Recovery` runs once, on a core that has done nothing yet, in four pass
    The store reads no more than that (``Store.load``'s window and limit are this retention),
    plus the older terminal tasks the live ones still refer to (parents, spawned children, a
    schedule's last occurrence), which are retained here like the others (so edges settle and
-   outputs are pinned) and forgotten by the next prune.
+   outputs are pinned) and forgotten by the next prune: the dependents and the journals
+   (engine/parking.py) still hold theirs.
 2. *Rebuild* every live task in id order under its own id, sequence and arrival: the core
    admits it as it admits a new submission (indexed, live, pending) but it is neither counted
    as submitted again nor given a new id, so nothing is undone afterwards.  A task whose pool

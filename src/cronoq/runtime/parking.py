@@ -233,7 +233,7 @@ async def wait_for(ctx: TaskContext, ids: Iterable[int]) -> list[Outcome]:
     if rec is None:
         tenant = ctx._task.opts.tenant
         for i in wanted:
-            t = core.tasks.get(i)
+            t = core.parking.find(ctx._task.id, i)  # (a spawned child retention forgot too)
             if t is None or not same_tenant(t.opts.tenant, tenant):
                 raise LookupError(f"ctx.wait_for(): no task {i}")
             if i == ctx._task.id:
@@ -243,7 +243,7 @@ async def wait_for(ctx: TaskContext, ids: Iterable[int]) -> list[Outcome]:
         run, core = _running(ctx, "wait_for")
     if core.parking.wait_tasks(run.now(), ctx.lease, wanted):
         raise _park(ctx, run)
-    return [Outcome(*o) for o in core.parking.outcomes(wanted)]
+    return [Outcome(*o) for o in core.parking.outcomes(wanted, ctx._task.id)]
 
 
 def _seconds(value: object, what: str) -> float:
