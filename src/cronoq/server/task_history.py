@@ -6,7 +6,8 @@ The engine keeps a finished task for ``limits.key_retention_s`` (an hour by defa
 its late dependents and its lookups.  A durable store keeps the task's row, with its output,
 for ``store.keep_finished_s`` (seven days by default), pruned about once a minute by the
 leader (``store.base.keep_leading``: one indexed ``DELETE`` of what finished before the
-window, a minute's worth of rows).  When a lookup by id misses the engine, the HTTP routes
+window, a minute's worth of rows, except the rows live state still refers to:
+``store._records.prune_refs``).  When a lookup by id misses the engine, the HTTP routes
 ``GET /v1/tasks/{id}`` and ``GET /v1/tasks/{id}/result`` and gRPC ``Get`` and ``Wait`` read that row
 (:func:`finished_from_store`: one primary-key read, ``load_finished`` of the SQLite and
 PostgreSQL stores) and answer from it, with the visibility rules of a live task (another

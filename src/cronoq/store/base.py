@@ -66,7 +66,8 @@ the store's ``retention``) as ``RecoveredTerminal`` (with decoded outputs), sche
 (``load_finished``: the store's history), except those the loaded state still refers to,
 whatever their age: the parents of live tasks (by id, or by a key no loaded row holds: its
 newest holder), the tasks live journals spawned or wait for and each schedule's last
-occurrence (``_records.history_refs``).  So a start reads what the engine will hold, not the
+occurrence (``_records.history_refs``; a prune keeps the same rows, ``_records.prune_refs``,
+both from ``_records.referenced``).  So a start reads what the engine will hold, not the
 whole history (docs/reference/behaviour.md#recovery-window).  A row whose definition, payload
 or output cannot be decoded is not returned as a task: its ``(id, reason)`` goes to
 ``Recovered.quarantined`` and the engine records it as ``failed`` with that message (which
@@ -233,7 +234,9 @@ class Store(Protocol):
 
     async def prune(self, now_unix_ns: int, limit: int | None = None) -> int:
         """Delete terminal rows finished more than ``retention`` before ``now_unix_ns``, the
-        oldest first, at most ``limit`` of them (None: all); how many were deleted."""
+        oldest first, at most ``limit`` of them (None: all), except those the live state still
+        refers to, whatever their age (``_records.prune_refs``: what ``load`` reads back past
+        its window); how many were deleted."""
         ...
 
     async def release(self) -> None:
