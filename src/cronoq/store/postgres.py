@@ -781,7 +781,9 @@ class PostgresStore:
 #: a prune (``{t}``: the schema and a dot): whether any row expired (the index on finished);
 #: the holders of the keys live state refers to (``_records.prune_refs``); the delete, which
 #: skips the ids to keep (``NOT IN`` a subquery: a hashed anti-join) and takes the oldest
-#: first through the index on finished
+#: first through the index on finished.  A batch deletes ``= ANY(ARRAY(...))`` of them: the
+#: primary key's index, where ``IN (subquery)`` was planned as a hash semi-join over a scan of
+#: the whole table (measured: 51 against 138 ms for 10,000 rows of 200,000)
 _PRUNE_ANY = "SELECT 1 FROM {t}cronoq_tasks WHERE finished IS NOT NULL AND finished < $1 LIMIT 1"
 _PRUNE_KEYS = (
     "SELECT id, key, spec FROM {t}cronoq_tasks WHERE key = ANY($1::text[]) AND finished IS NOT NULL "
@@ -790,8 +792,8 @@ _PRUNE_KEYS = (
 _PRUNE_KEEP = "id NOT IN (SELECT unnest($2::bigint[]))"
 _PRUNE = "DELETE FROM {t}cronoq_tasks WHERE finished IS NOT NULL AND finished < $1 AND " + _PRUNE_KEEP
 _PRUNE_OLDEST = (
-    "DELETE FROM {t}cronoq_tasks WHERE id IN (SELECT id FROM {t}cronoq_tasks WHERE finished IS NOT NULL "
-    f"AND finished < $1 AND {_PRUNE_KEEP} ORDER BY finished LIMIT $3)"
+    "DELETE FROM {t}cronoq_tasks WHERE id = ANY(ARRAY(SELECT id FROM {t}cronoq_tasks WHERE finished "
+    f"IS NOT NULL AND finished < $1 AND {_PRUNE_KEEP} ORDER BY finished LIMIT $3))"
 )
 
 
