@@ -694,11 +694,10 @@ class SqliteStore:
         its age), in one write transaction: the references are read, then one DELETE skips
         them (an anti-join against their ids, a few thousand at most)."""
         conn = self._db()
+        if conn.execute(_PRUNE_ANY, (cutoff,)).fetchone() is None:
+            return 0  # (nothing expired: not even the write lock)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if conn.execute(_PRUNE_ANY, (cutoff,)).fetchone() is None:
-                conn.execute("COMMIT")
-                return 0
             refs = prune_refs(
                 conn.execute(_PRUNE_LIVE_DEPS),
                 conn.execute(_PRUNE_JOURNALS),
