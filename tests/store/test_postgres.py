@@ -235,3 +235,112 @@ async def test_sharded_ids_round_trip(make: Any) -> None:
 
 async def test_store_of_another_shard_refused(make: Any) -> None:
     await contract.check_store_of_another_shard_refused(make)
+
+
+# An index added to a table an older version made, without stopping writes: a rolling upgrade
+# opens the new version while a leader of the old one writes to the same table.
+
+INSERT = (
+    'INSERT INTO "{s}".cronoq_tasks (id, seq, arrival, pool, kind, priority, spec, status, attempt) '
+    "VALUES ($1, $1, 0, 'default', 'k', 0, '{{}}', 'pending', 0)"
+)
+
+
+async def _index_valid(conn: Any, schema: str) -> bool | None:
+    v: bool | None = await conn.fetchval(
+        "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = $1 AND c.relname = 'cronoq_tasks_live'",
+        schema,
+    )
+    return v
+
+
+async def _older_schema(make: Any, schema: str, conn: Any) -> None:
+    """The tables as an older version left them: no ``cronoq_tasks_live``."""
+    store = make()
+    await store.open()
+    await store.close()
+    assert await _index_valid(conn, schema) is True  # a new table gets it at once
+    await conn.execute(f'DROP INDEX "{schema}".cronoq_tasks_live')
+    await conn.execute(INSERT.format(s=schema), 1)
+
+
+async def _waiting_build(conn: Any, timeout: float = 10.0) -> None:
+    """Until a statement building cronoq_tasks_live waits for a lock (observed, not slept)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        n = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%INDEX%cronoq_tasks_live%' "
+            "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        )
+        if n:
+            return
+        await asyncio.sleep(0.02)
+    pytest.fail("no index build started waiting behind the open transaction")
+
+
+async def test_index_is_added_while_the_old_leader_writes(make: Any, schema: str) -> None:
+    admin = await asyncpg.connect(DSN)
+    writer = await asyncpg.connect(DSN)
+    other = await asyncpg.connect(DSN)
+    try:
+        await _older_schema(make, schema, admin)
+        # the old leader is mid-commit: its transaction holds a row lock on the table
+        tx = writer.transaction()
+        await tx.start()
+        await writer.execute(f'UPDATE "{schema}".cronoq_tasks SET attempt = 1 WHERE id = 1')
+        store = make()
+        opening = asyncio.create_task(store.open())
+        await _waiting_build(admin)
+        # ... and while the build waits, more commits go through (a plain CREATE INDEX queues
+        # a lock that every later write waits behind: this insert would time out)
+        await other.execute("SET lock_timeout = '3s'")
+        await other.execute(INSERT.format(s=schema), 2)
+        assert not opening.done()
+        await tx.commit()
+        await asyncio.wait_for(opening, 20)
+        assert await _index_valid(admin, schema) is True
+        await store.close()
+    finally:
+        for c in (admin, writer, other):
+            await c.close()
+
+
+async def test_invalid_index_from_an_unfinished_build_is_rebuilt(make: Any, schema: str) -> None:
+    admin = await asyncpg.connect(DSN)
+    try:
+        await _older_schema(make, schema, admin)
+        await admin.execute(
+            f'CREATE INDEX cronoq_tasks_live ON "{schema}".cronoq_tasks (id) WHERE finished IS NULL'
+        )
+        # what a CREATE INDEX CONCURRENTLY that was cancelled or timed out leaves behind
+        await admin.execute(
+            "UPDATE pg_index SET indisvalid = false "
+            f"WHERE indexrelid = '\"{schema}\".cronoq_tasks_live'::regclass"
+        )
+        assert await _index_valid(admin, schema) is False
+        store = make()
+        await store.open()
+        assert await _index_valid(admin, schema) is True
+        await store.close()
+    finally:
+        await admin.close()
+
+
+async def test_open_does_not_wait_for_another_instance_building(make: Any, schema: str) -> None:
+    admin = await asyncpg.connect(DSN)
+    try:
+        await _older_schema(make, schema, admin)
+        await admin.execute("SELECT pg_advisory_lock(hashtext('cronoq.index'), hashtext($1))", schema)
+        store = make()
+        await asyncio.wait_for(store.open(), 10)  # goes on: the other instance builds it
+        assert await _index_valid(admin, schema) is None
+        await store.close()
+        await admin.execute("SELECT pg_advisory_unlock(hashtext('cronoq.index'), hashtext($1))", schema)
+        store = make()
+        await store.open()
+        assert await _index_valid(admin, schema) is True
+        await store.close()
+    finally:
+        await admin.close()

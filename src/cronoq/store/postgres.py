@@ -87,6 +87,14 @@ __all__ = ["PostgresStore"]
 
 _log = logging.getLogger("cronoq.store.postgres")
 
+#: ``cronoq_tasks``' indexes (name, columns and condition): the finished rows (a start's window,
+#: pruning), keys, and the live rows a start reads
+_TASK_INDEXES = (
+    ("cronoq_tasks_finished", "(finished) WHERE finished IS NOT NULL"),
+    ("cronoq_tasks_key", "(key, id) WHERE key IS NOT NULL"),
+    ("cronoq_tasks_live", "(id) WHERE finished IS NULL"),
+)
+
 SCHEMA_VERSION = "1"
 #: task rows read per round trip during recovery
 LOAD_CHUNK = 64
@@ -316,6 +324,11 @@ class PostgresStore:
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtext('cronoq.ddl'), hashtext($1))", self.schema
             )
+            # a new table gets its indexes here (empty: instant); an existing one (perhaps being
+            # written by a leader of an older version right now) gets the ones it lacks
+            # afterwards, without stopping writes (``_ensure_indexes``): even a CREATE INDEX IF
+            # NOT EXISTS of an index that exists first waits for a lock that blocks every write
+            existed = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", f"{q}.cronoq_tasks")
             await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {q}")
             await conn.execute(
                 f"""
@@ -345,12 +358,6 @@ class PostgresStore:
                     output bytea,
                     has_output boolean NOT NULL DEFAULT false
                 );
-                CREATE INDEX IF NOT EXISTS cronoq_tasks_finished ON {q}.cronoq_tasks (finished)
-                    WHERE finished IS NOT NULL;
-                CREATE INDEX IF NOT EXISTS cronoq_tasks_key ON {q}.cronoq_tasks (key, id)
-                    WHERE key IS NOT NULL;
-                CREATE INDEX IF NOT EXISTS cronoq_tasks_live ON {q}.cronoq_tasks (id)
-                    WHERE finished IS NULL;
                 CREATE TABLE IF NOT EXISTS {q}.cronoq_schedules (
                     name text PRIMARY KEY,
                     spec text NOT NULL,
@@ -376,6 +383,9 @@ class PostgresStore:
                 """
                 + _journal.pg_schema(q)
             )
+            if not existed:
+                for name, body in _TASK_INDEXES:
+                    await conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {q}.cronoq_tasks {body}")
             v = await conn.fetchval(f"SELECT v FROM {q}.cronoq_meta WHERE k = 'schema'")
             if v is None:
                 await conn.execute(
@@ -392,6 +402,57 @@ class PostgresStore:
                     f"INSERT INTO {q}.cronoq_meta (k, v) VALUES ('shard', $1) ON CONFLICT (k) DO NOTHING",
                     self.shard,
                 )
+        if existed:
+            await self._ensure_indexes(conn)
+
+    async def _ensure_indexes(self, conn: Any) -> None:
+        """Build the ``cronoq_tasks`` indexes an existing table lacks (``cronoq_tasks_live``
+        came with a later version), each ``CREATE INDEX CONCURRENTLY`` outside any transaction.
+
+        A plain build holds a lock that stops every write for as long as it reads the table,
+        and in a rolling upgrade a leader of the older version is writing to it.  One opener
+        builds (a session advisory lock taken without waiting: the others go on, an index is an
+        optimization); an invalid index left by a build that did not finish is dropped and
+        built again.  A build that fails or outlasts ``statement_timeout`` is logged and
+        dropped: the store works without it (a start then scans the table for its live rows)
+        and the next open tries again.
+        """
+        q = self._q
+        rows = await conn.fetch(
+            "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = ANY($2)",
+            self.schema,
+            [name for name, _ in _TASK_INDEXES],
+        )
+        valid = {r[0]: r[1] for r in rows}
+        todo = [(name, body) for name, body in _TASK_INDEXES if not valid.get(name)]
+        if not todo:
+            return
+        lock = "(hashtext('cronoq.index'), hashtext($1))"
+        if not await conn.fetchval(f"SELECT pg_try_advisory_lock{lock}", self.schema):
+            return  # another instance is building them right now
+        try:
+            for name, body in todo:
+                try:
+                    if name in valid:  # invalid: a build that did not finish
+                        await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {q}.{name}")
+                    await conn.execute(
+                        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {q}.cronoq_tasks {body}"
+                    )
+                except Exception as e:
+                    _log.warning(
+                        "PostgresStore: schema %r: could not build index %s (%s: %s); "
+                        "the store works without it until an open builds it",
+                        self.schema,
+                        name,
+                        type(e).__name__,
+                        e,
+                    )
+                    with contextlib.suppress(Exception):
+                        await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {q}.{name}")
+        finally:
+            with contextlib.suppress(Exception):
+                await conn.execute(f"SELECT pg_advisory_unlock{lock}", self.schema)
 
     async def close(self) -> None:
         if not self._opened:
