@@ -124,3 +124,34 @@ def test_cli_quick_writes_json(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert doc["machine"]["cpu_count"] >= 1
     assert doc["results"] and all(r["value"] > 0 for r in doc["results"])
+
+
+BURNER = """
+import sys, time
+while time.process_time() < 0.4:
+    pass
+print("burnt", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_tree_cpu_counts_live_and_reaped_child_processes() -> None:
+    # a server's figure counts the CPU of its child processes too (e.g. a SQLite writer
+    # process): a live child's own seconds, then, once reaped, its parent's cutime + cstime
+    import os
+    import subprocess
+
+    me = os.getpid()
+    base = server.tree_cpu_seconds(me) - server.cpu_seconds(me)
+    child = subprocess.Popen(
+        [sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "burnt\n"
+        assert server.cpu_seconds(child.pid) >= 0.3  # (/proc counts clock ticks: a margin)
+        live = server.tree_cpu_seconds(me) - server.cpu_seconds(me)
+        assert live - base >= 0.3
+    finally:
+        child.communicate("")
+    reaped = server.tree_cpu_seconds(me) - server.cpu_seconds(me)
+    assert reaped - base >= 0.3
