@@ -155,13 +155,28 @@ async def bounded(store: LeasedStore, aw: Awaitable[None], what: str) -> None:
     ready and sends its workers away before the step-down has finished) and the commit raises
     :class:`CommitDeadline`.
 
-    ``aw`` may be a future (the SQLite store's executor future): it is awaited as it is, with a
-    timer that cancels it, not wrapped in a task as ``asyncio.wait_for`` does — under load each
-    task step is a loop turn more between the commit's end and its acknowledgements."""
+    No task is made for the commit: under load each task step is a loop turn more between the
+    committer and the database.  ``aw`` may be a future (the SQLite store's executor future):
+    it is awaited as it is, with a timer that cancels it, not wrapped in a task as
+    ``asyncio.wait_for`` does.  A coroutine (the PostgreSQL store's commit) runs in the
+    caller's task under ``asyncio.timeout``, which cancels that task at the deadline: a task
+    of its own would start the commit one loop turn late (its statement is sent a turn after
+    the committer took the batch) and wake the committer one turn late after it ended."""
     timeout = store.commit_timeout
     if timeout is None:
         await aw
         return
+    if not asyncio.isfuture(aw):
+        cm = asyncio.timeout(timeout)
+        try:
+            async with cm:
+                await aw
+            return
+        except TimeoutError:
+            if not cm.expired():
+                raise  # the commit's own TimeoutError, not the deadline
+        _step_down(store)
+        raise CommitDeadline(f"{what}: commit did not finish within {timeout:g} s; stepping down") from None
     fut = asyncio.ensure_future(aw)
     late = False
 
@@ -175,13 +190,17 @@ async def bounded(store: LeasedStore, aw: Awaitable[None], what: str) -> None:
     except asyncio.CancelledError:
         if not late:
             raise
-        store._leading = False
-        cb = store.on_lost
-        if cb is not None:
-            cb()
+        _step_down(store)
         raise CommitDeadline(f"{what}: commit did not finish within {timeout:g} s; stepping down") from None
     finally:
         timer.cancel()
+
+
+def _step_down(store: LeasedStore) -> None:
+    store._leading = False
+    cb = store.on_lost
+    if cb is not None:
+        cb()
 
 
 @runtime_checkable
