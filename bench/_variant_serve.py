@@ -10,6 +10,9 @@
 ``exec``
     As ``real``, with every commit handed to the store's thread (``SqliteStore.inline_below``
     0: no small commit runs inline on the event loop's thread): the A side of that change.
+``nogather``
+    As ``real``, with the group commit's ``gather`` wait 0 (``runtime.durable.Committer``: a
+    small commit right after the previous one does not wait 1 ms for more).
 ``delay``
     The store's ``commit()`` only awaits ``asyncio.sleep(D)``: an acknowledgement delayed as long
     as a real commit's, with no thread and no database write (the gRPC / event-loop side of a
@@ -41,10 +44,11 @@ import sys
 import time
 from typing import Any
 
+from cronoq.runtime.durable import Committer
 from cronoq.store import _records
 from cronoq.store.sqlite import SqliteStore
 
-VARIANTS = ("real", "exec", "delay", "thread", "fold")
+VARIANTS = ("real", "exec", "nogather", "delay", "thread", "fold")
 
 
 class _Stats:
@@ -58,6 +62,15 @@ def _patch(variant: str) -> None:
     real = SqliteStore.commit
     if variant == "exec":
         SqliteStore.inline_below = 0
+        variant = "real"
+    elif variant == "nogather":
+        init = Committer.__init__
+
+        def no_gather(self: Committer, *args: Any, **kw: Any) -> None:
+            init(self, *args, **kw)
+            self.gather = 0.0
+
+        Committer.__init__ = no_gather  # type: ignore[method-assign]
         variant = "real"
 
     async def inner(self: SqliteStore, mutations: list[Any], epoch: int, codec: Any) -> None:

@@ -42,9 +42,10 @@ Groups (``--only``):
     ``--stores`` also takes diagnostic stand-ins for the SQLite store's commit, to split its
     cost (``bench/_variant_serve.py``): ``sqlite-delay`` (an asyncio-only delay as long as a
     commit), ``sqlite-thread`` (a sleep as long on the store's thread), ``sqlite-fold`` (that
-    and building the rows), ``sqlite-real`` (the store as it is) and ``sqlite-exec`` (it with
-    every commit on its thread); their figures also have the commits per task, their mean
-    latency and their mutations.
+    and building the rows), ``sqlite-real`` (the store as it is), ``sqlite-exec`` (it with
+    every commit on its thread) and ``sqlite-nogather`` (it without the group commit's 1 ms
+    gather wait); their figures also have the commits per task, their mean latency and their
+    mutations.
 ``latency``
     Dispatch latency, submit → the worker's handler start (``time.monotonic_ns`` in both
     processes), p50/p99 over 2,000 tasks submitted one at a time, 2 ms apart, on an idle
@@ -315,10 +316,18 @@ class Server:
 #: below), each server in a schema of its own that is dropped when that server stops
 #: ``sqlite-<variant>``: diagnostic stand-ins for the SQLite store's commit
 #: (``bench/_variant_serve.py``: ``real`` is the store as it is, ``exec`` it with every commit on
-#: its thread, ``delay`` an asyncio-only delay of a commit's latency, ``thread`` a ``time.sleep``
-#: of it on the store's thread, ``fold`` that plus building the rows), with the commits per task,
-#: their mean latency and size printed beside each figure
-VARIANT_STORES = ("sqlite-real", "sqlite-exec", "sqlite-delay", "sqlite-thread", "sqlite-fold")
+#: its thread, ``nogather`` it without the group commit's 1 ms gather wait, ``delay`` an
+#: asyncio-only delay of a commit's latency, ``thread`` a ``time.sleep`` of it on the store's
+#: thread, ``fold`` that plus building the rows), with the commits per task, their mean latency
+#: and size printed beside each figure
+VARIANT_STORES = (
+    "sqlite-real",
+    "sqlite-exec",
+    "sqlite-nogather",
+    "sqlite-delay",
+    "sqlite-thread",
+    "sqlite-fold",
+)
 STORES = ("sqlite", "memory", "postgres", *VARIANT_STORES)
 DEFAULT_STORES, DEFAULT_WORKERS = ["sqlite", "memory"], [1, 4]
 PG_URL = os.environ.get("CRONOQ_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
