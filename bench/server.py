@@ -38,7 +38,15 @@ Groups (``--only``):
     server's CPU seconds per 1000 tasks (``/proc/PID/stat``, with its child processes':
     ``tree_cpu_seconds``) are in each figure's ``extra``;
     each durable store's figure ÷ the memory store's same figure of the run (tasks/s, server
-    CPU per task) is printed and kept in ``extra.vs_memory``.
+    CPU per task) is printed and kept in ``extra.vs_memory``.  The server's context switches
+    per task (voluntary, involuntary; summed over its threads) are in ``extra`` too.
+    ``--stores`` also takes diagnostic stand-ins for the SQLite store's commit, to split its
+    cost (``bench/_variant_serve.py``): ``sqlite-delay`` (an asyncio-only delay as long as a
+    commit), ``sqlite-thread`` (a sleep as long on the store's thread), ``sqlite-fold`` (that
+    and building the rows), ``sqlite-real`` (the store as it is), ``sqlite-exec`` (it with
+    every commit on its thread) and ``sqlite-nogather`` (it without the group commit's 1 ms
+    gather wait); their figures also have the commits per task, their mean latency and their
+    mutations.
 ``latency``
     Dispatch latency, submit → the worker's handler start (``time.monotonic_ns`` in both
     processes), p50/p99 over 2,000 tasks submitted one at a time, 2 ms apart, on an idle
@@ -214,6 +222,25 @@ def tree_cpu_seconds(pid: int) -> float:
     own = sum(int(v) for v in fields[11:15]) / _TICK
     return own + sum(tree_cpu_seconds(c) for c in _children(pid))
 
+def context_switches(pid: int) -> tuple[int, int]:
+    """(voluntary, involuntary) context switches of a process's live threads (Linux /proc)."""
+    vol = inv = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0, 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for ln in f:
+                    if ln.startswith("voluntary_ctxt_switches:"):
+                        vol += int(ln.split()[1])
+                    elif ln.startswith("nonvoluntary_ctxt_switches:"):
+                        inv += int(ln.split()[1])
+        except OSError:
+            continue
+    return vol, inv
+
 
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
@@ -287,6 +314,30 @@ class Server:
         """The server's CPU seconds with its child processes' (``tree_cpu_seconds``)."""
         return tree_cpu_seconds(self.pid)
 
+    def switches(self) -> tuple[int, int]:
+        """(voluntary, involuntary) context switches so far, summed over the server's threads."""
+        return context_switches(self.pid)
+
+    async def commit_stats(self) -> tuple[int, int, float] | None:
+        """A diagnostic variant's (commits, mutations, seconds in commit) so far (None for the
+        plain stores): ``bench/_variant_serve.py`` prints them on SIGUSR2."""
+        if self.store not in VARIANT_STORES:
+            return None
+        log = self.directory / "server.log"
+        before = log.read_text(errors="replace").count("COMMITSTATS ")
+        self.proc.send_signal(signal.SIGUSR2)
+        deadline = time.monotonic() + 10
+        while True:
+            lines = [
+                ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("COMMITSTATS ")
+            ]
+            if len(lines) > before:
+                _, c, m, sec = lines[-1].split()
+                return int(c), int(m), float(sec)
+            if time.monotonic() > deadline:
+                return None
+            await asyncio.sleep(0.01)
+
     async def succeeded(self) -> int:
         assert self.client is not None
         return (await self.client.snapshot()).totals["succeeded"]
@@ -294,7 +345,21 @@ class Server:
 
 #: the stores ``--stores`` may name; ``postgres`` is the test database (``CRONOQ_BENCH_PG_URL``, default
 #: below), each server in a schema of its own that is dropped when that server stops
-STORES = ("sqlite", "memory", "postgres")
+#: ``sqlite-<variant>``: diagnostic stand-ins for the SQLite store's commit
+#: (``bench/_variant_serve.py``: ``real`` is the store as it is, ``exec`` it with every commit on
+#: its thread, ``nogather`` it without the group commit's 1 ms gather wait, ``delay`` an
+#: asyncio-only delay of a commit's latency, ``thread`` a ``time.sleep`` of it on the store's
+#: thread, ``fold`` that plus building the rows), with the commits per task, their mean latency
+#: and size printed beside each figure
+VARIANT_STORES = (
+    "sqlite-real",
+    "sqlite-exec",
+    "sqlite-nogather",
+    "sqlite-delay",
+    "sqlite-thread",
+    "sqlite-fold",
+)
+STORES = ("sqlite", "memory", "postgres", *VARIANT_STORES)
 DEFAULT_STORES, DEFAULT_WORKERS = ["sqlite", "memory"], [1, 4]
 PG_URL = os.environ.get("CRONOQ_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -304,7 +369,7 @@ def _pg_schema(directory: Path) -> str:
 
 
 def server_toml(directory: Path, store: str) -> str:
-    if store == "sqlite":
+    if store == "sqlite" or store in VARIANT_STORES:
         store_body = f'kind = "sqlite"\npath = "{directory / "bench.db"}"\n'
     elif store == "postgres":
         store_body = f'kind = "postgres"\nurl = "{PG_URL}"\nschema = "{_pg_schema(directory)}"\n'
@@ -335,7 +400,11 @@ async def start_server(store: str, profile_dir: Path | None = None, spy_dir: Pat
         profile_dir.mkdir(parents=True, exist_ok=True)
         profile = profile_dir / f"server-{store}-{int(time.time())}.prof"
         cmd += ["-m", "cProfile", "-o", str(profile)]
-    cmd += ["-m", "cronoq.cli", "serve", "--config", str(cfg)]
+    if store in VARIANT_STORES:
+        cmd += [str(_HERE / "_variant_serve.py"), store.split("-", 1)[1]]
+    else:
+        cmd += ["-m", "cronoq.cli"]
+    cmd += ["serve", "--config", str(cfg)]
     with open(log, "ab") as logf:
         proc = await asyncio.create_subprocess_exec(
             *cmd,
@@ -452,13 +521,24 @@ async def worker_messages(ws: Workers) -> tuple[int, int]:
     return msgs, handled
 
 
-async def counted(ws: Workers, run: Awaitable[Run]) -> Run:
+async def counted(ws: Workers, run: Awaitable[Run], sv: Server | None = None) -> Run:
     """``await run`` with the workers' CPU per task and their Work stream messages per task
-    (``--messages``) filled in."""
+    (``--messages``) filled in; with ``sv``, the server's context switches per task (and a
+    diagnostic variant's commits per task) too."""
     m0, h0 = await worker_messages(ws)
     w0 = sum(cpu_seconds(p.pid) for p in ws.procs)
+    s0 = sv.switches() if sv is not None else (0, 0)
+    k0 = await sv.commit_stats() if sv is not None else None
     r = await run
     r.worker_cpu_per_1k = (sum(cpu_seconds(p.pid) for p in ws.procs) - w0) / r.n * 1000
+    if sv is not None:
+        s1 = sv.switches()
+        r.switches_per_task = ((s1[0] - s0[0]) / r.n, (s1[1] - s0[1]) / r.n)
+        k1 = await sv.commit_stats()
+        if k0 is not None and k1 is not None and k1[0] > k0[0]:
+            r.commits_per_task = (k1[0] - k0[0]) / r.n
+            r.commit_ms = (k1[2] - k0[2]) / (k1[0] - k0[0]) * 1000
+            r.mutations_per_commit = (k1[1] - k0[1]) / (k1[0] - k0[0])
     m1, h1 = await worker_messages(ws)
     r.messages_per_task = (m1 - m0) / (h1 - h0) if h1 > h0 else None
     return r
@@ -502,6 +582,12 @@ class Run:
     messages_per_task: float | None = None  # Work stream messages both ways (``--messages``)
     client_cpu_per_1k: float = 0.0  # the load processes' own CPU seconds per 1000 tasks
     worker_cpu_per_1k: float = 0.0  # the worker processes' (``counted``)
+    #: the server's context switches per task, voluntary and involuntary (``counted``)
+    switches_per_task: tuple[float, float] = (0.0, 0.0)
+    #: a diagnostic variant's commits per task and mean commit latency in ms (``counted``)
+    commits_per_task: float | None = None
+    commit_ms: float | None = None
+    mutations_per_commit: float | None = None
 
 
 async def _load_procs(
@@ -794,12 +880,14 @@ async def bench_throughput(
                     for _ in range(rep):
                         # each repeat beside its own floor: a shared machine's load drifts
                         floors.append(await grpc_floor_measure(clients, sn))
-                        runs["batch"].append(await counted(ws, cronoq_procs(sv, "batch", 1, bn, chunk)))
+                        runs["batch"].append(await counted(ws, cronoq_procs(sv, "batch", 1, bn, chunk), sv))
                         runs["submit_procs"].append(
-                            await counted(ws, cronoq_procs(sv, "submit", clients, sn, chunk))
+                            await counted(ws, cronoq_procs(sv, "submit", clients, sn, chunk), sv)
                         )
-                        runs["submit_coros"].append(await counted(ws, cronoq_coros(sv, clients, sn)))
-                        runs["submit_shared"].append(await counted(ws, cronoq_shared(sv, SHARED_COROS, sn)))
+                        runs["submit_coros"].append(await counted(ws, cronoq_coros(sv, clients, sn), sv))
+                        runs["submit_shared"].append(
+                            await counted(ws, cronoq_shared(sv, SHARED_COROS, sn), sv)
+                        )
                 finally:
                     await stop_workers(ws)
                 protocol = ws.protocol
@@ -852,6 +940,25 @@ async def bench_throughput(
                                 ),
                                 "n": rs[0].n,
                                 "server_cpu_s_per_1k": cpu,
+                                "server_switches_per_task": [
+                                    median([r.switches_per_task[0] for r in rs]),
+                                    median([r.switches_per_task[1] for r in rs]),
+                                ],
+                                "commits_per_task": (
+                                    median([r.commits_per_task for r in rs if r.commits_per_task])
+                                    if any(r.commits_per_task for r in rs)
+                                    else None
+                                ),
+                                "commit_ms": (
+                                    median([r.commit_ms for r in rs if r.commit_ms])
+                                    if any(r.commit_ms for r in rs)
+                                    else None
+                                ),
+                                "mutations_per_commit": (
+                                    median([r.mutations_per_commit for r in rs if r.mutations_per_commit])
+                                    if any(r.mutations_per_commit for r in rs)
+                                    else None
+                                ),
                                 "client_cpu_s_per_1k": median([r.client_cpu_per_1k for r in rs]),
                                 "worker_cpu_s_per_1k": median([r.worker_cpu_per_1k for r in rs]),
                                 # the same run's gRPC floor (bench/grpc_floor.py), measured
@@ -877,6 +984,17 @@ async def bench_throughput(
                         f"workers {x['worker_cpu_s_per_1k']:.3f}",
                         flush=True,
                     )
+                    sw = x["server_switches_per_task"]
+                    more = (
+                        f"    server context switches per task: {sw[0]:.2f} voluntary, "
+                        f"{sw[1]:.2f} involuntary"
+                    )
+                    if x["commits_per_task"]:
+                        more += (
+                            f"; {x['commits_per_task']:.3f} commits per task, {x['commit_ms']:.2f} ms and "
+                            f"{x['mutations_per_commit']:.1f} mutations each"
+                        )
+                    print(more, flush=True)
         finally:
             await stop_server(sv)
     print_store_ratios(out)

@@ -10,6 +10,9 @@ import pathlib
 import sqlite3
 import stat
 import subprocess
+import threading
+import time
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +21,7 @@ import pytest
 from cronoq.engine.mutations import StatusChange, Submitted, TaskRecord
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store import SqliteStore, TransientStoreError
+from cronoq.store.base import CommitDeadline
 
 from . import contract
 from .contract import codec
@@ -227,7 +231,7 @@ def test_argument_validation(db: pathlib.Path) -> None:
         SqliteStore(123)  # type: ignore[arg-type]
 
 
-async def test_all_access_runs_on_one_dedicated_thread(make: Any) -> None:
+async def test_store_jobs_run_on_one_dedicated_thread(make: Any) -> None:
     import threading
 
     s, ep = await contract.leader(make)
@@ -237,6 +241,133 @@ async def test_all_access_runs_on_one_dedicated_thread(make: Any) -> None:
         assert threading.current_thread().name not in names
         await s.commit([StatusChange(1, "running", 1, 0)], ep, codec)  # unknown id: ignored
     finally:
+        await s.close()
+
+
+def _commit_threads(s: SqliteStore) -> list[str]:
+    """The names of the threads ``s``'s commits write on, in order (a spy on ``_write_batch``)."""
+    names: list[str] = []
+    real = s._write_batch
+
+    def spy(*args: Any) -> None:
+        names.append(threading.current_thread().name)
+        real(*args)
+
+    s._write_batch = spy  # type: ignore[method-assign]
+    return names
+
+
+async def test_small_commits_run_inline_big_ones_on_the_store_thread(make: Any, db: pathlib.Path) -> None:
+    # a small commit skips the hand-off to the store's thread (store/sqlite.py commit()); a big
+    # one does not stall the event loop: it still goes to that thread
+    s, ep = await contract.leader(make)
+    threads = _commit_threads(s)
+    rec = TaskRecord(pool="default")
+    try:
+        await s.commit([Submitted(1, 1, 0, rec), StatusChange(1, "running", 1, 5)], ep, codec)
+        await s.commit([Submitted(i, i, 0, rec) for i in range(2, 2 + s.inline_below)], ep, codec)
+        assert threads[0] == threading.current_thread().name
+        assert threads[1].startswith("cronoq-sqlite")
+        with raw(db) as c:  # both committed, seen by another connection
+            assert c.execute("SELECT count(*) FROM cronoq_tasks").fetchone()[0] == 1 + s.inline_below
+            assert c.execute("SELECT status FROM cronoq_tasks WHERE id = 1").fetchone()[0] == "running"
+        # the inline commit's BEGIN does not wait for a lock (busy timeout 0): it is put back
+        assert s._db().execute("PRAGMA busy_timeout").fetchone()[0] == round(s.busy_timeout * 1000)
+    finally:
+        await s.close()
+
+
+async def test_an_inline_commit_never_shares_the_connection(make: Any) -> None:
+    # while the store's thread runs a job, a small commit queues behind it instead of running
+    # inline on the same connection (the connection's lock, store/sqlite.py)
+    s, ep = await contract.leader(make)
+    threads = _commit_threads(s)
+    started, release = threading.Event(), threading.Event()
+
+    def job() -> int:
+        started.set()
+        release.wait(30)
+        return int(s._db().execute("SELECT count(*) FROM cronoq_tasks").fetchone()[0])
+
+    try:
+        busy = asyncio.ensure_future(s._call(job))
+        assert await asyncio.to_thread(started.wait, 30)
+        commit = asyncio.ensure_future(s.commit([Submitted(1, 1, 0, TaskRecord(pool="default"))], ep, codec))
+        await asyncio.sleep(0)  # one loop turn: the commit's first step ran (inline, or queued)
+        assert not commit.done()
+        release.set()
+        assert await busy == 0  # the job ran with no commit in between
+        await commit
+        assert len(threads) == 1 and threads[0].startswith("cronoq-sqlite")
+        assert await s._call(job) == 1
+    finally:
+        release.set()
+        await s.close()
+
+
+async def test_a_locked_database_sends_an_inline_commit_to_the_store_thread(
+    make: Any, db: pathlib.Path
+) -> None:
+    # another connection holds the write lock: the small commit does not wait for it on the
+    # event loop (SQLite's busy timeout is 5 s) but on the store's thread, within the deadline
+    s, ep = await contract.leader(make, commit_timeout=0.3)
+    holder = raw(db)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        t0 = time.monotonic()
+        with pytest.raises(CommitDeadline):
+            await s.commit([Submitted(1, 1, 0, TaskRecord(pool="default"))], ep, codec)
+        assert time.monotonic() - t0 < 3.0  # the deadline, not the busy timeout
+        assert not s.leading
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        await s.close()
+
+
+async def test_a_failed_inline_commit_surfaces_and_rolls_back(make: Any, db: pathlib.Path) -> None:
+    # an inline commit's error is the store's error as on its thread, and leaves no transaction
+    s, ep = await contract.leader(make)
+    threads = _commit_threads(s)
+    try:
+        await s.commit([Submitted(1, 1, 0, TaskRecord(pool="default"))], ep, codec)
+        with raw(db) as c:  # another instance took over
+            c.execute("UPDATE cronoq_leader SET epoch = epoch + 1, owner = 'intruder', expires_at = 1e12")
+        with pytest.raises(Fenced):
+            await s.commit([Submitted(2, 2, 0, TaskRecord(pool="default"))], ep, codec)
+        assert threads == [threading.current_thread().name] * 2
+        assert not s._db().in_transaction
+        with raw(db) as c:
+            assert c.execute("SELECT id FROM cronoq_tasks").fetchall() == [(1,)]
+    finally:
+        await s.close()
+
+
+async def test_an_inline_commit_past_the_deadline_steps_down(
+    make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a small commit that took longer than commit_timeout on the loop (a stalled disk) steps
+    # down as a late one on the store's thread does (base.bounded)
+    import cronoq.store.sqlite as sqlite_mod
+
+    s, ep = await contract.leader(make, commit_timeout=0.5)
+    lost: list[bool] = []
+    s.on_lost = lambda: lost.append(True)
+    clock = [time.monotonic()]
+    monkeypatch.setattr(sqlite_mod, "time", types.SimpleNamespace(time=time.time, monotonic=lambda: clock[0]))
+    real = s._write_batch
+
+    def stalled(*args: Any) -> None:
+        real(*args)
+        clock[0] += 1.0  # the fsync took a second
+
+    s._write_batch = stalled  # type: ignore[method-assign]
+    try:
+        with pytest.raises(CommitDeadline, match=r"within 0\.5 s"):
+            await s.commit([Submitted(1, 1, 0, TaskRecord(pool="default"))], ep, codec)
+        assert lost == [True] and not s.leading
+    finally:
+        monkeypatch.undo()
         await s.close()
 
 

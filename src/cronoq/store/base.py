@@ -148,7 +148,7 @@ class LeasedStore(Protocol):
     async def prune(self, now_unix_ns: int, limit: int | None = None) -> int: ...
 
 
-async def bounded(store: LeasedStore, aw: Awaitable[None], what: str) -> None:
+async def bounded(store: LeasedStore, aw: Awaitable[object], what: str) -> None:
     """Await a commit of ``store``, at most ``store.commit_timeout`` seconds (None: no bound).
 
     Past it the store stops leading at once (``store.on_lost``, so the server stops answering

@@ -1,8 +1,10 @@
 """SqliteStore: one SQLite file, WAL journal, leadership by a renewed lease row
 (docs/reference/behaviour.md#stores).
 
-All database access happens on one dedicated thread (a single-thread executor owning the only
-connection), so the event loop never blocks on disk I/O and sqlite3 is used from one thread.
+One connection.  Loads, queries, prunes, the lease and big commits run on one dedicated thread
+(a single-thread executor), so the event loop never waits for them; a small commit runs on the
+event loop's thread when the dedicated one is idle (see :meth:`SqliteStore.commit`).  A lock
+keeps the two threads from ever using the connection at once.
 
 Tables (created on open):
 
@@ -36,6 +38,7 @@ import math
 import os
 import socket
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -53,6 +56,7 @@ from cronoq.store._records import (
     PRUNE_LASTS,
     PRUNE_LIVE_DEPS,
     TASK_COLUMNS,
+    Batch,
     add_task_rows,
     db_id,
     finish_recovered,
@@ -66,6 +70,7 @@ from cronoq.store._records import (
     prune_refs,
 )
 from cronoq.store.base import (
+    CommitDeadline,
     TransientStoreError,
     bounded,
     check_retention,
@@ -270,6 +275,10 @@ class SqliteStore:
     durable = True
     #: How long a statement waits for another connection's lock before failing (seconds).
     busy_timeout = 5.0
+    #: A commit of fewer mutations than this runs on the calling (event-loop) thread when the
+    #: store's thread is idle, instead of being handed to that thread; 0: never.  See
+    #: :meth:`commit` for why.
+    inline_below = 64
 
     def __init__(
         self,
@@ -303,6 +312,9 @@ class SqliteStore:
         self._leading = False
         self._conn: sqlite3.Connection | None = None
         self._executor: ThreadPoolExecutor | None = None
+        #: held by whichever thread uses the connection (the store's thread for every job, the
+        #: event loop's for an inline commit): never two at once
+        self._lock = threading.Lock()
         self._renewer: asyncio.Task[None] | None = None
         #: monotonic instant the lease may lapse at (see ``base.lease_left``)
         self.lease_until = 0.0
@@ -322,10 +334,15 @@ class SqliteStore:
     # ------------------------------------------------------------------ thread plumbing
 
     def _submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-        """``fn(*args)`` on the store's thread: its future (sqlite3 errors as they are)."""
+        """``fn(*args)`` on the store's thread, holding the connection's lock: its future
+        (sqlite3 errors as they are)."""
         if self._executor is None:
             raise SchedulerError(f"SQLite store {self.path!r} is not open; call `await store.open()`")
-        return asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        return asyncio.get_running_loop().run_in_executor(self._executor, self._locked, fn, *args)
+
+    def _locked(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._lock:
+            return fn(*args)
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         fut = self._submit(fn, *args)
@@ -396,7 +413,11 @@ class SqliteStore:
         os.close(fd)
 
     def _open_sync(self) -> None:
-        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        # (check_same_thread=False: an inline commit uses it from the loop's thread; the lock
+        # keeps the two threads from ever using it at once)
+        conn = sqlite3.connect(
+            self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+        )
         self._conn = conn
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
@@ -574,8 +595,53 @@ class SqliteStore:
             conn.execute("COMMIT")
 
     async def commit(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:
+        """Write ``mutations`` in one transaction (see the Store protocol).
+
+        A small commit (fewer than ``inline_below`` mutations) runs right here, on the event
+        loop's thread, when the store's thread is idle (its lock is free): handing it to that
+        thread costs more server CPU than the commit itself — the executor's queue and futex
+        wake-ups, the loop's wake-up by ``call_soon_threadsafe``, and a GIL hand-off between
+        the two threads at every statement (sqlite3 releases the GIL around each step, and the
+        loop thread takes it).  ``bench/server.py --stores sqlite-exec,sqlite-real`` (every
+        commit on the thread against this): per-task submits (about 10 mutations a commit)
+        took about a fifth less server CPU per task inline (issue #33).  sqlite3 still releases
+        the GIL during a step and the WAL's fsync, so gRPC's own threads run meanwhile; the
+        loop waits for the commit, as every submitter of the batch does anyway
+        (``runtime.durable``: one commit at a time), and the requests that arrive meanwhile
+        make the next group.  A bigger commit (64 coroutines' submits, about 100 mutations; a
+        ``submit_batch``; a backlog) gained nothing inline and stays on the store's thread,
+        not to stall the loop.
+
+        An inline commit never waits for another connection's write lock (a standby's takeover
+        attempt, a hung writer): it then goes to the store's thread, which waits up to
+        ``busy_timeout`` within ``commit_timeout`` (``base.bounded``) as before.  One that took
+        longer than ``commit_timeout`` (a stalled disk) steps down as a late one on the thread
+        does: its waiters get :class:`CommitDeadline`, and the store stops leading."""
         if not mutations:
             return
+        if (
+            len(mutations) < self.inline_below
+            and self._executor is not None
+            and self._lock.acquire(blocking=False)
+        ):
+            started = time.monotonic()
+            try:
+                done = self._commit_sync(mutations, epoch, codec, True)
+            except sqlite3.Error as e:
+                raise self._error(e) from e
+            finally:
+                self._lock.release()
+            if done:
+                timeout = self.commit_timeout
+                if timeout is not None and time.monotonic() - started > timeout:
+                    self._leading = False
+                    cb = self.on_lost
+                    if cb is not None:
+                        cb()
+                    raise CommitDeadline(
+                        f"SQLite store: commit did not finish within {timeout:g} s; stepping down"
+                    )
+                return
         # (the executor's future itself, not ``_call``'s coroutine: fewer loop turns per commit)
         fut = self._submit(self._commit_sync, mutations, epoch, codec)
         try:
@@ -583,10 +649,35 @@ class SqliteStore:
         except sqlite3.Error as e:
             raise self._error(e) from e
 
-    def _commit_sync(self, mutations: list[Mutation], epoch: int, codec: Codec) -> None:
+    def _commit_sync(self, mutations: list[Mutation], epoch: int, codec: Codec, inline: bool = False) -> bool:
+        """Write the commit (holding the connection's lock); False, with nothing done, if
+        ``inline`` and another connection holds the database's write lock."""
         batch = fold(mutations, codec)
         conn = self._db()
-        conn.execute("BEGIN IMMEDIATE")
+        if not inline:
+            conn.execute("BEGIN IMMEDIATE")
+        elif not self._begin_now(conn):
+            return False
+        self._write_batch(conn, batch, epoch)
+        return True
+
+    def _begin_now(self, conn: sqlite3.Connection) -> bool:
+        """``BEGIN IMMEDIATE`` without waiting for another connection's write lock: False if it
+        is held (the connection's busy timeout is 0 for that statement only)."""
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            low = str(e).lower()
+            if "locked" in low or "busy" in low:
+                return False
+            raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {round(self.busy_timeout * 1000)}")
+        return True
+
+    def _write_batch(self, conn: sqlite3.Connection, batch: Batch, epoch: int) -> None:
+        """The statements of a commit, in the transaction just begun: COMMIT, or ROLLBACK."""
         try:
             cur = conn.execute(
                 "UPDATE cronoq_leader SET expires_at = ? WHERE id = 1 AND epoch = ? AND owner = ?",
