@@ -222,6 +222,7 @@ def tree_cpu_seconds(pid: int) -> float:
     own = sum(int(v) for v in fields[11:15]) / _TICK
     return own + sum(tree_cpu_seconds(c) for c in _children(pid))
 
+
 def context_switches(pid: int) -> tuple[int, int]:
     """(voluntary, involuntary) context switches of a process's live threads (Linux /proc)."""
     vol = inv = 0
