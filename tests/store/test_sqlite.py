@@ -371,6 +371,45 @@ async def test_an_inline_commit_past_the_deadline_steps_down(
         await s.close()
 
 
+async def test_a_slow_inline_commit_sends_the_next_ones_to_the_store_thread(
+    make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a disk that stalled one inline commit blocks the event loop once: for the next
+    # inline_pause seconds small commits go to the store's thread, then inline again
+    import cronoq.store.sqlite as sqlite_mod
+
+    s, ep = await contract.leader(make)
+    clock = [time.monotonic()]
+    monkeypatch.setattr(sqlite_mod, "time", types.SimpleNamespace(time=time.time, monotonic=lambda: clock[0]))
+    threads: list[str] = []
+    real = s._write_batch
+    stall = [0.2]
+
+    def timed(*args: Any) -> None:
+        threads.append(threading.current_thread().name)
+        real(*args)
+        clock[0] += stall[0]  # the fsync took this long
+
+    s._write_batch = timed  # type: ignore[method-assign]
+    rec = TaskRecord(pool="default")
+    try:
+        await s.commit([Submitted(1, 1, 0, rec)], ep, codec)  # inline, and slow
+        stall[0] = 0.001
+        await s.commit([Submitted(2, 2, 0, rec)], ep, codec)
+        clock[0] += s.inline_pause - 0.01
+        await s.commit([Submitted(3, 3, 0, rec)], ep, codec)
+        loop_thread = threading.current_thread().name
+        assert threads[0] == loop_thread
+        assert threads[1].startswith("cronoq-sqlite") and threads[2].startswith("cronoq-sqlite")
+        clock[0] += 0.5  # the pause is over: inline again
+        await s.commit([Submitted(4, 4, 0, rec)], ep, codec)
+        assert threads[3] == loop_thread
+        assert s.leading
+    finally:
+        monkeypatch.undo()
+        await s.close()
+
+
 async def test_a_lost_output_is_an_error_to_await_not_none(tmp_path: pathlib.Path) -> None:
     """A succeeded task whose output the store could not keep (the JSON codec cannot encode a
     set) comes back from recovery as succeeded; awaiting it raises TaskFailed (as in the

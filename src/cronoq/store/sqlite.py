@@ -279,6 +279,11 @@ class SqliteStore:
     #: store's thread is idle, instead of being handed to that thread; 0: never.  See
     #: :meth:`commit` for why.
     inline_below = 64
+    #: An inline commit that took longer than this (seconds: a disk that stalls, a checkpoint)
+    #: sends the commits of the next ``inline_pause`` seconds to the store's thread, so a slow
+    #: disk blocks the event loop once, not at every commit while it stays slow.
+    inline_slow = 0.05
+    inline_pause = 10.0
 
     def __init__(
         self,
@@ -315,6 +320,8 @@ class SqliteStore:
         #: held by whichever thread uses the connection (the store's thread for every job, the
         #: event loop's for an inline commit): never two at once
         self._lock = threading.Lock()
+        #: monotonic instant before which no commit runs inline (``inline_slow``)
+        self._inline_after = 0.0
         self._renewer: asyncio.Task[None] | None = None
         #: monotonic instant the lease may lapse at (see ``base.lease_left``)
         self.lease_until = 0.0
@@ -616,7 +623,10 @@ class SqliteStore:
         attempt, a hung writer): it then goes to the store's thread, which waits up to
         ``busy_timeout`` within ``commit_timeout`` (``base.bounded``) as before.  One that took
         longer than ``commit_timeout`` (a stalled disk) steps down as a late one on the thread
-        does: its waiters get :class:`CommitDeadline`, and the store stops leading."""
+        does: its waiters get :class:`CommitDeadline`, and the store stops leading.  One that
+        took longer than ``inline_slow`` sends the next ``inline_pause`` seconds of commits to
+        the thread: while the disk is slow the loop goes on serving (heartbeats, reads, the
+        dashboard) and only the commit's waiters wait."""
         if not mutations:
             return
         if (
@@ -625,29 +635,37 @@ class SqliteStore:
             and self._lock.acquire(blocking=False)
         ):
             started = time.monotonic()
-            try:
-                done = self._commit_sync(mutations, epoch, codec, True)
-            except sqlite3.Error as e:
-                raise self._error(e) from e
-            finally:
+            if started < self._inline_after:
                 self._lock.release()
-            if done:
-                timeout = self.commit_timeout
-                if timeout is not None and time.monotonic() - started > timeout:
-                    self._leading = False
-                    cb = self.on_lost
-                    if cb is not None:
-                        cb()
-                    raise CommitDeadline(
-                        f"SQLite store: commit did not finish within {timeout:g} s; stepping down"
-                    )
-                return
+            else:
+                try:
+                    done = self._commit_sync(mutations, epoch, codec, True)
+                except sqlite3.Error as e:
+                    raise self._error(e) from e
+                finally:
+                    self._lock.release()
+                    took = time.monotonic() - started
+                    if took > self.inline_slow:
+                        self._inline_after = started + took + self.inline_pause
+                if done:
+                    self._check_deadline(took)
+                    return
         # (the executor's future itself, not ``_call``'s coroutine: fewer loop turns per commit)
         fut = self._submit(self._commit_sync, mutations, epoch, codec)
         try:
             await bounded(self, fut, "SQLite store")
         except sqlite3.Error as e:
             raise self._error(e) from e
+
+    def _check_deadline(self, took: float) -> None:
+        """An inline commit that took ``took`` seconds: past ``commit_timeout``, step down."""
+        timeout = self.commit_timeout
+        if timeout is not None and took > timeout:
+            self._leading = False
+            cb = self.on_lost
+            if cb is not None:
+                cb()
+            raise CommitDeadline(f"SQLite store: commit did not finish within {timeout:g} s; stepping down")
 
     def _commit_sync(self, mutations: list[Mutation], epoch: int, codec: Codec, inline: bool = False) -> bool:
         """Write the commit (holding the connection's lock); False, with nothing done, if
