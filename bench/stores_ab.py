@@ -17,7 +17,10 @@ Scenarios (as in ``bench/server.py``): ``batch`` (submit_batch of 1000, one proc
 ``shared`` (64 coroutines on one Client: coalesced ``SubmitMany``).  Server CPU per task is
 /proc utime+stime of the server (children included, ``cpu_seconds``), and is split per
 thread (the event loop's thread is ``main``).  ``--n`` is the tasks per run (4000 as in
-``bench/server.py``; a 64-coroutine memory run of 4000 lasts ~0.35 s, ~30 ticks of /proc CPU).
+``bench/server.py``; a 64-coroutine memory run of 4000 lasts ~0.35 s, ~30 ticks of /proc CPU):
+a run's fixed cost (the 64 coroutines' ramp, the completion polls) weighs on the fastest store
+most: 64 coroutines on one Client, memory, read 75 us/task at ``--n 4000`` and 60.5 us/task at
+``--n 20000`` (load 2.7-2.9), so sqlite-delay ÷ memory read 1.26x and 1.40x.
 """
 
 from __future__ import annotations
