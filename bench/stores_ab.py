@@ -1,0 +1,135 @@
+"""Interleaved store comparison: the throughput figures of ``bench/server.py`` with every
+store's server up at once and the runs taken in turn, so a shared machine's load drifts over
+all the stores alike.
+
+    python bench/stores_ab.py --stores memory,sqlite,postgres --rounds 6 --n 4000 \
+        --scenarios shared,procs
+
+``bench/server.py --only throughput`` runs all of one store's figures, then the next store's:
+on a loaded two-core machine the load seen by ``memory`` (first) and by a durable store (a
+minute later) differs, and with ``--repeat 1`` the durable ÷ memory CPU ratio of one figure
+swung between 0.92x and 1.41x over two back-to-back runs (sqlite-delay, per-task submits from
+8 processes, load 2.8-4.1).  Here each round runs a scenario on every store (round order
+reversed every other round: ABBA), and the ratios are medians of the per-round ratios.
+
+Scenarios (as in ``bench/server.py``): ``batch`` (submit_batch of 1000, one process),
+``procs`` (per-task submits from 8 processes), ``coros`` (8 coroutines, one Client each),
+``shared`` (64 coroutines on one Client: coalesced ``SubmitMany``).  Server CPU per task is
+/proc utime+stime of the server (children included, ``cpu_seconds``), and is split per
+thread (the event loop's thread is ``main``).  ``--n`` is the tasks per run (4000 as in
+``bench/server.py``; a 64-coroutine memory run of 4000 lasts ~0.35 s, ~30 ticks of /proc CPU):
+a run's fixed cost (the 64 coroutines' ramp, the completion polls) weighs on the fastest store
+most: 64 coroutines on one Client, memory, read 75 us/task at ``--n 4000`` and 60.5 us/task at
+``--n 20000`` (load 2.7-2.9), so sqlite-delay ÷ memory read 1.26x and 1.40x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import server as B  # bench/server.py, a sibling script
+
+SCENARIOS = ("batch", "procs", "coros", "shared")
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds so far per thread of ``pid``, by name (the main thread: ``main``; threads
+    of the same name summed)."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            st = Path(f"/proc/{pid}/task/{t}/stat").read_text()
+        except OSError:
+            continue
+        name = "main" if t == str(pid) else st[st.index("(") + 1 : st.rindex(")")]
+        f = st[st.rindex(")") + 2 :].split()
+        out[name] = out.get(name, 0.0) + (int(f[11]) + int(f[12])) / tick
+    return out
+
+
+def scenario(sv: Any, name: str, n: int) -> Awaitable[Any]:
+    if name == "batch":
+        return B.cronoq_procs(sv, "batch", 1, n, 1000)
+    if name == "procs":
+        return B.cronoq_procs(sv, "submit", 8, n, 1000)
+    if name == "coros":
+        return B.cronoq_coros(sv, 8, n)
+    return B.cronoq_shared(sv, B.SHARED_COROS, n)
+
+
+async def amain(stores: list[str], scenarios: list[str], rounds: int, n: int) -> None:
+    svs: dict[str, Any] = {}
+    wss: dict[str, Any] = {}
+    runs: dict[tuple[str, str], list[tuple[float, float, dict[str, float]]]] = {}
+    loads: list[float] = []
+    try:
+        for s in stores:
+            svs[s] = await B.start_server(s)
+            wss[s] = await B.start_workers(svs[s], 1, 32)
+            await B._warm(svs[s])
+        for r in range(rounds):
+            order = stores if r % 2 == 0 else stores[::-1]
+            for c in scenarios:
+                for s in order:
+                    sv = svs[s]
+                    t0 = thread_cpu(sv.pid)
+                    x = await B.counted(wss[s], scenario(sv, c, n), sv)
+                    t1 = thread_cpu(sv.pid)
+                    per = {k: (v - t0.get(k, 0.0)) / x.n * 1e6 for k, v in t1.items()}
+                    runs.setdefault((s, c), []).append((x.rate, x.server_cpu_per_1k * 1000, per))
+            loads.append(os.getloadavg()[0])
+            print(f"round {r + 1}/{rounds}: load {loads[-1]:.2f}", flush=True)
+    finally:
+        for s in list(svs):
+            if s in wss:
+                await B.stop_workers(wss[s])
+            await B.stop_server(svs[s])
+    base = stores[0]
+    print(f"\nmedians over {rounds} interleaved rounds of {n} tasks; load {min(loads):.1f}-{max(loads):.1f}")
+    for c in scenarios:
+        for s in stores:
+            rs = runs[(s, c)]
+            bs = runs[(base, c)]
+            rate = statistics.median(x[0] for x in rs)
+            cpu = statistics.median(x[1] for x in rs)
+            rr = statistics.median(a[0] / b[0] for a, b in zip(rs, bs))
+            cr = statistics.median(a[1] / b[1] for a, b in zip(rs, bs) if b[1] > 0)
+            names = sorted({k for x in rs for k in x[2]})
+            threads = {k: statistics.median(x[2].get(k, 0.0) for x in rs) for k in names}
+            split = ", ".join(f"{k} {v:.0f}" for k, v in threads.items() if v >= 1.0)
+            print(
+                f"{c:7s} {s:16s} {rate:8,.0f} tasks/s {cpu:7.1f} us/task  ÷ {base}: tasks/s {rr:.3f} "
+                f"cpu {cr:.3f}  (per round: {[round(x[1]) for x in rs]}; per thread us: {split})"
+            )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--stores", default="memory,sqlite", help="comma-separated (bench/server.py names)")
+    p.add_argument("--scenarios", default="procs,shared", help=f"comma-separated of {', '.join(SCENARIOS)}")
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--n", type=int, default=4000, help="tasks per run")
+    a = p.parse_args()
+    stores = a.stores.split(",")
+    scenarios = a.scenarios.split(",")
+    for s in stores:
+        if s not in B.STORES:
+            raise SystemExit(f"unknown store {s!r} (one of {', '.join(B.STORES)})")
+    for c in scenarios:
+        if c not in SCENARIOS:
+            raise SystemExit(f"unknown scenario {c!r} (one of {', '.join(SCENARIOS)})")
+    asyncio.run(amain(stores, scenarios, max(1, a.rounds), max(100, a.n)))
+
+
+if __name__ == "__main__":
+    main()
