@@ -515,7 +515,8 @@ async def test_each_row_shape_writes_its_columns(make: Any, db: pathlib.Path) ->
 def _rows_of_every_shape(n: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """fold-shaped rows (store/_records.py: inserts in TASK_COLUMNS order, updates as status,
     attempt, message, output, has_output, started, finished, id) of every shape _write_tasks
-    tells apart, with NULLs, bytes (empty, NUL, every byte value), extreme ints and unicode."""
+    tells apart, with NULLs, bytes (empty, NUL, every byte value), extreme ints and unicode;
+    from n = 5 on, a bare start of a finished row among those of live ones."""
     big = 2**63 - 1
     blobs = [b"", b"\x00", bytes(range(256)), "ü€😀".encode()]
     texts = ["", "ü€😀 \x00 nul", "a'b\"c", "x" * 5000]
@@ -532,7 +533,9 @@ def _rows_of_every_shape(n: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any,
             inserts.append((*head, "pending", 0, None, None, None, None, 0))
         else:
             out = blobs[i % 4] if i % 8 == 0 else None
-            inserts.append((*head, "running", 2, big, None, texts[i % 4], out, int(out is not None)))
+            # (some already finished: a bare start of one misses _UPDATE_LIVE, goes through the fallback)
+            fin = big - 2 if i % 8 == 4 else None
+            inserts.append((*head, "running", 2, big, fin, texts[i % 4], out, int(out is not None)))
         if i % 5 == 0:
             continue  # no update
         shape = i % 3

@@ -108,8 +108,41 @@ def spec_dict(rec: TaskRecord) -> dict[str, Any]:
     return {s: v for s, v in zip(_SPEC_FIELDS, _spec_values(rec)) if v is not None}
 
 
+#: definition values (and their types) -> their JSON, for the definitions :func:`spec_json` may
+#: reuse the text of; cleared when full
+_spec_texts: dict[tuple[Any, ...], str] = {}
+_SPEC_TEXTS_MAX: Final = 256
+
+
 def spec_json(rec: TaskRecord) -> str:
-    """A task definition (without its payload) as compact JSON."""
+    """A task definition (without its payload) as compact JSON.
+
+    Tasks submitted alike have equal definitions (the same pool, kind, priority and options;
+    only the payload and the ids differ), so the text of a definition of plain values (no
+    retry, deps, resources, tags or labels) is kept and reused: a tuple lookup instead of a
+    dict and its JSON, about 2 of the 5 us fold spends per submission (issue #33).  The key
+    holds every value and its type, so a reused text is the one this definition encodes to
+    (equal ints, and equal strings, of one type have one JSON text; of floats, which the
+    engine's nanosecond fields never are, a -0.0 may reuse the text of a 0.0)."""
+    if (
+        rec.retry is None
+        and rec.deps is None
+        and rec.resources is None
+        and rec.tags is None
+        and rec.labels is None
+    ):
+        values = _spec_values(rec)
+        key = (*values, *map(type, values))
+        try:
+            text = _spec_texts.get(key)
+        except TypeError:  # (an unhashable value where none belongs: encoded as it is)
+            return _dumps(spec_dict(rec))
+        if text is None:
+            text = _dumps({s: v for s, v in zip(_SPEC_FIELDS, values) if v is not None})
+            if len(_spec_texts) >= _SPEC_TEXTS_MAX:
+                _spec_texts.clear()
+            _spec_texts[key] = text
+        return text
     return _dumps(spec_dict(rec))
 
 

@@ -238,6 +238,16 @@ _INSERT_NEW = (
 #: status, attempt, (output,) started, finished, id
 _UPDATE_BARE = _update_sql("NULL", "NULL", "0")
 _UPDATE_OUTPUT = _update_sql("NULL", "?", "1")
+#: a bare status change to a live status (a start, a retry without message) of a row still
+#: live: ``finished`` is NULL before and after, so it is left out of the SET — a SET that
+#: names ``finished`` makes SQLite rewrite the row's entry in every index on it or whose WHERE
+#: names it (``cronoq_tasks_live``: a delete and an insert), about a third of the statement's
+#: cost (``bench/sqlite_commit.py``).  status, attempt, started, id; the rows it missed (a
+#: finished one: none the engine writes) go through ``_UPDATE_BARE`` (see ``_write_tasks``)
+_UPDATE_LIVE = (
+    "UPDATE cronoq_tasks SET status = ?, attempt = ?, message = NULL, output = NULL, has_output = 0, "
+    "started = COALESCE(started, ?) WHERE id = ? AND finished IS NULL"
+)
 
 
 def _write_tasks(
@@ -256,11 +266,18 @@ def _write_tasks(
         if message is None and has_output:
             groups.setdefault(_UPDATE_OUTPUT, []).append((status, attempt, output, started, finished, tid))
         elif message is None and output is None:
-            groups.setdefault(_UPDATE_BARE, []).append((status, attempt, started, finished, tid))
+            if finished is None:
+                groups.setdefault(_UPDATE_LIVE, []).append((status, attempt, started, tid))
+            else:
+                groups.setdefault(_UPDATE_BARE, []).append((status, attempt, started, finished, tid))
         else:
             groups.setdefault(_UPDATE, []).append(u)
     for sql, rows in groups.items():
-        conn.executemany(sql, rows)
+        cur = conn.executemany(sql, rows)
+        if sql is _UPDATE_LIVE and cur.rowcount != len(rows):
+            # a row it skipped (finished, or none): all of them again as _UPDATE_BARE writes
+            # them (the same values again for the others: idempotent)
+            conn.executemany(_UPDATE_BARE, [(s, a, st, None, i) for s, a, st, i in rows])
 
 
 def _positive(name: str, v: float) -> float:
