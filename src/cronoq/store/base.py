@@ -175,8 +175,7 @@ async def bounded(store: LeasedStore, aw: Awaitable[object], what: str) -> None:
         except TimeoutError:
             if not cm.expired():
                 raise  # the commit's own TimeoutError, not the deadline
-        _step_down(store)
-        raise CommitDeadline(f"{what}: commit did not finish within {timeout:g} s; stepping down") from None
+        raise stepped_down(store, what, timeout) from None
     fut = asyncio.ensure_future(aw)
     late = False
 
@@ -190,17 +189,19 @@ async def bounded(store: LeasedStore, aw: Awaitable[object], what: str) -> None:
     except asyncio.CancelledError:
         if not late:
             raise
-        _step_down(store)
-        raise CommitDeadline(f"{what}: commit did not finish within {timeout:g} s; stepping down") from None
+        raise stepped_down(store, what, timeout) from None
     finally:
         timer.cancel()
 
 
-def _step_down(store: LeasedStore) -> None:
+def stepped_down(store: LeasedStore, what: str, timeout: float) -> CommitDeadline:
+    """A commit of ``store`` outlasted ``timeout``: the store stops leading at once
+    (``store.on_lost``) and this is the error its waiters get."""
     store._leading = False
     cb = store.on_lost
     if cb is not None:
         cb()
+    return CommitDeadline(f"{what}: commit did not finish within {timeout:g} s; stepping down")
 
 
 @runtime_checkable

@@ -70,13 +70,13 @@ from cronoq.store._records import (
     prune_refs,
 )
 from cronoq.store.base import (
-    CommitDeadline,
     TransientStoreError,
     bounded,
     check_retention,
     check_shard,
     keep_leading,
     load_window,
+    stepped_down,
     stop_task,
 )
 from cronoq.store.codec import Codec
@@ -649,40 +649,29 @@ class SqliteStore:
         if (
             len(mutations) < self.inline_below
             and self._executor is not None
+            and (started := time.monotonic()) >= self._inline_after
             and self._lock.acquire(blocking=False)
         ):
-            started = time.monotonic()
-            if started < self._inline_after:
+            try:
+                done = self._commit_sync(mutations, epoch, codec, True)
+            except sqlite3.Error as e:
+                raise self._error(e) from e
+            finally:
                 self._lock.release()
-            else:
-                try:
-                    done = self._commit_sync(mutations, epoch, codec, True)
-                except sqlite3.Error as e:
-                    raise self._error(e) from e
-                finally:
-                    self._lock.release()
-                    took = time.monotonic() - started
-                    if took > self.inline_slow:
-                        self._inline_after = started + took + self.inline_pause
-                if done:
-                    self._check_deadline(took)
-                    return
+                took = time.monotonic() - started
+                if took > self.inline_slow:
+                    self._inline_after = started + took + self.inline_pause
+            if done:
+                timeout = self.commit_timeout
+                if timeout is not None and took > timeout:
+                    raise stepped_down(self, "SQLite store", timeout)
+                return
         # (the executor's future itself, not ``_call``'s coroutine: fewer loop turns per commit)
         fut = self._submit(self._commit_sync, mutations, epoch, codec)
         try:
             await bounded(self, fut, "SQLite store")
         except sqlite3.Error as e:
             raise self._error(e) from e
-
-    def _check_deadline(self, took: float) -> None:
-        """An inline commit that took ``took`` seconds: past ``commit_timeout``, step down."""
-        timeout = self.commit_timeout
-        if timeout is not None and took > timeout:
-            self._leading = False
-            cb = self.on_lost
-            if cb is not None:
-                cb()
-            raise CommitDeadline(f"SQLite store: commit did not finish within {timeout:g} s; stepping down")
 
     def _commit_sync(self, mutations: list[Mutation], epoch: int, codec: Codec, inline: bool = False) -> bool:
         """Write the commit (holding the connection's lock); False, with nothing done, if
