@@ -316,12 +316,20 @@ def lease_left(store: object) -> float | None:
     return None if until is None else until - time.monotonic()
 
 
-async def stop_task(task: asyncio.Task[Any] | None) -> None:
-    """Cancel a background task and wait until it is gone."""
-    if task is not None and not task.done():
+async def stop_task(task: asyncio.Task[Any] | None, again: float = 0.1) -> None:
+    """Cancel a background task and wait until it is gone (an error it ends with is raised).
+
+    The cancel is repeated every ``again`` seconds while the task runs on: a task that drops
+    a cancellation (a library's ``asyncio.wait_for`` on Python 3.11 does when its awaitable
+    finishes as the cancel arrives) would otherwise go on looping, and this wait, and the
+    shutdown behind it, would never end."""
+    if task is None or task.done():
+        return
+    while not task.done():
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await asyncio.wait((task,), timeout=again)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def check_retention(retention: float) -> float:
