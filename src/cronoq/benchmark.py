@@ -310,5 +310,6 @@ class _Run:
             if time.perf_counter() > deadline:
                 raise BenchTimeout(self.counted, opts.count, opts.timeout)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.all_done.wait(), PROGRESS_INTERVAL)
+                async with asyncio.timeout(PROGRESS_INTERVAL):
+                    await self.all_done.wait()
             self.obs.completed(self.counted, time.perf_counter() - self.t0)

@@ -118,7 +118,8 @@ def watch(
                 await tail()
             else:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(tail(), duration)
+                    async with asyncio.timeout(duration):
+                        await tail()
 
     _run(main(), server, interrupt_ok=True)
 

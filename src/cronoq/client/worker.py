@@ -581,7 +581,8 @@ class Worker:
         """Wait until the current session is registered; return the worker id. Raises
         ``TimeoutError`` after ``timeout`` seconds."""
         registered, _, _ = self._events()
-        await asyncio.wait_for(registered.wait(), timeout)
+        async with asyncio.timeout(timeout):
+            await registered.wait()
         assert self.worker_id is not None
         return self.worker_id
 
@@ -716,7 +717,8 @@ class Worker:
             sess.half_close()
         if self._running:
             try:
-                await asyncio.wait_for(done.wait(), _CLOSE_TIMEOUT)
+                async with asyncio.timeout(_CLOSE_TIMEOUT):
+                    await done.wait()
             except TimeoutError:
                 sess = self._session
                 if sess is not None and sess.call is not None:
@@ -766,7 +768,8 @@ class Worker:
         if self._stop_requested or delay <= 0:
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wakeup.wait(), delay)
+            async with asyncio.timeout(delay):
+                await wakeup.wait()
 
     async def _run_session(self, target: str, registered: asyncio.Event) -> SessionEnd:
         """One Work stream; returns ``REGISTERED`` (ended after registering) or

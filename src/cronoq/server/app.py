@@ -613,7 +613,8 @@ class ServerApp:
         timeout = limit if timeout is None else min(timeout, limit)
         h = sched.seam.handle(t.id)
         try:
-            await asyncio.wait_for(h.result(), timeout)
+            async with asyncio.timeout(timeout):
+                await h.result()
         except TimeoutError:
             raise ApiError("deadline_exceeded", f"task {t.id} did not finish within {timeout:g} s") from None
         except Exception:

@@ -146,7 +146,8 @@ async def drain_first(request_iterator: Any) -> None:
     """Take a client stream's first message off the wire (at most :data:`_DRAIN_S`) before the
     call is refused (see :func:`_rejecter`; also ``grpc_workers``' refusals)."""
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(request_iterator.__anext__(), _DRAIN_S)
+        async with asyncio.timeout(_DRAIN_S):
+            await request_iterator.__anext__()
 
 
 def peer_dns(context: grpc.aio.ServicerContext) -> list[str]:

@@ -261,7 +261,8 @@ class GrpcWebMiddleware:
             return
         limits = self.app.limits
         try:
-            body = await asyncio.wait_for(self._read_body(receive, ctype), limits.request_timeout_s)
+            async with asyncio.timeout(limits.request_timeout_s):
+                body = await self._read_body(receive, ctype)
         except _ClientGone:
             return  # nothing to answer, and never a call with half a request
         except TimeoutError:

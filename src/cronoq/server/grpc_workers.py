@@ -234,7 +234,8 @@ class WorkersServicer(pb_grpc.WorkersServicer):
             await _refuse(it, context, grpc.StatusCode.UNAVAILABLE, e.message)
             return
         try:
-            first = await asyncio.wait_for(it.__anext__(), app.limits.request_timeout_s)
+            async with asyncio.timeout(app.limits.request_timeout_s):
+                first = await it.__anext__()
         except (StopAsyncIteration, TimeoutError):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be Register")
             return

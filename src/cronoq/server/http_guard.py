@@ -315,7 +315,8 @@ async def read_json(app: ServerApp, request: Request) -> dict[str, Any]:
         return b"".join(chunks)
 
     try:
-        body = await asyncio.wait_for(collect(), limits.request_timeout_s)
+        async with asyncio.timeout(limits.request_timeout_s):
+            body = await collect()
     except TimeoutError:
         raise HttpError(
             408, f"request body not received within {limits.request_timeout_s:g} s", "deadline_exceeded"

@@ -178,7 +178,8 @@ class _Http:
         self.server.should_exit = True
         if self.task is not None:
             try:
-                await asyncio.wait_for(self.task, 15.0)
+                async with asyncio.timeout(15.0):
+                    await self.task
             except (TimeoutError, asyncio.CancelledError):
                 self.task.cancel()
             except Exception:

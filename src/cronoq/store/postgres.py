@@ -467,7 +467,8 @@ class PostgresStore:
             async with self._io:
                 if self._conn is not None:
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(self._conn.close(), 5.0)
+                        async with asyncio.timeout(5.0):
+                            await self._conn.close()
                     self._conn = None
         finally:
             self._opened = False
@@ -530,7 +531,8 @@ class PostgresStore:
         conn, self._lock_conn = self._lock_conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.close(), 5.0)
+                async with asyncio.timeout(5.0):
+                    await conn.close()
             with contextlib.suppress(Exception):
                 conn.terminate()
 
@@ -539,7 +541,8 @@ class PostgresStore:
         conn = self._lock_conn
         try:
             if conn is not None and not conn.is_closed():
-                await asyncio.wait_for(conn.fetchval("SELECT 1"), self.keepalive * 2 + 1)
+                async with asyncio.timeout(self.keepalive * 2 + 1):
+                    await conn.fetchval("SELECT 1")
                 return True
         except Exception:
             pass

@@ -515,7 +515,8 @@ class MergedEvents(Response):
             await send({"type": "http.response.body", "body": b": live\n\n", "more_body": True})
             while True:
                 try:
-                    chunk = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+                    async with asyncio.timeout(KEEPALIVE_S):
+                        chunk = await queue.get()
                 except TimeoutError:
                     await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
                     continue

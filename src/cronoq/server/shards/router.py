@@ -652,10 +652,8 @@ class _WatchMerge:
     async def until_live(self) -> None:
         """Wait (a bounded time) until every stream is open; raise what ended the merge already."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(
-                asyncio.gather(*(e.wait() for e in self.live)),
-                min(5.0, self.c.router.app.limits.request_timeout_s),
-            )
+            async with asyncio.timeout(min(5.0, self.c.router.app.limits.request_timeout_s)):
+                await asyncio.gather(*(e.wait() for e in self.live))
         if self.end.done() and self.end.result() is not None:
             raise self.end.result()  # type: ignore[misc]
 
