@@ -13,6 +13,9 @@ flushed as it happens::
     IDLE <live>                     no live task left (``--idle``/``--drain``)
     DONE                            clean shutdown finished
 
+On SIGUSR1 it writes every asyncio task's stack and every thread's to stderr and then
+``STACKS`` to stdout: the harness asks for that when a child does not exit in time.
+
 Modes: by default it submits keys ``<prefix>-<n>`` from ``--submitters`` concurrent coroutines
 until killed (or ``--count`` keys in all).  ``--resubmit K1,K2`` first submits those keys again
 (dedup across restarts).  ``--idle`` submits nothing and exits once every task is terminal.
@@ -24,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import os
 import random
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -56,8 +61,26 @@ def make_store(a: argparse.Namespace) -> Any:
     return PostgresStore(a.dsn, schema=a.schema, lock_poll=a.lock_poll, keepalive=a.keepalive)
 
 
+def dump_stacks() -> None:
+    """Every asyncio task's stack and every thread's, to stderr (a hung child's diagnosis)."""
+    for task in asyncio.all_tasks():
+        print(f"task {task!r}", file=sys.stderr)
+        aw: Any = task.get_coro()
+        while aw is not None:  # the whole await chain (a task's own stack shows its top frame only)
+            frame = getattr(aw, "cr_frame", None) or getattr(aw, "gi_frame", None)
+            if frame is None:
+                print(f"  awaits {aw!r}", file=sys.stderr)
+                break
+            print(f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}", file=sys.stderr)
+            aw = getattr(aw, "cr_await", None) or getattr(aw, "gi_yieldfrom", None)
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    sys.stderr.flush()
+    out("STACKS")
+
+
 async def main(a: argparse.Namespace) -> int:
     out("START", os.getpid())
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, dump_stacks)
     rng = random.Random(os.getpid())
     exec_s = a.exec_ms / 1000.0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sqlite3
@@ -99,8 +100,15 @@ class Child:
         self.finish(10)
 
     def finish(self, timeout: float) -> int:
-        """Wait for exit and for stdout to be drained; the exit code."""
-        rc = self.proc.wait(timeout)
+        """Wait for exit and for stdout to be drained; the exit code.  A child still running
+        after ``timeout`` is asked for its stacks (SIGUSR1), which the AssertionError shows."""
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGUSR1)
+            with contextlib.suppress(AssertionError):
+                self.wait_for("STACKS", 10)
+            raise AssertionError(f"still running after {timeout} s: {self.describe(20000)}") from None
         self._reader.join(timeout)
         return rc
 
@@ -112,11 +120,11 @@ class Child:
         self._stderr.seek(0)
         return self._stderr.read()
 
-    def describe(self) -> str:
+    def describe(self, stderr_chars: int = 3000) -> str:
         with self._cond:
             tail = [" ".join(p) for _, p in self.lines if p[0] != "ACK"][-8:]
             n = sum(1 for _, p in self.lines if p[0] == "ACK")
-        return f"rc={self.proc.poll()} acks={n} lines={tail} stderr={self.stderr()[-3000:]!r}"
+        return f"rc={self.proc.poll()} acks={n} lines={tail} stderr={self.stderr()[-stderr_chars:]!r}"
 
     def cleanup(self) -> None:
         if self.proc.poll() is None:
