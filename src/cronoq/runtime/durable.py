@@ -23,7 +23,6 @@ Any other error fails the barriers of that batch with a SchedulerError, is repor
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.time import next_backoff
 from cronoq.errors import Fenced, SchedulerError
-from cronoq.store.base import TransientStoreError
+from cronoq.store.base import TransientStoreError, stop_task
 
 if TYPE_CHECKING:
     from cronoq.store.base import Store
@@ -152,10 +151,7 @@ class Committer:
         finally:
             self._stopped = True
             task, self._task = self._task, None
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await stop_task(task)  # (it awaits the store's commit: cancelled until it is gone)
             self._fail_waiters(lambda: SchedulerError("the committer stopped before this commit"), all_=True)
 
     # ------------------------------------------------------------------ loop

@@ -49,7 +49,7 @@ from cronoq.server.substitute import add_arguments, for_replay
 from cronoq.server.worker_durable import WorkerDurable
 from cronoq.server.workers import Blob, RemoteExecutor, WorkerRegistry
 from cronoq.spec.submission import Submission
-from cronoq.store.base import ShardMismatch, lease_left
+from cronoq.store.base import ShardMismatch, lease_left, stop_task
 
 if TYPE_CHECKING:
     from cronoq.server.shards.router import Router
@@ -307,10 +307,7 @@ class ServerApp:
     async def stop(self) -> None:
         """Graceful stop: Shutdown to workers, grace for running attempts, release leadership."""
         self.stopping = True
-        if self._history_task is not None:
-            self._history_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._history_task
+        await stop_task(self._history_task)  # (reads the store: cancelled until it is gone)
         self.registry.shutdown_all("server shutting down")
         if self.leading or self.sched.started:
             self.leading = False

@@ -35,6 +35,7 @@ import grpc.aio
 from cronoq.server import grpc_api, grpc_workers
 from cronoq.server.app import ServerApp
 from cronoq.server.config import ServerConfig, split_host_port
+from cronoq.store.base import stop_task
 
 __all__ = ["ServeError", "grpc_options", "serve"]
 
@@ -357,10 +358,8 @@ async def _shut_down(
     running ones, e.g. worker streams, go on during the grace; the listeners close after the
     scheduler stopped."""
     app.stopping = True
-    if lead_task is not None and not lead_task.done():
-        lead_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await lead_task
+    with contextlib.suppress(Exception):
+        await stop_task(lead_task)  # (acquires through the store: cancelled until it is gone)
     try:
         # Shutdown to workers, grace for running attempts, release the leadership
         await app.stop()
