@@ -96,6 +96,10 @@ async def test_recovery_through_core(make: Any) -> None:
     await contract.check_recovery_through_core(make)
 
 
+async def test_recurring_chain_across_restart(make: Any) -> None:
+    await contract.check_recurring_chain_across_restart(make)
+
+
 async def test_quarantine_of_undecodable_rows(make: Any, schema: str) -> None:
     async def corrupt(tid: int, column: str, value: Any) -> None:
         await sql(f'UPDATE "{schema}".cronoq_tasks SET {column} = $1 WHERE id = $2', value, tid)
