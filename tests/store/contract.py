@@ -596,6 +596,39 @@ async def check_prune_keeps_references(make: Make) -> None:
         await s.close()
 
 
+async def check_prune_reads_changed_definitions_again(make: Make) -> None:
+    """A prune parses only the live definitions with edges it has not seen with the same text
+    (the store's ``RefsCache``): one written again under its id with other edges is read anew,
+    so the row it named before may go and the one it names now stays."""
+    s, ep = await leader(make, retention=100.0)
+    try:
+        now = now_ns()
+        old = now - 500 * NS
+
+        def done(i: int) -> list[Mutation]:
+            return [
+                Submitted(i, i, old - NS, TaskRecord(pool="default")),
+                StatusChange(i, "succeeded", 1, old),
+            ]
+
+        muts = done(1) + done(2) + done(3)
+        muts.append(Submitted(10, 10, now, TaskRecord(pool="default", deps=[(1, 0)])))
+        muts.append(Submitted(11, 11, now, TaskRecord(pool="default", deps=[(2, 0)])))
+        await s.commit(muts, ep, codec)
+        assert await s.prune(now) == 1  # 3; 1 and 2 are named by live tasks
+        assert s._refs.parsed == 2
+        await s.commit(done(4), ep, codec)
+        assert await s.prune(now) == 1  # 4
+        assert s._refs.parsed == 2  # (nothing new to parse)
+        rewritten = Submitted(11, 11, now, TaskRecord(pool="default", deps=[(1, 0)]))  # (the same id)
+        await s.commit([*done(5), rewritten], ep, codec)
+        assert await s.prune(now) == 2  # 5, and 2: 11 names 1 now
+        assert s._refs.parsed == 3
+        assert await s.load_finished(1, codec) is not None and await s.load_finished(2, codec) is None
+    finally:
+        await s.close()
+
+
 # ---------------------------------------------------------------------------------- leadership
 
 

@@ -123,6 +123,10 @@ async def test_prune_keeps_references(make: Any) -> None:
     await contract.check_prune_keeps_references(make)
 
 
+async def test_prune_reads_changed_definitions_again(make: Any) -> None:
+    await contract.check_prune_reads_changed_definitions_again(make)
+
+
 async def test_epochs_increase_across_acquires(make: Any) -> None:
     await contract.check_epochs_increase(make)
 
