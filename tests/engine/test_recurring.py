@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from cronoq.engine.model import SKIP, TaskOptions
+from cronoq.engine.parents import outcomes
 from cronoq.engine.recurring import (
     OVERLAP_ALLOW,
     OVERLAP_ERROR,
@@ -851,6 +852,58 @@ def test_overlap_queue_on_success_failure_while_successor_blocked(eng):
     assert d.snapshot().reservations == 0
     at_min(d, 3)
     assert ahead(d, "m").status_name == "skipped"
+
+
+def test_overlap_queue_on_success_chain_stays_broken_past_retention(eng):
+    """A broken chain stays broken however long ago the previous occurrence ended: a daily
+    schedule's skipped occurrence is long forgotten (retention 1 h) when its successor is created,
+    and the schedule still holds its outcome (it used to start a fresh chain there)."""
+    d = eng()
+    assert d.core.config.retention == 3600 * NS
+    add(d, "daily", "0 0 * * *", overlap=OVERLAP_QUEUE_ON_SUCCESS)
+    first = start_first(d, "daily")  # Tuesday 00:00
+    second = ahead(d, "daily").id
+    goto(d, 2025, 1, 7, 0, 30)
+    d.fail(first, "bad", permanent=True)
+    assert d.task(second).message == f"dependency {first} ended as failed"
+    for day in (8, 9, 10):  # each occurrence comes due; the one it creates is skipped at once
+        goto(d, 2025, 1, day)
+        assert d.tick() == []
+        assert d.core.lookup(d.now, second) is None  # forgotten by the engine
+        nxt = ahead(d, "daily")
+        assert utc_of(d, nxt) == u(2025, 1, day + 1)
+        assert (nxt.status_name, nxt.message) == ("skipped", "task already finished")
+        second = nxt.id
+    assert d.snapshot().reservations == 0
+
+
+@pytest.mark.parametrize("outcome", ["succeeded", "failed"])
+def test_overlap_queue_on_success_after_a_dropped_occurrence(eng, outcome):
+    """An occurrence dropped for a reservation conflict leaves the chain on the one before it,
+    which may be forgotten by the time the following occurrence is created: that one still
+    follows its outcome (an edge to it: met if it succeeded, broken if not)."""
+    d = eng()  # 2 slots: reservation limit 1
+    add(d, "2h", "0 */2 * * *", overlap=OVERLAP_QUEUE_ON_SUCCESS)
+    first = ahead(d, "2h")
+    fixed_at(d, 4 * 3600)  # takes the 04:00 window: that occurrence is dropped
+    d.at_ns(first.fixed.start)
+    assert d.tick() == [first.id]  # 02:00; 04:00 conflicts
+    assert d.totals()["recurring_conflicts"] == 1
+    d.advance(60)
+    if outcome == "succeeded":
+        d.complete(first.id, "out")
+    else:
+        d.fail(first.id, "bad", permanent=True)
+    goto(d, 2025, 1, 6, 4)  # the dropped occurrence's instant: 06:00 is created
+    d.tick()
+    assert d.core.lookup(d.now, first.id) is None  # ended at 02:01: forgotten at 03:01
+    nxt = ahead(d, "2h")
+    assert utc_of(d, nxt) == u(2025, 1, 6, 6)
+    if outcome == "succeeded":
+        assert nxt.status_name == "scheduled"
+        assert outcomes(d.core, nxt) == [(first.id, None, "succeeded", "out", None)]
+    else:
+        assert (nxt.status_name, nxt.message) == ("skipped", "task already finished")
 
 
 # ---------------------------------------------------------------------------- conflicts

@@ -329,6 +329,48 @@ async def check_recovery_through_core(make: Make) -> None:
         await s2.close()
 
 
+async def check_recurring_chain_across_restart(make: Make) -> None:
+    """``overlap="queue_on_success"`` across a restart: a chain broken before it stays broken
+    after it, however long ago the failure was (days: the new engine's retention forgets the
+    failed occurrence at once); the store keeps the schedule's last occurrence, a load reads it
+    back and the next occurrence is created with its edge to it, broken."""
+    s, ep = await leader(make)
+    tb = now_ns() - 3 * 86400 * NS  # engine zero three days ago; retention 1 h
+    core = Core(_cfg(tb), epoch=ep)
+    blob = codec.encode("R")
+    spec = RecurringSpec("hourly", CronSchedule("0 * * * *"), 3, TaskOptions(), "R", "rk", None, blob)
+    first = core.add_recurring(0, spec).last_task_id
+    start = core.tasks[first].fixed.start  # type: ignore[union-attr]
+    core.tick(start)
+    acts, muts = _persisted(core)
+    second = core.list_recurring()[0].last_task_id
+    lease = next(x.lease for x in acts if isinstance(x, Dispatch) and x.task.id == first)
+    core.fail(start + 60 * NS, lease, "bad", permanent=True)
+    assert core.tasks[second].status_name == "skipped"
+    muts += _persisted(core)[1]
+    await s.commit(muts, ep, codec)
+    assert core.list_recurring()[0].last_task_id == second
+    await s.close()
+
+    s2, ep2 = await leader(make)
+    try:
+        rec = await s2.load(codec, 3600.0)
+        assert second in {t.id for t in rec.terminal}  # (older than the window: a reference)
+        later = now_ns() - tb
+        core2 = Core(_cfg(tb), now=later, epoch=ep2)
+        core2.recover(later, rec)
+        assert core2.totals["recurring_conflicts"] == 0
+        nxt = core2.tasks[core2.list_recurring()[0].last_task_id]
+        assert nxt.id != second and nxt.fixed is not None and nxt.fixed.start > later
+        assert (nxt.status_name, nxt.message) == ("skipped", "task already finished")
+        assert core2.lookup(later, second) is None  # forgotten by the engine
+        await s2.commit(_persisted(core2)[1], ep2, codec)
+        row = next(t for t in (await s2.load(codec, 3600.0)).terminal if t.id == nxt.id)
+        assert row.status == "skipped" and row.spec is not None and row.spec.deps == [(second, 0)]
+    finally:
+        await s2.close()
+
+
 async def check_quarantine(make: Make, corrupt: Callable[[int, str, Any], Any]) -> None:
     """Undecodable payload/definition/output rows are quarantined, never crash recovery."""
     s, ep = await leader(make)
@@ -550,6 +592,39 @@ async def check_prune_keeps_references(make: Make) -> None:
         )
         assert await s.prune(now) == len(kept)
         assert [t.id for t in (await s.load(codec)).terminal] == [56, 60, 61]
+    finally:
+        await s.close()
+
+
+async def check_prune_reads_changed_definitions_again(make: Make) -> None:
+    """A prune parses only the live definitions with edges it has not seen with the same text
+    (the store's ``RefsCache``): one written again under its id with other edges is read anew,
+    so the row it named before may go and the one it names now stays."""
+    s, ep = await leader(make, retention=100.0)
+    try:
+        now = now_ns()
+        old = now - 500 * NS
+
+        def done(i: int) -> list[Mutation]:
+            return [
+                Submitted(i, i, old - NS, TaskRecord(pool="default")),
+                StatusChange(i, "succeeded", 1, old),
+            ]
+
+        muts = done(1) + done(2) + done(3)
+        muts.append(Submitted(10, 10, now, TaskRecord(pool="default", deps=[(1, 0)])))
+        muts.append(Submitted(11, 11, now, TaskRecord(pool="default", deps=[(2, 0)])))
+        await s.commit(muts, ep, codec)
+        assert await s.prune(now) == 1  # 3; 1 and 2 are named by live tasks
+        assert s._refs.parsed == 2
+        await s.commit(done(4), ep, codec)
+        assert await s.prune(now) == 1  # 4
+        assert s._refs.parsed == 2  # (nothing new to parse)
+        rewritten = Submitted(11, 11, now, TaskRecord(pool="default", deps=[(1, 0)]))  # (the same id)
+        await s.commit([*done(5), rewritten], ep, codec)
+        assert await s.prune(now) == 2  # 5, and 2: 11 names 1 now
+        assert s._refs.parsed == 3
+        assert await s.load_finished(1, codec) is not None and await s.load_finished(2, codec) is None
     finally:
         await s.close()
 

@@ -96,6 +96,10 @@ async def test_recovery_through_core(make: Any) -> None:
     await contract.check_recovery_through_core(make)
 
 
+async def test_recurring_chain_across_restart(make: Any) -> None:
+    await contract.check_recurring_chain_across_restart(make)
+
+
 async def test_quarantine_of_undecodable_rows(make: Any, schema: str) -> None:
     async def corrupt(tid: int, column: str, value: Any) -> None:
         await sql(f'UPDATE "{schema}".cronoq_tasks SET {column} = $1 WHERE id = $2', value, tid)
@@ -117,6 +121,10 @@ async def test_load_window(make: Any) -> None:
 
 async def test_prune_keeps_references(make: Any) -> None:
     await contract.check_prune_keeps_references(make)
+
+
+async def test_prune_reads_changed_definitions_again(make: Any) -> None:
+    await contract.check_prune_reads_changed_definitions_again(make)
 
 
 async def test_epochs_increase_across_acquires(make: Any) -> None:

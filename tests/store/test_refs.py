@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from cronoq.engine.mutations import Recovered, RecoveredTask, TaskRecord
-from cronoq.store._records import db_id, history_refs, newest_holders, prune_refs, spec_json
+from cronoq.store._records import RefsCache, db_id, history_refs, newest_holders, prune_refs, spec_json
 
 BIG = (1 << 64) - 5  # a shard's id above 2**63: stored negative
 
@@ -36,7 +36,7 @@ def test_load_and_prune_agree_on_what_is_referred_to() -> None:
     schedules = [("s", "{}", None, 0, 8), ("t", "{}", None, 0, 0)]
     loaded = history_refs(live(*specs), schedules, journals)
     pruned = prune_refs(
-        [(spec_json(s),) for s in specs if s.deps],  # (what PRUNE_LIVE_DEPS selects)
+        [(100 + i, spec_json(s)) for i, s in enumerate(specs) if s.deps],  # (what PRUNE_LIVE_DEPS selects)
         [(r[2],) for r in journals],
         [(r[4],) for r in schedules if r[4]],
     )
@@ -55,5 +55,28 @@ def test_a_prune_keeps_the_newest_holder_of_each_key_and_tenant() -> None:
 
 
 def test_undecodable_rows_refer_to_nothing() -> None:
-    refs = prune_refs([("not json",), ('{"deps":[[]]}',), ('{"deps":7}',)], [("[",)], [])
+    refs = prune_refs([(1, "not json"), (2, '{"deps":[[]]}'), (3, '{"deps":7}')], [("[",)], [])
     assert refs.ids == [] and refs.keys == {}
+
+
+def test_a_prune_parses_only_the_definitions_it_has_not_seen() -> None:
+    """The store's cache of parsed references (``RefsCache``): a definition read again with
+    the same text is not parsed again; one written again under its id with another text is;
+    the cache holds the rows of the latest prune only, at most ``limit`` of them."""
+    a = spec_json(TaskRecord(pool="p", deps=[(1, 0)]))
+    b = spec_json(TaskRecord(pool="p", tenant="acme", deps=[("k", 0)]))
+    cache = RefsCache()
+    assert prune_refs([(10, a), (11, b)], [], [], cache).ids == [1]
+    assert cache.parsed == 2
+    refs = prune_refs([(10, a), (11, b)], [], [], cache)
+    assert (refs.ids, refs.keys, cache.parsed) == ([1], {"k": {"acme"}}, 2)
+    b2 = spec_json(TaskRecord(pool="p", tenant="acme", deps=[("j", 0)]))
+    assert len(b2) == len(b)  # (texts are compared, not lengths)
+    refs = prune_refs([(10, a), (11, b2), (12, a)], [], [], cache)  # 11 changed, 12 is new
+    assert (refs.ids, refs.keys, cache.parsed) == ([1], {"j": {"acme"}}, 4)
+    prune_refs([(12, a)], [], [], cache)  # 10 and 11 finished: they leave the cache
+    assert sorted(cache.entries) == [12] and cache.parsed == 4
+    small = RefsCache(limit=1)
+    for _ in range(2):
+        assert prune_refs([(10, a), (11, b)], [], [], small).ids == [1]
+    assert len(small.entries) == 1 and small.parsed == 3  # (11 is parsed each time)

@@ -132,7 +132,10 @@ def bind_submitted(core: Core, plan: Plan, created: Sequence[TaskState | None]) 
                     if member is not None:
                         entries.append(member)
                         continue
-            entries.append(_resolve(core, tenant, target))
+            found = _resolve(core, tenant, target)
+            if type(found) is Ref and (held := core.recurring.held) is not None and held.id == target:
+                found = held  # a recurring occurrence's previous one, past retention (recurring.py)
+            entries.append(found)
         _pin(core, t, entries)
 
 

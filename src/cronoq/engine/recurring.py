@@ -308,7 +308,9 @@ class Schedule:
     has no further occurrence; ``ahead`` the occurrence materialized for that instant, or None
     when the occurrence of that instant was dropped for a reservation conflict (the wake-up then
     retries with the following one); ``chain`` the latest occurrence this schedule created, which
-    its next one follows for the overlap policy.  ``opts`` are the template's options as each
+    its next one follows for the overlap policy (held past retention: the next one's edge still
+    names it and settles against its outcome; after a restart it is the ``last`` occurrence,
+    whose row a durable store keeps).  ``opts`` are the template's options as each
     occurrence gets them (the ``cronoq.recurring`` tag added).
     """
 
@@ -376,11 +378,14 @@ def occurrence_key(template: str, start_unix_ns: int) -> str:
 class Schedules:
     """The recurring schedules of one core, by name (see the module docstring)."""
 
-    __slots__ = ("by_name", "core", "paused", "skipped_paused")
+    __slots__ = ("by_name", "core", "held", "paused", "skipped_paused")
 
     def __init__(self, core: Core) -> None:
         self.core = core
         self.by_name: dict[str, Schedule] = {}
+        # while an occurrence is submitted: the previous one, which its overlap edge names and
+        # resolves to even once retention has forgotten it (see ``materialize``)
+        self.held: TaskState | None = None
         # names of the paused schedules (kept when a schedule is replaced, dropped when removed)
         self.paused: set[str] = set()
         self.skipped_paused: dict[str, int] = {}  # name -> occurrences skipped while paused
@@ -488,11 +493,10 @@ class Schedules:
         start = round(nxt * NS) - tb
         key = None if spec.key is None else occurrence_key(spec.key, tb + start)
         deps: list[tuple[int | str, int]] | None = None
-        if prev is not None and prev.id in self.core.tasks:
-            if spec.overlap == OVERLAP_QUEUE:
-                deps = [(prev.id, ON_COMPLETE)]
-            elif spec.overlap == OVERLAP_QUEUE_ON_SUCCESS:
-                deps = [(prev.id, ON_SUCCESS)]
+        if prev is not None and spec.overlap in (OVERLAP_QUEUE, OVERLAP_QUEUE_ON_SUCCESS):
+            # (an edge even to a previous occurrence retention forgot: ``held`` resolves it)
+            deps = [(prev.id, ON_COMPLETE if spec.overlap == OVERLAP_QUEUE else ON_SUCCESS)]
+            self.held = prev
         deadline = None if spec.deadline_rel is None else start + spec.deadline_rel
         try:
             item = BatchItem(sched.opts, spec.payload, key, deadline, start, deps, spec.blob)
@@ -502,6 +506,8 @@ class Schedules:
             sched.ahead = None
             self.arm(sched, start)
             return
+        finally:
+            self.held = None
         t = self.core.tasks[tid]
         if not dup and t.fixed is not None and spec.overlap == OVERLAP_SKIP:
             # an occurrence that ended before coming due (skipped for overlap, or cancelled

@@ -514,21 +514,21 @@ class HistoryRefs:
 
 
 def referenced(
-    deps: Iterable[tuple[str | None, Sequence[Sequence[Any]] | None]],
+    deps: Iterable[Sequence[Any]],
     journal_records: Iterable[str],
     lasts: Iterable[int | None],
 ) -> tuple[set[int], set[tuple[str | None, str]]]:
     """What live state refers to in the store's history, the one definition a load
     (:func:`history_refs`) and a prune (:func:`prune_refs`) share: the task ids (uint64) and
-    the ``(tenant, key)`` pairs named by ``deps`` (a live task's tenant and its edges
-    ``(target id or key, condition)``), the ids a journal record spawned or waits for
-    (``["spawn"|"wait", _, [ids], ...]``, its JSON text) and the schedules' last occurrences
-    (``lasts``: stored ids, 0 or None for none)."""
+    the ``(tenant, key)`` pairs named by ``deps`` (per live task with edges: its tenant and
+    its edges' targets, ids or keys, first; anything else after them is ignored), the ids a
+    journal record spawned or waits for (``["spawn"|"wait", _, [ids], ...]``, its JSON text)
+    and the schedules' last occurrences (``lasts``: stored ids, 0 or None for none)."""
     ids: set[int] = set()
     wanted: set[tuple[str | None, str]] = set()  # (tenant, key)
-    for tenant, edges in deps:
-        for edge in edges or ():
-            target = edge[0]
+    for dep in deps:
+        tenant = dep[0]
+        for target in dep[1]:
             if isinstance(target, str):
                 wanted.add((tenant, target))
             elif type(target) is int:
@@ -555,7 +555,7 @@ def history_refs(
     :func:`add_task_rows` decoded them) refers to but does not hold (see :class:`HistoryRefs`);
     schedules and journals as the stores select them."""
     ids, wanted = referenced(
-        ((t.spec.tenant, t.spec.deps) for t in rec.tasks),
+        ((t.spec.tenant, [e[0] for e in t.spec.deps]) for t in rec.tasks if t.spec.deps),
         (row[2] for row in journal_rows),  # (task, idx, record, resumes)
         (row[4] for row in schedule_rows),  # (name, spec, payload, next, last)
     )
@@ -574,37 +574,99 @@ def history_refs(
 
 
 #: A prune's reads of what live state refers to (:func:`prune_refs`), both SQL dialects: the
-#: definitions of the live rows with edges (through the live rows' index; a definition is
-#: compact JSON, so only one with edges holds ``"deps":`` outside a string), the journal
-#: records of spawns and waits, the schedules' last occurrences
-PRUNE_LIVE_DEPS: Final = "SELECT spec FROM {t}cronoq_tasks WHERE finished IS NULL AND spec LIKE '%\"deps\":%'"
+#: ids and definitions of the live rows with edges (through the live rows' index; a
+#: definition is compact JSON, so only one with edges holds ``"deps":`` outside a string), the
+#: journal records of spawns and waits, the schedules' last occurrences
+PRUNE_LIVE_DEPS: Final = (
+    "SELECT id, spec FROM {t}cronoq_tasks WHERE finished IS NULL AND spec LIKE '%\"deps\":%'"
+)
 PRUNE_JOURNALS: Final = (
     "SELECT record FROM {t}cronoq_journal WHERE record LIKE '[\"spawn\"%' OR record LIKE '[\"wait\"%'"
 )
 PRUNE_LASTS: Final = "SELECT last FROM {t}cronoq_schedules WHERE last <> 0"
+
+#: the most definitions a :class:`RefsCache` holds (a prune parses the others each time)
+REFS_CACHE_MAX: Final = 250_000
+
+#: what a prune reads of one live definition (:func:`spec_refs`): its tenant, its edges'
+#: targets and the definition's text, which the entry is valid for
+SpecRefs = tuple[str | None, tuple[Any, ...], str]
+
+
+def spec_refs(spec: str) -> SpecRefs:
+    """A stored definition (its JSON text) as :func:`referenced` reads it; no targets if it
+    cannot be read."""
+    try:
+        d = json.loads(spec)
+    except ValueError:
+        return None, (), spec
+    if not isinstance(d, dict) or not isinstance(deps := d.get("deps"), list):
+        return None, (), spec
+    tenant = d.get("tenant")
+    targets = tuple(e[0] for e in deps if isinstance(e, list) and e)
+    return (tenant if isinstance(tenant, str) and tenant else None), targets, spec
+
+
+class RefsCache:
+    """The :func:`spec_refs` of the live definitions a store's prunes read, by stored id, so a
+    prune parses only the definitions it has not seen: parsing every live definition with
+    edges each time cost about 5 us each (0.8 s of CPU for 100,000, with SQLite's write lock
+    held); docs/benchmarks.md has the figures.
+
+    An entry is valid only for the definition text it was parsed from (the texts are
+    compared, not hashed): a row written again under its id with another definition is parsed
+    again, so no write has to tell the cache anything, whichever process made it.  Each prune
+    keeps only the rows it read (the live definitions with edges), at most ``limit``: a
+    finished or deleted row leaves the cache at the next prune, and memory stays bounded by
+    the live tasks with edges (about 500 B each: the text, the targets, the entry).
+    ``parsed`` counts the definitions parsed (not found).  One store's prunes run one at a
+    time: no locking.
+    """
+
+    __slots__ = ("entries", "limit", "parsed")
+
+    def __init__(self, limit: int = REFS_CACHE_MAX) -> None:
+        self.entries: dict[int, SpecRefs] = {}
+        self.limit = limit
+        self.parsed = 0
+
+    def refs(self, rows: Iterable[Sequence[Any]]) -> list[SpecRefs]:
+        """The :func:`spec_refs` of each ``(id, spec)`` row (as ``PRUNE_LIVE_DEPS`` selects
+        them), parsing only the rows not cached with the same text; the cache then holds
+        these rows."""
+        old = self.entries
+        new: dict[int, SpecRefs] = {}
+        room = self.limit
+        out: list[SpecRefs] = []
+        parsed = 0
+        for tid, spec in rows:
+            e = old.get(tid)
+            if e is None or e[2] != spec:
+                e = spec_refs(spec)
+                parsed += 1
+            if room > 0:
+                new[tid] = e
+                room -= 1
+            out.append(e)
+        self.entries = new
+        self.parsed += parsed
+        return out
 
 
 def prune_refs(
     live_specs: Iterable[Sequence[Any]],
     journal_rows: Iterable[Sequence[Any]],
     last_rows: Iterable[Sequence[Any]],
+    cache: RefsCache | None = None,
 ) -> HistoryRefs:
     """The finished rows a prune must keep whatever their age, as :func:`referenced` defines
     them (what a load reads back past its window, so prune and load agree): ``ids`` (stored
     ids) and ``keys`` (key -> tenants) whose newest finished holder stays (the store selects
     the holders and keeps :func:`newest_holders`).  Rows as ``PRUNE_LIVE_DEPS``,
-    ``PRUNE_JOURNALS`` and ``PRUNE_LASTS`` select them.  A key also held by a live task keeps
+    ``PRUNE_JOURNALS`` and ``PRUNE_LASTS`` select them; ``cache``: the store's
+    :class:`RefsCache` (None: parse every definition).  A key also held by a live task keeps
     its newest finished holder too (one row a key at most: the live rows' keys are not read)."""
-    deps: list[tuple[str | None, Any]] = []
-    for (spec,) in live_specs:
-        try:
-            d = json.loads(spec)
-        except ValueError:
-            continue
-        if isinstance(d, dict) and isinstance(d.get("deps"), list):
-            tenant = d.get("tenant")
-            edges = [e for e in d["deps"] if isinstance(e, list) and e]
-            deps.append((tenant if isinstance(tenant, str) and tenant else None, edges))
+    deps = (cache if cache is not None else RefsCache(0)).refs(live_specs)
     ids, wanted = referenced(deps, (str(r[0]) for r in journal_rows), (r[0] for r in last_rows))
     refs = HistoryRefs()
     refs.ids = sorted(db_id(i) for i in ids if 0 < i < _U64)

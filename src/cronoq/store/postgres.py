@@ -61,6 +61,7 @@ from cronoq.store._records import (
     PRUNE_LIVE_DEPS,
     TASK_COLUMNS,
     Batch,
+    RefsCache,
     add_task_rows,
     db_id,
     finish_recovered,
@@ -199,6 +200,7 @@ class PostgresStore:
         self._conn: Any = None  # data connection (commits, loads, prunes)
         self._lock_conn: Any = None  # holds the advisory lock
         self._io = asyncio.Lock()  # one operation at a time on the data connection
+        self._refs = RefsCache()  # (prunes: the live definitions' references, parsed once)
         self._keeper: asyncio.Task[None] | None = None
         q = self._q
         cols = ", ".join(TASK_COLUMNS)
@@ -815,8 +817,9 @@ class PostgresStore:
     async def prune(self, now_unix_ns: int, limit: int | None = None) -> int:
         """Delete the finished rows expired at ``now_unix_ns`` (the oldest first, at most
         ``limit``) except those live state still refers to (``_records.prune_refs``: what a
-        load reads back whatever its age): the references are read in the same transaction,
-        then one DELETE skips them (a hashed anti-join against their ids)."""
+        load reads back whatever its age): the references are read in the same transaction
+        (the live definitions parsed once each: ``_records.RefsCache``), then one DELETE
+        skips them (a hashed anti-join against their ids)."""
         cutoff = now_unix_ns - round(self.retention * 1e9)
         q = self._q
         t = f"{q}."
@@ -829,6 +832,7 @@ class PostgresStore:
                     await conn.fetch(PRUNE_LIVE_DEPS.format(t=t)),
                     await conn.fetch(PRUNE_JOURNALS.format(t=t)),
                     await conn.fetch(PRUNE_LASTS.format(t=t)),
+                    self._refs,
                 )
                 keep = refs.ids
                 if refs.keys:

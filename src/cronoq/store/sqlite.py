@@ -57,6 +57,7 @@ from cronoq.store._records import (
     PRUNE_LIVE_DEPS,
     TASK_COLUMNS,
     Batch,
+    RefsCache,
     add_task_rows,
     db_id,
     finish_recovered,
@@ -333,6 +334,7 @@ class SqliteStore:
         self._epoch = 0
         self._leading = False
         self._conn: sqlite3.Connection | None = None
+        self._refs = RefsCache()  # (prunes: the live definitions' references, parsed once)
         self._executor: ThreadPoolExecutor | None = None
         #: held by whichever thread uses the connection (the store's thread for every job, the
         #: event loop's for an inline commit): never two at once
@@ -806,8 +808,9 @@ class SqliteStore:
     def _prune_sync(self, cutoff: int, limit: int | None) -> int:
         """Delete the expired finished rows (the oldest first, at most ``limit``) except those
         live state still refers to (``_records.prune_refs``: what a load reads back whatever
-        its age), in one write transaction: the references are read, then one DELETE skips
-        them (an anti-join against their ids, a few thousand at most)."""
+        its age), in one write transaction: the references are read (the live definitions
+        parsed once each: ``_records.RefsCache``), then one DELETE skips them (an anti-join
+        against their ids, a few thousand at most)."""
         conn = self._db()
         if conn.execute(_PRUNE_ANY, (cutoff,)).fetchone() is None:
             return 0  # (nothing expired: not even the write lock)
@@ -817,6 +820,7 @@ class SqliteStore:
                 conn.execute(_PRUNE_LIVE_DEPS),
                 conn.execute(_PRUNE_JOURNALS),
                 conn.execute(_PRUNE_LASTS),
+                self._refs,
             )
             keep = refs.ids
             if refs.keys:
