@@ -21,6 +21,7 @@ import pytest
 from cronoq.engine.mutations import StatusChange, Submitted, TaskRecord
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store import PostgresStore
+from cronoq.store.postgres import _columns
 from services import missing_service
 
 from . import contract
@@ -137,6 +138,43 @@ async def test_copy_commit_of_a_takeover_writes_nothing(make_copy: Any, schema: 
         assert [(r[0], r[1]) for r in rows] == [(1, "submitted")]
     finally:
         await a.close()
+
+
+def test_null_columns_go_as_empty_arrays() -> None:
+    assert _columns([(1, None, "a"), (2, None, None)], 3) == [[1, 2], [], ["a", None]]
+    assert _columns([], 2) == [[], []]
+
+
+async def test_rows_with_all_null_columns_are_written_whole(make: Any, schema: str) -> None:
+    """Columns NULL in every row of a commit go as empty arrays that ``unnest`` pads with NULLs:
+    every row is still written, each with its own values in the other columns."""
+    s, ep = await contract.leader(make)
+    try:
+        await s.commit([Submitted(i, i, 100 + i, TaskRecord(pool="default")) for i in (1, 2, 3)], ep, codec)
+        await s.commit(
+            [
+                StatusChange(1, "running", 1, 200),
+                StatusChange(2, "running", 1, 201),
+                StatusChange(3, "failed", 2, 202, "boom"),
+            ],
+            ep,
+            codec,
+        )
+        conn = await asyncpg.connect(DSN)
+        try:
+            rows = await conn.fetch(
+                "SELECT id, arrival, pool, key, payload, status, attempt, started, finished, message, "
+                f'output, has_output FROM "{schema}".cronoq_tasks ORDER BY id'
+            )
+        finally:
+            await conn.close()
+        assert [tuple(r) for r in rows] == [
+            (1, 101, "default", None, None, "running", 1, 200, None, None, None, False),
+            (2, 102, "default", None, None, "running", 1, 201, None, None, None, False),
+            (3, 103, "default", None, None, "failed", 2, None, 202, "boom", None, False),
+        ]
+    finally:
+        await s.close()
 
 
 async def test_bulk_request_keys(make: Any) -> None:
