@@ -38,9 +38,10 @@
     out of reach: no binary COPY of many new rows): the A side of that change.
 ``pg-nogather``
     As ``pg-real``, without the group commit's 1 ms gather wait (as ``nogather``).
-``pg-dense``
-    As ``pg-real``, with every column array sent whole (``postgres._columns``: no empty array
-    for a column of NULLs only).
+``pg-arrays``
+    As ``pg-real``, with the one statement's rows sent as one array per column (24 arrays, as
+    before the composite row types ``cronoq_task_row`` and ``cronoq_task_update``): the A side
+    of that change (the COPY path's updates stay composite).
 
 ``D`` is ``CRONOQ_BENCH_COMMIT_DELAY_MS`` (default 1.5 ms, about a real commit's latency under
 the throughput group's load). Everything else (the lease, ``load()``, the queries) is the real
@@ -81,7 +82,7 @@ VARIANTS = (
     "pg-nosync",
     "pg-nocopy",
     "pg-nogather",
-    "pg-dense",
+    "pg-arrays",
 )
 
 
@@ -127,6 +128,45 @@ def _no_gather() -> None:
     Committer.__init__ = no_gather  # type: ignore[method-assign]
 
 
+def _arrays_statement(store: Any) -> None:
+    """``store``'s one-statement commit with one array per column, as before the composite
+    row types (the ``pg-arrays`` variant)."""
+    from cronoq.store import postgres
+
+    tasks = (
+        *("bigint", "bigint", "bigint", "text", "text", "int", "text", "text", "bytea", "text", "int"),
+        *("bigint", "bigint", "text", "bytea", "boolean"),
+    )
+    updates = ("text", "int", "text", "bytea", "boolean", "bigint", "bigint", "bigint")
+    cols = postgres.TASK_COLUMNS
+    n = len(cols)
+
+    def statement(q: str) -> str:
+        ins_args = ", ".join(f"${i + 2}::{t}[]" for i, t in enumerate(tasks))
+        upd_args = ", ".join(f"${i + 2 + n}::{t}[]" for i, t in enumerate(updates))
+        return (
+            f"WITH l AS (SELECT epoch, owner FROM {q}.cronoq_leader WHERE id = 1 FOR SHARE), "
+            f"ins AS (INSERT INTO {q}.cronoq_tasks ({', '.join(cols)}) SELECT * FROM unnest({ins_args}) "
+            "WHERE (SELECT epoch FROM l) = $1 ON CONFLICT (id) DO UPDATE SET "
+            + ", ".join(f"{c} = excluded.{c}" for c in cols if c != "id")
+            + "), "
+            f"upd AS (UPDATE {q}.cronoq_tasks t SET status = u.status, attempt = u.attempt, "
+            "message = u.message, output = u.output, has_output = u.has_output, "
+            "started = COALESCE(t.started, u.started), finished = u.finished "
+            f"FROM unnest({upd_args}) AS u(status, attempt, message, output, has_output, started, "
+            "finished, id) WHERE t.id = u.id AND (SELECT epoch FROM l) = $1) "
+            "SELECT epoch, owner FROM l"
+        )
+
+    async def commit_rows(self: Any, conn: Any, batch: Any, epoch: int) -> None:
+        ins = [list(c) for c in zip(*batch.inserts, strict=True)] or [[]] * n
+        upd = [list(c) for c in zip(*batch.updates, strict=True)] or [[]] * 8
+        row = await conn.fetchrow(statement(self._q), epoch, *ins, *upd)
+        self._check_epoch(row, epoch)
+
+    store._commit_rows = commit_rows
+
+
 def _patch_pg(variant: str) -> None:
     from cronoq.store.postgres import PostgresStore
 
@@ -135,13 +175,8 @@ def _patch_pg(variant: str) -> None:
         PostgresStore.copy_from = 1 << 62
     elif variant == "pg-nogather":
         _no_gather()
-    elif variant == "pg-dense":
-        from cronoq.store import postgres
-
-        def dense(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
-            return [list(c) for c in zip(*rows, strict=True)] or [[]] * width
-
-        postgres._columns = dense
+    elif variant == "pg-arrays":
+        _arrays_statement(PostgresStore)
 
     connect = PostgresStore._connect
 

@@ -47,8 +47,8 @@ Groups (``--only``):
     every commit on its thread) and ``sqlite-nogather`` (it without the group commit's 1 ms
     gather wait); ``postgres-real`` (the PostgreSQL store as it is), ``postgres-nosync`` (it
     with ``synchronous_commit = off``), ``postgres-nogather``, ``postgres-nocopy`` and
-    ``postgres-dense`` (it without the gather wait, the COPY of many new rows, the empty arrays
-    for columns of NULLs) split the PostgreSQL store's; their figures also have the commits per
+    ``postgres-arrays`` (it without the gather wait, the COPY of many new rows, the composite
+    row types: one array per column) split the PostgreSQL store's; their figures also have the commits per
     task, their mean latency and their mutations (and the database backend's CPU per task).
 ``latency``
     Dispatch latency, submit → the worker's handler start (``time.monotonic_ns`` in both
@@ -359,8 +359,8 @@ class Server:
 #: and size printed beside each figure; ``postgres-real`` is the PostgreSQL store with the same
 #: counters, ``postgres-nosync`` it with ``synchronous_commit = off`` (no wait for the WAL flush),
 #: ``postgres-nocopy`` it without the binary COPY of many new rows (``PostgresStore.copy_from``),
-#: ``postgres-nogather`` it without the group commit's gather wait, ``postgres-dense`` it with
-#: every column array sent whole (no empty array for a column of NULLs only)
+#: ``postgres-nogather`` it without the group commit's gather wait, ``postgres-arrays`` it with
+#: its one statement's rows sent as one array per column (no composite row types)
 VARIANT_STORES = (
     "sqlite-real",
     "sqlite-exec",
@@ -372,7 +372,7 @@ VARIANT_STORES = (
     "postgres-nosync",
     "postgres-nocopy",
     "postgres-nogather",
-    "postgres-dense",
+    "postgres-arrays",
 )
 STORES = ("sqlite", "memory", "postgres", *VARIANT_STORES)
 DEFAULT_STORES, DEFAULT_WORKERS = ["sqlite", "memory"], [1, 4]
