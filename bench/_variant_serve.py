@@ -42,6 +42,9 @@
     As ``pg-real``, with the one statement's rows sent as one array per column (24 arrays, as
     before the composite row types ``cronoq_task_row`` and ``cronoq_task_update``): the A side
     of that change (the COPY path's updates stay composite).
+``pg-base``
+    ``pg-arrays`` and ``pg-nocopy`` at once: the store's commits as they were before issue
+    #33's PostgreSQL changes of session 15 (one statement, one array per column).
 
 ``D`` is ``CRONOQ_BENCH_COMMIT_DELAY_MS`` (default 1.5 ms, about a real commit's latency under
 the throughput group's load). Everything else (the lease, ``load()``, the queries) is the real
@@ -83,6 +86,7 @@ VARIANTS = (
     "pg-nocopy",
     "pg-nogather",
     "pg-arrays",
+    "pg-base",
 )
 
 
@@ -175,8 +179,10 @@ def _patch_pg(variant: str) -> None:
         PostgresStore.copy_from = 1 << 62
     elif variant == "pg-nogather":
         _no_gather()
-    elif variant == "pg-arrays":
+    elif variant in ("pg-arrays", "pg-base"):
         _arrays_statement(PostgresStore)
+        if variant == "pg-base":
+            PostgresStore.copy_from = 1 << 62
 
     connect = PostgresStore._connect
 

@@ -360,7 +360,8 @@ class Server:
 #: counters, ``postgres-nosync`` it with ``synchronous_commit = off`` (no wait for the WAL flush),
 #: ``postgres-nocopy`` it without the binary COPY of many new rows (``PostgresStore.copy_from``),
 #: ``postgres-nogather`` it without the group commit's gather wait, ``postgres-arrays`` it with
-#: its one statement's rows sent as one array per column (no composite row types)
+#: its one statement's rows sent as one array per column (no composite row types),
+#: ``postgres-base`` both (the commits as before the COPY and the composite rows)
 VARIANT_STORES = (
     "sqlite-real",
     "sqlite-exec",
@@ -373,6 +374,7 @@ VARIANT_STORES = (
     "postgres-nocopy",
     "postgres-nogather",
     "postgres-arrays",
+    "postgres-base",
 )
 STORES = ("sqlite", "memory", "postgres", *VARIANT_STORES)
 DEFAULT_STORES, DEFAULT_WORKERS = ["sqlite", "memory"], [1, 4]
