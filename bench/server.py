@@ -45,8 +45,11 @@ Groups (``--only``):
     commit), ``sqlite-thread`` (a sleep as long on the store's thread), ``sqlite-fold`` (that
     and building the rows), ``sqlite-real`` (the store as it is), ``sqlite-exec`` (it with
     every commit on its thread) and ``sqlite-nogather`` (it without the group commit's 1 ms
-    gather wait); their figures also have the commits per task, their mean latency and their
-    mutations.
+    gather wait); ``postgres-real`` (the PostgreSQL store as it is), ``postgres-nosync`` (it
+    with ``synchronous_commit = off``), ``postgres-nogather``, ``postgres-nocopy`` and
+    ``postgres-arrays`` (it without the gather wait, the COPY of many new rows, the composite
+    row types: one array per column) split the PostgreSQL store's; their figures also have the commits per
+    task, their mean latency and their mutations (and the database backend's CPU per task).
 ``latency``
     Dispatch latency, submit → the worker's handler start (``time.monotonic_ns`` in both
     processes), p50/p99 over 2,000 tasks submitted one at a time, 2 ms apart, on an idle
@@ -319,9 +322,11 @@ class Server:
         """(voluntary, involuntary) context switches so far, summed over the server's threads."""
         return context_switches(self.pid)
 
-    async def commit_stats(self) -> tuple[int, int, float] | None:
+    async def commit_stats(self) -> tuple[int, int, float, list[float]] | None:
         """A diagnostic variant's (commits, mutations, seconds in commit) so far (None for the
-        plain stores): ``bench/_variant_serve.py`` prints them on SIGUSR2."""
+        plain stores) and, since the previous call, [commit latency p50 and p90 in ms, mutations
+        per commit p50 and p90, mean wait of a barrier in ms]: ``bench/_variant_serve.py``
+        prints them on SIGUSR2."""
         if self.store not in VARIANT_STORES:
             return None
         log = self.directory / "server.log"
@@ -333,8 +338,8 @@ class Server:
                 ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("COMMITSTATS ")
             ]
             if len(lines) > before:
-                _, c, m, sec = lines[-1].split()
-                return int(c), int(m), float(sec)
+                _, c, m, sec, *dist = lines[-1].split()
+                return int(c), int(m), float(sec), [float(x) for x in dist]
             if time.monotonic() > deadline:
                 return None
             await asyncio.sleep(0.01)
@@ -351,7 +356,12 @@ class Server:
 #: its thread, ``nogather`` it without the group commit's 1 ms gather wait, ``delay`` an
 #: asyncio-only delay of a commit's latency, ``thread`` a ``time.sleep`` of it on the store's
 #: thread, ``fold`` that plus building the rows), with the commits per task, their mean latency
-#: and size printed beside each figure
+#: and size printed beside each figure; ``postgres-real`` is the PostgreSQL store with the same
+#: counters, ``postgres-nosync`` it with ``synchronous_commit = off`` (no wait for the WAL flush),
+#: ``postgres-nocopy`` it without the binary COPY of many new rows (``PostgresStore.copy_from``),
+#: ``postgres-nogather`` it without the group commit's gather wait, ``postgres-arrays`` it with
+#: its one statement's rows sent as one array per column (no composite row types),
+#: ``postgres-base`` both (the commits as before the COPY and the composite rows)
 VARIANT_STORES = (
     "sqlite-real",
     "sqlite-exec",
@@ -359,6 +369,12 @@ VARIANT_STORES = (
     "sqlite-delay",
     "sqlite-thread",
     "sqlite-fold",
+    "postgres-real",
+    "postgres-nosync",
+    "postgres-nocopy",
+    "postgres-nogather",
+    "postgres-arrays",
+    "postgres-base",
 )
 STORES = ("sqlite", "memory", "postgres", *VARIANT_STORES)
 DEFAULT_STORES, DEFAULT_WORKERS = ["sqlite", "memory"], [1, 4]
@@ -370,9 +386,9 @@ def _pg_schema(directory: Path) -> str:
 
 
 def server_toml(directory: Path, store: str) -> str:
-    if store == "sqlite" or store in VARIANT_STORES:
+    if store == "sqlite" or (store in VARIANT_STORES and store.startswith("sqlite-")):
         store_body = f'kind = "sqlite"\npath = "{directory / "bench.db"}"\n'
-    elif store == "postgres":
+    elif store.startswith("postgres"):
         store_body = f'kind = "postgres"\nurl = "{PG_URL}"\nschema = "{_pg_schema(directory)}"\n'
     else:
         store_body = 'kind = "memory"\n'
@@ -402,7 +418,8 @@ async def start_server(store: str, profile_dir: Path | None = None, spy_dir: Pat
         profile = profile_dir / f"server-{store}-{int(time.time())}.prof"
         cmd += ["-m", "cProfile", "-o", str(profile)]
     if store in VARIANT_STORES:
-        cmd += [str(_HERE / "_variant_serve.py"), store.split("-", 1)[1]]
+        kind, variant = store.split("-", 1)
+        cmd += [str(_HERE / "_variant_serve.py"), f"pg-{variant}" if kind == "postgres" else variant]
     else:
         cmd += ["-m", "cronoq.cli"]
     cmd += ["serve", "--config", str(cfg)]
@@ -455,7 +472,7 @@ async def stop_server(sv: Server) -> None:
             sv.spy.send_signal(signal.SIGINT)
         await asyncio.wait_for(sv.spy.wait(), 60)
     await _end(sv.proc, 60)
-    if sv.store == "postgres":
+    if sv.store.startswith("postgres"):
         await _drop_pg_schema(_pg_schema(sv.directory))
     if sv.profile is None:
         shutil.rmtree(sv.directory, ignore_errors=True)
@@ -540,6 +557,9 @@ async def counted(ws: Workers, run: Awaitable[Run], sv: Server | None = None) ->
             r.commits_per_task = (k1[0] - k0[0]) / r.n
             r.commit_ms = (k1[2] - k0[2]) / (k1[0] - k0[0]) * 1000
             r.mutations_per_commit = (k1[1] - k0[1]) / (k1[0] - k0[0])
+            r.commit_dist = k1[3][:5]
+            if len(k1[3]) > 5 and len(k0[3]) > 5:  # the database backends' CPU, us per task
+                r.commit_dist.append((k1[3][5] - k0[3][5]) / r.n * 1e6)
     m1, h1 = await worker_messages(ws)
     r.messages_per_task = (m1 - m0) / (h1 - h0) if h1 > h0 else None
     return r
@@ -589,6 +609,10 @@ class Run:
     commits_per_task: float | None = None
     commit_ms: float | None = None
     mutations_per_commit: float | None = None
+    #: a diagnostic variant's commit latency p50 and p90 (ms), mutations per commit p50 and
+    #: p90, a barrier's mean wait (ms), over the run, and for PostgreSQL the database backends'
+    #: CPU per task in us (``counted``)
+    commit_dist: list[float] | None = None
 
 
 async def _load_procs(

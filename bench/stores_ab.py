@@ -14,8 +14,12 @@ reversed every other round: ABBA), and the ratios are medians of the per-round r
 
 Scenarios (as in ``bench/server.py``): ``batch`` (submit_batch of 1000, one process),
 ``procs`` (per-task submits from 8 processes), ``coros`` (8 coroutines, one Client each),
-``shared`` (64 coroutines on one Client: coalesced ``SubmitMany``).  Server CPU per task is
-/proc utime+stime of the server (children included, ``cpu_seconds``), and is split per
+``shared`` (64 coroutines on one Client: coalesced ``SubmitMany``), and ``solo`` (per-task
+submits from one process: a closed loop of one, each submit's round trip alone).  The
+diagnostic stores of ``bench/server.py`` (``sqlite-*``, ``postgres-*``) add a line per figure:
+commit latency p50 and p90, mutations per commit, a submission's mean wait for its commit and,
+for PostgreSQL, the database backend's CPU per task (docs/benchmarks.md#server-postgres-bound).
+Server CPU per task is /proc utime+stime of the server (children included, ``cpu_seconds``), and is split per
 thread (the event loop's thread is ``main``).  ``--n`` is the tasks per run (4000 as in
 ``bench/server.py``; a 64-coroutine memory run of 4000 lasts ~0.35 s, ~30 ticks of /proc CPU):
 a run's fixed cost (the 64 coroutines' ramp, the completion polls) weighs on the fastest store
@@ -38,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import server as B  # bench/server.py, a sibling script
 
-SCENARIOS = ("batch", "procs", "coros", "shared")
+SCENARIOS = ("batch", "procs", "coros", "shared", "solo")
 
 
 def thread_cpu(pid: int) -> dict[str, float]:
@@ -62,6 +66,8 @@ def scenario(sv: Any, name: str, n: int) -> Awaitable[Any]:
         return B.cronoq_procs(sv, "batch", 1, n, 1000)
     if name == "procs":
         return B.cronoq_procs(sv, "submit", 8, n, 1000)
+    if name == "solo":
+        return B.cronoq_procs(sv, "submit", 1, n, 1000)
     if name == "coros":
         return B.cronoq_coros(sv, 8, n)
     return B.cronoq_shared(sv, B.SHARED_COROS, n)
@@ -72,6 +78,7 @@ async def amain(stores: list[str], scenarios: list[str], rounds: int, n: int) ->
     wss: dict[str, Any] = {}
     runs: dict[tuple[str, str], list[tuple[float, float, dict[str, float]]]] = {}
     loads: list[float] = []
+    dists: dict[tuple[str, str], list[list[float]]] = {}
     try:
         for s in stores:
             svs[s] = await B.start_server(s)
@@ -87,6 +94,8 @@ async def amain(stores: list[str], scenarios: list[str], rounds: int, n: int) ->
                     t1 = thread_cpu(sv.pid)
                     per = {k: (v - t0.get(k, 0.0)) / x.n * 1e6 for k, v in t1.items()}
                     runs.setdefault((s, c), []).append((x.rate, x.server_cpu_per_1k * 1000, per))
+                    if x.commit_dist:
+                        dists.setdefault((s, c), []).append(x.commit_dist)
             loads.append(os.getloadavg()[0])
             print(f"round {r + 1}/{rounds}: load {loads[-1]:.2f}", flush=True)
     finally:
@@ -111,6 +120,13 @@ async def amain(stores: list[str], scenarios: list[str], rounds: int, n: int) ->
                 f"{c:7s} {s:16s} {rate:8,.0f} tasks/s {cpu:7.1f} us/task  ÷ {base}: tasks/s {rr:.3f} "
                 f"cpu {cr:.3f}  (per round: {[round(x[1]) for x in rs]}; per thread us: {split})"
             )
+            if (s, c) in dists:
+                d = [statistics.median(col) for col in zip(*dists[(s, c)])]
+                print(
+                    f"{'':24s} commits: {d[0]:.2f} ms p50, {d[1]:.2f} ms p90; {d[2]:.0f} mutations p50, "
+                    f"{d[3]:.0f} p90; a submission's wait for its commit {d[4]:.2f} ms (mean)"
+                    + (f"; database backend {d[5]:.0f} us/task" if len(d) > 5 else "")
+                )
 
 
 def main() -> None:

@@ -80,6 +80,18 @@ def test_throughput_on_postgres_beside_memory() -> None:
     assert not asyncio.run(_bench_schemas())  # every server's schema was dropped
 
 
+def test_postgres_diagnostic_store_reports_its_commits() -> None:
+    """``--stores postgres-nosync``: the PostgreSQL store under ``bench/_variant_serve.py``, whose
+    commit counters (latency, sizes, a submission's wait, the database backend's CPU) come out
+    with each figure."""
+    opts = argparse.Namespace(profile=None, stores=["postgres-nosync"], workers=[1])
+    got = asyncio.run(server.bench_throughput(TINY, opts, None))
+    _check(got, 4, baseline=False)
+    for r in got:
+        assert r.extra["commits_per_task"] > 0 and r.extra["commit_ms"] > 0, r.extra
+    assert not asyncio.run(_bench_schemas())
+
+
 async def _bench_schemas() -> list[str]:
     import asyncpg
 

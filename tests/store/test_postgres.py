@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from cronoq.engine.mutations import Submitted, TaskRecord
-from cronoq.errors import SchedulerError
+from cronoq.engine.mutations import StatusChange, Submitted, TaskRecord
+from cronoq.errors import Fenced, SchedulerError
 from cronoq.store import PostgresStore
 from services import missing_service
 
@@ -78,6 +78,112 @@ async def sql(query: str, *args: Any) -> Any:
 
 async def test_round_trip_every_mutation_kind(make: Any) -> None:
     await contract.check_round_trip(make)
+
+
+@pytest.fixture
+def make_copy(make: Any) -> Any:
+    """Stores that write every new task row with COPY (``copy_from`` 1), counting those commits."""
+    copies: list[int] = []
+
+    def factory(**kw: Any) -> PostgresStore:
+        s = make(**kw)
+        s.copy_from = 1
+        write = s._commit_copy
+
+        async def counted(conn: Any, batch: Any, epoch: int) -> None:
+            copies.append(len(batch.inserts))
+            await write(conn, batch, epoch)
+
+        s._commit_copy = counted  # type: ignore[method-assign]
+        return s
+
+    factory.copies = copies  # type: ignore[attr-defined]
+    return factory
+
+
+async def test_round_trip_with_copy(make_copy: Any) -> None:
+    """New rows sent with COPY (alone, and beside updates in the same commit) read back as the
+    one statement's do; the contract's re-commit of a stored task (a retried commit that had
+    reached the database) makes COPY fail on the primary key and falls back to the upsert."""
+    await contract.check_round_trip(make_copy)
+    assert len(make_copy.copies) >= 3
+
+
+async def test_copy_commit_is_fenced(make_copy: Any) -> None:
+    await contract.check_standby_takes_over_on_release(make_copy)
+    assert make_copy.copies
+
+
+async def test_copy_commit_of_a_takeover_writes_nothing(make_copy: Any, schema: str) -> None:
+    """A takeover's epoch update committed while the COPY commit runs: the commit (whose
+    check reads the leader row before its COPY) is fenced and none of its rows, new or
+    updated, is in the table."""
+    a, ea = await contract.leader(make_copy)
+    try:
+        await a.commit([Submitted(1, 1, 0, TaskRecord(pool="default"))], ea, codec)
+        await sql(f'UPDATE "{schema}".cronoq_leader SET epoch = epoch + 1 WHERE id = 1')
+        with pytest.raises(Fenced):
+            await a.commit(
+                [Submitted(i, i, 0, TaskRecord(pool="default")) for i in range(2, 6)]
+                + [StatusChange(1, "running", 1, 5)],
+                ea,
+                codec,
+            )
+        conn = await asyncpg.connect(DSN)
+        try:
+            rows = await conn.fetch(f'SELECT id, status FROM "{schema}".cronoq_tasks ORDER BY id')
+        finally:
+            await conn.close()
+        assert [(r[0], r[1]) for r in rows] == [(1, "submitted")]
+    finally:
+        await a.close()
+
+
+async def test_row_types_are_added_to_an_existing_schema(make: Any, schema: str) -> None:
+    """A schema made before the commit's row types existed (an older version's) gets them on
+    open, and its commits go through."""
+    s, ep = await contract.leader(make)
+    await s.close()
+    await sql(f'DROP TYPE "{schema}".cronoq_task_row, "{schema}".cronoq_task_update')
+    s, ep = await contract.leader(make)
+    try:
+        await s.commit([Submitted(1, 1, 0, TaskRecord(pool="default"))], ep, codec)
+        await s.commit([StatusChange(1, "running", 1, 5)], ep, codec)
+        assert [(t.id, t.status) for t in (await s.load(codec)).tasks] == [(1, "running")]
+    finally:
+        await s.close()
+
+
+async def test_rows_are_written_field_by_field(make: Any, schema: str) -> None:
+    """A commit's rows go as arrays of composite rows: each row lands whole, its NULLs and
+    values in their own columns (a column NULL in every row beside mixed ones)."""
+    s, ep = await contract.leader(make)
+    try:
+        await s.commit([Submitted(i, i, 100 + i, TaskRecord(pool="default")) for i in (1, 2, 3)], ep, codec)
+        await s.commit(
+            [
+                StatusChange(1, "running", 1, 200),
+                StatusChange(2, "running", 1, 201),
+                StatusChange(3, "failed", 2, 202, "boom"),
+            ],
+            ep,
+            codec,
+        )
+        conn = await asyncpg.connect(DSN)
+        try:
+            rows = await conn.fetch(
+                "SELECT id, arrival, pool, key, payload, status, attempt, started, finished, message, "
+                f'output, has_output FROM "{schema}".cronoq_tasks ORDER BY id'
+            )
+        finally:
+            await conn.close()
+        assert [tuple(r) for r in rows] == [
+            (1, 101, "default", None, None, "running", 1, 200, None, None, None, False),
+            (2, 102, "default", None, None, "running", 1, 201, None, None, None, False),
+            (3, 103, "default", None, None, "failed", 2, None, 202, "boom", None, False),
+        ]
+    finally:
+        await s.close()
 
 
 async def test_bulk_request_keys(make: Any) -> None:
