@@ -255,29 +255,45 @@ def _write_tasks(
 ) -> None:
     """Write fold's task rows (one per task: their order does not matter), the common shapes
     through the statements with NULL literals, the rest through the general ones."""
-    groups: dict[str, list[tuple[Any, ...]]] = {}  # statement -> its rows (inserts first)
+    fresh: list[tuple[Any, ...]] = []  # _INSERT_NEW's rows
+    other: list[tuple[Any, ...]] = []  # _INSERT's
     for r in inserts:  # (columns: _records.TASK_COLUMNS)
         if r[11] is None and r[12] is None and r[13] is None and r[14] is None and not r[15]:
-            groups.setdefault(_INSERT_NEW, []).append(r[:11])
+            fresh.append(r[:11])
         else:
-            groups.setdefault(_INSERT, []).append(r)
+            other.append(r)
+    live: list[tuple[Any, ...]] = []  # _UPDATE_LIVE's rows
+    bare: list[tuple[Any, ...]] = []  # _UPDATE_BARE's
+    outs: list[tuple[Any, ...]] = []  # _UPDATE_OUTPUT's
+    full: list[tuple[Any, ...]] = []  # _UPDATE's
     for u in updates:
         status, attempt, message, output, has_output, started, finished, tid = u
         if message is None and has_output:
-            groups.setdefault(_UPDATE_OUTPUT, []).append((status, attempt, output, started, finished, tid))
+            outs.append((status, attempt, output, started, finished, tid))
         elif message is None and output is None:
             if finished is None:
-                groups.setdefault(_UPDATE_LIVE, []).append((status, attempt, started, tid))
+                live.append((status, attempt, started, tid))
             else:
-                groups.setdefault(_UPDATE_BARE, []).append((status, attempt, started, finished, tid))
+                bare.append((status, attempt, started, finished, tid))
         else:
-            groups.setdefault(_UPDATE, []).append(u)
-    for sql, rows in groups.items():
-        cur = conn.executemany(sql, rows)
-        if sql is _UPDATE_LIVE and cur.rowcount != len(rows):
+            full.append(u)
+    # (inserts first: a row's update never meets its own insert, fold made them one write)
+    writes = (
+        (_INSERT_NEW, fresh),
+        (_INSERT, other),
+        (_UPDATE_OUTPUT, outs),
+        (_UPDATE_BARE, bare),
+        (_UPDATE, full),
+    )
+    for sql, rows in writes:
+        if rows:
+            conn.executemany(sql, rows)
+    if live:
+        cur = conn.executemany(_UPDATE_LIVE, live)
+        if cur.rowcount != len(live):
             # a row it skipped (finished, or none): all of them again as _UPDATE_BARE writes
             # them (the same values again for the others: idempotent)
-            conn.executemany(_UPDATE_BARE, [(s, a, st, None, i) for s, a, st, i in rows])
+            conn.executemany(_UPDATE_BARE, [(s, a, st, None, i) for s, a, st, i in live])
 
 
 def _positive(name: str, v: float) -> float:
