@@ -279,8 +279,14 @@ async def test_small_commits_run_inline_big_ones_on_the_store_thread(make: Any, 
         with raw(db) as c:  # both committed, seen by another connection
             assert c.execute("SELECT count(*) FROM cronoq_tasks").fetchone()[0] == 1 + s.inline_below
             assert c.execute("SELECT status FROM cronoq_tasks WHERE id = 1").fetchone()[0] == "running"
-        # the inline commit's BEGIN does not wait for a lock (busy timeout 0): it is put back
-        assert s._db().execute("PRAGMA busy_timeout").fetchone()[0] == round(s.busy_timeout * 1000)
+        # the inline commit's BEGIN does not wait for a lock (busy timeout 0); the store's
+        # thread puts the timeout back before its next job, whose statements wait as before
+        waits = round(s.busy_timeout * 1000)
+        await s.commit([StatusChange(1, "succeeded", 1, 6)], ep, codec)
+        assert s._db().execute("PRAGMA busy_timeout").fetchone()[0] == 0
+        assert await s._call(lambda: s._db().execute("PRAGMA busy_timeout").fetchone()[0]) == waits
+        await s.commit([StatusChange(2, "running", 1, 7)], ep, codec)  # (inline again)
+        assert await s._call(lambda: s._db().execute("PRAGMA busy_timeout").fetchone()[0]) == waits
     finally:
         await s.close()
 

@@ -43,6 +43,8 @@ def encode_payload(codec: Codec | None, payload: object) -> bytes:
         data = codec.encode(payload)
     except Exception as e:
         raise InvalidSubmission(f"payload cannot be encoded: {e}") from None
+    if type(data) is bytes:  # (the common case, as it is: once per durable submission)
+        return data
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise InvalidSubmission("the codec did not return bytes")
     return bytes(data)

@@ -102,10 +102,24 @@ class ApiError(Exception):
 class BlobCodec:
     """Stores ``Blob`` values: 2-byte content-type length, content type, bytes."""
 
+    #: content type -> its stored prefix (length and UTF-8 bytes), for the few types in use:
+    #: every payload and output is encoded, and building the prefix was most of it (issue #33)
+    _HEADERS_MAX = 64
+
+    def __init__(self) -> None:
+        self._headers: dict[str, bytes] = {}
+
     def encode(self, obj: object) -> bytes:
         if isinstance(obj, Blob):
-            ct = obj.content_type.encode()
-            return struct.pack(">H", len(ct)) + ct + obj.data
+            ct = obj.content_type
+            head = self._headers.get(ct)
+            if head is None:
+                b = ct.encode()
+                head = struct.pack(">H", len(b)) + b
+                if len(self._headers) >= self._HEADERS_MAX:
+                    self._headers.clear()
+                self._headers[ct] = head
+            return head + obj.data
         if obj is None:
             return struct.pack(">H", 0)
         if isinstance(obj, (bytes, bytearray)):

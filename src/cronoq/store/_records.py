@@ -44,6 +44,9 @@ log = logging.getLogger("cronoq.store")
 _SPEC_FIELDS = tuple(s for s in TaskRecord.__slots__ if s != "payload")
 #: a TaskRecord's definition fields as a tuple, in one C call (fold runs it per submission)
 _spec_values = operator.attrgetter(*_SPEC_FIELDS)
+_NOT_PLAIN = ("retry", "deps", "resources", "tags", "labels")
+#: the definition fields of plain values (all but _NOT_PLAIN), in one C call
+_plain_values = operator.attrgetter(*(s for s in _SPEC_FIELDS if s not in _NOT_PLAIN))
 
 
 def _compact_encoder() -> Callable[[Any], str]:
@@ -97,9 +100,6 @@ TASK_COLUMNS = (
     "has_output",
 )
 
-#: a folded row's values in column order, in one C call
-_row_values = operator.attrgetter(*TASK_COLUMNS)
-
 #: Column order of a ``cronoq_bulk_keys`` row (a bulk action's request key and its progress).
 BULK_KEY_COLUMNS = ("action", "tenant", "key", "matched", "acted", "done", "at")
 
@@ -131,14 +131,14 @@ def spec_json(rec: TaskRecord) -> str:
         and rec.tags is None
         and rec.labels is None
     ):
-        values = _spec_values(rec)
+        values = _plain_values(rec)  # (the others are None: not in the text)
         key = (*values, *map(type, values))
         try:
             text = _spec_texts.get(key)
         except TypeError:  # (an unhashable value where none belongs: encoded as it is)
             return _dumps(spec_dict(rec))
         if text is None:
-            text = _dumps({s: v for s, v in zip(_SPEC_FIELDS, values) if v is not None})
+            text = _dumps(spec_dict(rec))
             if len(_spec_texts) >= _SPEC_TEXTS_MAX:
                 _spec_texts.clear()
             _spec_texts[key] = text
@@ -200,29 +200,6 @@ def _blob(payload: Any, codec: Codec) -> bytes | None:
     return codec.encode(payload)
 
 
-class _Row:
-    __slots__ = (*TASK_COLUMNS, "new")
-    seq: int
-    arrival: int
-    pool: str
-    kind: str
-    priority: int
-    key: str | None
-    spec: str
-    payload: bytes | None
-
-    def __init__(self, id: int) -> None:
-        self.id = id
-        self.new = False
-        self.started: int | None = None
-        self.finished: int | None = None
-        self.message: str | None = None
-        self.output: bytes | None = None
-        self.has_output = False
-        self.status = "submitted"
-        self.attempt = 0
-
-
 class Batch:
     """One commit's worth of row writes, folded per task/schedule."""
 
@@ -254,47 +231,68 @@ class Batch:
 
 
 def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
-    """Fold a batch of mutations into at most one write per task, in order per schedule."""
-    rows: dict[int, _Row] = {}
+    """Fold a batch of mutations into at most one write per task, in order per schedule.
+
+    Each task's write is built as the tuple it is written as, at its first mutation, and
+    rebuilt when another of the same task follows (a status change of a task submitted in
+    the batch, a second change): an insert row (TASK_COLUMNS order) for a task submitted in
+    the batch, else an update row (``Batch.updates`` order).  Most tasks have one mutation a
+    commit, and a row object per task, filled and read back, cost a submission about as
+    much as the rest of its fold (issue #33)."""
+    rows: dict[int, tuple[Any, ...]] = {}  # tasks not submitted in this batch: their updates
+    new: dict[int, tuple[Any, ...]] = {}  # tasks submitted in this batch: their insert rows
     batch = Batch()
     for m in mutations:
-        if type(m) is StatusChange:
-            r = rows.get(m.id)
-            if r is None:
-                r = rows[m.id] = _Row(m.id)
-            r.status = m.status
-            r.attempt = m.attempt
-            r.message = m.message
-            if m.status == "running" and r.started is None:
-                r.started = m.at
-            r.finished = m.at if m.status in TERMINAL_STATUSES else None
-            r.output = None
-            r.has_output = False
+        if type(m) is Submitted:
+            tid = m.id
+            if rows and tid in rows:  # (a second record of one id starts its row afresh)
+                del rows[tid]
+            spec = m.spec
+            payload = spec.payload
+            if payload is not None and type(payload) is not bytes:
+                try:
+                    payload = _blob(payload, codec)
+                except CodecError as e:  # defensive: the runtime encodes payloads at submission
+                    new[tid] = (
+                        tid - _U64 if tid > _I64_MAX else tid, m.seq, m.arrival, spec.pool, spec.kind,
+                        spec.priority, spec.key, spec_json(spec), None, "failed", 0, None, m.arrival,
+                        f"payload not stored: {e}", None, False,
+                    )  # fmt: skip
+                    continue
+            new[tid] = (
+                tid - _U64 if tid > _I64_MAX else tid, m.seq, m.arrival, spec.pool, spec.kind,
+                spec.priority, spec.key, spec_json(spec), payload, "submitted", 0, None, None, None,
+                None, False,
+            )  # fmt: skip
+        elif type(m) is StatusChange:
+            status = m.status
+            message = m.message
+            output = None
+            has_output = False
             if m.has_output:
                 try:
-                    r.output = codec.encode(m.output)
-                    r.has_output = True
+                    output = codec.encode(m.output)
+                    has_output = True
                 except CodecError as e:
                     note = f"output not stored: {e}"
-                    r.message = note if not r.message else f"{r.message} ({note})"
-        elif type(m) is Submitted:
-            r = rows[m.id] = _Row(m.id)
-            r.new = True
-            spec = m.spec
-            r.seq = m.seq
-            r.arrival = m.arrival
-            r.pool = spec.pool
-            r.kind = spec.kind
-            r.priority = spec.priority
-            r.key = spec.key
-            r.spec = spec_json(spec)
-            try:
-                r.payload = _blob(spec.payload, codec)
-            except CodecError as e:  # defensive: the runtime encodes payloads at submission
-                r.payload = None
-                r.status = "failed"
-                r.message = f"payload not stored: {e}"
-                r.finished = m.arrival
+                    message = note if not message else f"{message} ({note})"
+            finished = m.at if status in TERMINAL_STATUSES else None
+            tid = m.id
+            row = new.get(tid)
+            if row is not None:
+                started = row[11]
+                if started is None and status == "running":
+                    started = m.at
+                new[tid] = (*row[:9], status, m.attempt, started, finished, message, output, has_output)
+                continue
+            prev = rows.get(tid)
+            started = None if prev is None else prev[5]
+            if started is None and status == "running":
+                started = m.at
+            rows[tid] = (
+                status, m.attempt, message, output, has_output, started, finished,
+                tid - _U64 if tid > _I64_MAX else tid,
+            )  # fmt: skip
         elif type(m) is RecurringUpsert:
             srec = m.spec
             try:
@@ -315,14 +313,8 @@ def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
             fold_journal(m, batch, codec, fold)
         else:
             raise TypeError(f"not a mutation: {m!r}")
-    for r in rows.values():
-        r.id = db_id(r.id)
-        if r.new:
-            batch.inserts.append(_row_values(r))
-        else:
-            batch.updates.append(
-                (r.status, r.attempt, r.message, r.output, r.has_output, r.started, r.finished, r.id)
-            )
+    batch.inserts.extend(new.values())  # (after a journal's spawned tasks: fold_journal)
+    batch.updates.extend(rows.values())
     return batch
 
 

@@ -256,29 +256,45 @@ def _write_tasks(
 ) -> None:
     """Write fold's task rows (one per task: their order does not matter), the common shapes
     through the statements with NULL literals, the rest through the general ones."""
-    groups: dict[str, list[tuple[Any, ...]]] = {}  # statement -> its rows (inserts first)
+    fresh: list[tuple[Any, ...]] = []  # _INSERT_NEW's rows
+    other: list[tuple[Any, ...]] = []  # _INSERT's
     for r in inserts:  # (columns: _records.TASK_COLUMNS)
         if r[11] is None and r[12] is None and r[13] is None and r[14] is None and not r[15]:
-            groups.setdefault(_INSERT_NEW, []).append(r[:11])
+            fresh.append(r[:11])
         else:
-            groups.setdefault(_INSERT, []).append(r)
+            other.append(r)
+    live: list[tuple[Any, ...]] = []  # _UPDATE_LIVE's rows
+    bare: list[tuple[Any, ...]] = []  # _UPDATE_BARE's
+    outs: list[tuple[Any, ...]] = []  # _UPDATE_OUTPUT's
+    full: list[tuple[Any, ...]] = []  # _UPDATE's
     for u in updates:
         status, attempt, message, output, has_output, started, finished, tid = u
         if message is None and has_output:
-            groups.setdefault(_UPDATE_OUTPUT, []).append((status, attempt, output, started, finished, tid))
+            outs.append((status, attempt, output, started, finished, tid))
         elif message is None and output is None:
             if finished is None:
-                groups.setdefault(_UPDATE_LIVE, []).append((status, attempt, started, tid))
+                live.append((status, attempt, started, tid))
             else:
-                groups.setdefault(_UPDATE_BARE, []).append((status, attempt, started, finished, tid))
+                bare.append((status, attempt, started, finished, tid))
         else:
-            groups.setdefault(_UPDATE, []).append(u)
-    for sql, rows in groups.items():
-        cur = conn.executemany(sql, rows)
-        if sql is _UPDATE_LIVE and cur.rowcount != len(rows):
+            full.append(u)
+    # (inserts first: a row's update never meets its own insert, fold made them one write)
+    writes = (
+        (_INSERT_NEW, fresh),
+        (_INSERT, other),
+        (_UPDATE_OUTPUT, outs),
+        (_UPDATE_BARE, bare),
+        (_UPDATE, full),
+    )
+    for sql, rows in writes:
+        if rows:
+            conn.executemany(sql, rows)
+    if live:
+        cur = conn.executemany(_UPDATE_LIVE, live)
+        if cur.rowcount != len(live):
             # a row it skipped (finished, or none): all of them again as _UPDATE_BARE writes
             # them (the same values again for the others: idempotent)
-            conn.executemany(_UPDATE_BARE, [(s, a, st, None, i) for s, a, st, i in rows])
+            conn.executemany(_UPDATE_BARE, [(s, a, st, None, i) for s, a, st, i in live])
 
 
 def _positive(name: str, v: float) -> float:
@@ -341,6 +357,9 @@ class SqliteStore:
         self._lock = threading.Lock()
         #: monotonic instant before which no commit runs inline (``inline_slow``)
         self._inline_after = 0.0
+        #: the connection's busy timeout is 0, as an inline commit left it (``_begin_now``):
+        #: the store's thread puts it back before its next job (``_locked``)
+        self._busy_zero = False
         self._renewer: asyncio.Task[None] | None = None
         #: monotonic instant the lease may lapse at (see ``base.lease_left``)
         self.lease_until = 0.0
@@ -368,6 +387,10 @@ class SqliteStore:
 
     def _locked(self, fn: Callable[..., T], *args: Any) -> T:
         with self._lock:
+            if self._busy_zero:
+                self._busy_zero = False
+                if self._conn is not None:
+                    self._conn.execute(f"PRAGMA busy_timeout = {round(self.busy_timeout * 1000)}")
             return fn(*args)
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -445,6 +468,7 @@ class SqliteStore:
             self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
         )
         self._conn = conn
+        self._busy_zero = False
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise SchedulerError(f"SQLite store {self.path!r}: cannot use WAL journal mode (got {mode!r})")
@@ -689,8 +713,14 @@ class SqliteStore:
 
     def _begin_now(self, conn: sqlite3.Connection) -> bool:
         """``BEGIN IMMEDIATE`` without waiting for another connection's write lock: False if it
-        is held (the connection's busy timeout is 0 for that statement only)."""
-        conn.execute("PRAGMA busy_timeout = 0")
+        is held.  The connection's busy timeout is 0 from the first inline commit on, until the
+        store's thread takes its next job (``_locked`` puts it back, so every statement there
+        waits as before): setting it for each inline commit and back cost two statements a
+        commit, 3-4 us of the 60-70 of a small one (issue #33).  (Statements inside a
+        transaction begun with the write lock do not wait for locks in WAL mode.)"""
+        if not self._busy_zero:
+            conn.execute("PRAGMA busy_timeout = 0")
+            self._busy_zero = True
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as e:
@@ -698,8 +728,6 @@ class SqliteStore:
             if "locked" in low or "busy" in low:
                 return False
             raise
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {round(self.busy_timeout * 1000)}")
         return True
 
     def _write_batch(self, conn: sqlite3.Connection, batch: Batch, epoch: int) -> None:
