@@ -246,11 +246,11 @@ def context_switches(pid: int) -> tuple[int, int]:
     return vol, inv
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(src: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("CRONOQ_CONFIG", None)
     env["PYTHONUNBUFFERED"] = "1"
-    src = str(_HERE.parent / "src")
+    src = src or str(_HERE.parent / "src")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_HERE), src, env.get("PYTHONPATH", "")) if p)
     return env
 
@@ -344,6 +344,24 @@ class Server:
                 return None
             await asyncio.sleep(0.01)
 
+    async def loop_stats(self) -> tuple[float, ...] | None:
+        """With ``CRONOQ_BENCH_LOOPSTATS=1`` (``bench/_loopstats_serve.py``): (loop iterations,
+        idle s, idle s while a commit was in flight, commits, mutations, commit s) so far;
+        else None."""
+        if not LOOPSTATS or self.store in VARIANT_STORES:
+            return None
+        log = self.directory / "server.log"
+        before = log.read_text(errors="replace").count("LOOPSTATS ")
+        self.proc.send_signal(signal.SIGUSR2)
+        deadline = time.monotonic() + 10
+        while True:
+            lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("LOOPSTATS ")]
+            if len(lines) > before:
+                return tuple(float(x) for x in lines[-1].split()[1:])
+            if time.monotonic() > deadline:
+                return None
+            await asyncio.sleep(0.01)
+
     async def succeeded(self) -> int:
         assert self.client is not None
         return (await self.client.snapshot()).totals["succeeded"]
@@ -377,6 +395,9 @@ VARIANT_STORES = (
     "postgres-base",
 )
 STORES = ("sqlite", "memory", "postgres", *VARIANT_STORES)
+#: ``CRONOQ_BENCH_LOOPSTATS=1``: the plain stores' servers run under ``bench/_loopstats_serve.py``
+#: (event-loop iterations, idle time, group commits; ``Server.loop_stats``)
+LOOPSTATS = os.environ.get("CRONOQ_BENCH_LOOPSTATS", "") not in ("", "0")
 DEFAULT_STORES, DEFAULT_WORKERS = ["sqlite", "memory"], [1, 4]
 PG_URL = os.environ.get("CRONOQ_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -407,6 +428,11 @@ def server_toml(directory: Path, store: str) -> str:
 
 
 async def start_server(store: str, profile_dir: Path | None = None, spy_dir: Path | None = None) -> Server:
+    """``store`` may end in ``@SRC``: that server imports cronoq from the directory ``SRC`` (another
+    worktree's ``src``: a same-run baseline in ``bench/stores_ab.py``; empty: this checkout's),
+    and then in ``@NAME=VALUE+...``: environment variables of that server alone."""
+    store, _, src = store.partition("@")
+    src, _, extra = src.partition("@")
     directory = Path(tempfile.mkdtemp(prefix=f"cronoq-bench-{store}-"))
     cfg = directory / "bench.toml"
     cfg.write_text(server_toml(directory, store))
@@ -420,6 +446,8 @@ async def start_server(store: str, profile_dir: Path | None = None, spy_dir: Pat
     if store in VARIANT_STORES:
         kind, variant = store.split("-", 1)
         cmd += [str(_HERE / "_variant_serve.py"), f"pg-{variant}" if kind == "postgres" else variant]
+    elif LOOPSTATS:
+        cmd += [str(_HERE / "_loopstats_serve.py")]
     else:
         cmd += ["-m", "cronoq.cli"]
     cmd += ["serve", "--config", str(cfg)]
@@ -429,7 +457,7 @@ async def start_server(store: str, profile_dir: Path | None = None, spy_dir: Pat
             stdin=asyncio.subprocess.DEVNULL,
             stdout=logf,
             stderr=logf,
-            env=_child_env(),
+            env={**_child_env(src or None), **dict(kv.split("=", 1) for kv in extra.split("+") if kv)},
             cwd=directory,
         )
     sv = Server(proc, directory, store, profile=profile)

@@ -25,6 +25,15 @@ thread (the event loop's thread is ``main``).  ``--n`` is the tasks per run (400
 a run's fixed cost (the 64 coroutines' ramp, the completion polls) weighs on the fastest store
 most: 64 coroutines on one Client, memory, read 75 us/task at ``--n 4000`` and 60.5 us/task at
 ``--n 20000`` (load 2.7-2.9), so sqlite-delay ÷ memory read 1.26x and 1.40x.
+
+Same-run baselines: a store named ``NAME@SRC`` runs a server that imports cronoq from the
+directory ``SRC`` (another worktree's ``src``), ``NAME@SRC@VAR=VALUE+VAR=VALUE`` with those
+environment variables too (``NAME@@...``: this checkout's); ratios are to the first store.
+With ``CRONOQ_BENCH_LOOPSTATS=1`` the plain stores' servers count their event loop's
+iterations and idle time and the group commits (``bench/_loopstats_serve.py``), printed per
+task beside the threads' CPU: ``iters/task``, ``idle`` and ``idle-in-commit`` (us per task),
+``commits/ktask``, ``muts/commit``, ``commit-ms`` (the committer's view), ``sync-ms`` and
+``sync-cpu-ms`` (the SQLite commit's own work, wall and CPU).
 """
 
 from __future__ import annotations
@@ -73,7 +82,9 @@ def scenario(sv: Any, name: str, n: int) -> Awaitable[Any]:
     return B.cronoq_shared(sv, B.SHARED_COROS, n)
 
 
-async def amain(stores: list[str], scenarios: list[str], rounds: int, n: int) -> None:
+async def amain(
+    stores: list[str], scenarios: list[str], rounds: int, n: int, per_round: bool = False
+) -> None:
     svs: dict[str, Any] = {}
     wss: dict[str, Any] = {}
     runs: dict[tuple[str, str], list[tuple[float, float, dict[str, float]]]] = {}
@@ -89,10 +100,25 @@ async def amain(stores: list[str], scenarios: list[str], rounds: int, n: int) ->
             for c in scenarios:
                 for s in order:
                     sv = svs[s]
+                    l0 = await sv.loop_stats()
                     t0 = thread_cpu(sv.pid)
                     x = await B.counted(wss[s], scenario(sv, c, n), sv)
                     t1 = thread_cpu(sv.pid)
                     per = {k: (v - t0.get(k, 0.0)) / x.n * 1e6 for k, v in t1.items()}
+                    l1 = await sv.loop_stats()
+                    if l0 is not None and l1 is not None:
+                        d = [b - a for a, b in zip(l0, l1)]
+                        per["iters/task"] = d[0] / x.n
+                        per["idle"] = d[1] / x.n * 1e6
+                        per["idle-in-commit"] = d[2] / x.n * 1e6
+                        if d[3]:
+                            per["commits/ktask"] = d[3] / x.n * 1000
+                            per["muts/commit"] = d[4] / d[3]
+                            per["commit-ms"] = d[5] / d[3] * 1000
+                            per["commits/s"] = d[3] / x.seconds
+                        if len(d) > 8 and d[8]:
+                            per["sync-ms"] = d[6] / d[8] * 1000
+                            per["sync-cpu-ms"] = d[7] / d[8] * 1000
                     runs.setdefault((s, c), []).append((x.rate, x.server_cpu_per_1k * 1000, per))
                     if x.commit_dist:
                         dists.setdefault((s, c), []).append(x.commit_dist)
@@ -115,7 +141,12 @@ async def amain(stores: list[str], scenarios: list[str], rounds: int, n: int) ->
             cr = statistics.median(a[1] / b[1] for a, b in zip(rs, bs) if b[1] > 0)
             names = sorted({k for x in rs for k in x[2]})
             threads = {k: statistics.median(x[2].get(k, 0.0) for x in rs) for k in names}
-            split = ", ".join(f"{k} {v:.0f}" for k, v in threads.items() if v >= 1.0)
+            split = ", ".join(
+                f"{k} {v:.2f}" if v < 10 else f"{k} {v:.0f}" for k, v in threads.items() if v >= 0.01
+            )
+            if per_round:
+                ratios = [round(a[0] / b[0], 3) for a, b in zip(rs, bs)]
+                print(f"{c:7s} {s:16s} tasks/s ÷ {base} per round: {ratios}")
             print(
                 f"{c:7s} {s:16s} {rate:8,.0f} tasks/s {cpu:7.1f} us/task  ÷ {base}: tasks/s {rr:.3f} "
                 f"cpu {cr:.3f}  (per round: {[round(x[1]) for x in rs]}; per thread us: {split})"
@@ -131,20 +162,25 @@ async def amain(stores: list[str], scenarios: list[str], rounds: int, n: int) ->
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("--stores", default="memory,sqlite", help="comma-separated (bench/server.py names)")
+    p.add_argument(
+        "--stores",
+        default="memory,sqlite",
+        help="comma-separated (bench/server.py names; NAME@SRC: cronoq imported from the directory SRC)",
+    )
     p.add_argument("--scenarios", default="procs,shared", help=f"comma-separated of {', '.join(SCENARIOS)}")
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--n", type=int, default=4000, help="tasks per run")
+    p.add_argument("--per-round", action="store_true", help="also print each round's tasks/s ratio")
     a = p.parse_args()
     stores = a.stores.split(",")
     scenarios = a.scenarios.split(",")
     for s in stores:
-        if s not in B.STORES:
+        if s.partition("@")[0] not in B.STORES:
             raise SystemExit(f"unknown store {s!r} (one of {', '.join(B.STORES)})")
     for c in scenarios:
         if c not in SCENARIOS:
             raise SystemExit(f"unknown scenario {c!r} (one of {', '.join(SCENARIOS)})")
-    asyncio.run(amain(stores, scenarios, max(1, a.rounds), max(100, a.n)))
+    asyncio.run(amain(stores, scenarios, max(1, a.rounds), max(100, a.n), a.per_round))
 
 
 if __name__ == "__main__":

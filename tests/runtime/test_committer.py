@@ -216,7 +216,7 @@ async def test_a_small_commit_right_after_another_gathers_more_first(
     (without it each commit goes at once)."""
     store = FakeStore()
     store.gate = asyncio.Event()
-    c = Committer(store, codec, 1, gather=gather)
+    c = Committer(store, codec, 1, gather=gather, defer=0)  # ([2] has no waiter: see defer)
     c.add([sub(1)])
     first = asyncio.ensure_future(c.barrier())
     await wait(store.entered.wait())  # commit 1 in flight
@@ -239,6 +239,128 @@ async def test_after_an_idle_spell_the_first_commit_does_not_wait() -> None:
 def test_gather_must_not_be_negative() -> None:
     with pytest.raises(ValueError, match="gather must be >= 0"):
         Committer(FakeStore(), codec, 1, gather=-1)
+    with pytest.raises(ValueError, match="gather_enough must be >= 1"):
+        Committer(FakeStore(), codec, 1, gather_enough=0)
+
+
+async def test_mutations_nobody_waits_for_wait_for_a_barrier_up_to_defer() -> None:
+    """A task's later changes (a lease, a completion) have no barrier: they wait up to
+    ``defer`` for one, so they ride with the next acknowledged group's commit instead of
+    making a commit of their own that the group would queue behind."""
+    store = FakeStore()
+    c = Committer(store, codec, 1, gather=0, defer=5.0)
+    c.add([sub(1)])
+    await settle()
+    assert store.calls == [] and not store.entered.is_set()  # deferred: nobody waits
+    c.add([sub(2)])
+    b = asyncio.ensure_future(c.barrier())  # a submission's barrier ends the deferral at once
+    await wait(b, 2.5)
+    assert [[m.id for m in call] for call in store.calls] == [[1, 2]]
+    c.add([sub(3)])
+    store.entered.clear()
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    c2 = Committer(store, codec, 1, gather=0, defer=0.3)
+    c2.add([sub(4)])
+    await wait(store.entered.wait())  # (no barrier: it commits when defer runs out)
+    await wait(c2.barrier())
+    assert loop.time() - t0 >= 0.25  # (defer 0.3 s, no waiter: it went when defer ran out)
+    assert store.calls[-1] == [sub(4)]
+    await c.stop()  # (flushes [3]: stop's barrier ends its deferral)
+    assert store.calls[-1] == [sub(3)]
+    await c2.stop()
+
+
+async def test_a_deferred_group_is_acknowledged_only_after_its_commit() -> None:
+    """Ack order with a deferral ended by a barrier: the barrier resolves after the commit."""
+    store = FakeStore()
+    store.gate = asyncio.Event()
+    c = Committer(store, codec, 1, gather=0, defer=5.0)
+    c.add([sub(1), sub(2)])
+    await settle()
+    b = asyncio.ensure_future(c.barrier())
+    await wait(store.entered.wait(), 2.5)
+    await settle()
+    assert not b.done() and store.calls == []  # the commit is in flight: not acknowledged
+    store.gate.set()
+    await wait(b)
+    assert store.calls == [[sub(1), sub(2)]]
+    await c.stop()
+
+
+def test_defer_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="defer must be >= 0"):
+        Committer(FakeStore(), codec, 1, defer=-1)
+
+
+async def _right_after_a_commit(c: Committer, store: FakeStore) -> None:
+    """Commit 1 in flight, [2] added meanwhile, then commit 1 done: the commit loop is now
+    gathering for [2] (a small commit right after another)."""
+    store.gate = asyncio.Event()
+    c.add([sub(1)])
+    first = asyncio.ensure_future(c.barrier())
+    await wait(store.entered.wait())
+    c.add([sub(2)])
+    store.gate.set()
+    await wait(first)
+
+
+@pytest.mark.parametrize("big", [False, True])
+async def test_a_barrier_on_a_big_group_ends_the_gather(big: bool) -> None:
+    """A barrier waiting on ``gather_enough`` pending mutations or more (64 coroutines' one
+    ``SubmitMany``) ends a gather under way: the group goes at once, not ``gather`` later; a
+    smaller one still waits for company."""
+    store = FakeStore()
+    c = Committer(store, codec, 1, gather=0.5, gather_enough=10)
+    await _right_after_a_commit(c, store)
+    n = 9 if big else 3  # [2] + 9 = 10 pending: enough
+    c.add([sub(i) for i in range(3, 3 + n)])
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    await wait(c.barrier())
+    took = loop.time() - t0
+    assert [len(call) for call in store.calls] == [1, 1 + n]
+    if big:
+        assert took < 0.25, took  # (far less than gather: it did not wait it out)
+    else:
+        assert took >= 0.4, took  # (gather 0.5 s; the loop's clock may round a little)
+    await c.stop()
+
+
+async def test_a_big_group_that_ends_the_gather_is_acknowledged_only_after_its_commit() -> None:
+    """Ack order with the gather cut short: the barrier resolves after the group's commit
+    returns, never when the gather ends or the commit starts."""
+    store = FakeStore()
+    c = Committer(store, codec, 1, gather=5.0, gather_enough=4)
+    await _right_after_a_commit(c, store)
+    store.gate = asyncio.Event()
+    store.entered.clear()
+    c.add([sub(i) for i in range(3, 8)])
+    b = asyncio.ensure_future(c.barrier())
+    await wait(store.entered.wait(), 2.5)  # (the gather of 5 s ended at once)
+    await settle()
+    assert not b.done() and len(store.calls) == 1  # commit 2 in flight: not acknowledged
+    store.gate.set()
+    await wait(b)
+    assert [m.id for m in store.calls[1]] == [2, 3, 4, 5, 6, 7]
+    await c.stop()
+
+
+async def test_a_big_group_already_waited_for_does_not_gather() -> None:
+    """The barrier came before the commit loop looked (one loop turn): no gather either."""
+    store = FakeStore()
+    c = Committer(store, codec, 1, gather=5.0, gather_enough=4)
+    store.gate = asyncio.Event()
+    c.add([sub(1)])
+    first = asyncio.ensure_future(c.barrier())
+    await wait(store.entered.wait())
+    c.add([sub(i) for i in range(2, 7)])  # 5 pending while commit 1 is in flight
+    second = asyncio.ensure_future(c.barrier())
+    await settle()
+    store.gate.set()
+    await wait(asyncio.gather(first, second), 2.5)
+    assert [len(call) for call in store.calls] == [1, 5]
+    await c.stop()
 
 
 class HeldSqliteStore(SqliteStore):

@@ -10,7 +10,16 @@ one transaction.  Under steady load a commit that would follow the previous one 
 only a few mutations first waits ``gather`` seconds (1 ms) for more: back-to-back small
 commits cost a transaction each, and a short wait halves their number.  After an idle spell
 (no commit in the last ``gather`` × 2) the first commit goes at once, so an isolated
-submission pays no extra latency.
+submission pays no extra latency.  A group somebody already waits for with ``gather_enough``
+(64) mutations or more pending does not wait either, and a gather under way ends when such a
+barrier arrives: 64 coroutines on one Client send their submissions as one ``SubmitMany``, so
+its whole group is there at once and the gather only delayed its acknowledgement (by up to
+``gather`` of a wave of about 7 ms; docs/architecture/durability.md#group-commit).
+Mutations nobody waits for (a task's lease and completion: no barrier) wait up to ``defer``
+seconds (4 ms) for one, so they ride with the next acknowledged group instead of making a
+commit of their own that the next group would queue behind; a barrier, ``gather_below``
+pending mutations or ``stop`` end that wait.  Either wait only decides when a group is
+written: its barriers still resolve after its commit returned.
 
 Errors: a :class:`~cronoq.store.base.TransientStoreError` (or an ``OSError``) is retried with
 exponential backoff, up to ``give_up_after`` seconds for one batch.  :class:`~cronoq.errors.
@@ -56,11 +65,17 @@ class Committer:
         give_up_after: float = 60.0,
         gather: float = 0.001,
         gather_below: int = 256,
+        gather_enough: int = 64,
+        defer: float = 0.004,
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be >= 1")
         if gather < 0:
             raise ValueError("gather must be >= 0")
+        if defer < 0:
+            raise ValueError("defer must be >= 0")
+        if gather_enough < 1:
+            raise ValueError("gather_enough must be >= 1")
         self.store = store
         self.codec = codec
         self.epoch = epoch
@@ -72,6 +87,13 @@ class Committer:
         self.give_up_after = give_up_after
         self.gather = gather  # seconds a small back-to-back commit waits for more mutations
         self.gather_below = gather_below  # "small": fewer pending mutations than this
+        #: a barrier that waits on this many pending mutations or more ends a gather at once
+        self.gather_enough = gather_enough
+        #: seconds mutations nobody waits for (a barrier) may wait for one before they commit
+        self.defer = defer
+        #: a barrier waits on the pending group (so it does not wait for one: ``defer``)
+        self._waited = False
+        self._deferring = False
         self._last_end = -1.0  # monotonic time the last commit ended
         #: counters (diagnostics, benchmarks): commit calls that succeeded, mutations committed,
         #: retries after transient errors, batches that failed for good
@@ -84,6 +106,10 @@ class Committer:
         self._settled = 0  # mutations ever taken out and settled (committed or failed)
         self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
         self._wake: asyncio.Event | None = None
+        #: set while the commit loop gathers: resolved at its end (``_gather``)
+        self._gathering: asyncio.Future[None] | None = None
+        #: a barrier waits on at least ``gather_enough`` pending mutations: commit them at once
+        self._urgent = False
         self._task: asyncio.Task[None] | None = None
         self._fenced: Fenced | None = None
         self._stopped = False
@@ -115,8 +141,14 @@ class Committer:
             return
         if self._stopped:
             raise SchedulerError("the committer is stopped")
-        self._pending.extend(mutations)
+        pending = self._pending
+        pending.extend(mutations)
         self._added += len(mutations)
+        g = self._gathering
+        if g is not None:
+            if self._deferring and len(pending) >= self.gather_below:
+                _settle(g)  # big enough to write anyway
+            return  # (the commit loop is awake)
         if self._task is None or self._task.done():
             self.start()
         assert self._wake is not None
@@ -135,6 +167,14 @@ class Committer:
                 if lo < target <= hi:
                     raise SchedulerError(msg)
             return
+        self._waited = True
+        g = self._gathering
+        if g is not None and self._deferring:
+            _settle(g)  # somebody waits now: deferring ends
+        if len(self._pending) >= self.gather_enough:
+            self._urgent = True  # someone waits on a group big enough: no gather for it
+            if g is not None:
+                _settle(g)
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((target, fut))
         await fut
@@ -163,17 +203,23 @@ class Committer:
             await wake.wait()
             wake.clear()
             while self._pending:
+                if self.defer > 0 and not self._waited and len(self._pending) < self.gather_below:
+                    await self._gather(self.defer, True)  # nobody waits for these yet
                 if (
                     self.gather > 0
                     and len(self._pending) < self.gather_below
+                    and not self._urgent
                     and time.monotonic() - self._last_end < 2 * self.gather
                 ):
-                    await asyncio.sleep(self.gather)  # steady load: let the next group grow
+                    await self._gather(self.gather, False)  # steady load: let the next group grow
+                self._urgent = False
                 if len(self._pending) <= self.max_batch:
                     batch, self._pending = self._pending, []
+                    self._waited = False
                 else:
                     batch = self._pending[: self.max_batch]
                     del self._pending[: self.max_batch]
+                    self._waited = self._waited and bool(self._waiters)  # (some wait on the rest)
                 err = await self._commit(batch)
                 self._last_end = time.monotonic()
                 first = self._settled
@@ -193,6 +239,21 @@ class Committer:
                     cb = self.on_error
                     if cb is not None:
                         cb(err)
+
+    async def _gather(self, seconds: float, deferring: bool) -> None:
+        """Wait ``seconds`` for more mutations: a gather, which a barrier on ``gather_enough``
+        pending mutations ends early, or (``deferring``) a deferral, which any barrier or
+        ``gather_below`` pending mutations end early."""
+        loop = asyncio.get_running_loop()
+        g = self._gathering = loop.create_future()
+        self._deferring = deferring
+        timer = loop.call_later(seconds, _settle, g)
+        try:
+            await g
+        finally:
+            timer.cancel()
+            self._gathering = None
+            self._deferring = False
 
     async def _commit(self, batch: list[Any]) -> BaseException | None:
         delay = self.retry_initial
@@ -238,3 +299,8 @@ class Committer:
         cb = self.on_fenced
         if cb is not None:
             cb(err)
+
+
+def _settle(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
