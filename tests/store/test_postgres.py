@@ -21,6 +21,7 @@ import pytest
 from cronoq.engine.mutations import StatusChange, Submitted, TaskRecord
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store import PostgresStore
+from cronoq.store.postgres import ROW_TYPE, UPDATE_TYPE
 from services import missing_service
 
 from . import contract
@@ -144,12 +145,37 @@ async def test_row_types_are_added_to_an_existing_schema(make: Any, schema: str)
     open, and its commits go through."""
     s, ep = await contract.leader(make)
     await s.close()
-    await sql(f'DROP TYPE "{schema}".cronoq_task_row, "{schema}".cronoq_task_update')
+    await sql(f'DROP TYPE "{schema}".{ROW_TYPE}, "{schema}".{UPDATE_TYPE}')
     s, ep = await contract.leader(make)
     try:
         await s.commit([Submitted(1, 1, 0, TaskRecord(pool="default"))], ep, codec)
         await s.commit([StatusChange(1, "running", 1, 5)], ep, codec)
         assert [(t.id, t.status) for t in (await s.load(codec)).tasks] == [(1, "running")]
+    finally:
+        await s.close()
+
+
+async def test_another_shape_of_row_type_is_not_used(make: Any, schema: str) -> None:
+    """A type of the old name and another field order (a version whose rows differ, sharing the
+    schema) is neither kept nor written through: a running mark sets ``started``, not
+    ``finished`` (with one type per name the swapped fields made a live task look finished)."""
+    s, ep = await contract.leader(make)
+    await s.close()
+    await sql(f'DROP TYPE IF EXISTS "{schema}".cronoq_task_update')
+    await sql(
+        f'CREATE TYPE "{schema}".cronoq_task_update AS (status text, attempt int, message text, '
+        "output bytea, has_output boolean, finished bigint, started bigint, id bigint)"
+    )
+    s, ep = await contract.leader(make)
+    try:
+        await s.commit([Submitted(1, 1, 0, TaskRecord(pool="default"))], ep, codec)
+        await s.commit([StatusChange(1, "running", 1, 500)], ep, codec)
+        conn = await asyncpg.connect(DSN)
+        try:
+            row = await conn.fetchrow(f'SELECT status, started, finished FROM "{schema}".cronoq_tasks')
+        finally:
+            await conn.close()
+        assert tuple(row) == ("running", 500, None)
     finally:
         await s.close()
 

@@ -10,7 +10,8 @@ stubs, hence the ``type: ignore`` on its import.  It is imported only when a sto
 Tables live in the configured schema (created on open): ``cronoq_meta``, ``cronoq_leader``
 (``id=1, epoch, owner, since``), ``cronoq_tasks``, ``cronoq_schedules``, ``cronoq_paused``,
 ``cronoq_bulk_keys`` — the same rows as :mod:`cronoq.store.sqlite` — and the composite types
-``cronoq_task_row`` and ``cronoq_task_update`` a commit sends its rows as.
+``cronoq_task_row_<digest>`` and ``cronoq_task_update_<digest>`` a commit sends its rows as
+(the digest of their fields: each shape of row its own type).
 
 Leadership: the leader holds the session advisory lock ``(hashtext('cronoq'),
 hashtext(<schema>))`` on a dedicated connection.  Taking it bumps ``cronoq_leader.epoch``; a
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import math
 import os
@@ -120,14 +122,28 @@ _UPDATE_TYPES = ("text", "int", "text", "bytea", "boolean", "bigint", "bigint", 
 _UPDATE_FIELDS = ("status", "attempt", "message", "output", "has_output", "started", "finished", "id")
 
 
+def _type_name(base: str, fields: tuple[str, ...], types: tuple[str, ...]) -> str:
+    """``base`` and a digest of the fields and their types: asyncpg fills a composite by
+    position and the statements read it by name, so a version whose rows differ (another
+    order, another field) must never find, keep and write through another version's type of
+    the same name in a schema they share (a rolling upgrade): each shape has its own type."""
+    shape = ",".join(f"{f} {t}" for f, t in zip(fields, types, strict=True))
+    return f"{base}_{hashlib.sha1(shape.encode()).hexdigest()[:10]}"
+
+
+#: the composite types a commit sends its rows as (``_rows_statement``)
+ROW_TYPE = _type_name("cronoq_task_row", TASK_COLUMNS, _TASK_TYPES)
+UPDATE_TYPE = _type_name("cronoq_task_update", _UPDATE_FIELDS, _UPDATE_TYPES)
+
+
 def _row_types_sql(q: str) -> str:
     """The composite types a commit's statement sends its rows as, created with the tables (a
-    DO block: CREATE TYPE has no IF NOT EXISTS): ``cronoq_task_row`` (TASK_COLUMNS) and
-    ``cronoq_task_update`` (a Batch.updates row)."""
+    DO block: CREATE TYPE has no IF NOT EXISTS): :data:`ROW_TYPE` (TASK_COLUMNS) and
+    :data:`UPDATE_TYPE` (a Batch.updates row)."""
     out = []
     for name, fields, types in (
-        ("cronoq_task_row", TASK_COLUMNS, _TASK_TYPES),
-        ("cronoq_task_update", _UPDATE_FIELDS, _UPDATE_TYPES),
+        (ROW_TYPE, TASK_COLUMNS, _TASK_TYPES),
+        (UPDATE_TYPE, _UPDATE_FIELDS, _UPDATE_TYPES),
     ):
         body = ", ".join(f"{f} {t}" for f, t in zip(fields, types, strict=True))
         out.append(
@@ -151,7 +167,7 @@ def _rows_statement(q: str) -> str:
     cols = ", ".join(TASK_COLUMNS)
     return (
         f"WITH l AS (SELECT epoch, owner FROM {q}.cronoq_leader WHERE id = 1 FOR SHARE), "
-        f"ins AS (INSERT INTO {q}.cronoq_tasks ({cols}) SELECT * FROM unnest($2::{q}.cronoq_task_row[]) "
+        f"ins AS (INSERT INTO {q}.cronoq_tasks ({cols}) SELECT * FROM unnest($2::{q}.{ROW_TYPE}[]) "
         "WHERE (SELECT epoch FROM l) = $1 ON CONFLICT (id) DO UPDATE SET "
         + ", ".join(f"{c} = excluded.{c}" for c in TASK_COLUMNS if c != "id")
         + "), "
@@ -167,7 +183,7 @@ def _updates_cte(q: str, param: int) -> str:
         f"upd AS (UPDATE {q}.cronoq_tasks t SET status = u.status, attempt = u.attempt, "
         "message = u.message, output = u.output, has_output = u.has_output, "
         "started = COALESCE(t.started, u.started), finished = u.finished "
-        f"FROM unnest(${param}::{q}.cronoq_task_update[]) u "
+        f"FROM unnest(${param}::{q}.{UPDATE_TYPE}[]) u "
         "WHERE t.id = u.id AND (SELECT epoch FROM l) = $1)"
     )
 
