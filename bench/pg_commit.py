@@ -42,12 +42,13 @@ try:  # the installed (editable) cronoq, or whatever PYTHONPATH points at; else 
     import cronoq as _cronoq  # noqa: F401
 except ImportError:  # pragma: no cover - not installed
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # (bench/sqlite_commit.py)
 
-from cronoq.engine.mutations import Mutation, StatusChange, Submitted, TaskRecord
+from cronoq.engine.mutations import Mutation
 from cronoq.server.app import BlobCodec
 from cronoq.store.postgres import PostgresStore
 
-NS = 1_000_000_000
 DSN = os.environ.get("CRONOQ_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 SETTINGS = (
     "wal_sync_method",
@@ -104,24 +105,22 @@ async def idle(dsn: str, schema: str, rounds: int) -> None:
         await conn.close()
 
 
+async def drop_schema(dsn: str, schema: str) -> None:
+    import asyncpg
+
+    c = await asyncpg.connect(dsn)
+    try:
+        await c.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    finally:
+        await c.close()
+
+
 def commits_of(n: int, rounds: int, payload: bytes | None) -> list[list[list[Mutation]]]:
     """``rounds`` rounds of three commits of ``n`` tasks each (submits, running marks,
-    succeeded marks), as bench/sqlite_commit.py's."""
-    t0 = time.time_ns()
-    out = []
-    tid = 0
-    for _ in range(rounds):
-        ids = range(tid + 1, tid + n + 1)
-        tid += n
-        spec = TaskRecord(pool="bench", kind="default", priority=2, tolerance=NS, payload=payload)
-        out.append(
-            [
-                [Submitted(i, i, t0 + i, spec) for i in ids],
-                [StatusChange(i, "running", 1, t0 + i + 10) for i in ids],
-                [StatusChange(i, "succeeded", 1, t0 + i + 20, None, None, True) for i in ids],
-            ]
-        )
-    return out
+    succeeded marks): bench/sqlite_commit.py's."""
+    from sqlite_commit import rounds_of
+
+    return rounds_of(n, rounds, payload)
 
 
 async def store_run(dsn: str, schema: str, n: int, rounds: int, sync: bool) -> None:
@@ -159,13 +158,7 @@ async def store_run(dsn: str, schema: str, n: int, rounds: int, sync: bool) -> N
             )
     finally:
         await s.close()
-        import asyncpg
-
-        c = await asyncpg.connect(dsn)
-        try:
-            await c.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        finally:
-            await c.close()
+        await drop_schema(dsn, schema)
 
 
 async def copy_ab(dsn: str, schema: str, n: int, rounds: int) -> None:
@@ -197,13 +190,7 @@ async def copy_ab(dsn: str, schema: str, n: int, rounds: int) -> None:
             )
     finally:
         await s.close()
-        import asyncpg
-
-        c = await asyncpg.connect(dsn)
-        try:
-            await c.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        finally:
-            await c.close()
+        await drop_schema(dsn, schema)
 
 
 async def amain(args: argparse.Namespace) -> None:

@@ -316,13 +316,14 @@ def lease_left(store: object) -> float | None:
     return None if until is None else until - time.monotonic()
 
 
-async def stop_task(task: asyncio.Task[Any] | None, again: float = 0.1) -> None:
+async def stop_task(task: asyncio.Task[Any] | None, again: float = 1.0) -> None:
     """Cancel a background task and wait until it is gone (an error it ends with is raised).
 
     The cancel is repeated every ``again`` seconds while the task runs on: a task that drops
     a cancellation (a library's ``asyncio.wait_for`` on Python 3.11 does when its awaitable
     finishes as the cancel arrives) would otherwise go on looping, and this wait, and the
-    shutdown behind it, would never end."""
+    shutdown behind it, would never end.  ``again`` is long enough for the cleanup a cancel
+    starts (a transaction's rollback, a connection's close) not to be cancelled in turn."""
     if task is None or task.done():
         return
     while not task.done():
