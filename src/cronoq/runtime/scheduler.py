@@ -253,14 +253,7 @@ class Scheduler(Signals):
             # a commit that failed for good leaves the engine ahead of the store: step down (and, on
             # the server, lead again from what the store has), so nothing unacknowledged can later
             # be answered as a duplicate
-            run.committer = Committer(
-                store,
-                codec,
-                epoch,
-                on_fenced=run.on_fenced,
-                on_error=run.on_fenced,
-                gather=getattr(store, "commit_gather", 0.001),  # (a store may know better)
-            )
+            run.committer = Committer(store, codec, epoch, on_fenced=run.on_fenced, on_error=run.on_fenced)
             if hasattr(store, "on_lost"):
                 store.on_lost = run.on_lost
             core.recover(0, recovered)

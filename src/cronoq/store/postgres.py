@@ -217,12 +217,6 @@ class PostgresStore:
     """A durable store in one PostgreSQL schema; several processes may share it (one leads)."""
 
     durable = True
-    #: the group commit's gather for this store (``runtime/durable.py``): none.  A commit here
-    #: lasts longer than the 1 ms gather (1.7-3 ms at the median under per-task load on the
-    #: bench VM: a round trip and the WAL flush), so while one is in flight the next group
-    #: grows anyway; a gather after it only delayed the acknowledgements (per-task submits
-    #: from 8 processes +6 to +22 % tasks/s without it, from 1 process 0.19 -> 0.33x memory)
-    commit_gather = 0.0
     #: a commit of task rows with at least this many new ones writes them with a binary COPY
     #: (``_commit_copy``); fewer: one statement (``_rows_statement``)
     copy_from = 256
