@@ -38,7 +38,6 @@ NOT_A_TASK: dict[tuple[str, str], str] = {
         "a RecoveredTerminal store row (a status name) that recovery quarantines before it is "
         "retained through terminal_state(), which builds the TaskState with its status"
     ),
-    ("store/_records.py", "r.status"): "a store's task record (a status name), applied from mutations",
     ("server/grpc_workers.py", "p.status"): "a protobuf Lease.parents entry on the wire",
 }
 
