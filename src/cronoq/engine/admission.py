@@ -352,8 +352,8 @@ def _plan_member_deps(core: Core, plan: Plan, i: int, item: BatchItem) -> int:
         else:
             tid = target
         parent = core.tasks.get(tid) if tid is not None else None
-        if parent is None and (held := core.recurring.held) is not None and held.id == target:
-            parent = held  # a recurring occurrence's previous one, past retention (recurring.py)
+        if parent is None:
+            parent = core.recurring.held_as(target)  # (an occurrence's previous one, forgotten)
         if parent is not None and not same_tenant(parent.opts.tenant, tenant):
             parent = None  # another tenant's task: as if it did not exist
         ol = plan.other[i]

@@ -133,8 +133,8 @@ def bind_submitted(core: Core, plan: Plan, created: Sequence[TaskState | None]) 
                         entries.append(member)
                         continue
             found = _resolve(core, tenant, target)
-            if type(found) is Ref and (held := core.recurring.held) is not None and held.id == target:
-                found = held  # a recurring occurrence's previous one, past retention (recurring.py)
+            if type(found) is Ref:
+                found = core.recurring.held_as(target) or found  # (an occurrence's previous one)
             entries.append(found)
         _pin(core, t, entries)
 

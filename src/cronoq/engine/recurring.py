@@ -393,6 +393,12 @@ class Schedules:
     def unix_s(self, now: int) -> float:
         return (self.core.config.time_base + now) / NS
 
+    def held_as(self, target: object) -> TaskState | None:
+        """The previous occurrence an occurrence being submitted names as ``target``, held
+        past retention (``held``), or None: what a dependency lookup falls back to."""
+        held = self.held
+        return held if held is not None and held.id == target else None
+
     def woken(self, token: int) -> Schedule | None:
         """The schedule a fired wake-up of generation ``token`` wakes, or None when that wake-up
         is no longer its latest one or the schedule was removed or replaced since."""

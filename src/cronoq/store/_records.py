@@ -249,20 +249,16 @@ def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
                 del rows[tid]
             spec = m.spec
             payload = spec.payload
+            status, finished, message = "submitted", None, None
             if payload is not None and type(payload) is not bytes:
                 try:
                     payload = _blob(payload, codec)
                 except CodecError as e:  # defensive: the runtime encodes payloads at submission
-                    new[tid] = (
-                        tid - _U64 if tid > _I64_MAX else tid, m.seq, m.arrival, spec.pool, spec.kind,
-                        spec.priority, spec.key, spec_json(spec), None, "failed", 0, None, m.arrival,
-                        f"payload not stored: {e}", None, False,
-                    )  # fmt: skip
-                    continue
+                    payload, status, finished = None, "failed", m.arrival
+                    message = f"payload not stored: {e}"
             new[tid] = (
-                tid - _U64 if tid > _I64_MAX else tid, m.seq, m.arrival, spec.pool, spec.kind,
-                spec.priority, spec.key, spec_json(spec), payload, "submitted", 0, None, None, None,
-                None, False,
+                db_id(tid), m.seq, m.arrival, spec.pool, spec.kind, spec.priority, spec.key,
+                spec_json(spec), payload, status, 0, None, finished, message, None, False,
             )  # fmt: skip
         elif type(m) is StatusChange:
             status = m.status
@@ -289,10 +285,7 @@ def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
             started = None if prev is None else prev[5]
             if started is None and status == "running":
                 started = m.at
-            rows[tid] = (
-                status, m.attempt, message, output, has_output, started, finished,
-                tid - _U64 if tid > _I64_MAX else tid,
-            )  # fmt: skip
+            rows[tid] = (status, m.attempt, message, output, has_output, started, finished, db_id(tid))
         elif type(m) is RecurringUpsert:
             srec = m.spec
             try:
