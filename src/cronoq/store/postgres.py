@@ -127,8 +127,12 @@ def _type_name(base: str, fields: tuple[str, ...], types: tuple[str, ...]) -> st
     position and the statements read it by name, so a version whose rows differ (another
     order, another field) must never find, keep and write through another version's type of
     the same name in a schema they share (a rolling upgrade): each shape has its own type."""
-    shape = ",".join(f"{f} {t}" for f, t in zip(fields, types, strict=True))
-    return f"{base}_{hashlib.sha1(shape.encode()).hexdigest()[:10]}"
+    return f"{base}_{hashlib.sha1(_fields_sql(fields, types).encode()).hexdigest()[:10]}"
+
+
+def _fields_sql(fields: tuple[str, ...], types: tuple[str, ...]) -> str:
+    """A composite type's body: ``field type, ...``."""
+    return ", ".join(f"{f} {t}" for f, t in zip(fields, types, strict=True))
 
 
 #: the composite types a commit sends its rows as (``_rows_statement``)
@@ -145,10 +149,9 @@ def _row_types_sql(q: str) -> str:
         (ROW_TYPE, TASK_COLUMNS, _TASK_TYPES),
         (UPDATE_TYPE, _UPDATE_FIELDS, _UPDATE_TYPES),
     ):
-        body = ", ".join(f"{f} {t}" for f, t in zip(fields, types, strict=True))
         out.append(
             f"DO $$ BEGIN IF to_regtype('{q}.{name}') IS NULL THEN "
-            f"CREATE TYPE {q}.{name} AS ({body}); END IF; END $$;"
+            f"CREATE TYPE {q}.{name} AS ({_fields_sql(fields, types)}); END IF; END $$;"
         )
     return "\n".join(out)
 
