@@ -20,8 +20,12 @@ diagnostic stores of ``bench/server.py`` (``sqlite-*``, ``postgres-*``) add a li
 commit latency p50 and p90, mutations per commit, a submission's mean wait for its commit and,
 for PostgreSQL, the database backend's CPU per task (docs/benchmarks.md#server-postgres-bound).
 Server CPU per task is /proc utime+stime of the server (children included, ``cpu_seconds``), and is split per
-thread (the event loop's thread is ``main``).  ``--n`` is the tasks per run (4000 as in
-``bench/server.py``; a 64-coroutine memory run of 4000 lasts ~0.35 s, ~30 ticks of /proc CPU):
+thread (the event loop's thread is ``main``); beside the threads, ``worker`` is the worker
+processes' CPU per task, ``machine`` the whole machine's (/proc/stat: the clients, the worker,
+the server and whatever else runs) and ``busy%`` the machine's CPU use during the run (near 100:
+the run is bound by CPU, and any CPU a store adds anywhere costs throughput).
+``--n`` is the tasks per run (4000 as in ``bench/server.py``; a 64-coroutine memory run of
+4000 lasts ~0.35 s, ~30 ticks of /proc CPU):
 a run's fixed cost (the 64 coroutines' ramp, the completion polls) weighs on the fastest store
 most: 64 coroutines on one Client, memory, read 75 us/task at ``--n 4000`` and 60.5 us/task at
 ``--n 20000`` (load 2.7-2.9), so sqlite-delay ÷ memory read 1.26x and 1.40x.
@@ -70,6 +74,13 @@ def thread_cpu(pid: int) -> dict[str, float]:
     return out
 
 
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole machine so far (/proc/stat's cpu line)."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = f[3] + (f[4] if len(f) > 4 else 0)
+    return float(sum(f) - idle), float(sum(f))
+
+
 def scenario(sv: Any, name: str, n: int) -> Awaitable[Any]:
     if name == "batch":
         return B.cronoq_procs(sv, "batch", 1, n, 1000)
@@ -102,9 +113,14 @@ async def amain(
                     sv = svs[s]
                     l0 = await sv.loop_stats()
                     t0 = thread_cpu(sv.pid)
+                    m0 = machine_busy()
                     x = await B.counted(wss[s], scenario(sv, c, n), sv)
                     t1 = thread_cpu(sv.pid)
+                    m1 = machine_busy()
                     per = {k: (v - t0.get(k, 0.0)) / x.n * 1e6 for k, v in t1.items()}
+                    per["worker"] = x.worker_cpu_per_1k * 1000
+                    per["machine"] = (m1[0] - m0[0]) / os.sysconf("SC_CLK_TCK") / x.n * 1e6
+                    per["busy%"] = 100.0 * (m1[0] - m0[0]) / max(1.0, m1[1] - m0[1])
                     l1 = await sv.loop_stats()
                     if l0 is not None and l1 is not None:
                         d = [b - a for a, b in zip(l0, l1)]
