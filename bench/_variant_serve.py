@@ -13,6 +13,10 @@
 ``nogather``
     As ``real``, with the group commit's ``gather`` wait 0 (``runtime.durable.Committer``: a
     small commit right after the previous one does not wait 1 ms for more).
+``nosync``
+    As ``real``, with ``full_sync=False`` (WAL ``synchronous=NORMAL``: a commit does not flush
+    the WAL; an application crash loses nothing, a power loss may): the flush's share of a
+    figure on this disk.  A diagnostic, not a setting to deploy for speed.
 ``delay``
     The store's ``commit()`` only awaits ``asyncio.sleep(D)``: an acknowledgement delayed as long
     as a real commit's, with no thread and no database write (the gRPC / event-loop side of a
@@ -78,6 +82,7 @@ VARIANTS = (
     "real",
     "exec",
     "nogather",
+    "nosync",
     "delay",
     "thread",
     "fold",
@@ -216,6 +221,15 @@ def _patch(variant: str) -> None:
         variant = "real"
     elif variant == "nogather":
         _no_gather()
+        variant = "real"
+    elif variant == "nosync":
+        init = SqliteStore.__init__
+
+        def no_sync(self: SqliteStore, *args: Any, **kw: Any) -> None:
+            init(self, *args, **kw)
+            self.full_sync = False  # (read when the connection opens: PRAGMA synchronous)
+
+        SqliteStore.__init__ = no_sync  # type: ignore[method-assign]
         variant = "real"
 
     async def inner(self: SqliteStore, mutations: list[Any], epoch: int, codec: Any) -> None:
