@@ -96,7 +96,7 @@ def run(args: argparse.Namespace, indexes: bool = True, loop: bool = False) -> d
                 conn.execute(f"DROP INDEX {ix}")
         spent = dict.fromkeys(PHASES, 0.0)
         proxy = _Proxy(conn, spent, loop)
-        multi = sq._MULTI_ROWS
+        multi = sq._multi_rows()
         sq._MULTI_ROWS = multi and not loop  # (the loop figure: one row a statement throughout)
         clock = time.thread_time
         try:

@@ -574,7 +574,7 @@ async def test_row_shapes_store_what_the_general_statements_do(
     # every stored value and its type must equal the general per-row statements'
     from cronoq.store import sqlite as mod
 
-    monkeypatch.setattr(mod, "_MULTI_ROWS", multi and mod._MULTI_ROWS)
+    monkeypatch.setattr(mod, "_MULTI_ROWS", multi and mod._multi_rows())
 
     dbs = []
     for name in ("many", "each"):
@@ -608,7 +608,7 @@ def test_rows_are_written_several_a_statement(tmp_path: pathlib.Path) -> None:
     # rows), not 62 steps; 300 are 256 + 32 + 8 + 4
     from cronoq.store import sqlite as mod
 
-    if not mod._MULTI_ROWS:
+    if not mod._multi_rows():
         pytest.skip(f"SQLite {sqlite3.sqlite_version} has no UPDATE ... FROM: one row a step")
     s = SqliteStore(tmp_path / "m.db")
     asyncio.run(s.open())

@@ -255,9 +255,27 @@ _UPDATE_LIVE = (
 #: Rows a multi-row statement writes at most (``_write_rows``): 256 rows of the widest shape
 #: bind 4,096 parameters, far below SQLite's bound of 32,766 (3.32 and later)
 _CHUNK = 256
-#: multi-row statements need ``UPDATE … FROM`` (SQLite 3.33); an older library writes each
-#: row with its own step (``executemany``), as before
-_MULTI_ROWS = sqlite3.sqlite_version_info >= (3, 33, 0)
+
+
+def _multi_rows() -> bool:
+    """Whether this SQLite takes the multi-row statements (asked at the first write, not at
+    import): ``UPDATE … FROM`` (3.33) and the parameters of ``_CHUNK`` rows of the widest shape
+    (a library built with a lower bound than its default writes each row with its own step,
+    ``executemany``, as an older one does)."""
+    global _MULTI_ROWS
+    if _MULTI_ROWS is None:
+        ok = sqlite3.sqlite_version_info >= (3, 33, 0)
+        if ok:
+            probe = sqlite3.connect(":memory:")
+            try:
+                ok = probe.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) >= _CHUNK * len(TASK_COLUMNS)
+            finally:
+                probe.close()
+        _MULTI_ROWS = ok
+    return _MULTI_ROWS
+
+
+_MULTI_ROWS: bool | None = None
 
 
 def _insert_rows(row: str) -> Callable[[int], str]:
@@ -319,7 +337,7 @@ def _write_rows(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]])
     hand-off for up to ``_CHUNK`` rows.  The rows go in chunks of powers of two (62 rows:
     32 + 16 + 8 + 4 + 2), so a statement shape has at most nine texts (sqlite3 caches the
     prepared statements by text); a lone row is the single-row statement itself."""
-    if not _MULTI_ROWS or len(rows) < 2:
+    if len(rows) < 2 or not (_MULTI_ROWS if _MULTI_ROWS is not None else _multi_rows()):
         return int(conn.executemany(sql, rows).rowcount)
     changed = 0
     i, left = 0, len(rows)
