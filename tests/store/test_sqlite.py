@@ -604,8 +604,9 @@ async def test_row_shapes_store_what_the_general_statements_do(
 
 
 def test_rows_are_written_several_a_statement(tmp_path: pathlib.Path) -> None:
-    # store/sqlite.py _write_rows: 62 rows of one shape are 5 statements (32 + 16 + 8 + 4 + 2
-    # rows), not 62 steps; 300 are 256 + 32 + 8 + 4
+    # store/sqlite.py _write_rows: 62 new rows are 2 statements (32 + 16 rows) and 14 steps, not
+    # 62 steps, their 62 ends 1 statement (32) and 30 steps; 300 rows are 256 + 32 rows and 12
+    # steps; 1 row is a step
     from cronoq.store import sqlite as mod
 
     if not mod._multi_rows():
@@ -617,7 +618,12 @@ def test_rows_are_written_several_a_statement(tmp_path: pathlib.Path) -> None:
     seen: list[str] = []
     c.set_trace_callback(seen.append)
     try:
-        for n, parts in ((62, [32, 16, 8, 4, 2]), (300, [256, 32, 8, 4]), (1, [1])):
+        cases = (
+            (62, [32, 16] + [1] * 14, [32] + [1] * 30),
+            (300, [256, 32] + [1] * 12, [256, 32] + [1] * 12),
+            (1, [1], [1]),
+        )
+        for n, ins, ups in cases:
             base = c.execute("SELECT coalesce(max(id), 0) FROM cronoq_tasks").fetchone()[0]
             inserts = [(base + i + 1, i, i, "p", "k", 0, None, "{}", None, "pending", 0) for i in range(n)]
             inserts = [(*r, None, None, None, None, 0) for r in inserts]
@@ -627,8 +633,8 @@ def test_rows_are_written_several_a_statement(tmp_path: pathlib.Path) -> None:
             mod._write_tasks(c, inserts, ends)
             c.execute("COMMIT")
             # (the trace shows each statement with its values: a row per 'pending' or 'succeeded')
-            assert [q.count("'pending'") for q in seen if q.startswith("INSERT")] == parts
-            assert [q.count("'succeeded'") for q in seen if q.startswith("UPDATE")] == parts
+            assert [q.count("'pending'") for q in seen if q.startswith("INSERT")] == ins
+            assert [q.count("'succeeded'") for q in seen if q.startswith("UPDATE")] == ups
         done = c.execute("SELECT count(*), sum(status = 'succeeded') FROM cronoq_tasks").fetchone()
         assert done == (363, 363)
     finally:
