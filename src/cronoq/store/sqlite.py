@@ -4,7 +4,9 @@
 One connection.  Loads, queries, prunes, the lease and big commits run on one dedicated thread
 (a single-thread executor), so the event loop never waits for them; a small commit runs on the
 event loop's thread when the dedicated one is idle (see :meth:`SqliteStore.commit`).  A lock
-keeps the two threads from ever using the connection at once.
+keeps the two threads from ever using the connection at once.  A commit folds its mutations
+into one row write per task (``_records.fold``) and writes the rows of each shape several a
+statement where that is cheaper than a step per row (``_write_rows``).
 
 Tables (created on open):
 
