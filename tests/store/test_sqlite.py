@@ -564,11 +564,17 @@ def _rows_of_every_shape(n: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any,
     return inserts, updates
 
 
+@pytest.mark.parametrize("multi", [True, False])
 @pytest.mark.parametrize("n", [1, 2, 3, 61, 62, 63, 1000])
-async def test_row_shapes_store_what_the_general_statements_do(tmp_path: pathlib.Path, n: int) -> None:
-    # _write_tasks writes the common rows through statements with NULL literals (store/sqlite.py):
-    # for every shape, every stored value and its type must equal the general per-row statements'
+async def test_row_shapes_store_what_the_general_statements_do(
+    tmp_path: pathlib.Path, n: int, multi: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # _write_tasks writes the common rows through statements with NULL literals (store/sqlite.py),
+    # several rows a statement (or, multi False: an older SQLite, one a step): for every shape,
+    # every stored value and its type must equal the general per-row statements'
     from cronoq.store import sqlite as mod
+
+    monkeypatch.setattr(mod, "_MULTI_ROWS", multi and mod._multi_rows())
 
     dbs = []
     for name in ("many", "each"):
@@ -595,3 +601,41 @@ async def test_row_shapes_store_what_the_general_statements_do(tmp_path: pathlib
     finally:
         for c in dbs:
             c.close()
+
+
+def test_rows_are_written_several_a_statement(tmp_path: pathlib.Path) -> None:
+    # store/sqlite.py _write_rows: 62 new rows are 2 statements (32 + 16 rows) and 14 steps, not
+    # 62 steps, their 62 ends 1 statement (32) and 30 steps; 300 rows are 256 + 32 rows and 12
+    # steps; 1 row is a step
+    from cronoq.store import sqlite as mod
+
+    if not mod._multi_rows():
+        pytest.skip(f"SQLite {sqlite3.sqlite_version} has no UPDATE ... FROM: one row a step")
+    s = SqliteStore(tmp_path / "m.db")
+    asyncio.run(s.open())
+    asyncio.run(s.close())
+    c = raw(tmp_path / "m.db")
+    seen: list[str] = []
+    c.set_trace_callback(seen.append)
+    try:
+        cases = (
+            (62, [32, 16] + [1] * 14, [32] + [1] * 30),
+            (300, [256, 32] + [1] * 12, [256, 32] + [1] * 12),
+            (1, [1], [1]),
+        )
+        for n, ins, ups in cases:
+            base = c.execute("SELECT coalesce(max(id), 0) FROM cronoq_tasks").fetchone()[0]
+            inserts = [(base + i + 1, i, i, "p", "k", 0, None, "{}", None, "pending", 0) for i in range(n)]
+            inserts = [(*r, None, None, None, None, 0) for r in inserts]
+            ends = [("succeeded", 1, None, b"o", 1, 5, 9, base + i + 1) for i in range(n)]
+            seen.clear()
+            c.execute("BEGIN")
+            mod._write_tasks(c, inserts, ends)
+            c.execute("COMMIT")
+            # (the trace shows each statement with its values: a row per 'pending' or 'succeeded')
+            assert [q.count("'pending'") for q in seen if q.startswith("INSERT")] == ins
+            assert [q.count("'succeeded'") for q in seen if q.startswith("UPDATE")] == ups
+        done = c.execute("SELECT count(*), sum(status = 'succeeded') FROM cronoq_tasks").fetchone()
+        assert done == (363, 363)
+    finally:
+        c.close()
