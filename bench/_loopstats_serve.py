@@ -9,13 +9,14 @@ spent idle in ``select()``, and of those the seconds while a group commit was in
 (``runtime.durable.Committer._commit`` running: the loop had nothing else to do while the
 store's thread, or the database, worked); the committer's commits, their mutations and
 seconds; and the SQLite store's ``_commit_sync`` (the commit's own work, on whichever thread
-runs it): its wall and CPU seconds.  On SIGUSR2 the process prints ``LOOPSTATS <iterations>
-<idle s> <idle in commit s> <commits> <mutations> <commit s> <sync s> <sync CPU s> <syncs>``
-to stderr (the server log); ``bench/stores_ab.py`` turns them into per-task figures.  With
-``CRONOQ_BENCH_LOOPTRACE=1`` the last 200,000 events (``SubmitMany`` in and answered, the
-committer's ``add``, commits begun and returned, ``_commit_sync`` begun and ended, idle spells
-over 50 us) also go to ``looptrace.json`` in the server's directory at each SIGUSR2: a
-timeline of the phases of ack-after-commit.  The counting costs a little (a Python call per
+runs it): its wall and CPU seconds; and the cyclic garbage collector's passes and seconds (on
+whichever thread collected).  On SIGUSR2 the process prints ``LOOPSTATS <iterations> <idle s>
+<idle in commit s> <commits> <mutations> <commit s> <sync s> <sync CPU s> <syncs> <gc passes>
+<gc s>`` to stderr (the server log); ``bench/stores_ab.py`` turns them into per-task figures.
+With ``CRONOQ_BENCH_LOOPTRACE=1`` the last 200,000 events (``SubmitMany`` and ``SubmitBatch``
+in and answered, the committer's ``add``, commits begun and returned, ``_commit_sync`` begun
+and ended, idle spells over 50 us) also go to ``looptrace.json`` in the server's directory at
+each SIGUSR2: a timeline of the phases of ack-after-commit.  The counting costs a little (a Python call per
 loop iteration and per commit): read the figures as a structure, not as the store's speed.
 """
 
@@ -44,6 +45,8 @@ class _Stats:
     sync_s = 0.0  # SqliteStore._commit_sync: wall seconds on whichever thread ran it
     sync_cpu = 0.0  # and that thread's CPU seconds in it
     sync_n = 0
+    gc_n = 0  # the cyclic garbage collector's passes
+    gc_s = 0.0  # and their seconds (on whichever thread collected)
 
 
 #: ``CRONOQ_BENCH_LOOPTRACE=1``: the last events (perf_counter, what, size) are written to
@@ -128,13 +131,39 @@ def _patch() -> None:
             _ev("answer", len(specs))
 
     ServerApp.submit_many = submit_many  # type: ignore[method-assign]
+    real_batch = ServerApp.submit_batch
+
+    async def submit_batch(self: Any, principal: Any, specs: Any) -> Any:
+        _ev("batch", len(specs))
+        try:
+            return await real_batch(self, principal, specs)
+        finally:
+            _ev("batched", len(specs))
+
+    ServerApp.submit_batch = submit_batch  # type: ignore[method-assign]
+
+
+def _gc_patch() -> None:
+    """Count the cyclic garbage collector's passes and their seconds (``gc.callbacks``)."""
+    import gc
+
+    started = [0.0]
+
+    def cb(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            _Stats.gc_n += 1
+            _Stats.gc_s += time.perf_counter() - started[0]
+
+    gc.callbacks.append(cb)
 
 
 def _report(signum: int, frame: object) -> None:
     s = _Stats
     sys.stderr.write(
         f"LOOPSTATS {s.iterations} {s.idle:.6f} {s.idle_commit:.6f} {s.commits} {s.mutations} "
-        f"{s.commit_s:.6f} {s.sync_s:.6f} {s.sync_cpu:.6f} {s.sync_n}\n"
+        f"{s.commit_s:.6f} {s.sync_s:.6f} {s.sync_cpu:.6f} {s.sync_n} {s.gc_n} {s.gc_s:.6f}\n"
     )
     sys.stderr.flush()
     if TRACE is not None:
@@ -144,6 +173,7 @@ def _report(signum: int, frame: object) -> None:
 
 def main() -> None:
     _patch()
+    _gc_patch()
     signal.signal(signal.SIGUSR2, _report)
     from cronoq.cli import main as cli_main
 

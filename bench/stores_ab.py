@@ -37,7 +37,8 @@ With ``CRONOQ_BENCH_LOOPSTATS=1`` the plain stores' servers count their event lo
 iterations and idle time and the group commits (``bench/_loopstats_serve.py``), printed per
 task beside the threads' CPU: ``iters/task``, ``idle`` and ``idle-in-commit`` (us per task),
 ``commits/ktask``, ``muts/commit``, ``commit-ms`` (the committer's view), ``sync-ms`` and
-``sync-cpu-ms`` (the SQLite commit's own work, wall and CPU).
+``sync-cpu-ms`` (the SQLite commit's own work, wall and CPU), ``gc/ktask`` and ``gc`` (the
+cyclic garbage collector's passes per 1,000 tasks and its seconds per task, in us).
 """
 
 from __future__ import annotations
@@ -135,6 +136,9 @@ async def amain(
                         if len(d) > 8 and d[8]:
                             per["sync-ms"] = d[6] / d[8] * 1000
                             per["sync-cpu-ms"] = d[7] / d[8] * 1000
+                        if len(d) > 10:
+                            per["gc/ktask"] = d[9] / x.n * 1000
+                            per["gc"] = d[10] / x.n * 1e6
                     runs.setdefault((s, c), []).append((x.rate, x.server_cpu_per_1k * 1000, per))
                     if x.commit_dist:
                         dists.setdefault((s, c), []).append(x.commit_dist)
