@@ -7,10 +7,12 @@ resolves once every mutation added before it was committed.  One background task
 it takes *everything* pending and writes it with one ``store.commit`` call (one transaction),
 so while a commit is in flight the next batch accumulates and, under load, many tasks share
 one transaction.  Under steady load a commit that would follow the previous one at once with
-only a few mutations first waits ``gather`` seconds (1 ms) for more: back-to-back small
-commits cost a transaction each, and a short wait halves their number.  After an idle spell
-(no commit in the last ``gather`` × 2) the first commit goes at once, so an isolated
-submission pays no extra latency.  Nor does a lone submitter: after ``gather_lone`` (8)
+only a few mutations first waits ``gather`` seconds (0.5 ms) for more: back-to-back small
+commits cost a transaction each, and a short wait makes fewer, bigger ones (1 ms made about a
+third fewer than 0.5 ms for 8 processes' per-task submits on SQLite, but its wait cost those
+submitters more than the commits it saved: docs/architecture/durability.md#group-commit).
+After an idle spell (no commit in the last ``gather`` × 2) the first commit goes at once, so
+an isolated submission pays no extra latency.  Nor does a lone submitter: after ``gather_lone`` (8)
 commits in a row that each answered exactly one barrier, small commits go at once, until a
 commit answers two barriers or more or a barrier comes while another one still waits
 (company: a second submitter).  One client in a closed loop of one submit at a time (it waits
@@ -71,7 +73,7 @@ class Committer:
         retry_initial: float = 0.01,
         retry_max: float = 1.0,
         give_up_after: float = 60.0,
-        gather: float = 0.001,
+        gather: float = 0.0005,
         gather_below: int = 256,
         gather_enough: int = 64,
         gather_lone: int = 8,
