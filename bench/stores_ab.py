@@ -21,7 +21,8 @@ commit latency p50 and p90, mutations per commit, a submission's mean wait for i
 for PostgreSQL, the database backend's CPU per task (docs/benchmarks.md#server-postgres-bound).
 Server CPU per task is /proc utime+stime of the server (children included, ``cpu_seconds``), and is split per
 thread (the event loop's thread is ``main``); beside the threads, ``worker`` is the worker
-processes' CPU per task, ``machine`` the whole machine's (/proc/stat: the clients, the worker,
+processes' CPU per task, ``clients`` the load processes' (the scenarios that run them: their
+own process time), ``machine`` the whole machine's (/proc/stat: the clients, the worker,
 the server and whatever else runs) and ``busy%`` the machine's CPU use during the run (near 100:
 the run is bound by CPU, and any CPU a store adds anywhere costs throughput).
 ``--n`` is the tasks per run (4000 as in ``bench/server.py``; a 64-coroutine memory run of
@@ -120,6 +121,8 @@ async def amain(
                     m1 = machine_busy()
                     per = {k: (v - t0.get(k, 0.0)) / x.n * 1e6 for k, v in t1.items()}
                     per["worker"] = x.worker_cpu_per_1k * 1000
+                    if x.client_cpu_per_1k:
+                        per["clients"] = x.client_cpu_per_1k * 1000
                     per["machine"] = (m1[0] - m0[0]) / os.sysconf("SC_CLK_TCK") / x.n * 1e6
                     per["busy%"] = 100.0 * (m1[0] - m0[0]) / max(1.0, m1[1] - m0[1])
                     l1 = await sv.loop_stats()

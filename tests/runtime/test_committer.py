@@ -16,7 +16,7 @@ from cronoq.errors import Fenced, SchedulerError
 from cronoq.runtime.durable import Committer
 from cronoq.store import JsonCodec, SqliteStore, TransientStoreError
 
-from .conftest import settle, wait
+from .conftest import SAFETY, settle, wait
 
 codec = JsonCodec()
 
@@ -241,6 +241,66 @@ def test_gather_must_not_be_negative() -> None:
         Committer(FakeStore(), codec, 1, gather=-1)
     with pytest.raises(ValueError, match="gather_enough must be >= 1"):
         Committer(FakeStore(), codec, 1, gather_enough=0)
+    with pytest.raises(ValueError, match="gather_lone must be >= 0"):
+        Committer(FakeStore(), codec, 1, gather_lone=-1)
+
+
+async def _acked(c: Committer) -> None:
+    """Await a barrier taken right away, as a submitter does after its ``add`` (``wait`` would
+    take it a loop turn later, in a task of its own), with the same safety timeout."""
+    async with asyncio.timeout(SAFETY):
+        await c.barrier()
+
+
+async def test_a_lone_submitter_stops_paying_the_gather() -> None:
+    """One submitter in a closed loop (each submit waits for its answer) has no company: after
+    ``gather_lone`` commits that answered one barrier each, its commits go at once — and its
+    barriers still resolve only after their commit returned."""
+    store = FakeStore()
+    c = Committer(store, codec, 1, gather=0.3, gather_lone=3, defer=0)
+    for i in range(1, 7):
+        c.add([sub(i)])
+        await _acked(c)
+    # 1 after an idle spell (no gather); 2 and 3 gathered for nothing; 4, 5, 6 at once
+    assert (c.gathers, c.gathers_skipped) == (2, 3)
+    assert [[m.id for m in call] for call in store.calls] == [[i] for i in range(1, 7)]
+    store.gate = asyncio.Event()
+    store.entered.clear()
+    c.add([sub(7)])
+    b = asyncio.ensure_future(c.barrier())
+    await wait(store.entered.wait())
+    await settle()
+    assert not b.done() and c.gathers_skipped == 4  # in flight, not gathered: not acknowledged
+    store.gate.set()
+    await wait(b)
+    await c.stop()
+
+
+async def test_a_second_submitter_brings_the_gather_back() -> None:
+    """After lone commits, a barrier that comes while another one still waits is company: the
+    next small commit right after another gathers again, and a third submitter joins it."""
+    store = FakeStore()
+    c = Committer(store, codec, 1, gather=0.3, gather_lone=2, defer=0)
+    c.add([sub(1)])
+    await _acked(c)  # (after an idle spell: no gather)
+    c.add([sub(2)])
+    await _acked(c)  # gathered, nobody joined: two lone commits
+    store.gate = asyncio.Event()
+    store.entered.clear()
+    c.add([sub(3)])
+    first = asyncio.ensure_future(c.barrier())
+    await wait(store.entered.wait())  # 3 went at once (lone) and is in flight
+    assert (c.gathers, c.gathers_skipped) == (1, 1)
+    c.add([sub(4)])
+    second = asyncio.ensure_future(c.barrier())  # while first still waits: company
+    await settle()
+    store.gate.set()
+    await wait(first)  # commit 3 returned: [4] is pending and gathers again
+    c.add([sub(5)])
+    await wait(asyncio.gather(second, c.barrier()))
+    assert c.gathers == 2
+    assert [[m.id for m in call] for call in store.calls] == [[1], [2], [3], [4, 5]]
+    await c.stop()
 
 
 async def test_mutations_nobody_waits_for_wait_for_a_barrier_up_to_defer() -> None:

@@ -7,11 +7,21 @@ resolves once every mutation added before it was committed.  One background task
 it takes *everything* pending and writes it with one ``store.commit`` call (one transaction),
 so while a commit is in flight the next batch accumulates and, under load, many tasks share
 one transaction.  Under steady load a commit that would follow the previous one at once with
-only a few mutations first waits ``gather`` seconds (1 ms) for more: back-to-back small
-commits cost a transaction each, and a short wait halves their number.  After an idle spell
-(no commit in the last ``gather`` × 2) the first commit goes at once, so an isolated
-submission pays no extra latency.  A group somebody already waits for with ``gather_enough``
-(64) mutations or more pending does not wait either, and a gather under way ends when such a
+only a few mutations first waits ``gather`` seconds (0.5 ms) for more: back-to-back small
+commits cost a transaction each, and a short wait makes fewer, bigger ones (1 ms made about a
+third fewer than 0.5 ms for 8 processes' per-task submits on SQLite, but its wait cost those
+submitters more than the commits it saved: docs/architecture/durability.md#group-commit).
+After an idle spell (no commit in the last ``gather`` × 2) the first commit goes at once, so
+an isolated submission pays no extra latency.  Nor does a lone submitter: after ``gather_lone`` (8)
+commits in a row that each answered exactly one barrier, small commits go at once, until a
+commit answers two barriers or more or a barrier comes while another one still waits
+(company: a second submitter).  One client in a closed loop of one submit at a time (it waits
+for each answer before its next submit) can never join its own group, so each of its submits
+paid the whole gather for nothing; 8 such clients make groups of several barriers, and even
+on a loaded machine 8 single-barrier groups in a row among them are rare (commits that answer
+no barrier, such as deferred leases, count neither way; docs/architecture/durability.md#group-
+commit).  A group somebody already waits for with ``gather_enough`` (64) mutations or more
+pending does not wait either, and a gather under way ends when such a
 barrier arrives: 64 coroutines on one Client send their submissions as one ``SubmitMany``, so
 its whole group is there at once and the gather only delayed its acknowledgement (by up to
 ``gather`` of a wave of about 7 ms; docs/architecture/durability.md#group-commit).
@@ -63,9 +73,10 @@ class Committer:
         retry_initial: float = 0.01,
         retry_max: float = 1.0,
         give_up_after: float = 60.0,
-        gather: float = 0.001,
+        gather: float = 0.0005,
         gather_below: int = 256,
         gather_enough: int = 64,
+        gather_lone: int = 8,
         defer: float = 0.004,
     ) -> None:
         if max_batch < 1:
@@ -76,6 +87,8 @@ class Committer:
             raise ValueError("defer must be >= 0")
         if gather_enough < 1:
             raise ValueError("gather_enough must be >= 1")
+        if gather_lone < 0:
+            raise ValueError("gather_lone must be >= 0")
         self.store = store
         self.codec = codec
         self.epoch = epoch
@@ -89,6 +102,15 @@ class Committer:
         self.gather_below = gather_below  # "small": fewer pending mutations than this
         #: a barrier that waits on this many pending mutations or more ends a gather at once
         self.gather_enough = gather_enough
+        #: after this many commits in a row that answered one barrier each, small commits do
+        #: not gather until a commit answers more or a barrier comes while another waits
+        #: (0: gather always)
+        self.gather_lone = gather_lone
+        self._lone = 0  # commits in a row that answered exactly one barrier
+        #: counters (diagnostics, tests): gathers waited, and small back-to-back commits that
+        #: went at once for a lone submitter
+        self.gathers = 0
+        self.gathers_skipped = 0
         #: seconds mutations nobody waits for (a barrier) may wait for one before they commit
         self.defer = defer
         #: a barrier waits on the pending group (so it does not wait for one: ``defer``)
@@ -168,6 +190,8 @@ class Committer:
                     raise SchedulerError(msg)
             return
         self._waited = True
+        if self._waiters:
+            self._lone = 0  # another barrier still waits: there is company to gather
         g = self._gathering
         if g is not None and self._deferring:
             _settle(g)  # somebody waits now: deferring ends
@@ -211,7 +235,11 @@ class Committer:
                     and not self._urgent
                     and time.monotonic() - self._last_end < 2 * self.gather
                 ):
-                    await self._gather(self.gather, False)  # steady load: let the next group grow
+                    if self.gather_lone and self._lone >= self.gather_lone:
+                        self.gathers_skipped += 1  # a lone submitter: nobody to wait for
+                    else:
+                        self.gathers += 1
+                        await self._gather(self.gather, False)  # steady load: let the group grow
                 self._urgent = False
                 if len(self._pending) <= self.max_batch:
                     batch, self._pending = self._pending, []
@@ -227,7 +255,11 @@ class Committer:
                 if err is None:
                     self.commits += 1
                     self.committed += len(batch)
-                    self._resolve()
+                    answered = self._resolve()
+                    if answered > 1:
+                        self._lone = 0
+                    elif answered:
+                        self._lone += 1
                 elif isinstance(err, Fenced):
                     self._die(err)
                     return
@@ -273,13 +305,17 @@ class Committer:
             except Exception as e:
                 return e
 
-    def _resolve(self) -> None:
+    def _resolve(self) -> int:
+        """Resolve the barriers the commits so far satisfy; how many."""
         done = self._settled
         waiters = self._waiters
+        n = 0
         while waiters and waiters[0][0] <= done:
             fut = waiters.popleft()[1]
+            n += 1
             if not fut.done():
                 fut.set_result(None)
+        return n
 
     def _fail_waiters(self, make: Callable[[], BaseException], all_: bool = False) -> None:
         done = self._settled
