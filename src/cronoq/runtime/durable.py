@@ -19,10 +19,10 @@ commit answers two barriers or more or a barrier comes while another one still w
 for each answer before its next submit) can never join its own group, so each of its submits
 paid the whole gather for nothing; 8 such clients make groups of several barriers, and even
 on a loaded machine 8 single-barrier groups in a row among them are rare (commits that answer
-no barrier, such as deferred leases, count neither way; docs/architecture/durability.md#group-
-commit).  A group somebody already waits for with ``gather_enough`` (64) mutations or more
-pending does not wait either, and a gather under way ends when such a
-barrier arrives: 64 coroutines on one Client send their submissions as one ``SubmitMany``, so
+no barrier, such as deferred leases, count neither way;
+docs/architecture/durability.md#group-commit).  A group somebody already waits for with
+``gather_enough`` (64) mutations or more pending does not wait either, and a gather under way
+ends when such a barrier arrives: 64 coroutines on one Client send their submissions as one ``SubmitMany``, so
 its whole group is there at once and the gather only delayed its acknowledgement (by up to
 ``gather`` of a wave of about 7 ms; docs/architecture/durability.md#group-commit).
 Mutations nobody waits for (a task's lease and completion: no barrier) wait up to ``defer``
