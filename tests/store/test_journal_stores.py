@@ -72,6 +72,42 @@ async def check_journals(make: Any) -> None:
         await s.close()
 
 
+async def check_spawn_cancels_a_task_started_in_its_group(make: Any) -> None:
+    # a spawn's child whose on_limit policy cancels task 2, whose start is in the same group
+    # before the spawn (engine/parking.py: the cancellation travels in JournalPut.before):
+    # the store keeps the cancellation (it stored task 2 running: run again after a restart)
+    s, ep = await leader(make)
+    try:
+        t0 = time.time_ns()
+        spec = TaskRecord(pool="default", payload=codec.encode("p"))
+        await s.commit([Submitted(1, 1, t0, spec), Submitted(2, 2, t0, spec)], ep, codec)
+        msg = "cancelled: resource key 'k:a' took a newer task in its place"
+        before = [Submitted(3, 3, t0 + 2, spec), StatusChange(2, "cancelled", 1, t0 + 2, msg)]
+        await s.commit(
+            [
+                StatusChange(1, "running", 1, t0 + 1),
+                StatusChange(2, "running", 1, t0 + 1),
+                JournalPut(1, 0, ["spawn", "fp", [3], False], 0, before),
+            ],
+            ep,
+            codec,
+        )
+        rec = await s.load(codec)
+        assert {t.id: t.status for t in rec.tasks} == {1: "running", 3: "submitted"}
+        (two,) = (t for t in rec.terminal if t.id == 2)
+        assert (two.status, two.message, two.started, two.finished) == ("cancelled", msg, t0 + 1, t0 + 2)
+    finally:
+        await s.close()
+
+
+async def test_sqlite_spawn_cancels_a_task_started_in_its_group(sqlite_make: Any) -> None:
+    await check_spawn_cancels_a_task_started_in_its_group(sqlite_make)
+
+
+async def test_postgres_spawn_cancels_a_task_started_in_its_group(pg_make: Any) -> None:  # noqa: F811
+    await check_spawn_cancels_a_task_started_in_its_group(pg_make)
+
+
 async def test_sqlite_journals(sqlite_make: Any) -> None:
     await check_journals(sqlite_make)
 

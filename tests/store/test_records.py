@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from cronoq.engine.mutations import StatusChange, Submitted, TaskRecord
+from cronoq.engine.parking import JournalPut
 from cronoq.store._records import TASK_COLUMNS, db_id, fold, spec_json
 from cronoq.store.codec import JsonCodec
 
@@ -89,6 +90,19 @@ def test_a_submission_after_a_change_of_its_id_starts_its_row_afresh() -> None:
     b = fold([StatusChange(1, "running", 1, 500), sub(1)], codec)
     assert b.inserts == [row(1)]
     assert b.updates == []
+
+
+def test_a_spawns_submission_folds_in_its_place_among_the_groups_changes() -> None:
+    # engine/parking.py spawn: JournalPut.before holds the children's mutations and a
+    # cancellation their on_limit policy made (here of task 7, whose start the group holds
+    # first): one write of task 7, the cancellation; apart, the start was written after it
+    # and task 7 was stored running (a cancelled task run again after a restart)
+    cancel = StatusChange(7, "cancelled", 1, 600, "cancelled: on_limit")
+    put = JournalPut(5, 0, ["spawn", "fp", [9], False], 0, [sub(9), cancel])
+    b = fold([StatusChange(7, "running", 1, 500), put, StatusChange(9, "running", 1, 700)], codec)
+    assert b.inserts == [row(9, status="running", attempt=1, started=700)]
+    assert b.updates == [("cancelled", 1, "cancelled: on_limit", None, False, 500, 600, 7)]
+    assert [op[:3] for op in b.journal_ops] == [("put", 5, 0)]
 
 
 def test_payloads_and_outputs_the_codec_cannot_store() -> None:

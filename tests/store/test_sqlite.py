@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import pathlib
+import random
 import sqlite3
 import stat
 import subprocess
@@ -639,3 +640,79 @@ def test_rows_are_written_several_a_statement(tmp_path: pathlib.Path) -> None:
         assert done == (363, 363)
     finally:
         c.close()
+
+
+def _random_rows(rng: random.Random) -> tuple[list[tuple[Any, ...]], ...]:
+    """A table's rows before a commit and the commit's insert and update rows, fold-shaped
+    (one row per task: the lists' ids are distinct), of random shapes, sizes near the chunks'
+    bounds, ids with the high bits; some updated rows finished, some missing."""
+    big = 2**63 - 1
+    sizes = [0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 255, 256, 257, 300, 513]
+    ni, nu = rng.choice(sizes), rng.choice(sizes)
+    ids: set[int] = set()
+    while len(ids) < ni + nu:
+        ids.add(rng.choice([rng.randrange(1, 10**4), (rng.randrange(1, 2**15) << 48) | rng.randrange(10**4),
+                            -rng.randrange(1, 10**4), big, -(2**63)]))  # fmt: skip
+    order = sorted(ids)
+    rng.shuffle(order)
+
+    def insert(tid: int) -> tuple[Any, ...]:
+        head = (tid, rng.randrange(-(2**63), 2**63), big, "p", "k", -1, rng.choice([None, "key"]), "{}",
+                rng.choice([None, b"", b"\x00", bytes(range(256))]))  # fmt: skip
+        if rng.random() < 0.6:
+            return (*head, "pending", 0, None, None, None, None, False)
+        out = rng.choice([None, b"", b"o"])
+        fin, msg = rng.choice([None, None, 5, big]), rng.choice([None, "m"])
+        return (*head, "running", 2, rng.choice([None, 3]), fin, msg, out, out is not None)
+
+    def update(tid: int, live: bool) -> tuple[Any, ...]:
+        started = rng.choice([None, 7, big, -(2**63)])
+        shape = 0 if live else rng.randrange(4)
+        if shape == 0:
+            return ("running", 1, None, None, False, started, None, tid)
+        if shape == 1:
+            return ("cancelled", 2, None, None, False, started, big - 3, tid)
+        if shape == 2:
+            return ("succeeded", 1, None, rng.choice([b"", b"o"]), True, started, rng.choice([None, 9]), tid)
+        out = rng.choice([None, b"o"])
+        return ("failed", 3, rng.choice(["", "boom"]), out, out is not None, started, 9, tid)
+
+    ins, ups = order[:ni], order[ni:]
+    exist = rng.choice([1.0, 0.9])
+    before = [insert(t) for t in ins if rng.random() < 0.3]
+    before += [insert(t) for t in ups if rng.random() < exist]
+    live = rng.random() < 0.4  # one shape only: _UPDATE_LIVE's chunks, its fallback when one missed
+    return before, [insert(t) for t in ins], [update(t, live) for t in ups]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_write_paths_agree_on_random_rows(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # store/sqlite.py _write_tasks: the multi-row statements, the one-row-a-step ones (an older
+    # SQLite) and the general per-row statements store the same values of the same types
+    from cronoq.store import sqlite as mod
+
+    if not mod._multi_rows():
+        pytest.skip(f"SQLite {sqlite3.sqlite_version} has no UPDATE ... FROM: one row a step")
+    rng = random.Random(seed)
+    cols = ", ".join(f"{c}, typeof({c})" for c in mod.TASK_COLUMNS)
+    for _ in range(4):
+        before, inserts, updates = _random_rows(rng)
+        tables = []
+        for how in ("multi", "each", "general"):
+            c = sqlite3.connect(":memory:", isolation_level=None)
+            try:
+                c.executescript(mod._SCHEMA)
+                c.executemany(mod._INSERT, before)
+                c.execute("BEGIN")
+                if how == "general":
+                    c.executemany(mod._INSERT, inserts)
+                    c.executemany(mod._UPDATE, updates)
+                else:
+                    monkeypatch.setattr(mod, "_MULTI_ROWS", how == "multi")
+                    mod._write_tasks(c, inserts, updates)
+                c.execute("COMMIT")
+                tables.append(c.execute(f"SELECT {cols} FROM cronoq_tasks ORDER BY id").fetchall())
+            finally:
+                c.close()
+        assert tables[0] == tables[2]
+        assert tables[1] == tables[2]

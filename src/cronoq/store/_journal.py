@@ -12,23 +12,24 @@ Two tables, the same in SQLite and PostgreSQL:
   sent again), and read back while retained.
 
 :func:`fold_journal` turns the three mutations into ``Batch.journal_ops`` (in order) and
-``Batch.signal_ops``.  A ``JournalPut`` of a spawn carries its children's mutations
-(``before``); they are folded with the same :func:`~cronoq.store._records.fold` and merged
-first, so the children and the record go in one transaction.  :func:`journals_from_rows`
+``Batch.signal_ops``.  A ``JournalPut`` of a spawn carries its submission's mutations
+(``before``: the children, and the tasks a policy of theirs cancelled); :func:`~cronoq.store.
+_records.fold` folds them in the same pass as the rest of the group, just before the record, so
+the children and the record go in one transaction and a task changed both by the group and by
+the spawn is one write of its latest state.  :func:`journals_from_rows`
 rebuilds ``Recovered.journals`` from the rows.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from cronoq.engine.parking import PARK_INDEX, JournalDrop, JournalPut, SignalPut
 
 if TYPE_CHECKING:
     from cronoq.store._records import Batch
-    from cronoq.store.codec import Codec
 
 __all__ = [
     "JOURNAL_MUTATIONS",
@@ -125,16 +126,12 @@ def pg_statements(q: str) -> tuple[str, str, str]:
     )
 
 
-def fold_journal(m: Any, batch: Batch, codec: Codec, fold: Callable[[Iterable[Any], Codec], Batch]) -> None:
-    """Add journal/signal mutation ``m`` to ``batch`` (a spawn's children first)."""
+def fold_journal(m: Any, batch: Batch) -> None:
+    """Add journal/signal mutation ``m`` to ``batch`` (a spawn's ``before``: folded by the
+    caller, ``_records.fold``, in the same pass and first)."""
     from cronoq.store._records import db_id
 
     if type(m) is JournalPut:
-        if m.before:
-            inner = fold(m.before, codec)
-            batch.inserts.extend(inner.inserts)
-            batch.updates.extend(inner.updates)
-            batch.journal_ops.extend(inner.journal_ops)
         batch.journal_ops.append(("put", db_id(m.task_id), m.index, _dumps(m.record), m.resumes))
     elif type(m) is JournalDrop:
         batch.journal_ops.append(("drop", db_id(m.task_id)))

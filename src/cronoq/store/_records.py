@@ -35,6 +35,7 @@ from cronoq.engine.mutations import (
     Submitted,
     TaskRecord,
 )
+from cronoq.engine.parking import JournalPut
 from cronoq.store._journal import JOURNAL_MUTATIONS, fold_journal, journals_from_rows, signals_from_rows
 from cronoq.store.base import TERMINAL_STATUSES
 from cronoq.store.codec import Codec, CodecError
@@ -238,10 +239,31 @@ def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
     the batch, a second change): an insert row (TASK_COLUMNS order) for a task submitted in
     the batch, else an update row (``Batch.updates`` order).  Most tasks have one mutation a
     commit, and a row object per task, filled and read back, cost a submission about as
-    much as the rest of its fold (issue #33)."""
+    much as the rest of its fold (issue #33).
+
+    A spawn's ``JournalPut`` carries the mutations of its submission (``before``: the
+    children, and the tasks a policy of theirs cancelled): they are folded in the same pass,
+    in their place, so a task the group changed before the spawn and the spawn changed again
+    is still one write, the later state (folded apart, the group's earlier change was
+    written after the spawn's and undid a cancellation)."""
     rows: dict[int, tuple[Any, ...]] = {}  # tasks not submitted in this batch: their updates
     new: dict[int, tuple[Any, ...]] = {}  # tasks submitted in this batch: their insert rows
     batch = Batch()
+    _fold_into(mutations, codec, batch, rows, new)
+    batch.inserts.extend(new.values())
+    batch.updates.extend(rows.values())
+    return batch
+
+
+def _fold_into(
+    mutations: Iterable[Mutation],
+    codec: Codec,
+    batch: Batch,
+    rows: dict[int, tuple[Any, ...]],
+    new: dict[int, tuple[Any, ...]],
+) -> None:
+    """``fold``'s pass over ``mutations``: the tasks' rows into ``rows`` and ``new``, the
+    rest into ``batch``."""
     for m in mutations:
         if type(m) is Submitted:
             tid = m.id
@@ -303,12 +325,11 @@ def fold(mutations: Iterable[Mutation], codec: Codec) -> Batch:
         elif type(m) is BulkKeyChange:
             batch.bulk_key_ops.append((m.action, m.tenant or "", m.key, m.matched, m.acted, m.done, m.at))
         elif type(m) in JOURNAL_MUTATIONS:
-            fold_journal(m, batch, codec, fold)
+            if type(m) is JournalPut and m.before:
+                _fold_into(m.before, codec, batch, rows, new)  # (the spawn's submission first)
+            fold_journal(m, batch)
         else:
             raise TypeError(f"not a mutation: {m!r}")
-    batch.inserts.extend(new.values())  # (after a journal's spawned tasks: fold_journal)
-    batch.updates.extend(rows.values())
-    return batch
 
 
 def _quarantine(rec: Recovered, row: Sequence[Any], reason: str) -> None:
