@@ -122,6 +122,44 @@ async def test_transient_errors_are_retried_with_backoff() -> None:
     await c.stop()
 
 
+class FailsTaskOne(FakeStore):
+    """Fails for good every commit that holds task 1's mutation."""
+
+    async def commit(self, mutations: list[Any], epoch: int, codec: Any) -> None:
+        await super().commit(mutations, epoch, codec)
+        if any(m.id == 1 for m in mutations):
+            self.calls.pop()
+            raise RuntimeError("bad batch")
+
+
+async def test_a_batch_cut_at_max_batch_keeps_each_add_whole() -> None:
+    """Over ``max_batch`` pending mutations are cut between ``add`` calls, never inside one:
+    a submission's mutations commit, or fail, together (cut inside it, its first part failed
+    with the other submission's and it was acknowledged with only its second part stored)."""
+    store = FailsTaskOne()
+    store.gate = asyncio.Event()
+    c = Committer(store, codec, 1, max_batch=2, defer=0)
+    c.add([sub(10)])
+    await wait(store.entered.wait())  # (held: the next two calls pend behind it)
+    c.add([sub(1)])  # someone else's submission
+    b1 = asyncio.ensure_future(c.barrier())
+    await settle()
+    c.add([sub(2), sub(3)])  # one submission of two tasks
+    b2 = asyncio.ensure_future(c.barrier())
+    await settle()
+    store.gate.set()
+    with pytest.raises(SchedulerError, match="bad batch"):
+        await wait(b1)
+    await wait(b2)
+    assert [[m.id for m in call] for call in store.calls] == [[10], [2, 3]]
+    c.add([sub(4), sub(5), sub(6)])  # one call bigger than max_batch: one commit of it all
+    c.add([sub(7)])
+    c.add([sub(8)])
+    await wait(c.barrier())
+    assert [[m.id for m in call] for call in store.calls[2:]] == [[4, 5, 6], [7, 8]]
+    await c.stop()
+
+
 async def test_a_permanent_error_fails_that_batch_and_goes_on() -> None:
     store = FakeStore()
     store.errors = [SchedulerError("disk is read-only")]

@@ -4,7 +4,9 @@
 The scheduler hands every engine step's mutations to :meth:`Committer.add` (cheap, no I/O)
 and, for submissions, awaits :meth:`Committer.barrier` before acknowledging: the barrier
 resolves once every mutation added before it was committed.  One background task commits:
-it takes *everything* pending and writes it with one ``store.commit`` call (one transaction),
+it takes *everything* pending (up to ``max_batch`` mutations, cut between ``add`` calls: one
+call's mutations, a submission's, commit or fail together) and writes it with one
+``store.commit`` call (one transaction),
 so while a commit is in flight the next batch accumulates and, under load, many tasks share
 one transaction.  Under steady load a commit that would follow the previous one at once with
 only a few mutations first waits ``gather`` seconds (0.5 ms) for more: back-to-back small
@@ -124,6 +126,9 @@ class Committer:
         self.retries = 0
         self.failures = 0
         self._pending: list[Any] = []
+        #: where each ``add`` still pending ends (its ``_added`` after it): a batch cut at
+        #: ``max_batch`` is cut at one of these, so no call's mutations straddle two commits
+        self._ends: deque[int] = deque()
         self._added = 0  # mutations ever added
         self._settled = 0  # mutations ever taken out and settled (committed or failed)
         self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
@@ -166,6 +171,7 @@ class Committer:
         pending = self._pending
         pending.extend(mutations)
         self._added += len(mutations)
+        self._ends.append(self._added)
         g = self._gathering
         if g is not None:
             if self._deferring and len(pending) >= self.gather_below:
@@ -243,10 +249,10 @@ class Committer:
                 self._urgent = False
                 if len(self._pending) <= self.max_batch:
                     batch, self._pending = self._pending, []
+                    self._ends.clear()
                     self._waited = False
                 else:
-                    batch = self._pending[: self.max_batch]
-                    del self._pending[: self.max_batch]
+                    batch = self._take_some()
                     self._waited = self._waited and bool(self._waiters)  # (some wait on the rest)
                 err = await self._commit(batch)
                 self._last_end = time.monotonic()
@@ -271,6 +277,21 @@ class Committer:
                     cb = self.on_error
                     if cb is not None:
                         cb(err)
+
+    def _take_some(self) -> list[Any]:
+        """The pending mutations of the first whole ``add`` calls that fit in ``max_batch``
+        (the first call's alone if it is bigger): a submission's mutations are never split
+        over two commits, so a commit that fails for good fails every barrier on a part of
+        it (a barrier resolves once the commits up to its mutations ended)."""
+        pending, ends = self._pending, self._ends
+        start = self._added - len(pending)
+        limit = start + self.max_batch
+        cut = ends.popleft()
+        while ends and ends[0] <= limit:
+            cut = ends.popleft()
+        batch = pending[: cut - start]
+        del pending[: cut - start]
+        return batch
 
     async def _gather(self, seconds: float, deferring: bool) -> None:
         """Wait ``seconds`` for more mutations: a gather, which a barrier on ``gather_enough``
@@ -329,6 +350,7 @@ class Committer:
         self._fenced = err
         dropped = len(self._pending)
         self._pending = []
+        self._ends.clear()
         self._settled += dropped
         msg = err.message
         self._fail_waiters(lambda: Fenced(msg), all_=True)
