@@ -409,9 +409,9 @@ async def test_a_slow_inline_commit_sends_the_next_ones_to_the_store_thread(
     rec = TaskRecord(pool="default")
     try:
         await s.commit([Submitted(1, 1, 0, rec)], ep, codec)  # inline, and slow
+        await s.commit([Submitted(2, 2, 0, rec)], ep, codec)  # on the thread: slow too
         stall[0] = 0.001
-        await s.commit([Submitted(2, 2, 0, rec)], ep, codec)
-        clock[0] += s.inline_pause - 0.01
+        clock[0] += s.inline_pause - 0.25
         await s.commit([Submitted(3, 3, 0, rec)], ep, codec)
         loop_thread = threading.current_thread().name
         assert threads[0] == loop_thread
@@ -419,6 +419,41 @@ async def test_a_slow_inline_commit_sends_the_next_ones_to_the_store_thread(
         clock[0] += 0.5  # the pause is over: inline again
         await s.commit([Submitted(4, 4, 0, rec)], ep, codec)
         assert threads[3] == loop_thread
+        assert s.leading
+    finally:
+        monkeypatch.undo()
+        await s.close()
+
+
+async def test_a_slow_inline_commit_on_a_loaded_machine_pauses_nothing(
+    make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the loop's thread preempted mid-commit (not the disk): the next commit, on the store's
+    # thread, is fast, and the ones after it run inline again at once
+    import cronoq.store.sqlite as sqlite_mod
+
+    s, ep = await contract.leader(make)
+    clock = [time.monotonic()]
+    monkeypatch.setattr(sqlite_mod, "time", types.SimpleNamespace(time=time.time, monotonic=lambda: clock[0]))
+    threads: list[str] = []
+    real = s._write_batch
+    stall = [0.2]
+
+    def timed(*args: Any) -> None:
+        threads.append(threading.current_thread().name)
+        real(*args)
+        clock[0] += stall[0]
+
+    s._write_batch = timed  # type: ignore[method-assign]
+    rec = TaskRecord(pool="default")
+    try:
+        await s.commit([Submitted(1, 1, 0, rec)], ep, codec)  # inline, and slow once
+        stall[0] = 0.001
+        await s.commit([Submitted(2, 2, 0, rec)], ep, codec)  # on the thread: fast
+        await s.commit([Submitted(3, 3, 0, rec)], ep, codec)
+        loop_thread = threading.current_thread().name
+        assert threads[0] == loop_thread and threads[1].startswith("cronoq-sqlite")
+        assert threads[2] == loop_thread  # no ten seconds on the thread
         assert s.leading
     finally:
         monkeypatch.undo()
