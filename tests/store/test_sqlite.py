@@ -386,39 +386,50 @@ async def test_an_inline_commit_past_the_deadline_steps_down(
         await s.close()
 
 
+class TimedWrites:
+    """The store's commits on a fake monotonic clock: each write records the thread it ran on
+    and moves the clock by ``stall`` seconds (how long the fsync took)."""
+
+    def __init__(self, s: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        import cronoq.store.sqlite as sqlite_mod
+
+        self.clock = time.monotonic()
+        self.stall = 0.2
+        self.threads: list[str] = []
+        monkeypatch.setattr(sqlite_mod, "time", types.SimpleNamespace(time=time.time, monotonic=self.now))
+        real = s._write_batch
+
+        def timed(*args: Any) -> None:
+            self.threads.append(threading.current_thread().name)
+            real(*args)
+            self.clock += self.stall
+
+        s._write_batch = timed
+
+    def now(self) -> float:
+        return self.clock
+
+
 async def test_a_slow_inline_commit_sends_the_next_ones_to_the_store_thread(
     make: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # a disk that stalled one inline commit blocks the event loop once: for the next
     # inline_pause seconds small commits go to the store's thread, then inline again
-    import cronoq.store.sqlite as sqlite_mod
-
     s, ep = await contract.leader(make)
-    clock = [time.monotonic()]
-    monkeypatch.setattr(sqlite_mod, "time", types.SimpleNamespace(time=time.time, monotonic=lambda: clock[0]))
-    threads: list[str] = []
-    real = s._write_batch
-    stall = [0.2]
-
-    def timed(*args: Any) -> None:
-        threads.append(threading.current_thread().name)
-        real(*args)
-        clock[0] += stall[0]  # the fsync took this long
-
-    s._write_batch = timed  # type: ignore[method-assign]
+    w = TimedWrites(s, monkeypatch)
     rec = TaskRecord(pool="default")
     try:
         await s.commit([Submitted(1, 1, 0, rec)], ep, codec)  # inline, and slow
         await s.commit([Submitted(2, 2, 0, rec)], ep, codec)  # on the thread: slow too
-        stall[0] = 0.001
-        clock[0] += s.inline_pause - 0.25
+        w.stall = 0.001
+        w.clock += s.inline_pause - 0.25
         await s.commit([Submitted(3, 3, 0, rec)], ep, codec)
         loop_thread = threading.current_thread().name
-        assert threads[0] == loop_thread
-        assert threads[1].startswith("cronoq-sqlite") and threads[2].startswith("cronoq-sqlite")
-        clock[0] += 0.5  # the pause is over: inline again
+        assert w.threads[0] == loop_thread
+        assert w.threads[1].startswith("cronoq-sqlite") and w.threads[2].startswith("cronoq-sqlite")
+        w.clock += 0.5  # the pause is over: inline again
         await s.commit([Submitted(4, 4, 0, rec)], ep, codec)
-        assert threads[3] == loop_thread
+        assert w.threads[3] == loop_thread
         assert s.leading
     finally:
         monkeypatch.undo()
@@ -430,30 +441,17 @@ async def test_a_slow_inline_commit_on_a_loaded_machine_pauses_nothing(
 ) -> None:
     # the loop's thread preempted mid-commit (not the disk): the next commit, on the store's
     # thread, is fast, and the ones after it run inline again at once
-    import cronoq.store.sqlite as sqlite_mod
-
     s, ep = await contract.leader(make)
-    clock = [time.monotonic()]
-    monkeypatch.setattr(sqlite_mod, "time", types.SimpleNamespace(time=time.time, monotonic=lambda: clock[0]))
-    threads: list[str] = []
-    real = s._write_batch
-    stall = [0.2]
-
-    def timed(*args: Any) -> None:
-        threads.append(threading.current_thread().name)
-        real(*args)
-        clock[0] += stall[0]
-
-    s._write_batch = timed  # type: ignore[method-assign]
+    w = TimedWrites(s, monkeypatch)
     rec = TaskRecord(pool="default")
     try:
         await s.commit([Submitted(1, 1, 0, rec)], ep, codec)  # inline, and slow once
-        stall[0] = 0.001
+        w.stall = 0.001
         await s.commit([Submitted(2, 2, 0, rec)], ep, codec)  # on the thread: fast
         await s.commit([Submitted(3, 3, 0, rec)], ep, codec)
         loop_thread = threading.current_thread().name
-        assert threads[0] == loop_thread and threads[1].startswith("cronoq-sqlite")
-        assert threads[2] == loop_thread  # no ten seconds on the thread
+        assert w.threads[0] == loop_thread and w.threads[1].startswith("cronoq-sqlite")
+        assert w.threads[2] == loop_thread  # no ten seconds on the thread
         assert s.leading
     finally:
         monkeypatch.undo()
