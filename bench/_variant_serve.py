@@ -41,7 +41,7 @@
     As ``pg-real``, with every commit of task rows one statement (``PostgresStore.copy_from``
     out of reach: no binary COPY of many new rows): the A side of that change.
 ``pg-nogather``
-    As ``pg-real``, without the group commit's 1 ms gather wait (as ``nogather``).
+    As ``pg-real``, without the group commit's gather wait (as ``nogather``).
 ``pg-arrays``
     As ``pg-real``, with the one statement's rows sent as one array per column (24 arrays, as
     before the composite row types ``cronoq_task_row`` and ``cronoq_task_update``): the A side

@@ -44,7 +44,7 @@ Groups (``--only``):
     cost (``bench/_variant_serve.py``): ``sqlite-delay`` (an asyncio-only delay as long as a
     commit), ``sqlite-thread`` (a sleep as long on the store's thread), ``sqlite-fold`` (that
     and building the rows), ``sqlite-real`` (the store as it is), ``sqlite-exec`` (it with
-    every commit on its thread), ``sqlite-nogather`` (it without the group commit's 1 ms
+    every commit on its thread), ``sqlite-nogather`` (it without the group commit's
     gather wait) and ``sqlite-nosync`` (it with ``full_sync=False``: WAL ``synchronous=NORMAL``,
     no flush at a commit; the flush's share of a figure, not a setting to deploy for it);
     ``postgres-real`` (the PostgreSQL store as it is), ``postgres-nosync`` (it
@@ -373,7 +373,7 @@ class Server:
 #: below), each server in a schema of its own that is dropped when that server stops
 #: ``sqlite-<variant>``: diagnostic stand-ins for the SQLite store's commit
 #: (``bench/_variant_serve.py``: ``real`` is the store as it is, ``exec`` it with every commit on
-#: its thread, ``nogather`` it without the group commit's 1 ms gather wait, ``nosync`` it without
+#: its thread, ``nogather`` it without the group commit's gather wait, ``nosync`` it without
 #: the WAL's flush at a commit (``full_sync=False``), ``delay`` an
 #: asyncio-only delay of a commit's latency, ``thread`` a ``time.sleep`` of it on the store's
 #: thread, ``fold`` that plus building the rows), with the commits per task, their mean latency
