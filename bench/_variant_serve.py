@@ -12,7 +12,7 @@
     0: no small commit runs inline on the event loop's thread): the A side of that change.
 ``nogather``
     As ``real``, with the group commit's ``gather`` wait 0 (``runtime.durable.Committer``: a
-    small commit right after the previous one does not wait 1 ms for more).
+    small commit right after the previous one does not wait the gather for more).
 ``nosync``
     As ``real``, with ``full_sync=False`` (WAL ``synchronous=NORMAL``: a commit does not flush
     the WAL; an application crash loses nothing, a power loss may): the flush's share of a
