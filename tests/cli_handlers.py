@@ -28,5 +28,7 @@ not_callable = 42
 
 def stuck(lease: Any) -> None:
     """A plain function stuck for good (a hung C call, a lock never released): its thread never
-    returns, whatever the worker does."""
+    returns, whatever the worker does.  It says so first, on the worker's stdout (the test
+    waits for that line: the server's "running" only means the lease was sent)."""
+    print(f"stuck: started {lease.task_id}", flush=True)
     threading.Event().wait()

@@ -66,6 +66,9 @@ async def test_sigterm_ends_a_worker_whose_thread_is_stuck(srv: ServerProc, tmp_
             while (await c.get(h.id)).status != "running":
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.05)
+            # (the lease may still be on its way: the function's own line says it runs; CI once
+            # sent SIGTERM before it started, and the worker drained nothing and exited 0)
+            wait_for(log, f"stuck: started {h.id}", proc)
             proc.send_signal(signal.SIGTERM)
             code = proc.wait(30)
             text = log.read_text()
