@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import os
@@ -327,8 +328,12 @@ _MANY_ROWS: dict[str, Callable[[int], str]] = {
 #: multi-row statement cost more CPU than the steps it saves (an ``UPDATE … FROM`` plans a
 #: join over its VALUES list; measured in ``_write_rows``)
 _LEAST_ROWS: dict[str, int] = {sql: 16 if sql.startswith("INSERT") else 32 for sql in _MANY_ROWS}
-#: (single-row statement, rows) -> its multi-row text, made once
-_many_texts: dict[tuple[str, int], str] = {}
+
+
+@functools.cache
+def _many_text(sql: str, n: int) -> str:
+    """The multi-row text of the single-row statement ``sql`` for ``n`` rows, made once."""
+    return _MANY_ROWS[sql](n)
 
 
 def _write_rows(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> int:
@@ -348,16 +353,13 @@ def _write_rows(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]])
     64-coroutine wave), 198 us against 259 with ``executemany``; W = 500, 1,870 against
     2,050; W = 4 and 16, 31 and 71 against 30 and 72 (48 and 78 with chunks down to 2 rows)."""
     least = _LEAST_ROWS[sql]
-    if len(rows) < least or not (_MULTI_ROWS if _MULTI_ROWS is not None else _multi_rows()):
+    if len(rows) < least or not _multi_rows():
         return int(conn.executemany(sql, rows).rowcount)
     changed = 0
     i, left = 0, len(rows)
     while left >= least:
         n = _CHUNK if left >= _CHUNK else 1 << (left.bit_length() - 1)
-        text = _many_texts.get((sql, n))
-        if text is None:
-            text = _many_texts[(sql, n)] = _MANY_ROWS[sql](n)
-        changed += conn.execute(text, list(chain.from_iterable(rows[i : i + n]))).rowcount
+        changed += conn.execute(_many_text(sql, n), list(chain.from_iterable(rows[i : i + n]))).rowcount
         i += n
         left -= n
     if left:
