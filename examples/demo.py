@@ -21,7 +21,9 @@ an earlier run) that finished meanwhile are counted apart, on an "also finished"
 
 Options: ``--duration``, ``--grpc-port``/``--http-port`` (0 = any free port), ``--db``,
 ``--slots``, ``--wave-interval``. Meanwhile, in another terminal: ``.venv/bin/cronoq top``,
-``.venv/bin/cronoq watch``, ``.venv/bin/cronoq submit '{"n": 1}' --wait``.
+``.venv/bin/cronoq watch``, ``.venv/bin/cronoq submit --task resize --args '[7]' --wait`` (the
+demo worker serves the app's named tasks only: a plain ``cronoq submit '{"n": 1}'`` would wait
+for a worker that serves its kind).
 """
 
 from __future__ import annotations
@@ -390,6 +392,7 @@ async def main(args: argparse.Namespace) -> int:
                 f"--slots {args.slots}\n"
                 f"[bold]try[/bold]        .venv/bin/cronoq top --server {grpc_addr}   ·   "
                 f".venv/bin/cronoq watch --server {grpc_addr}\n"
+                f"           .venv/bin/cronoq submit --task resize --args '[7]' --wait --server {grpc_addr}\n"
                 f"[bold]stop[/bold]       Ctrl-C"
                 + (f" (or wait {args.duration:g}s)" if args.duration is not None else "")
                 + "\n"

@@ -42,6 +42,8 @@ def test_demo_runs_for_its_duration_and_exits_cleanly(tmp_path: Path) -> None:
     assert (tmp_path / "cronoq.db").exists()
     assert "cronoq serve: leading" in out and "cronoq worker: registered" in out
     assert re.search(r"dashboard\s+http://127\.0\.0\.1:\d+/", out)
+    # the suggested submit names a task the demo worker serves (a plain payload would wait)
+    assert re.search(r"cronoq submit --task resize --args '\[7\]' --wait --server 127\.0\.0\.1:\d+", out)
     completed = re.findall(r"✓ .*succeeded", out)
     assert len(completed) >= 10, out
     assert re.search(r"↻ flaky fetch attempt 1 failed, retrying", out), out
