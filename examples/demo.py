@@ -20,10 +20,11 @@ this run submitted and how many of them finished; the schedule's occurrences (an
 an earlier run) that finished meanwhile are counted apart, on an "also finished" line.
 
 Options: ``--duration``, ``--grpc-port``/``--http-port`` (0 = any free port), ``--db``,
-``--slots``, ``--wave-interval``. Meanwhile, in another terminal: ``.venv/bin/cronoq top``,
-``.venv/bin/cronoq watch``, ``.venv/bin/cronoq submit --task resize --args '[7]' --wait`` (the
-demo worker serves the app's named tasks only: a plain ``cronoq submit '{"n": 1}'`` would wait
-for a worker that serves its kind).
+``--slots``, ``--wave-interval``, ``--snapshot-interval`` (``--help`` says what each does).
+Meanwhile, in another terminal: ``.venv/bin/cronoq top``, ``.venv/bin/cronoq watch``,
+``.venv/bin/cronoq submit --task resize --args '[7]' --wait`` (the demo worker serves the app's
+named tasks only: a plain ``cronoq submit '{"n": 1}'`` would wait for a worker that serves its
+kind).
 """
 
 from __future__ import annotations
