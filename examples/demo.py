@@ -68,7 +68,7 @@ OTHER_PLURAL = {
     OTHER_UNKNOWN: "tasks the server no longer knows",
 }
 
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True)  # (long lines wrap in the terminal, not mid-line in a log)
 
 
 class DemoError(Exception):
