@@ -58,7 +58,7 @@ async def main() -> None:
         outs = await asyncio.gather(*renders)
         print(f"rendered {sum(o['pages'] for o in outs)} pages in {len({o['pid'] for o in outs})} processes")
         print(f"loop stayed responsive: {ticks > 0}")
-        print(f"worker pid in results: {os.getpid() in {o['pid'] for o in outs}}")
+        print(f"rendered in the loop's own process: {os.getpid() in {o['pid'] for o in outs}}")
 
         t0 = time.monotonic()
         try:

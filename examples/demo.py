@@ -15,11 +15,16 @@ Run with ``make run`` (or ``.venv/bin/python examples/demo.py``). It starts
 Results are printed as they arrive (from a ``watch`` of the event stream) with a snapshot table
 every few seconds. Ctrl-C (or ``--duration SECONDS``) stops everything cleanly: the schedule is
 removed, the worker drains, the server shuts down (SIGTERM) and the demo exits 0. Tasks still
-pending stay in ``cronoq.db`` and run on the next start.
+pending stay in ``cronoq.db`` and run on the next start. The closing line counts the tasks
+this run submitted and how many of them finished; the schedule's occurrences (and tasks of
+an earlier run) that finished meanwhile are counted apart, on an "also finished" line.
 
 Options: ``--duration``, ``--grpc-port``/``--http-port`` (0 = any free port), ``--db``,
-``--slots``, ``--wave-interval``. Meanwhile, in another terminal: ``.venv/bin/cronoq top``,
-``.venv/bin/cronoq watch``, ``.venv/bin/cronoq submit '{"n": 1}' --wait``.
+``--slots``, ``--wave-interval``, ``--snapshot-interval`` (``--help`` says what each does).
+Meanwhile, in another terminal: ``.venv/bin/cronoq top``, ``.venv/bin/cronoq watch``,
+``.venv/bin/cronoq submit --task resize --args '[7]' --wait`` (the demo worker serves the app's
+named tasks only: a plain ``cronoq submit '{"n": 1}'`` would wait for a worker that serves its
+kind).
 """
 
 from __future__ import annotations
@@ -51,8 +56,19 @@ from cronoq.tasks import TaskCall
 HERE = Path(__file__).resolve().parent
 READY_RE = re.compile(r"cronoq serve: grpc=(\S+) http=(\S+)")
 POOL = "default"
+# where a finished task the submitter did not submit came from (the closing line counts them apart)
+OTHER_SCHEDULE = "schedule occurrence"  # a 'tick' of the app's recurring schedule
+OTHER_EARLIER = "task from an earlier run"  # left pending in the database
+OTHER_ELSEWHERE = "task submitted elsewhere"  # e.g. `cronoq submit` in another terminal
+OTHER_UNKNOWN = "task the server no longer knows"
+OTHER_PLURAL = {
+    OTHER_SCHEDULE: "schedule occurrences",
+    OTHER_EARLIER: "tasks from earlier runs",
+    OTHER_ELSEWHERE: "tasks submitted elsewhere",
+    OTHER_UNKNOWN: "tasks the server no longer knows",
+}
 
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True)  # (long lines wrap in the terminal, not mid-line in a log)
 
 
 class DemoError(Exception):
@@ -185,8 +201,10 @@ class Submitter:
         self.run = run  # unique per demo run: the keys stay unique across runs on one database
         self.wave_interval = wave_interval
         self.started = started
+        self.wall_started = time.time()
         self.sent: dict[int, Sent] = {}
-        self.outcomes: dict[str, int] = {}
+        self.outcomes: dict[str, int] = {}  # terminal statuses of the tasks in ``sent``
+        self.others: dict[str, int] = {}  # other tasks seen finishing, by origin (``OTHER_*``)
         self.retries = 0
         self.rng = random.Random()
         self.counter = itertools.count(1)
@@ -266,14 +284,23 @@ class Submitter:
             return
         if not ev.terminal:
             return
-        self.outcomes[ev.status] = self.outcomes.get(ev.status, 0) + 1
-        if sent is None:  # a schedule's occurrence, or a task left over from an earlier run
-            took, show, label, prio = "", True, f"task {ev.id}", "-"
+        if sent is None:  # a schedule's occurrence, a task from elsewhere, or one not noted yet
+            took, show, label, prio, origin = "", True, f"task {ev.id}", "-", OTHER_UNKNOWN
             with contextlib.suppress(ClientError):
                 info = await self.client.get(ev.id, call_timeout=2.0)
-                label = f"{info.kind} (every 5s)" if info.kind == "tick" else f"{info.kind} (earlier run)"
                 prio = info.priority
-        else:
+                if info.kind == "tick":
+                    label, origin = "tick (every 5s)", OTHER_SCHEDULE
+                elif info.created_at is not None and info.created_at < self.wall_started:
+                    label, origin = f"{info.kind} (earlier run)", OTHER_EARLIER
+                else:
+                    label, origin = f"{info.kind} (not the demo's)", OTHER_ELSEWHERE
+            # a task of ours can finish before its submit call returned and noted it
+            sent = self.sent.get(ev.id)
+            if sent is None:
+                self.others[origin] = self.others.get(origin, 0) + 1
+        if sent is not None:
+            self.outcomes[ev.status] = self.outcomes.get(ev.status, 0) + 1
             label, show, prio = sent.label, sent.show_output, sent.priority
             took = f"{time.monotonic() - sent.at:5.2f}s"
         mark, style = ("✓", "green") if ev.status == "succeeded" else ("✗", "red")
@@ -290,6 +317,23 @@ class Submitter:
                 if value is not None:
                     line += f" → {escape(str(value))}"
         console.print(line)
+
+    def summary(self) -> str:
+        """The closing lines: the demo's own tasks (finished ones among those submitted), then
+        whatever else finished meanwhile (schedule occurrences, tasks of earlier runs), apart."""
+        done = sum(self.outcomes.values())
+        statuses = ", ".join(f"{n} {s}" for s, n in sorted(self.outcomes.items()))
+        line = f"[bold]{len(self.sent)} tasks submitted[/bold], {done} of them finished"
+        line += f" ({statuses})" if statuses else ""
+        line += f", {self.retries} {'retry' if self.retries == 1 else 'retries'}"
+        others = [
+            f"{n} {o if n == 1 else plural}"
+            for o, plural in OTHER_PLURAL.items()
+            if (n := self.others.get(o, 0))
+        ]
+        if others:
+            line += "\nalso finished: " + ", ".join(others)
+        return line
 
     async def snapshots(self, every: float) -> None:
         while True:
@@ -349,6 +393,7 @@ async def main(args: argparse.Namespace) -> int:
                 f"--slots {args.slots}\n"
                 f"[bold]try[/bold]        .venv/bin/cronoq top --server {grpc_addr}   ·   "
                 f".venv/bin/cronoq watch --server {grpc_addr}\n"
+                f"           .venv/bin/cronoq submit --task resize --args '[7]' --wait --server {grpc_addr}\n"
                 f"[bold]stop[/bold]       Ctrl-C"
                 + (f" (or wait {args.duration:g}s)" if args.duration is not None else "")
                 + "\n"
@@ -400,12 +445,7 @@ async def run_workload(grpc_addr: str, args: argparse.Namespace, stop: asyncio.E
                 snap = await client.snapshot(call_timeout=5.0)
                 console.print()
                 console.print(snapshot_table(snap, title="final snapshot"))
-        total = sum(sub.outcomes.values())
-        summary = ", ".join(f"{n} {s}" for s, n in sorted(sub.outcomes.items())) or "none yet"
-        console.print(
-            f"\n[bold]{len(sub.sent)} tasks submitted[/bold], {total} finished ({summary}), "
-            f"{sub.retries} retries"
-        )
+        console.print("\n" + sub.summary())
     return 1 if failed else 0
 
 

@@ -15,6 +15,7 @@ from cronoq import Dep, Priority, RetryPolicy
 from cronoq.client import (
     CancelTask,
     ClientError,
+    Lease,
     Reject,
     Result,
     Submitted,
@@ -310,6 +311,25 @@ def test_result_decoding() -> None:
     with pytest.raises(TaskFailed) as exc:
         failed.raise_for_status()
     assert str(exc.value) == "task 7 ended as failed: boom"
+
+
+def test_json_of_data_that_is_not_json_says_what_it_got() -> None:
+    """``cronoq submit hello`` sends text: a handler's ``lease.json()`` used to fail with only
+    "Expecting value: line 1 column 1"; the error (still a JSONDecodeError) names the payload,
+    its content type and the readers that work."""
+    lease = Lease(
+        pb.Lease(lease=1, task_id=2, attempt=1, payload=b"hello", content_type=CONTENT_TYPE_TEXT), None
+    )
+    with pytest.raises(json.JSONDecodeError) as exc:
+        lease.json()
+    assert str(exc.value) == (
+        "the payload is not JSON (content type 'text/plain; charset=utf-8', 5 bytes; "
+        ".text() or .value() read it): Expecting value: line 1 column 1 (char 0)"
+    )
+    assert lease.text() == lease.value() == "hello"
+    assert Lease(pb.Lease(lease=1, payload=b'{"a": 1}'), None).json() == {"a": 1}
+    with pytest.raises(json.JSONDecodeError, match=r"^the output is not JSON \(5 bytes; \.text\(\)"):
+        Result(3, "succeeded", b"plain", "", True).json()
 
 
 def test_submitted_from_wire() -> None:

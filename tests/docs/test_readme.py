@@ -31,3 +31,15 @@ def test_no_documents_outside_the_repository() -> None:
     for name in ("SPEC.md", "DESIGN.md", "SPEC §"):
         assert name not in README
     assert "make docs" in README
+
+
+def test_python_blocks_are_programs_that_compile() -> None:
+    """A newcomer pastes the README's snippets into a file: each must be a valid module (no
+    top-level ``await`` / ``async with``; the docs pages' blocks are run by sybil, these are not)."""
+    blocks = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+    assert len(blocks) >= 3
+    for i, code in enumerate(blocks):
+        try:
+            compile(code, f"README.md python block {i}", "exec")
+        except SyntaxError as e:
+            raise AssertionError(f"README python block {i} does not compile: {e}\n{code}") from None

@@ -938,6 +938,22 @@ def test_conflicting_occurrence_is_dropped_and_counted(eng):
     assert d.core.next_seq == 5  # conflicts consume no id
 
 
+def test_an_occurrence_its_full_pool_refuses_is_counted_apart_from_conflicts(eng, mkpool):
+    """docs/reference/behaviour.md#cron: ``recurring_conflicts`` counts reservation conflicts
+    only; an occurrence its pool refuses for another reason (here max_pending) is dropped and
+    counted in ``recurring_rejected``, and the schedule tries the following one at its instant."""
+    d = eng(pools=[mkpool(cap=2, max_pending=1)])
+    queued = d.core.submit(d.now, TaskOptions(), None, None, None, None, None)[0]  # fills the queue
+    d.collect()
+    i = add(d, "five", "*/5 * * * *")
+    assert (d.totals()["recurring_rejected"], d.totals()["recurring_conflicts"]) == (1, 0)
+    assert (i.last_task_id, i.next_unix_ns) == (0, unix_ns(2025, 1, 6, 0, 5))
+    d.cancel(queued)  # room again: the next occurrence is created when the dropped one comes due
+    at_min(d, 5)
+    assert utc_of(d, ahead(d, "five")) == u(2025, 1, 6, 0, 10)
+    assert (d.totals()["recurring_rejected"], d.totals()["recurring_conflicts"]) == (1, 0)
+
+
 def test_a_conflict_drops_one_occurrence_and_retries_when_it_comes_due(eng):
     """docs/reference/behaviour.md#cron: occurrences are created one ahead, each when the previous one comes
     due.  A conflict drops that one occurrence (counted once); the schedule tries the following one at

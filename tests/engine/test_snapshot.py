@@ -25,6 +25,7 @@ SPEC_TOTALS = {
     "lease_expiries",
     "stale_completions",
     "recurring_conflicts",
+    "recurring_rejected",
     "recurring_invalid",
 }
 

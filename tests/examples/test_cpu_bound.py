@@ -26,7 +26,7 @@ def test_cpu_bound_example(tmp_path: Path) -> None:
     assert "Traceback" not in r.stderr, r.stderr
     assert "rendered 8 pages in 2 processes" in out
     assert "loop stayed responsive: True" in out
-    assert "worker pid in results: False" in out
+    assert "rendered in the loop's own process: False" in out
     m = re.search(r"^stuck: dead_lettered \(attempt timed out\) after (\d+\.\d) s$", out, re.M)
     assert m and float(m.group(1)) < 1 + 0.5 + 0.5, out
     assert "crash: dead_lettered (exit code 7)" in out

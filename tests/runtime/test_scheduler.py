@@ -466,6 +466,7 @@ async def test_snapshot_types_and_fields():
             "lease_expiries",
             "stale_completions",
             "recurring_conflicts",
+            "recurring_rejected",
             "recurring_invalid",
         }
         assert all(v == 0 for v in snap.totals.values())

@@ -532,3 +532,24 @@ async def test_messages_the_published_implementation_gives():
             await s.submit("p", resources={"gpu": 3})
     assert ei.value.code == "resource_exceeds_capacity"
     assert str(ei.value).startswith("requested amount exceeds capacity of resource 'gpu' (")
+
+
+async def test_a_misspelt_field_is_named_on_every_submit_path():
+    """``submit(1, priorty=...)`` without a key takes the fast path, which used to fail with
+    Python's "make_options() got an unexpected keyword argument": an internal name the caller
+    never wrote.  Every path now names the task field and the closest real one."""
+    want = "unexpected task field 'priorty' (did you mean 'priority'?)"
+    async with Scheduler([pool()]) as s:
+        for submit in (
+            lambda: s.submit(1, priorty="high"),
+            lambda: s.enqueue(1, priorty="high"),
+            lambda: s.submit(1, key="k", priorty="high"),
+        ):
+            with pytest.raises(TypeError) as ei:
+                await submit()
+            assert str(ei.value) == want
+        with pytest.raises(TypeError, match=r"^unexpected task field 'zzz'$"):
+            await s.submit(1, zzz=1)  # nothing close: no suggestion
+    with pytest.raises(TypeError) as ei:
+        Task(1, priorty="high")
+    assert str(ei.value) == want

@@ -252,11 +252,17 @@ async def test_token_pools_restrict_everything(auth_server: ServerProc, raw: Raw
             await adm.cancel(mine.id)
             ev = await asyncio.wait_for(events.__anext__(), 10)
             assert ev.id == mine.id
-        # workers: registering on another pool is refused as on a missing one
-        w = Worker(auth_server.grpc, "b", lambda lease: None, token=TOKENS["worker_a"], reconnect=False)
-        with pytest.raises(ClientError) as ei:
-            await asyncio.wait_for(w.run(), 10)
-        assert ei.value.code == "not_found"
+        # workers: registering on another pool is refused as on a missing one, in the same words
+        # (which say where a server's pools come from)
+        for pool in ("b", "nope"):
+            w = Worker(auth_server.grpc, pool, lambda lease: None, token=TOKENS["worker_a"], reconnect=False)
+            with pytest.raises(ClientError) as ei:
+                await asyncio.wait_for(w.run(), 10)
+            assert (ei.value.code, ei.value.message) == (
+                "not_found",
+                f"unknown pool '{pool}' (a server has the pools its configuration declares under "
+                "[[pools]]; started without one, only 'default')",
+            )
         async with Worker(auth_server.grpc, "a", lambda lease: None, token=TOKENS["worker_a"]) as wa:
             await wa.wait_registered(10)
 

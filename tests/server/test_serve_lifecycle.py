@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -62,6 +63,29 @@ def test_check_and_print_proto(tmp_path: Path) -> None:
     assert cli("serve", "--config", str(beyond), "--check", "--insecure-no-auth").returncode == 0
     r = cli("serve", "--print-proto")
     assert r.returncode == 0 and r.stdout == PROTO.read_text(encoding="utf-8")
+
+
+def test_an_address_in_use_says_what_to_do(tmp_path: Path) -> None:
+    """A second ``cronoq serve`` on the defaults is a newcomer's first server error: the message
+    names the address and the [server] key that moves it, for gRPC and for HTTP."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = f"127.0.0.1:{taken.getsockname()[1]}"
+        store = f'[store]\nkind = "sqlite"\npath = "{tmp_path / "x.db"}"\n'
+        for key, server in [
+            ("grpc_addr", f'grpc_addr = "{busy}"\nhttp_addr = "127.0.0.1:0"'),
+            ("http_addr", f'grpc_addr = "127.0.0.1:0"\nhttp_addr = "{busy}"'),
+        ]:
+            cfg = tmp_path / f"{key}.toml"
+            cfg.write_text(f"[server]\n{server}\n{store}")
+            r = cli("serve", "--config", str(cfg))
+            assert r.returncode == 1, r.stderr
+            last = r.stderr.strip().splitlines()[-1]
+            assert last.startswith(f"error: cannot listen on '{busy}'"), r.stderr
+            assert last.endswith(
+                f"(another cronoq serve, or another program, listening there? stop it, or set [server] {key})"
+            ), r.stderr
 
 
 # ---------------------------------------------------------------------------------------------

@@ -155,7 +155,7 @@ def test_cli_submit_task_and_tasks_listing(server: tuple[ServerProc, subprocess.
     assert r.returncode == 2 and "is not a cronoq.App" in r.stderr
     for _ in range(2):  # idempotent
         r = _cli("tasks", "named_app:app", "--app-dir", str(HERE), "--apply-recurring", "--server", grpc)
-        assert r.returncode == 0 and "applied 1 recurring schedules: named.nightly" in r.stderr, r.stderr
+        assert r.returncode == 0 and "applied 1 recurring schedule: named.nightly" in r.stderr, r.stderr
 
 
 async def test_apply_recurring_from_the_client(client: Client) -> None:

@@ -106,6 +106,7 @@ TRACKED_TOTALS = (
     "lease_expiries",
     "stale_completions",
     "recurring_conflicts",
+    "recurring_rejected",
     "recurring_invalid",
 )
 #: docs/reference/behaviour.md#overload: shed_lowest/shed_oldest evict a *queued* task.  The engine picks

@@ -372,9 +372,8 @@ def tasks(
     async def main() -> int:
         async with _client(server, token, tls) as client:
             names = await app.apply_recurring(client)
-        err_console.print(
-            f"cronoq tasks: applied {len(names)} recurring schedules: {', '.join(names) or 'none'}"
-        )
+        what = "1 recurring schedule" if len(names) == 1 else f"{len(names)} recurring schedules"
+        err_console.print(f"cronoq tasks: applied {what}: {', '.join(names) or 'none'}")
         return EXIT_OK
 
     sys.exit(_run(main(), server))

@@ -31,6 +31,7 @@ from cronoq.errors import TaskFailed
 from cronoq.outcome import Outcome
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.spec import json_shapes
+from cronoq.spec.payloads import parse_json
 
 __all__ = [
     "BulkResult",
@@ -137,8 +138,9 @@ class Result:
         return self.status == "succeeded"
 
     def json(self) -> Any:
-        """The output parsed as JSON (None for an empty output)."""
-        return json.loads(self.output) if self.output else None
+        """The output parsed as JSON (None for an empty output; json.JSONDecodeError, saying
+        so, for one that is not JSON: :meth:`text`, :meth:`value` read any)."""
+        return parse_json(self.output or b"", "output")
 
     def text(self) -> str:
         """The output decoded as UTF-8 (``""`` for no output)."""

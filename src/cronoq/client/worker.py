@@ -71,7 +71,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import json
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from enum import Enum
@@ -110,6 +109,7 @@ from cronoq.proto.protocol import (
     PROTOCOL_VERSION,
 )
 from cronoq.runtime.processes import CURRENT, Processes, ProcessRegistry, check_processes
+from cronoq.spec.payloads import parse_json
 
 __all__ = ["MAX_REDIRECTS", "PROTOCOL_VERSION", "Lease", "Worker"]
 
@@ -246,8 +246,9 @@ class Lease(_durable.DurableCalls):
             self._cancel_flag.set()
 
     def json(self) -> Any:
-        """The payload parsed as JSON (None for an empty payload)."""
-        return json.loads(self.payload) if self.payload else None
+        """The payload parsed as JSON (None for an empty payload; json.JSONDecodeError, saying
+        so, for one that is not JSON: :meth:`text`, :meth:`value` read any)."""
+        return parse_json(self.payload, "payload", self.content_type)
 
     def text(self) -> str:
         """The payload decoded as UTF-8."""

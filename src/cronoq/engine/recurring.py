@@ -9,10 +9,12 @@ machinery is pure computation over Unix seconds: the core converts to engine tim
 materialized ahead, a fixed-start task created through the core's normal admission (with the
 schedule's name on its ``FixedStart`` before it is persisted); a ``T_RECUR`` wake-up at that
 occurrence's start creates the next one, after the core's fill pass, so an occurrence never
-conflicts with its own successor.  An occurrence that cannot be admitted (reservation
-conflict, full pool) is dropped and counted, and the wake-up stays armed at its instant to
-try the following one.  The overlap policy links each occurrence to the previous one: a
-dependency edge (``queue``, ``queue_on_success``), or a start-time check (``skip``).
+conflicts with its own successor.  An occurrence that cannot be admitted is dropped and
+counted (``recurring_conflicts`` for a reservation conflict, ``recurring_rejected`` when the
+pool refuses it otherwise: full, overloaded, a resource it cannot hold), and the wake-up
+stays armed at its instant to try the following one.  The overlap policy links each
+occurrence to the previous one: a dependency edge (``queue``, ``queue_on_success``), or a
+start-time check (``skip``).
 Replacing a schedule keeps the occurrence ahead; removing one leaves it to run.
 
 Accepted syntax: 5 fields (min hour dom mon dow), 6 (seconds first), 7 (seconds first,
@@ -481,9 +483,11 @@ class Schedules:
         """Create the next occurrence after ``after_unix`` as a fixed-start task.
 
         One occurrence is tried (docs/reference/behaviour.md#cron: each next one is created when the previous
-        comes due): one that cannot get a reservation (or finds its pool full) is dropped and counted
-        once, and the schedule wakes up at its instant to try the following one, by when the
-        reservations it conflicted with may have been released.
+        comes due): one that cannot get a reservation is dropped and counted once in
+        ``recurring_conflicts``, one its pool refuses otherwise (full, overloaded, a resource it
+        cannot hold) in ``recurring_rejected``, and the schedule wakes up at its instant to try
+        the following one, by when the reservations it conflicted with (or the queue that was
+        full) may have been released.
         """
         spec = sched.spec
         prev = sched.chain
@@ -507,8 +511,9 @@ class Schedules:
         try:
             item = BatchItem(sched.opts, spec.payload, key, deadline, start, deps, spec.blob)
             tid, dup = self.core.submit_occurrence(now, item, spec.name)
-        except SubmitError:  # reservation conflict or a full pool: drop this occurrence
-            self.core.count("recurring_conflicts")
+        except SubmitError as e:  # drop this occurrence: a conflict, or the pool refused it
+            conflict = e.code == "reservation_conflict"
+            self.core.count("recurring_conflicts" if conflict else "recurring_rejected")
             sched.ahead = None
             self.arm(sched, start)
             return

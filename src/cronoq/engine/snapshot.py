@@ -120,6 +120,7 @@ TOTAL_NAMES = (
     "lease_expiries",
     "stale_completions",
     "recurring_conflicts",
+    "recurring_rejected",
     "recurring_invalid",
 )
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from cronoq.engine.model import TaskOptions
 from cronoq.errors import InvalidSubmission
-from cronoq.spec.submission import Submission
+from cronoq.spec import fields as task_fields
+from cronoq.spec.submission import FIELD_NAMES, Submission
 from cronoq.spec.validate import (
     PER_TASK_FIELDS,
     Edges,
@@ -42,6 +43,17 @@ __all__ = [
     "resource_map",
     "str_map",
 ]
+
+
+_OPTION_NAMES = task_fields.names(option=True)
+
+
+def _make_options(fields: dict[str, Any]) -> TaskOptions:
+    """:func:`make_options` of submit's keywords; one that is no task field is a TypeError
+    naming it (and the closest field), not Python's about a ``make_options()`` argument."""
+    if not fields.keys() <= _OPTION_NAMES:
+        raise task_fields.unexpected(fields, FIELD_NAMES)
+    return make_options(**fields)
 
 
 class OptionsCache:
@@ -117,7 +129,7 @@ class OptionsCache:
         try:
             opts = self._young.get(ck)
         except TypeError:  # an unhashable value (make_options rejects or copies it)
-            return make_options(**fields)
+            return _make_options(fields)
         return opts if opts is not None else self._miss(ck, fields)
 
     def of(self, sub: Submission) -> TaskOptions:
@@ -184,7 +196,7 @@ class OptionsCache:
             elif sub is not None:
                 opts = sub.options()
             else:
-                opts = make_options(**fields)
+                opts = _make_options(fields)
         young = self._young
         if len(young) >= self._limit:
             self._old = young

@@ -184,6 +184,16 @@ async def _refuse(
     await context.abort(code, message)
 
 
+def unknown_worker_pool(pool: str) -> str:
+    """The refusal of a worker registering on a pool the server does not have (or the token may
+    not use: the same words, no existence oracle), with where pools come from: a newcomer's
+    first worker for ``--pool emails`` meets a server started without a configuration."""
+    return (
+        f"unknown pool '{pool}' (a server has the pools its configuration declares under "
+        "[[pools]]; started without one, only 'default')"
+    )
+
+
 def _auth_header(context: grpc.aio.ServicerContext) -> str | None:
     for k, v in context.invocation_metadata() or ():
         if k == "authorization":
@@ -251,7 +261,7 @@ class WorkersServicer(pb_grpc.WorkersServicer):
             )
             return
         if reg.pool not in app.sched.pools or not allows_pool(principal, reg.pool):  # (no oracle)
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown pool '{reg.pool}'")
+            await context.abort(grpc.StatusCode.NOT_FOUND, unknown_worker_pool(reg.pool))
             return
         try:
             app.auth.authorize(principal, "work", reg.pool)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import importlib
 import logging
 import signal
@@ -96,7 +97,13 @@ def _show(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _bind_tcp(addr: str) -> socket.socket:
+def _in_use(key: str) -> str:
+    """What to do about an address in use (typically a second ``cronoq serve`` on the defaults)."""
+    return f"another cronoq serve, or another program, listening there? stop it, or set [server] {key}"
+
+
+def _bind_tcp(addr: str, key: str) -> socket.socket:
+    """A listening socket on ``addr`` (the configuration's ``[server] key``); ServeError if not."""
     host, port = _host_port(addr)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -109,7 +116,8 @@ def _bind_tcp(addr: str) -> socket.socket:
         sock.setblocking(False)
     except OSError as e:
         sock.close()
-        raise ServeError(f"cannot listen on {addr!r}: {e.strerror or e}") from None
+        hint = f" ({_in_use(key)})" if e.errno == errno.EADDRINUSE else ""
+        raise ServeError(f"cannot listen on {addr!r}: {e.strerror or e}{hint}") from None
     return sock
 
 
@@ -250,10 +258,12 @@ def _grpc_listener(config: ServerConfig, app: ServerApp) -> tuple[grpc.aio.Serve
     creds = _server_credentials(config)
     try:
         port = server.add_secure_port(addr, creds) if creds is not None else server.add_insecure_port(addr)
-    except RuntimeError as e:
-        raise ServeError(f"cannot listen on {addr!r} (gRPC): {e}") from None
+    except RuntimeError as e:  # (grpcio: "Failed to bind to address ...", in use or not ours)
+        raise ServeError(f"cannot listen on {addr!r} (gRPC): {e} ({_in_use('grpc_addr')})") from None
     if port == 0:
-        raise ServeError(f"cannot listen on {addr!r} (gRPC): address in use or invalid")
+        raise ServeError(
+            f"cannot listen on {addr!r} (gRPC): address in use or invalid ({_in_use('grpc_addr')})"
+        )
     grpc_host, _ = _host_port(addr)
     return server, _show(grpc_host, port)
 
@@ -277,7 +287,7 @@ def _http_listeners(config: ServerConfig, app: ServerApp) -> tuple[list[_Http], 
                 raise ServeError(
                     "[server.grpc_web] needs sonora (install the server extra: pip install 'cronoq[server]')"
                 )
-        sock = _bind_tcp(config.server.http_addr)
+        sock = _bind_tcp(config.server.http_addr, "http_addr")
         https.append(_Http(factory(app), sock, config))
         h, p = sock.getsockname()[:2]
         http_shown = _show(h, p)
@@ -286,7 +296,7 @@ def _http_listeners(config: ServerConfig, app: ServerApp) -> tuple[list[_Http], 
         if mfactory is None:
             log.error("metrics listener disabled: cronoq.server.http_api.create_metrics_app is not available")
         else:
-            msock = _bind_tcp(config.server.metrics_addr)
+            msock = _bind_tcp(config.server.metrics_addr, "metrics_addr")
             https.append(_Http(mfactory(app), msock, config))
             h, p = msock.getsockname()[:2]
             metrics_shown = _show(h, p)

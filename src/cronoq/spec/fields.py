@@ -20,10 +20,11 @@ This module is pure data: it imports nothing, so every layer may use it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["TASK_FIELDS", "FieldShape", "TaskField", "by_name", "names", "of_shape"]
+__all__ = ["TASK_FIELDS", "FieldShape", "TaskField", "by_name", "names", "of_shape", "unexpected"]
 
 #: what a field's value is on the wire side (JSON and OpenAPI):
 #: ``string`` a plain string; ``priority`` a class name or 0..3; ``seconds`` a duration (``*_s``);
@@ -101,6 +102,16 @@ def names(*, option: bool | None = None) -> frozenset[str]:
     """The in-process names: all, or only the shared options (``option=True``) or the
     per-task fields (``option=False``)."""
     return frozenset(f.name for f in TASK_FIELDS if option is None or f.option is option)
+
+
+def unexpected(given: Iterable[str], known: frozenset[str]) -> TypeError:
+    """The TypeError for the first of ``given`` not in ``known`` (a misspelt keyword such as
+    ``submit(1, priorty="high")``), suggesting the closest known name."""
+    import difflib  # (lazily: an error path)
+
+    name = (sorted(set(given) - known) or sorted(given))[0]
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return TypeError(f"unexpected task field {name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
 
 
 def of_shape(*shapes: FieldShape) -> tuple[TaskField, ...]:

@@ -29,6 +29,7 @@ __all__ = [
     "encode_payload",
     "is_json",
     "is_text",
+    "parse_json",
 ]
 
 CONTENT_TYPE_BYTES = "application/octet-stream"
@@ -77,3 +78,21 @@ def decode_payload(data: bytes, content_type: str) -> Any:
     if not data and not content_type:
         return None
     return bytes(data)
+
+
+def parse_json(data: bytes, what: str, content_type: str | None = None) -> Any:
+    """``data`` parsed as JSON, None when empty (``Lease.json()``, ``Result.json()``).
+
+    Data that is not JSON (e.g. ``cronoq submit hello``, sent as text) raises
+    ``json.JSONDecodeError`` as ``json.loads`` does, its message naming ``what`` ("payload",
+    "output"), the content type when known and how to read it instead, rather than only
+    "Expecting value".
+    """
+    if not data:
+        return None
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as e:
+        typed = "" if content_type is None else f"content type {content_type or 'none'!r}, "
+        msg = f"the {what} is not JSON ({typed}{len(data)} bytes; .text() or .value() read it): {e.msg}"
+        raise json.JSONDecodeError(msg, e.doc, e.pos) from None

@@ -97,8 +97,7 @@ class Submission(NamedTuple):
         if not fields:  # (a payload only: the common case of a batch member)
             return _tuple_new(cls, (payload, *_NO_OPTIONS, None, None, None, None))
         if not fields.keys() <= FIELD_NAMES:
-            unknown = sorted(set(fields) - FIELD_NAMES)
-            raise TypeError(f"unexpected task field {unknown[0]!r}")
+            raise task_fields.unexpected(fields, FIELD_NAMES)
         # (each validator runs only for the fields given: a call costs more than a lookup)
         has = fields.__contains__
         get = fields.get
