@@ -449,8 +449,10 @@ def _detail_rows(info: Any) -> list[tuple[str, str]]:
     if info.children:
         rows.append(("children", ", ".join(map(str, info.children))))
     for a in info.attempts:
-        ended = "running" if a.ended_at is None else _fmt_time(a.ended_at)
-        text = f"{a.outcome}: {_fmt_time(a.started_at)} - {ended}"
+        if a.ended_at is None:  # (the attempt under way)
+            text = f"{a.outcome} since {_fmt_time(a.started_at)}"
+        else:
+            text = f"{a.outcome}: {_fmt_time(a.started_at)} - {_fmt_time(a.ended_at)}"
         if a.worker:
             text += f" on {a.worker}"
         if a.message:
