@@ -43,6 +43,12 @@ class FakeStore:
         self.calls.append(list(mutations))
 
 
+async def _until(cond: Any) -> None:
+    """Poll ``cond`` (the commit loop goes on after the barriers it failed were answered)."""
+    while not cond():
+        await asyncio.sleep(0.001)
+
+
 async def test_many_mutations_one_commit() -> None:
     store = FakeStore()
     c = Committer(store, codec, 1)
@@ -148,19 +154,25 @@ async def test_a_batch_cut_at_max_batch_keeps_each_add_whole() -> None:
     b2 = asyncio.ensure_future(c.barrier())
     await settle()
     store.gate.set()
-    with pytest.raises(SchedulerError, match="bad batch"):
-        await wait(b1)
-    await wait(b2)
-    assert [[m.id for m in call] for call in store.calls] == [[10], [2, 3]]
+    for b in (b1, b2):  # (b2 too: it came after task 1's lost mutation)
+        with pytest.raises(SchedulerError, match="bad batch"):
+            await wait(b)
+    await wait(_until(lambda: [[m.id for m in call] for call in store.calls] == [[10], [2, 3]]))
+    with pytest.raises(SchedulerError):
+        await c.stop()
+    c = Committer(FakeStore(), codec, 1, max_batch=2, defer=0)
     c.add([sub(4), sub(5), sub(6)])  # one call bigger than max_batch: one commit of it all
     c.add([sub(7)])
     c.add([sub(8)])
     await wait(c.barrier())
-    assert [[m.id for m in call] for call in store.calls[2:]] == [[4, 5, 6], [7, 8]]
+    assert isinstance(c.store, FakeStore)
+    assert [[m.id for m in call] for call in c.store.calls] == [[4, 5, 6], [7, 8]]
     await c.stop()
 
 
 async def test_a_permanent_error_fails_that_batch_and_goes_on() -> None:
+    """The later mutations are still written, but no barrier is acknowledged any more: each
+    comes after a lost mutation (the engine is ahead of the store; the scheduler steps down)."""
     store = FakeStore()
     store.errors = [SchedulerError("disk is read-only")]
     seen: list[BaseException] = []
@@ -170,9 +182,39 @@ async def test_a_permanent_error_fails_that_batch_and_goes_on() -> None:
         await wait(c.barrier())
     assert len(seen) == 1 and c.failures == 1
     c.add([sub(2)])
-    await wait(c.barrier())
+    with pytest.raises(SchedulerError, match="read-only"):
+        await wait(c.barrier())
     assert store.calls == [[sub(2)]]
-    await c.stop()
+    c.add([sub(3)])
+    with pytest.raises(SchedulerError, match="read-only"):
+        await wait(c.stop())  # (its flush is a barrier too: it writes what is pending first)
+    assert store.calls == [[sub(2)], [sub(3)]]
+
+
+async def test_a_barrier_after_a_lost_batch_fails_though_the_next_batch_lands() -> None:
+    """A barrier knows only how many mutations came before it: one waiting on a later batch
+    (another submission's, or none of its own: a keyed duplicate of a task in the lost batch)
+    must not be acknowledged when that batch lands, nor one called after the loss."""
+    store = FailsTaskOne()
+    store.gate = asyncio.Event()
+    seen: list[BaseException] = []
+    c = Committer(store, codec, 1, defer=0, on_error=seen.append)
+    c.add([sub(1)])  # the submission whose commit fails for good
+    b1 = asyncio.ensure_future(c.barrier())
+    await wait(store.entered.wait())
+    c.add([sub(2)])  # another submission, pending behind it
+    b2 = asyncio.ensure_future(c.barrier())
+    await settle()
+    store.gate.set()
+    for b in (b1, b2):
+        with pytest.raises(SchedulerError, match="bad batch"):
+            await wait(b)
+    await wait(_until(lambda: store.calls == [[sub(2)]]))  # (written all the same)
+    with pytest.raises(SchedulerError, match="bad batch"):
+        await c.barrier()  # called after the loss: the engine is ahead of the store
+    assert len(seen) == 1
+    with pytest.raises(SchedulerError):
+        await c.stop()
 
 
 async def test_fenced_calls_back_and_fails_every_barrier() -> None:
@@ -511,3 +553,47 @@ async def test_concurrent_submits_are_acknowledged_only_after_their_commit(tmp_p
         assert set(acked) <= {t.id for t in loaded.tasks} | {t.id for t in loaded.terminal}
     finally:
         await rec.close()
+
+
+class LosesKeyK(SqliteStore):
+    """A real SQLite store whose commits of the task with key ``k`` fail for good, once
+    released from a gate."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+
+    async def commit(self, mutations: list[Any], epoch: int, codec: Any) -> None:
+        if any(isinstance(m, Submitted) and m.spec.key == "k" for m in mutations):
+            self.entered.set()
+            await self.gate.wait()
+            raise SchedulerError("disk full")
+        await super().commit(mutations, epoch, codec)
+
+
+async def test_a_duplicate_of_a_lost_submission_is_not_acknowledged(tmp_path: pathlib.Path) -> None:
+    """A keyed submission answered as a duplicate of one whose commit then fails for good must
+    fail too, though the commit after it (another submission's) lands: its task was never
+    stored."""
+    from cronoq import Scheduler
+
+    from .conftest import pool
+
+    store = LosesKeyK(tmp_path / "lost.db")
+    s = Scheduler([pool("default", max=1)], store=store)
+    await s.start()
+    try:
+        first = asyncio.ensure_future(s.enqueue(1, key="k"))
+        await wait(store.entered.wait())  # its commit is in flight
+        other = asyncio.ensure_future(s.enqueue(2, key="j"))  # pending behind it
+        await settle()
+        dup = asyncio.ensure_future(s.enqueue(3, key="k"))  # a duplicate: adds no mutation
+        await settle()
+        store.gate.set()
+        results = await wait(asyncio.gather(first, other, dup, return_exceptions=True))
+        assert isinstance(results[0], SchedulerError)
+        assert isinstance(results[2], SchedulerError), "a duplicate of a lost task was acknowledged"
+        assert "disk full" in str(results[2])
+    finally:
+        await s.shutdown(0)
