@@ -4,10 +4,14 @@ after commit."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pathlib
+import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cronoq.engine import Core, CoreConfig, PoolConfig, TaskOptions
 from cronoq.engine.actions import Persist
@@ -597,3 +601,102 @@ async def test_a_duplicate_of_a_lost_submission_is_not_acknowledged(tmp_path: pa
         assert "disk full" in str(results[2])
     finally:
         await s.shutdown(0)
+
+
+class RandomStore:
+    """Commits after a few loop turns, and fails some for good, some transiently, some fenced
+    (``rng``'s draws); records what each commit that succeeded held."""
+
+    def __init__(self, rng: random.Random, fail: float, fence: float) -> None:
+        self.rng, self.fail, self.fence = rng, fail, fence
+        self.batches: list[list[int]] = []
+        self.committed: set[int] = set()
+        self.lost: set[int] = set()
+
+    async def commit(self, mutations: list[Any], epoch: int, codec: Any) -> None:
+        for _ in range(self.rng.randint(0, 3)):
+            await asyncio.sleep(0)
+        r = self.rng.random()
+        if r < self.fence:
+            raise Fenced("another instance took over")
+        if r < self.fence + self.fail:
+            self.lost.update(mutations)
+            raise RuntimeError("bad batch")
+        if r < self.fence + self.fail + 0.1:
+            raise TransientStoreError("busy")
+        self.batches.append(list(mutations))
+        self.committed.update(mutations)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(
+    seed=st.integers(0, 2**32),
+    ops=st.lists(st.tuples(st.sampled_from(["add", "add+barrier", "barrier", "turns"]), st.integers(1, 6))),
+    fail=st.sampled_from([0.0, 0.05, 0.2]),
+    fence=st.sampled_from([0.0, 0.0, 0.03]),
+    max_batch=st.integers(1, 12),
+    gather=st.sampled_from([0.0, 0.0005]),
+    defer=st.sampled_from([0.0, 0.001]),
+)
+def test_random_interleavings_never_acknowledge_early(
+    seed: int,
+    ops: list[tuple[str, int]],
+    fail: float,
+    fence: float,
+    max_batch: int,
+    gather: float,
+    defer: float,
+) -> None:
+    """Random adds, barriers and loop turns against commits that take turns and fail at
+    random: a barrier that resolves finds every mutation added before it committed; a
+    commit holds whole ``add`` calls, in order, each once; no barrier after a lost mutation
+    is acknowledged; with no failure every barrier is."""
+
+    async def run() -> None:
+        rng = random.Random(seed)
+        store = RandomStore(rng, fail, fence)
+        c = Committer(
+            store, codec, 1, max_batch=max_batch, retry_initial=0.0001, retry_max=0.0005,
+            gather=gather, defer=defer, gather_lone=rng.choice([0, 2, 8]),
+            gather_enough=rng.choice([1, 4, 64]),
+        )  # fmt: skip
+        calls: list[tuple[int, int]] = []  # each add's first and last mutation
+        answers: list[tuple[str, int]] = []
+        n = 0
+
+        async def barrier(before: int) -> None:
+            try:
+                await c.barrier()
+            except SchedulerError:  # (Fenced too)
+                answers.append(("failed", before))
+                return
+            early = [m for m in range(1, before + 1) if m not in store.committed]
+            assert not early, f"acknowledged before mutations {early[:5]} were committed"
+            answers.append(("ok", before))
+
+        waiting = []
+        for op, k in ops:
+            if op.startswith("add"):
+                c.add(list(range(n + 1, n + k + 1)))
+                calls.append((n + 1, n + k))
+                n += k
+            if op.endswith("barrier"):
+                waiting.append(asyncio.ensure_future(barrier(n)))
+            elif op == "turns":
+                await settle(k)
+        await wait(asyncio.gather(*waiting))
+        with contextlib.suppress(SchedulerError):
+            await wait(c.stop())
+        firsts, lasts = {a for a, _ in calls}, {b for _, b in calls}
+        order: list[int] = []
+        for b in store.batches:
+            assert b[0] in firsts and b[-1] in lasts, f"an add split over commits: {b}"
+            assert len(b) <= max_batch or (b[0], b[-1]) in calls, f"over max_batch: {b}"
+            order += b
+        assert order == sorted(set(order))
+        if store.lost:
+            assert all(before < min(store.lost) for how, before in answers if how == "ok")
+        elif c.fenced is None:
+            assert all(how == "ok" for how, _ in answers)
+
+    asyncio.run(run())
