@@ -4,10 +4,14 @@ after commit."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pathlib
+import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cronoq.engine import Core, CoreConfig, PoolConfig, TaskOptions
 from cronoq.engine.actions import Persist
@@ -41,6 +45,12 @@ class FakeStore:
         if self.errors:
             raise self.errors.pop(0)
         self.calls.append(list(mutations))
+
+
+async def _until(cond: Any) -> None:
+    """Poll ``cond`` (the commit loop goes on after the barriers it failed were answered)."""
+    while not cond():
+        await asyncio.sleep(0.001)
 
 
 async def test_many_mutations_one_commit() -> None:
@@ -148,19 +158,25 @@ async def test_a_batch_cut_at_max_batch_keeps_each_add_whole() -> None:
     b2 = asyncio.ensure_future(c.barrier())
     await settle()
     store.gate.set()
-    with pytest.raises(SchedulerError, match="bad batch"):
-        await wait(b1)
-    await wait(b2)
-    assert [[m.id for m in call] for call in store.calls] == [[10], [2, 3]]
+    for b in (b1, b2):  # (b2 too: it came after task 1's lost mutation)
+        with pytest.raises(SchedulerError, match="bad batch"):
+            await wait(b)
+    await wait(_until(lambda: [[m.id for m in call] for call in store.calls] == [[10], [2, 3]]))
+    with pytest.raises(SchedulerError):
+        await c.stop()
+    c = Committer(FakeStore(), codec, 1, max_batch=2, defer=0)
     c.add([sub(4), sub(5), sub(6)])  # one call bigger than max_batch: one commit of it all
     c.add([sub(7)])
     c.add([sub(8)])
     await wait(c.barrier())
-    assert [[m.id for m in call] for call in store.calls[2:]] == [[4, 5, 6], [7, 8]]
+    assert isinstance(c.store, FakeStore)
+    assert [[m.id for m in call] for call in c.store.calls] == [[4, 5, 6], [7, 8]]
     await c.stop()
 
 
 async def test_a_permanent_error_fails_that_batch_and_goes_on() -> None:
+    """The later mutations are still written, but no barrier is acknowledged any more: each
+    comes after a lost mutation (the engine is ahead of the store; the scheduler steps down)."""
     store = FakeStore()
     store.errors = [SchedulerError("disk is read-only")]
     seen: list[BaseException] = []
@@ -170,9 +186,39 @@ async def test_a_permanent_error_fails_that_batch_and_goes_on() -> None:
         await wait(c.barrier())
     assert len(seen) == 1 and c.failures == 1
     c.add([sub(2)])
-    await wait(c.barrier())
+    with pytest.raises(SchedulerError, match="read-only"):
+        await wait(c.barrier())
     assert store.calls == [[sub(2)]]
-    await c.stop()
+    c.add([sub(3)])
+    with pytest.raises(SchedulerError, match="read-only"):
+        await wait(c.stop())  # (its flush is a barrier too: it writes what is pending first)
+    assert store.calls == [[sub(2)], [sub(3)]]
+
+
+async def test_a_barrier_after_a_lost_batch_fails_though_the_next_batch_lands() -> None:
+    """A barrier knows only how many mutations came before it: one waiting on a later batch
+    (another submission's, or none of its own: a keyed duplicate of a task in the lost batch)
+    must not be acknowledged when that batch lands, nor one called after the loss."""
+    store = FailsTaskOne()
+    store.gate = asyncio.Event()
+    seen: list[BaseException] = []
+    c = Committer(store, codec, 1, defer=0, on_error=seen.append)
+    c.add([sub(1)])  # the submission whose commit fails for good
+    b1 = asyncio.ensure_future(c.barrier())
+    await wait(store.entered.wait())
+    c.add([sub(2)])  # another submission, pending behind it
+    b2 = asyncio.ensure_future(c.barrier())
+    await settle()
+    store.gate.set()
+    for b in (b1, b2):
+        with pytest.raises(SchedulerError, match="bad batch"):
+            await wait(b)
+    await wait(_until(lambda: store.calls == [[sub(2)]]))  # (written all the same)
+    with pytest.raises(SchedulerError, match="bad batch"):
+        await c.barrier()  # called after the loss: the engine is ahead of the store
+    assert len(seen) == 1
+    with pytest.raises(SchedulerError):
+        await c.stop()
 
 
 async def test_fenced_calls_back_and_fails_every_barrier() -> None:
@@ -511,3 +557,146 @@ async def test_concurrent_submits_are_acknowledged_only_after_their_commit(tmp_p
         assert set(acked) <= {t.id for t in loaded.tasks} | {t.id for t in loaded.terminal}
     finally:
         await rec.close()
+
+
+class LosesKeyK(SqliteStore):
+    """A real SQLite store whose commits of the task with key ``k`` fail for good, once
+    released from a gate."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+
+    async def commit(self, mutations: list[Any], epoch: int, codec: Any) -> None:
+        if any(isinstance(m, Submitted) and m.spec.key == "k" for m in mutations):
+            self.entered.set()
+            await self.gate.wait()
+            raise SchedulerError("disk full")
+        await super().commit(mutations, epoch, codec)
+
+
+async def test_a_duplicate_of_a_lost_submission_is_not_acknowledged(tmp_path: pathlib.Path) -> None:
+    """A keyed submission answered as a duplicate of one whose commit then fails for good must
+    fail too, though the commit after it (another submission's) lands: its task was never
+    stored."""
+    from cronoq import Scheduler
+
+    from .conftest import pool
+
+    store = LosesKeyK(tmp_path / "lost.db")
+    s = Scheduler([pool("default", max=1)], store=store)
+    await s.start()
+    try:
+        first = asyncio.ensure_future(s.enqueue(1, key="k"))
+        await wait(store.entered.wait())  # its commit is in flight
+        other = asyncio.ensure_future(s.enqueue(2, key="j"))  # pending behind it
+        await settle()
+        dup = asyncio.ensure_future(s.enqueue(3, key="k"))  # a duplicate: adds no mutation
+        await settle()
+        store.gate.set()
+        results = await wait(asyncio.gather(first, other, dup, return_exceptions=True))
+        assert isinstance(results[0], SchedulerError)
+        assert isinstance(results[2], SchedulerError), "a duplicate of a lost task was acknowledged"
+        assert "disk full" in str(results[2])
+    finally:
+        await s.shutdown(0)
+
+
+class RandomStore:
+    """Commits after a few loop turns, and fails some for good, some transiently, some fenced
+    (``rng``'s draws); records what each commit that succeeded held."""
+
+    def __init__(self, rng: random.Random, fail: float, fence: float) -> None:
+        self.rng, self.fail, self.fence = rng, fail, fence
+        self.batches: list[list[int]] = []
+        self.committed: set[int] = set()
+        self.lost: set[int] = set()
+
+    async def commit(self, mutations: list[Any], epoch: int, codec: Any) -> None:
+        for _ in range(self.rng.randint(0, 3)):
+            await asyncio.sleep(0)
+        r = self.rng.random()
+        if r < self.fence:
+            raise Fenced("another instance took over")
+        if r < self.fence + self.fail:
+            self.lost.update(mutations)
+            raise RuntimeError("bad batch")
+        if r < self.fence + self.fail + 0.1:
+            raise TransientStoreError("busy")
+        self.batches.append(list(mutations))
+        self.committed.update(mutations)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(
+    seed=st.integers(0, 2**32),
+    ops=st.lists(st.tuples(st.sampled_from(["add", "add+barrier", "barrier", "turns"]), st.integers(1, 6))),
+    fail=st.sampled_from([0.0, 0.05, 0.2]),
+    fence=st.sampled_from([0.0, 0.0, 0.03]),
+    max_batch=st.integers(1, 12),
+    gather=st.sampled_from([0.0, 0.0005]),
+    defer=st.sampled_from([0.0, 0.001]),
+)
+def test_random_interleavings_never_acknowledge_early(
+    seed: int,
+    ops: list[tuple[str, int]],
+    fail: float,
+    fence: float,
+    max_batch: int,
+    gather: float,
+    defer: float,
+) -> None:
+    """Random adds, barriers and loop turns against commits that take turns and fail at
+    random: a barrier that resolves finds every mutation added before it committed; a
+    commit holds whole ``add`` calls, in order, each once; no barrier after a lost mutation
+    is acknowledged; with no failure every barrier is."""
+
+    async def run() -> None:
+        rng = random.Random(seed)
+        store = RandomStore(rng, fail, fence)
+        c = Committer(
+            store, codec, 1, max_batch=max_batch, retry_initial=0.0001, retry_max=0.0005,
+            gather=gather, defer=defer, gather_lone=rng.choice([0, 2, 8]),
+            gather_enough=rng.choice([1, 4, 64]),
+        )  # fmt: skip
+        calls: list[tuple[int, int]] = []  # each add's first and last mutation
+        answers: list[tuple[str, int]] = []
+        n = 0
+
+        async def barrier(before: int) -> None:
+            try:
+                await c.barrier()
+            except SchedulerError:  # (Fenced too)
+                answers.append(("failed", before))
+                return
+            early = [m for m in range(1, before + 1) if m not in store.committed]
+            assert not early, f"acknowledged before mutations {early[:5]} were committed"
+            answers.append(("ok", before))
+
+        waiting = []
+        for op, k in ops:
+            if op.startswith("add"):
+                c.add(list(range(n + 1, n + k + 1)))
+                calls.append((n + 1, n + k))
+                n += k
+            if op.endswith("barrier"):
+                waiting.append(asyncio.ensure_future(barrier(n)))
+            elif op == "turns":
+                await settle(k)
+        await wait(asyncio.gather(*waiting))
+        with contextlib.suppress(SchedulerError):
+            await wait(c.stop())
+        firsts, lasts = {a for a, _ in calls}, {b for _, b in calls}
+        order: list[int] = []
+        for b in store.batches:
+            assert b[0] in firsts and b[-1] in lasts, f"an add split over commits: {b}"
+            assert len(b) <= max_batch or (b[0], b[-1]) in calls, f"over max_batch: {b}"
+            order += b
+        assert order == sorted(set(order))
+        if store.lost:
+            assert all(before < min(store.lost) for how, before in answers if how == "ok")
+        elif c.fenced is None:
+            assert all(how == "ok" for how, _ in answers)
+
+    asyncio.run(run())

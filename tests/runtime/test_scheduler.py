@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +26,9 @@ from cronoq import (
     TaskFailed,
     TaskHandle,
 )
+from cronoq.engine.mutations import RecurringRemove, StatusChange
 from cronoq.errors import CronoqError
+from cronoq.store import SqliteStore
 
 from .conftest import Gate, echo, pool, settle, wait
 
@@ -642,3 +646,34 @@ async def test_cancel_task_waiting_for_retry():
         assert (ei.value.status, ei.value.message) == ("cancelled", "cancelled")
         assert (await s.snapshot()).pending == 0
     assert attempts == [1]
+
+
+class RecordingSqliteStore(SqliteStore):
+    """A real SQLite store that records the mutations of every commit that returned."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.committed: list[Any] = []
+
+    async def commit(self, mutations: list[Any], epoch: int, codec: Any) -> None:
+        await super().commit(mutations, epoch, codec)
+        self.committed.extend(mutations)
+
+
+async def test_cancel_and_remove_recurring_return_once_committed(gate: Gate, tmp_path: Path) -> None:
+    """With a durable store ``cancel`` and ``remove_recurring`` return once their change is
+    committed, as the other control calls do: a crash right after they answered must not bring
+    the cancelled task back to run, nor the removed schedule back to make occurrences."""
+    store = RecordingSqliteStore(tmp_path / "control.db")
+    async with Scheduler([pool("default", gate, max=1)], store=store) as s:
+        tid = await s.enqueue("a")
+        await wait(gate.started("a").wait())
+        await s.add_recurring("r", "0 0 1 1 *", "x")
+        assert await s.cancel(tid) is True
+        assert any(
+            isinstance(m, StatusChange) and m.id == tid and m.status == "cancelled" for m in store.committed
+        ), "cancel answered before its commit"
+        assert await s.remove_recurring("r") is True
+        assert any(isinstance(m, RecurringRemove) and m.name == "r" for m in store.committed), (
+            "remove_recurring answered before its commit"
+        )

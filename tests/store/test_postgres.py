@@ -484,3 +484,17 @@ async def test_open_does_not_wait_for_another_instance_building(make: Any, schem
         await store.close()
     finally:
         await admin.close()
+
+
+async def test_a_message_with_a_nul_is_stored(make: Any) -> None:
+    """A task's message with a NUL character (PostgreSQL's text holds none) is stored with a
+    replacement character: it failed the whole commit for good, and the leader stepped down."""
+    s, ep = await contract.leader(make)
+    try:
+        now = contract.now_ns()
+        await s.commit([Submitted(1, 1, now, TaskRecord(pool="default"))], ep, codec)
+        await s.commit([StatusChange(1, "failed", 1, now, "bad\x00byte")], ep, codec)
+        rec = await s.load(codec)
+        assert [(t.id, t.status, t.message) for t in rec.terminal] == [(1, "failed", "bad\ufffdbyte")]
+    finally:
+        await s.close()

@@ -7,7 +7,7 @@ from typing import Any
 
 from cronoq.engine.mutations import StatusChange, Submitted, TaskRecord
 from cronoq.engine.parking import JournalPut
-from cronoq.store._records import TASK_COLUMNS, db_id, fold, spec_json
+from cronoq.store._records import NUL_STORED, TASK_COLUMNS, db_id, fold, spec_json
 from cronoq.store.codec import JsonCodec
 
 codec = JsonCodec()
@@ -118,3 +118,18 @@ def test_payloads_and_outputs_the_codec_cannot_store() -> None:
     status, _, message, output, has_output, _, finished, tid = b.updates[0]
     assert (status, output, has_output, finished, tid) == ("succeeded", None, False, 500, 3)
     assert message.startswith("done (output not stored:")
+
+
+def test_a_nul_in_a_message_is_stored_as_a_replacement_character() -> None:
+    """PostgreSQL's text holds no NUL: a message with one (a task's exception text) failed the
+    whole commit there; both stores keep the same message, the NUL replaced."""
+    b = fold(
+        [
+            sub(1),
+            StatusChange(1, "failed", 1, 500, "bad\x00byte"),
+            StatusChange(2, "retrying", 1, 500, "\x00"),
+        ],
+        codec,
+    )
+    assert b.inserts[0][TASK_COLUMNS.index("message")] == f"bad{NUL_STORED}byte"
+    assert b.updates[0][2] == NUL_STORED

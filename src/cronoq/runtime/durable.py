@@ -37,8 +37,13 @@ Errors: a :class:`~cronoq.store.base.TransientStoreError` (or an ``OSError``) is
 exponential backoff, up to ``give_up_after`` seconds for one batch.  :class:`~cronoq.errors.
 Fenced` is final: ``on_fenced(err)`` is called, every pending and future barrier fails with
 ``Fenced`` (a SchedulerError), and later mutations are dropped — the instance no longer leads.
-Any other error fails the barriers of that batch with a SchedulerError, is reported to
-``on_error(err)``, and committing goes on with the next batch.
+Any other error fails the barriers of that batch with a SchedulerError, and every later one
+(waiting then, or called afterwards): a barrier knows only how many mutations were added before
+it, not which of them its caller's answer rests on (a keyed submission answered as a duplicate
+adds none, and its original may be in the lost batch), and the engine is now ahead of the
+store.  The error is reported to ``on_error(err)`` (the scheduler steps down), and committing
+goes on with the next batch: its mutations are still written (a later barrier, ``flush`` and
+``stop`` too, waits for them as before), but nobody is acknowledged for them.
 """
 
 from __future__ import annotations
@@ -140,8 +145,9 @@ class Committer:
         self._task: asyncio.Task[None] | None = None
         self._fenced: Fenced | None = None
         self._stopped = False
-        #: recent failed batches: (first, last] mutation counters and the error message
-        self._failed: deque[tuple[int, int, str]] = deque(maxlen=64)
+        #: the message of the first batch that failed for good: every later barrier fails (once
+        #: the commits up to its mutations ended: a flush still writes everything)
+        self._lost: str | None = None
 
     # ------------------------------------------------------------------ API
 
@@ -185,15 +191,15 @@ class Committer:
     async def barrier(self) -> None:
         """Wait until every mutation added before this call is committed.
 
-        Raises Fenced if leadership was lost, SchedulerError if the commit failed for good.
+        Raises Fenced if leadership was lost, SchedulerError once a commit failed for good (this
+        barrier's, or any before it: see the module doc).
         """
         if self._fenced is not None:
             raise Fenced(self._fenced.message)
         target = self._added
         if self._settled >= target:
-            for lo, hi, msg in self._failed:  # the batch holding the caller's mutations failed
-                if lo < target <= hi:
-                    raise SchedulerError(msg)
+            if self._lost is not None:  # mutations added before this call were lost
+                raise SchedulerError(self._lost)
             return
         self._waited = True
         if self._waiters:
@@ -256,7 +262,6 @@ class Committer:
                     self._waited = self._waited and bool(self._waiters)  # (some wait on the rest)
                 err = await self._commit(batch)
                 self._last_end = time.monotonic()
-                first = self._settled
                 self._settled += len(batch)
                 if err is None:
                     self.commits += 1
@@ -272,8 +277,10 @@ class Committer:
                 else:
                     self.failures += 1
                     msg = f"store commit failed: {err}"
-                    self._failed.append((first, self._settled, msg))
-                    self._fail_waiters(lambda msg=msg: SchedulerError(msg))  # type: ignore[misc]
+                    if self._lost is None:
+                        self._lost = msg
+                    # (all: each waiting barrier came after the lost batch's first mutation)
+                    self._fail_waiters(lambda msg=msg: SchedulerError(msg), all_=True)  # type: ignore[misc]
                     cb = self.on_error
                     if cb is not None:
                         cb(err)
@@ -330,12 +337,17 @@ class Committer:
         """Resolve the barriers the commits so far satisfy; how many."""
         done = self._settled
         waiters = self._waiters
+        lost = self._lost
         n = 0
         while waiters and waiters[0][0] <= done:
             fut = waiters.popleft()[1]
             n += 1
-            if not fut.done():
+            if fut.done():
+                continue
+            if lost is None:
                 fut.set_result(None)
+            else:  # (it came after a lost mutation: it fails, once its own commit ended)
+                fut.set_exception(SchedulerError(lost))
         return n
 
     def _fail_waiters(self, make: Callable[[], BaseException], all_: bool = False) -> None:

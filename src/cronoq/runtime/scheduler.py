@@ -478,9 +478,15 @@ class Scheduler(Signals):
 
     async def cancel(self, ref: int | str, *, tenant: str | None = None) -> bool:
         """Cancel a task by id or key (a key of ``tenant``'s tasks); False if unknown or
-        already terminal."""
+        already terminal.  Durable with a durable store: returns once committed."""
         t = self._find(ref, tenant)
-        return False if t is None else self._started().cancel(t.id)
+        if t is None:
+            return False
+        run = self._started()
+        ok = run.cancel(t.id)
+        if run.committer is not None:
+            await run.durable()
+        return ok
 
     async def status(self, ref: int | str, *, tenant: str | None = None) -> str | None:
         """The task's status name, or None if unknown (or no longer retained, by the engine or
@@ -560,10 +566,12 @@ class Scheduler(Signals):
         return info
 
     async def remove_recurring(self, name: str) -> bool:
-        """Remove a schedule (its already-materialized occurrence still runs)."""
+        """Remove a schedule (its already-materialized occurrence still runs).  Durable with a
+        durable store: returns once committed."""
         run = self._started()
-        core = run.core
-        return core.remove_recurring(run.now(), name)
+        removed = run.core.remove_recurring(run.now(), name)
+        await run.done()
+        return removed
 
     async def list_recurring(self) -> list[RecurringInfo]:
         """The schedules with their next occurrence."""

@@ -101,6 +101,12 @@ TASK_COLUMNS = (
     "has_output",
 )
 
+#: What a NUL character of a status message is stored as (in both stores, so they recover
+#: the same message): a PostgreSQL text value cannot hold one, and such a message (a task's
+#: exception text) failed its whole commit for good, which made the leader step down, and
+#: the task, recovered without its end, ran and failed again.
+NUL_STORED: Final = "\ufffd"
+
 #: Column order of a ``cronoq_bulk_keys`` row (a bulk action's request key and its progress).
 BULK_KEY_COLUMNS = ("action", "tenant", "key", "matched", "acted", "done", "at")
 
@@ -294,6 +300,8 @@ def _fold_into(
                 except CodecError as e:
                     note = f"output not stored: {e}"
                     message = note if not message else f"{message} ({note})"
+            if message and "\x00" in message:
+                message = message.replace("\x00", NUL_STORED)
             finished = m.at if status in TERMINAL_STATUSES else None
             tid = m.id
             row = new.get(tid)

@@ -53,9 +53,11 @@ Commits.  One :meth:`Store.commit` call is one transaction (the runtime's group 
 Within a batch, changes to one task are folded into a single row write.  Outputs
 (``StatusChange.output`` with ``has_output``) are encoded with the codec here; an output the
 codec refuses is not stored (the row keeps its status, ``has_output`` false, and a message
-saying why) — a commit never fails because of one value.  Payloads arrive already encoded
-(``TaskRecord.payload`` bytes, encoded by the runtime at submission, where an unencodable
-payload is ``SubmitError("invalid")``); a non-bytes payload is encoded here as a fallback.
+saying why) — a commit never fails because of one value; a NUL character of a message is
+stored as U+FFFD (``_records.NUL_STORED``: PostgreSQL's text cannot hold one).  Payloads
+arrive already encoded (``TaskRecord.payload`` bytes, encoded by the runtime at submission,
+where an unencodable payload is ``SubmitError("invalid")``); a non-bytes payload is encoded
+here as a fallback.
 
 Recovery (``load``).  Live rows come back as ``RecoveredTask`` (status ``"submitted"`` if
 it never ran, else ``"running"``/``"retrying"`` with the attempt number), terminal rows
