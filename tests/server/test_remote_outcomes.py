@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import weakref
 from collections.abc import AsyncIterator
 
@@ -132,5 +133,21 @@ async def test_an_ended_attempt_is_freed_without_the_cyclic_collector(env: _Env,
             await env.abort()
         with contextlib.suppress(TaskFailed):
             await h
+        await asyncio.sleep(0)  # (the awaited form's done callbacks, already scheduled, run)
+        assert gone() is None
+
+
+async def test_an_attempt_that_made_a_durable_call_is_freed_without_the_cyclic_collector(env: _Env) -> None:
+    """A durable call sets the context's ``on_park`` to the session's ``parked`` of the attempt
+    (server/worker_durable.py): once the attempt ended, that hold is dropped too."""
+    with gc_paused():
+        h = await env.sched.submit(Blob(b"in", "text/plain"))
+        lease = await env.lease()
+        att = env.session.attempts[lease.lease]
+        att.ctx.on_park = functools.partial(env.session.parked, att, 1)
+        gone = weakref.ref(att)
+        del att
+        env.session.complete(lease.lease, b"out", "text/plain")
+        await h
         await asyncio.sleep(0)  # (the awaited form's done callbacks, already scheduled, run)
         assert gone() is None

@@ -191,11 +191,14 @@ class Attempt:
         attempt's bound ``aborted``, a no-op once ended) made a reference cycle, attempt →
         context → bound method → attempt, that only the cyclic collector freed: five
         objects a task, about half of what triggered its collections
-        (docs/architecture/durability.md#garbage-collection)."""
+        (docs/architecture/durability.md#garbage-collection).  ``ctx.on_park`` (set by a
+        durable call, server/worker_durable.py; an ended attempt parks no more) held it too."""
         self.done = True
         ctx = self.ctx
         if ctx.on_abort is not None:
             ctx.on_abort = None
+        if ctx.on_park is not None:
+            ctx.on_park = None
 
     def complete(self, output: Blob) -> None:
         if not self.done:
