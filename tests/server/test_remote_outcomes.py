@@ -6,12 +6,17 @@ gives the same outcomes.  In process: a real ``Scheduler`` whose pool runs a
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
+import weakref
 from collections.abc import AsyncIterator
 
 import pytest
 
 from cronoq import Pool, RetryPolicy, Scheduler, TaskFailed
 from cronoq.runtime.executors import ExecutorKind
+from cronoq.runtime.gcpause import gc_paused
 from cronoq.server.workers import AbortMsg, Blob, LeaseMsg, RemoteExecutor, WorkerRegistry, WorkerSession
 
 NO_RETRY = RetryPolicy.none()
@@ -105,3 +110,44 @@ async def test_an_engine_abort_sends_abort_to_the_worker(env: _Env) -> None:
     assert ei.value.status == "dead_lettered"
     env.session.complete(lease.lease, b"late", "text/plain")  # (after the abort: stale)
     assert await env.sched.status(h.id) == "dead_lettered"
+
+
+@pytest.mark.parametrize("end", ["complete", "fail", "cancelled", "abort"])
+async def test_an_ended_attempt_is_freed_without_the_cyclic_collector(env: _Env, end: str) -> None:
+    """The attempt is freed by reference counting once it ended: no cycle through its
+    context's ``on_abort`` is left for the collector (a server made five objects of cyclic
+    garbage a task that way, about half of what triggered its collections)."""
+    with gc_paused():
+        h = await env.sched.submit(Blob(b"in", "text/plain"), timeout=0.05 if end == "abort" else None)
+        lease = await env.lease()
+        att = env.session.attempts[lease.lease]
+        gone = weakref.ref(att)
+        del att
+        if end == "complete":
+            env.session.complete(lease.lease, b"out", "text/plain")
+        elif end == "fail":
+            env.session.fail(lease.lease, "no good", True, None)
+        elif end == "cancelled":
+            env.session.cancelled(lease.lease)
+        else:
+            await env.abort()
+        with contextlib.suppress(TaskFailed):
+            await h
+        await asyncio.sleep(0)  # (the awaited form's done callbacks, already scheduled, run)
+        assert gone() is None
+
+
+async def test_an_attempt_that_made_a_durable_call_is_freed_without_the_cyclic_collector(env: _Env) -> None:
+    """A durable call sets the context's ``on_park`` to the session's ``parked`` of the attempt
+    (server/worker_durable.py): once the attempt ended, that hold is dropped too."""
+    with gc_paused():
+        h = await env.sched.submit(Blob(b"in", "text/plain"))
+        lease = await env.lease()
+        att = env.session.attempts[lease.lease]
+        att.ctx.on_park = functools.partial(env.session.parked, att, 1)
+        gone = weakref.ref(att)
+        del att
+        env.session.complete(lease.lease, b"out", "text/plain")
+        await h
+        await asyncio.sleep(0)  # (the awaited form's done callbacks, already scheduled, run)
+        assert gone() is None
