@@ -498,3 +498,18 @@ async def test_a_message_with_a_nul_is_stored(make: Any) -> None:
         assert [(t.id, t.status, t.message) for t in rec.terminal] == [(1, "failed", "bad\ufffdbyte")]
     finally:
         await s.close()
+
+
+async def test_a_lookup_by_a_key_with_a_nul_finds_nothing(make: Any) -> None:
+    """No stored key holds a NUL (the submission edges refuse one; text cannot): a lookup by
+    such a key is None, not a query PostgreSQL fails (``Get``/``Wait`` of a client's key)."""
+    s, ep = await contract.leader(make)
+    try:
+        now = contract.now_ns()
+        await s.commit([Submitted(1, 1, now, TaskRecord(pool="default", key="k"))], ep, codec)
+        await s.commit([StatusChange(1, "succeeded", 1, now, None, None, False)], ep, codec)
+        assert await s.load_finished_key("k\x00", None, codec) is None
+        found = await s.load_finished_key("k", None, codec)
+        assert found is not None and found.id == 1
+    finally:
+        await s.close()

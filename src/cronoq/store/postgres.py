@@ -868,7 +868,10 @@ class PostgresStore:
 
     async def load_finished_key(self, key: str, tenant: str | None, codec: Codec) -> RecoveredTerminal | None:
         """The newest finished task of ``tenant`` with ``key`` the store's history keeps, or
-        None (an index lookup: ``cronoq_tasks_key``)."""
+        None (an index lookup: ``cronoq_tasks_key``).  A key with a NUL character is no stored
+        key (the submission edges refuse one; text cannot hold it): None without a query."""
+        if "\x00" in key:
+            return None
 
         async def op(conn: Any) -> RecoveredTerminal | None:
             cols = ", ".join(TASK_COLUMNS)
