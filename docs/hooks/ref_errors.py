@@ -30,7 +30,8 @@ MESSAGES: Mapping[str, str] = {
     "(limits.max_pending_total <n>)`",
     "duplicate_key_in_batch": "`duplicate key '<key>' in batch`",
     "invalid": "the field and the problem, e.g. `timeout must be a finite, non-negative number of seconds "
-    "(got -1)`, `resource amount must be an int >= 1 (got 0 for 'gpu')`",
+    "(got -1)`, `resource amount must be an int >= 1 (got 0 for 'gpu')`, "
+    "`key must not contain a NUL character (U+0000)`",
 }
 
 

@@ -12,6 +12,10 @@ Theory of operation
   (pool, kind, priority, timeout, retry, ...).  It is validated once and may be reused by any
   number of tasks; the per-task record :class:`TaskState` only keeps what differs per task.
   This keeps validation off the per-task path and a pending task small.
+* A name or key that a store keeps as text (key, kind, pool, tenant, a recurring schedule's,
+  a signal's, a resource's, a bulk ``request_key``) must not contain a NUL character:
+  PostgreSQL's ``text`` cannot hold one, so :func:`check_no_nul` refuses it at every edge
+  rather than letting one write fail a whole group commit.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Final
 
 from cronoq.engine.time import NS, check_seconds, show_number
-from cronoq.errors import ArgumentTypeError
+from cronoq.errors import ArgumentTypeError, InvalidSubmission
 
 if TYPE_CHECKING:
     import random
@@ -270,6 +274,14 @@ FAIL: Final = 2
 MISS_POLICIES: Final = ("run_late", "skip", "fail")
 
 
+def check_no_nul(what: str, value: str, error: type[ValueError] = InvalidSubmission) -> str:
+    """``value``, unless it contains a NUL character (U+0000): then ``error`` naming ``what``
+    (docs/reference/behaviour.md#task-fields: a store's text cannot hold one).  A C scan."""
+    if "\x00" in value:
+        raise error(f"{what} must not contain a NUL character (U+0000)")
+    return value
+
+
 def parse_on_miss(value: object) -> int:
     if isinstance(value, str) and value in MISS_POLICIES:
         return MISS_POLICIES.index(value)
@@ -311,6 +323,8 @@ class Dep:
             raise ArgumentTypeError(f"dependency target must be a task id or key (got {target!r})")
         if isinstance(target, int) and target < 1:
             raise ValueError(f"dependency target must be a task id >= 1 (got {target})")
+        if isinstance(target, str):
+            check_no_nul("dependency target", target)
         cond = _COND_PARSE.get(on) if isinstance(on, str) else None
         if cond is None:
             raise ValueError(f"on must be 'success', 'failure' or 'complete' (got {on!r})")

@@ -70,6 +70,7 @@ from cronoq.engine.model import (
     STATUS_NAMES,
     SUCCEEDED,
     TaskState,
+    check_no_nul,
 )
 from cronoq.engine.timers import T_WAKE
 
@@ -117,14 +118,15 @@ def signal_key(tenant: str | None, name: str) -> str:
 
 
 def check_signal_name(name: object) -> str:
-    """A signal name: a non-empty string of at most :data:`MAX_SIGNAL_NAME` characters."""
+    """A signal name: a non-empty string of at most :data:`MAX_SIGNAL_NAME` characters, without
+    a NUL character (a store keeps it as text)."""
     if not isinstance(name, str):
         raise TypeError(f"a signal name must be a string (got {type(name).__name__})")
     if not name:
         raise ValueError("a signal name must not be empty")
     if len(name) > MAX_SIGNAL_NAME:
         raise ValueError(f"a signal name must be at most {MAX_SIGNAL_NAME} characters (got {len(name)})")
-    return name
+    return check_no_nul("a signal name", name, ValueError)
 
 
 class JournalPut:

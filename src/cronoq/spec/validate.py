@@ -6,8 +6,9 @@ Every way into cronoq (``Scheduler.submit``, ``Task``, ``Client.submit``, the gR
 handlers, the named-task layer) checks a task field with the function here, so a bad value
 gets the same error and message everywhere.  The error family: every refusal is a
 ``ValueError``; a value of the wrong type is an :class:`~cronoq.errors.ArgumentTypeError`
-(also a ``TypeError``), a refused resource amount an :class:`~cronoq.errors.InvalidSubmission`
-(a ``SubmitError`` ``invalid``).
+(also a ``TypeError``), a refused resource amount, or a NUL character in a key, kind, pool,
+tenant, dependency key or resource name, an :class:`~cronoq.errors.InvalidSubmission` (a
+``SubmitError`` ``invalid``).
 
 Times are integer nanoseconds once validated: a duration (``*_in``, ``timeout``, ...) is checked
 as seconds and kept as ns; an instant (``*_at``: Unix seconds or an aware datetime) becomes
@@ -23,7 +24,15 @@ import datetime as _dt
 import math
 from collections.abc import Mapping
 
-from cronoq.engine.model import ON_SUCCESS, Dep, Priority, RetryPolicy, TaskOptions, parse_on_miss
+from cronoq.engine.model import (
+    ON_SUCCESS,
+    Dep,
+    Priority,
+    RetryPolicy,
+    TaskOptions,
+    check_no_nul,
+    parse_on_miss,
+)
 from cronoq.engine.time import MAX_NS, NS, check_seconds, to_ns
 from cronoq.errors import ArgumentTypeError, InvalidSubmission
 from cronoq.spec import fields as task_fields
@@ -77,6 +86,7 @@ def resource_map(resources: object) -> dict[str, int] | None:
     for name, amount in resources.items():
         if not isinstance(name, str):
             raise ArgumentTypeError(f"resource names must be strings (got {name!r})")
+        check_no_nul("a resource name", name)
         if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
             # docs/reference/behaviour.md#resources: a SubmitError ``invalid`` that is also a ValueError
             raise InvalidSubmission(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
@@ -91,7 +101,7 @@ def check_string(name: str, value: object, *, empty: bool = True) -> str | None:
     if not isinstance(value, str) or (not empty and not value):
         what = "a string" if empty else "a non-empty string"
         raise ArgumentTypeError(f"{name} must be {what} (got {value!r})")
-    return value
+    return check_no_nul(name, value)
 
 
 def make_options(
@@ -221,7 +231,7 @@ def check_key(key: object) -> str | None:
         return None
     if not isinstance(key, str) or not key:
         raise ArgumentTypeError(f"key must be a non-empty string (got {key!r})")
-    return key
+    return check_no_nul("key", key)
 
 
 def parse_deps(after: object, deps: object) -> Edges | None:
@@ -237,6 +247,8 @@ def parse_deps(after: object, deps: object) -> Edges | None:
                 continue
             if isinstance(r, bool) or not isinstance(r, (int, str)) or (isinstance(r, int) and r < 1):
                 raise ArgumentTypeError(f"a dependency is a task id (int >= 1) or a key (str), got {r!r}")
+            if r.__class__ is str:
+                check_no_nul("a dependency key", r)
             out.append((r, ON_SUCCESS))
     if deps is not None:
         if not isinstance(deps, (list, tuple)):
