@@ -39,7 +39,7 @@ async def test_every_in_process_entry_refuses_a_nul(make_store: Callable[[], Any
         # (one resource asking one unit: the options cache's fast path, checked by the engine)
         with pytest.raises(InvalidSubmission) as ei:
             await s.submit("x", resources={NUL: 1})
-        assert ei.value.message == refused("a resource name")
+        assert ei.value.message == refused("resource name")
         with pytest.raises(ValueError, match=r"a signal name must not contain a NUL character \(U\+0000\)"):
             await s.signal(NUL)
         with pytest.raises(ValueError, match=r"tenant must not contain a NUL"):

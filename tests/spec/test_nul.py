@@ -51,13 +51,13 @@ def test_the_single_validators() -> None:
 
 
 def test_dependency_keys_and_resource_names() -> None:
-    with pytest.raises(InvalidSubmission, match=refused("a dependency key")):
+    with pytest.raises(InvalidSubmission, match=refused("dependency key")):
         Submission.from_kwargs(b"x", after=["ok", NUL])
     with pytest.raises(InvalidSubmission, match=refused("dependency target")):
         Dep(NUL)
-    with pytest.raises(InvalidSubmission, match=refused("a resource name")):
+    with pytest.raises(InvalidSubmission, match=refused("resource name")):
         Submission.from_kwargs(b"x", resources={NUL: 1})
-    with pytest.raises(InvalidSubmission, match=refused("a resource name")):
+    with pytest.raises(InvalidSubmission, match=refused("resource name")):
         make_options(resources={"db": 1, NUL: 1})
 
 
@@ -73,7 +73,7 @@ def test_from_wire_refuses_a_nul_dependency_key_or_resource_name() -> None:
     dep = pb.Dep(target=pb.TaskRef(key=NUL))
     with pytest.raises(InvalidSubmission, match=refused("dependency key")):
         Submission.from_wire(pb.TaskSpec(deps=[dep]))
-    with pytest.raises(InvalidSubmission, match=refused("a resource name")):
+    with pytest.raises(InvalidSubmission, match=refused("resource name")):
         Submission.from_wire(pb.TaskSpec(resources={NUL: 1}))
     spec: Any = pb.TaskSpec(key="k", kind="render", pool="gpu", tenant="acme")  # (without one: taken)
     sub = Submission.from_wire(spec)

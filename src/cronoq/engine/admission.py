@@ -187,7 +187,7 @@ def check_resources(res: Resources, opts: TaskOptions) -> None:
         opts.resources = None  # (an empty map asks for nothing: the hot paths test for None)
     units: list[Entry] = []
     for name, amount in (opts.resources or {}).items():
-        check_no_nul("a resource name", name)  # (also for options built without resource_map)
+        check_no_nul("resource name", name)  # (also for options built without resource_map)
         capacity, kr = _capacity(res, name)
         if (
             amount.__class__ is not int and (isinstance(amount, bool) or not isinstance(amount, int))

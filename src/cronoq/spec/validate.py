@@ -86,7 +86,7 @@ def resource_map(resources: object) -> dict[str, int] | None:
     for name, amount in resources.items():
         if not isinstance(name, str):
             raise ArgumentTypeError(f"resource names must be strings (got {name!r})")
-        check_no_nul("a resource name", name)
+        check_no_nul("resource name", name)
         if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
             # docs/reference/behaviour.md#resources: a SubmitError ``invalid`` that is also a ValueError
             raise InvalidSubmission(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
@@ -248,7 +248,7 @@ def parse_deps(after: object, deps: object) -> Edges | None:
             if isinstance(r, bool) or not isinstance(r, (int, str)) or (isinstance(r, int) and r < 1):
                 raise ArgumentTypeError(f"a dependency is a task id (int >= 1) or a key (str), got {r!r}")
             if r.__class__ is str:
-                check_no_nul("a dependency key", r)
+                check_no_nul("dependency key", r)
             out.append((r, ON_SUCCESS))
     if deps is not None:
         if not isinstance(deps, (list, tuple)):

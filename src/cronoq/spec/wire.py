@@ -307,7 +307,7 @@ def from_wire(spec: pb.TaskSpec, payload: object = None) -> Submission:
         for name, amount in spec.resources.items():
             if amount < 1:
                 raise InvalidSubmission(f"resource amount must be >= 1 (got {amount} for '{name}')")
-            check_no_nul("a resource name", name)
+            check_no_nul("resource name", name)
             res[name] = int(amount)
     return _tuple_new(  # (a Submission, its fields in order)
         Submission,
