@@ -16,14 +16,19 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+import pytest
 
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
+
+#: the test PostgreSQL (trust auth), for the servers of a store-parametrised test
+PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
 READY_RE = re.compile(r"^cronoq serve: grpc=(\S+) http=(\S+) metrics=(\S+)$", re.M)
 
@@ -317,3 +322,20 @@ def serving_app(
     finally:
         stop_worker(worker, log_path)
         assert sp.terminate() == 0, sp.log()
+
+
+@contextlib.asynccontextmanager
+async def postgres_store(prefix: str) -> AsyncIterator[str]:
+    """The ``[store]`` body of a PostgreSQL store in a schema of its own (``prefix`` + a random
+    suffix), dropped on exit; the test is skipped when PostgreSQL is unreachable."""
+    asyncpg = pytest.importorskip("asyncpg")
+    try:
+        conn = await asyncpg.connect(PG_DSN, timeout=3)
+    except Exception as e:  # pragma: no cover - depends on the machine
+        pytest.skip(f"PostgreSQL unreachable at {PG_DSN}: {e}")
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    try:
+        yield f'kind = "postgres"\nurl = "{PG_DSN}"\nschema = "{schema}"\n'
+    finally:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await conn.close()

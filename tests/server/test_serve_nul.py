@@ -8,10 +8,10 @@ down, again at each such submission."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -21,9 +21,8 @@ import pytest
 from cronoq.client import Client
 from cronoq.errors import InvalidSubmission
 
-from .procs import Raw, ServerProc, pb, start_server
+from .procs import Raw, ServerProc, pb, postgres_store, start_server
 
-PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 NUL = "n\x00l"
 BODY = '[[pools]]\nname = "default"\n'
 
@@ -34,25 +33,16 @@ def refused(what: str) -> str:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def server(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ServerProc]:
-    store = None
-    conn = None
-    schema = f"cronoq_nul_{uuid.uuid4().hex[:12]}"
-    if request.param == "postgres":
-        asyncpg = pytest.importorskip("asyncpg")
+    async with contextlib.AsyncExitStack() as stack:
+        store = None
+        if request.param == "postgres":
+            store = await stack.enter_async_context(postgres_store("cronoq_nul"))
+        sp = start_server(tmp_path, BODY, name="nul", store=store)
         try:
-            conn = await asyncpg.connect(PG_DSN, timeout=3)
-        except Exception as e:  # pragma: no cover - depends on the machine
-            pytest.skip(f"PostgreSQL unreachable at {PG_DSN}: {e}")
-        store = f'kind = "postgres"\nurl = "{PG_DSN}"\nschema = "{schema}"\n'
-    sp = start_server(tmp_path, BODY, name="nul", store=store)
-    try:
-        yield sp
-    finally:
-        code = sp.terminate()
-        if conn is not None:
-            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-            await conn.close()
-        assert code == 0, sp.log()
+            yield sp
+        finally:
+            code = sp.terminate()
+            assert code == 0, sp.log()
 
 
 async def _refused(call: object) -> str:

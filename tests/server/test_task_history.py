@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 
 pytest.importorskip("starlette")
 
+from .procs import postgres_store
 from .test_dashboard import browser_page, http_server, needs_browser, open_tasks
 from .test_dashboard_ops import Dialogs
 from .test_http_support import CLIENT, TENANT, TOKENS, FakeWorker, bearer, serve
@@ -24,7 +24,6 @@ from .test_http_support import CLIENT, TENANT, TOKENS, FakeWorker, bearer, serve
 with __import__("contextlib").suppress(ImportError):  # (needs_browser skips without it)
     from playwright.async_api import expect
 
-PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 LIMITS = '[limits]\nkey_retention_s = 0.2\n\n[[pools]]\nname = "default"\n\n[[pools]]\nname = "other"\n'
 
 
@@ -33,17 +32,8 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     if request.param == "sqlite":
         yield f'[store]\nkind = "sqlite"\npath = "{tmp_path / "h.db"}"\n'
         return
-    asyncpg = pytest.importorskip("asyncpg")
-    try:
-        conn = await asyncpg.connect(PG_DSN, timeout=3)
-    except Exception as e:  # pragma: no cover - depends on the machine
-        pytest.skip(f"PostgreSQL unreachable at {PG_DSN}: {e}")
-    schema = f"cronoq_h_{uuid.uuid4().hex[:12]}"
-    try:
-        yield f'[store]\nkind = "postgres"\nurl = "{PG_DSN}"\nschema = "{schema}"\n'
-    finally:
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        await conn.close()
+    async with postgres_store("cronoq_h") as body:
+        yield "[store]\n" + body
 
 
 async def forgotten(app: Any, tid: int) -> None:
