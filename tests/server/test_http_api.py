@@ -1363,3 +1363,22 @@ async def test_dashboard_placeholder() -> None:
         r = await c.get("/")
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
         assert "/openapi.json" in r.text
+
+
+async def test_a_failed_commit_of_a_schedule_is_unavailable_not_invalid(tmp_path: Any) -> None:
+    """A schedule whose commit failed (or any after a lost one: the leader is stepping down)
+    answers 503 ``unavailable``, which a client retries, with no store detail, as every other
+    failed commit does; it used to be taken for a bad cron: 400 ``invalid_argument`` carrying
+    the store's error (docs/how-to/security.md#store-and-leadership)."""
+    extra = f'[store]\nkind = "sqlite"\npath = "{tmp_path / "s.db"}"\n'
+    base = BASE.replace('[store]\nkind = "memory"\n', "")
+    async with serve(extra, base=base) as (app, c):
+        store: Any = app.sched.seam.store
+
+        async def commit(*a: Any) -> None:
+            raise RuntimeError("disk /var/lib/cronoq full")
+
+        store.commit = commit
+        r = await c.put("/v1/recurring/nightly", json={"cron": "0 3 * * *"})
+        assert (r.status_code, r.json()["code"]) == (503, "unavailable"), r.text
+        assert "/var/lib" not in r.text

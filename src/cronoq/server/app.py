@@ -747,6 +747,8 @@ class ServerApp:
         except SchedulerError as e:
             # a bad cron or time zone (or an unknown pool, the only SubmitError code here)
             msg = str(e)
+            if not msg.startswith("configuration error:"):
+                raise  # its commit failed, or the leader stepped down: unavailable (store_failure)
             if "unknown pool" in msg:
                 raise ApiError("not_found", msg, "unknown_pool") from None
             # not a SubmitError: the body's code is the status name
