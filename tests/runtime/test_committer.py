@@ -221,6 +221,25 @@ async def test_a_barrier_after_a_lost_batch_fails_though_the_next_batch_lands() 
         await c.stop()
 
 
+async def test_a_stop_waiting_when_a_batch_is_lost_still_writes_the_rest() -> None:
+    """``stop`` flushes everything added before it, also when a batch before fails for good
+    meanwhile (the scheduler's shutdown racing a lost commit): its flush failed at once, and
+    the commit loop was cancelled with the later mutations unwritten (the tasks they ended
+    would run again after a restart)."""
+    store = FailsTaskOne()
+    store.gate = asyncio.Event()
+    c = Committer(store, codec, 1, defer=0)
+    c.add([sub(1)])  # its commit fails for good
+    await wait(store.entered.wait())
+    c.add([sub(2)])  # pending behind it
+    stopping = asyncio.ensure_future(c.stop())
+    await settle()
+    store.gate.set()
+    with pytest.raises(SchedulerError, match="bad batch"):
+        await wait(stopping)
+    assert store.calls == [[sub(2)]]
+
+
 async def test_fenced_calls_back_and_fails_every_barrier() -> None:
     store = FakeStore()
     store.gate = asyncio.Event()
@@ -687,6 +706,8 @@ def test_random_interleavings_never_acknowledge_early(
         await wait(asyncio.gather(*waiting))
         with contextlib.suppress(SchedulerError):
             await wait(c.stop())
+        if c.fenced is None:  # a stop's flush writes (or loses) everything added before it
+            assert store.committed | store.lost == set(range(1, n + 1))
         firsts, lasts = {a for a, _ in calls}, {b for _, b in calls}
         order: list[int] = []
         for b in store.batches:

@@ -38,12 +38,13 @@ exponential backoff, up to ``give_up_after`` seconds for one batch.  :class:`~cr
 Fenced` is final: ``on_fenced(err)`` is called, every pending and future barrier fails with
 ``Fenced`` (a SchedulerError), and later mutations are dropped — the instance no longer leads.
 Any other error fails the barriers of that batch with a SchedulerError, and every later one
-(waiting then, or called afterwards): a barrier knows only how many mutations were added before
-it, not which of them its caller's answer rests on (a keyed submission answered as a duplicate
-adds none, and its original may be in the lost batch), and the engine is now ahead of the
-store.  The error is reported to ``on_error(err)`` (the scheduler steps down), and committing
-goes on with the next batch: its mutations are still written (a later barrier, ``flush`` and
-``stop`` too, waits for them as before), but nobody is acknowledged for them.
+(waiting then, or called afterwards, once the commits up to its mutations ended): a barrier
+knows only how many mutations were added before it, not which of them its caller's answer
+rests on (a keyed submission answered as a duplicate adds none, and its original may be in
+the lost batch), and the engine is now ahead of the store.  The error is reported to
+``on_error(err)`` (the scheduler steps down), and committing goes on with the next batch: its
+mutations are still written (a later barrier, ``flush`` and ``stop`` too, waits for them as
+before), but nobody is acknowledged for them.
 """
 
 from __future__ import annotations
@@ -279,8 +280,9 @@ class Committer:
                     msg = f"store commit failed: {err}"
                     if self._lost is None:
                         self._lost = msg
-                    # (all: each waiting barrier came after the lost batch's first mutation)
-                    self._fail_waiters(lambda msg=msg: SchedulerError(msg), all_=True)  # type: ignore[misc]
+                    # (those of this batch; one waiting on a later batch fails once that batch's
+                    # commit ended, in _resolve: a stop's flush still writes everything)
+                    self._fail_waiters(lambda msg=msg: SchedulerError(msg))  # type: ignore[misc]
                     cb = self.on_error
                     if cb is not None:
                         cb(err)
