@@ -721,3 +721,35 @@ def test_random_interleavings_never_acknowledge_early(
             assert all(how == "ok" for how, _ in answers)
 
     asyncio.run(run())
+
+
+async def test_a_lost_commit_steps_down_saying_so(tmp_path: pathlib.Path, caplog: Any) -> None:
+    """A commit that failed for good steps the scheduler down, logged as what it is: it was
+    logged "lost leadership of the store", which sends an operator looking for another
+    instance, and the store was not released, which leaves a standby waiting for the lease."""
+    from cronoq import Scheduler
+
+    from .conftest import pool
+
+    store = LosesKeyK(tmp_path / "lost.db")
+    store.gate.set()
+    released: list[bool] = []
+    release = store.release
+
+    async def spy() -> None:
+        released.append(True)
+        await release()
+
+    store.release = spy  # type: ignore[method-assign]
+    stepped: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+    s = Scheduler([pool("default", max=1)], store=store)
+    s.on_fenced = stepped.set_result
+    await s.start()
+    with pytest.raises(SchedulerError, match="disk full"):
+        await wait(s.enqueue(1, key="k"))
+    assert str(await wait(stepped)) == "disk full"
+    assert not s.started
+    logged = [r.getMessage() for r in caplog.records if r.name == "cronoq"]
+    assert not any("leadership" in m for m in logged), logged
+    assert any("commit failed for good" in m and "disk full" in m for m in logged), logged
+    assert released == [True]

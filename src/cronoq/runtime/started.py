@@ -69,7 +69,7 @@ from cronoq.engine.model import FIRST_TERMINAL
 from cronoq.engine.pools import Kinds
 from cronoq.engine.progress import PublishProgress
 from cronoq.engine.time import to_ns
-from cronoq.errors import SchedulerError, TaskFailed, outcome_of
+from cronoq.errors import Fenced, SchedulerError, TaskFailed, outcome_of
 from cronoq.runtime.clock import TimerHandle
 from cronoq.runtime.context import TaskContext
 from cronoq.runtime.executors import ExecutorKind
@@ -666,16 +666,19 @@ class Started:
     # ------------------------------------------------------------------ leadership and shutdown
 
     def on_fenced(self, err: BaseException) -> None:
-        """Another instance took over the store: stop leading at once, without writing."""
+        """Stop leading at once: another instance took over the store (``err`` a Fenced: nothing
+        more is written), or a commit failed for good (the committer's ``on_error``: the engine
+        is ahead of the store; what is pending is still written, and the store released)."""
         if self.fenced is not None or not self.live:
             return
         self.fenced = err
-        _log.error("lost leadership of the store: %s", err)
+        if isinstance(err, Fenced):
+            _log.error("lost leadership of the store: %s", err)
+        else:
+            _log.error("a store commit failed for good: stepping down: %s", err)
         self.loop.create_task(self.step_down(err))
 
     def on_lost(self) -> None:
-        from cronoq.errors import Fenced
-
         self.on_fenced(Fenced("leadership lost"))
 
     async def step_down(self, err: BaseException) -> None:
@@ -741,12 +744,16 @@ class Started:
             except Exception as e:
                 if self.fenced is None:
                     _log.exception("could not flush the store at shutdown")
-                else:
+                elif isinstance(self.fenced, Fenced):
                     _log.info("store not flushed after losing leadership: %s", e)
+                else:  # (its flush fails as every barrier after the lost commit does)
+                    _log.info("store flushed, but a commit had failed for good: %s", e)
+            # (another instance leads: nothing to release; after a lost commit, this one still does)
+            ousted = isinstance(self.fenced, Fenced) or committer.fenced is not None
             store = self.sched._store
             assert store is not None  # (a committer is made for a store only)
             try:
-                if self.fenced is None:
+                if not ousted:
                     await store.release()
                 await store.close()
             except Exception:
