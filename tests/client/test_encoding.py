@@ -332,6 +332,19 @@ def test_json_of_data_that_is_not_json_says_what_it_got() -> None:
         Result(3, "succeeded", b"plain", "", True).json()
 
 
+def test_json_of_bytes_that_are_not_text_says_what_it_got() -> None:
+    """A binary payload (not UTF-8) is no JSON either: ``.json()`` raised a bare
+    UnicodeDecodeError, not the documented JSONDecodeError naming the content type."""
+    lease = Lease(pb.Lease(lease=1, payload=b"\x80abc", content_type="application/octet-stream"), None)
+    with pytest.raises(json.JSONDecodeError) as exc:
+        lease.json()
+    assert str(exc.value).startswith(
+        "the payload is not JSON (content type 'application/octet-stream', 4 bytes; .text() or "
+        ".value() read it): not UTF-8 text"
+    ), str(exc.value)
+    assert lease.value() == b"\x80abc"
+
+
 def test_submitted_from_wire() -> None:
     assert Submitted.from_wire(pb.SubmitResponse(id=1, duplicate=True)) == Submitted(1, True, None)
     sub = Submitted.from_wire(

@@ -83,8 +83,9 @@ def decode_payload(data: bytes, content_type: str) -> Any:
 def parse_json(data: bytes, what: str, content_type: str | None = None) -> Any:
     """``data`` parsed as JSON, None when empty (``Lease.json()``, ``Result.json()``).
 
-    Data that is not JSON (e.g. ``cronoq submit hello``, sent as text) raises
-    ``json.JSONDecodeError`` as ``json.loads`` does, its message naming ``what`` ("payload",
+    Data that is not JSON (e.g. ``cronoq submit hello``, sent as text, or bytes that are no
+    UTF-8 text, which ``json.loads`` fails with a UnicodeDecodeError) raises
+    ``json.JSONDecodeError``, its message naming ``what`` ("payload",
     "output"), the content type when known and how to read it instead, rather than only
     "Expecting value".
     """
@@ -93,6 +94,9 @@ def parse_json(data: bytes, what: str, content_type: str | None = None) -> Any:
     try:
         return json.loads(data)
     except json.JSONDecodeError as e:
-        typed = "" if content_type is None else f"content type {content_type or 'none'!r}, "
-        msg = f"the {what} is not JSON ({typed}{len(data)} bytes; .text() or .value() read it): {e.msg}"
-        raise json.JSONDecodeError(msg, e.doc, e.pos) from None
+        why, doc, pos = e.msg, e.doc, e.pos
+    except UnicodeDecodeError as e:  # (bytes that are no text: json.loads decodes them first)
+        why, doc, pos = "not UTF-8 text", data.decode("utf-8", "replace"), e.start
+    typed = "" if content_type is None else f"content type {content_type or 'none'!r}, "
+    msg = f"the {what} is not JSON ({typed}{len(data)} bytes; .text() or .value() read it): {why}"
+    raise json.JSONDecodeError(msg, doc, pos) from None
