@@ -88,6 +88,21 @@ def test_an_address_in_use_says_what_to_do(tmp_path: Path) -> None:
             ), r.stderr
 
 
+def test_an_address_not_of_this_host_is_not_taken_for_one_in_use(tmp_path: Path) -> None:
+    """gRPC's bind error names no cause: an address this host does not have (192.0.2.1, a
+    documentation address) was answered "another cronoq serve ... listening there?", sending
+    the newcomer to look for a process that does not exist.  The message says what the OS
+    said instead, as the HTTP listener's does."""
+    cfg = tmp_path / "far.toml"
+    store = f'[store]\nkind = "sqlite"\npath = "{tmp_path / "x.db"}"\n'
+    cfg.write_text(f'[server]\ngrpc_addr = "192.0.2.1:0"\nhttp_addr = "127.0.0.1:0"\n{store}')
+    r = cli("serve", "--config", str(cfg), "--insecure-no-auth")
+    assert r.returncode == 1, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: cannot listen on '192.0.2.1:0' (gRPC): "), r.stderr
+    assert "another cronoq serve" not in last and "ssign" in last, last  # (EADDRNOTAVAIL's words)
+
+
 # ---------------------------------------------------------------------------------------------
 # SIGTERM
 

@@ -102,8 +102,14 @@ def _in_use(key: str) -> str:
     return f"another cronoq serve, or another program, listening there? stop it, or set [server] {key}"
 
 
-def _bind_tcp(addr: str, key: str) -> socket.socket:
-    """A listening socket on ``addr`` (the configuration's ``[server] key``); ServeError if not."""
+def _listen_error(addr: str, key: str, e: OSError, what: str = "") -> ServeError:
+    """``addr`` (``[server] key``) could not be bound: the OS's words, and what to do if in use."""
+    hint = f" ({_in_use(key)})" if e.errno == errno.EADDRINUSE else ""
+    return ServeError(f"cannot listen on {addr!r}{what}: {e.strerror or e}{hint}")
+
+
+def _bound(addr: str) -> socket.socket:
+    """A socket bound to ``addr`` (OSError if it cannot be), not yet listening."""
     host, port = _host_port(addr)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -112,13 +118,38 @@ def _bind_tcp(addr: str, key: str) -> socket.socket:
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _bind_tcp(addr: str, key: str) -> socket.socket:
+    """A listening socket on ``addr`` (the configuration's ``[server] key``); ServeError if not."""
+    try:
+        sock = _bound(addr)
+    except OSError as e:
+        raise _listen_error(addr, key, e) from None
+    try:
         sock.listen(1024)
         sock.setblocking(False)
     except OSError as e:
         sock.close()
-        hint = f" ({_in_use(key)})" if e.errno == errno.EADDRINUSE else ""
-        raise ServeError(f"cannot listen on {addr!r}: {e.strerror or e}{hint}") from None
+        raise _listen_error(addr, key, e) from None
     return sock
+
+
+def _grpc_bind_error(addr: str, said: str) -> ServeError:
+    """grpcio's bind failure names no cause ("Failed to bind to address"): a plain bind of
+    ``addr`` finds it, so an address this host does not have is not taken for one in use."""
+    try:
+        _bound(addr).close()
+    except OSError as e:
+        return _listen_error(addr, "grpc_addr", e, " (gRPC)")
+    except ValueError:  # (not host:port: gRPC's own words below)
+        pass
+    # (free to a plain bind: gone since, or refused for another reason)
+    return ServeError(f"cannot listen on {addr!r} (gRPC): {said} ({_in_use('grpc_addr')})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,11 +290,9 @@ def _grpc_listener(config: ServerConfig, app: ServerApp) -> tuple[grpc.aio.Serve
     try:
         port = server.add_secure_port(addr, creds) if creds is not None else server.add_insecure_port(addr)
     except RuntimeError as e:  # (grpcio: "Failed to bind to address ...", in use or not ours)
-        raise ServeError(f"cannot listen on {addr!r} (gRPC): {e} ({_in_use('grpc_addr')})") from None
+        raise _grpc_bind_error(addr, str(e)) from None
     if port == 0:
-        raise ServeError(
-            f"cannot listen on {addr!r} (gRPC): address in use or invalid ({_in_use('grpc_addr')})"
-        )
+        raise _grpc_bind_error(addr, "address in use or invalid")
     grpc_host, _ = _host_port(addr)
     return server, _show(grpc_host, port)
 
