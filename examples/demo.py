@@ -275,7 +275,8 @@ class Submitter:
     async def on_event(self, ev: Event) -> None:
         sent = self.sent.get(ev.id)
         if ev.status == "retrying":
-            self.retries += 1
+            if sent is not None:  # (the closing line counts this run's tasks' retries only)
+                self.retries += 1
             label = sent.label if sent else f"task {ev.id}"
             console.print(
                 f"{self.elapsed()}  [dark_orange]↻ {escape(label)}[/dark_orange] "

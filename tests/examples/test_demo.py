@@ -139,6 +139,7 @@ def test_the_closing_line_counts_only_submitted_tasks_as_finished(monkeypatch: p
 
     async def feed() -> None:
         await sub.on_event(_ev(1, "retrying"))
+        await sub.on_event(_ev(5, "retrying"))  # (an earlier run's task: not this run's retry)
         for task_id, status in [(1, "succeeded"), (2, "failed"), (3, "succeeded"), (4, "succeeded")]:
             await sub.on_event(_ev(task_id, status))
         for task_id, status in [(5, "succeeded"), (6, "succeeded"), (7, "succeeded")]:
