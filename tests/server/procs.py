@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -339,3 +343,17 @@ async def postgres_store(prefix: str) -> AsyncIterator[str]:
     finally:
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         await conn.close()
+
+
+def http_call(
+    url: str, data: bytes | None = None, headers: dict[str, str] | None = None, method: str | None = None
+) -> tuple[int, Any]:
+    """A blocking urllib request (run it with ``asyncio.to_thread`` from a test): the status and
+    the JSON body, of an error answer too.  urllib as a test written with the standard library
+    would use it: with ``data=`` and no content type it sends ``application/x-www-form-urlencoded``."""
+    req = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())

@@ -8,8 +8,6 @@ import contextlib
 import json
 import shutil
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ httpx = pytest.importorskip("httpx")
 
 from cronoq.server.http_api import create_http_app  # noqa: E402
 
+from .procs import http_call  # noqa: E402
 from .test_http_support import FakeWorker, make_app  # noqa: E402
 
 
@@ -183,17 +182,6 @@ async def test_real_process_smoke(tmp_path: Path) -> None:
         assert sp.terminate() == 0, sp.log()
 
 
-def _urlopen(url: str, data: bytes | None = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    """urllib as a test written with the standard library would use it (with ``data=`` and no
-    content type urllib sends ``application/x-www-form-urlencoded``)."""
-    req = urllib.request.Request(url, data=data, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
-
 async def test_real_process_urllib_and_curl_bodies_and_cross_site(tmp_path: Path) -> None:
     """A real ``cronoq serve``: a body must be declared JSON (urllib's and ``curl -d``'s form
     default are 415, nothing created); without auth a browser's cross-site POST is 403."""
@@ -207,35 +195,35 @@ async def test_real_process_urllib_and_curl_bodies_and_cross_site(tmp_path: Path
 
         def scenario() -> None:
             json_ct = {"content-type": "application/json"}
-            status, body = _urlopen(
+            status, body = http_call(
                 f"{base}/v1/tasks", b'{"key": "u0", "pool": "idle"}'
             )  # urllib's form type
             assert status == 415 and body["code"] == "invalid_argument", body
             assert "content-type: application/json" in body["error"], body
-            assert _urlopen(f"{base}/v1/tasks/u0")[0] == 404  # nothing created
-            status, body = _urlopen(
+            assert http_call(f"{base}/v1/tasks/u0")[0] == 404  # nothing created
+            status, body = http_call(
                 f"{base}/v1/tasks", b'{"key": "u1", "pool": "idle", "after": []}', json_ct
             )
             assert status == 200, body
             tid = body["id"]
             assert isinstance(tid, str)
-            status, body = _urlopen(
+            status, body = http_call(
                 f"{base}/v1/tasks", b'{"key": "u2", "pool": "idle", "after": "u1"}', json_ct
             )
             assert status == 200, body
-            status, body = _urlopen(f"{base}/v1/tasks/u2")
+            status, body = http_call(f"{base}/v1/tasks/u2")
             assert status == 200 and body["status"] == "blocked", body
-            status, body = _urlopen(f"{base}/v1/tasks", b"key=u3", json_ct)
+            status, body = http_call(f"{base}/v1/tasks", b"key=u3", json_ct)
             assert status == 400 and body["code"] == "invalid_argument", body
             # a web page's "simple" cross-site POST (form body, foreign Origin) is refused ...
             evil = {"Origin": "http://evil.example", "Content-Type": "text/plain"}
-            status, body = _urlopen(f"{base}/v1/tasks/{tid}/cancel", b"", evil)
+            status, body = http_call(f"{base}/v1/tasks/{tid}/cancel", b"", evil)
             assert status == 403 and body["code"] == "permission_denied", body
-            status, body = _urlopen(f"{base}/v1/tasks/u1", None, {"Origin": "http://evil.example"})
+            status, body = http_call(f"{base}/v1/tasks/u1", None, {"Origin": "http://evil.example"})
             assert status == 200 and body["status"] == "ready", body
             # ... the same page's own origin, and programs without an Origin, are not
             own = {"Origin": base}
-            status, body = _urlopen(f"{base}/v1/tasks/{tid}/cancel", b"", own)
+            status, body = http_call(f"{base}/v1/tasks/{tid}/cancel", b"", own)
             assert (status, body) == (200, {"cancelled": True})
             if shutil.which("curl"):
                 curl = ["curl", "-s", "-d", '{"key": "c1", "tags": {"n": 1}}', f"{base}/v1/tasks"]

@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -21,7 +20,7 @@ import pytest
 from cronoq.client import Client
 from cronoq.errors import InvalidSubmission
 
-from .procs import Raw, ServerProc, pb, postgres_store, start_server
+from .procs import Raw, ServerProc, http_call, pb, postgres_store, start_server
 
 NUL = "n\x00l"
 BODY = '[[pools]]\nname = "default"\n'
@@ -53,18 +52,9 @@ async def _refused(call: object) -> str:
     return ei.value.details() or ""
 
 
-def _post(sp: ServerProc, path: str, body: object) -> tuple[int, dict[str, object]]:
-    req = urllib.request.Request(
-        f"http://{sp.http}{path}",
-        data=json.dumps(body).encode(),  # (json escapes the NUL as \u0000)
-        method="POST",
-        headers={"content-type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+def _post(sp: ServerProc, path: str, body: object) -> tuple[int, Any]:
+    data = json.dumps(body).encode()  # (json escapes the NUL as \u0000)
+    return http_call(f"http://{sp.http}{path}", data, {"content-type": "application/json"}, "POST")
 
 
 async def test_a_nul_is_refused_on_every_entry_and_the_server_keeps_leading(server: ServerProc) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 import pytest
 from tests.server.cluster.cluster import B1_TOKEN, TOKENS, Cluster, config_toml, free_port, non_loopback_ip
-from tests.server.procs import Raw, pb
+from tests.server.procs import Raw, http_call, pb
 from tests.server.test_dashboard import browser_page, needs_browser
 
 from cronoq.client import Client, ClientError, Worker
@@ -225,15 +225,11 @@ async def test_snapshot_and_watch_merged(cluster: Cluster) -> None:
         await raw.close()
 
 
-def _http(method: str, url: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+def _http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
-    headers = {"authorization": f"Bearer {ADMIN}", "content-type": "application/json"}
-    req = urllib.request.Request(url, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=20) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    return http_call(
+        url, data, {"authorization": f"Bearer {ADMIN}", "content-type": "application/json"}, method
+    )
 
 
 async def test_http_routes_are_routed(cluster: Cluster) -> None:
