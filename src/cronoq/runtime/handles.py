@@ -55,7 +55,8 @@ class TaskHandle(Generic[R]):
         return self._fut.done()
 
     def cancel(self) -> bool:
-        """Request cancellation; takes effect before the next dispatch decision."""
+        """Request cancellation; takes effect before the next dispatch decision.  It does not
+        wait for a durable store's commit: ``await sched.cancel(handle.id)`` does."""
         return self._sched.seam.cancel(self.id)
 
     def __repr__(self) -> str:
