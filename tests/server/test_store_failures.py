@@ -64,3 +64,48 @@ async def test_commit_past_its_deadline_steps_down_and_fails_waiters(tmp_path: P
         assert r.status_code == 200, r.text
         assert (await c.post("/v1/tasks", json={"key": "before"})).json()["duplicate"] is True
         assert app.leading
+
+
+def _tasks_table_away(db: Path) -> None:
+    """Make the store's reads of its history fail for real: its tasks table renamed away by
+    another connection (a read then fails with ``no such table``)."""
+    other = sqlite3.connect(db, isolation_level=None)
+    try:
+        other.execute("ALTER TABLE cronoq_tasks RENAME TO cronoq_tasks_away")
+    finally:
+        other.close()
+
+
+async def test_a_failed_read_of_the_history_is_not_called_a_commit(tmp_path: Path) -> None:
+    """A lookup the engine misses reads the store's history; when that read fails the answer is
+    503 ``unavailable`` "the store could not be read: retry" (nothing was changed), naming no
+    path, for ``GET /v1/tasks/{ref}`` by id and by key and for ``/result``."""
+    db = tmp_path / "db"
+    async with serve(base=_base(db)) as (app, c):
+        _tasks_table_away(db)
+        for path in ("/v1/tasks/12345", "/v1/tasks/some-key", "/v1/tasks/12345/result?timeout=0"):
+            r = await c.get(path)
+            assert (r.status_code, r.json()["code"]) == (503, "unavailable"), (path, r.text)
+            assert r.json()["error"] == "the store could not be read: retry", (path, r.text)
+            assert str(tmp_path) not in r.text
+        assert app.leading  # (a failed read is no reason to step down)
+
+
+async def test_grpc_get_of_an_unreadable_history_is_a_read_failure(tmp_path: Path) -> None:
+    """``cronoq get ID`` (gRPC ``Get``) on a real ``cronoq serve`` whose store fails the read."""
+    from cronoq.client import Client, ClientError
+
+    from .procs import start_server
+
+    sp = start_server(tmp_path, '[[pools]]\nname = "default"\n', name="unreadable")
+    try:
+        _tasks_table_away(sp.db_path)
+        async with Client(sp.grpc, failover_wait=0) as c:
+            try:
+                await c.get(12345)
+            except ClientError as e:
+                assert (e.code, e.message) == ("unavailable", "the store could not be read: retry")
+            else:
+                raise AssertionError("Get answered from a table that is gone")
+    finally:
+        assert sp.terminate() == 0, sp.log()

@@ -851,6 +851,16 @@ def store_failure(e: SchedulerError) -> ApiError:
     return ApiError("unavailable", "the store could not commit this change: retry")
 
 
+def store_read_failure(e: SchedulerError) -> ApiError:
+    """A read of the store that failed (a finished task's row or payload from its history,
+    ``task_history`` / ``task_payload``) as the client sees it: UNAVAILABLE / 503, retryable,
+    and it changed nothing; no store detail in the message, as :func:`store_failure`.  The read
+    paths convert their own failures, so the generic handlers' :func:`store_failure` only ever
+    sees a change's."""
+    log.warning("a read of the store failed (%s)", e)
+    return ApiError("unavailable", "the store could not be read: retry")
+
+
 def filter_group(
     principal: Principal | None, pools: list[str], ids: list[int], keys: list[str], all_transitions: bool
 ) -> Hashable:

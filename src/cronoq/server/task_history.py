@@ -25,8 +25,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.model import STATUS_NAMES
+from cronoq.errors import SchedulerError
 from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
+from cronoq.server.app import store_read_failure
 from cronoq.server.workers import Blob
 from cronoq.spec import json_shapes
 
@@ -43,21 +45,24 @@ async def finished_from_store(
 ) -> RecoveredTerminal | None:
     """The caller's finished task ``ref`` (an id, or a key of the caller's tenant, else of
     ``tenant``) from the store's history; None when there is no durable store, no such row, or
-    the caller may not see it."""
+    the caller may not see it.  A failed read is ``app.store_read_failure``'s ApiError."""
     store = app.require_leader().seam.store
     rec: RecoveredTerminal | None
-    if isinstance(ref, int):
-        load = getattr(store, "load_finished", None)
-        if load is None:
-            return None
-        rec = await load(ref, codec)
-    else:
-        load_key = getattr(store, "load_finished_key", None)
-        if load_key is None:
-            return None
-        if principal is not None and principal.tenant is not None:
-            tenant = principal.tenant
-        rec = await load_key(ref, tenant or None, codec)
+    try:
+        if isinstance(ref, int):
+            load = getattr(store, "load_finished", None)
+            if load is None:
+                return None
+            rec = await load(ref, codec)
+        else:
+            load_key = getattr(store, "load_finished_key", None)
+            if load_key is None:
+                return None
+            if principal is not None and principal.tenant is not None:
+                tenant = principal.tenant
+            rec = await load_key(ref, tenant or None, codec)
+    except SchedulerError as e:  # (a read: nothing changed, and the answer says so)
+        raise store_read_failure(e) from None
     if rec is None or principal is None:
         return rec
     if principal.pools is not None and rec.pool not in principal.pools:

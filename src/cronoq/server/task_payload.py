@@ -10,8 +10,9 @@ still holds one, else the store's (``load_payload``, decoded by the server's
 ended, or a row pruned since): ``TaskInfo.payload`` then stays unset.
 
 Reading the store is a plain read (no commit, no epoch): a standby never gets here (``Get``
-asks for the leader first).  A store that fails to answer is a store failure (UNAVAILABLE,
-retryable), like any other read of the history.
+asks for the leader first).  A store that fails to answer is a failed read (UNAVAILABLE,
+retryable, "the store could not be read": ``app.store_read_failure``), like any other read of
+the history.
 
 Who uses it: the Django ``django.tasks`` backend's ``get_result`` (its ``TaskResult.args`` /
 ``kwargs``), and anyone who wants to see what a task was given.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from cronoq.errors import SchedulerError
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
-from cronoq.server.app import ApiError, BlobCodec, ServerApp, store_failure
+from cronoq.server.app import ApiError, BlobCodec, ServerApp, store_read_failure
 from cronoq.server.workers import Blob
 
 __all__ = ["add_payload", "task_payload"]
@@ -38,7 +39,7 @@ async def task_payload(app: ServerApp, task_id: int, held: object) -> Blob | Non
     try:
         data = await load(task_id)
     except SchedulerError as e:
-        raise store_failure(e) from None
+        raise store_read_failure(e) from None
     if data is None:
         return None
     try:

@@ -45,8 +45,9 @@ __all__ = ["PeerError", "Peers", "Unreachable", "forward_allowed"]
 
 #: UNAVAILABLE answers after which the request certainly did not run there: try the next address
 _NOT_HERE = NOT_LEADING_MESSAGES
-#: UNAVAILABLE answers that may follow a change that did land: passed on (the client retries)
-_MAYBE_DONE = ("the store could not commit", "not the leader any more")
+#: UNAVAILABLE answers that may follow a change that did land, or the leader's failed read of its
+#: store (a standby could not answer it either): passed on (the client retries)
+_MAYBE_DONE = ("the store could not commit", "not the leader any more", "the store could not be read")
 
 
 class Unreachable(Exception):
