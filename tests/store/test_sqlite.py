@@ -458,6 +458,38 @@ async def test_a_slow_inline_commit_on_a_loaded_machine_pauses_nothing(
         await s.close()
 
 
+async def test_a_failed_probe_leaves_the_probe_to_the_next_commit(
+    make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the first commit on the store's thread after a slow inline one fails (another connection
+    # holds the write lock past the busy timeout): it told nothing of the disk, so the next
+    # one, fast, is the probe and ends the pause (it ran its full ten seconds before)
+    s, ep = await contract.leader(make)
+    w = TimedWrites(s, monkeypatch)
+    rec = TaskRecord(pool="default")
+    s.busy_timeout = 0.05  # (a real wait of the store's thread for the lock: not the fake clock)
+    try:
+        await s.commit([Submitted(1, 1, 0, rec)], ep, codec)  # inline, and slow once
+        w.stall = 0.001
+        other = sqlite3.connect(s.path, timeout=0, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(TransientStoreError, match="locked"):
+                await s.commit([Submitted(2, 2, 0, rec)], ep, codec)  # on the thread: fails
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        await s.commit([Submitted(3, 3, 0, rec)], ep, codec)  # on the thread: fast, the probe
+        await s.commit([Submitted(4, 4, 0, rec)], ep, codec)
+        loop_thread = threading.current_thread().name
+        assert w.threads[0] == loop_thread and w.threads[1].startswith("cronoq-sqlite")
+        assert w.threads[2] == loop_thread  # the pause ended: inline again
+        assert s.leading
+    finally:
+        monkeypatch.undo()
+        await s.close()
+
+
 async def test_a_lost_output_is_an_error_to_await_not_none(tmp_path: pathlib.Path) -> None:
     """A succeeded task whose output the store could not keep (the JSON codec cannot encode a
     set) comes back from recovery as succeeded; awaiting it raises TaskFailed (as in the

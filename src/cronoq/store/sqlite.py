@@ -796,7 +796,9 @@ class SqliteStore:
         dashboard) and only the commit's waiters wait.  The first of them, if it took less
         than ``inline_slow`` (the slow one was the loop's thread preempted on a loaded
         machine, not the disk), ends the pause: on a machine at load 5 and more such false
-        alarms sent every small commit to the thread for ten seconds at a time."""
+        alarms sent every small commit to the thread for ten seconds at a time.  One that
+        failed (a lock held past ``busy_timeout``) tells nothing of the disk: the next one
+        probes instead."""
         if not mutations:
             return
         if (
@@ -826,8 +828,12 @@ class SqliteStore:
         fut = self._submit(self._commit_sync, mutations, epoch, codec)
         try:
             await bounded(self, fut, "SQLite store")
-        except sqlite3.Error as e:
-            raise self._error(e) from e
+        except BaseException as e:
+            # a commit that failed tells nothing of the disk: the next one on the thread probes
+            self._inline_probe = self._inline_probe or probe
+            if isinstance(e, sqlite3.Error):
+                raise self._error(e) from e
+            raise
         if probe and time.monotonic() - sent <= self.inline_slow:
             self._inline_after = 0.0  # the disk is not slow: inline again
 
