@@ -164,3 +164,20 @@ def test_spot_check_numbers() -> None:
     assert pb.WorkerMessage.DESCRIPTOR.fields_by_name["cancelled"].number == 7
     assert pb.EDGE_COND_ON_COMPLETE == 2 and pb.EDGE_COND_ON_FAILURE == 3
     assert pb.TASK_STATUS_SHED == 12 and pb.PRIORITY_LOW == 4 and pb.OVERLAP_QUEUE_ON_SUCCESS == 4
+
+
+def test_the_published_snapshot_reads_a_snapshot_with_the_recurring_totals(tmp_path: Path) -> None:
+    """A client of the published contract decodes our ``SnapshotResponse`` whose ``Totals``
+    carry the recurring totals (fields 140-142, unknown to it): its own fields read as sent."""
+    from google.protobuf import descriptor_pool, message_factory
+
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(_fdp(_contract().read_text(encoding="utf-8"), tmp_path))
+    published = message_factory.GetMessageClass(pool.FindMessageTypeByName("cronoq.v1.SnapshotResponse"))
+    ours = pb.SnapshotResponse(
+        live_tasks=4,
+        totals=pb.Totals(submitted=7, stale_completions=2, recurring_conflicts=5, recurring_invalid=1),
+    )
+    theirs = published.FromString(ours.SerializeToString())
+    assert (theirs.live_tasks, theirs.totals.submitted, theirs.totals.stale_completions) == (4, 7, 2)
+    assert "recurring_conflicts" not in theirs.totals.DESCRIPTOR.fields_by_name

@@ -71,6 +71,15 @@ _TOTAL_HELP = {
     "timeouts": "Attempts timed out.",
     "lease_expiries": "Leases expired (no heartbeat).",
     "stale_completions": "Reports for stale leases ignored.",
+    "recurring_conflicts": "Recurring occurrences dropped: they could not get a reservation.",
+    "recurring_rejected": (
+        "Recurring occurrences dropped: their pool refused them for another reason "
+        "(full or overloaded, a resource it cannot hold)."
+    ),
+    "recurring_invalid": (
+        "Recurring schedules with no next occurrence (a cron that never fires again), or not "
+        "resumed from the store (a cron, time zone or pool no longer valid)."
+    ),
 }
 
 

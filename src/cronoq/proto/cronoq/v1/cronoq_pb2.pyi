@@ -797,7 +797,7 @@ class WorkerGroup(_message.Message):
     def __init__(self, labels: _Optional[_Mapping[str, str]] = ..., capacity: _Optional[int] = ..., busy: _Optional[int] = ...) -> None: ...
 
 class Totals(_message.Message):
-    __slots__ = ("submitted", "dispatched", "succeeded", "failed", "dead_lettered", "cancelled", "skipped", "missed", "shed", "retries", "timeouts", "lease_expiries", "stale_completions")
+    __slots__ = ("submitted", "dispatched", "succeeded", "failed", "dead_lettered", "cancelled", "skipped", "missed", "shed", "retries", "timeouts", "lease_expiries", "stale_completions", "recurring_conflicts", "recurring_rejected", "recurring_invalid")
     SUBMITTED_FIELD_NUMBER: _ClassVar[int]
     DISPATCHED_FIELD_NUMBER: _ClassVar[int]
     SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
@@ -811,6 +811,9 @@ class Totals(_message.Message):
     TIMEOUTS_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRIES_FIELD_NUMBER: _ClassVar[int]
     STALE_COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
+    RECURRING_CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    RECURRING_REJECTED_FIELD_NUMBER: _ClassVar[int]
+    RECURRING_INVALID_FIELD_NUMBER: _ClassVar[int]
     submitted: int
     dispatched: int
     succeeded: int
@@ -824,7 +827,10 @@ class Totals(_message.Message):
     timeouts: int
     lease_expiries: int
     stale_completions: int
-    def __init__(self, submitted: _Optional[int] = ..., dispatched: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., cancelled: _Optional[int] = ..., skipped: _Optional[int] = ..., missed: _Optional[int] = ..., shed: _Optional[int] = ..., retries: _Optional[int] = ..., timeouts: _Optional[int] = ..., lease_expiries: _Optional[int] = ..., stale_completions: _Optional[int] = ...) -> None: ...
+    recurring_conflicts: int
+    recurring_rejected: int
+    recurring_invalid: int
+    def __init__(self, submitted: _Optional[int] = ..., dispatched: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., cancelled: _Optional[int] = ..., skipped: _Optional[int] = ..., missed: _Optional[int] = ..., shed: _Optional[int] = ..., retries: _Optional[int] = ..., timeouts: _Optional[int] = ..., lease_expiries: _Optional[int] = ..., stale_completions: _Optional[int] = ..., recurring_conflicts: _Optional[int] = ..., recurring_rejected: _Optional[int] = ..., recurring_invalid: _Optional[int] = ...) -> None: ...
 
 class SnapshotResponse(_message.Message):
     __slots__ = ("pools", "live_tasks", "running", "pending", "totals", "workers_connected", "unavailable_shards", "resources")
