@@ -11,6 +11,7 @@ import asyncio
 import json
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -82,7 +83,7 @@ def _launch(directory: Path, ports: dict[str, int], shard: str) -> ServerProc:
             stderr=subprocess.STDOUT,
             env=child_env(),
         )
-    return ServerProc(proc, cfg, directory / "unused.db", log_path)
+    return ServerProc(proc, cfg, directory / f"peers_{shard}.db", log_path)
 
 
 def _wait_leading(sp: ServerProc, timeout: float = 30.0) -> None:
@@ -179,3 +180,23 @@ async def test_a_call_forwarded_for_another_shard_is_refused_before_it_runs(
         assert status == 404
         md = (("cronoq-forwarded", "sb"), ("cronoq-to-shard", "sa"))
         assert (await tasks.Submit(req, metadata=md)).id > 0
+
+
+def test_a_peers_failed_read_of_its_store_is_passed_on(shards: dict[str, ServerProc]) -> None:
+    """A lookup forwarded to sb whose store fails the read answers sb's own 503 "the store
+    could not be read: retry" (sb's standbys could not answer it either), not "unreachable"."""
+    a, b = shards["sa"].http, shards["sb"]
+    status, sub, _ = _http(a, "POST", "/v1/tasks", {"pool": "b1", "start_in_s": 3600})
+    assert status == 200, sub
+    path = f"/v1/tasks/{int(sub['id']) + 1000}"  # (sb's, and in neither its engine nor its store)
+    assert _http(a, "GET", path)[0] == 404
+    db = sqlite3.connect(b.db_path, isolation_level=None)
+    try:
+        db.execute("ALTER TABLE cronoq_tasks RENAME TO cronoq_tasks_away")
+        try:
+            status, body, _ = _http(a, "GET", path)
+        finally:
+            db.execute("ALTER TABLE cronoq_tasks_away RENAME TO cronoq_tasks")
+    finally:
+        db.close()
+    assert (status, body) == (503, {"error": "the store could not be read: retry", "code": "unavailable"})
