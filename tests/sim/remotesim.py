@@ -154,6 +154,7 @@ class _Ctx:
         "group",
         "lease",
         "on_abort",
+        "on_park",
         "outcome",
         "sim",
     )
@@ -168,6 +169,7 @@ class _Ctx:
         self._cancelled = False
         self._ended = False
         self.on_abort: Any = None
+        self.on_park: Any = None  # (a durable call's; the simulated tasks make none)
         #: the outcome reported on this context (``complete``/``fail``/``abort``), None until then
         self.outcome: tuple[Any, ...] | None = None
 
