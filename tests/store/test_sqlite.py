@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 import types
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -410,30 +410,42 @@ class TimedWrites:
         return self.clock
 
 
+@contextlib.asynccontextmanager
+async def slow_once(
+    make: Any, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[Any, int, TimedWrites]]:
+    """A leading store on ``TimedWrites``' clock whose first commit (task 1, inline) was slow;
+    closed (and the clock put back) on exit."""
+    s, ep = await contract.leader(make)
+    w = TimedWrites(s, monkeypatch)
+    try:
+        await s.commit([Submitted(1, 1, 0, REC)], ep, codec)  # inline, and slow
+        yield s, ep, w
+    finally:
+        monkeypatch.undo()
+        await s.close()
+
+
+REC = TaskRecord(pool="default")
+
+
 async def test_a_slow_inline_commit_sends_the_next_ones_to_the_store_thread(
     make: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # a disk that stalled one inline commit blocks the event loop once: for the next
     # inline_pause seconds small commits go to the store's thread, then inline again
-    s, ep = await contract.leader(make)
-    w = TimedWrites(s, monkeypatch)
-    rec = TaskRecord(pool="default")
-    try:
-        await s.commit([Submitted(1, 1, 0, rec)], ep, codec)  # inline, and slow
-        await s.commit([Submitted(2, 2, 0, rec)], ep, codec)  # on the thread: slow too
+    async with slow_once(make, monkeypatch) as (s, ep, w):
+        await s.commit([Submitted(2, 2, 0, REC)], ep, codec)  # on the thread: slow too
         w.stall = 0.001
         w.clock += s.inline_pause - 0.25
-        await s.commit([Submitted(3, 3, 0, rec)], ep, codec)
+        await s.commit([Submitted(3, 3, 0, REC)], ep, codec)
         loop_thread = threading.current_thread().name
         assert w.threads[0] == loop_thread
         assert w.threads[1].startswith("cronoq-sqlite") and w.threads[2].startswith("cronoq-sqlite")
         w.clock += 0.5  # the pause is over: inline again
-        await s.commit([Submitted(4, 4, 0, rec)], ep, codec)
+        await s.commit([Submitted(4, 4, 0, REC)], ep, codec)
         assert w.threads[3] == loop_thread
         assert s.leading
-    finally:
-        monkeypatch.undo()
-        await s.close()
 
 
 async def test_a_slow_inline_commit_on_a_loaded_machine_pauses_nothing(
@@ -441,21 +453,14 @@ async def test_a_slow_inline_commit_on_a_loaded_machine_pauses_nothing(
 ) -> None:
     # the loop's thread preempted mid-commit (not the disk): the next commit, on the store's
     # thread, is fast, and the ones after it run inline again at once
-    s, ep = await contract.leader(make)
-    w = TimedWrites(s, monkeypatch)
-    rec = TaskRecord(pool="default")
-    try:
-        await s.commit([Submitted(1, 1, 0, rec)], ep, codec)  # inline, and slow once
+    async with slow_once(make, monkeypatch) as (s, ep, w):
         w.stall = 0.001
-        await s.commit([Submitted(2, 2, 0, rec)], ep, codec)  # on the thread: fast
-        await s.commit([Submitted(3, 3, 0, rec)], ep, codec)
+        await s.commit([Submitted(2, 2, 0, REC)], ep, codec)  # on the thread: fast
+        await s.commit([Submitted(3, 3, 0, REC)], ep, codec)
         loop_thread = threading.current_thread().name
         assert w.threads[0] == loop_thread and w.threads[1].startswith("cronoq-sqlite")
         assert w.threads[2] == loop_thread  # no ten seconds on the thread
         assert s.leading
-    finally:
-        monkeypatch.undo()
-        await s.close()
 
 
 async def test_a_failed_probe_leaves_the_probe_to_the_next_commit(
@@ -464,30 +469,23 @@ async def test_a_failed_probe_leaves_the_probe_to_the_next_commit(
     # the first commit on the store's thread after a slow inline one fails (another connection
     # holds the write lock past the busy timeout): it told nothing of the disk, so the next
     # one, fast, is the probe and ends the pause (it ran its full ten seconds before)
-    s, ep = await contract.leader(make)
-    w = TimedWrites(s, monkeypatch)
-    rec = TaskRecord(pool="default")
-    s.busy_timeout = 0.05  # (a real wait of the store's thread for the lock: not the fake clock)
-    try:
-        await s.commit([Submitted(1, 1, 0, rec)], ep, codec)  # inline, and slow once
+    async with slow_once(make, monkeypatch) as (s, ep, w):
+        s.busy_timeout = 0.05  # (a real wait of the store's thread for the lock: not the fake clock)
         w.stall = 0.001
         other = sqlite3.connect(s.path, timeout=0, isolation_level=None)
         other.execute("BEGIN IMMEDIATE")
         try:
             with pytest.raises(TransientStoreError, match="locked"):
-                await s.commit([Submitted(2, 2, 0, rec)], ep, codec)  # on the thread: fails
+                await s.commit([Submitted(2, 2, 0, REC)], ep, codec)  # on the thread: fails
         finally:
             other.execute("ROLLBACK")
             other.close()
-        await s.commit([Submitted(3, 3, 0, rec)], ep, codec)  # on the thread: fast, the probe
-        await s.commit([Submitted(4, 4, 0, rec)], ep, codec)
+        await s.commit([Submitted(3, 3, 0, REC)], ep, codec)  # on the thread: fast, the probe
+        await s.commit([Submitted(4, 4, 0, REC)], ep, codec)
         loop_thread = threading.current_thread().name
         assert w.threads[0] == loop_thread and w.threads[1].startswith("cronoq-sqlite")
         assert w.threads[2] == loop_thread  # the pause ended: inline again
         assert s.leading
-    finally:
-        monkeypatch.undo()
-        await s.close()
 
 
 async def test_a_lost_output_is_an_error_to_await_not_none(tmp_path: pathlib.Path) -> None:
