@@ -246,6 +246,22 @@ async def check_unencodable_output(make: Make) -> None:
         await s.close()
 
 
+async def check_message_with_surrogates(make: Make) -> None:
+    """A task's message with a lone surrogate (an exception naming a file whose name is not
+    UTF-8: ``os.fsdecode``) has no UTF-8 form, so neither store could write it: the whole
+    commit failed for good and the leader stepped down.  It is stored with U+FFFD instead."""
+    s, ep = await leader(make)
+    try:
+        t0 = now_ns()
+        await s.commit([Submitted(1, 1, t0, TaskRecord(pool="default"))], ep, codec)
+        message = "cannot read \udcff.txt \ud83d\ude00"  # (the last two: a pair split in two)
+        await s.commit([StatusChange(1, "failed", 1, t0 + 1, message)], ep, codec)
+        (term,) = (await s.load(codec)).terminal
+        assert term.message == "cannot read \ufffd.txt \ufffd\ufffd"
+    finally:
+        await s.close()
+
+
 async def check_commit_requires_open(make: Make) -> None:
     s = make()
     with pytest.raises(SchedulerError):

@@ -220,6 +220,10 @@ async def test_unencodable_output_is_not_fatal(make: Any) -> None:
     await contract.check_unencodable_output(make)
 
 
+async def test_a_message_with_lone_surrogates_is_stored(make: Any) -> None:
+    await contract.check_message_with_surrogates(make)
+
+
 async def test_commit_before_open_is_an_error(make: Any) -> None:
     await contract.check_commit_requires_open(make)
 

@@ -16,6 +16,7 @@ import json
 import json.encoder
 import logging
 import operator
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
@@ -106,6 +107,23 @@ TASK_COLUMNS = (
 #: exception text) failed its whole commit for good, which made the leader step down, and
 #: the task, recovered without its end, ran and failed again.
 NUL_STORED: Final = "\ufffd"
+
+#: A lone surrogate (U+D800..U+DFFF as a code point of its own: an exception naming a file whose
+#: name is not UTF-8, decoded by ``os.fsdecode``) has no UTF-8 form: neither store can write it
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def storable_message(message: str) -> str:
+    """``message`` as both stores keep it: a NUL character, and each lone surrogate, replaced
+    by U+FFFD (:data:`NUL_STORED`).  Such a message failed its whole commit for good (the
+    leader stepped down, and the task, recovered without its end, ran again).  A C scan, and a
+    regular expression only for a message that is not ASCII."""
+    if "\x00" in message:
+        message = message.replace("\x00", NUL_STORED)
+    if not message.isascii():
+        message = _SURROGATE.sub(NUL_STORED, message)
+    return message
+
 
 #: Column order of a ``cronoq_bulk_keys`` row (a bulk action's request key and its progress).
 BULK_KEY_COLUMNS = ("action", "tenant", "key", "matched", "acted", "done", "at")
@@ -300,8 +318,8 @@ def _fold_into(
                 except CodecError as e:
                     note = f"output not stored: {e}"
                     message = note if not message else f"{message} ({note})"
-            if message and "\x00" in message:
-                message = message.replace("\x00", NUL_STORED)
+            if message:
+                message = storable_message(message)
             finished = m.at if status in TERMINAL_STATUSES else None
             tid = m.id
             row = new.get(tid)

@@ -53,8 +53,9 @@ Commits.  One :meth:`Store.commit` call is one transaction (the runtime's group 
 Within a batch, changes to one task are folded into a single row write.  Outputs
 (``StatusChange.output`` with ``has_output``) are encoded with the codec here; an output the
 codec refuses is not stored (the row keeps its status, ``has_output`` false, and a message
-saying why) — a commit never fails because of one value; a NUL character of a message is
-stored as U+FFFD (``_records.NUL_STORED``: PostgreSQL's text cannot hold one).  Payloads
+saying why) — a commit never fails because of one value; a NUL character of a message, and
+a lone surrogate, is stored as U+FFFD (``_records.storable_message``: PostgreSQL's text holds
+no NUL, and a surrogate has no UTF-8 form).  Payloads
 arrive already encoded (``TaskRecord.payload`` bytes, encoded by the runtime at submission,
 where an unencodable payload is ``SubmitError("invalid")``); a non-bytes payload is encoded
 here as a fallback.
