@@ -87,3 +87,35 @@ def test_signal_pool_and_resource_names() -> None:
         Pool(NUL, print)
     with pytest.raises(ValueError, match=refused("resource name")):
         ResourceConfig(NUL, "semaphore", permits=1)
+
+
+SURROGATE = "a\udcffb"  # (a file name that is not UTF-8, as os.fsdecode gives it)
+
+
+def no_utf8(what: str) -> str:
+    return re.escape(f"{what} must not contain a lone surrogate (U+D800..U+DFFF): it has no UTF-8 form")
+
+
+@pytest.mark.parametrize("field", ["key", "kind", "pool", "tenant"])
+def test_a_lone_surrogate_is_refused_as_a_nul_is(field: str) -> None:
+    """Neither store can encode a lone surrogate: one in a key or kind failed the whole group
+    commit for good (SQLite and PostgreSQL alike) and the leader stepped down.  The server's
+    edges refuse one already (protobuf holds UTF-8 only); the Python API's did not."""
+    with pytest.raises(InvalidSubmission, match=f"^{no_utf8(field)}$"):
+        Submission.from_kwargs(b"x", **{field: SURROGATE})
+    with pytest.raises(InvalidSubmission, match=no_utf8("dependency key")):
+        Submission.from_kwargs(b"x", after=[SURROGATE])
+    with pytest.raises(ValueError, match=no_utf8("a signal name")):
+        check_signal_name(SURROGATE)
+    assert check_key("k\u00e9\U0001f600") == "k\u00e9\U0001f600"  # (any other text is a key)
+
+
+def test_a_lone_surrogate_in_tags_or_labels_is_refused() -> None:
+    """Tags and labels are stored in the definition's JSON text, written as UTF-8: a lone
+    surrogate there failed the commit too (a NUL is escaped in JSON: taken)."""
+    with pytest.raises(InvalidSubmission, match=no_utf8("tags")):
+        Submission.from_kwargs(b"x", tags={"t": SURROGATE})
+    with pytest.raises(InvalidSubmission, match=no_utf8("labels")):
+        Submission.from_kwargs(b"x", labels={SURROGATE: "v"})
+    sub = Submission.from_kwargs(b"x", tags={"t": NUL}, labels={NUL: "\u00e9"})
+    assert (sub.tags, sub.labels) == ({"t": NUL}, {NUL: "\u00e9"})

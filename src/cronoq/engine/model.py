@@ -21,6 +21,7 @@ Theory of operation
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Final
@@ -274,12 +275,26 @@ FAIL: Final = 2
 MISS_POLICIES: Final = ("run_late", "skip", "fail")
 
 
+#: A lone surrogate: a code point of a str that has no UTF-8 form (``os.fsdecode`` of bytes
+#: that are not UTF-8 gives them), which neither store can write
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def check_utf8(what: str, value: str, error: type[ValueError] = InvalidSubmission) -> str:
+    """``value``, unless it contains a lone surrogate: then ``error`` naming ``what`` (a store
+    writes text as UTF-8).  O(1) for ASCII text, a regular expression otherwise."""
+    if not value.isascii() and _SURROGATE.search(value) is not None:
+        raise error(f"{what} must not contain a lone surrogate (U+D800..U+DFFF): it has no UTF-8 form")
+    return value
+
+
 def check_no_nul(what: str, value: str, error: type[ValueError] = InvalidSubmission) -> str:
-    """``value``, unless it contains a NUL character (U+0000): then ``error`` naming ``what``
-    (docs/reference/behaviour.md#task-fields: a store's text cannot hold one).  A C scan."""
+    """``value``, unless it contains a NUL character (U+0000) or a lone surrogate: then
+    ``error`` naming ``what`` (docs/reference/behaviour.md#task-fields: a store's text cannot
+    hold either).  A C scan (and :func:`check_utf8`)."""
     if "\x00" in value:
         raise error(f"{what} must not contain a NUL character (U+0000)")
-    return value
+    return check_utf8(what, value, error)
 
 
 def parse_on_miss(value: object) -> int:

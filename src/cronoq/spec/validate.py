@@ -31,6 +31,7 @@ from cronoq.engine.model import (
     RetryPolicy,
     TaskOptions,
     check_no_nul,
+    check_utf8,
     parse_on_miss,
 )
 from cronoq.engine.time import MAX_NS, NS, check_seconds, to_ns
@@ -74,7 +75,8 @@ def str_map(name: str, value: object) -> dict[str, str] | None:
     for k, v in value.items():
         if not isinstance(k, str):
             raise ArgumentTypeError(f"{name} keys must be strings (got {k!r})")
-        out[k] = v if isinstance(v, str) else str(v)
+        v = v if isinstance(v, str) else str(v)
+        out[check_utf8(name, k)] = check_utf8(name, v)  # (a NUL is escaped in the stored JSON)
     return out or None
 
 
