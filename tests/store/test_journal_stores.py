@@ -114,3 +114,32 @@ async def test_sqlite_journals(sqlite_make: Any) -> None:
 
 async def test_postgres_journals(pg_make: Any) -> None:  # noqa: F811
     await check_journals(pg_make)
+
+
+async def check_lone_surrogates(make: Any) -> None:
+    """A step's result or a signal's payload with a lone surrogate (a file name that is not
+    UTF-8, from ``os.fsdecode``) is JSON (``json.dumps`` escapes it), but its text was written
+    unescaped, which neither store can encode: the whole commit failed for good and the leader
+    stepped down.  It is written escaped, and reads back the same."""
+    s, ep = await leader(make)
+    try:
+        t0 = time.time_ns()
+        spec = TaskRecord(pool="default", payload=codec.encode("p"))
+        await s.commit([Submitted(1, 1, t0, spec), StatusChange(1, "running", 1, t0 + 1)], ep, codec)
+        odd = "name \udcff.txt, caf\u00e9"
+        await s.commit(
+            [JournalPut(1, 0, ["step", "read", odd], 0), SignalPut("sig", {"p": odd}, t0)], ep, codec
+        )
+        rec = await s.load(codec)
+        assert rec.journals[1][0] == [["step", "read", odd]]
+        assert rec.signals == [("sig", {"p": odd}, t0)]
+    finally:
+        await s.close()
+
+
+async def test_sqlite_lone_surrogates(sqlite_make: Any) -> None:
+    await check_lone_surrogates(sqlite_make)
+
+
+async def test_postgres_lone_surrogates(pg_make: Any) -> None:  # noqa: F811
+    await check_lone_surrogates(pg_make)

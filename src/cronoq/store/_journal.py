@@ -23,6 +23,7 @@ rebuilds ``Recovered.journals`` from the rows.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -41,7 +42,21 @@ __all__ = [
 ]
 
 JOURNAL_MUTATIONS: Final = (JournalPut, JournalDrop, SignalPut)
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_dumps_text = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_dumps_ascii = json.JSONEncoder(separators=(",", ":")).encode
+#: a lone surrogate (``os.fsdecode`` of a file name that is not UTF-8): it has no UTF-8 form
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _dumps(value: object) -> str:
+    """The JSON text of a record or a signal's payload, non-ASCII text as is unless it holds a
+    lone surrogate, which neither store can write (the whole commit failed for good): then
+    all escaped (``\\udcff``), which reads back the same."""
+    text = _dumps_text(value)
+    if not text.isascii() and _SURROGATE.search(text) is not None:
+        return _dumps_ascii(value)
+    return text
+
 
 SQLITE_SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS cronoq_journal (
