@@ -276,14 +276,14 @@ MISS_POLICIES: Final = ("run_late", "skip", "fail")
 
 
 #: A lone surrogate: a code point of a str that has no UTF-8 form (``os.fsdecode`` of bytes
-#: that are not UTF-8 gives them), which neither store can write
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+#: that are not UTF-8 gives them), which neither store can write (the stores use it too)
+LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def check_utf8(what: str, value: str, error: type[ValueError] = InvalidSubmission) -> str:
     """``value``, unless it contains a lone surrogate: then ``error`` naming ``what`` (a store
     writes text as UTF-8).  O(1) for ASCII text, a regular expression otherwise."""
-    if not value.isascii() and _SURROGATE.search(value) is not None:
+    if not value.isascii() and LONE_SURROGATE.search(value) is not None:
         raise error(f"{what} must not contain a lone surrogate (U+D800..U+DFFF): it has no UTF-8 form")
     return value
 

@@ -23,10 +23,10 @@ rebuilds ``Recovered.journals`` from the rows.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from cronoq.engine.model import LONE_SURROGATE
 from cronoq.engine.parking import PARK_INDEX, JournalDrop, JournalPut, SignalPut
 
 if TYPE_CHECKING:
@@ -44,8 +44,6 @@ __all__ = [
 JOURNAL_MUTATIONS: Final = (JournalPut, JournalDrop, SignalPut)
 _dumps_text = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _dumps_ascii = json.JSONEncoder(separators=(",", ":")).encode
-#: a lone surrogate (``os.fsdecode`` of a file name that is not UTF-8): it has no UTF-8 form
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def _dumps(value: object) -> str:
@@ -53,7 +51,7 @@ def _dumps(value: object) -> str:
     lone surrogate, which neither store can write (the whole commit failed for good): then
     all escaped (``\\udcff``), which reads back the same."""
     text = _dumps_text(value)
-    if not text.isascii() and _SURROGATE.search(text) is not None:
+    if not text.isascii() and LONE_SURROGATE.search(text) is not None:
         return _dumps_ascii(value)
     return text
 

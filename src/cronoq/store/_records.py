@@ -16,10 +16,10 @@ import json
 import json.encoder
 import logging
 import operator
-import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
+from cronoq.engine.model import LONE_SURROGATE
 from cronoq.engine.mutations import (
     BulkKeyChange,
     Mutation,
@@ -108,10 +108,6 @@ TASK_COLUMNS = (
 #: the task, recovered without its end, ran and failed again.
 NUL_STORED: Final = "\ufffd"
 
-#: A lone surrogate (U+D800..U+DFFF as a code point of its own: an exception naming a file whose
-#: name is not UTF-8, decoded by ``os.fsdecode``) has no UTF-8 form: neither store can write it
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-
 
 def storable_message(message: str) -> str:
     """``message`` as both stores keep it: a NUL character, and each lone surrogate, replaced
@@ -121,7 +117,7 @@ def storable_message(message: str) -> str:
     if "\x00" in message:
         message = message.replace("\x00", NUL_STORED)
     if not message.isascii():
-        message = _SURROGATE.sub(NUL_STORED, message)
+        message = LONE_SURROGATE.sub(NUL_STORED, message)
     return message
 
 
