@@ -21,6 +21,7 @@ __all__ = [
     "ArgumentTypeError",
     "SchedulerError",
     "NotStartedError",
+    "ConfigurationError",
     "Fenced",
     "TaskFailed",
     "ReplayError",
@@ -112,6 +113,19 @@ class NotStartedError(SchedulerError, RuntimeError):
 
     def __init__(self, message: str = NOT_STARTED_MESSAGE) -> None:
         super().__init__(message)
+
+
+class ConfigurationError(SchedulerError):
+    """A schedule's cron, time zone or pool is invalid (``add_recurring``): the message starts
+    ``configuration error:``; ``code`` is the submit error code behind it (``unknown_pool``),
+    if one was."""
+
+    def __init__(self, message: str = "", code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message, self.code))
 
 
 class Fenced(SchedulerError):

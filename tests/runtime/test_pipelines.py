@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
+import pickle
 import re
 import time
 from typing import Any
@@ -30,6 +31,7 @@ from cronoq import (
     Task,
     TaskFailed,
 )
+from cronoq.errors import ConfigurationError
 from cronoq.testing import VirtualClock
 
 from .conftest import SAFETY, Gate, echo, pool, settle, wait
@@ -842,6 +844,7 @@ async def test_invalid_cron_or_tz_is_configuration_error(cron: str, tz: str | No
             await s.add_recurring("r", cron, None, tz=tz)
         assert not isinstance(ei.value, SubmitError)
         assert str(ei.value).startswith("configuration error: ")
+        assert isinstance(ei.value, ConfigurationError) and ei.value.code is None
         assert await s.list_recurring() == []
 
 
@@ -867,6 +870,9 @@ async def test_unknown_pool_is_configuration_error() -> None:
         with pytest.raises(SchedulerError) as ei:
             await s.add_recurring("r", "* * * * *", None, pool="x")
         assert str(ei.value) == "configuration error: unknown pool 'x'"
+        assert isinstance(ei.value, ConfigurationError) and ei.value.code == "unknown_pool"
+        copy = pickle.loads(pickle.dumps(ei.value))  # (errors are picklable)
+        assert (type(copy), str(copy), copy.code) == (ConfigurationError, str(ei.value), "unknown_pool")
         assert await s.list_recurring() == []
 
 

@@ -46,6 +46,7 @@ from cronoq.engine.time import check_seconds
 from cronoq.engine.waiting import why_not_running
 from cronoq.errors import (
     ArgumentTypeError,
+    ConfigurationError,
     NotStartedError,
     SchedulerError,
     SubmitError,
@@ -526,7 +527,8 @@ class Scheduler(Signals):
         """Add (or replace) a cron schedule whose occurrences are fixed-start tasks
         (docs/reference/behaviour.md#cron).
 
-        Invalid cron, time zone or pool: ``SchedulerError("configuration error: ...")``, e.g.
+        Invalid cron, time zone or pool: :class:`~cronoq.errors.ConfigurationError` (a
+        SchedulerError) ``"configuration error: ..."``, e.g.
         ``configuration error: invalid cron '61 * * * *': minute value 61 out of range 0-59``.
         Occurrences are tagged ``cronoq.recurring`` = ``name``.  Replacing a schedule whose
         occurrence for instant T is materialized keeps that occurrence; the new schedule's
@@ -553,14 +555,14 @@ class Scheduler(Signals):
         try:
             schedule = CronSchedule(cron, tz)
         except ValueError as e:
-            raise SchedulerError(f"configuration error: {e}") from None
+            raise ConfigurationError(f"configuration error: {e}") from None
         dl = None if sub.deadline is None else sub.deadline.relative
         spec = RecurringSpec(name, schedule, ov, sub.options(), sub.payload, sub.key, dl)
         spec.blob = run.blob(sub.payload)
         try:
             info = core.add_recurring(run.now(), spec)
         except SubmitError as e:
-            raise SchedulerError(f"configuration error: {e.message}") from None
+            raise ConfigurationError(f"configuration error: {e.message}", e.code) from None
         run.settle()
         if run.committer is not None:
             await run.durable()

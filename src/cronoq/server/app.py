@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.model import FIRST_TERMINAL, READY, STATUS_BY_NAME, TaskState
-from cronoq.errors import Fenced, SchedulerError, SubmitError
+from cronoq.errors import ConfigurationError, Fenced, SchedulerError, SubmitError
 from cronoq.proto import enums
 from cronoq.runtime.events import EventStream
 from cronoq.runtime.pool import Pool
@@ -744,12 +744,10 @@ class ServerApp:
         overlap = enums.OVERLAP.names.get(req.overlap, "skip")
         try:
             await sched.seam.add_recurring(req.name, req.cron, sub, tz=req.tz or None, overlap=overlap)
-        except SchedulerError as e:
-            # a bad cron or time zone (or an unknown pool, the only SubmitError code here)
+        except ConfigurationError as e:  # (any other SchedulerError: its commit failed, or the
+            # leader stepped down: unavailable, store_failure)
             msg = str(e)
-            if not msg.startswith("configuration error:"):
-                raise  # its commit failed, or the leader stepped down: unavailable (store_failure)
-            if "unknown pool" in msg:
+            if e.code == "unknown_pool":
                 raise ApiError("not_found", msg, "unknown_pool") from None
             # not a SubmitError: the body's code is the status name
             # (docs/reference/behaviour.md#server-details)
