@@ -7,7 +7,7 @@ from typing import Any
 
 from cronoq.engine.mutations import StatusChange, Submitted, TaskRecord
 from cronoq.engine.parking import JournalPut
-from cronoq.store._records import NUL_STORED, TASK_COLUMNS, db_id, fold, spec_json
+from cronoq.store._records import TASK_COLUMNS, UNSTORABLE_AS, db_id, fold, spec_json
 from cronoq.store.codec import JsonCodec
 
 codec = JsonCodec()
@@ -131,5 +131,5 @@ def test_a_nul_in_a_message_is_stored_as_a_replacement_character() -> None:
         ],
         codec,
     )
-    assert b.inserts[0][TASK_COLUMNS.index("message")] == f"bad{NUL_STORED}byte"
-    assert b.updates[0][2] == NUL_STORED
+    assert b.inserts[0][TASK_COLUMNS.index("message")] == f"bad{UNSTORABLE_AS}byte"
+    assert b.updates[0][2] == UNSTORABLE_AS

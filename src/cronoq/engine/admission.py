@@ -43,7 +43,7 @@ from cronoq.engine.model import (
     ON_SUCCESS,
     TaskOptions,
     TaskState,
-    check_no_nul,
+    check_stored_text,
     edge_satisfied,
 )
 from cronoq.engine.mutations import Submitted
@@ -187,7 +187,7 @@ def check_resources(res: Resources, opts: TaskOptions) -> None:
         opts.resources = None  # (an empty map asks for nothing: the hot paths test for None)
     units: list[Entry] = []
     for name, amount in (opts.resources or {}).items():
-        check_no_nul("resource name", name)  # (also for options built without resource_map)
+        check_stored_text("resource name", name)  # (also for options built without resource_map)
         capacity, kr = _capacity(res, name)
         if (
             amount.__class__ is not int and (isinstance(amount, bool) or not isinstance(amount, int))

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final, TypeAlias, TypedDict, Unpack
 
-from cronoq.engine.model import CLASS_NAMES, DEFAULT_RETRY, Priority, RetryPolicy, check_no_nul
+from cronoq.engine.model import CLASS_NAMES, DEFAULT_RETRY, Priority, RetryPolicy, check_stored_text
 from cronoq.engine.stats import RUN_EWMA_ALPHA
 from cronoq.engine.time import NS, check_seconds, show_number, to_ns
 
@@ -257,7 +257,7 @@ class PoolConfig:
         tenant_weights, fair_share = o["tenant_weights"], o["fair_share"]
         if not isinstance(name, str) or not name:
             raise ValueError("pool name must be a non-empty string")
-        check_no_nul("pool name", name, ValueError)
+        check_stored_text("pool name", name, ValueError)
         if not _is_int(max) or max < 1:
             raise ValueError("max must be >= 1")
         if not _is_int(min) or min < 0:

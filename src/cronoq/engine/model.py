@@ -13,8 +13,9 @@ Theory of operation
   number of tasks; the per-task record :class:`TaskState` only keeps what differs per task.
   This keeps validation off the per-task path and a pending task small.
 * A name or key that a store keeps as text (key, kind, pool, tenant, a recurring schedule's,
-  a signal's, a resource's, a bulk ``request_key``) must not contain a NUL character:
-  PostgreSQL's ``text`` cannot hold one, so :func:`check_no_nul` refuses it at every edge
+  a signal's, a resource's, a bulk ``request_key``) must not contain a NUL character, which
+  PostgreSQL's ``text`` cannot hold, nor a lone surrogate, which has no UTF-8 form (tags and
+  labels neither: :func:`check_utf8`), so :func:`check_stored_text` refuses one at every edge
   rather than letting one write fail a whole group commit.
 """
 
@@ -288,7 +289,7 @@ def check_utf8(what: str, value: str, error: type[ValueError] = InvalidSubmissio
     return value
 
 
-def check_no_nul(what: str, value: str, error: type[ValueError] = InvalidSubmission) -> str:
+def check_stored_text(what: str, value: str, error: type[ValueError] = InvalidSubmission) -> str:
     """``value``, unless it contains a NUL character (U+0000) or a lone surrogate: then
     ``error`` naming ``what`` (docs/reference/behaviour.md#task-fields: a store's text cannot
     hold either).  A C scan (and :func:`check_utf8`)."""
@@ -339,7 +340,7 @@ class Dep:
         if isinstance(target, int) and target < 1:
             raise ValueError(f"dependency target must be a task id >= 1 (got {target})")
         if isinstance(target, str):
-            check_no_nul("dependency target", target)
+            check_stored_text("dependency target", target)
         cond = _COND_PARSE.get(on) if isinstance(on, str) else None
         if cond is None:
             raise ValueError(f"on must be 'success', 'failure' or 'complete' (got {on!r})")

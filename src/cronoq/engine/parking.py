@@ -70,7 +70,7 @@ from cronoq.engine.model import (
     STATUS_NAMES,
     SUCCEEDED,
     TaskState,
-    check_no_nul,
+    check_stored_text,
 )
 from cronoq.engine.timers import T_WAKE
 
@@ -126,7 +126,7 @@ def check_signal_name(name: object) -> str:
         raise ValueError("a signal name must not be empty")
     if len(name) > MAX_SIGNAL_NAME:
         raise ValueError(f"a signal name must be at most {MAX_SIGNAL_NAME} characters (got {len(name)})")
-    return check_no_nul("a signal name", name, ValueError)
+    return check_stored_text("a signal name", name, ValueError)
 
 
 class JournalPut:

@@ -49,7 +49,7 @@ from cronoq.engine.keyed import (
     refuse_new_keys,
     victim_message,
 )
-from cronoq.engine.model import READY, TaskState, check_no_nul
+from cronoq.engine.model import READY, TaskState, check_stored_text
 from cronoq.engine.snapshot import ResourceSnapshot
 from cronoq.engine.units import SEMAPHORE, TOKEN_BUCKET, Semaphore, TokenBucket
 
@@ -102,7 +102,7 @@ class ResourceConfig:
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("resource name must be a non-empty string")
-        check_no_nul("resource name", name, ValueError)
+        check_stored_text("resource name", name, ValueError)
         if not isinstance(per_key, bool):
             raise ValueError(f"per_key must be a bool (got {per_key!r})")
         check_name(name, per_key)

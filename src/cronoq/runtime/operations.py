@@ -49,7 +49,14 @@ from cronoq.engine import bulk, control
 from cronoq.engine import replay as _replay
 from cronoq.engine.bulk import BulkResult
 from cronoq.engine.keys import same_tenant
-from cronoq.engine.model import OUTPUT_LOST, STATUS_BY_NAME, STATUS_NAMES, SUCCEEDED, TaskState, check_no_nul
+from cronoq.engine.model import (
+    OUTPUT_LOST,
+    STATUS_BY_NAME,
+    STATUS_NAMES,
+    SUCCEEDED,
+    TaskState,
+    check_stored_text,
+)
 from cronoq.engine.mutations import BULK_KEYS, BulkKeyChange, RecoveredTerminal
 from cronoq.engine.parents import outcomes
 from cronoq.engine.recovery import terminal_state
@@ -434,9 +441,9 @@ class Operations:
             return await self._bulk(f, replaying, None)
         if not isinstance(request_key, str):
             raise ArgumentTypeError(f"request_key must be a string (got {request_key!r})")
-        check_no_nul("request_key", request_key, ValueError)  # (a store keeps it, and the tenant, as text)
+        check_stored_text("request_key", request_key, ValueError)  # (stored as text, as the tenant)
         if tenant:
-            check_no_nul("tenant", tenant, ValueError)
+            check_stored_text("tenant", tenant, ValueError)
         keys = self._bulk_keys
         if keys is None:
             keys = self._bulk_keys = OrderedDict()

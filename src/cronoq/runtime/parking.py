@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.admission import BatchItem
 from cronoq.engine.keys import same_tenant
-from cronoq.engine.model import check_no_nul
+from cronoq.engine.model import check_stored_text
 from cronoq.engine.parking import S_RECEIVED, S_TIMED_OUT, StaleLease, check_signal_name
 from cronoq.engine.time import NS
 from cronoq.errors import ArgumentTypeError, Permanent, SchedulerError, SubmitError
@@ -77,7 +77,7 @@ class Signals:
         ``tenant`` as keys are: only that tenant's tasks see it."""
         name = check_signal_name(name)
         if tenant:  # (kept with the name as text by a store)
-            check_no_nul("tenant", tenant, ValueError)
+            check_stored_text("tenant", tenant, ValueError)
         payload = _json_value(payload, f"the payload of signal '{name}'")
         run = self._started()
         dup = run.core.parking.send(run.now(), name, payload, tenant or None)

@@ -37,7 +37,7 @@ from cronoq.engine.bulk import BulkResult
 from cronoq.engine.config import CoreConfig
 from cronoq.engine.core import Core
 from cronoq.engine.keys import same_tenant
-from cronoq.engine.model import STATUS_NAMES, TaskState, check_no_nul
+from cronoq.engine.model import STATUS_NAMES, TaskState, check_stored_text
 from cronoq.engine.progress import Progress
 from cronoq.engine.recurring import CronSchedule, RecurringInfo, RecurringSpec, parse_overlap
 from cronoq.engine.resources import ResourceConfig
@@ -550,7 +550,7 @@ class Scheduler(Signals):
         core = run.core
         if not isinstance(name, str) or not name:
             raise ValueError(f"recurring schedule name must be a non-empty string (got {name!r})")
-        check_no_nul("recurring schedule name", name, ValueError)
+        check_stored_text("recurring schedule name", name, ValueError)
         ov = parse_overlap(overlap)
         try:
             schedule = CronSchedule(cron, tz)

@@ -30,7 +30,7 @@ from cronoq.engine.model import (
     Priority,
     RetryPolicy,
     TaskOptions,
-    check_no_nul,
+    check_stored_text,
     check_utf8,
     parse_on_miss,
 )
@@ -88,7 +88,7 @@ def resource_map(resources: object) -> dict[str, int] | None:
     for name, amount in resources.items():
         if not isinstance(name, str):
             raise ArgumentTypeError(f"resource names must be strings (got {name!r})")
-        check_no_nul("resource name", name)
+        check_stored_text("resource name", name)
         if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
             # docs/reference/behaviour.md#resources: a SubmitError ``invalid`` that is also a ValueError
             raise InvalidSubmission(f"resource amount must be an int >= 1 (got {amount!r} for '{name}')")
@@ -103,7 +103,7 @@ def check_string(name: str, value: object, *, empty: bool = True) -> str | None:
     if not isinstance(value, str) or (not empty and not value):
         what = "a string" if empty else "a non-empty string"
         raise ArgumentTypeError(f"{name} must be {what} (got {value!r})")
-    return check_no_nul(name, value)
+    return check_stored_text(name, value)
 
 
 def make_options(
@@ -233,7 +233,7 @@ def check_key(key: object) -> str | None:
         return None
     if not isinstance(key, str) or not key:
         raise ArgumentTypeError(f"key must be a non-empty string (got {key!r})")
-    return check_no_nul("key", key)
+    return check_stored_text("key", key)
 
 
 def parse_deps(after: object, deps: object) -> Edges | None:
@@ -250,7 +250,7 @@ def parse_deps(after: object, deps: object) -> Edges | None:
             if isinstance(r, bool) or not isinstance(r, (int, str)) or (isinstance(r, int) and r < 1):
                 raise ArgumentTypeError(f"a dependency is a task id (int >= 1) or a key (str), got {r!r}")
             if r.__class__ is str:
-                check_no_nul("dependency key", r)
+                check_stored_text("dependency key", r)
             out.append((r, ON_SUCCESS))
     if deps is not None:
         if not isinstance(deps, (list, tuple)):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from cronoq.engine.model import ON_SUCCESS, Priority, RetryPolicy, check_no_nul
+from cronoq.engine.model import ON_SUCCESS, Priority, RetryPolicy, check_stored_text
 from cronoq.engine.time import NS, check_seconds, to_ns
 from cronoq.errors import InvalidSubmission
 from cronoq.proto import enums
@@ -263,7 +263,7 @@ def _deps_from_wire(spec: pb.TaskSpec) -> list[tuple[int | str, int]]:
         elif which == "key":
             if not d.target.key:
                 raise InvalidSubmission("dependency key must not be empty")
-            target = check_no_nul("dependency key", d.target.key)
+            target = check_stored_text("dependency key", d.target.key)
         else:
             raise InvalidSubmission("dependency target must be an id or a key")
         if d.cond:
@@ -279,7 +279,7 @@ def _deps_from_wire(spec: pb.TaskSpec) -> list[tuple[int | str, int]]:
 def from_wire(spec: pb.TaskSpec, payload: object = None) -> Submission:
     """The :class:`Submission` of a ``TaskSpec`` (``payload`` standing for its payload)."""
     # (a NUL in one is refused: a store keeps them as text)
-    pool, kind, key, tenant = (check_no_nul(w, getattr(spec, w)) or None for w in _STRINGS)
+    pool, kind, key, tenant = (check_stored_text(w, getattr(spec, w)) or None for w in _STRINGS)
     prio = None
     if spec.priority:
         prio = enums.PRIORITY_FROM_WIRE.get(spec.priority)
@@ -307,7 +307,7 @@ def from_wire(spec: pb.TaskSpec, payload: object = None) -> Submission:
         for name, amount in spec.resources.items():
             if amount < 1:
                 raise InvalidSubmission(f"resource amount must be >= 1 (got {amount} for '{name}')")
-            check_no_nul("resource name", name)
+            check_stored_text("resource name", name)
             res[name] = int(amount)
     return _tuple_new(  # (a Submission, its fields in order)
         Submission,

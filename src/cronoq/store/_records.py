@@ -102,22 +102,23 @@ TASK_COLUMNS = (
     "has_output",
 )
 
-#: What a NUL character of a status message is stored as (in both stores, so they recover
-#: the same message): a PostgreSQL text value cannot hold one, and such a message (a task's
-#: exception text) failed its whole commit for good, which made the leader step down, and
-#: the task, recovered without its end, ran and failed again.
-NUL_STORED: Final = "\ufffd"
+#: What a NUL character or a lone surrogate of a status message is stored as (in both stores,
+#: so they recover the same message): a PostgreSQL text value cannot hold a NUL, neither store
+#: can encode a lone surrogate, and such a message (a task's exception text) failed its whole
+#: commit for good, which made the leader step down, and the task, recovered without its end,
+#: ran and failed again.
+UNSTORABLE_AS: Final = "\ufffd"
 
 
 def storable_message(message: str) -> str:
     """``message`` as both stores keep it: a NUL character, and each lone surrogate, replaced
-    by U+FFFD (:data:`NUL_STORED`).  Such a message failed its whole commit for good (the
+    by U+FFFD (:data:`UNSTORABLE_AS`).  Such a message failed its whole commit for good (the
     leader stepped down, and the task, recovered without its end, ran again).  A C scan, and a
     regular expression only for a message that is not ASCII."""
     if "\x00" in message:
-        message = message.replace("\x00", NUL_STORED)
+        message = message.replace("\x00", UNSTORABLE_AS)
     if not message.isascii():
-        message = LONE_SURROGATE.sub(NUL_STORED, message)
+        message = LONE_SURROGATE.sub(UNSTORABLE_AS, message)
     return message
 
 
