@@ -121,26 +121,21 @@ def _patch() -> None:
     SqliteStore._commit_sync = commit_sync  # type: ignore[method-assign]
     from cronoq.server.app import ServerApp
 
-    real_many = ServerApp.submit_many
+    def traced(method: str, start: str, end: str) -> None:
+        """``ServerApp.<method>(principal, specs)`` marked ``start`` and ``end`` on the timeline."""
+        real = getattr(ServerApp, method)
 
-    async def submit_many(self: Any, principal: Any, specs: Any) -> Any:
-        _ev("many", len(specs))
-        try:
-            return await real_many(self, principal, specs)
-        finally:
-            _ev("answer", len(specs))
+        async def call(self: Any, principal: Any, specs: Any) -> Any:
+            _ev(start, len(specs))
+            try:
+                return await real(self, principal, specs)
+            finally:
+                _ev(end, len(specs))
 
-    ServerApp.submit_many = submit_many  # type: ignore[method-assign]
-    real_batch = ServerApp.submit_batch
+        setattr(ServerApp, method, call)
 
-    async def submit_batch(self: Any, principal: Any, specs: Any) -> Any:
-        _ev("batch", len(specs))
-        try:
-            return await real_batch(self, principal, specs)
-        finally:
-            _ev("batched", len(specs))
-
-    ServerApp.submit_batch = submit_batch  # type: ignore[method-assign]
+    traced("submit_many", "many", "answer")
+    traced("submit_batch", "batch", "batched")
 
 
 def _gc_patch() -> None:
