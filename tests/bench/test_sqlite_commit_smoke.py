@@ -22,3 +22,15 @@ def test_every_phase_comes_out(tmp_path: Path, capsys: pytest.CaptureFixture[str
     for ln in lines:
         figures = [float(x) for x in re.findall(r"(\d+\.\d+)", ln)]
         assert len(figures) == 4 and figures[-1] > 0, ln
+
+
+def test_apsw_comparison_comes_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("apsw")
+    argv = ["--apsw", "--sizes", "2,20", "--rounds", "2", "--commits", "2", "--arms", "sqlite3,apsw"]
+    sqlite_commit.main([*argv, "--dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    rows = [r for r in map(str.split, out.splitlines()) if r and re.fullmatch(r"[\d. ]+", " ".join(r[1:]))]
+    assert [r[0] for r in rows] == ["sqlite3", "apsw", "sqlite3", "apsw"], out
+    for r in rows:
+        assert len(r) == 9 and float(r[4]) > 0, r  # fold, stmts, COMMIT, CPU, wall, 3 ratios
+    assert [r[6] for r in rows[::2]] == ["1.000", "1.000"]  # (sqlite3: the base)
