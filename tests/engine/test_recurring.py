@@ -948,10 +948,26 @@ def test_an_occurrence_its_full_pool_refuses_is_counted_apart_from_conflicts(eng
     i = add(d, "five", "*/5 * * * *")
     assert (d.totals()["recurring_rejected"], d.totals()["recurring_conflicts"]) == (1, 0)
     assert (i.last_task_id, i.next_unix_ns) == (0, unix_ns(2025, 1, 6, 0, 5))
+    assert not d.core.pools[0].waiting_space  # nothing waits for the dropped occurrence
     d.cancel(queued)  # room again: the next occurrence is created when the dropped one comes due
+    assert d.space_available() == []  # (its refusal woke no submitter waiting for space)
     at_min(d, 5)
     assert utc_of(d, ahead(d, "five")) == u(2025, 1, 6, 0, 10)
     assert (d.totals()["recurring_rejected"], d.totals()["recurring_conflicts"]) == (1, 0)
+
+
+def test_a_refused_occurrence_leaves_a_waiting_submitter_its_wake_up(eng, mkpool):
+    """docs/reference/behaviour.md#cron: a submitter refused ``full`` (overflow="wait") is
+    still told when space frees, however many occurrences were refused meanwhile."""
+    d = eng(pools=[mkpool(cap=2, max_pending=1)])
+    queued = d.core.submit(d.now, TaskOptions(), None, None, None, None, None)[0]
+    d.collect()
+    with pytest.raises(SubmitError) as ei:
+        d.core.submit(d.now, TaskOptions(), None, None, None, None, None)
+    assert ei.value.code == "full"
+    add(d, "five", "*/5 * * * *")
+    d.cancel(queued)
+    assert [a.pool for a in d.space_available()] == ["default"]
 
 
 def test_a_conflict_drops_one_occurrence_and_retries_when_it_comes_due(eng):

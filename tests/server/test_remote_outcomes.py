@@ -17,7 +17,16 @@ import pytest
 from cronoq import Pool, RetryPolicy, Scheduler, TaskFailed
 from cronoq.runtime.executors import ExecutorKind
 from cronoq.runtime.gcpause import gc_paused
-from cronoq.server.workers import AbortMsg, Blob, LeaseMsg, RemoteExecutor, WorkerRegistry, WorkerSession
+from cronoq.server.worker_durable import WorkerDurable
+from cronoq.server.workers import (
+    AbortMsg,
+    Blob,
+    DurableCallMsg,
+    LeaseMsg,
+    RemoteExecutor,
+    WorkerRegistry,
+    WorkerSession,
+)
 
 NO_RETRY = RetryPolicy.none()
 
@@ -149,5 +158,24 @@ async def test_an_attempt_that_made_a_durable_call_is_freed_without_the_cyclic_c
         del att
         env.session.complete(lease.lease, b"out", "text/plain")
         await h
+        await asyncio.sleep(0)  # (the awaited form's done callbacks, already scheduled, run)
+        assert gone() is None
+
+
+async def test_a_durable_call_whose_attempt_ended_before_it_ran_leaves_no_hold(env: _Env) -> None:
+    """A durable call runs in its own asyncio task (server/worker_durable.py): an attempt that
+    ends between the call's arrival and its task's first step must not be given an
+    ``on_park`` then, which nothing would drop (attempt -> context -> on_park -> attempt)."""
+    with gc_paused():
+        h = await env.sched.submit(Blob(b"in", "text/plain"))
+        lease = await env.lease()
+        att = env.session.attempts[lease.lease]
+        durable = WorkerDurable(None)  # type: ignore[arg-type]  # (a step call needs no app)
+        durable(env.session, att, DurableCallMsg(lease.lease, 1, "step", {"name": "s"}))
+        gone = weakref.ref(att)
+        del att
+        env.session.complete(lease.lease, b"out", "text/plain")  # (before the call's task ran)
+        await h
+        await asyncio.gather(*durable._calls)
         await asyncio.sleep(0)  # (the awaited form's done callbacks, already scheduled, run)
         assert gone() is None

@@ -109,3 +109,21 @@ async def test_grpc_get_of_an_unreadable_history_is_a_read_failure(tmp_path: Pat
                 raise AssertionError("Get answered from a table that is gone")
     finally:
         assert sp.terminate() == 0, sp.log()
+
+
+async def test_a_replay_whose_payload_cannot_be_read_is_a_read_failure(tmp_path: Path) -> None:
+    """A replay reads the task's payload back from the store (the engine dropped it when the
+    task ended): when that read fails the answer is the read's, "the store could not be read:
+    retry" (nothing was changed), not "could not commit this change"."""
+    db = tmp_path / "db"
+    async with serve(base=_base(db)) as (app, c):
+        r = await c.post("/v1/tasks", json={"key": "k", "payload": {"n": 1}})
+        assert r.status_code == 200, r.text
+        tid = r.json()["id"]
+        assert (await c.post(f"/v1/tasks/{tid}/cancel")).status_code == 200
+        _tasks_table_away(db)
+        r = await c.post(f"/v1/tasks/{tid}/replay")
+        assert (r.status_code, r.json()["code"]) == (503, "unavailable"), r.text
+        assert r.json()["error"] == "the store could not be read: retry", r.text
+        assert str(tmp_path) not in r.text
+        assert app.leading

@@ -94,6 +94,12 @@ def test_bad_definitions_fail_at_decoration() -> None:
         app.task(priority="urgent")
     with pytest.raises(TaskDefinitionError, match="applies to a function"):
         app.task(int)
+    # a name that is the task's kind must be text a store holds (not at the first call)
+    with pytest.raises(TaskDefinitionError, match=r"task 'b\\x00d': its name is its kind.*NUL"):
+        app.task(name="b\x00d")(lambda: None)
+    with pytest.raises(TaskDefinitionError, match=r"its name is its kind.*surrogate"):
+        app.task(name="b\ud800d")(lambda: None)
+    assert App("other").task(name="b\x00e", kind="ok")(lambda: None).kind == "ok"
     with pytest.raises(TaskDefinitionError, match="already a task"):
         app.task(t)
 

@@ -230,11 +230,16 @@ def _capacity(res: Resources, name: str) -> tuple[int, Keyed | None]:
     raise SubmitError("unknown_resource", f"unknown resource '{name}'")
 
 
-def overflow(core: Core, pool: PoolState, priority: int, now: int) -> None:
-    """``pool`` is at ``max_pending``: apply its overflow policy (shed a task) or raise."""
+def overflow(core: Core, pool: PoolState, priority: int, now: int, waits: bool = True) -> None:
+    """``pool`` is at ``max_pending``: apply its overflow policy (shed a task) or raise.
+
+    ``waits``: the submitter waits for space on ``full`` (false for a recurring occurrence,
+    which is dropped instead: its refusal must not ask for a ``SpaceAvailable`` nobody awaits).
+    """
     policy = pool.cfg.overflow
     if policy == "wait":
-        pool.waiting_space = True
+        if waits:
+            pool.waiting_space = True
         raise SubmitError("full", f"pool '{pool.name}' is full")
     victim: TaskState | None = None
     if policy == "shed_lowest":
@@ -250,8 +255,11 @@ def overflow(core: Core, pool: PoolState, priority: int, now: int) -> None:
     core.terminate(victim, now, EV_SHED, MSG_SHED)
 
 
-def plan_admission(core: Core, now: int, items: Sequence[BatchItem], single: bool) -> Plan:
-    """Plan ``items`` against ``core``; SubmitError if the submission cannot be admitted."""
+def plan_admission(
+    core: Core, now: int, items: Sequence[BatchItem], single: bool, waits: bool = True
+) -> Plan:
+    """Plan ``items`` against ``core``; SubmitError if the submission cannot be admitted
+    (``waits``: as for :func:`overflow`)."""
     plan = Plan(items, len(core.pools))
     _plan_members(core, plan)
     if plan.any_deps:
@@ -262,7 +270,7 @@ def plan_admission(core: Core, now: int, items: Sequence[BatchItem], single: boo
         _plan_provided(core, plan)
     if plan.any_start:
         _plan_windows(core, plan)
-    _check_bounds(core, plan, now, single)
+    _check_bounds(core, plan, now, single, waits)
     if core.res.keyed:  # new keys of keyed resources: all of them fit under max_keys, or none
         core.res.make_room((it.opts.tracked for i, it in enumerate(items) if plan.dup[i] is None), now)
     return plan
@@ -438,7 +446,7 @@ def _plan_windows(core: Core, plan: Plan) -> None:
         plan.windows[i] = (lo, hi)
 
 
-def _check_bounds(core: Core, plan: Plan, now: int, single: bool) -> None:
+def _check_bounds(core: Core, plan: Plan, now: int, single: bool, waits: bool) -> None:
     """Queue bounds: the new members of each pool are admitted as a whole."""
     for idx in plan.need_order:
         k = plan.need[idx]
@@ -447,7 +455,7 @@ def _check_bounds(core: Core, plan: Plan, now: int, single: bool) -> None:
         if mp is None or pool.pending + k <= mp:
             continue
         if single:
-            overflow(core, pool, plan.items[0].opts.priority, now)
+            overflow(core, pool, plan.items[0].opts.priority, now, waits)
         elif k > mp:
             raise SubmitError(
                 "overloaded", f"batch of {k} tasks exceeds max_pending {mp} of pool '{pool.name}'"

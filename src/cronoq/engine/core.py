@@ -317,7 +317,7 @@ class Core:
         self, now: int, items: Sequence[BatchItem], single: bool, schedule: str | None = None
     ) -> list[tuple[int, bool]]:
         """Plan the submission (``admission.py``: nothing changes if it fails), then commit it."""
-        plan = plan_admission(self, now, items, single)
+        plan = plan_admission(self, now, items, single, waits=schedule is None)
         created, out = create_members(self, now, plan, schedule)
         if plan.any_deps:
             link_members(self, plan, created)

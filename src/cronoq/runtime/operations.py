@@ -31,7 +31,10 @@ engine no longer retains it; the server fills its JSON blobs its own way (``_rep
 The store's history: a task the engine has forgotten (past ``key_retention``) but the store
 still keeps is replayed from its row (``store.load_finished`` / ``load_finished_key``,
 rebuilt by ``recovery.terminal_state``), and a bulk replay runs a second pass over the
-history's pages, newest first (:meth:`Operations._replay_history`).
+history's pages, newest first (:meth:`Operations._replay_history`).  A failed read of a
+task's row or payload (for a replay, a status or a handle) raises
+:class:`~cronoq.store.base.StoreReadError` (:func:`_read`): it changed nothing, and the server
+answers it as a read, not as a failed commit.
 """
 
 from __future__ import annotations
@@ -41,9 +44,9 @@ import datetime as _dt
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TypedDict, Unpack
+from typing import TYPE_CHECKING, Final, TypedDict, TypeVar, Unpack
 
 from cronoq.engine import bulk, control
 from cronoq.engine import replay as _replay
@@ -60,9 +63,10 @@ from cronoq.engine.model import (
 from cronoq.engine.mutations import BULK_KEYS, BulkKeyChange, RecoveredTerminal
 from cronoq.engine.parents import outcomes
 from cronoq.engine.recovery import terminal_state
-from cronoq.errors import ArgumentTypeError, Permanent, ReplayError, SubmitError
+from cronoq.errors import ArgumentTypeError, Permanent, ReplayError, SchedulerError, SubmitError
 from cronoq.outcome import Outcome
 from cronoq.runtime.handles import TaskHandle, set_outcome
+from cronoq.store.base import StoreReadError
 
 if TYPE_CHECKING:
     from cronoq.engine.core import Core
@@ -83,6 +87,18 @@ __all__ = [
 REQUEST_KEYS: Final = BULK_KEYS
 #: the most of the loop's time a bulk action takes while it runs (it sleeps between pages)
 BULK_SHARE: Final = 0.2
+
+T = TypeVar("T")
+
+
+async def _read(aw: Awaitable[T]) -> T:
+    """``aw``, a read of the store: its failure is a :class:`StoreReadError` (nothing changed)."""
+    try:
+        return await aw
+    except StoreReadError:
+        raise
+    except SchedulerError as e:
+        raise StoreReadError(e.message) from e
 
 
 class BulkFilter(TypedDict, total=False):
@@ -315,9 +331,9 @@ class Operations:
         bound, the newest of ``key``), or None."""
         if tid:
             load = getattr(self._s._store, "load_finished", None)
-            return None if load is None else await load(tid, self._s._codec)
+            return None if load is None else await _read(load(tid, self._s._codec))
         load_key = getattr(self._s._store, "load_finished_key", None)
-        return None if load_key is None or key is None else await load_key(key, tenant, self._s._codec)
+        return None if load_key is None or key is None else await _read(load_key(key, tenant, self._s._codec))
 
     async def _own_payload(self, core: Core, t: TaskState) -> tuple[bool, object, bytes | None]:
         held, payload = _replay.payload_of(core, t)
@@ -330,7 +346,7 @@ class Operations:
         load = getattr(self._s._store, "load_payload", None)
         if load is None:
             return False, None, None
-        blob = await load(t.id)
+        blob = await _read(load(t.id))
         if blob is None:
             return False, None, None
         assert self._s._codec is not None  # (a store always has a codec)
@@ -367,10 +383,10 @@ class Operations:
         (docs/how-to/operations.md#replay); None: not there."""
         if isinstance(ref, int):
             load = getattr(self._s._store, "load_finished", None)
-            rec = None if load is None or ref in core.tasks else await load(ref, self._s._codec)
+            rec = None if load is None or ref in core.tasks else await _read(load(ref, self._s._codec))
         else:
             load_key = getattr(self._s._store, "load_finished_key", None)
-            rec = None if load_key is None else await load_key(ref, tenant, self._s._codec)
+            rec = None if load_key is None else await _read(load_key(ref, tenant, self._s._codec))
         if rec is None or (tenant is not None and not same_tenant(rec.tenant, tenant)):
             return None
         if rec.id in self._s._require().tasks:

@@ -49,7 +49,7 @@ from cronoq.server.substitute import add_arguments, for_replay
 from cronoq.server.worker_durable import WorkerDurable
 from cronoq.server.workers import Blob, RemoteExecutor, WorkerRegistry
 from cronoq.spec.submission import Submission
-from cronoq.store.base import ShardMismatch, lease_left, stop_task
+from cronoq.store.base import ShardMismatch, StoreReadError, lease_left, stop_task
 
 if TYPE_CHECKING:
     from cronoq.server.shards.router import Router
@@ -841,7 +841,11 @@ def _submit_failure(e: Exception) -> Exception:
 def store_failure(e: SchedulerError) -> ApiError:
     """A commit that failed (or a leader that stepped down under it) as the client sees it:
     UNAVAILABLE / 503, retryable (a keyed submission retried finds its task if the commit did
-    land), with no store detail (paths, hosts) in the message; the detail goes to the log."""
+    land), with no store detail (paths, hosts) in the message; the detail goes to the log.  A
+    read the engine's calls made (``StoreReadError``: a replay's payload or history rows) is
+    :func:`store_read_failure`'s: it changed nothing."""
+    if isinstance(e, StoreReadError):
+        return store_read_failure(e)
     if isinstance(e, Fenced):
         log.warning("a change was not acknowledged: this server stopped leading (%s)", e)
         return ApiError("unavailable", "not the leader any more: retry (the new leader takes the request)")
@@ -851,10 +855,10 @@ def store_failure(e: SchedulerError) -> ApiError:
 
 def store_read_failure(e: SchedulerError) -> ApiError:
     """A read of the store that failed (a finished task's row or payload from its history,
-    ``task_history`` / ``task_payload``) as the client sees it: UNAVAILABLE / 503, retryable,
-    and it changed nothing; no store detail in the message, as :func:`store_failure`.  The read
-    paths convert their own failures, so the generic handlers' :func:`store_failure` only ever
-    sees a change's."""
+    ``task_history`` / ``task_payload``, or a replay's ``StoreReadError``) as the client sees
+    it: UNAVAILABLE / 503, retryable, and it changed nothing; no store detail in the message, as
+    :func:`store_failure`.  The read paths convert their own failures, and the engine's calls
+    mark theirs (``StoreReadError``), which :func:`store_failure` hands here."""
     log.warning("a read of the store failed (%s)", e)
     return ApiError("unavailable", "the store could not be read: retry")
 

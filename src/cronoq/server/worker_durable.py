@@ -16,11 +16,13 @@ the journal (a replay costs one round trip per call).
 A step is two calls: ``step`` answers whether the step is recorded (and its result), and, when
 it is not, the worker runs the function and sends ``step_done`` with the result to record.
 
-Each call runs in its own asyncio task (a spawn or a record waits for the store's commit).
-When a call parks the attempt, the runtime calls ``ctx.on_park`` before the scheduler
-dispatches anything: :meth:`WorkerSession.parked` takes the lease off the session (so the freed
-slot is free on the worker too) and queues the parked reply, which therefore reaches the
-worker before any lease that slot gets.  The worker unwinds the task and reports nothing.
+Each call runs in its own asyncio task (a spawn or a record waits for the store's commit),
+which sets ``ctx.on_park`` unless the attempt ended before the task ran (its end drops that
+hold, ``Attempt._end``; an ended attempt cannot park).  When a call parks the attempt, the
+runtime calls ``ctx.on_park`` before the scheduler dispatches anything:
+:meth:`WorkerSession.parked` takes the lease off the session (so the freed slot is free on the
+worker too) and queues the parked reply, which therefore reaches the worker before any lease
+that slot gets.  The worker unwinds the task and reports nothing.
 
 An error of a call is raised in the task on the worker with the same type
 (:data:`ERROR_KINDS`); a non-deterministic replay is a ``Permanent`` failure there as here.
@@ -82,7 +84,9 @@ class WorkerDurable:
 
     async def _run(self, session: WorkerSession, att: Attempt, call: DurableCallMsg) -> None:
         ctx = att.ctx
-        ctx.on_park = partial(session.parked, att, call.call)
+        if not att.done:  # (an attempt that ended before this task ran parks no more, and
+            # its end already dropped on_park: setting it now would hold the attempt in a cycle)
+            ctx.on_park = partial(session.parked, att, call.call)
         try:
             if call.replayed:
                 parking.skip_steps(ctx, call.replayed)

@@ -97,7 +97,15 @@ from cronoq.engine.mutations import Mutation, Recovered
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store.codec import Codec
 
-__all__ = ["CommitDeadline", "Store", "TransientStoreError", "TERMINAL_STATUSES", "bounded", "lease_left"]
+__all__ = [
+    "CommitDeadline",
+    "Store",
+    "StoreReadError",
+    "TransientStoreError",
+    "TERMINAL_STATUSES",
+    "bounded",
+    "lease_left",
+]
 
 #: Terminal status names (docs/reference/behaviour.md#lifecycle); a row with one of these has ``finished``
 #: set.
@@ -111,6 +119,12 @@ class TransientStoreError(SchedulerError):
 
     Retrying the same call is safe: commits are idempotent (rows are upserted by id/name).
     """
+
+
+class StoreReadError(SchedulerError):
+    """A read of the store failed (a finished task's row or payload, read for a replay or a
+    lookup the engine missed): nothing was changed, and a retry is safe.  The server answers it
+    "the store could not be read: retry" (``server.app.store_read_failure``), not as a commit."""
 
 
 class ShardMismatch(SchedulerError):

@@ -26,6 +26,7 @@ from contextlib import AbstractAsyncContextManager
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
 
+from cronoq.engine.model import check_stored_text
 from cronoq.errors import InvalidSubmission, SchedulerError
 from cronoq.runtime.context import TaskContext
 from cronoq.runtime.handles import TaskHandle
@@ -174,6 +175,14 @@ class App:
             name = f"{module}.{qualname}"
         if name in self._tasks:
             raise TaskDefinitionError(f"app '{self._name}' already has a task named '{name}'")
+        if "kind" not in fields:  # (an explicit kind was checked with the other fields)
+            try:
+                check_stored_text("kind", name)
+            except InvalidSubmission as e:
+                raise TaskDefinitionError(
+                    f"task {name!r}: its name is its kind, which a store must hold: {e.message}"
+                    " (rename it, or pass kind=...)"
+                ) from None
         kind = fields.setdefault("kind", name)
         if kind in self._by_kind:
             raise TaskDefinitionError(
