@@ -116,8 +116,9 @@ async def test_a_prune_keeps_the_old_parents_of_a_live_child(make_store: Callabl
         await s.submit("hold", key="hold", retry=fast)
         child = await s.submit("child", after=[by_id.id, "p", "hold"])
     await age(opts["store"], [by_id.id, by_key.id, other.id], 8 * DAY)  # past the store's retention
-    pruning = store()
+    pruning = store()  # (a prune is the leader's: a PostgresStore's is fenced otherwise)
     await pruning.open()
+    await pruning.acquire()
     try:
         assert await pruning.prune(time.time_ns()) == 1  # the other one: nothing refers to it
         assert await pruning.load_finished(other.id, JsonCodec()) is None

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from cronoq.engine.mutations import StatusChange, Submitted, TaskRecord
+from cronoq.engine.time import NS
 from cronoq.errors import Fenced, SchedulerError
 from cronoq.store import PostgresStore
 from cronoq.store.postgres import ROW_TYPE, UPDATE_TYPE
@@ -517,3 +518,132 @@ async def test_a_lookup_by_a_key_with_a_nul_finds_nothing(make: Any) -> None:
         assert found is not None and found.id == 1
     finally:
         await s.close()
+
+
+# ------------------------------------------------------------------ fenced prunes
+
+
+def _finished(i: int, at: int) -> list[Any]:
+    """A task ``i`` that finished at Unix ns ``at``."""
+    return [Submitted(i, i, at - 1, TaskRecord(pool="default")), StatusChange(i, "succeeded", 1, at)]
+
+
+async def _ids(schema: str) -> list[int]:
+    conn = await asyncpg.connect(DSN)
+    try:
+        return [r[0] for r in await conn.fetch(f'SELECT id FROM "{schema}".cronoq_tasks ORDER BY id')]
+    finally:
+        await conn.close()
+
+
+async def _lock_waiter(schema: str, pid: int | None = None) -> bool:
+    """Whether a session (``pid``; None: one whose statement updates this schema's leader
+    row) waits for a lock."""
+    conn = await asyncpg.connect(DSN)
+    try:
+        if pid is not None:
+            sql_ = "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'"
+            return bool(await conn.fetchval(sql_, pid))
+        sql_ = (
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND query LIKE 'UPDATE ' || $1 || '.cronoq_leader%'"
+        )
+        return bool(await conn.fetchval(sql_, f'"{schema}"'))
+    finally:
+        await conn.close()
+
+
+async def _until(done: Any, *waits: asyncio.Future[Any]) -> None:
+    """Poll ``done()`` until it holds or one of ``waits`` ended (a safety deadline only)."""
+    deadline = time.monotonic() + 20
+    while not await done() and not any(w.done() for w in waits):
+        assert time.monotonic() < deadline, "neither happened"
+        await asyncio.sleep(0.01)
+
+
+async def _crash(store: PostgresStore) -> None:
+    """The leader's lock session ends and nobody re-takes it (its data connection stays)."""
+    await store._stop_keeper()
+    store._lock_conn.terminate()
+
+
+async def test_a_deposed_leaders_prune_deletes_nothing(make: Any, schema: str) -> None:
+    """After a takeover the old leader's prune is fenced as its commits are: it deletes none
+    of the expired rows (its own, or the new leader's) and stops leading; the new leader's
+    prune deletes them."""
+    a, ea = await contract.leader(make, retention=100.0)
+    b = await contract.opened(make, retention=100.0)
+    try:
+        old = time.time_ns() - 500 * NS
+        await a.commit(_finished(1, old), ea, codec)
+        await _crash(a)
+        eb = await asyncio.wait_for(b.acquire(), contract.SAFETY)
+        assert eb > ea
+        await b.commit([*_finished(2, old), Submitted(3, 3, old, TaskRecord(pool="default"))], eb, codec)
+        with pytest.raises(Fenced):
+            await a.prune(time.time_ns())
+        assert not a.leading
+        assert await _ids(schema) == [1, 2, 3]
+        assert await b.prune(time.time_ns()) == 2  # the leader's prune: the live task stays
+        assert await _ids(schema) == [3]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_takeover_waits_for_a_prune_in_flight(make: Any, schema: str) -> None:
+    """A prune that has read what live state refers to and is deleting (here held up by
+    another session's lock on an expired row) when the leader's lock session ends: the
+    standby's epoch update waits until the prune has ended, so no commit of the new term can
+    add a reference to a row the prune read as unreferenced before its DELETE."""
+    a, ea = await contract.leader(make, retention=100.0)
+    b = await contract.opened(make, retention=100.0, lock_poll=0.01)
+    holder = await asyncpg.connect(DSN)
+    try:
+        old = time.time_ns() - 500 * NS
+        await a.commit(_finished(1, old), ea, codec)
+        hold = holder.transaction()
+        await hold.start()
+        await holder.execute(f'SELECT 1 FROM "{schema}".cronoq_tasks WHERE id = 1 FOR UPDATE')
+        pruning = asyncio.ensure_future(a.prune(time.time_ns()))
+        await _until(lambda: _lock_waiter(schema, a._conn.get_server_pid()), pruning)
+        assert not pruning.done()
+        await _crash(a)
+        taking = asyncio.ensure_future(b.acquire())
+        await _until(lambda: _lock_waiter(schema), taking)
+        assert not taking.done(), "the standby took over while the old leader's prune was deleting"
+        await hold.commit()
+        assert await asyncio.wait_for(pruning, contract.SAFETY) == 1  # still its term: row 1 goes
+        eb = await asyncio.wait_for(taking, contract.SAFETY)
+        assert eb > ea
+        with pytest.raises(Fenced):
+            await a.prune(time.time_ns())
+    finally:
+        await holder.close()
+        await a.close()
+        await b.close()
+
+
+async def test_a_prune_behind_a_takeover_is_fenced_without_deadlock(make: Any, schema: str) -> None:
+    """A prune that starts while a takeover's epoch update is not yet committed waits for it
+    holding no lock on a task row (the leader row comes first, as in a commit: the takeover's
+    transaction can lock an expired row meanwhile), then is fenced and deletes nothing."""
+    a, ea = await contract.leader(make, retention=100.0)
+    taker = await asyncpg.connect(DSN)
+    try:
+        await a.commit(_finished(1, time.time_ns() - 500 * NS), ea, codec)
+        take = taker.transaction()
+        await take.start()
+        await taker.execute(f'UPDATE "{schema}".cronoq_leader SET epoch = epoch + 1 WHERE id = 1')
+        pruning = asyncio.ensure_future(a.prune(time.time_ns()))
+        await _until(lambda: _lock_waiter(schema, a._conn.get_server_pid()), pruning)
+        assert not pruning.done(), "the prune did not wait for the takeover"
+        await taker.execute("SET LOCAL lock_timeout = '10s'")
+        await taker.execute(f'SELECT 1 FROM "{schema}".cronoq_tasks WHERE id = 1 FOR UPDATE')
+        await take.commit()
+        with pytest.raises(Fenced):
+            await asyncio.wait_for(pruning, contract.SAFETY)
+        assert await _ids(schema) == [1]
+    finally:
+        await taker.close()
+        await a.close()

@@ -46,8 +46,9 @@ leader write: every :meth:`Store.commit` re-checks, *inside its write transactio
 stored epoch is still the caller's and raises :class:`cronoq.errors.Fenced` otherwise.  The
 check and the takeover's epoch bump serialize on the same row (SQLite: the database write
 lock; PostgreSQL: ``FOR SHARE`` against the bump's ``UPDATE``), so a new leader's ``load``
-sees every commit of the old term that will ever succeed.  When the background task notices
-the loss first it calls ``store.on_lost()`` (if set) so the runtime can step down early.
+sees every commit of the old term that will ever succeed; a PostgreSQL prune checks the same
+way (:meth:`Store.prune`).  When the background task notices the loss first it calls
+``store.on_lost()`` (if set) so the runtime can step down early.
 
 Commits.  One :meth:`Store.commit` call is one transaction (the runtime's group commit).
 Within a batch, changes to one task are folded into a single row write.  Outputs
@@ -273,7 +274,10 @@ class Store(Protocol):
         """Delete terminal rows finished more than ``retention`` before ``now_unix_ns``, the
         oldest first, at most ``limit`` of them (None: all), except those the live state still
         refers to, whatever their age (``_records.prune_refs``: what ``load`` reads back past
-        its window); how many were deleted."""
+        its window); how many were deleted.  PostgresStore raises Fenced, deleting nothing,
+        when its epoch is no longer current (its references and its delete are several
+        statements: a new leader's commit must not land between them); SqliteStore's is one
+        transaction under the write lock, which no commit can land inside."""
         ...
 
     async def release(self) -> None:

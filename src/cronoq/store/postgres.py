@@ -27,6 +27,8 @@ when it cannot reconnect at all (cut off from the database, which another instan
 reach) — it reports the loss (``on_lost``) and the scheduler stands by.  Every commit runs
 ``SELECT epoch … FOR SHARE`` first in the same transaction: a takeover's ``UPDATE`` waits for
 in-flight commits, and a commit after a takeover sees the new epoch and raises :class:`~cronoq.errors.Fenced`.
+So does every history prune (``prune``): its statements read the references and then delete
+what nothing refers to, and a new leader's commit must not land between them.
 
 A commit of task rows only (submissions and status changes: the common case) is one statement,
 one round trip: the check as a ``FOR SHARE`` CTE that the writes' conditions read first, the
@@ -911,14 +913,25 @@ class PostgresStore:
         ``limit``) except those live state still refers to (``_records.prune_refs``: what a
         load reads back whatever its age): the references are read in the same transaction
         (the live definitions parsed once each: ``_records.RefsCache``), then one DELETE
-        skips them (a hashed anti-join against their ids)."""
+        skips them (a hashed anti-join against their ids).
+
+        Fenced as a commit is: the transaction first reads the leader row ``FOR SHARE`` (with
+        whether anything expired) and raises :class:`~cronoq.errors.Fenced`, deleting nothing
+        and no longer leading, unless its epoch is this store's.  Its statements each read
+        the latest commits (READ COMMITTED): without the lock a new leader's commit between
+        them could refer to a row already read as unreferenced, which the DELETE would then
+        remove.  With it a takeover's epoch update waits for the prune, and the only other
+        writer meanwhile is this store, whose commits wait for the prune (``_io``)."""
         cutoff = now_unix_ns - round(self.retention * 1e9)
+        epoch = self._epoch
         q = self._q
         t = f"{q}."
 
         async def op(conn: Any) -> int:
             async with conn.transaction():
-                if await conn.fetchval(_PRUNE_ANY.format(t=t), cutoff) is None:
+                row = await conn.fetchrow(_PRUNE_CHECK.format(t=t), cutoff)
+                self._check_epoch(row, epoch)
+                if not row[2]:
                     return 0
                 refs = prune_refs(
                     await conn.fetch(PRUNE_LIVE_DEPS.format(t=t)),
@@ -939,13 +952,18 @@ class PostgresStore:
         return int(await self._run(op))
 
 
-#: a prune (``{t}``: the schema and a dot): whether any row expired (the index on finished);
+#: a prune (``{t}``: the schema and a dot): the fencing check, the leader row read ``FOR
+#: SHARE`` first (the lock a takeover's update waits for, taken before any row of the table
+#: is: the order commits take them in) with whether any row expired (the index on finished);
 #: the holders of the keys live state refers to (``_records.prune_refs``); the delete, which
 #: skips the ids to keep (``NOT IN`` a subquery: a hashed anti-join) and takes the oldest
 #: first through the index on finished.  A batch deletes ``= ANY(ARRAY(...))`` of them: the
 #: primary key's index, where ``IN (subquery)`` was planned as a hash semi-join over a scan of
 #: the whole table (measured: 51 against 138 ms for 10,000 rows of 200,000)
-_PRUNE_ANY = "SELECT 1 FROM {t}cronoq_tasks WHERE finished IS NOT NULL AND finished < $1 LIMIT 1"
+_PRUNE_CHECK = (
+    "SELECT epoch, owner, EXISTS (SELECT 1 FROM {t}cronoq_tasks WHERE finished IS NOT NULL "
+    "AND finished < $1) FROM {t}cronoq_leader WHERE id = 1 FOR SHARE"
+)
 _PRUNE_KEYS = (
     "SELECT id, key, spec FROM {t}cronoq_tasks WHERE key = ANY($1::text[]) AND finished IS NOT NULL "
     "ORDER BY finished DESC, id DESC"
