@@ -82,6 +82,17 @@ def test_errors_carry_the_class_path_and_traceback(shop: Any) -> None:
         result.return_value  # noqa: B018 - Django raises for a failed task
 
 
+def test_a_task_raising_system_exit_fails_and_the_worker_goes_on(shop: Any) -> None:
+    """As Django's own backends: a ``BaseException`` (here ``SystemExit``) from a task is the
+    task's failure, with its class path; it does not stop the worker serving the pool."""
+    for t in (shop.exits, shop.exits_async):
+        result = _finished(t.enqueue(3))
+        assert result.status == "FAILED", t
+        assert [e.exception_class_path for e in result.errors] == ["builtins.SystemExit"] * 2
+        assert "SystemExit: 3" in result.errors[-1].traceback
+    assert _finished(shop.add.enqueue(1, 2)).return_value == 3  # the same worker still serves
+
+
 def test_takes_context_sees_the_attempt(shop: Any) -> None:
     result = _finished(shop.flaky.enqueue("hi"))
     assert result.return_value == {"word": "hi", "attempt": 2, "id": result.id}

@@ -21,7 +21,9 @@ of ``slots`` threads.
 
 A Django task that raises fails its attempt with the exception's class path and traceback as
 the message (:func:`cronoq.contrib.django.results.error_message`), retryable as the pool's
-retry policy says; the return value is the output (JSON, as Django normalizes it).
+retry policy says — any ``BaseException`` but ``KeyboardInterrupt`` and the worker's own
+cancel, as Django's backends record them: a task calling ``sys.exit()`` fails, the worker goes
+on. The return value is the output (JSON, as Django normalizes it).
 """
 
 from __future__ import annotations
@@ -130,7 +132,9 @@ class WorkerHandler:
             else:
                 loop = asyncio.get_running_loop()
                 value = await loop.run_in_executor(self._pool, _call_sync, task.func, args, kwargs)
-        except Exception as exc:
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise  # the worker's own cancel (a timeout, a stop), or the operator's Ctrl-C
+        except BaseException as exc:  # SystemExit too: the task's failure, not the worker's
             raise Retryable(error_message(exc)) from exc
         try:  # always JSON bytes (a str result stays a JSON string, as get_result reads it)
             return json.dumps(normalize_json(value), separators=(",", ":"), allow_nan=False).encode()

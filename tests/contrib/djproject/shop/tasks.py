@@ -86,3 +86,14 @@ def wait_for_file(path: str) -> str:
 @task(queue_name="django")
 def returns_a_set() -> object:
     return {1, 2}
+
+
+@task(queue_name="django")
+def exits(code: int) -> None:
+    """Raises ``SystemExit`` (a ``BaseException``): a failed task, not a stopped worker."""
+    raise SystemExit(code)
+
+
+@task(queue_name="django")
+async def exits_async(code: int) -> None:
+    raise SystemExit(code)
