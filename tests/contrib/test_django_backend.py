@@ -185,6 +185,18 @@ def test_bad_input_is_refused_before_anything_is_sent(shop: Any) -> None:
         shop.add.get_result("987654321")
 
 
+def test_get_result_of_an_id_the_backend_never_made(shop: Any) -> None:
+    """Any string that is not an id this backend returned is ``TaskResultDoesNotExist``, as
+    Django's contract says: past the range of task ids, or another spelling of a real one."""
+    from cronoq.contrib.django.compat import TaskResultDoesNotExist
+
+    real = _finished(shop.add.enqueue(1, 1)).id
+    for other in ("99999999999999999999999", f"0{real}", f"+{real}", f" {real}", f"{real[0]}_{real[1:]}"):
+        with pytest.raises(TaskResultDoesNotExist):
+            shop.add.get_result(other)
+    assert shop.add.get_result(real).return_value == 2
+
+
 def test_a_task_module_the_worker_cannot_import(shop: Any) -> None:
     from shop import web_only
 

@@ -24,12 +24,13 @@ has the cronoq task id as ``id``.
 
 ``get_result(id)`` reads the task back (``Client.get``, and its output once it succeeded) into a
 ``TaskResult`` (:mod:`cronoq.contrib.django.results`); an unknown id, or a task that is not a
-Django task, raises ``TaskResultDoesNotExist``. Its ``args``/``kwargs`` are the ones the task
-was enqueued with, read back from the payload (``Client.get(id, payload=True)``): the server holds
-it while the task is live and a durable store keeps it with the task's row afterwards; an
-in-memory server forgets an ended task's payload, and the result's ``args``/``kwargs`` are then
-empty. ``aenqueue`` / ``aget_result`` run the same calls on the client's loop without blocking the
-caller's.
+Django task, raises ``TaskResultDoesNotExist`` (so does any string that is not an id in the form
+``enqueue`` returned it: past the range of ids, ``"042"``, ``" 42"``). Its ``args``/``kwargs``
+are the ones the task was enqueued with, read back from the payload
+(``Client.get(id, payload=True)``): the server holds it while the task is live and a durable
+store keeps it with the task's row afterwards; an in-memory server forgets an ended task's
+payload, and the result's ``args``/``kwargs`` are then empty. ``aenqueue`` / ``aget_result``
+run the same calls on the client's loop without blocking the caller's.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from cronoq.contrib.django.compat import (
     set_field,
 )
 from cronoq.contrib.django.results import django_status, task_errors, timestamps, worker_ids
+from cronoq.spec.wire import UINT64_MAX
 
 __all__ = ["CronoqBackend", "InvalidArguments", "priority_class"]
 
@@ -190,11 +192,13 @@ class CronoqBackend(BaseTaskBackend):
 
     @staticmethod
     def _task_id(result_id: str) -> int:
+        """The task id of a ``TaskResult.id`` (what ``enqueue`` returned: the id in decimal);
+        any other string is an id this backend never made (``TaskResultDoesNotExist``)."""
         try:
             task_id = int(result_id)
         except (TypeError, ValueError):
             raise TaskResultDoesNotExist(result_id) from None
-        if task_id <= 0:
+        if not 1 <= task_id <= UINT64_MAX or str(task_id) != result_id:
             raise TaskResultDoesNotExist(result_id)
         return task_id
 
