@@ -93,6 +93,37 @@ def test_a_task_raising_system_exit_fails_and_the_worker_goes_on(shop: Any) -> N
     assert _finished(shop.add.enqueue(1, 2)).return_value == 3  # the same worker still serves
 
 
+def test_the_task_signals_are_sent(shop: Any) -> None:
+    """Django's ``task_enqueued`` where the task is enqueued, ``task_started`` and
+    ``task_finished`` on the worker around each attempt, sender the backend's class (the
+    receivers in shop/tasks.py write notes)."""
+    from shop.models import Note
+
+    ok = _finished(shop.signalled.enqueue(False))
+    bad = _finished(shop.signalled.using(queue_name="django").enqueue(fail=True))
+    notes = set(Note.objects.filter(text__contains=" CronoqBackend").values_list("text", flat=True))
+    assert {
+        f"enqueued {ok.id} READY CronoqBackend ",
+        f"started {ok.id} RUNNING CronoqBackend ",
+        f"finished {ok.id} SUCCESSFUL CronoqBackend  done",
+        f"enqueued {bad.id} READY CronoqBackend ",
+        f"started {bad.id} RUNNING CronoqBackend ",  # twice: the pool retries once
+        f"finished {bad.id} FAILED CronoqBackend builtins.KeyError",
+    } <= notes
+    assert Note.objects.filter(text__startswith=f"finished {bad.id} FAILED").count() == 2
+
+
+async def test_aenqueue_sends_task_enqueued(shop: Any) -> None:
+    from asgiref.sync import sync_to_async
+    from shop.models import Note
+
+    result = await shop.signalled.aenqueue(False)
+    await asyncio.to_thread(_client().wait, int(result.id), 30)
+    assert (
+        await sync_to_async(Note.objects.filter(text__startswith=f"enqueued {result.id} READY").count)() == 1
+    )
+
+
 def test_takes_context_sees_the_attempt(shop: Any) -> None:
     result = _finished(shop.flaky.enqueue("hi"))
     assert result.return_value == {"word": "hi", "attempt": 2, "id": result.id}

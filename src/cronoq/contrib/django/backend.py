@@ -20,7 +20,9 @@ and submits one cronoq task: ``kind`` = the task's import path (what the worker 
 ``pool`` = ``queue_name``, ``priority`` = the class of Django's -100..100 (:func:`priority_class`),
 ``start_at`` = ``run_after`` (a fixed start), payload ``{"args": [...], "kwargs": {...}}``. A
 ``queue_name`` the server has no pool for raises ``InvalidTask``. The ``TaskResult`` it returns
-has the cronoq task id as ``id``.
+has the cronoq task id as ``id``; Django's ``task_enqueued`` signal is sent with it (sender: the
+backend's class) once the server has the task (the worker sends ``task_started`` /
+``task_finished``: :mod:`cronoq.contrib.django.execute`).
 
 ``get_result(id)`` reads the task back (``Client.get``, and its output once it succeeded) into a
 ``TaskResult`` (:mod:`cronoq.contrib.django.results`); an unknown id, or a task that is not a
@@ -54,6 +56,7 @@ from cronoq.contrib.django.compat import (
     TaskResultStatus,
     normalize_json,
     set_field,
+    task_enqueued,
 )
 from cronoq.contrib.django.results import django_status, task_errors, timestamps, worker_ids
 from cronoq.spec.wire import UINT64_MAX
@@ -174,7 +177,9 @@ class CronoqBackend(BaseTaskBackend):
             sub = self.client.submit({"args": a, "kwargs": kw}, **fields)
         except ClientError as e:
             raise self._refused(task, e) from None
-        return self._result(task, sub, a, kw)
+        result = self._result(task, sub, a, kw)
+        task_enqueued.send(type(self), task_result=result)
+        return result
 
     async def aenqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         fields, a, kw = self._submission(task, args, kwargs)
@@ -183,7 +188,9 @@ class CronoqBackend(BaseTaskBackend):
             sub = await self._on_loop(client.client.submit({"args": a, "kwargs": kw}, **fields))
         except ClientError as e:
             raise self._refused(task, e) from None
-        return self._result(task, sub, a, kw)
+        result = self._result(task, sub, a, kw)
+        await task_enqueued.asend(type(self), task_result=result)
+        return result
 
     def _on_loop(self, coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
         return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.client.runner.loop))

@@ -8,8 +8,10 @@ from django.db import connection, transaction
 
 try:
     from django.tasks import task
+    from django.tasks.signals import task_enqueued, task_finished, task_started
 except ImportError:
     from django_tasks import task
+    from django_tasks.signals import task_enqueued, task_finished, task_started
 
 from shop.models import Note
 
@@ -97,3 +99,30 @@ def exits(code: int) -> None:
 @task(queue_name="django")
 async def exits_async(code: int) -> None:
     raise SystemExit(code)
+
+
+@task(queue_name="django")
+def signalled(fail: bool) -> str:
+    """Its signals are recorded as notes (:func:`_record`)."""
+    if fail:
+        raise KeyError("signalled")
+    return "done"
+
+
+def _record(signal: str):
+    def receiver(sender, task_result, **kwargs) -> None:
+        if task_result.task.module_path != "shop.tasks.signalled":
+            return
+        errors = ",".join(e.exception_class_path for e in task_result.errors)
+        fields = [signal, task_result.id, task_result.status, sender.__name__, errors]
+        if task_result.status == "SUCCESSFUL":
+            fields.append(task_result.return_value)
+        Note.objects.create(text=" ".join(fields))
+
+    return receiver
+
+
+# (weak=False: the receivers are closures; each process connects them once, on import)
+task_enqueued.connect(_record("enqueued"), weak=False)
+task_started.connect(_record("started"), weak=False)
+task_finished.connect(_record("finished"), weak=False)
