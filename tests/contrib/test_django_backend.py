@@ -216,6 +216,38 @@ def test_bad_input_is_refused_before_anything_is_sent(shop: Any) -> None:
         shop.add.get_result("987654321")
 
 
+def test_backend_options_are_checked(shop: Any) -> None:
+    """A misspelt or mistyped ``OPTIONS`` key is ``ImproperlyConfigured`` naming it, not
+    silently replaced by ``settings.CRONOQ``'s value."""
+    from django.core.exceptions import ImproperlyConfigured
+    from django.test import override_settings
+
+    from cronoq.contrib.django import CronoqBackend
+    from cronoq.contrib.django.conf import settings
+
+    server = _client().target
+    bad = [
+        (
+            {"servr": "10.0.0.1:7070"},
+            r"TASKS\['x'\]\['OPTIONS'\]: unknown key 'servr' \(keys: server, tls, token\)",
+        ),
+        ({"server": server, "token": 5}, r"TASKS\['x'\]\['OPTIONS'\]\['token'\] must be a string or None"),
+        ({"server": server, "tls": "no"}, r"TASKS\['x'\]\['OPTIONS'\]\['tls'\] must be True or False"),
+        ("127.0.0.1:7070", r"TASKS\['x'\]\['OPTIONS'\] must be a dict"),
+    ]
+    for options, message in bad:
+        with pytest.raises(ImproperlyConfigured, match=message):
+            CronoqBackend("x", {"OPTIONS": options})
+    assert CronoqBackend("x", {"OPTIONS": {"server": server, "tls": False, "token": None}}).server == (
+        server,
+    )
+    with (
+        override_settings(CRONOQ={"SERVER": server, "TLS": "false"}),
+        pytest.raises(ImproperlyConfigured, match=r"settings.CRONOQ\['TLS'\] must be True or False"),
+    ):
+        settings()
+
+
 def test_get_result_of_an_id_the_backend_never_made(shop: Any) -> None:
     """Any string that is not an id this backend returned is ``TaskResultDoesNotExist``, as
     Django's contract says: past the range of task ids, or another spelling of a real one."""

@@ -11,8 +11,9 @@ Configured in ``settings.TASKS``::
         "OPTIONS": {"server": "HOST:PORT", "token": None, "tls": False},
     }}
 
-(``server``/``token``/``tls`` default to ``settings.CRONOQ``'s; a backend with neither raises
-``ImproperlyConfigured`` when Django builds it.)
+(``server``/``token``/``tls`` default to ``settings.CRONOQ``'s; a backend with neither server, an
+unknown ``OPTIONS`` key or a mistyped value raises ``ImproperlyConfigured`` when Django builds
+it.)
 
 ``enqueue(task, args, kwargs)`` validates the task (Django's rules, ``InvalidTask``), turns
 the arguments into JSON (``InvalidTask`` naming the value that does not fit: nothing is sent),
@@ -113,16 +114,15 @@ class CronoqBackend(BaseTaskBackend):
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
-        options = params.get("OPTIONS", {}) or {}
-        base = conf.settings()
-        where = f"TASKS[{alias!r}]['OPTIONS']['server']"
-        self.server = conf.servers(options.get("server"), where, required=False) or base.server
-        if not self.server:
+        options = conf.backend_options(alias, params.get("OPTIONS"))
+        if not options.server:
             raise conf.improperly_configured(
-                f"{where} is required (or settings.CRONOQ['SERVER']): the cronoq server's 'HOST:PORT'"
+                f"TASKS[{alias!r}]['OPTIONS']['server'] is required (or settings.CRONOQ['SERVER']):"
+                " the cronoq server's 'HOST:PORT'"
             )
-        self.token: str | None = options.get("token", base.token)
-        self.tls = bool(options.get("tls", base.tls))
+        self.server = options.server
+        self.token: str | None = options.token
+        self.tls = options.tls
 
     @property
     def client(self) -> Any:

@@ -11,7 +11,9 @@ Theory of operation
         "APPS": ["shop.tasks:app"],      # the project's cronoq.App objects, MODULE:ATTR
     }
 
-:func:`settings` reads and checks it (``ImproperlyConfigured`` naming the key). Clients are
+:func:`settings` reads and checks it (``ImproperlyConfigured`` naming the key), as
+:func:`backend_options` does a ``CronoqBackend``'s ``OPTIONS`` (``server``, ``token``, ``tls``;
+a key it leaves out is ``CRONOQ``'s): a misspelt key is refused, never replaced in silence. Clients are
 shared per process and per ``(server, token, tls)`` (:func:`shared_client`): Django makes a
 task backend per thread, and each :class:`~cronoq.client.BlockingClient` owns a loop thread and
 a channel, so one is made once and reused by every thread. :func:`load_apps` imports the
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from cronoq.client import BlockingClient
     from cronoq.tasks.app import App
 
-__all__ = ["CronoqSettings", "load_apps", "settings", "shared_client"]
+__all__ = ["BackendOptions", "CronoqSettings", "backend_options", "load_apps", "settings", "shared_client"]
 
 _KEYS = {"SERVER", "TOKEN", "TLS", "APPS"}
 _clients: dict[tuple[tuple[str, ...], str | None, bool], BlockingClient] = {}
@@ -77,7 +79,46 @@ def settings() -> CronoqSettings:
         or not all(isinstance(a, str) for a in apps)
     ):
         raise improperly_configured("settings.CRONOQ['APPS'] must be a list of 'MODULE:ATTR' strings")
-    return CronoqSettings(server, token, bool(raw.get("TLS", False)), tuple(apps))
+    return CronoqSettings(server, token, _flag(raw.get("TLS", False), "settings.CRONOQ['TLS']"), tuple(apps))
+
+
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise improperly_configured(f"{where} must be True or False (got {value!r})")
+    return value
+
+
+_OPTION_KEYS = {"server", "token", "tls"}
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """A ``CronoqBackend``'s ``OPTIONS``, checked, with ``settings.CRONOQ``'s values for the keys
+    it leaves out (``server`` empty: neither names one)."""
+
+    server: tuple[str, ...]
+    token: str | None
+    tls: bool
+
+
+def backend_options(alias: str, options: Any) -> BackendOptions:
+    """``TASKS[alias]["OPTIONS"]`` checked (``ImproperlyConfigured`` naming what is wrong)."""
+    where = f"TASKS[{alias!r}]['OPTIONS']"
+    options = {} if options is None else options
+    if not isinstance(options, dict):
+        raise improperly_configured(f"{where} must be a dict (got {type(options).__name__})")
+    unknown = sorted(set(options) - _OPTION_KEYS)
+    if unknown:
+        raise improperly_configured(
+            f"{where}: unknown key {unknown[0]!r} (keys: {', '.join(sorted(_OPTION_KEYS))})"
+        )
+    base = settings()
+    server = servers(options.get("server"), f"{where}['server']", required=False) or base.server
+    token = options.get("token", base.token)
+    if token is not None and not isinstance(token, str):
+        raise improperly_configured(f"{where}['token'] must be a string or None")
+    tls = _flag(options.get("tls", base.tls), f"{where}['tls']")
+    return BackendOptions(server, token, tls)
 
 
 def servers(value: Any, where: str, *, required: bool = True) -> tuple[str, ...]:
@@ -117,9 +158,10 @@ def default_client() -> BlockingClient:
         return shared_client(s.server, s.token, s.tls)
     for alias, config in (getattr(django_settings, "TASKS", None) or {}).items():
         if isinstance(config, dict) and config.get("BACKEND") == BACKEND_PATH:
-            options = config.get("OPTIONS") or {}
-            server = servers(options.get("server"), f"TASKS[{alias!r}]['OPTIONS']['server']")
-            return shared_client(server, options.get("token"), bool(options.get("tls", False)))
+            options = backend_options(alias, config.get("OPTIONS"))
+            if not options.server:
+                servers(None, f"TASKS[{alias!r}]['OPTIONS']['server']")  # (raises: required)
+            return shared_client(options.server, options.token, options.tls)
     raise improperly_configured(
         "settings.CRONOQ['SERVER'] is required (or a TASKS backend of cronoq.contrib.django.CronoqBackend"
         " with OPTIONS['server']): the cronoq server's 'HOST:PORT'"
