@@ -90,3 +90,25 @@ def test_worker_command_options_and_a_bad_app_module(django_project: DjangoProje
     )
     assert bad.returncode != 0
     assert "settings.CRONOQ['APPS']: cannot import 'shop.nope'" in bad.stderr
+
+
+def test_an_unbound_app_is_refused_before_the_commit(receipt: Any) -> None:
+    """A task whose app is bound nowhere cannot be submitted: ``submit_on_commit`` says so at
+    once, in the transaction, instead of registering a call that fails after the commit."""
+    from django.db import transaction
+    from shop.models import Note
+
+    from cronoq import App
+    from cronoq.contrib.django import submit_on_commit
+    from cronoq.errors import SchedulerError
+
+    loose = App("loose")
+
+    @loose.task(name="loose.t", pool="django")
+    def t(n: int) -> int:
+        return n
+
+    with pytest.raises(SchedulerError, match="loose"), transaction.atomic():
+        Note.objects.create(text="never committed")
+        submit_on_commit(t, 1)
+    assert not Note.objects.filter(text="never committed").exists()  # the error rolled it back
