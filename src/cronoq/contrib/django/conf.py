@@ -33,7 +33,16 @@ if TYPE_CHECKING:
     from cronoq.client import BlockingClient
     from cronoq.tasks.app import App
 
-__all__ = ["BackendOptions", "CronoqSettings", "backend_options", "load_apps", "settings", "shared_client"]
+__all__ = [
+    "BackendOptions",
+    "CronoqSettings",
+    "backend_options",
+    "default_client",
+    "default_connection",
+    "load_apps",
+    "settings",
+    "shared_client",
+]
 
 _KEYS = {"SERVER", "TOKEN", "TLS", "APPS"}
 _clients: dict[tuple[tuple[str, ...], str | None, bool], BlockingClient] = {}
@@ -148,24 +157,33 @@ def shared_client(server: Sequence[str], token: str | None, tls: bool) -> Blocki
 BACKEND_PATH = "cronoq.contrib.django.CronoqBackend"
 
 
-def default_client() -> BlockingClient:
-    """The client of ``settings.CRONOQ``, else of the first ``TASKS`` backend that is a
-    ``CronoqBackend`` (``ImproperlyConfigured`` when neither names a server)."""
+def default_connection() -> BackendOptions | None:
+    """The server of ``settings.CRONOQ`` (with its token and TLS), else of the first ``TASKS``
+    backend that is a ``CronoqBackend`` naming one in its ``OPTIONS``; None when none does.
+    What the project's cronoq apps are bound to, the admin reads and ``cronoq_worker`` serves."""
     from django.conf import settings as django_settings
 
     s = settings()
     if s.server:
-        return shared_client(s.server, s.token, s.tls)
+        return BackendOptions(s.server, s.token, s.tls)
     for alias, config in (getattr(django_settings, "TASKS", None) or {}).items():
         if isinstance(config, dict) and config.get("BACKEND") == BACKEND_PATH:
             options = backend_options(alias, config.get("OPTIONS"))
-            if not options.server:
-                servers(None, f"TASKS[{alias!r}]['OPTIONS']['server']")  # (raises: required)
-            return shared_client(options.server, options.token, options.tls)
-    raise improperly_configured(
-        "settings.CRONOQ['SERVER'] is required (or a TASKS backend of cronoq.contrib.django.CronoqBackend"
-        " with OPTIONS['server']): the cronoq server's 'HOST:PORT'"
-    )
+            if options.server:
+                return options
+    return None
+
+
+def default_client() -> BlockingClient:
+    """The client of :func:`default_connection` (``ImproperlyConfigured`` when nothing names a
+    server)."""
+    connection = default_connection()
+    if connection is None:
+        raise improperly_configured(
+            "settings.CRONOQ['SERVER'] is required (or a TASKS backend of cronoq.contrib.django.CronoqBackend"
+            " with OPTIONS['server']): the cronoq server's 'HOST:PORT'"
+        )
+    return shared_client(connection.server, connection.token, connection.tls)
 
 
 def load_apps(refs: Sequence[str]) -> list[App]:
