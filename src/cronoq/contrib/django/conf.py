@@ -69,18 +69,9 @@ def settings() -> CronoqSettings:
     """``settings.CRONOQ`` checked (``ImproperlyConfigured`` naming what is wrong)."""
     from django.conf import settings as django_settings
 
-    raw = getattr(django_settings, "CRONOQ", {}) or {}
-    if not isinstance(raw, dict):
-        raise improperly_configured(f"settings.CRONOQ must be a dict (got {type(raw).__name__})")
-    unknown = sorted(set(raw) - _KEYS)
-    if unknown:
-        raise improperly_configured(
-            f"settings.CRONOQ: unknown key {unknown[0]!r} (keys: {', '.join(sorted(_KEYS))})"
-        )
+    raw = _checked_dict(getattr(django_settings, "CRONOQ", None), "settings.CRONOQ", _KEYS)
     server = servers(raw.get("SERVER"), "settings.CRONOQ['SERVER']", required=False)
-    token = raw.get("TOKEN")
-    if token is not None and not isinstance(token, str):
-        raise improperly_configured("settings.CRONOQ['TOKEN'] must be a string or None")
+    token = _token(raw.get("TOKEN"), "settings.CRONOQ['TOKEN']")
     apps = raw.get("APPS", [])
     if (
         isinstance(apps, str)
@@ -89,6 +80,23 @@ def settings() -> CronoqSettings:
     ):
         raise improperly_configured("settings.CRONOQ['APPS'] must be a list of 'MODULE:ATTR' strings")
     return CronoqSettings(server, token, _flag(raw.get("TLS", False), "settings.CRONOQ['TLS']"), tuple(apps))
+
+
+def _checked_dict(value: Any, where: str, keys: set[str]) -> dict[str, Any]:
+    """A settings dict (None or empty: ``{}``) whose keys are all among ``keys``."""
+    value = value or {}
+    if not isinstance(value, dict):
+        raise improperly_configured(f"{where} must be a dict (got {type(value).__name__})")
+    unknown = sorted(set(value) - keys)
+    if unknown:
+        raise improperly_configured(f"{where}: unknown key {unknown[0]!r} (keys: {', '.join(sorted(keys))})")
+    return value
+
+
+def _token(value: Any, where: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise improperly_configured(f"{where} must be a string or None")
+    return value
 
 
 def _flag(value: Any, where: str) -> bool:
@@ -113,19 +121,10 @@ class BackendOptions:
 def backend_options(alias: str, options: Any) -> BackendOptions:
     """``TASKS[alias]["OPTIONS"]`` checked (``ImproperlyConfigured`` naming what is wrong)."""
     where = f"TASKS[{alias!r}]['OPTIONS']"
-    options = {} if options is None else options
-    if not isinstance(options, dict):
-        raise improperly_configured(f"{where} must be a dict (got {type(options).__name__})")
-    unknown = sorted(set(options) - _OPTION_KEYS)
-    if unknown:
-        raise improperly_configured(
-            f"{where}: unknown key {unknown[0]!r} (keys: {', '.join(sorted(_OPTION_KEYS))})"
-        )
+    options = _checked_dict(options, where, _OPTION_KEYS)
     base = settings()
     server = servers(options.get("server"), f"{where}['server']", required=False) or base.server
-    token = options.get("token", base.token)
-    if token is not None and not isinstance(token, str):
-        raise improperly_configured(f"{where}['token'] must be a string or None")
+    token = _token(options.get("token", base.token), f"{where}['token']")
     tls = _flag(options.get("tls", base.tls), f"{where}['tls']")
     return BackendOptions(server, token, tls)
 
