@@ -151,3 +151,29 @@ def test_the_server_of_the_tasks_backend_serves_when_cronoq_names_none(
         assert client.wait(int(out.stdout.split()[-1]), timeout=30).status == "succeeded"
     finally:
         stop_worker(worker, log)
+
+
+def test_a_django_task_enqueued_on_commit(django_project: DjangoProject) -> None:
+    """The page's way for Django tasks: ``transaction.on_commit(partial(t.enqueue, ...))``
+    enqueues once the block commits, and nothing when it rolls back."""
+    from functools import partial
+
+    from django.db import transaction
+    from shop import tasks
+
+    from cronoq.contrib.django.conf import default_client
+
+    client = default_client()
+
+    def added() -> int:
+        return len(client.list_tasks(kinds="shop.tasks.add", limit=1000).tasks)
+
+    before = added()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        transaction.on_commit(partial(tasks.add.enqueue, 1, 1))
+        raise RuntimeError("roll back")
+    assert added() == before
+    with transaction.atomic():
+        transaction.on_commit(partial(tasks.add.enqueue, 2, 2))
+        assert added() == before  # not before the commit
+    assert added() == before + 1
