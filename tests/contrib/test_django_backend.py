@@ -108,9 +108,13 @@ def test_the_task_signals_are_sent(shop: Any) -> None:
         f"finished {ok.id} SUCCESSFUL CronoqBackend  done",
         f"enqueued {bad.id} READY CronoqBackend ",
         f"started {bad.id} RUNNING CronoqBackend ",  # twice: the pool retries once
-        f"finished {bad.id} FAILED CronoqBackend builtins.KeyError",
+        f"finished {bad.id} FAILED CronoqBackend builtins.KeyError handling=KeyError",
     } <= notes
     assert Note.objects.filter(text__startswith=f"finished {bad.id} FAILED").count() == 2
+    bad_async = _finished(shop.signalled_async.enqueue(fail=True))
+    assert Note.objects.filter(
+        text=f"finished {bad_async.id} FAILED CronoqBackend builtins.KeyError handling=KeyError"
+    ).exists()  # (receivers of an async task's signals see the exception being handled too)
 
 
 async def test_aenqueue_sends_task_enqueued(shop: Any) -> None:

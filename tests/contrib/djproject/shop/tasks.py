@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
 from django.db import connection, transaction
@@ -109,14 +110,23 @@ def signalled(fail: bool) -> str:
     return "done"
 
 
+@task(queue_name="django")
+async def signalled_async(fail: bool) -> str:
+    if fail:
+        raise KeyError("signalled")
+    return "done"
+
+
 def _record(signal: str):
     def receiver(sender, task_result, **kwargs) -> None:
-        if task_result.task.module_path != "shop.tasks.signalled":
+        if not task_result.task.module_path.startswith("shop.tasks.signalled"):
             return
         errors = ",".join(e.exception_class_path for e in task_result.errors)
         fields = [signal, task_result.id, task_result.status, sender.__name__, errors]
         if task_result.status == "SUCCESSFUL":
             fields.append(task_result.return_value)
+        if task_result.status == "FAILED":  # sent while the exception is handled, as Django does
+            fields.append(f"handling={getattr(sys.exc_info()[0], '__name__', None)}")
         Note.objects.create(text=" ".join(fields))
 
     return receiver
