@@ -262,6 +262,9 @@ def test_get_result_of_an_id_the_backend_never_made(shop: Any) -> None:
         with pytest.raises(TaskResultDoesNotExist):
             shop.add.get_result(other)
     assert shop.add.get_result(real).return_value == 2
+    assert shop.add.get_result(int(real)).id == real  # (an int, though Django's ids are str)
+    with pytest.raises(TaskResultDoesNotExist):
+        shop.add.get_result(True)
 
 
 def test_a_task_module_the_worker_cannot_import(shop: Any) -> None:

@@ -205,7 +205,8 @@ class CronoqBackend(BaseTaskBackend):
             task_id = int(result_id)
         except (TypeError, ValueError):
             raise TaskResultDoesNotExist(result_id) from None
-        if not 1 <= task_id <= UINT64_MAX or str(task_id) != result_id:
+        canonical = isinstance(result_id, int) and not isinstance(result_id, bool)  # (an int: lenient)
+        if not 1 <= task_id <= UINT64_MAX or not (canonical or str(task_id) == result_id):
             raise TaskResultDoesNotExist(result_id)
         return task_id
 
@@ -218,7 +219,7 @@ class CronoqBackend(BaseTaskBackend):
             if e.code == "not_found":
                 raise TaskResultDoesNotExist(result_id) from None
             raise
-        return self._to_result(result_id, info, output)
+        return self._to_result(str(task_id), info, output)
 
     async def aget_result(self, result_id: str) -> Any:
         task_id = self._task_id(result_id)
@@ -232,7 +233,7 @@ class CronoqBackend(BaseTaskBackend):
             if e.code == "not_found":
                 raise TaskResultDoesNotExist(result_id) from None
             raise
-        return self._to_result(result_id, info, output)
+        return self._to_result(str(task_id), info, output)
 
     def _to_result(self, result_id: str, info: TaskInfo, output: Result | None) -> Any:
         try:
