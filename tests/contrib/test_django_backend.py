@@ -82,6 +82,52 @@ def test_errors_carry_the_class_path_and_traceback(shop: Any) -> None:
         result.return_value  # noqa: B018 - Django raises for a failed task
 
 
+def test_a_task_raising_system_exit_fails_and_the_worker_goes_on(shop: Any) -> None:
+    """As Django's own backends: a ``BaseException`` (here ``SystemExit``) from a task is the
+    task's failure, with its class path; it does not stop the worker serving the pool."""
+    for t in (shop.exits, shop.exits_async):
+        result = _finished(t.enqueue(3))
+        assert result.status == "FAILED", t
+        assert [e.exception_class_path for e in result.errors] == ["builtins.SystemExit"] * 2
+        assert "SystemExit: 3" in result.errors[-1].traceback
+    assert _finished(shop.add.enqueue(1, 2)).return_value == 3  # the same worker still serves
+
+
+def test_the_task_signals_are_sent(shop: Any) -> None:
+    """Django's ``task_enqueued`` where the task is enqueued, ``task_started`` and
+    ``task_finished`` on the worker around each attempt, sender the backend's class (the
+    receivers in shop/tasks.py write notes)."""
+    from shop.models import Note
+
+    ok = _finished(shop.signalled.enqueue(False))
+    bad = _finished(shop.signalled.using(queue_name="django").enqueue(fail=True))
+    notes = set(Note.objects.filter(text__contains=" CronoqBackend").values_list("text", flat=True))
+    assert {
+        f"enqueued {ok.id} READY CronoqBackend ",
+        f"started {ok.id} RUNNING CronoqBackend ",
+        f"finished {ok.id} SUCCESSFUL CronoqBackend  done",
+        f"enqueued {bad.id} READY CronoqBackend ",
+        f"started {bad.id} RUNNING CronoqBackend ",  # twice: the pool retries once
+        f"finished {bad.id} FAILED CronoqBackend builtins.KeyError handling=KeyError",
+    } <= notes
+    assert Note.objects.filter(text__startswith=f"finished {bad.id} FAILED").count() == 2
+    bad_async = _finished(shop.signalled_async.enqueue(fail=True))
+    assert Note.objects.filter(
+        text=f"finished {bad_async.id} FAILED CronoqBackend builtins.KeyError handling=KeyError"
+    ).exists()  # (receivers of an async task's signals see the exception being handled too)
+
+
+async def test_aenqueue_sends_task_enqueued(shop: Any) -> None:
+    from asgiref.sync import sync_to_async
+    from shop.models import Note
+
+    result = await shop.signalled.aenqueue(False)
+    await asyncio.to_thread(_client().wait, int(result.id), 30)
+    assert (
+        await sync_to_async(Note.objects.filter(text__startswith=f"enqueued {result.id} READY").count)() == 1
+    )
+
+
 def test_takes_context_sees_the_attempt(shop: Any) -> None:
     result = _finished(shop.flaky.enqueue("hi"))
     assert result.return_value == {"word": "hi", "attempt": 2, "id": result.id}
@@ -172,6 +218,53 @@ def test_bad_input_is_refused_before_anything_is_sent(shop: Any) -> None:
         shop.add.get_result("not-an-id")
     with pytest.raises(TaskResultDoesNotExist):
         shop.add.get_result("987654321")
+
+
+def test_backend_options_are_checked(shop: Any) -> None:
+    """A misspelt or mistyped ``OPTIONS`` key is ``ImproperlyConfigured`` naming it, not
+    silently replaced by ``settings.CRONOQ``'s value."""
+    from django.core.exceptions import ImproperlyConfigured
+    from django.test import override_settings
+
+    from cronoq.contrib.django import CronoqBackend
+    from cronoq.contrib.django.conf import settings
+
+    server = _client().target
+    bad = [
+        (
+            {"servr": "10.0.0.1:7070"},
+            r"TASKS\['x'\]\['OPTIONS'\]: unknown key 'servr' \(keys: server, tls, token\)",
+        ),
+        ({"server": server, "token": 5}, r"TASKS\['x'\]\['OPTIONS'\]\['token'\] must be a string or None"),
+        ({"server": server, "tls": "no"}, r"TASKS\['x'\]\['OPTIONS'\]\['tls'\] must be True or False"),
+        ("127.0.0.1:7070", r"TASKS\['x'\]\['OPTIONS'\] must be a dict"),
+    ]
+    for options, message in bad:
+        with pytest.raises(ImproperlyConfigured, match=message):
+            CronoqBackend("x", {"OPTIONS": options})
+    assert CronoqBackend("x", {"OPTIONS": {"server": server, "tls": False, "token": None}}).server == (
+        server,
+    )
+    with (
+        override_settings(CRONOQ={"SERVER": server, "TLS": "false"}),
+        pytest.raises(ImproperlyConfigured, match=r"settings.CRONOQ\['TLS'\] must be True or False"),
+    ):
+        settings()
+
+
+def test_get_result_of_an_id_the_backend_never_made(shop: Any) -> None:
+    """Any string that is not an id this backend returned is ``TaskResultDoesNotExist``, as
+    Django's contract says: past the range of task ids, or another spelling of a real one."""
+    from cronoq.contrib.django.compat import TaskResultDoesNotExist
+
+    real = _finished(shop.add.enqueue(1, 1)).id
+    for other in ("99999999999999999999999", f"0{real}", f"+{real}", f" {real}", f"{real[0]}_{real[1:]}"):
+        with pytest.raises(TaskResultDoesNotExist):
+            shop.add.get_result(other)
+    assert shop.add.get_result(real).return_value == 2
+    assert shop.add.get_result(int(real)).id == real  # (an int, though Django's ids are str)
+    with pytest.raises(TaskResultDoesNotExist):
+        shop.add.get_result(True)
 
 
 def test_a_task_module_the_worker_cannot_import(shop: Any) -> None:

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from tests.server.procs import ServerProc, child_env, start_worker, stop_worker
@@ -66,3 +67,43 @@ def test_configuration_errors() -> None:
         Cronoq(flask.Flask("x"), App("x"))
     with pytest.raises(ValueError, match=r"cronoq\.App"):
         Cronoq(flask.Flask("y"))
+
+
+def test_an_app_factory_called_again_replaces_the_flask_app() -> None:
+    """``init_app`` for a new Flask app (an application factory called once per test, say)
+    runs the tasks in that app's context only: the previous app's context is not pushed as
+    well, nor kept alive by the cronoq app; the previous client is closed."""
+    import asyncio
+
+    import cronoq.testing
+    from cronoq.client import ClientError
+    from cronoq.contrib.flask import Cronoq
+
+    tasks = App("factory")
+    seen: list[str] = []
+    popped: list[str] = []
+
+    @tasks.task(name="factory.current")
+    def current() -> None:
+        seen.append(flask.current_app.name)
+
+    def flask_app(name: str) -> Any:
+        app = flask.Flask(name)
+        app.teardown_appcontext(lambda exc: popped.append(name))
+        return app
+
+    ext = Cronoq(tasks_app=tasks, server="127.0.0.1:1")
+    ext.init_app(flask_app("first"))
+    first_client = ext.client
+    ext.init_app(flask_app("second"))
+    Cronoq(flask_app("third"), tasks, server="127.0.0.1:1")  # another extension, same cronoq app
+    assert len(tasks.call_hooks) == 1
+    with pytest.raises(ClientError, match="closed"):
+        first_client.get(1)  # type: ignore[union-attr]
+
+    async def run() -> None:
+        async with cronoq.testing.run(tasks):
+            await (await current.submit())
+
+    asyncio.run(run())
+    assert (seen, popped) == (["third"], ["third"])

@@ -14,7 +14,9 @@ It also adds a call hook to the cronoq app: every task function runs inside
 ``flask_app.app_context()`` — pushed in the thread that runs a plain function, around the
 await of an ``async def`` —, so ``current_app``, ``g`` and extensions bound to the app
 (Flask-SQLAlchemy's session, for one) work in tasks run by ``cronoq worker MODULE:APP`` when
-MODULE builds the Flask app.
+MODULE builds the Flask app. A cronoq app has one such hook: ``init_app`` again (an application
+factory called once per test, say) moves it to the new Flask app, and closes the extension's
+previous client.
 """
 
 from __future__ import annotations
@@ -83,9 +85,15 @@ class Cronoq:
             )
         token = self._token if self._token is not None else config.get("CRONOQ_TOKEN")
         tls = bool(self._tls if self._tls is not None else config.get("CRONOQ_TLS", False))
-        self.client = BlockingClient(server, token=token, tls=tls)
+        previous, self.client = self.client, BlockingClient(server, token=token, tls=tls)
         self.tasks_app.bind(self.client)
-        self.tasks_app.add_call_hook(_AppContextHook(flask_app))
+        if previous is not None:
+            previous.close()
+        hook = next((h for h in self.tasks_app.call_hooks if isinstance(h, _AppContextHook)), None)
+        if hook is None:
+            self.tasks_app.add_call_hook(_AppContextHook(flask_app))
+        else:  # the cronoq app runs its tasks in the latest Flask app's context, and only there
+            hook.flask_app = flask_app
         flask_app.extensions["cronoq"] = self
 
     def close(self) -> None:

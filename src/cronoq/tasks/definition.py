@@ -67,6 +67,11 @@ class TaskCall(Generic[P, R]):
         """The task fields every call of this carries (``kind`` included)."""
         return dict(self._fields)
 
+    @property
+    def app(self) -> App:
+        """The :class:`cronoq.App` the task belongs to (``app.target()``: where calls go now)."""
+        return self._defn._app
+
     # submit/enqueue are plain functions returning the target's coroutine (one frame less per
     # call than an `async def` awaiting it); arguments and the target are checked when called
 
@@ -164,10 +169,6 @@ class TaskDefinition(TaskCall[P, R]):
         self._ref = FnRef(fn.__module__, fn.__qualname__, fn, app) if self.run_in == "process" else None
         self._binding = Binding(fn, name)
         super().__init__(self, fields)
-
-    @property
-    def app(self) -> App:
-        return self._app
 
     @property
     def kind(self) -> str:

@@ -11,8 +11,9 @@ Configured in ``settings.TASKS``::
         "OPTIONS": {"server": "HOST:PORT", "token": None, "tls": False},
     }}
 
-(``server``/``token``/``tls`` default to ``settings.CRONOQ``'s; a backend with neither raises
-``ImproperlyConfigured`` when Django builds it.)
+(``server``/``token``/``tls`` default to ``settings.CRONOQ``'s; a backend with neither server, an
+unknown ``OPTIONS`` key or a mistyped value raises ``ImproperlyConfigured`` when Django builds
+it.)
 
 ``enqueue(task, args, kwargs)`` validates the task (Django's rules, ``InvalidTask``), turns
 the arguments into JSON (``InvalidTask`` naming the value that does not fit: nothing is sent),
@@ -20,16 +21,19 @@ and submits one cronoq task: ``kind`` = the task's import path (what the worker 
 ``pool`` = ``queue_name``, ``priority`` = the class of Django's -100..100 (:func:`priority_class`),
 ``start_at`` = ``run_after`` (a fixed start), payload ``{"args": [...], "kwargs": {...}}``. A
 ``queue_name`` the server has no pool for raises ``InvalidTask``. The ``TaskResult`` it returns
-has the cronoq task id as ``id``.
+has the cronoq task id as ``id``; Django's ``task_enqueued`` signal is sent with it (sender: the
+backend's class) once the server has the task (the worker sends ``task_started`` /
+``task_finished``: :mod:`cronoq.contrib.django.execute`).
 
 ``get_result(id)`` reads the task back (``Client.get``, and its output once it succeeded) into a
 ``TaskResult`` (:mod:`cronoq.contrib.django.results`); an unknown id, or a task that is not a
-Django task, raises ``TaskResultDoesNotExist``. Its ``args``/``kwargs`` are the ones the task
-was enqueued with, read back from the payload (``Client.get(id, payload=True)``): the server holds
-it while the task is live and a durable store keeps it with the task's row afterwards; an
-in-memory server forgets an ended task's payload, and the result's ``args``/``kwargs`` are then
-empty. ``aenqueue`` / ``aget_result`` run the same calls on the client's loop without blocking the
-caller's.
+Django task, raises ``TaskResultDoesNotExist`` (so does any string that is not an id in the form
+``enqueue`` returned it: past the range of ids, ``"042"``, ``" 42"``). Its ``args``/``kwargs``
+are the ones the task was enqueued with, read back from the payload
+(``Client.get(id, payload=True)``): the server holds it while the task is live and a durable
+store keeps it with the task's row afterwards; an in-memory server forgets an ended task's
+payload, and the result's ``args``/``kwargs`` are then empty. ``aenqueue`` / ``aget_result``
+run the same calls on the client's loop without blocking the caller's.
 """
 
 from __future__ import annotations
@@ -53,8 +57,10 @@ from cronoq.contrib.django.compat import (
     TaskResultStatus,
     normalize_json,
     set_field,
+    task_enqueued,
 )
 from cronoq.contrib.django.results import django_status, task_errors, timestamps, worker_ids
+from cronoq.spec.wire import UINT64_MAX
 
 __all__ = ["CronoqBackend", "InvalidArguments", "priority_class"]
 
@@ -108,16 +114,15 @@ class CronoqBackend(BaseTaskBackend):
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
-        options = params.get("OPTIONS", {}) or {}
-        base = conf.settings()
-        where = f"TASKS[{alias!r}]['OPTIONS']['server']"
-        self.server = conf.servers(options.get("server"), where, required=False) or base.server
-        if not self.server:
+        options = conf.backend_options(alias, params.get("OPTIONS"))
+        if not options.server:
             raise conf.improperly_configured(
-                f"{where} is required (or settings.CRONOQ['SERVER']): the cronoq server's 'HOST:PORT'"
+                f"TASKS[{alias!r}]['OPTIONS']['server'] is required (or settings.CRONOQ['SERVER']):"
+                " the cronoq server's 'HOST:PORT'"
             )
-        self.token: str | None = options.get("token", base.token)
-        self.tls = bool(options.get("tls", base.tls))
+        self.server = options.server
+        self.token: str | None = options.token
+        self.tls = options.tls
 
     @property
     def client(self) -> Any:
@@ -172,7 +177,9 @@ class CronoqBackend(BaseTaskBackend):
             sub = self.client.submit({"args": a, "kwargs": kw}, **fields)
         except ClientError as e:
             raise self._refused(task, e) from None
-        return self._result(task, sub, a, kw)
+        result = self._result(task, sub, a, kw)
+        task_enqueued.send(type(self), task_result=result)
+        return result
 
     async def aenqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         fields, a, kw = self._submission(task, args, kwargs)
@@ -181,7 +188,9 @@ class CronoqBackend(BaseTaskBackend):
             sub = await self._on_loop(client.client.submit({"args": a, "kwargs": kw}, **fields))
         except ClientError as e:
             raise self._refused(task, e) from None
-        return self._result(task, sub, a, kw)
+        result = self._result(task, sub, a, kw)
+        await task_enqueued.asend(type(self), task_result=result)
+        return result
 
     def _on_loop(self, coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
         return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.client.runner.loop))
@@ -190,11 +199,14 @@ class CronoqBackend(BaseTaskBackend):
 
     @staticmethod
     def _task_id(result_id: str) -> int:
+        """The task id of a ``TaskResult.id`` (what ``enqueue`` returned: the id in decimal);
+        any other string is an id this backend never made (``TaskResultDoesNotExist``)."""
         try:
             task_id = int(result_id)
         except (TypeError, ValueError):
             raise TaskResultDoesNotExist(result_id) from None
-        if task_id <= 0:
+        canonical = isinstance(result_id, int) and not isinstance(result_id, bool)  # (an int: lenient)
+        if not 1 <= task_id <= UINT64_MAX or not (canonical or str(task_id) == result_id):
             raise TaskResultDoesNotExist(result_id)
         return task_id
 
@@ -207,7 +219,7 @@ class CronoqBackend(BaseTaskBackend):
             if e.code == "not_found":
                 raise TaskResultDoesNotExist(result_id) from None
             raise
-        return self._to_result(result_id, info, output)
+        return self._to_result(str(task_id), info, output)
 
     async def aget_result(self, result_id: str) -> Any:
         task_id = self._task_id(result_id)
@@ -221,7 +233,7 @@ class CronoqBackend(BaseTaskBackend):
             if e.code == "not_found":
                 raise TaskResultDoesNotExist(result_id) from None
             raise
-        return self._to_result(result_id, info, output)
+        return self._to_result(str(task_id), info, output)
 
     def _to_result(self, result_id: str, info: TaskInfo, output: Result | None) -> Any:
         try:

@@ -2,7 +2,8 @@
 (Django < 6, and Python 3.11 where Django 6 cannot be installed).
 
 Both define the same ``Task`` / ``TaskResult`` / ``TaskContext`` / ``TaskError`` /
-``TaskResultStatus`` / ``BaseTaskBackend``; only a few names differ (Django 6's ``InvalidTask``
+``TaskResultStatus`` / ``BaseTaskBackend`` and the signals ``task_enqueued`` / ``task_started``
+/ ``task_finished``; only a few names differ (Django 6's ``InvalidTask``
 is the backport's ``InvalidTaskError``). Everything in :mod:`cronoq.contrib.django` imports
 them from here.
 """
@@ -24,6 +25,11 @@ try:  # Django >= 6.0
         InvalidTask,
         TaskResultDoesNotExist,
     )
+    from django.tasks.signals import (  # type: ignore[import-not-found,unused-ignore]
+        task_enqueued,
+        task_finished,
+        task_started,
+    )
     from django.utils.json import normalize_json  # type: ignore[import-not-found,unused-ignore]
 
     TASKS_MODULE = "django.tasks"
@@ -32,6 +38,7 @@ except ImportError:  # the backport
     from django_tasks.base import Task, TaskContext, TaskError, TaskResult, TaskResultStatus
     from django_tasks.exceptions import InvalidTaskError as InvalidTask
     from django_tasks.exceptions import TaskResultDoesNotExist
+    from django_tasks.signals import task_enqueued, task_finished, task_started
     from django_tasks.utils import normalize_json
 
     TASKS_MODULE = "django_tasks"
@@ -53,6 +60,9 @@ __all__ = [
     "TaskResultStatus",
     "normalize_json",
     "set_field",
+    "task_enqueued",
+    "task_finished",
+    "task_started",
 ]
 
 

@@ -11,7 +11,9 @@ Theory of operation
         "APPS": ["shop.tasks:app"],      # the project's cronoq.App objects, MODULE:ATTR
     }
 
-:func:`settings` reads and checks it (``ImproperlyConfigured`` naming the key). Clients are
+:func:`settings` reads and checks it (``ImproperlyConfigured`` naming the key), as
+:func:`backend_options` does a ``CronoqBackend``'s ``OPTIONS`` (``server``, ``token``, ``tls``;
+a key it leaves out is ``CRONOQ``'s): a misspelt key is refused, never replaced in silence. Clients are
 shared per process and per ``(server, token, tls)`` (:func:`shared_client`): Django makes a
 task backend per thread, and each :class:`~cronoq.client.BlockingClient` owns a loop thread and
 a channel, so one is made once and reused by every thread. :func:`load_apps` imports the
@@ -31,7 +33,16 @@ if TYPE_CHECKING:
     from cronoq.client import BlockingClient
     from cronoq.tasks.app import App
 
-__all__ = ["CronoqSettings", "load_apps", "settings", "shared_client"]
+__all__ = [
+    "BackendOptions",
+    "CronoqSettings",
+    "backend_options",
+    "default_client",
+    "default_connection",
+    "load_apps",
+    "settings",
+    "shared_client",
+]
 
 _KEYS = {"SERVER", "TOKEN", "TLS", "APPS"}
 _clients: dict[tuple[tuple[str, ...], str | None, bool], BlockingClient] = {}
@@ -58,18 +69,9 @@ def settings() -> CronoqSettings:
     """``settings.CRONOQ`` checked (``ImproperlyConfigured`` naming what is wrong)."""
     from django.conf import settings as django_settings
 
-    raw = getattr(django_settings, "CRONOQ", {}) or {}
-    if not isinstance(raw, dict):
-        raise improperly_configured(f"settings.CRONOQ must be a dict (got {type(raw).__name__})")
-    unknown = sorted(set(raw) - _KEYS)
-    if unknown:
-        raise improperly_configured(
-            f"settings.CRONOQ: unknown key {unknown[0]!r} (keys: {', '.join(sorted(_KEYS))})"
-        )
+    raw = _checked_dict(getattr(django_settings, "CRONOQ", None), "settings.CRONOQ", _KEYS)
     server = servers(raw.get("SERVER"), "settings.CRONOQ['SERVER']", required=False)
-    token = raw.get("TOKEN")
-    if token is not None and not isinstance(token, str):
-        raise improperly_configured("settings.CRONOQ['TOKEN'] must be a string or None")
+    token = _token(raw.get("TOKEN"), "settings.CRONOQ['TOKEN']")
     apps = raw.get("APPS", [])
     if (
         isinstance(apps, str)
@@ -77,7 +79,54 @@ def settings() -> CronoqSettings:
         or not all(isinstance(a, str) for a in apps)
     ):
         raise improperly_configured("settings.CRONOQ['APPS'] must be a list of 'MODULE:ATTR' strings")
-    return CronoqSettings(server, token, bool(raw.get("TLS", False)), tuple(apps))
+    return CronoqSettings(server, token, _flag(raw.get("TLS", False), "settings.CRONOQ['TLS']"), tuple(apps))
+
+
+def _checked_dict(value: Any, where: str, keys: set[str]) -> dict[str, Any]:
+    """A settings dict (None or empty: ``{}``) whose keys are all among ``keys``."""
+    value = value or {}
+    if not isinstance(value, dict):
+        raise improperly_configured(f"{where} must be a dict (got {type(value).__name__})")
+    unknown = sorted(set(value) - keys)
+    if unknown:
+        raise improperly_configured(f"{where}: unknown key {unknown[0]!r} (keys: {', '.join(sorted(keys))})")
+    return value
+
+
+def _token(value: Any, where: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise improperly_configured(f"{where} must be a string or None")
+    return value
+
+
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise improperly_configured(f"{where} must be True or False (got {value!r})")
+    return value
+
+
+_OPTION_KEYS = {"server", "token", "tls"}
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """A ``CronoqBackend``'s ``OPTIONS``, checked, with ``settings.CRONOQ``'s values for the keys
+    it leaves out (``server`` empty: neither names one)."""
+
+    server: tuple[str, ...]
+    token: str | None
+    tls: bool
+
+
+def backend_options(alias: str, options: Any) -> BackendOptions:
+    """``TASKS[alias]["OPTIONS"]`` checked (``ImproperlyConfigured`` naming what is wrong)."""
+    where = f"TASKS[{alias!r}]['OPTIONS']"
+    options = _checked_dict(options, where, _OPTION_KEYS)
+    base = settings()
+    server = servers(options.get("server"), f"{where}['server']", required=False) or base.server
+    token = _token(options.get("token", base.token), f"{where}['token']")
+    tls = _flag(options.get("tls", base.tls), f"{where}['tls']")
+    return BackendOptions(server, token, tls)
 
 
 def servers(value: Any, where: str, *, required: bool = True) -> tuple[str, ...]:
@@ -107,23 +156,33 @@ def shared_client(server: Sequence[str], token: str | None, tls: bool) -> Blocki
 BACKEND_PATH = "cronoq.contrib.django.CronoqBackend"
 
 
-def default_client() -> BlockingClient:
-    """The client of ``settings.CRONOQ``, else of the first ``TASKS`` backend that is a
-    ``CronoqBackend`` (``ImproperlyConfigured`` when neither names a server)."""
+def default_connection() -> BackendOptions | None:
+    """The server of ``settings.CRONOQ`` (with its token and TLS), else of the first ``TASKS``
+    backend that is a ``CronoqBackend`` naming one in its ``OPTIONS``; None when none does.
+    What the project's cronoq apps are bound to, the admin reads and ``cronoq_worker`` serves."""
     from django.conf import settings as django_settings
 
     s = settings()
     if s.server:
-        return shared_client(s.server, s.token, s.tls)
+        return BackendOptions(s.server, s.token, s.tls)
     for alias, config in (getattr(django_settings, "TASKS", None) or {}).items():
         if isinstance(config, dict) and config.get("BACKEND") == BACKEND_PATH:
-            options = config.get("OPTIONS") or {}
-            server = servers(options.get("server"), f"TASKS[{alias!r}]['OPTIONS']['server']")
-            return shared_client(server, options.get("token"), bool(options.get("tls", False)))
-    raise improperly_configured(
-        "settings.CRONOQ['SERVER'] is required (or a TASKS backend of cronoq.contrib.django.CronoqBackend"
-        " with OPTIONS['server']): the cronoq server's 'HOST:PORT'"
-    )
+            options = backend_options(alias, config.get("OPTIONS"))
+            if options.server:
+                return options
+    return None
+
+
+def default_client() -> BlockingClient:
+    """The client of :func:`default_connection` (``ImproperlyConfigured`` when nothing names a
+    server)."""
+    connection = default_connection()
+    if connection is None:
+        raise improperly_configured(
+            "settings.CRONOQ['SERVER'] is required (or a TASKS backend of cronoq.contrib.django.CronoqBackend"
+            " with OPTIONS['server']): the cronoq server's 'HOST:PORT'"
+        )
+    return shared_client(connection.server, connection.token, connection.tls)
 
 
 def load_apps(refs: Sequence[str]) -> list[App]:

@@ -19,9 +19,18 @@ broke, left in a transaction, or that outlived ``CONN_MAX_AGE`` is closed and th
 opens a fresh one, as Django does around each request. Plain functions run in a thread pool
 of ``slots`` threads.
 
+Django's ``task_started`` and ``task_finished`` signals (sender: the task's backend class) are
+sent around each attempt, in the thread where the task's ORM calls run, inside the connection
+hygiene: ``task_finished`` carries the attempt's ``RUNNING`` result turned ``SUCCESSFUL`` (with
+its return value) or ``FAILED`` (with this attempt's ``TaskError``), sent robustly (a receiver
+that raises is logged and changes nothing); a receiver of ``task_started`` that raises fails
+the attempt like the task would.
+
 A Django task that raises fails its attempt with the exception's class path and traceback as
 the message (:func:`cronoq.contrib.django.results.error_message`), retryable as the pool's
-retry policy says; the return value is the output (JSON, as Django normalizes it).
+retry policy says — any ``BaseException`` but ``KeyboardInterrupt`` and the worker's own
+cancel, as Django's backends record them: a task calling ``sys.exit()`` fails, the worker goes
+on. The return value is the output (JSON, as Django normalizes it).
 """
 
 from __future__ import annotations
@@ -39,8 +48,18 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
-from cronoq.contrib.django.compat import Task, TaskContext, TaskResult, TaskResultStatus, normalize_json
-from cronoq.contrib.django.results import error_message
+from cronoq.contrib.django.compat import (
+    Task,
+    TaskContext,
+    TaskError,
+    TaskResult,
+    TaskResultStatus,
+    normalize_json,
+    set_field,
+    task_finished,
+    task_started,
+)
+from cronoq.contrib.django.results import TASK_FAILED, error_message
 from cronoq.errors import Permanent, Retryable
 
 if TYPE_CHECKING:
@@ -82,9 +101,73 @@ def serving_apps() -> list[App]:
     return apps
 
 
-def _call_sync(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+class _Attempt:
+    """One attempt of a Django task: its running ``TaskResult`` (what a ``takes_context`` task
+    sees) and Django's ``task_started`` / ``task_finished`` signals around the call, sent in the
+    thread where the task's ORM calls run (inside :class:`ConnectionHygiene`)."""
+
+    def __init__(self, task: Any, result: Any) -> None:
+        self.task = task
+        self.result = result
+        self.sender = type(task.get_backend())
+
+    def started(self) -> None:
+        task_started.send(self.sender, task_result=self.result)
+
+    def _finished(self, status: Any) -> None:
+        set_field(self.result, "status", status)
+        set_field(self.result, "finished_at", dt.datetime.now(dt.UTC))
+        # (robust: a receiver that raises is logged by Django; the attempt's outcome stands)
+        task_finished.send_robust(self.sender, task_result=self.result)
+
+    def failed(self, exc: BaseException) -> Retryable:
+        """The attempt failed with ``exc``: ``task_finished`` (FAILED, its ``TaskError``), and
+        the failure to report (the class path and traceback)."""
+        message = error_message(exc)
+        path, _, text = message.partition("\n")
+        self.result.errors.append(TaskError(exception_class_path=path, traceback=text))
+        self._finished(TaskResultStatus.FAILED)
+        return Retryable(message)
+
+    def succeeded(self, value: Any) -> bytes:
+        """The attempt returned ``value``: its output, always JSON bytes (a str result stays a
+        JSON string, as get_result reads it); a value Django cannot serialize fails it for
+        good."""
+        try:
+            normalized = normalize_json(value)
+            output = json.dumps(normalized, separators=(",", ":"), allow_nan=False).encode()
+        except (TypeError, ValueError) as e:
+            message = f"task '{self.task.module_path}': the return value is not JSON-serializable: {e}"
+            self.result.errors.append(TaskError(exception_class_path=TASK_FAILED, traceback=message))
+            self._finished(TaskResultStatus.FAILED)
+            raise Permanent(message) from None
+        set_field(self.result, "_return_value", normalized)
+        self._finished(TaskResultStatus.SUCCESSFUL)
+        return output
+
+
+def _call_sync(fn: Any, args: list[Any], kwargs: dict[str, Any], attempt: _Attempt) -> bytes:
     with ConnectionHygiene().sync_context():
-        return fn(*args, **kwargs)
+        try:
+            attempt.started()
+            value = fn(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit too: the task's failure, not the worker's
+            raise attempt.failed(exc) from exc
+        return attempt.succeeded(value)
+
+
+async def _call_async(fn: Any, args: list[Any], kwargs: dict[str, Any], attempt: _Attempt) -> bytes:
+    async with ConnectionHygiene().async_context():
+        try:
+            await sync_to_async(attempt.started)()
+            value = await fn(*args, **kwargs)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise  # the worker's own cancel (a timeout, a stop), or the operator's Ctrl-C
+        except BaseException as exc:
+            raise await sync_to_async(attempt.failed)(exc) from exc
+        return await sync_to_async(attempt.succeeded)(value)
 
 
 class WorkerHandler:
@@ -121,21 +204,13 @@ class WorkerHandler:
             return await handler(lease)
         task = _import_task(lease.kind)
         args, kwargs = _arguments(lease)
+        attempt = _Attempt(task, self._running_result(task, lease, args, kwargs))
         if task.takes_context:
-            args.insert(0, TaskContext(task_result=self._running_result(task, lease, args, kwargs)))
-        try:
-            if inspect.iscoroutinefunction(task.func):
-                async with ConnectionHygiene().async_context():
-                    value = await task.func(*args, **kwargs)
-            else:
-                loop = asyncio.get_running_loop()
-                value = await loop.run_in_executor(self._pool, _call_sync, task.func, args, kwargs)
-        except Exception as exc:
-            raise Retryable(error_message(exc)) from exc
-        try:  # always JSON bytes (a str result stays a JSON string, as get_result reads it)
-            return json.dumps(normalize_json(value), separators=(",", ":"), allow_nan=False).encode()
-        except (TypeError, ValueError) as e:
-            raise Permanent(f"task '{lease.kind}': the return value is not JSON-serializable: {e}") from None
+            args.insert(0, TaskContext(task_result=attempt.result))
+        if inspect.iscoroutinefunction(task.func):
+            return await _call_async(task.func, args, kwargs, attempt)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, _call_sync, task.func, args, kwargs, attempt)
 
     def _running_result(self, task: Any, lease: Lease, args: list[Any], kwargs: dict[str, Any]) -> Any:
         now = dt.datetime.now(dt.UTC)

@@ -38,13 +38,17 @@ TEMPLATES = [
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": os.environ["DJANGO_DB"]}}
 DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
 
-CRONOQ = {"SERVER": os.environ["CRONOQ_SERVER"], "APPS": ["shop.cronoq_tasks:app"]}
+# $SHOP_SERVER_IN_TASKS_ONLY instead of $CRONOQ_SERVER: only the backend's OPTIONS name the server
+SERVER = os.environ.get("CRONOQ_SERVER") or os.environ["SHOP_SERVER_IN_TASKS_ONLY"]
+CRONOQ = {"APPS": ["shop.cronoq_tasks:app"]}
+if not os.environ.get("SHOP_SERVER_IN_TASKS_ONLY"):
+    CRONOQ["SERVER"] = SERVER
 if os.environ.get("SHOP_BAD_APP"):  # a cronoq app module that cannot be imported
     CRONOQ["APPS"].append("shop.nope:app")
 TASKS = {
     "default": {
         "BACKEND": "cronoq.contrib.django.CronoqBackend",
         "QUEUES": ["django", "nowhere"],  # "nowhere" is no pool of the server
-        "OPTIONS": {"server": os.environ["CRONOQ_SERVER"]},
+        "OPTIONS": {"server": SERVER},
     }
 }

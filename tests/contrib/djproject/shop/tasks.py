@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
 from django.db import connection, transaction
 
 try:
     from django.tasks import task
+    from django.tasks.signals import task_enqueued, task_finished, task_started
 except ImportError:
     from django_tasks import task
+    from django_tasks.signals import task_enqueued, task_finished, task_started
 
 from shop.models import Note
 
@@ -86,3 +89,50 @@ def wait_for_file(path: str) -> str:
 @task(queue_name="django")
 def returns_a_set() -> object:
     return {1, 2}
+
+
+@task(queue_name="django")
+def exits(code: int) -> None:
+    """Raises ``SystemExit`` (a ``BaseException``): a failed task, not a stopped worker."""
+    raise SystemExit(code)
+
+
+@task(queue_name="django")
+async def exits_async(code: int) -> None:
+    raise SystemExit(code)
+
+
+@task(queue_name="django")
+def signalled(fail: bool) -> str:
+    """Its signals are recorded as notes (:func:`_record`)."""
+    if fail:
+        raise KeyError("signalled")
+    return "done"
+
+
+@task(queue_name="django")
+async def signalled_async(fail: bool) -> str:
+    if fail:
+        raise KeyError("signalled")
+    return "done"
+
+
+def _record(signal: str):
+    def receiver(sender, task_result, **kwargs) -> None:
+        if not task_result.task.module_path.startswith("shop.tasks.signalled"):
+            return
+        errors = ",".join(e.exception_class_path for e in task_result.errors)
+        fields = [signal, task_result.id, task_result.status, sender.__name__, errors]
+        if task_result.status == "SUCCESSFUL":
+            fields.append(task_result.return_value)
+        if task_result.status == "FAILED":  # sent while the exception is handled, as Django does
+            fields.append(f"handling={getattr(sys.exc_info()[0], '__name__', None)}")
+        Note.objects.create(text=" ".join(fields))
+
+    return receiver
+
+
+# (weak=False: the receivers are closures; each process connects them once, on import)
+task_enqueued.connect(_record("enqueued"), weak=False)
+task_started.connect(_record("started"), weak=False)
+task_finished.connect(_record("finished"), weak=False)

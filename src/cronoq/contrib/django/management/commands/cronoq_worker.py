@@ -6,9 +6,10 @@ It takes exactly the options of ``cronoq worker`` (``--pool``, ``--slots``, ``--
 that command gains), minus the handler reference: with Django set up by ``manage.py``, it
 serves the project's Django tasks and its cronoq apps' tasks through
 :class:`~cronoq.contrib.django.execute.WorkerHandler` (``close_old_connections()`` around every
-task, every app's ``@app.lifespan`` around the worker's life). ``--server`` / ``--token``
-default to ``settings.CRONOQ``'s (``CRONOQ_SERVER`` / ``CRONOQ_TOKEN`` in the environment
-still win, as for ``cronoq worker``).
+task, every app's ``@app.lifespan`` around the worker's life). ``--server`` / ``--token`` /
+``--tls`` default to ``settings.CRONOQ``'s, else to the ``OPTIONS`` of the first
+``CronoqBackend`` of ``TASKS`` that names a server (``CRONOQ_SERVER`` / ``CRONOQ_TOKEN`` in the
+environment still win, as for ``cronoq worker``).
 
 With ``--run-in process`` every task runs in a child process instead
 (:class:`~cronoq.contrib.django.inchild.ChildHandler`): each child sets Django up with the
@@ -62,7 +63,7 @@ class Command(BaseCommand):
 
     def serve(self, argv: list[str], prog: str) -> None:
         from cronoq.cli.worker_cmd import worker
-        from cronoq.contrib.django.conf import settings
+        from cronoq.contrib.django.conf import default_connection
 
         global CHILD_HANDLER, HANDLER
         known = _prefixed(argv)
@@ -73,16 +74,18 @@ class Command(BaseCommand):
         else:
             HANDLER = WorkerHandler(serving_apps(), name, max(1, known.slots))
             ref = _REF
-        s = settings()
+        connection = default_connection()
         extra: list[str] = []
         if known.server is None and not os.environ.get("CRONOQ_SERVER"):
-            if not s.server:
+            if connection is None:
                 raise CommandError(
                     "no cronoq server: pass --server HOST:PORT or set settings.CRONOQ['SERVER']"
+                    " (or OPTIONS['server'] of a CronoqBackend in TASKS)"
                 )
-            extra += ["--server", s.server[0]]
-        if known.token is None and not os.environ.get("CRONOQ_TOKEN") and s.token:
-            extra += ["--token", s.token]
-        if s.tls and "--tls" not in argv:
-            extra.append("--tls")
+            extra += ["--server", connection.server[0]]
+        if connection is not None:
+            if known.token is None and not os.environ.get("CRONOQ_TOKEN") and connection.token:
+                extra += ["--token", connection.token]
+            if connection.tls and "--tls" not in argv:
+                extra.append("--tls")
         worker.main(args=[ref, *argv, *extra], prog_name=prog, standalone_mode=True)
