@@ -67,6 +67,13 @@ def test_configuration_errors() -> None:
         Cronoq(flask.Flask("x"), App("x"))
     with pytest.raises(ValueError, match=r"cronoq\.App"):
         Cronoq(flask.Flask("y"))
+    site = flask.Flask("z")
+    site.config.update(CRONOQ_SERVER="127.0.0.1:1", CRONOQ_TLS="false")
+    with pytest.raises(ValueError, match=r"CRONOQ_TLS must be True or False \(got 'false'\)"):
+        Cronoq(site, App("z"))
+    site.config.update(CRONOQ_TLS=False, CRONOQ_TOKEN=123)
+    with pytest.raises(ValueError, match="CRONOQ_TOKEN must be a string"):
+        Cronoq(site, App("z"))
 
 
 def test_an_app_factory_called_again_replaces_the_flask_app() -> None:

@@ -84,7 +84,11 @@ class Cronoq:
                 "Cronoq needs the server address: set CRONOQ_SERVER = 'HOST:PORT' in the Flask config"
             )
         token = self._token if self._token is not None else config.get("CRONOQ_TOKEN")
-        tls = bool(self._tls if self._tls is not None else config.get("CRONOQ_TLS", False))
+        tls = self._tls if self._tls is not None else config.get("CRONOQ_TLS", False)
+        if not isinstance(tls, bool):  # (a string "false" from the environment is truthy)
+            raise ValueError(f"CRONOQ_TLS must be True or False (got {tls!r})")
+        if token is not None and not isinstance(token, str):
+            raise ValueError(f"CRONOQ_TOKEN must be a string (got {type(token).__name__})")
         previous, self.client = self.client, BlockingClient(server, token=token, tls=tls)
         self.tasks_app.bind(self.client)
         if previous is not None:
