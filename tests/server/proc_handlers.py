@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -11,9 +13,17 @@ from typing import Any
 
 def handle(lease: Any) -> dict[str, Any]:
     """``{"op": ...}``: ``pid`` (the child's pid and the lease's fields), ``sleep`` (``s``
-    seconds, reporting progress), ``spin`` (write the pid to ``pidfile``, ignore SIGTERM, spin)."""
+    seconds, reporting progress), ``spin`` (write the pid to ``pidfile``, ignore SIGTERM, spin),
+    ``family`` (start a grandchild that sleeps for an hour, write ``"<pid> <grandchild pid>"``
+    to ``pidfile``, ignore SIGTERM, spin)."""
     job = lease.json()
     op = job["op"]
+    if op == "family":
+        sub = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        Path(job["pidfile"]).write_text(f"{os.getpid()} {sub.pid}")
+        while True:
+            pass
     if op == "spin":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         Path(job["pidfile"]).write_text(str(os.getpid()))

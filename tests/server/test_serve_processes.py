@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.runtime.processes.waits import alive, gone_within, read_pid
+from tests.runtime.processes.waits import alive, gone_within, read_pid, read_pids
 from tests.tasks import proc_app
 
 from cronoq import Processes
@@ -129,15 +130,18 @@ async def _result(h: object) -> dict[str, object]:
 
 
 async def test_worker_sigkilled_leaves_no_orphan_children(server: ServerProc, tmp_path: Path) -> None:
+    """Neither the children nor the processes their tasks started outlive a SIGKILLed worker."""
     log = tmp_path / "worker.log"
     worker = _start_worker(server, log)
+    pids: list[int] = []
     try:
         async with Client(server.grpc) as c:
             files = [tmp_path / "a", tmp_path / "b"]
             for f in files:
-                await c.submit({"op": "spin", "pidfile": str(f)}, pool="cpu")
-            pids = [await _pid_in(f) for f in files]
-            assert all(alive(p) for p in pids)
+                await c.submit({"op": "family", "pidfile": str(f)}, pool="cpu")
+            for f in files:
+                pids += await read_pids(f, 20.0)  # a child and its grandchild
+            assert len(pids) == 4 and all(alive(p) for p in pids)
             worker.kill()
             worker.wait(10)
             for p in pids:
@@ -146,3 +150,6 @@ async def test_worker_sigkilled_leaves_no_orphan_children(server: ServerProc, tm
         if worker.poll() is None:
             worker.kill()
             worker.wait()
+        for p in pids:
+            if alive(p):  # (a failed test leaves no spinning or hour-long process behind)
+                os.kill(p, signal.SIGKILL)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -105,3 +107,21 @@ def gated(ctx: Any, payload: dict[str, Any]) -> int:
 def parents(ctx: Any, payload: Any) -> list[list[Any]]:
     """How each parent ended, as a child process sees it (``ctx.parents``)."""
     return [[p.id, p.key, p.status, p.output, p.message] for p in ctx.parents]
+
+
+def grandchild(ctx: Any, payload: dict[str, Any]) -> None:
+    """Start a grandchild process that sleeps for an hour, write ``"<child pid> <grandchild
+    pid>"`` to ``pidfile``, then ``spin`` (SIGTERM ignored), ``exit`` (``os._exit(5)``),
+    ``return`` (leaving the grandchild running) or sleep."""
+    sub = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    Path(payload["pidfile"]).write_text(f"{os.getpid()} {sub.pid}")
+    how = payload.get("how")
+    if how == "return":
+        return
+    if how == "exit":
+        os._exit(5)
+    if how == "spin":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            pass
+    time.sleep(3600)

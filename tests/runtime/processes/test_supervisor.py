@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 from tests.runtime.conftest import wait
 from tests.runtime.processes import broken, tasks
-from tests.runtime.processes.waits import alive, gone_within, read_pid
+from tests.runtime.processes.waits import alive, gone_within, read_pid, read_pids
 
 from cronoq import Pool, Processes, RetryPolicy, Scheduler, Task, TaskFailed
 from cronoq.errors import InvalidSubmission
@@ -46,6 +47,44 @@ async def test_timeout_kills_a_spinning_child(tmp_path: Path, ignore_term: bool)
         sched._pools[0].executor.fn = tasks.pid  # (same pool, a task that returns)
         h2 = await sched.submit("after", retry=ONCE)
         assert (await wait(h2))["pid"] != pid
+
+
+@pytest.mark.parametrize(
+    ("how", "ends"),
+    [
+        ("spin", "attempt timed out"),
+        ("exit", "died: exit code 5"),
+        ("cancel", "cancelled"),
+        ("stop", "scheduler shut down"),
+        ("return", None),
+    ],
+)
+async def test_no_grandchild_outlives_its_child(tmp_path: Path, how: str, ends: str | None) -> None:
+    """The processes a task starts end with its child, however the child ends: killed at the
+    timeout (SIGTERM ignored), crashed, killed at a cancel or at the shutdown, or recycled
+    after its task returned."""
+    pidfile = tmp_path / "pids"
+    settings = Processes(kill_grace=0.5, max_tasks_per_child=1)
+    async with Scheduler([ppool(tasks.grandchild, processes=settings)]) as sched:
+        h = await sched.submit({"pidfile": str(pidfile), "how": how}, timeout=2, retry=ONCE)
+        child, grandchild = await read_pids(pidfile)
+        assert how == "exit" or alive(grandchild)  # (the crashed child's group may be gone already)
+        if how == "cancel":
+            await sched.cancel(h.id)
+        if how == "stop":
+            await sched.shutdown(0)
+        if ends is None:
+            assert await wait(h) is None
+        else:
+            with pytest.raises(TaskFailed) as info:
+                await wait(h)
+            assert info.value.message == ends or ends in (info.value.message or "")
+        try:
+            await gone_within(child, 5.0)
+            await gone_within(grandchild, 1.0)
+        finally:
+            if alive(grandchild):  # (a failed test leaves no hour-long sleeper behind)
+                os.kill(grandchild, signal.SIGKILL)
 
 
 async def test_cancel_kills_a_sleeping_child(tmp_path: Path) -> None:

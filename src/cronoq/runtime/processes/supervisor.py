@@ -20,6 +20,9 @@ its process sentinel (its exit).
   sends ``cancel`` to the child, then SIGTERM, then SIGKILL ``kill_grace`` seconds later unless
   it exited: this ends code that ignores SIGTERM, spins in pure Python or blocks in C. The child
   is discarded; the next attempt starts a new one.
+* **The task's own processes**: a child leads a process group of its own (:mod:`.child`), so
+  the signals above go to the whole group, and whatever is left of the group when the child is
+  gone (killed, crashed, recycled or stopped) is SIGKILLed: no grandchild outlives its child.
 * **Crash isolation**: a child that exits while running a job fails only that attempt,
   retryably, with its exit code or signal; the supervisor keeps serving with the others.
 * **Recycling**: after ``max_tasks_per_child`` jobs, or when the RSS the child reports after a
@@ -35,6 +38,7 @@ import asyncio
 import contextlib
 import logging
 import multiprocessing
+import os
 import pickle
 import signal
 import threading
@@ -79,6 +83,19 @@ def died_message(pid: int, exitcode: int | None) -> str:
     else:
         how = f"exit code {exitcode}"
     return f"the task's process (pid {pid}) died: {how}"
+
+
+def _signal_group(child: Child, sig: int) -> None:
+    """Send ``sig`` to the child's process group (the child and the processes its task
+    started); to the child alone while it has not made its group yet (it starts no task
+    before that)."""
+    try:
+        os.killpg(child.pid, sig)
+    except ProcessLookupError:
+        with contextlib.suppress(Exception):
+            (child.proc.kill if sig == signal.SIGKILL else child.proc.terminate)()
+    except OSError:
+        pass
 
 
 class _Job:
@@ -347,8 +364,7 @@ class Supervisor:
         child.stopping = True
         if child.exited.done():
             return
-        with contextlib.suppress(Exception):
-            child.proc.terminate()
+        _signal_group(child, signal.SIGTERM)
         if child.kill_timer is not None:
             child.kill_timer.cancel()
         assert self._loop is not None
@@ -357,8 +373,7 @@ class Supervisor:
     @staticmethod
     def _sigkill(child: Child) -> None:
         if not child.exited.done():
-            with contextlib.suppress(Exception):
-                child.proc.kill()
+            _signal_group(child, signal.SIGKILL)
 
     def _on_exit(self, child: Child) -> None:
         loop = self._loop
@@ -386,6 +401,8 @@ class Supervisor:
             child.conn.close()
         if child.kill_timer is not None:
             child.kill_timer.cancel()
+        with contextlib.suppress(OSError):  # what its tasks started and left behind
+            os.killpg(child.pid, signal.SIGKILL)
         self._live.discard(child)
         self._all.discard(child)
         if child in self._idle:
