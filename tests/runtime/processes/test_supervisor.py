@@ -87,6 +87,24 @@ async def test_no_grandchild_outlives_its_child(tmp_path: Path, how: str, ends: 
                 os.kill(grandchild, signal.SIGKILL)
 
 
+async def test_a_killed_child_holds_its_slot_until_it_exits(tmp_path: Path) -> None:
+    """One child per slot, dying ones included: after a timeout, a one-slot pool starts the
+    next attempt's child only once the killed one (SIGTERM ignored: it spins until its
+    SIGKILL, kill_grace later) has exited."""
+    pidfile = tmp_path / "pid"
+    pool = ppool(tasks.spin, max=1, processes=Processes(kill_grace=1.0))
+    async with Scheduler([pool]) as sched:
+        await wait(await sched.submit({"warm": True}))
+        h = await sched.submit({"pidfile": str(pidfile), "ignore_term": True}, timeout=0.5, retry=ONCE)
+        pid = await read_pid(pidfile)
+        with pytest.raises(TaskFailed, match="timed out"):
+            await wait(h)
+        assert alive(pid)  # within its kill_grace
+        sched._pools[0].executor.fn = tasks.others_alive  # (same pool, a task that returns)
+        assert await wait(await sched.submit([pid], retry=ONCE)) == []
+        assert sched._procs.supervisor("p").started == 2
+
+
 async def test_cancel_kills_a_sleeping_child(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     async with Scheduler([ppool(tasks.sleep_forever)]) as sched:

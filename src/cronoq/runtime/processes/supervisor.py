@@ -19,7 +19,9 @@ its process sentinel (its exit).
   cancel, a lease loss or at the end of a shutdown's grace; a remote worker at an ``Abort``)
   sends ``cancel`` to the child, then SIGTERM, then SIGKILL ``kill_grace`` seconds later unless
   it exited: this ends code that ignores SIGTERM, spins in pure Python or blocks in C. The child
-  is discarded; the next attempt starts a new one.
+  is discarded; the next attempt starts a new one — once the killed child has exited, when
+  starting one sooner would put more children than the pool's capacity on the machine (a
+  killed child may burn a core until its SIGKILL): such an attempt waits in ``_waiting``.
 * **The task's own processes**: a child leads a process group of its own (:mod:`.child`), so
   the signals above go to the whole group, and whatever is left of the group when the child is
   gone (killed, crashed, recycled or stopped) is SIGKILLed: no grandchild outlives its child.
@@ -35,6 +37,7 @@ its process sentinel (its exit).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import multiprocessing
@@ -113,7 +116,19 @@ class _Job:
 class Child:
     """One child process as its supervisor sees it."""
 
-    __slots__ = ("conn", "due", "exited", "fns", "job", "kill_timer", "pid", "proc", "stopping", "tasks")
+    __slots__ = (
+        "conn",
+        "due",
+        "exited",
+        "fns",
+        "job",
+        "kill_timer",
+        "killed",
+        "pid",
+        "proc",
+        "stopping",
+        "tasks",
+    )
 
     def __init__(self, proc: Any, conn: Any, loop: asyncio.AbstractEventLoop) -> None:
         self.proc = proc
@@ -124,6 +139,7 @@ class Child:
         self.job: _Job | None = None
         self.due = False  # due for recycling (waits while another child is being replaced)
         self.stopping = False
+        self.killed = False  # hard-killed: it may burn a core until it exits
         self.kill_timer: asyncio.TimerHandle | None = None
         self.exited: asyncio.Future[None] = loop.create_future()
 
@@ -146,6 +162,9 @@ class Supervisor:
         self._live: set[Child] = set()  # idle or busy, not stopping
         self._all: set[Child] = set()  # every child not yet exited
         self._retiring: Child | None = None
+        #: attempts waiting for a killed child to exit before a child can start for them
+        self._waiting: collections.deque[tuple[_Job, tuple[Any, ...]]] = collections.deque()
+        self._starting = 0  # children being started
         self._fns: dict[int, tuple[object, bytes]] = {}
         self._next_job = 1
         self._closed = False
@@ -186,7 +205,27 @@ class Supervisor:
         send = (fn_id, fn_bytes, ctx_kind, info, args_bytes)
         if self._idle:
             self._dispatch(self._idle.pop(), job, send)
-        elif self.settings.start_method == "fork" and threading.active_count() == 1:
+        elif self._full():  # a killed child still runs: the attempt waits for it to exit
+            self._waiting.append((job, send))
+        else:
+            self._spawn(job, send)
+        return job.fut
+
+    def _full(self) -> bool:
+        """Whether a new child would exceed the pool's capacity, counting the children being
+        killed (which may burn a core until their SIGKILL) with the busy and starting ones."""
+        cap = self.capacity()
+        if cap is None:
+            return False
+        killed = sum(1 for c in self._all if c.killed)
+        busy = sum(1 for c in self._live if c.job is not None)
+        return killed > 0 and killed + busy + self._starting >= max(cap, 1)
+
+    def _spawn(self, job: _Job, send: tuple[Any, ...]) -> None:
+        loop = self._loop
+        assert loop is not None
+        self._starting += 1
+        if self.settings.start_method == "fork" and threading.active_count() == 1:
             made = loop.create_future()  # a fork is quick, and only safe from this one thread
             try:
                 made.set_result(self._make_process())
@@ -196,7 +235,21 @@ class Supervisor:
         else:  # a new child, started in a thread: the loop (heartbeats included) never waits for it
             made = loop.run_in_executor(_spawner(), self._make_process)
             made.add_done_callback(lambda f: self._spawned(f, job, send))
-        return job.fut
+
+    def _start_waiting(self) -> None:
+        """Start the attempts that waited for a killed child to exit, as far as room allows."""
+        while self._waiting and not self._closed:
+            job, send = self._waiting[0]
+            if job.fut.done():  # (timed out or cancelled while it waited)
+                self._waiting.popleft()
+            elif self._idle:
+                self._waiting.popleft()
+                self._dispatch(self._idle.pop(), job, send)
+            elif not self._full():
+                self._waiting.popleft()
+                self._spawn(job, send)
+            else:
+                return
 
     def _dispatch(self, child: Child, job: _Job, send: tuple[Any, ...]) -> None:
         fn_id, fn_bytes, ctx_kind, info, args_bytes = send
@@ -210,6 +263,7 @@ class Supervisor:
         job.fut.add_done_callback(lambda f: self._on_future_done(child, job, f))
 
     def _spawned(self, made: asyncio.Future[tuple[Any, Any]], job: _Job, send: tuple[Any, ...]) -> None:
+        self._starting -= 1
         try:
             proc, conn = made.result()
         except Exception as e:
@@ -337,6 +391,7 @@ class Supervisor:
             self._stop(child)
             return
         self._idle.append(child)
+        self._start_waiting()
 
     def _trim(self, keep: int) -> None:
         """Stop idle children beyond the pool's capacity (keeping ``keep`` idle ones)."""
@@ -364,6 +419,7 @@ class Supervisor:
         child.stopping = True
         if child.exited.done():
             return
+        child.killed = True
         _signal_group(child, signal.SIGTERM)
         if child.kill_timer is not None:
             child.kill_timer.cancel()
@@ -405,6 +461,7 @@ class Supervisor:
             os.killpg(child.pid, signal.SIGKILL)
         self._live.discard(child)
         self._all.discard(child)
+        child.killed = False
         if child in self._idle:
             self._idle.remove(child)
         if not child.exited.done():
@@ -415,12 +472,16 @@ class Supervisor:
             if due is not None:  # the next child due for recycling, now that this one is gone
                 self._retiring = due
                 self._stop(due)
+        self._start_waiting()
 
     # ------------------------------------------------------------------ shutdown
 
     async def close(self) -> None:
         """Stop idle children, kill running ones; return once every child exited."""
         self._closed = True
+        while self._waiting:
+            job, _ = self._waiting.popleft()
+            job.fut.cancel()
         for child in list(self._all):
             if child.job is not None:
                 job, child.job = child.job, None
