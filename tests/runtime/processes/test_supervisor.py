@@ -165,7 +165,8 @@ async def test_outcomes_as_in_a_thread() -> None:
 
 async def test_an_unpicklable_payload_is_refused_at_submit() -> None:
     """A plain process pool's payload goes to the child pickled: one that cannot be is refused
-    by submit / enqueue / submit_batch, and nothing is created (the key stays free)."""
+    by submit / enqueue / submit_batch / add_recurring, and nothing is created (the key stays
+    free)."""
     lock = threading.Lock()
     message = "pool 'p' runs its tasks in a process and the payload cannot be pickled for it: TypeError"
     async with Scheduler([ppool(tasks.pid), Pool("t", tasks.pid, autoscale=False)]) as sched:
@@ -175,6 +176,9 @@ async def test_an_unpicklable_payload_is_refused_at_submit() -> None:
             await sched.enqueue(lock)
         with pytest.raises(InvalidSubmission, match=message):
             await sched.submit_batch([Task(1, key="b1"), Task(lock, key="b2")])
+        with pytest.raises(InvalidSubmission, match=message):  # (each occurrence would fail)
+            await sched.add_recurring("r", "* * * * *", lock)
+        assert await sched.list_recurring() == []
         assert (await sched.snapshot()).live_tasks == 0
         h = await sched.submit({"ok": True}, key="k")  # nothing was half-submitted under the key
         assert not h.duplicate and (await wait(h))["payload"] == {"ok": True}
