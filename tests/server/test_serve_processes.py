@@ -108,6 +108,32 @@ async def test_process_worker_end_to_end(server: ServerProc, tmp_path: Path) -> 
             assert worker.wait(30) == 0, log.read_text()
 
 
+async def test_a_killed_child_holds_its_worker_slot_until_exit(server: ServerProc, tmp_path: Path) -> None:
+    """The worker's slots bound its children, the ones being killed included: with both slots'
+    children timed out and spinning until their SIGKILL, the next task's child starts only
+    once one of them has exited."""
+    log = tmp_path / "worker.log"
+    worker = _start_worker(server, log)
+    pids: list[int] = []
+    try:
+        async with Client(server.grpc) as c:
+            files = [tmp_path / "a", tmp_path / "b"]
+            spins = [await c.submit({"op": "spin", "pidfile": str(f)}, pool="cpu", timeout=1) for f in files]
+            pids = [await _pid_in(f) for f in files]
+            for s in spins:
+                res = await c.wait(s.id, timeout=30)
+                assert res.status == "dead_lettered" and "timed out" in res.message, res
+            r = await c.submit({"op": "others", "pids": pids}, pool="cpu", wait=True, wait_timeout=30)
+            assert r.result is not None and r.result.status == "succeeded", r
+            assert len(r.result.json()["alive"]) < 2  # never both killed children and a third
+    finally:
+        worker.terminate()
+        assert worker.wait(30) == 0, log.read_text()
+        for p in pids:
+            if alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
 async def test_app_process_tasks_on_a_remote_worker(server: ServerProc) -> None:
     """An app's run_in="process" task served by a client Worker (in this process, with
     processes=...): the LeaseHandler runs it in a child with the lease's context."""
