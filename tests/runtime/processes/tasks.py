@@ -138,3 +138,14 @@ def others_alive(ctx: Any, pids: list[int]) -> list[int]:
         except OSError:
             pass
     return out
+
+
+def stuck_in_c(ctx: Any, payload: dict[str, Any]) -> None:
+    """Start a grandchild that sleeps for an hour, write ``"<pid> <grandchild pid>"`` to
+    ``pidfile``, then hold the GIL in C for ages (a regular expression that backtracks 2**40
+    times): no Python code, the child's pipe watchdog included, runs meanwhile."""
+    import re
+
+    sub = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    Path(payload["pidfile"]).write_text(f"{os.getpid()} {sub.pid}")
+    re.match(r"(a+)+$", "a" * 40 + "b")

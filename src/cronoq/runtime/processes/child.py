@@ -8,7 +8,9 @@ It first makes a process group of its own (``setpgid``): the processes its tasks
 group at a hard kill and SIGKILLs what is left of it once the child is gone. Then it ties its
 life to its parent's: on Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (through
 ctypes) kills it when its parent dies — the forkserver, which itself exits when the worker
-does, or the worker under ``spawn``/``fork`` —, and a *reader* thread that owns the receiving
+does (the child closes the forkserver's "alive" pipe it inherits, which would keep it up, and
+the forkserver SIGKILLs its children's groups as it exits: :mod:`.forkserver`), or the worker
+under ``spawn``/``fork`` —, and a *reader* thread that owns the receiving
 side of the pipe SIGKILLs the child's group, itself included, as soon as the pipe reaches EOF,
 that is when the worker is gone, however it died. So no child outlives its worker, even one
 SIGKILLed, and neither do the processes its tasks started (unless they left the group, with
@@ -68,6 +70,19 @@ def _end_group(leader: bool) -> None:
         with contextlib.suppress(OSError):
             os.killpg(os.getpid(), signal.SIGKILL)  # (this process included)
     os._exit(0)
+
+
+def _release_forkserver() -> None:
+    """Close this child's copy of the forkserver's "alive" pipe (inherited from the forkserver or
+    a forking worker): held by children, it kept the forkserver — this child's parent, whose
+    death sends the PDEATHSIG — alive after the worker died (:mod:`.forkserver`)."""
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(fd, int):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        server._forkserver_alive_fd = None  # type: ignore[union-attr]
 
 
 def _die_with_parent() -> None:
@@ -283,6 +298,7 @@ def _run(chan: _Channel, fns: dict[int, Any], msg: tuple[Any, ...], lifespans: C
 def child_main(conn: Any) -> None:
     """The child's entry point (the target of its ``multiprocessing.Process``)."""
     leader = _own_group()
+    _release_forkserver()
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     chan = _Channel(conn)

@@ -64,6 +64,9 @@ Heartbeat = Callable[[], None]
 
 _SPAWNER: ThreadPoolExecutor | None = None
 
+#: what the forkserver imports before it forks children (:mod:`.forkserver`: no orphans)
+_PRELOAD = ["cronoq.runtime.processes.child", "cronoq.runtime.processes.forkserver"]
+
 
 def _spawner() -> ThreadPoolExecutor:
     """The threads that start children (starting one blocks: the forkserver's first start
@@ -305,7 +308,9 @@ class Supervisor:
             method = "forkserver"  # never fork a process that runs threads
         ctx = multiprocessing.get_context(method)
         if method == "forkserver":
-            ctx.set_forkserver_preload(["cronoq.runtime.processes.child"])
+            ctx.set_forkserver_preload(
+                ["cronoq.runtime.processes.child", "cronoq.runtime.processes.forkserver"]
+            )
         return ctx
 
     def _make_process(self) -> tuple[Any, Any]:
