@@ -4,6 +4,7 @@ hard time limits, crash isolation, recycling, outcomes, context, cancel and shut
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import signal
 import threading
@@ -18,6 +19,8 @@ from tests.runtime.processes.waits import alive, gone_within, read_pid, read_pid
 
 from cronoq import Pool, Processes, RetryPolicy, Scheduler, Task, TaskFailed
 from cronoq.errors import InvalidSubmission
+from cronoq.runtime.processes import supervisor
+from cronoq.runtime.processes.forkserver import children_of
 
 ONCE = RetryPolicy(max_attempts=1)
 FAST = Processes(kill_grace=0.5)
@@ -301,6 +304,28 @@ async def test_shutdown_kills_running_children(tmp_path: Path) -> None:
     await wait(sched.shutdown(0.2))
     assert not alive(pid)
     assert time.monotonic() - start < 0.2 + 0.5 + 1.0
+
+
+async def test_shutdown_stops_the_children_still_starting() -> None:
+    """A shutdown that comes while children are being started (in the spawner threads) waits
+    for them and stops them: none is left running after it, served by nothing."""
+    sched = Scheduler([ppool(tasks.pid, max=2, min=2)])
+    await sched.start()
+    for i in range(2):
+        await sched.submit(i)
+    end = time.monotonic() + 10
+    while "p" not in sched._procs.supervisors:  # the attempts started: their children are starting
+        assert time.monotonic() < end
+        await asyncio.sleep(0.001)
+    await wait(sched.shutdown(0))
+    # the spawner threads are done (both busy at once with the barrier), and the loop has not
+    # run since the shutdown returned: a child started too late for it is alive here
+    barrier = threading.Barrier(2)
+    concurrent.futures.wait([supervisor._spawner().submit(barrier.wait, 10) for _ in range(2)])
+    ours = children_of(os.getpid())
+    servers = [p for p in ours if b"forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    assert servers
+    assert [c for s in servers for c in children_of(s) if alive(c)] == []
 
 
 async def test_one_child_per_slot_and_idle_surplus_stops_when_capacity_falls(tmp_path: Path) -> None:

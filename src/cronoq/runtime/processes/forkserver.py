@@ -25,12 +25,16 @@ __all__ = ["children_of", "end_children"]
 
 
 def children_of(pid: int) -> list[int]:
-    """The pids of ``pid``'s child processes (Linux ``/proc``; empty when it cannot tell)."""
+    """The pids of ``pid``'s child processes, forked by any of its threads (Linux ``/proc``;
+    empty when it cannot tell)."""
+    out: list[int] = []
     try:
-        with open(f"/proc/{pid}/task/{pid}/children", "rb") as f:
-            return [int(p) for p in f.read().split()]
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                out += [int(p) for p in f.read().split()]
     except (OSError, ValueError):
-        return []
+        pass
+    return out
 
 
 def end_children() -> None:

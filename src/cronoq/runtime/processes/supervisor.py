@@ -30,8 +30,9 @@ its process sentinel (its exit).
 * **Recycling**: after ``max_tasks_per_child`` jobs, or when the RSS the child reports after a
   job exceeds ``max_memory_per_child``, the child is stopped once idle — one child at a time:
   while one is being replaced, another due child keeps serving until that one is gone.
-* **Close** (shutdown): idle children are asked to stop, running ones are killed as above, and
-  anything still alive after ``kill_grace`` + 1 s is SIGKILLed.
+* **Close** (shutdown): children still being started are waited for, idle children are asked
+  to stop, running ones are killed as above, and anything still alive after ``kill_grace`` +
+  1 s is SIGKILLed.
 """
 
 from __future__ import annotations
@@ -167,7 +168,8 @@ class Supervisor:
         self._retiring: Child | None = None
         #: attempts waiting for a killed child to exit before a child can start for them
         self._waiting: collections.deque[tuple[_Job, tuple[Any, ...]]] = collections.deque()
-        self._starting = 0  # children being started
+        #: the children being started (in a spawner thread), until the loop adopts them
+        self._spawning: set[asyncio.Future[tuple[Any, Any]]] = set()
         self._fns: dict[int, tuple[object, bytes]] = {}
         self._next_job = 1
         self._closed = False
@@ -222,12 +224,11 @@ class Supervisor:
             return False
         killed = sum(1 for c in self._all if c.killed)
         busy = sum(1 for c in self._live if c.job is not None)
-        return killed > 0 and killed + busy + self._starting >= max(cap, 1)
+        return killed > 0 and killed + busy + len(self._spawning) >= max(cap, 1)
 
     def _spawn(self, job: _Job, send: tuple[Any, ...]) -> None:
         loop = self._loop
         assert loop is not None
-        self._starting += 1
         if self.settings.start_method == "fork" and threading.active_count() == 1:
             made = loop.create_future()  # a fork is quick, and only safe from this one thread
             try:
@@ -237,6 +238,7 @@ class Supervisor:
             self._spawned(made, job, send)
         else:  # a new child, started in a thread: the loop (heartbeats included) never waits for it
             made = loop.run_in_executor(_spawner(), self._make_process)
+            self._spawning.add(made)
             made.add_done_callback(lambda f: self._spawned(f, job, send))
 
     def _start_waiting(self) -> None:
@@ -266,7 +268,7 @@ class Supervisor:
         job.fut.add_done_callback(lambda f: self._on_future_done(child, job, f))
 
     def _spawned(self, made: asyncio.Future[tuple[Any, Any]], job: _Job, send: tuple[Any, ...]) -> None:
-        self._starting -= 1
+        self._spawning.discard(made)
         try:
             proc, conn = made.result()
         except Exception as e:
@@ -487,6 +489,9 @@ class Supervisor:
         while self._waiting:
             job, _ = self._waiting.popleft()
             job.fut.cancel()
+        if self._spawning:  # children being started: adopted (and stopped) below, never left behind
+            await asyncio.wait(set(self._spawning), timeout=30.0)
+            await asyncio.sleep(0)  # (their adoption callbacks)
         for child in list(self._all):
             if child.job is not None:
                 job, child.job = child.job, None
