@@ -6,14 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from tests.runtime.processes.waits import alive, gone_within, read_pid, read_pids
+from tests.runtime.processes.waits import (
+    alive,
+    gone_within,
+    leave_nothing,
+    read_pid,
+    read_pids,
+    sigkill_outlived_by_none,
+)
 from tests.tasks import proc_app
 
 from cronoq import Processes
@@ -108,6 +115,12 @@ async def test_process_worker_end_to_end(server: ServerProc, tmp_path: Path) -> 
             assert worker.wait(30) == 0, log.read_text()
 
 
+async def _two(c: Client, tmp_path: Path, op: str, **fields: Any) -> tuple[list[Any], list[Path]]:
+    """Two ``op`` tasks (each with its own pid file) to the cpu pool: their refs and pid files."""
+    files = [tmp_path / "a", tmp_path / "b"]
+    return [await c.submit({"op": op, "pidfile": str(f)}, pool="cpu", **fields) for f in files], files
+
+
 async def test_a_killed_child_holds_its_worker_slot_until_exit(server: ServerProc, tmp_path: Path) -> None:
     """The worker's slots bound its children, the ones being killed included: with both slots'
     children timed out and spinning until their SIGKILL, the next task's child starts only
@@ -117,8 +130,7 @@ async def test_a_killed_child_holds_its_worker_slot_until_exit(server: ServerPro
     pids: list[int] = []
     try:
         async with Client(server.grpc) as c:
-            files = [tmp_path / "a", tmp_path / "b"]
-            spins = [await c.submit({"op": "spin", "pidfile": str(f)}, pool="cpu", timeout=1) for f in files]
+            spins, files = await _two(c, tmp_path, "spin", timeout=1)
             pids = [await _pid_in(f) for f in files]
             for s in spins:
                 res = await c.wait(s.id, timeout=30)
@@ -126,12 +138,10 @@ async def test_a_killed_child_holds_its_worker_slot_until_exit(server: ServerPro
             r = await c.submit({"op": "others", "pids": pids}, pool="cpu", wait=True, wait_timeout=30)
             assert r.result is not None and r.result.status == "succeeded", r
             assert len(r.result.json()["alive"]) < 2  # never both killed children and a third
-    finally:
         worker.terminate()
         assert worker.wait(30) == 0, log.read_text()
-        for p in pids:
-            if alive(p):
-                os.kill(p, signal.SIGKILL)
+    finally:
+        leave_nothing(worker, pids)
 
 
 async def test_app_process_tasks_on_a_remote_worker(server: ServerProc) -> None:
@@ -162,20 +172,10 @@ async def test_worker_sigkilled_leaves_no_orphan_children(server: ServerProc, tm
     pids: list[int] = []
     try:
         async with Client(server.grpc) as c:
-            files = [tmp_path / "a", tmp_path / "b"]
-            for f in files:
-                await c.submit({"op": "family", "pidfile": str(f)}, pool="cpu")
+            _, files = await _two(c, tmp_path, "family")
             for f in files:
                 pids += await read_pids(f, 20.0)  # a child and its grandchild
             assert len(pids) == 4 and all(alive(p) for p in pids)
-            worker.kill()
-            worker.wait(10)
-            for p in pids:
-                await gone_within(p, 5.0)
+            await sigkill_outlived_by_none(worker, pids)
     finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
-        for p in pids:
-            if alive(p):  # (a failed test leaves no spinning or hour-long process behind)
-                os.kill(p, signal.SIGKILL)
+        leave_nothing(worker, pids)

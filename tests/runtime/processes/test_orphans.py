@@ -5,12 +5,11 @@ started and the forkserver all end (docs/how-to/processes.md#guarantees)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.runtime.processes.waits import alive, gone_within, read_pids
+from tests.runtime.processes.waits import alive, leave_nothing, read_pids, sigkill_outlived_by_none
 
 HERE = Path(__file__).resolve().parent
 
@@ -31,14 +30,6 @@ async def test_a_sigkilled_scheduler_leaves_nothing_behind(tmp_path: Path) -> No
         pids = [child, grandchild, forkserver]
         assert forkserver != sched.pid and _parent_of(forkserver) == sched.pid
         assert all(alive(p) for p in pids)
-        sched.kill()
-        sched.wait(10)
-        for p in pids:
-            await gone_within(p, 5.0)
+        await sigkill_outlived_by_none(sched, pids)
     finally:
-        if sched.poll() is None:
-            sched.kill()
-            sched.wait()
-        for p in pids:
-            if alive(p):  # (a failed test leaves no process behind)
-                os.kill(p, signal.SIGKILL)
+        leave_nothing(sched, pids)

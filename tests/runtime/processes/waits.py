@@ -1,9 +1,12 @@
-"""Waits of the process tests: a child's pid file, a process's death (polling with a deadline)."""
+"""Waits of the process tests: a child's pid file, a process's death (polling with a deadline),
+and the end of a SIGKILLed parent's processes."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -48,3 +51,23 @@ async def gone_within(pid: int, seconds: float) -> float:
             raise AssertionError(f"process {pid} still alive after {seconds} s")
         await asyncio.sleep(0.01)
     return time.monotonic() - start
+
+
+async def sigkill_outlived_by_none(parent: subprocess.Popen[bytes], pids: list[int]) -> None:
+    """SIGKILL ``parent`` (a scheduler or worker process); each of ``pids`` must be gone
+    within 5 s."""
+    parent.kill()
+    parent.wait(10)
+    for p in pids:
+        await gone_within(p, 5.0)
+
+
+def leave_nothing(parent: subprocess.Popen[bytes], pids: list[int]) -> None:
+    """(A test's ``finally``) SIGKILL ``parent`` and whichever of ``pids`` still runs: a failed
+    test leaves no spinning or hour-long process behind."""
+    if parent.poll() is None:
+        parent.kill()
+        parent.wait()
+    for p in pids:
+        if alive(p):
+            os.kill(p, signal.SIGKILL)
