@@ -53,6 +53,16 @@ ALLOWED: dict[tuple[str, str], str] = {
         "handlers, no flushing of state inherited from its parent): a process child uses it when "
         "its worker is gone"
     ),
+    ("runtime/processes/child.py", 'getattr(forkserver, "_forkserver")'): (
+        "multiprocessing gives each forkserver child a copy of the forkserver's 'alive' pipe, "
+        "kept only in its private _forkserver state; a process child closes it, or the "
+        "forkserver (its parent, whose death sends the child's PDEATHSIG) outlives a SIGKILLed "
+        "worker while the child runs"
+    ),
+    ("runtime/processes/forkserver.py", "sys._getframe"): (
+        "the one way for a preload module to tell that multiprocessing's forkserver main is "
+        "importing it (it registers its exit hook there only)"
+    ),
     ("server/grpc_web.py", "context._trailing_metadata"): _SONORA,
     ("server/grpc_web.py", "context._response_headers"): _SONORA,
     ("server/grpc_web.py", "context._initial_metadata"): _SONORA,

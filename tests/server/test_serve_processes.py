@@ -10,9 +10,17 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from tests.runtime.processes.waits import alive, gone_within, read_pid
+from tests.runtime.processes.waits import (
+    alive,
+    gone_within,
+    leave_nothing,
+    read_pid,
+    read_pids,
+    sigkill_outlived_by_none,
+)
 from tests.tasks import proc_app
 
 from cronoq import Processes
@@ -107,6 +115,35 @@ async def test_process_worker_end_to_end(server: ServerProc, tmp_path: Path) -> 
             assert worker.wait(30) == 0, log.read_text()
 
 
+async def _two(c: Client, tmp_path: Path, op: str, **fields: Any) -> tuple[list[Any], list[Path]]:
+    """Two ``op`` tasks (each with its own pid file) to the cpu pool: their refs and pid files."""
+    files = [tmp_path / "a", tmp_path / "b"]
+    return [await c.submit({"op": op, "pidfile": str(f)}, pool="cpu", **fields) for f in files], files
+
+
+async def test_a_killed_child_holds_its_worker_slot_until_exit(server: ServerProc, tmp_path: Path) -> None:
+    """The worker's slots bound its children, the ones being killed included: with both slots'
+    children timed out and spinning until their SIGKILL, the next task's child starts only
+    once one of them has exited."""
+    log = tmp_path / "worker.log"
+    worker = _start_worker(server, log)
+    pids: list[int] = []
+    try:
+        async with Client(server.grpc) as c:
+            spins, files = await _two(c, tmp_path, "spin", timeout=1)
+            pids = [await _pid_in(f) for f in files]
+            for s in spins:
+                res = await c.wait(s.id, timeout=30)
+                assert res.status == "dead_lettered" and "timed out" in res.message, res
+            r = await c.submit({"op": "others", "pids": pids}, pool="cpu", wait=True, wait_timeout=30)
+            assert r.result is not None and r.result.status == "succeeded", r
+            assert len(r.result.json()["alive"]) < 2  # never both killed children and a third
+        worker.terminate()
+        assert worker.wait(30) == 0, log.read_text()
+    finally:
+        leave_nothing(worker, pids)
+
+
 async def test_app_process_tasks_on_a_remote_worker(server: ServerProc) -> None:
     """An app's run_in="process" task served by a client Worker (in this process, with
     processes=...): the LeaseHandler runs it in a child with the lease's context."""
@@ -129,20 +166,16 @@ async def _result(h: object) -> dict[str, object]:
 
 
 async def test_worker_sigkilled_leaves_no_orphan_children(server: ServerProc, tmp_path: Path) -> None:
+    """Neither the children nor the processes their tasks started outlive a SIGKILLed worker."""
     log = tmp_path / "worker.log"
     worker = _start_worker(server, log)
+    pids: list[int] = []
     try:
         async with Client(server.grpc) as c:
-            files = [tmp_path / "a", tmp_path / "b"]
+            _, files = await _two(c, tmp_path, "family")
             for f in files:
-                await c.submit({"op": "spin", "pidfile": str(f)}, pool="cpu")
-            pids = [await _pid_in(f) for f in files]
-            assert all(alive(p) for p in pids)
-            worker.kill()
-            worker.wait(10)
-            for p in pids:
-                await gone_within(p, 5.0)
+                pids += await read_pids(f, 20.0)  # a child and its grandchild
+            assert len(pids) == 4 and all(alive(p) for p in pids)
+            await sigkill_outlived_by_none(worker, pids)
     finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
+        leave_nothing(worker, pids)

@@ -453,6 +453,7 @@ class Worker:
             raise ValueError(f"grace must be >= 0 (got {grace!r})")
         #: the child processes of run_in="process" tasks (docs/how-to/processes.md)
         self._procs = ProcessRegistry(check_processes(processes))
+        self._procs.capacity = lambda: self._capacity() or None  # (its slots bound its children)
         self._targets = normalize_targets(target)
         self._pool = pool
         self._handler = handler

@@ -557,7 +557,9 @@ class Scheduler(Signals):
         except ValueError as e:
             raise ConfigurationError(f"configuration error: {e}") from None
         dl = None if sub.deadline is None else sub.deadline.relative
-        spec = RecurringSpec(name, schedule, ov, sub.options(), sub.payload, sub.key, dl)
+        opts = sub.options()
+        self._process_payloads.check(core, opts, sub.payload)  # (else every occurrence would fail)
+        spec = RecurringSpec(name, schedule, ov, opts, sub.payload, sub.key, dl)
         spec.blob = run.blob(sub.payload)
         try:
             info = core.add_recurring(run.now(), spec)

@@ -3,7 +3,8 @@
 Theory of operation
 -------------------
 Two things about a payload can be known to fail before the task exists, so they are refused at
-``submit`` / ``enqueue`` / ``submit_batch`` instead of at the first attempt:
+``submit`` / ``enqueue`` / ``submit_batch`` instead of at the first attempt (and the second at
+``add_recurring`` too, instead of at every occurrence):
 
 * **the store cannot encode it** (:func:`encode_payload`): with a durable store the payload is
   encoded when the task is submitted (the bytes go into the same commit), and a payload the

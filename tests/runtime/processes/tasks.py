@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -105,3 +107,45 @@ def gated(ctx: Any, payload: dict[str, Any]) -> int:
 def parents(ctx: Any, payload: Any) -> list[list[Any]]:
     """How each parent ended, as a child process sees it (``ctx.parents``)."""
     return [[p.id, p.key, p.status, p.output, p.message] for p in ctx.parents]
+
+
+def grandchild(ctx: Any, payload: dict[str, Any]) -> None:
+    """Start a grandchild process that sleeps for an hour, write ``"<child pid> <grandchild
+    pid>"`` to ``pidfile``, then ``spin`` (SIGTERM ignored), ``exit`` (``os._exit(5)``),
+    ``return`` (leaving the grandchild running) or sleep."""
+    sub = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    Path(payload["pidfile"]).write_text(f"{os.getpid()} {sub.pid}")
+    how = payload.get("how")
+    if how == "return":
+        return
+    if how == "exit":
+        os._exit(5)
+    if how == "spin":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            pass
+    time.sleep(3600)
+
+
+def others_alive(ctx: Any, pids: list[int]) -> list[int]:
+    """Which of ``pids`` run while this task does (``/proc``: a zombie does not count)."""
+    out = []
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] != b"Z":
+                    out.append(p)
+        except OSError:
+            pass
+    return out
+
+
+def stuck_in_c(ctx: Any, payload: dict[str, Any]) -> None:
+    """Start a grandchild that sleeps for an hour, write ``"<pid> <grandchild pid>"`` to
+    ``pidfile``, then hold the GIL in C for ages (a regular expression that backtracks 2**40
+    times): no Python code, the child's pipe watchdog included, runs meanwhile."""
+    import re
+
+    sub = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    Path(payload["pidfile"]).write_text(f"{os.getpid()} {sub.pid}")
+    re.match(r"(a+)+$", "a" * 40 + "b")

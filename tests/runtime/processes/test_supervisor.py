@@ -4,7 +4,9 @@ hard time limits, crash isolation, recycling, outcomes, context, cancel and shut
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -13,10 +15,12 @@ from typing import Any
 import pytest
 from tests.runtime.conftest import wait
 from tests.runtime.processes import broken, tasks
-from tests.runtime.processes.waits import alive, gone_within, read_pid
+from tests.runtime.processes.waits import alive, gone_within, read_pid, read_pids
 
 from cronoq import Pool, Processes, RetryPolicy, Scheduler, Task, TaskFailed
 from cronoq.errors import InvalidSubmission
+from cronoq.runtime.processes import supervisor
+from cronoq.runtime.processes.forkserver import children_of
 
 ONCE = RetryPolicy(max_attempts=1)
 FAST = Processes(kill_grace=0.5)
@@ -46,6 +50,63 @@ async def test_timeout_kills_a_spinning_child(tmp_path: Path, ignore_term: bool)
         sched._pools[0].executor.fn = tasks.pid  # (same pool, a task that returns)
         h2 = await sched.submit("after", retry=ONCE)
         assert (await wait(h2))["pid"] != pid
+
+
+@pytest.mark.parametrize(
+    ("how", "ends"),
+    [
+        ("spin", "attempt timed out"),
+        ("exit", "died: exit code 5"),
+        ("cancel", "cancelled"),
+        ("stop", "scheduler shut down"),
+        ("return", None),
+    ],
+)
+async def test_no_grandchild_outlives_its_child(tmp_path: Path, how: str, ends: str | None) -> None:
+    """The processes a task starts end with its child, however the child ends: killed at the
+    timeout (SIGTERM ignored), crashed, killed at a cancel or at the shutdown, or recycled
+    after its task returned."""
+    pidfile = tmp_path / "pids"
+    settings = Processes(kill_grace=0.5, max_tasks_per_child=1)
+    async with Scheduler([ppool(tasks.grandchild, processes=settings)]) as sched:
+        h = await sched.submit({"pidfile": str(pidfile), "how": how}, timeout=2, retry=ONCE)
+        child, grandchild = await read_pids(pidfile)
+        # (a crashed or recycled child's group may be gone already)
+        assert how in ("exit", "return") or alive(grandchild)
+        if how == "cancel":
+            await sched.cancel(h.id)
+        if how == "stop":
+            await sched.shutdown(0)
+        if ends is None:
+            assert await wait(h) is None
+        else:
+            with pytest.raises(TaskFailed) as info:
+                await wait(h)
+            assert info.value.message == ends or ends in (info.value.message or "")
+        try:
+            await gone_within(child, 5.0)
+            await gone_within(grandchild, 1.0)
+        finally:
+            if alive(grandchild):  # (a failed test leaves no hour-long sleeper behind)
+                os.kill(grandchild, signal.SIGKILL)
+
+
+async def test_a_killed_child_holds_its_slot_until_it_exits(tmp_path: Path) -> None:
+    """One child per slot, dying ones included: after a timeout, a one-slot pool starts the
+    next attempt's child only once the killed one (SIGTERM ignored: it spins until its
+    SIGKILL, kill_grace later) has exited."""
+    pidfile = tmp_path / "pid"
+    pool = ppool(tasks.spin, max=1, processes=Processes(kill_grace=1.0))
+    async with Scheduler([pool]) as sched:
+        await wait(await sched.submit({"warm": True}))
+        h = await sched.submit({"pidfile": str(pidfile), "ignore_term": True}, timeout=0.5, retry=ONCE)
+        pid = await read_pid(pidfile)
+        with pytest.raises(TaskFailed, match="timed out"):
+            await wait(h)
+        assert alive(pid)  # within its kill_grace
+        sched._pools[0].executor.fn = tasks.others_alive  # (same pool, a task that returns)
+        assert await wait(await sched.submit([pid], retry=ONCE)) == []
+        assert sched._procs.supervisor("p").started == 2
 
 
 async def test_cancel_kills_a_sleeping_child(tmp_path: Path) -> None:
@@ -108,7 +169,8 @@ async def test_outcomes_as_in_a_thread() -> None:
 
 async def test_an_unpicklable_payload_is_refused_at_submit() -> None:
     """A plain process pool's payload goes to the child pickled: one that cannot be is refused
-    by submit / enqueue / submit_batch, and nothing is created (the key stays free)."""
+    by submit / enqueue / submit_batch / add_recurring, and nothing is created (the key stays
+    free)."""
     lock = threading.Lock()
     message = "pool 'p' runs its tasks in a process and the payload cannot be pickled for it: TypeError"
     async with Scheduler([ppool(tasks.pid), Pool("t", tasks.pid, autoscale=False)]) as sched:
@@ -118,6 +180,9 @@ async def test_an_unpicklable_payload_is_refused_at_submit() -> None:
             await sched.enqueue(lock)
         with pytest.raises(InvalidSubmission, match=message):
             await sched.submit_batch([Task(1, key="b1"), Task(lock, key="b2")])
+        with pytest.raises(InvalidSubmission, match=message):  # (each occurrence would fail)
+            await sched.add_recurring("r", "* * * * *", lock)
+        assert await sched.list_recurring() == []
         assert (await sched.snapshot()).live_tasks == 0
         h = await sched.submit({"ok": True}, key="k")  # nothing was half-submitted under the key
         assert not h.duplicate and (await wait(h))["payload"] == {"ok": True}
@@ -239,6 +304,28 @@ async def test_shutdown_kills_running_children(tmp_path: Path) -> None:
     await wait(sched.shutdown(0.2))
     assert not alive(pid)
     assert time.monotonic() - start < 0.2 + 0.5 + 1.0
+
+
+async def test_shutdown_stops_the_children_still_starting() -> None:
+    """A shutdown that comes while children are being started (in the spawner threads) waits
+    for them and stops them: none is left running after it, served by nothing."""
+    sched = Scheduler([ppool(tasks.pid, max=2, min=2)])
+    await sched.start()
+    for i in range(2):
+        await sched.submit(i)
+    end = time.monotonic() + 10
+    while "p" not in sched._procs.supervisors:  # the attempts started: their children are starting
+        assert time.monotonic() < end
+        await asyncio.sleep(0.001)
+    await wait(sched.shutdown(0))
+    # the spawner threads are done (both busy at once with the barrier), and the loop has not
+    # run since the shutdown returned: a child started too late for it is alive here
+    barrier = threading.Barrier(2)
+    concurrent.futures.wait([supervisor._spawner().submit(barrier.wait, 10) for _ in range(2)])
+    ours = children_of(os.getpid())
+    servers = [p for p in ours if b"forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    assert servers
+    assert [c for s in servers for c in children_of(s) if alive(c)] == []
 
 
 async def test_one_child_per_slot_and_idle_surplus_stops_when_capacity_falls(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@
 * :mod:`.registry` — which supervisor runs an attempt (scheduler, remote worker, test kit);
 * :mod:`.supervisor` — the parent side: children per pool, kills, recycling, crashes;
 * :mod:`.child` — the child's main loop and its task context;
+* :mod:`.forkserver` — in the forkserver: its children's groups end with it;
 * :mod:`.lifespans` — in a child: an app's lifespan (once per child) and call hooks;
 * :mod:`.jobs` — what crosses the pipe.
 """

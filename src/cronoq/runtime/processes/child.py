@@ -3,11 +3,18 @@
 Theory of operation
 -------------------
 A child is started by :mod:`cronoq.runtime.processes.supervisor` with one end of a duplex pipe.
-It first ties its life to its parent's: on Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (through
+It first makes a process group of its own (``setpgid``): the processes its tasks start
+(a ``subprocess`` call, a pool of their own) are in it, so the supervisor signals the whole
+group at a hard kill and SIGKILLs what is left of it once the child is gone. Then it ties its
+life to its parent's: on Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (through
 ctypes) kills it when its parent dies — the forkserver, which itself exits when the worker
-does, or the worker under ``spawn``/``fork`` —, and a *reader* thread that owns the receiving
-side of the pipe exits the process (``os._exit``) as soon as the pipe reaches EOF, that is when
-the worker is gone, however it died. So no child outlives its worker, even one SIGKILLed.
+does (the child closes the forkserver's "alive" pipe it inherits, which would keep it up, and
+the forkserver SIGKILLs its children's groups as it exits: :mod:`.forkserver`), or the worker
+under ``spawn``/``fork`` —, and a *reader* thread that owns the receiving
+side of the pipe SIGKILLs the child's group, itself included, as soon as the pipe reaches EOF,
+that is when the worker is gone, however it died. So no child outlives its worker, even one
+SIGKILLed, and neither do the processes its tasks started (unless they left the group, with
+``start_new_session=True`` say).
 
 The reader thread hands ``run`` messages to the main thread through a queue, and a ``cancel``
 for the running job sets the flag ``ctx.is_cancelled()`` reads. The main thread runs one job
@@ -19,14 +26,16 @@ the child's own event loop), pickles the result and sends ``done`` with its RSS.
 it leaves the lifespans before exiting. Every failure —
 an import error while unpickling the function included — is a ``done`` with a failure
 (:func:`~cronoq.runtime.processes.jobs.failure_of`): the child stays up, so a module that does
-not import fails each attempt permanently without a respawn storm. SIGINT is ignored (a
-terminal's Ctrl-C reaches the whole process group: the worker decides when children stop);
+not import fails each attempt permanently without a respawn storm. SIGINT is ignored (were
+the child in the worker's process group, a terminal's Ctrl-C would reach it: the worker decides
+when children stop);
 SIGTERM keeps its default action (the parent's hard kill starts with it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pickle
 import queue
@@ -43,6 +52,37 @@ from cronoq.runtime.processes.lifespans import ChildLifespans, owner_of
 __all__ = ["ChildContext", "ChildLease", "child_main", "rss_bytes"]
 
 _PR_SET_PDEATHSIG = 1
+
+
+def _own_group() -> bool:
+    """Lead a process group of this child's own (the processes a task starts join it, so the
+    supervisor ends them with the child); False when that is not possible here."""
+    try:
+        os.setpgid(0, 0)
+    except (AttributeError, OSError):  # pragma: no cover - no process groups
+        return False
+    return os.getpgrp() == os.getpid()
+
+
+def _end_group(leader: bool) -> None:
+    """Exit now, with every process of this child's group when it leads one (the worker is gone)."""
+    if leader:
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpid(), signal.SIGKILL)  # (this process included)
+    os._exit(0)
+
+
+def _release_forkserver() -> None:
+    """Close this child's copy of the forkserver's "alive" pipe (inherited from the forkserver or
+    a forking worker): held by children, it kept the forkserver — this child's parent, whose
+    death sends the PDEATHSIG — alive after the worker died (:mod:`.forkserver`)."""
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(fd, int):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        server._forkserver_alive_fd = None  # type: ignore[union-attr]
 
 
 def _die_with_parent() -> None:
@@ -207,13 +247,13 @@ class ChildLease(_Attempt):
         return f"ChildLease(id={self.id}, task_id={self.task_id}, attempt={self.attempt}, pid={os.getpid()})"
 
 
-def _reader(chan: _Channel, jobs: queue.SimpleQueue[tuple[Any, ...] | None]) -> None:
+def _reader(chan: _Channel, jobs: queue.SimpleQueue[tuple[Any, ...] | None], leader: bool) -> None:
     """Own the receiving side: queue jobs, note cancels, exit the process at EOF (parent gone)."""
     while True:
         try:
             msg = chan.conn.recv()
         except (EOFError, OSError):
-            os._exit(0)  # the worker is gone: never outlive it
+            _end_group(leader)  # the worker is gone: never outlive it, nor let the task's processes
         if msg[0] == "run":
             jobs.put(msg)
         elif msg[0] == "cancel":
@@ -257,11 +297,15 @@ def _run(chan: _Channel, fns: dict[int, Any], msg: tuple[Any, ...], lifespans: C
 
 def child_main(conn: Any) -> None:
     """The child's entry point (the target of its ``multiprocessing.Process``)."""
+    leader = _own_group()
+    _release_forkserver()
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     chan = _Channel(conn)
     jobs: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
-    threading.Thread(target=_reader, args=(chan, jobs), name="cronoq-child-reader", daemon=True).start()
+    reader = threading.Thread(target=_reader, args=(chan, jobs, leader), name="cronoq-child-reader")
+    reader.daemon = True
+    reader.start()
     from cronoq.runtime.processes.registry import CURRENT, IN_THREADS
 
     CURRENT.set(IN_THREADS)  # a process task met inside a child (a worker's app) runs in a thread

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import pickle
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -43,6 +44,8 @@ class ProcessRegistry:
         self.settings = settings if settings is not None else Processes()
         #: run process jobs in the loop's thread pool instead (the test kit's default)
         self.in_threads = False
+        #: a remote worker's slots now (None: unknown), which bound its children
+        self.capacity: Callable[[], int | None] | None = None
         self._sups: dict[str, Supervisor] = {}
 
     def supervisor(self, pool: str, settings: Processes | None = None) -> Supervisor:
@@ -137,7 +140,10 @@ def _where(ctx: Any) -> tuple[ProcessRegistry, Supervisor]:
         sup.capacity = capacity
         return reg, sup
     reg = CURRENT.get() or _FALLBACK
-    return reg, reg.supervisor(getattr(ctx, "pool", "default"))
+    sup = reg.supervisor(getattr(ctx, "pool", "default"))
+    if reg.capacity is not None:
+        sup.capacity = reg.capacity
+    return reg, sup
 
 
 def start_in_process(

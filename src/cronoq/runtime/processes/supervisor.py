@@ -19,22 +19,30 @@ its process sentinel (its exit).
   cancel, a lease loss or at the end of a shutdown's grace; a remote worker at an ``Abort``)
   sends ``cancel`` to the child, then SIGTERM, then SIGKILL ``kill_grace`` seconds later unless
   it exited: this ends code that ignores SIGTERM, spins in pure Python or blocks in C. The child
-  is discarded; the next attempt starts a new one.
+  is discarded; the next attempt starts a new one — once the killed child has exited, when
+  starting one sooner would put more children than the pool's capacity on the machine (a
+  killed child may burn a core until its SIGKILL): such an attempt waits in ``_waiting``.
+* **The task's own processes**: a child leads a process group of its own (:mod:`.child`), so
+  the signals above go to the whole group, and whatever is left of the group when the child is
+  gone (killed, crashed, recycled or stopped) is SIGKILLed: no grandchild outlives its child.
 * **Crash isolation**: a child that exits while running a job fails only that attempt,
   retryably, with its exit code or signal; the supervisor keeps serving with the others.
 * **Recycling**: after ``max_tasks_per_child`` jobs, or when the RSS the child reports after a
   job exceeds ``max_memory_per_child``, the child is stopped once idle — one child at a time:
   while one is being replaced, another due child keeps serving until that one is gone.
-* **Close** (shutdown): idle children are asked to stop, running ones are killed as above, and
-  anything still alive after ``kill_grace`` + 1 s is SIGKILLed.
+* **Close** (shutdown): children still being started are waited for, idle children are asked
+  to stop, running ones are killed as above, and anything still alive after ``kill_grace`` +
+  1 s is SIGKILLed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import multiprocessing
+import os
 import pickle
 import signal
 import threading
@@ -56,6 +64,9 @@ Heartbeat = Callable[[], None]
 
 
 _SPAWNER: ThreadPoolExecutor | None = None
+
+#: what the forkserver imports before it forks children (:mod:`.forkserver`: no orphans)
+_PRELOAD = ["cronoq.runtime.processes.child", "cronoq.runtime.processes.forkserver"]
 
 
 def _spawner() -> ThreadPoolExecutor:
@@ -81,6 +92,19 @@ def died_message(pid: int, exitcode: int | None) -> str:
     return f"the task's process (pid {pid}) died: {how}"
 
 
+def _signal_group(child: Child, sig: int) -> None:
+    """Send ``sig`` to the child's process group (the child and the processes its task
+    started); to the child alone while it has not made its group yet (it starts no task
+    before that)."""
+    try:
+        os.killpg(child.pid, sig)
+    except ProcessLookupError:
+        with contextlib.suppress(Exception):
+            (child.proc.kill if sig == signal.SIGKILL else child.proc.terminate)()
+    except OSError:
+        pass
+
+
 class _Job:
     __slots__ = ("fut", "heartbeat", "id", "progress")
 
@@ -96,7 +120,19 @@ class _Job:
 class Child:
     """One child process as its supervisor sees it."""
 
-    __slots__ = ("conn", "due", "exited", "fns", "job", "kill_timer", "pid", "proc", "stopping", "tasks")
+    __slots__ = (
+        "conn",
+        "due",
+        "exited",
+        "fns",
+        "job",
+        "kill_timer",
+        "killed",
+        "pid",
+        "proc",
+        "stopping",
+        "tasks",
+    )
 
     def __init__(self, proc: Any, conn: Any, loop: asyncio.AbstractEventLoop) -> None:
         self.proc = proc
@@ -107,6 +143,7 @@ class Child:
         self.job: _Job | None = None
         self.due = False  # due for recycling (waits while another child is being replaced)
         self.stopping = False
+        self.killed = False  # hard-killed: it may burn a core until it exits
         self.kill_timer: asyncio.TimerHandle | None = None
         self.exited: asyncio.Future[None] = loop.create_future()
 
@@ -129,6 +166,10 @@ class Supervisor:
         self._live: set[Child] = set()  # idle or busy, not stopping
         self._all: set[Child] = set()  # every child not yet exited
         self._retiring: Child | None = None
+        #: attempts waiting for a killed child to exit before a child can start for them
+        self._waiting: collections.deque[tuple[_Job, tuple[Any, ...]]] = collections.deque()
+        #: the children being started (in a spawner thread), until the loop adopts them
+        self._spawning: set[asyncio.Future[tuple[Any, Any]]] = set()
         self._fns: dict[int, tuple[object, bytes]] = {}
         self._next_job = 1
         self._closed = False
@@ -169,7 +210,26 @@ class Supervisor:
         send = (fn_id, fn_bytes, ctx_kind, info, args_bytes)
         if self._idle:
             self._dispatch(self._idle.pop(), job, send)
-        elif self.settings.start_method == "fork" and threading.active_count() == 1:
+        elif self._full():  # a killed child still runs: the attempt waits for it to exit
+            self._waiting.append((job, send))
+        else:
+            self._spawn(job, send)
+        return job.fut
+
+    def _full(self) -> bool:
+        """Whether a new child would exceed the pool's capacity, counting the children being
+        killed (which may burn a core until their SIGKILL) with the busy and starting ones."""
+        cap = self.capacity()
+        if cap is None:
+            return False
+        killed = sum(1 for c in self._all if c.killed)
+        busy = sum(1 for c in self._live if c.job is not None)
+        return killed > 0 and killed + busy + len(self._spawning) >= max(cap, 1)
+
+    def _spawn(self, job: _Job, send: tuple[Any, ...]) -> None:
+        loop = self._loop
+        assert loop is not None
+        if self.settings.start_method == "fork" and threading.active_count() == 1:
             made = loop.create_future()  # a fork is quick, and only safe from this one thread
             try:
                 made.set_result(self._make_process())
@@ -178,8 +238,23 @@ class Supervisor:
             self._spawned(made, job, send)
         else:  # a new child, started in a thread: the loop (heartbeats included) never waits for it
             made = loop.run_in_executor(_spawner(), self._make_process)
+            self._spawning.add(made)
             made.add_done_callback(lambda f: self._spawned(f, job, send))
-        return job.fut
+
+    def _start_waiting(self) -> None:
+        """Start the attempts that waited for a killed child to exit, as far as room allows."""
+        while self._waiting and not self._closed:
+            job, send = self._waiting[0]
+            if job.fut.done():  # (timed out or cancelled while it waited)
+                self._waiting.popleft()
+            elif self._idle:
+                self._waiting.popleft()
+                self._dispatch(self._idle.pop(), job, send)
+            elif not self._full():
+                self._waiting.popleft()
+                self._spawn(job, send)
+            else:
+                return
 
     def _dispatch(self, child: Child, job: _Job, send: tuple[Any, ...]) -> None:
         fn_id, fn_bytes, ctx_kind, info, args_bytes = send
@@ -193,6 +268,7 @@ class Supervisor:
         job.fut.add_done_callback(lambda f: self._on_future_done(child, job, f))
 
     def _spawned(self, made: asyncio.Future[tuple[Any, Any]], job: _Job, send: tuple[Any, ...]) -> None:
+        self._spawning.discard(made)
         try:
             proc, conn = made.result()
         except Exception as e:
@@ -234,7 +310,9 @@ class Supervisor:
             method = "forkserver"  # never fork a process that runs threads
         ctx = multiprocessing.get_context(method)
         if method == "forkserver":
-            ctx.set_forkserver_preload(["cronoq.runtime.processes.child"])
+            ctx.set_forkserver_preload(
+                ["cronoq.runtime.processes.child", "cronoq.runtime.processes.forkserver"]
+            )
         return ctx
 
     def _make_process(self) -> tuple[Any, Any]:
@@ -320,6 +398,7 @@ class Supervisor:
             self._stop(child)
             return
         self._idle.append(child)
+        self._start_waiting()
 
     def _trim(self, keep: int) -> None:
         """Stop idle children beyond the pool's capacity (keeping ``keep`` idle ones)."""
@@ -347,8 +426,8 @@ class Supervisor:
         child.stopping = True
         if child.exited.done():
             return
-        with contextlib.suppress(Exception):
-            child.proc.terminate()
+        child.killed = True
+        _signal_group(child, signal.SIGTERM)
         if child.kill_timer is not None:
             child.kill_timer.cancel()
         assert self._loop is not None
@@ -357,8 +436,7 @@ class Supervisor:
     @staticmethod
     def _sigkill(child: Child) -> None:
         if not child.exited.done():
-            with contextlib.suppress(Exception):
-                child.proc.kill()
+            _signal_group(child, signal.SIGKILL)
 
     def _on_exit(self, child: Child) -> None:
         loop = self._loop
@@ -386,8 +464,11 @@ class Supervisor:
             child.conn.close()
         if child.kill_timer is not None:
             child.kill_timer.cancel()
+        with contextlib.suppress(OSError):  # what its tasks started and left behind
+            os.killpg(child.pid, signal.SIGKILL)
         self._live.discard(child)
         self._all.discard(child)
+        child.killed = False
         if child in self._idle:
             self._idle.remove(child)
         if not child.exited.done():
@@ -398,12 +479,19 @@ class Supervisor:
             if due is not None:  # the next child due for recycling, now that this one is gone
                 self._retiring = due
                 self._stop(due)
+        self._start_waiting()
 
     # ------------------------------------------------------------------ shutdown
 
     async def close(self) -> None:
         """Stop idle children, kill running ones; return once every child exited."""
         self._closed = True
+        while self._waiting:
+            job, _ = self._waiting.popleft()
+            job.fut.cancel()
+        if self._spawning:  # children being started: adopted (and stopped) below, never left behind
+            await asyncio.wait(set(self._spawning), timeout=30.0)
+            await asyncio.sleep(0)  # (their adoption callbacks)
         for child in list(self._all):
             if child.job is not None:
                 job, child.job = child.job, None
