@@ -14,9 +14,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cronoq.client import Client, Worker
+from cronoq.client import Client, ClientError, Worker
 
-from .procs import Raw, ServerProc, pb, start_server
+from .procs import Raw, ServerProc, http_call, pb, start_server
 
 KEYED_TOML = """
 [[pools]]
@@ -92,6 +92,41 @@ async def test_raw_protobuf_keys_policies_and_bad_asks(server: ServerProc) -> No
             assert bad.partition(":")[0] in (ei.value.details() or "")
     finally:
         await raw.close()
+
+
+async def test_a_key_over_the_label_length_limit_is_refused_on_every_entry(server: ServerProc) -> None:
+    """#30: a key is "any non-empty string up to the server's label length limit"
+    (``limits.max_label_len``, default 1024): longer, INVALID_ARGUMENT / 400 ``invalid`` naming
+    the resource, from raw gRPC, the Client, HTTP and a batch; nothing is submitted."""
+    message = "resource 'customer': key is longer than 1024 characters (limits.max_label_len)"
+    longest, over = {"customer:" + "k" * 1024: 1}, {"customer:" + "k" * 1025: 1}
+    raw = Raw(server.grpc)
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await raw.tasks.Submit(pb.SubmitRequest(task=pb.TaskSpec(pool="idle", resources=over)))
+        assert (ei.value.code(), ei.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)
+        batch = pb.SubmitBatchRequest(
+            tasks=[pb.TaskSpec(pool="idle", key="keyed-ok"), pb.TaskSpec(pool="idle", resources=over)]
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await raw.tasks.SubmitBatch(batch)
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in (ei.value.details() or "")
+        async with Client(server.grpc) as client:
+            with pytest.raises(ClientError) as ce:
+                await client.submit(None, pool="idle", resources=over)
+            assert ce.value.code == "invalid_argument" and message in str(ce.value)
+            with pytest.raises(ClientError) as ce:  # the batch was refused whole
+                await client.get("keyed-ok")
+            assert ce.value.code == "not_found"
+            ok = await client.submit(None, pool="idle", resources=longest)  # the limit itself fits
+            assert (await client.get(ok.id)).status == "ready"
+    finally:
+        await raw.close()
+    body = json.dumps({"pool": "idle", "resources": over}).encode()
+    status, answer = await asyncio.to_thread(
+        http_call, f"http://{server.http}/v1/tasks", body, {"content-type": "application/json"}
+    )
+    assert (status, answer) == (400, {"error": message, "code": "invalid"})
 
 
 async def test_key_state_is_rebuilt_after_a_restart(tmp_path: Path) -> None:
