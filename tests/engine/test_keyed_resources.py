@@ -549,6 +549,31 @@ def test_a_recharged_key_idle_past_its_ttl_starts_full():
     assert kr.keys["api:k"].used == 0 and kr.next_expiry <= 60 * NS  # its last use, its expiry
 
 
+def test_a_key_with_live_tasks_is_recharged_past_its_idle_ttl():
+    """A key with live tasks was never forgotten, however old its last take: a task that was
+    running at the crash (first started at 0 s, 1 token per 1,000 s) retries after a restart
+    at 70 s (idle_ttl 60 s) only once its key has a token again."""
+    cfg = CoreConfig(
+        [PoolConfig("default", min=2, max=2, initial=2, autoscale=False)],
+        resources=[Resource.token_bucket("api", 0.001, 1, per_key=True, idle_ttl=60.0)],
+        persist=True,
+    )
+    core = Core(cfg)
+    tid = core.submit(0, TaskOptions(resources={"api:k": 1}), None)[0]
+    core.tick(0)
+    sub = next(
+        a.mutation for a in core.drain_actions() if type(a) is Persist and type(a.mutation) is Submitted
+    )
+    fresh = Core(cfg, now=70 * NS, epoch=1)
+    fresh.recover(
+        70 * NS, Recovered([RecoveredTask(tid, sub.seq, sub.arrival, sub.spec, None, "running", 1, 0)], [])
+    )
+    assert fresh.tasks[tid].status_name == "retrying"
+    for at in (75, 200, 999):
+        assert _dispatched(fresh, at * NS) == 0, at
+    assert _dispatched(fresh, 1000 * NS) == 1
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     starts=st.lists(st.tuples(st.integers(0, 40), st.sampled_from(["api:a", "api:b", "mail"])), max_size=12),

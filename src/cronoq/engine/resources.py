@@ -564,10 +564,11 @@ def recharge(res: Resources, started: Iterable[TaskState], now: int) -> None:
 
     What the store records of a task's takes is its first start (``started_at``); each
     bucket is replayed from full through those starts, in time order, then refilled up to
-    ``now``.  A retry's or a resumed run's later takes are not recorded, so the rebuilt
-    bucket holds at least as many tokens as before the restart: never fewer, never more
-    than a bucket that had seen only those starts.  A key idle for its ``idle_ttl`` is left
-    forgotten (its bucket would start full again), and no key is made past ``max_keys``.
+    ``now``.  A retry's or a resumed run's later takes are not recorded: the rebuilt bucket
+    may hold more tokens than before the restart (never more than a full one), never fewer,
+    as each recorded start was a take.  A key idle for its ``idle_ttl`` is left
+    forgotten (its bucket would start full again) unless it has live tasks, and no key is made
+    past ``max_keys``.
     """
     uses: dict[str, list[tuple[int, int]]] = {}
     for t in started:
@@ -580,11 +581,11 @@ def recharge(res: Resources, started: Iterable[TaskState], now: int) -> None:
         kr = res.keyed.get(base) if sep else None
         u: Any
         if kr is not None and kr.per_key:
-            if kr.kind != TOKEN_BUCKET or max(taken)[0] + kr.ttl <= now:
+            if kr.kind != TOKEN_BUCKET:
                 continue
-            u = kr.keys.get(name)
+            u = kr.keys.get(name)  # (a key with live tasks has its unit: it was never forgotten)
             if u is None:
-                if not kr.has_room(1, now):
+                if max(taken)[0] + kr.ttl <= now or not kr.has_room(1, now):
                     continue
                 u = kr.create(name, now)
         else:
