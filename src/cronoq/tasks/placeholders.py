@@ -86,6 +86,18 @@ class Placeholder:
         raise TypeError(_OUTSIDE.format(self))
 
     __bool__ = __iter__ = __len__ = __int__ = __float__ = __index__ = _refuse
+    # as text (an f-string, str(), %) it would have become its repr, sent to the child as data
+    __str__ = __format__ = __getitem__ = __contains__ = __call__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _refuse
+    __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = _refuse
+    __neg__ = __pos__ = __abs__ = __round__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+
+    def __getattr__(self, name: str) -> Any:
+        """``p.id`` of a parent's output: not known until the parent ran (a TypeError naming
+        the placeholder); dunder probes (copy, pickle) stay AttributeErrors."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise TypeError(_OUTSIDE.format(self) + f": it has no attribute {name!r} before the parent ran")
 
     def __repr__(self) -> str:
         fn = "output_of" if self.mode == OUTPUT else "outcome_of"
