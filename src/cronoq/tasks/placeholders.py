@@ -41,7 +41,15 @@ if TYPE_CHECKING:
     from cronoq.tasks.binding import Binding, Payload
     from cronoq.tasks.targets import NamedTask
 
-__all__ = ["Placeholder", "encode_call", "has_placeholder", "outcome_of", "output_of", "substitute"]
+__all__ = [
+    "Placeholder",
+    "encode_call",
+    "has_placeholder",
+    "no_edge_message",
+    "outcome_of",
+    "output_of",
+    "substitute",
+]
 
 R = TypeVar("R")
 
@@ -203,6 +211,11 @@ def edges_for(holes: Sequence[Placeholder]) -> list[Dep]:
     return [Dep(_target(p, ()), on="success" if p.mode == OUTPUT else "complete") for p in holes]
 
 
+def no_edge_message(name: str, mode: str, i: int) -> str:
+    """The refusal of marker ``{mode: i}`` in task ``name``'s payload that names no edge."""
+    return f"task '{name}': placeholder {{{mode!r}: {i}}} names no dependency edge"
+
+
 def _is_marker(value: dict[str, Any]) -> bool:
     if len(value) != 1:
         return False
@@ -228,7 +241,7 @@ def substitute(payload: object, parents: Sequence[Outcome], name: str) -> object
 
     def _value(mode: str, i: int) -> object:
         if not 0 <= i < len(parents):
-            raise Permanent(f"task '{name}': placeholder {{{mode!r}: {i}}} names no dependency edge")
+            raise Permanent(no_edge_message(name, mode, i))
         o = parents[i]
         if mode == OUTCOME:
             out = o.to_json()
