@@ -8,12 +8,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cronoq.engine.actions import Abort, Persist
+from cronoq.engine.actions import Abort, Dispatch, Persist
 from cronoq.engine.config import CoreConfig, PoolConfig
 from cronoq.engine.core import Core
 from cronoq.engine.keyed import NEVER, Keyed, fill_time
 from cronoq.engine.model import TaskOptions
-from cronoq.engine.mutations import Recovered, RecoveredTask, Submitted
+from cronoq.engine.mutations import Recovered, RecoveredTask, RecoveredTerminal, Submitted
 from cronoq.engine.resources import Resource
 from cronoq.engine.time import NS
 from cronoq.engine.units import TokenBucket
@@ -472,6 +472,162 @@ def test_recovery_rebuilds_key_state_from_the_tasks():
     assert fresh.res.keyed["customer"].live_keys(NS) == 1
     dup = fresh.submit(NS, TaskOptions(resources={"customer:a": 1}), None)[0]
     assert fresh.tasks[dup].status_name == "cancelled", "the recovered task still holds key a"
+
+
+def _bucket_core(now: int, epoch: int = 0) -> Core:
+    cfg = CoreConfig(
+        [PoolConfig("default", min=8, max=8, initial=8, autoscale=False)],
+        resources=[
+            Resource.token_bucket("api", 0.1, 1, per_key=True, idle_ttl=60.0),  # 1 per 10 s per key
+            Resource.token_bucket("mail", 0.5, 2),  # unkeyed: 2 at once, then 1 per 2 s
+        ],
+        persist=True,
+    )
+    return Core(cfg, now=now, epoch=epoch)
+
+
+def _run_and_restart(asks: list[dict[str, int]], restart_at: int) -> Core:
+    """Run one task per ask to success at 0 s, then the store's view of them (first start,
+    finished, whole definition) recovered by a fresh core at ``restart_at``."""
+    core = _bucket_core(0)
+    ids = [core.submit(0, TaskOptions(resources=ask), None)[0] for ask in asks]
+    core.tick(0)
+    subs = {
+        x.mutation.id: x.mutation
+        for x in core.drain_actions()
+        if type(x) is Persist and type(x.mutation) is Submitted
+    }
+    started = {t.id: t.started_at for t in core.tasks.values()}
+    for lease in list(core.leases):
+        core.complete(NS // 10, lease)
+    rows = [
+        RecoveredTerminal(
+            tid,
+            subs[tid].seq,
+            "default",
+            "",
+            None,
+            "succeeded",
+            1,
+            0,
+            started[tid],
+            NS // 10,
+            None,
+            spec=subs[tid].spec,
+        )
+        for tid in ids
+        if started[tid] is not None
+    ]
+    fresh = _bucket_core(restart_at, epoch=1)
+    fresh.recover(restart_at, Recovered([], rows))
+    return fresh
+
+
+def _dispatched(core: Core, now: int) -> int:
+    core.tick(now)
+    return sum(type(a) is Dispatch for a in core.drain_actions())
+
+
+def test_a_restart_does_not_refill_the_token_buckets():
+    """#30: key state is rebuilt from the tasks after a restart; for a token bucket that is
+    the tokens its recorded starts took (a restart refilled every bucket before)."""
+    asks = [{"api:k": 1}, {"api:k": 1}, {"mail": 1}, {"mail": 1}, {"mail": 1}]
+    fresh = _run_and_restart(asks, NS)  # (api:k and two mails ran at 0 s)
+    for ask in ({"api:k": 1}, {"api:other": 1}, {"mail": 1}):
+        fresh.submit(NS, TaskOptions(resources=ask), None)
+    assert _dispatched(fresh, NS) == 1, "only the unused key: api:k and mail were spent at 0 s"
+    assert _dispatched(fresh, 2 * NS) == 1, "mail refilled one token 2 s after its takes"
+    assert _dispatched(fresh, 9 * NS) == 0
+    assert _dispatched(fresh, 10 * NS) == 1, "api:k's token is back 10 s after its take"
+
+
+def test_a_recharged_key_idle_past_its_ttl_starts_full():
+    fresh = _run_and_restart([{"api:k": 1}], 60 * NS)
+    assert "api:k" not in fresh.res.keyed["api"].keys  # (forgotten, as it would have been)
+    fresh.submit(60 * NS, TaskOptions(resources={"api:k": 1}), None)
+    assert _dispatched(fresh, 60 * NS) == 1
+    fresh = _run_and_restart([{"api:k": 1}], 5 * NS)
+    kr = fresh.res.keyed["api"]
+    assert kr.keys["api:k"].used == 0 and kr.next_expiry <= 60 * NS  # its last use, its expiry
+
+
+def test_a_key_with_live_tasks_is_recharged_past_its_idle_ttl():
+    """A key with live tasks was never forgotten, however old its last take: a task that was
+    running at the crash (first started at 0 s, 1 token per 1,000 s) retries after a restart
+    at 70 s (idle_ttl 60 s) only once its key has a token again."""
+    cfg = CoreConfig(
+        [PoolConfig("default", min=2, max=2, initial=2, autoscale=False)],
+        resources=[Resource.token_bucket("api", 0.001, 1, per_key=True, idle_ttl=60.0)],
+        persist=True,
+    )
+    core = Core(cfg)
+    tid = core.submit(0, TaskOptions(resources={"api:k": 1}), None)[0]
+    core.tick(0)
+    sub = next(
+        a.mutation for a in core.drain_actions() if type(a) is Persist and type(a.mutation) is Submitted
+    )
+    fresh = Core(cfg, now=70 * NS, epoch=1)
+    fresh.recover(
+        70 * NS, Recovered([RecoveredTask(tid, sub.seq, sub.arrival, sub.spec, None, "running", 1, 0)], [])
+    )
+    assert fresh.tasks[tid].status_name == "retrying"
+    for at in (75, 200, 999):
+        assert _dispatched(fresh, at * NS) == 0, at
+    assert _dispatched(fresh, 1000 * NS) == 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    starts=st.lists(st.tuples(st.integers(0, 40), st.sampled_from(["api:a", "api:b", "mail"])), max_size=12),
+    restart=st.integers(0, 60),
+    later=st.lists(st.tuples(st.integers(0, 30), st.sampled_from(["api:a", "api:b", "mail"])), max_size=12),
+)
+def test_recovered_buckets_never_over_issue_across_a_restart(starts, restart, later):
+    """Takes recorded before a restart and dispatches after it, together, never exceed
+    ``burst + rate * t`` over any window (each task has one attempt: its first start is its
+    only take)."""
+    rate = {"api": 0.1, "mail": 0.5}
+    burst = {"api": 1, "mail": 2}
+    core = _bucket_core(0)
+    taken: dict[str, list[int]] = {}
+    rows = []
+    for at, name in sorted(starts):  # (a run before the restart, its takes as the bucket gave them)
+        at = min(at, restart) * NS
+        tid = core.submit(at, TaskOptions(resources={name: 1}), None)[0]
+        core.tick(at)
+        acts = core.drain_actions()
+        sub = next(a.mutation for a in acts if type(a) is Persist and type(a.mutation) is Submitted)
+        for lease in list(core.leases):
+            core.complete(at, lease)
+        t = core.tasks[tid]
+        if t.started_at is None:
+            core.cancel(at, tid)
+            continue
+        taken.setdefault(name, []).append(t.started_at)
+        rows.append(
+            RecoveredTerminal(
+                tid, sub.seq, "default", "", None, "succeeded", 1, at, at, at, None, spec=sub.spec
+            )
+        )
+    now = restart * NS
+    fresh = _bucket_core(now, epoch=1)
+    fresh.recover(now, Recovered([], rows))
+    ids: dict[int, str] = {}
+    for dt, name in sorted(later):
+        at = now + dt * NS
+        ids[fresh.submit(at, TaskOptions(resources={name: 1}), None)[0]] = name
+        fresh.tick(at)
+        for a in fresh.drain_actions():
+            if type(a) is Dispatch:
+                taken.setdefault(ids[fresh.leases[a.lease].id], []).append(at)
+                fresh.complete(at, a.lease)
+    for name, times in taken.items():
+        base = name.partition(":")[0]
+        times.sort()
+        for i, t0 in enumerate(times):
+            for j in range(i, len(times)):
+                window = (times[j] - t0) / NS
+                assert j - i + 1 <= burst[base] + rate[base] * window + 1e-9, (name, times)
 
 
 # ------------------------------------------------------------------ observability

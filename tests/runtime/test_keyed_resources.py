@@ -124,3 +124,34 @@ async def test_resource_keys_lists_the_busiest_keys() -> None:
         assert rows == [("customer", 3, 4, 4)]
         with pytest.raises(ValueError, match="not a keyed resource"):
             await s.resource_keys("nope")
+
+
+async def test_a_parked_task_holds_no_unit_of_its_key_and_takes_them_again_to_resume() -> None:
+    """docs/concepts/resources.md#dispatch-time-limits: parking frees a task's units (issue
+    #31: its slot, resources and lease), so while it sleeps durably another task of its key
+    runs; each run after a park takes its units again (a new token from a bucket)."""
+    starts: list[tuple[str, float, int]] = []
+
+    async def work(ctx: cronoq.TaskContext, payload: str) -> str:
+        starts.append((payload, (env.now - t0).total_seconds(), ctx.resumes))
+        if payload.startswith("napper"):
+            await ctx.sleep_for(1.0)
+        else:
+            await ctx.sleep(0.5)
+        return payload
+
+    pools = [Pool("default", work, min=4, max=4, autoscale=False)]
+    per_key = [Resource.semaphore("c", 1, per_key=True), Resource.token_bucket("api", 0.1, 1, per_key=True)]
+    async with cronoq.testing.run(pools, resources=per_key) as env:
+        s = env.scheduler
+        t0 = env.now
+        napper = await s.submit("napper-c", resources={"c:k": 1})
+        await env.advance(0.1)
+        other = await s.submit("other-c", resources={"c:k": 1})
+        assert await other == "other-c" and await napper == "napper-c"
+        bucket = await s.submit("napper-api", resources={"api:k": 1})
+        t1 = (env.now - t0).total_seconds()
+        assert await bucket == "napper-api"
+    assert starts[:3] == [("napper-c", 0.0, 0), ("other-c", 0.1, 0), ("napper-c", 1.0, 1)]
+    runs = [(p, round(at - t1, 3), r) for p, at, r in starts[3:]]
+    assert runs == [("napper-api", 0.0, 0), ("napper-api", 10.0, 1)]  # (its resume waited for a token)

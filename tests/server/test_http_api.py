@@ -557,6 +557,25 @@ async def test_task_routes_match_the_raw_path() -> None:
         assert err(await c.patch("/v1/recurring/x")) == (405, "unimplemented")
 
 
+async def test_signal_names_are_matched_on_the_raw_path() -> None:
+    """Any signal name ``Client.signal`` and gRPC take can be sent over HTTP: an encoded ``/``
+    stays in the name (it was a 404 "no such route"), an empty name is the same 400 as on gRPC,
+    an unencoded ``/`` a 404 with a hint."""
+    async with serve() as (_app, c):
+        r = await c.post("/v1/signals/approve%2F42", json={"payload": 1})
+        assert (r.status_code, r.json()) == (200, {"name": "approve/42", "duplicate": False})
+        r = await c.post("/v1/signals/approve%2F42")
+        assert r.json() == {"name": "approve/42", "duplicate": True}
+        r = await c.post("/v1/signals/caf%C3%A9%20ok")
+        assert r.json() == {"name": "café ok", "duplicate": False}
+        r = await c.post("/v1/signals/")
+        empty = {"error": "a signal name must not be empty", "code": "invalid"}
+        assert (r.status_code, r.json()) == (400, empty)
+        assert err(await c.post("/v1/signals/%FF")) == (400, "invalid_argument")
+        r = await c.post("/v1/signals/approve/42")
+        assert err(r) == (404, "not_found") and "%2F" in r.json()["error"]
+
+
 def test_one_route_per_path_and_method() -> None:
     """Every API route serves one method (HEAD comes with GET) and no path and method twice."""
     from starlette.routing import Route

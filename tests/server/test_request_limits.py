@@ -30,6 +30,10 @@ OVER: list[tuple[dict[str, Any], str]] = [
     ({"tenant": "t" * 257}, "tenant is longer than 256 characters (limits.max_tenant_len)"),
     ({"tags": {"k" * 1025: "x"}}, "tag is longer than 1024 characters (limits.max_tag_len)"),
     ({"labels": {"zone": "z" * 1025}}, "label value is longer than 1024 characters (limits.max_label_len)"),
+    (
+        {"resources": {"customer:" + "k" * 1025: 1}},
+        "resource 'customer': key is longer than 1024 characters (limits.max_label_len)",
+    ),
 ]
 
 

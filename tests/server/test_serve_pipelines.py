@@ -15,6 +15,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 
@@ -217,6 +218,40 @@ async def test_the_json_placeholder_form_over_http(client: Client, server: Serve
         detail = (await http.get(f"/v1/tasks/{tid}")).json()
         path = {"mode": "output", "edge": 0, "task_id": ids[0]}
         assert detail["arguments"] == [{"path": "args[0][0]", **path}, {"path": "args[0][1]", **path}]
+
+
+async def test_a_marker_naming_no_edge_is_refused_at_submission(client: Client, server: ServerProc) -> None:
+    """#29: "a placeholder of a task that does not exist: a clear error at submission, nothing
+    half-submitted". In JSON a marker naming no edge (`{"$output": 1}` with one edge) was
+    accepted and failed the child when it ran; it is now 400 `invalid` / INVALID_ARGUMENT, on
+    HTTP and gRPC, a batch refused whole. Without edges a marker is data, as before."""
+    message = "task 'pipe.total': placeholder {'$output': 1} names no dependency edge (it has 1)"
+    await client.submit(None, pool="raw", key="edge-n")
+    bad = {"kind": "pipe.total", "after": ["edge-n"], "payload": {"args": [[{"$output": 1}]], "kwargs": {}}}
+    async with httpx.AsyncClient(base_url=f"http://{server.http}") as http:
+        r = await http.post("/v1/tasks", json=bad)
+        assert (r.status_code, r.json()) == (400, {"error": message, "code": "invalid"})
+        batch = {"tasks": [{"pool": "raw", "key": "edge-first"}, bad]}
+        r = await http.post("/v1/tasks:batch", json=batch)
+        assert r.status_code == 400 and message in r.json()["error"], r.text
+        assert (await http.get("/v1/tasks/edge-first")).status_code == 404  # nothing half-submitted
+        negative = {**bad, "payload": {"args": [[{"$outcome": -1}]], "kwargs": {}}}
+        r = await http.post("/v1/tasks", json=negative)
+        assert r.status_code == 400 and "{'$outcome': -1} names no dependency edge" in r.json()["error"]
+        data = {"kind": "pipe.total", "pool": "raw", "payload": {"args": [[{"$output": 1}]], "kwargs": {}}}
+        assert (await http.post("/v1/tasks", json=data)).status_code == 200  # (no edge: plain data)
+    raw = Raw(server.grpc)
+    try:
+        dep = pb.Dep(target=pb.TaskRef(key="edge-n"), cond=pb.EDGE_COND_ON_SUCCESS)
+        spec = pb.TaskSpec(
+            kind="pipe.total", payload=json.dumps(bad["payload"]).encode(), content_type="application/json"
+        )
+        spec.deps.append(dep)
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await raw.tasks.Submit(pb.SubmitRequest(task=spec))
+        assert (ei.value.code(), ei.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)
+    finally:
+        await raw.close()
 
 
 async def test_a_restart_between_a_parents_end_and_its_childs_start(

@@ -4,6 +4,7 @@ write-once, scoped by tenant, client role, bad input refused."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -87,6 +88,15 @@ def test_signal_over_http(srv: ServerProc) -> None:
     status, body = http(srv, "/v1/signals/" + "x" * 300, "client")
     assert status == 400 and "at most 256" in json.dumps(body), body
     assert http(srv, "/v1/signals/deploy-8", "worker")[0] == 403
+
+
+async def test_a_signal_name_with_a_slash_over_http_is_the_same_signal(srv: ServerProc) -> None:
+    """A name gRPC and ``Client.signal`` accept (``approve/7``) is sent over HTTP URL-encoded
+    (``%2F``): it was a 404 "no such route"."""
+    status, body = await asyncio.to_thread(http, srv, "/v1/signals/approve%2F7", "client", {"payload": 7})
+    assert (status, body) == (200, {"name": "approve/7", "duplicate": False})
+    async with Client(srv.grpc, token=TOKENS["client"]) as c:
+        assert (await c.signal("approve/7", 8)).duplicate is True
 
 
 def test_cronoq_signal_cli(srv: ServerProc) -> None:

@@ -198,7 +198,9 @@ class FeatureShadow:
         self.reset(core, epoch)
 
     def reset(self, core: Core, epoch: int) -> None:
-        """A fresh engine (start or crash): slots, permits, buckets and leases start over."""
+        """A fresh engine (start or crash): slots, permits, buckets and leases start over.  (The
+        shadow's buckets restart full: an upper bound, as recovery charges each bucket with the
+        recorded starts; tests/engine/test_keyed_resources.py checks the bound across a restart.)"""
         self.core = core
         self.epoch = epoch
         self.next_seq = 1

@@ -197,6 +197,13 @@ async def test_bad_input_is_refused_and_nothing_is_submitted() -> None:
         assert sched.seam.pending_total() == 0  # nothing was half-submitted
         with pytest.raises(TypeError, match="only an argument of a named task's call"):
             bool(stray.output)
+        # as text it would have become its repr, sent to the child as data: refused too
+        p = stray.output
+        uses = (lambda: f"order {p}", lambda: str(p), lambda: format(p, ""), lambda: p + 1, lambda: p["id"])
+        for use in (*uses, lambda: p.id, lambda: p < 1):
+            with pytest.raises(TypeError, match="only an argument of a named task's call"):
+                use()
+        assert repr(p).startswith("output_of(") and [p] == [p]  # (repr, identity: as before)
         with pytest.raises(SubmitError, match="is a placeholder: pass it as an argument"):
             cronoq.Task(stray.output)
         for plain in (sched.submit, sched.enqueue):  # a plain task's payload, in process

@@ -66,6 +66,7 @@ from cronoq.engine.parents import bind_recovered, ended_entries
 from cronoq.engine.recurring import OVERLAP_SKIP
 from cronoq.engine.replay import REPLAY_TAG, link_replays
 from cronoq.engine.reservations import FixedStart
+from cronoq.engine.resources import recharge
 from cronoq.errors import SubmitError
 
 if TYPE_CHECKING:
@@ -97,6 +98,8 @@ class Recovery:
                 live.append((t, r))
         for qid, reason in rec.quarantined:
             self.quarantine(qid, reason, rec.quarantined_rows.get(qid))
+        if core.res.buckets:  # the tokens taken before the restart stay taken
+            recharge(core.res, core.tasks.values(), self.now)
         for t, r in live:
             bind_recovered(core, t, r.spec.deps)  # (their outputs stay pinned: parents.py)
             if t.id in self.parked:  # it ran, so its edges were met; its park was no attempt

@@ -51,6 +51,7 @@ from cronoq.engine.keyed import (
 )
 from cronoq.engine.model import READY, TaskState, check_stored_text
 from cronoq.engine.snapshot import ResourceSnapshot
+from cronoq.engine.time import NS
 from cronoq.engine.units import SEMAPHORE, TOKEN_BUCKET, Semaphore, TokenBucket
 
 if TYPE_CHECKING:
@@ -224,12 +225,14 @@ class Resources:
     name a task asks for, ``"name:key"`` included; dispatch and parking work on such names.
     """
 
-    __slots__ = ("by_name", "doomed", "judging", "keyed", "timers", "waiters")
+    __slots__ = ("buckets", "by_name", "doomed", "judging", "keyed", "timers", "waiters")
 
     def __init__(self, configs: Iterable[ResourceConfig], now: int, timers: Timers) -> None:
         self.by_name: dict[str, Semaphore | TokenBucket | Unit] = {}
         self.keyed: dict[str, Keyed] = {}
+        self.buckets = False  # some resource is a token bucket (recovery recharges them)
         for r in configs:
+            self.buckets = self.buckets or r.kind == TOKEN_BUCKET
             if r.tracked:
                 kr = self.keyed[r.name] = Keyed(r, now)
                 if not r.per_key:
@@ -552,3 +555,58 @@ def cancel_doomed(core: Core, now: int) -> None:
     doomed, core.res.doomed = core.res.doomed, []
     for t, message in doomed:
         core.cancel(now, t.id, message)
+
+
+def recharge(res: Resources, started: Iterable[TaskState], now: int) -> None:
+    """Recovery: charge every token bucket, keyed or not, with the tokens the recovered tasks
+    took before the restart, so that a restart or a failover does not refill the buckets
+    (docs/concepts/resources.md#keyed-resources).
+
+    What the store records of a task's takes is its first start (``started_at``); each
+    bucket is replayed from full through those starts, in time order, then refilled up to
+    ``now``.  A retry's or a resumed run's later takes are not recorded: the rebuilt bucket
+    may hold more tokens than before the restart (never more than a full one), never fewer,
+    as each recorded start was a take.  A key idle for its ``idle_ttl`` is left
+    forgotten (its bucket would start full again) unless it has live tasks, and no key is made
+    past ``max_keys``.
+    """
+    uses: dict[str, list[tuple[int, int]]] = {}
+    for t in started:
+        at, need = t.started_at, t.opts.resources
+        if at is not None and need:
+            for name, k in need.items():
+                uses.setdefault(name, []).append((min(at, now), k))
+    for name, taken in uses.items():
+        base, sep, _ = name.partition(":")
+        kr = res.keyed.get(base) if sep else None
+        u: Any
+        if kr is not None and kr.per_key:
+            if kr.kind != TOKEN_BUCKET:
+                continue
+            u = kr.keys.get(name)  # (a key with live tasks has its unit: it was never forgotten)
+            if u is None:
+                if max(taken)[0] + kr.ttl <= now or not kr.has_room(1, now):
+                    continue
+                u = kr.create(name, now)
+        else:
+            u = res.by_name.get(name)
+            if u is None or not u.refills:
+                continue
+        _replay_takes(u, sorted(taken))
+        if kr is not None and not u.live and u.used + kr.ttl < kr.next_expiry:
+            kr.next_expiry = u.used + kr.ttl
+
+
+def _replay_takes(u: TokenBucket, taken: list[tuple[int, int]]) -> None:
+    """Fresh (full) bucket ``u`` as if it had been full before the first of ``taken``
+    (instant, tokens, in time order) and had given each take: its tokens and last refill are
+    those at the last take (a keyed bucket's last use); its next refill counts from there."""
+    cap = u.capacity * NS
+    rate = u.rate
+    nano, last = cap, taken[0][0]
+    for at, k in taken:
+        if at > last:
+            nano = min(cap, nano + int(rate * (at - last)))
+            last = at
+        nano = max(0, nano - k * NS)
+    u.nano, u.last = nano, last

@@ -27,6 +27,7 @@ from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.protocol import MESSAGE_OVERHEAD
 from cronoq.server.request_limits import InvalidArgument, check_spec
+from cronoq.server.substitute import check_markers
 from cronoq.server.workers import Blob, WorkerSession
 from cronoq.spec.submission import Submission
 from cronoq.spec.wire import from_wire
@@ -118,7 +119,10 @@ def submission(spec: pb.TaskSpec, limits: LimitsConfig) -> Submission:
     :class:`Blob`), within the request limits."""
     check_spec(spec, limits)  # counts and lengths first: nothing below loops over more than they allow
     _check_message_size(spec, limits.max_message_bytes)
-    return from_wire(spec, Blob(bytes(spec.payload), spec.content_type))
+    data = bytes(spec.payload)
+    if spec.deps and (bad := check_markers(data, spec.content_type, len(spec.deps), spec.kind)):
+        raise InvalidArgument(bad)
+    return from_wire(spec, Blob(data, spec.content_type))
 
 
 STATUS_TO_WIRE = enums.STATUS_TO_WIRE

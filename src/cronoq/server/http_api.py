@@ -26,7 +26,8 @@ One Starlette route per path and method, each with its own handler method of
 Task references: in ``/v1/tasks/{ref}[/result|/cancel|/replay]`` a segment of decimal digits is
 an id, anything else a URL-encoded key (``/`` as ``%2F``): these routes (:class:`RawPathRoute`)
 match the raw path, so an encoded ``/`` stays inside the segment.  ``?key=`` names the task by
-key whatever the segment is (for digits-only keys: ``/v1/tasks/-?key=0042``).  Keys are
+key whatever the segment is (for digits-only keys: ``/v1/tasks/-?key=0042``).  So does
+``POST /v1/signals/{name}``: a signal name may hold a ``/`` as well (sent as ``%2F``).  Keys are
 scoped by tenant: a key is looked up among the tasks of the token's tenant, or of
 ``?tenant=`` for a caller whose token has none (else among the tasks without a tenant).
 
@@ -138,19 +139,33 @@ register_url_convertor("segment", _Segment())
 
 #: the path of a task (``/v1/tasks/{ref}``; its sub-resources append ``/result`` etc.)
 TASK: Final = "/v1/tasks/{ref:segment}"
+#: the path of a signal (``/v1/signals/{name}``: any signal name, URL-encoded, ``/`` included)
+SIGNAL: Final = "/v1/signals/{name:segment}"
+#: the prefixes of the routes whose last segment is matched URL-encoded (:class:`RawPathRoute`)
+RAW_PREFIXES: Final = ("/v1/tasks/", "/v1/signals/")
 
 
 class RawPathRoute(Route):
-    """A route matched against the raw (still URL-encoded) path: a ``%2F`` in a task key
-    stays inside its segment instead of splitting it (the handler decodes the segment)."""
+    """A route matched against the raw (still URL-encoded) path: a ``%2F`` in a task key or a
+    signal name stays inside its segment instead of splitting it (the handler decodes the
+    segment: :func:`path_segment`)."""
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         raw = scope.get("raw_path")
         if scope["type"] == "http" and isinstance(raw, (bytes, bytearray)) and not scope.get("root_path"):
             text = bytes(raw).split(b"?", 1)[0].decode("latin-1")
-            if text.startswith("/v1/tasks/"):  # (else a path whose prefix itself was encoded)
+            if text.startswith(RAW_PREFIXES):  # (else a path whose prefix itself was encoded)
                 scope = {**scope, "path": text}
         return super().matches(scope)
+
+
+def path_segment(request: Request, name: str, what: str) -> str:
+    """Path parameter ``name`` of a :class:`RawPathRoute`, URL-decoded (``what`` names it in
+    the 400 answer when it is not URL-encoded UTF-8)."""
+    try:
+        return unquote(request.path_params[name], errors="strict")
+    except UnicodeDecodeError:
+        raise bad_request(f"the {what} in the path is not valid URL-encoded UTF-8") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,10 +386,7 @@ class HttpApi:
             if not key:
                 raise bad_request("query parameter key must not be empty")
             return key
-        try:
-            seg = unquote(request.path_params["ref"], errors="strict")
-        except UnicodeDecodeError:
-            raise bad_request("the task key in the path is not valid URL-encoded UTF-8") from None
+        seg = path_segment(request, "ref", "task key")
         if not seg:
             raise bad_request("missing task id or key")
         if seg.isascii() and seg.isdigit():
@@ -478,7 +490,7 @@ class HttpApi:
         for k in body:
             if k not in SignalRequest.model_fields:
                 raise bad_request(f"unknown field '{k}' (expected payload)")
-        name = request.path_params["name"]
+        name = path_segment(request, "name", "signal name")
         dup = await send_signal(self.app, principal, name, body.get("payload"))
         return json_response({"name": name, "duplicate": dup})
 
@@ -701,6 +713,8 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
         hint = ""
         if request.url.path.startswith("/v1/tasks/"):
             hint = " (a key containing '/' must be URL-encoded as %2F)"
+        elif request.url.path.startswith("/v1/signals/"):
+            hint = " (a signal name containing '/' must be URL-encoded as %2F)"
         return error_response(404, f"no such route: {request.method} {request.url.path}{hint}", "not_found")
     if exc.status_code == 405:
         return error_response(
@@ -740,7 +754,7 @@ def api_routes(api: HttpApi) -> list[BaseRoute]:
         Route("/v1/recurring/{name}/run", api.run_recurring, methods=["POST"]),
         Route("/v1/pools/{name}/pause", api.pause_pool, methods=["POST"]),
         Route("/v1/pools/{name}/resume", api.resume_pool, methods=["POST"]),
-        Route("/v1/signals/{name}", api.signal, methods=["POST"]),
+        RawPathRoute(SIGNAL, api.signal, methods=["POST"]),
     ]
 
 

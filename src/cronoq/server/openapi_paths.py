@@ -239,7 +239,13 @@ def _signal_op(name_param: dict[str, Any]) -> dict[str, Any]:
         "Send a signal (write-once per name while retained)",
         _ok("SignalResponse"),
         (400, 408, 413, *_COMMON),
-        params=[{**name_param, "schema": {"type": "string", "minLength": 1, "maxLength": 256}}],
+        params=[
+            {
+                **name_param,
+                "description": "the signal name, URL-encoded (a `/` in it as `%2F`)",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 256},
+            }
+        ],
         body="SignalRequest",
     )
     op["requestBody"]["required"] = False

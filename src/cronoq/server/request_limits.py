@@ -16,7 +16,10 @@ is the task converted, and conversion touches at most the bounded number of item
 Limits (``[limits]``, see docs/how-to/security.md): ``max_deps`` (``deps`` and ``after``
 together), ``max_tags``/``max_tag_len``, ``max_resources``, ``max_labels``/``max_label_len``,
 ``max_key_len``, ``max_kind_len``, ``max_tenant_len``, and ``max_tasks_per_batch`` for
-batches (:func:`check_batch`).  Filters (:func:`check_filter`: ``Watch`` / ``/v1/events``,
+batches (:func:`check_batch`).  The key of a keyed resource (``"customer:<key>"``: what
+follows the first ``:`` of a ``resources`` name, :func:`check_resource_keys`) is at most
+``max_label_len`` characters, as a label value: every key lives in the server's memory.
+Filters (:func:`check_filter`: ``Watch`` / ``/v1/events``,
 listings, bulk actions) hold at most ``max_filter_items`` items, their keys, kinds and tags
 obey the task limits, and a bulk ``request_key`` is at most ``max_request_key_len``
 characters: a Watch keeps its filter for its whole life and a request key is remembered, so
@@ -40,6 +43,7 @@ __all__ = [
     "check_filter",
     "check_json_task",
     "check_map",
+    "check_resource_keys",
     "check_spec",
     "check_text",
 ]
@@ -81,6 +85,18 @@ def check_map(what: str, m: Mapping[Any, Any], limit: int) -> None:
         check_text(f"{what} value", v, limit, setting)
 
 
+def check_resource_keys(resources: Iterable[object], limit: int) -> None:
+    """The keys of keyed resources (``name:key``, the part after the first ``:``) are at most
+    ``limit`` characters (``limits.max_label_len``); non-strings are left to conversion."""
+    for name in resources:
+        if isinstance(name, str) and len(name) > limit:
+            base, sep, key = name.partition(":")
+            if sep and len(key) > limit:
+                raise InvalidArgument(
+                    f"resource '{base}': key is longer than {limit} characters (limits.max_label_len)"
+                )
+
+
 def _strings(limits: LimitsConfig, key: object, kind: object, tenant: object) -> None:
     check_text("key", key, limits.max_key_len, "max_key_len")
     check_text("kind", kind, limits.max_kind_len, "max_kind_len")
@@ -97,6 +113,8 @@ def check_spec(spec: pb.TaskSpec, limits: LimitsConfig) -> None:
         check_map("tag", tags, limits.max_tag_len)
     if n_labels:
         check_map("label", labels, limits.max_label_len)
+    if spec.resources:
+        check_resource_keys(spec.resources, limits.max_label_len)
 
 
 def _size(v: object, *, scalar: int = 0) -> int:
@@ -123,6 +141,9 @@ def check_json_task(obj: Mapping[str, Any], limits: LimitsConfig) -> None:
         m = obj.get(name)
         if isinstance(m, dict):
             check_map(what, m, limit)
+    resources = obj.get("resources")
+    if isinstance(resources, dict):
+        check_resource_keys(resources, limits.max_label_len)
 
 
 def check_filter(

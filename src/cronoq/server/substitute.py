@@ -6,7 +6,8 @@ A named task's JSON payload may hold markers ``{"$output": i}`` / ``{"$outcome":
 the attempt's parents before the lease leaves, so every worker - the published one too -
 receives plain arguments.  A parent output that is not JSON, or a substituted payload over
 ``limits.max_message_bytes``, fails the child permanently with the reason; nothing else is
-affected.  Payloads without a marker are sent as they are (a byte search, no parse).
+affected.  Payloads without a marker are sent as they are (a byte search, no parse).  A marker
+naming no edge is refused when the task is submitted (:func:`check_markers`), not when it runs.
 
 A worker of protocol version 6 also gets the parents' outcomes (``Lease.parents``) with their
 outputs, as far as they fit in the lease beside the payload (an output that does not is sent
@@ -25,9 +26,9 @@ from cronoq.errors import Permanent
 from cronoq.outcome import Outcome
 from cronoq.server.workers import Blob
 from cronoq.spec.payloads import CONTENT_TYPE_BYTES, is_json
-from cronoq.tasks.placeholders import substitute
+from cronoq.tasks.placeholders import no_edge_message, substitute
 
-__all__ = ["add_arguments", "for_lease", "for_replay", "substituted"]
+__all__ = ["add_arguments", "check_markers", "for_lease", "for_replay", "substituted"]
 
 _RAW = ("", CONTENT_TYPE_BYTES)
 
@@ -51,13 +52,24 @@ def _plain(o: Outcome) -> Outcome:
     return o
 
 
+#: what :func:`_marked` answers for a payload that holds no marker
+_UNMARKED: Any = object()
+
+
+def _marked(data: bytes, content_type: str) -> Any:
+    """The JSON value of payload ``data`` when it may hold a marker, else :data:`_UNMARKED` (a
+    byte search first: a payload without a marker is not parsed)."""
+    if (b'"$output"' not in data and b'"$outcome"' not in data) or not is_json(content_type):
+        return _UNMARKED
+    try:
+        return json.loads(data)
+    except ValueError:
+        return _UNMARKED
+
+
 def substituted(data: bytes, content_type: str, parents: tuple[Outcome, ...], kind: str, limit: int) -> bytes:
     """``data`` with its markers replaced (see the module docstring); Permanent on failure."""
-    if not parents or (b'"$output"' not in data and b'"$outcome"' not in data) or not is_json(content_type):
-        return data
-    try:
-        payload = json.loads(data)
-    except ValueError:
+    if not parents or (payload := _marked(data, content_type)) is _UNMARKED:
         return data
     out = substitute(payload, tuple(map(_plain, parents)), kind)
     new = json.dumps(out, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
@@ -116,6 +128,22 @@ def _markers(value: object, path: str, out: list[tuple[str, str, int]], depth: i
     elif tp is list and depth < 100:
         for i, v in enumerate(value):  # type: ignore[arg-type]
             _markers(v, f"{path}[{i}]", out, depth + 1)
+
+
+def check_markers(data: bytes, content_type: str, edges: int, kind: str) -> str | None:
+    """Why the JSON payload ``data`` of a task with ``edges`` dependency edges cannot be
+    substituted when it runs: a marker naming no edge (None: it can).  Checked at submission
+    (``convert.submission``), so a bad HTTP or gRPC payload is refused before anything is
+    submitted instead of failing the child when it runs; a payload without a marker is not
+    parsed, and without edges a marker is data (nothing is substituted)."""
+    if not edges or (value := _marked(data, content_type)) is _UNMARKED:
+        return None
+    found: list[tuple[str, str, int]] = []
+    _markers(value, "", found)
+    for _path, mode, edge in found:
+        if not 0 <= edge < edges:
+            return f"{no_edge_message(kind, '$' + mode, edge)} (it has {edges})"
+    return None
 
 
 def add_arguments(info: Any, payload: Blob, parents: list[int]) -> None:

@@ -41,7 +41,15 @@ if TYPE_CHECKING:
     from cronoq.tasks.binding import Binding, Payload
     from cronoq.tasks.targets import NamedTask
 
-__all__ = ["Placeholder", "encode_call", "has_placeholder", "outcome_of", "output_of", "substitute"]
+__all__ = [
+    "Placeholder",
+    "encode_call",
+    "has_placeholder",
+    "no_edge_message",
+    "outcome_of",
+    "output_of",
+    "substitute",
+]
 
 R = TypeVar("R")
 
@@ -86,6 +94,18 @@ class Placeholder:
         raise TypeError(_OUTSIDE.format(self))
 
     __bool__ = __iter__ = __len__ = __int__ = __float__ = __index__ = _refuse
+    # as text (an f-string, str(), %) it would have become its repr, sent to the child as data
+    __str__ = __format__ = __getitem__ = __contains__ = __call__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _refuse
+    __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = _refuse
+    __neg__ = __pos__ = __abs__ = __round__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+
+    def __getattr__(self, name: str) -> Any:
+        """``p.id`` of a parent's output: not known until the parent ran (a TypeError naming
+        the placeholder); dunder probes (copy, pickle) stay AttributeErrors."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise TypeError(_OUTSIDE.format(self) + f": it has no attribute {name!r} before the parent ran")
 
     def __repr__(self) -> str:
         fn = "output_of" if self.mode == OUTPUT else "outcome_of"
@@ -191,6 +211,11 @@ def edges_for(holes: Sequence[Placeholder]) -> list[Dep]:
     return [Dep(_target(p, ()), on="success" if p.mode == OUTPUT else "complete") for p in holes]
 
 
+def no_edge_message(name: str, mode: str, i: int) -> str:
+    """The refusal of marker ``{mode: i}`` in task ``name``'s payload that names no edge."""
+    return f"task '{name}': placeholder {{{mode!r}: {i}}} names no dependency edge"
+
+
 def _is_marker(value: dict[str, Any]) -> bool:
     if len(value) != 1:
         return False
@@ -216,7 +241,7 @@ def substitute(payload: object, parents: Sequence[Outcome], name: str) -> object
 
     def _value(mode: str, i: int) -> object:
         if not 0 <= i < len(parents):
-            raise Permanent(f"task '{name}': placeholder {{{mode!r}: {i}}} names no dependency edge")
+            raise Permanent(no_edge_message(name, mode, i))
         o = parents[i]
         if mode == OUTCOME:
             out = o.to_json()

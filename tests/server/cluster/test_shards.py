@@ -258,6 +258,16 @@ async def test_http_routes_are_routed(cluster: Cluster) -> None:
     assert st == 400 and err["code"] == "duplicate_key_in_batch", err
 
 
+async def test_a_signal_name_with_a_slash_over_the_routers_http(cluster: Cluster) -> None:
+    """``POST /v1/signals/{name}`` through the shard router matches the raw path too: a name
+    holding ``/`` (sent as ``%2F``) reaches every shard whole."""
+    base = f"http://{cluster.http('sa')}"
+    st, out = await asyncio.to_thread(_http, "POST", f"{base}/v1/signals/approve%2Fsa", {"payload": 1})
+    assert (st, out["name"], out["duplicate"]) == (200, "approve/sa", False), out
+    st, out = await asyncio.to_thread(_http, "POST", f"{base}/v1/signals/approve%2Fsa")
+    assert (st, out["name"], out["duplicate"]) == (200, "approve/sa", True), out
+
+
 async def test_busiest_keys_of_the_other_shards_resource_over_http(cluster: Cluster) -> None:
     """``GET /v1/resources/{name}/keys`` answers the same through either shard: the resource's
     shard (sb) answers it, forwarded from sa."""

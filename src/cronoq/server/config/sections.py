@@ -266,7 +266,7 @@ class LimitsConfig(Section):
     max_list: Int1 = Field(1000, description="largest `ListTasks` page")
     # (ours, hardening; after the documented limits so positional construction keeps working)
     max_labels: Int0 = Field(64, description="worker labels a task may require")
-    max_label_len: Int1 = Field(1024, description="longest label key or value")
+    max_label_len: Int1 = Field(1024, description="longest label key or value, or key of a keyed resource")
     max_tenant_len: Int1 = Field(256, description="longest tenant name")
     #: open connections per listener (HTTP; gRPC) and how long a request head (HTTP) or the
     #: connection handshake (gRPC) may take: slowloris without a token

@@ -36,7 +36,7 @@ from cronoq.server import convert, ops
 from cronoq.server.app import ApiError
 from cronoq.server.auth import Action, AuthError
 from cronoq.server.grpc_api import ERROR_CODE_KEY
-from cronoq.server.http_api import TASK, HttpApi, add_route_layer
+from cronoq.server.http_api import SIGNAL, TASK, HttpApi, add_route_layer, path_segment
 from cronoq.server.http_bodies import ReplayRequest
 from cronoq.server.http_guard import read_optional_json
 from cronoq.server.http_json import (
@@ -367,7 +367,7 @@ class ShardedHttp:
 
         self.api.auth(request, Action.SIGNAL)
         body = await http_guard.read_optional_json(self.api.app, request)
-        name = request.path_params["name"]
+        name = path_segment(request, "name", "signal name")
         msg = pb.SignalRequest(name=name, payload_json=json.dumps(body.get("payload")))
         resp = await self._call(request, "Tasks/Signal", msg)
         out: dict[str, Any] = {"name": name, "duplicate": resp.duplicate}
@@ -572,7 +572,7 @@ def sharded_routes(api: HttpApi, routes: list[BaseRoute]) -> list[BaseRoute]:
         ("/v1/resources/{name}/keys", "GET"): sh.resource_keys,
         ("/v1/pools/{name}/pause", "POST"): sh.pause_pool,
         ("/v1/pools/{name}/resume", "POST"): sh.resume_pool,
-        ("/v1/signals/{name}", "POST"): sh.signal,
+        (SIGNAL, "POST"): sh.signal,
     }
     out: list[BaseRoute] = []
     for r in routes:
