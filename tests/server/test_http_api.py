@@ -576,6 +576,24 @@ async def test_signal_names_are_matched_on_the_raw_path() -> None:
         assert err(r) == (404, "not_found") and "%2F" in r.json()["error"]
 
 
+async def test_schedule_names_are_matched_on_the_raw_path() -> None:
+    """A schedule name may hold a ``/`` (``add_recurring`` and gRPC take it): sent as ``%2F``
+    it stays in the name on every ``/v1/recurring/{name}`` route (it was a 404 "no such
+    route")."""
+    async with serve() as (_app, c):
+        body = {"cron": "0 3 * * *", "task": {"pool": "default", "kind": "report"}}
+        r = await c.put("/v1/recurring/reports%2Fdaily", json=body)
+        assert (r.status_code, r.json()["name"]) == (200, "reports/daily")
+        assert (await c.get("/v1/recurring/reports%2Fdaily")).json()["name"] == "reports/daily"
+        assert (await c.post("/v1/recurring/reports%2Fdaily/pause")).json() == {"changed": True}
+        assert (await c.post("/v1/recurring/reports%2Fdaily/resume")).json() == {"changed": True}
+        assert (await c.post("/v1/recurring/reports%2Fdaily/run")).status_code == 200
+        assert err(await c.get("/v1/recurring/reports/daily")) == (404, "not_found")
+        assert err(await c.get("/v1/recurring/%FF")) == (400, "invalid_argument")
+        r = await c.delete("/v1/recurring/reports%2Fdaily")
+        assert r.json() == {"removed": True}
+
+
 def test_one_route_per_path_and_method() -> None:
     """Every API route serves one method (HEAD comes with GET) and no path and method twice."""
     from starlette.routing import Route

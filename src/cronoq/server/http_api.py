@@ -27,7 +27,8 @@ Task references: in ``/v1/tasks/{ref}[/result|/cancel|/replay]`` a segment of de
 an id, anything else a URL-encoded key (``/`` as ``%2F``): these routes (:class:`RawPathRoute`)
 match the raw path, so an encoded ``/`` stays inside the segment.  ``?key=`` names the task by
 key whatever the segment is (for digits-only keys: ``/v1/tasks/-?key=0042``).  So does
-``POST /v1/signals/{name}``: a signal name may hold a ``/`` as well (sent as ``%2F``).  Keys are
+``POST /v1/signals/{name}`` and ``/v1/recurring/{name}[/pause|/resume|/run]``: a signal or
+schedule name may hold a ``/`` as well (sent as ``%2F``).  Keys are
 scoped by tenant: a key is looked up among the tasks of the token's tenant, or of
 ``?tenant=`` for a caller whose token has none (else among the tasks without a tenant).
 
@@ -141,8 +142,10 @@ register_url_convertor("segment", _Segment())
 TASK: Final = "/v1/tasks/{ref:segment}"
 #: the path of a signal (``/v1/signals/{name}``: any signal name, URL-encoded, ``/`` included)
 SIGNAL: Final = "/v1/signals/{name:segment}"
-#: the prefixes of the routes whose last segment is matched URL-encoded (:class:`RawPathRoute`)
-RAW_PREFIXES: Final = ("/v1/tasks/", "/v1/signals/")
+#: the path of a recurring schedule (``/v1/recurring/{name}``: any schedule name, URL-encoded)
+RECURRING: Final = "/v1/recurring/{name:segment}"
+#: the prefixes of the routes whose name segment is matched URL-encoded (:class:`RawPathRoute`)
+RAW_PREFIXES: Final = ("/v1/tasks/", "/v1/signals/", "/v1/recurring/")
 
 
 class RawPathRoute(Route):
@@ -511,7 +514,7 @@ class HttpApi:
 
     async def _recurring_paused(self, request: Request, paused: bool) -> Response:
         principal = self.auth(request, Action.PAUSE_RECURRING if paused else Action.RESUME_RECURRING)
-        name = request.path_params["name"]
+        name = path_segment(request, "name", "schedule name")
         changed = await ops.set_paused(self.app, principal, "recurring", name, paused)
         return json_response({"changed": changed})
 
@@ -529,7 +532,7 @@ class HttpApi:
     async def run_recurring(self, request: Request) -> Response:
         """``POST /v1/recurring/{name}/run``: one occurrence now."""
         principal = self.auth(request, Action.TRIGGER_RECURRING)
-        tid = await ops.trigger(self.app, principal, request.path_params["name"])
+        tid = await ops.trigger(self.app, principal, path_segment(request, "name", "schedule name"))
         return json_response({"id": str(tid), "duplicate": False})
 
     # -- events (SSE) -------------------------------------------------------------------------
@@ -621,7 +624,7 @@ class HttpApi:
     @_handler
     async def get_recurring(self, request: Request) -> Response:
         """``GET /v1/recurring/{name}``."""
-        name: str = request.path_params["name"]
+        name = path_segment(request, "name", "schedule name")
         principal = self.auth(request, Action.LIST_RECURRING)
         for info in await self.app.list_recurring(principal):
             if info.name == name:
@@ -631,7 +634,7 @@ class HttpApi:
     @_handler
     async def delete_recurring(self, request: Request) -> Response:
         """``DELETE /v1/recurring/{name}``."""
-        name: str = request.path_params["name"]
+        name = path_segment(request, "name", "schedule name")
         principal = self.auth(request, Action.REMOVE_RECURRING)
         if principal is not None and principal.pools is not None:
             for info in await self.app.list_recurring(None):
@@ -643,7 +646,7 @@ class HttpApi:
     @_handler
     async def put_recurring(self, request: Request) -> Response:
         """``PUT /v1/recurring/{name}``: add or replace the schedule."""
-        name: str = request.path_params["name"]
+        name = path_segment(request, "name", "schedule name")
         principal = self.auth(request, Action.ADD_RECURRING)
         body = await self.read_json(request)
         req = recurring_request_from_json(name, body, self.app.limits)
@@ -746,12 +749,12 @@ def api_routes(api: HttpApi) -> list[BaseRoute]:
         Route("/v1/workers", api.workers, methods=["GET"]),
         Route("/v1/resources/{name}/keys", api.resource_keys, methods=["GET"]),
         Route("/v1/recurring", api.list_recurring, methods=["GET"]),
-        Route("/v1/recurring/{name}", api.get_recurring, methods=["GET"]),
-        Route("/v1/recurring/{name}", api.put_recurring, methods=["PUT"]),
-        Route("/v1/recurring/{name}", api.delete_recurring, methods=["DELETE"]),
-        Route("/v1/recurring/{name}/pause", api.pause_recurring, methods=["POST"]),
-        Route("/v1/recurring/{name}/resume", api.resume_recurring, methods=["POST"]),
-        Route("/v1/recurring/{name}/run", api.run_recurring, methods=["POST"]),
+        RawPathRoute(RECURRING, api.get_recurring, methods=["GET"]),
+        RawPathRoute(RECURRING, api.put_recurring, methods=["PUT"]),
+        RawPathRoute(RECURRING, api.delete_recurring, methods=["DELETE"]),
+        RawPathRoute(RECURRING + "/pause", api.pause_recurring, methods=["POST"]),
+        RawPathRoute(RECURRING + "/resume", api.resume_recurring, methods=["POST"]),
+        RawPathRoute(RECURRING + "/run", api.run_recurring, methods=["POST"]),
         Route("/v1/pools/{name}/pause", api.pause_pool, methods=["POST"]),
         Route("/v1/pools/{name}/resume", api.resume_pool, methods=["POST"]),
         RawPathRoute(SIGNAL, api.signal, methods=["POST"]),

@@ -252,9 +252,14 @@ def _signal_op(name_param: dict[str, Any]) -> dict[str, Any]:
     return op
 
 
+#: the description of a schedule's name in its paths
+_SCHEDULE_NAME = "the schedule name, URL-encoded (a `/` in it as `%2F`)"
+
+
 def _admin_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The admin and ops routes: snapshot, history, workers, recurring schedules, metrics, health."""
     name_param = p["name"]
+    schedule_param = {**name_param, "description": _SCHEDULE_NAME}
     text_plain = {"text/plain": {"schema": {"type": "string"}}}
     return {
         "/v1/snapshot": {"get": _op("Scheduler snapshot", _ok("SnapshotResponse"), _COMMON, tags=("admin",))},
@@ -286,14 +291,14 @@ def _admin_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 "One recurring schedule",
                 _ok("RecurringInfo"),
                 (404, *_COMMON),
-                params=[name_param],
+                params=[schedule_param],
                 tags=("admin",),
             ),
             "put": _op(
                 "Create or replace a recurring schedule",
                 _ok("RecurringInfo"),
                 (400, 404, 408, 413, *_COMMON),
-                params=[name_param],
+                params=[schedule_param],
                 body="RecurringRequest",
                 tags=("admin",),
             ),
@@ -301,7 +306,7 @@ def _admin_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 "Remove a recurring schedule",
                 _ok("RemoveResponse"),
                 _COMMON,
-                params=[name_param],
+                params=[schedule_param],
                 tags=("admin",),
             ),
         },
@@ -350,6 +355,7 @@ def _ops_paths(
 ) -> dict[str, Any]:
     """The operations routes (docs/how-to/operations.md): pause/resume, run now, replay, bulk."""
     pool_param = {**name_param, "description": "pool name"}
+    schedule_param = {**name_param, "description": _SCHEDULE_NAME}
     admin = ("admin",)
     replay = _op("Replay a finished task as a new one", _ok("SubmitResponse"), (400, 404, 409, *_COMMON))
     replay["parameters"] = [ref_param, key_param, tenant_param]
@@ -394,7 +400,7 @@ def _ops_paths(
                 "Pause a recurring schedule",
                 _ok("PauseResponse"),
                 (404, *_COMMON),
-                params=[name_param],
+                params=[schedule_param],
                 tags=admin,
             )
         },
@@ -403,7 +409,7 @@ def _ops_paths(
                 "Resume a recurring schedule",
                 _ok("PauseResponse"),
                 (404, *_COMMON),
-                params=[name_param],
+                params=[schedule_param],
                 tags=admin,
             )
         },
@@ -412,7 +418,7 @@ def _ops_paths(
                 "Run a recurring schedule now",
                 _ok("SubmitResponse"),
                 (404, *_COMMON),
-                params=[name_param],
+                params=[schedule_param],
                 tags=admin,
             )
         },

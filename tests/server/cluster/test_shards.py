@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import grpc
 import pytest
@@ -567,7 +568,7 @@ async def test_bulk_actions_replay_and_kind_filter_across_shards(cluster: Cluste
 
 
 async def test_schedule_of_the_other_shard_paused_and_run(cluster: Cluster) -> None:
-    name = f"ops-sched-{free_port()}"
+    name = f"ops/sched-{free_port()}"  # (a "/": the router's HTTP routes match the raw path)
     ra, rb = Raw(cluster.grpc("sa")), Raw(cluster.grpc("sb"))
     try:
         tmpl = pb.TaskSpec(pool="b1", start_in_s=LATER)
@@ -577,13 +578,13 @@ async def test_schedule_of_the_other_shard_paused_and_run(cluster: Cluster) -> N
         ran = await ra.admin.TriggerRecurring(pb.RecurringNameRequest(name=name), metadata=MD)
         assert shard_of(ran.id) == 200
         base = f"http://{cluster.http('sa')}"
-        st, res = await asyncio.to_thread(_http, "POST", f"{base}/v1/recurring/{name}/pause")
+        st, res = await asyncio.to_thread(_http, "POST", f"{base}/v1/recurring/{quote(name, safe='')}/pause")
         assert (st, res) == (200, {"changed": True})
         scheds = await ra.admin.ListRecurring(pb.Empty(), metadata=MD)
         assert next(s for s in scheds.schedules if s.name == name).paused is True
         out = await ra.admin.ResumeRecurring(pb.RecurringNameRequest(name=name), metadata=MD)
         assert out.changed is True
-        st, res = await asyncio.to_thread(_http, "POST", f"{base}/v1/recurring/{name}/run")
+        st, res = await asyncio.to_thread(_http, "POST", f"{base}/v1/recurring/{quote(name, safe='')}/run")
         assert st == 200 and shard_of(int(res["id"])) == 200
         with pytest.raises(grpc.aio.AioRpcError) as ei:
             await ra.admin.PauseRecurring(pb.RecurringNameRequest(name="no-such-schedule"), metadata=MD)

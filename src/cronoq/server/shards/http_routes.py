@@ -36,7 +36,7 @@ from cronoq.server import convert, ops
 from cronoq.server.app import ApiError
 from cronoq.server.auth import Action, AuthError
 from cronoq.server.grpc_api import ERROR_CODE_KEY
-from cronoq.server.http_api import SIGNAL, TASK, HttpApi, add_route_layer, path_segment
+from cronoq.server.http_api import RECURRING, SIGNAL, TASK, HttpApi, add_route_layer, path_segment
 from cronoq.server.http_bodies import ReplayRequest
 from cronoq.server.http_guard import read_optional_json
 from cronoq.server.http_json import (
@@ -384,7 +384,9 @@ class ShardedHttp:
     async def _recurring_op(self, request: Request, action: Action, method: str) -> Any:
         """A schedule's pause/resume/run on the shard that has the schedule."""
         self.api.auth(request, action)
-        return await self._call(request, method, pb.RecurringNameRequest(name=request.path_params["name"]))
+        return await self._call(
+            request, method, pb.RecurringNameRequest(name=path_segment(request, "name", "schedule name"))
+        )
 
     async def pause_recurring(self, request: Request) -> Response:
         resp = await self._recurring_op(request, Action.PAUSE_RECURRING, "Admin/PauseRecurring")
@@ -412,7 +414,7 @@ class ShardedHttp:
         )
 
     async def get_recurring(self, request: Request) -> Response:
-        name: str = request.path_params["name"]
+        name = path_segment(request, "name", "schedule name")
         self.api.auth(request, Action.LIST_RECURRING)
         for s in (await self._schedules(request)).schedules:
             if s.name == name:
@@ -420,13 +422,13 @@ class ShardedHttp:
         raise HttpError(404, f"unknown recurring schedule '{name}'", "not_found")
 
     async def delete_recurring(self, request: Request) -> Response:
-        name: str = request.path_params["name"]
+        name = path_segment(request, "name", "schedule name")
         self.api.auth(request, Action.REMOVE_RECURRING)
         out = await self._call(request, "Admin/RemoveRecurring", pb.RemoveRecurringRequest(name=name))
         return json_response({"removed": out.removed, "unavailable_shards": list(out.unavailable_shards)})
 
     async def put_recurring(self, request: Request) -> Response:
-        name: str = request.path_params["name"]
+        name = path_segment(request, "name", "schedule name")
         self.api.auth(request, Action.ADD_RECURRING)
         body = await self.api.read_json(request)
         task = body.get("task")
@@ -563,12 +565,12 @@ def sharded_routes(api: HttpApi, routes: list[BaseRoute]) -> list[BaseRoute]:
         ("/v1/snapshot", "GET"): sh.snapshot,
         ("/v1/workers", "GET"): sh.workers,
         ("/v1/recurring", "GET"): sh.list_recurring,
-        ("/v1/recurring/{name}", "GET"): sh.get_recurring,
-        ("/v1/recurring/{name}", "PUT"): sh.put_recurring,
-        ("/v1/recurring/{name}", "DELETE"): sh.delete_recurring,
-        ("/v1/recurring/{name}/pause", "POST"): sh.pause_recurring,
-        ("/v1/recurring/{name}/resume", "POST"): sh.resume_recurring,
-        ("/v1/recurring/{name}/run", "POST"): sh.run_recurring,
+        (RECURRING, "GET"): sh.get_recurring,
+        (RECURRING, "PUT"): sh.put_recurring,
+        (RECURRING, "DELETE"): sh.delete_recurring,
+        (RECURRING + "/pause", "POST"): sh.pause_recurring,
+        (RECURRING + "/resume", "POST"): sh.resume_recurring,
+        (RECURRING + "/run", "POST"): sh.run_recurring,
         ("/v1/resources/{name}/keys", "GET"): sh.resource_keys,
         ("/v1/pools/{name}/pause", "POST"): sh.pause_pool,
         ("/v1/pools/{name}/resume", "POST"): sh.resume_pool,
