@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,21 @@ def progress(ctx: Any, payload: Any) -> str:
 
 async def async_pid(ctx: Any, payload: Any) -> int:
     await ctx.sleep(0)
+    return os.getpid()
+
+
+def exit_or_pid(ctx: Any, how: str) -> int:
+    """``sys.exit(3)`` (``"exit"``) or the child's pid."""
+    if how == "exit":
+        sys.exit(3)
+    return os.getpid()
+
+
+async def async_exit_or_pid(ctx: Any, how: str) -> int:
+    """``sys.exit(3)`` from a coroutine (``"exit"``) or the child's pid."""
+    await ctx.sleep(0)
+    if how == "exit":
+        sys.exit(3)
     return os.getpid()
 
 
