@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from typing import Any
@@ -32,3 +34,17 @@ def stuck(lease: Any) -> None:
     waits for that line: the server's "running" only means the lease was sent)."""
     print(f"stuck: started {lease.task_id}", flush=True)
     threading.Event().wait()
+
+
+async def exits(lease: Any) -> int:
+    """``sys.exit(3)`` for the payload ``"exit"``; otherwise the worker's pid."""
+    if lease.text() == "exit":
+        sys.exit(3)
+    return os.getpid()
+
+
+def exits_sync(lease: Any) -> int:
+    """As :func:`exits`, a plain function (the CLI runs it in a thread)."""
+    if lease.text() == "exit":
+        sys.exit(3)
+    return os.getpid()

@@ -10,6 +10,7 @@ reports (in-process scheduler and remote worker alike).
 
 from __future__ import annotations
 
+from types import FrameType
 from typing import Any, NamedTuple
 
 from cronoq.seconds import valid_seconds
@@ -237,3 +238,18 @@ def outcome_of(exc: BaseException) -> Outcome:
     if isinstance(exc, Retryable):
         return Outcome(exc.message, retry_after=valid_seconds(exc.retry_after))
     return Outcome(f"{type(exc).__name__}: {exc}")
+
+
+def closing(frame: FrameType | None) -> bool:
+    """Whether the coroutine of ``frame`` (an attempt runner's, inside ``except
+    GeneratorExit``) is being closed — its task destroyed, its loop gone — rather than run by
+    its task: that ``GeneratorExit`` unwinds it and reports nothing, while one the executor
+    raised itself fails the attempt like any exception (docs/reference/behaviour.md#reliability).
+    """
+    import asyncio  # (here only: the engine imports this module and stays free of asyncio)
+
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no loop running: closed by the garbage collector or at exit
+        return True
+    return task is None or getattr(task.get_coro(), "cr_frame", None) is not frame

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -153,6 +154,10 @@ async def test_lease_fields(fake: Any) -> None:
     )
 
 
+class Halt(BaseException):
+    """A user-defined BaseException."""
+
+
 @pytest.mark.parametrize(
     ("exc", "kind", "expect"),
     [
@@ -170,6 +175,10 @@ async def test_lease_fields(fake: Any) -> None:
         ),
         (KeyError("k"), "fail", {"message": "KeyError: 'k'", "permanent": False, "retry_after_s": None}),
         (asyncio.CancelledError(), "fail", {"message": "CancelledError: ", "permanent": False}),
+        # a BaseException but KeyboardInterrupt is the task's failure, not the worker's end
+        (SystemExit(3), "fail", {"message": "SystemExit: 3", "permanent": False, "retry_after_s": None}),
+        (Halt("now"), "fail", {"message": "Halt: now", "permanent": False}),
+        (GeneratorExit("mine"), "fail", {"message": "GeneratorExit: mine", "permanent": False}),
         (Reject("busy"), "nack", {"reason": "busy"}),
         (CancelTask("stop it"), "cancelled", {}),
     ],
@@ -239,6 +248,38 @@ async def test_plain_handler_returning_an_awaitable_is_awaited(fake: Any) -> Non
         outputs = {(await conn.recv_kind("complete")).output for _ in range(2)}
         assert outputs == {b"done 1", b"done 2"}
         assert w.active == 0
+
+
+@pytest.mark.parametrize("how", ["async", "plain", "awaitable"])
+async def test_a_handler_calling_sys_exit_fails_its_lease_and_the_worker_serves_on(
+    fake: Any, how: str
+) -> None:
+    async def later(lease: Lease) -> str:
+        await asyncio.sleep(0)
+        return handle_plain(lease)
+
+    async def handle(lease: Lease) -> str:
+        return await later(lease)
+
+    def handle_plain(lease: Lease) -> str:
+        if lease.text() == "exit":
+            sys.exit(3)
+        return f"done {lease.id}"
+
+    def handle_awaitable(lease: Lease) -> object:
+        return later(lease)
+
+    run = {"async": handle, "plain": handle_plain, "awaitable": handle_awaitable}[how]
+    w = Worker(fake.target, "p", run)
+    async with running(w) as task:
+        conn, _ = await _connect(fake)
+        conn.lease(1, payload=b"exit")
+        fail = await conn.recv_kind("fail")
+        assert (fail.lease, fail.message, fail.permanent) == (1, "SystemExit: 3", False)
+        conn.lease(2, payload=b"next")
+        done = await conn.recv_kind("complete")
+        assert (done.lease, done.output) == (2, b"done 2")
+        assert not task.done() and w.active == 0
 
 
 async def test_heartbeats_every_third_of_the_ttl(fake: Any) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import math
 import pickle
 
@@ -18,6 +20,7 @@ from cronoq.errors import (
     SchedulerError,
     SubmitError,
     TaskFailed,
+    closing,
 )
 
 from .conftest import pool
@@ -160,3 +163,37 @@ def test_errors_can_be_raised_and_caught_as_base():
     ):
         with pytest.raises(CronoqError):
             raise e
+
+
+class _Suspend:
+    def __await__(self):  # type: ignore[no-untyped-def]
+        yield
+
+
+def test_closing_tells_a_coroutine_being_closed_from_a_generator_exit_it_raised():
+    """An attempt runner's ``except GeneratorExit``: the coroutine's close (its task destroyed,
+    its loop gone) unwinds and reports nothing; a GeneratorExit the executor raised while its
+    task ran it is a failure like any exception (docs/reference/behaviour.md#reliability)."""
+    seen: list[bool] = []
+
+    async def runner(raise_it: bool) -> None:
+        try:
+            if raise_it:
+                raise GeneratorExit("raised by the task")
+            await _Suspend()
+        except GeneratorExit:
+            seen.append(closing(inspect.currentframe()))
+            raise
+
+    async def main() -> None:
+        with pytest.raises(GeneratorExit):
+            await asyncio.create_task(runner(True))  # run by its task: not closing
+        coro = runner(False)
+        coro.send(None)
+        coro.close()  # closed while another task (this one) runs: closing
+
+    asyncio.run(main())
+    coro = runner(False)
+    coro.send(None)
+    coro.close()  # closed with no loop running (the garbage collector, at exit): closing
+    assert seen == [False, True, True]

@@ -8,6 +8,7 @@ import asyncio
 import contextvars
 import datetime as dt
 import math
+import sys
 import threading
 import time
 from typing import Any
@@ -440,6 +441,78 @@ async def test_custom_exception_type_in_message_from_thread():
         with pytest.raises(TaskFailed) as ei:
             await wait(await s.submit(1))
         assert (ei.value.status, ei.value.message) == ("dead_lettered", "CustomError: it broke")
+
+
+class Stop(BaseException):
+    """A user-defined BaseException (neither Exception nor one of Python's own)."""
+
+
+def _exits(how: str) -> Any:
+    if how == "SystemExit":
+        sys.exit(3)
+    if how == "Stop":
+        raise Stop("halt")
+    raise GeneratorExit("raised by the task")
+
+
+_EXIT_MESSAGES = {
+    "SystemExit": "SystemExit: 3",
+    "Stop": "Stop: halt",
+    "GeneratorExit": "GeneratorExit: raised by the task",
+}
+
+
+async def _exit_later(how: str) -> Any:
+    await asyncio.sleep(0)
+    return _exits(how)
+
+
+@pytest.mark.parametrize("how", list(_EXIT_MESSAGES))
+@pytest.mark.parametrize("where", ["async", "thread", "awaitable"])
+async def test_a_base_exception_fails_the_attempt_and_the_scheduler_serves_on(where: str, how: str):
+    """``sys.exit()`` (or another BaseException but KeyboardInterrupt) from a task is its
+    attempt's failure, retryable like any exception: it neither stops the scheduler's loop nor
+    leaves the attempt running (docs/reference/behaviour.md#reliability)."""
+    attempts: list[int] = []
+
+    async def run_async(ctx: TaskContext, p: Any) -> Any:
+        attempts.append(ctx.attempt)
+        await asyncio.sleep(0)
+        return p if p != "exit" else _exits(how)
+
+    def run_sync(ctx: TaskContext, p: Any) -> Any:
+        attempts.append(ctx.attempt)
+        return p if p != "exit" else _exits(how)
+
+    def run_awaitable(ctx: TaskContext, p: Any) -> Any:
+        attempts.append(ctx.attempt)
+        return _exit_later(how) if p == "exit" else asyncio.sleep(0, p)
+
+    run = {"async": run_async, "thread": run_sync, "awaitable": run_awaitable}[where]
+    async with Scheduler([pool(executor=run, retry=FAST_RETRY)]) as s:
+        with pytest.raises(TaskFailed) as ei:
+            await wait(await s.submit("exit"))
+        assert (ei.value.status, ei.value.message) == ("dead_lettered", _EXIT_MESSAGES[how])
+        assert attempts == [1, 2, 3]
+        assert await wait(await s.submit("next")) == "next"  # the same scheduler serves on
+
+
+@pytest.mark.parametrize("where", ["async", "thread"])
+def test_keyboard_interrupt_from_a_task_still_stops_the_loop(where: str) -> None:
+    """KeyboardInterrupt is the operator's Ctrl-C, not a task's failure: it still propagates."""
+
+    async def run_async(ctx: TaskContext, p: Any) -> None:
+        raise KeyboardInterrupt
+
+    def run_sync(ctx: TaskContext, p: Any) -> None:
+        raise KeyboardInterrupt
+
+    async def main() -> None:
+        async with Scheduler([pool(executor=run_async if where == "async" else run_sync)]) as s:
+            await wait(await s.submit(1))
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(main())
 
 
 async def test_retryable_message_used_as_is_when_dead_lettered():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -278,6 +279,35 @@ async def test_retries_and_context() -> None:
         assert seen == [1, 2, 3]
         with pytest.raises(TaskFailed, match="no way"):
             await (await doomed.submit())
+
+
+async def test_a_task_calling_sys_exit_fails_and_the_app_serves_on() -> None:
+    """``sys.exit()`` in a named task (async, or plain in a thread) fails its attempt,
+    retryably, with "SystemExit: 3"; the scheduler goes on (docs/reference/behaviour.md#reliability)."""
+    app = App("a")
+    seen: list[tuple[str, int]] = []
+
+    @app.task(name="exits_async", retry=RetryPolicy(max_attempts=2, initial_backoff=0))
+    async def exits_async(ctx: TaskContext, code: int) -> int:
+        seen.append(("async", ctx.attempt))
+        if code:
+            sys.exit(code)
+        return 0
+
+    @app.task(name="exits_sync", retry=RetryPolicy(max_attempts=2, initial_backoff=0))
+    def exits_sync(ctx: TaskContext, code: int) -> int:
+        seen.append(("sync", ctx.attempt))
+        if code:
+            sys.exit(code)
+        return 0
+
+    async with app.scheduler():
+        for task in (exits_async, exits_sync):
+            with pytest.raises(TaskFailed) as ei:
+                await asyncio.wait_for(await task.submit(3), 10)
+            assert (ei.value.status, ei.value.message) == ("dead_lettered", "SystemExit: 3")
+            assert await asyncio.wait_for(await task.submit(0), 10) == 0
+    assert seen == [("async", 1), ("async", 2), ("async", 1), ("sync", 1), ("sync", 2), ("sync", 1)]
 
 
 async def test_specs_batch_and_dependencies() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import sys
 
 import pytest
 
@@ -52,5 +53,24 @@ async def test_calls_run_inline_and_round_trip_through_json() -> None:
         assert "EagerHandle" in repr(h1)
     with pytest.raises(cronoq.SchedulerError):
         await add.submit(1)  # detached again
+
+
+async def test_a_task_calling_sys_exit_fails_as_for_real() -> None:
+    app = App("exits")
+
+    @app.task(name="e.exit_async")
+    async def exit_async() -> None:
+        sys.exit(3)
+
+    @app.task(name="e.exit_sync")
+    def exit_sync() -> None:
+        sys.exit(3)
+
+    with cronoq.testing.eager(app):
+        for t in (exit_async, exit_sync):
+            h = await t.submit()
+            with pytest.raises(TaskFailed) as ei:
+                await h
+            assert (ei.value.status, ei.value.message) == ("failed", "SystemExit: 3")
     with pytest.raises(ValueError, match=r"eager takes a cronoq\.App"), cronoq.testing.eager(object()):  # type: ignore[arg-type]
         pass

@@ -17,7 +17,9 @@ A *session* is one bidirectional ``Work`` stream. The worker opens it with
   value → ``Complete{output, content_type}`` (encoded
   like payloads; None → empty output and content type); :class:`~cronoq.Permanent` →
   ``Fail{permanent}``; :class:`~cronoq.Retryable` → ``Fail{retry_after_s}``; any other exception
-  → ``Fail{"<Type>: <message>"}`` (retryable); :class:`Reject` → ``Nack``;
+  → ``Fail{"<Type>: <message>"}`` (retryable), ``SystemExit`` and other ``BaseException``
+  included (a handler calling ``sys.exit()`` fails its task, the worker goes on; only
+  ``KeyboardInterrupt`` and the worker's own cancel propagate); :class:`Reject` → ``Nack``;
   :class:`CancelTask` → ``Cancelled``.
 * ``Abort`` — the lease is gone (timeout, cancel, lease loss): ``lease.cancelled`` becomes True
   and the handler task is cancelled; nothing is reported (the server ignores it anyway).
@@ -93,7 +95,7 @@ from cronoq.client.encoding import decode_payload, encode_payload, priority_from
 from cronoq.client.errors import CancelTask, ClientError, Reject, from_rpc_error
 from cronoq.engine.progress import check_progress
 from cronoq.engine.time import next_backoff
-from cronoq.errors import Permanent, Retryable, outcome_of
+from cronoq.errors import Permanent, Retryable, closing, outcome_of
 from cronoq.outcome import Outcome
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.proto.cronoq.v1 import cronoq_pb2_grpc as pb_grpc
@@ -905,7 +907,9 @@ class Worker:
         if self._plain:
             try:
                 result = self._handler(lease)
-            except (asyncio.CancelledError, Exception) as exc:
+            except KeyboardInterrupt:
+                raise  # the operator's Ctrl-C stops the worker, as anywhere else
+            except BaseException as exc:  # SystemExit too: the task's failure, not the worker's
                 report = _failure(lease, exc)
             else:
                 if inspect.isawaitable(result):  # a plain function that returned an awaitable
@@ -950,7 +954,11 @@ class Worker:
                 result = self._handler(lease) if pending is None else pending
                 if inspect.isawaitable(result):
                     result = await result
-            except (asyncio.CancelledError, Exception) as exc:
+            except KeyboardInterrupt:
+                raise  # the operator's Ctrl-C stops the worker, as anywhere else
+            except BaseException as exc:  # SystemExit too: the task's failure, not the worker's
+                if isinstance(exc, GeneratorExit) and closing(inspect.currentframe()):
+                    raise  # this coroutine is being closed (its task destroyed): report nothing
                 report = _failure(lease, exc)
             else:
                 report = _success(lease, result, self.max_message_bytes)

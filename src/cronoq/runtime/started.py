@@ -31,7 +31,10 @@ The attempt runner: a ``Dispatch`` starts an attempt by its pool's executor kind
   turn they share.  Either way an attempt's task carries that attempt only.  An abort
   (timeout, cancel, lease loss, shutdown) marks ``ctx`` cancelled, drops the lease from
   ``running`` and cancels that task; the runner then reports nothing.  A ``CancelledError`` the
-  executor raises on its own (``ctx`` not marked) is a retryable failure;
+  executor raises on its own (``ctx`` not marked) is a retryable failure, and so is any other
+  ``BaseException`` but ``KeyboardInterrupt`` (``SystemExit`` from ``sys.exit()``: the
+  attempt's failure, never the loop's end; a ``GeneratorExit`` only when the executor raised
+  it, not when this coroutine is being closed, :func:`~cronoq.errors.closing`);
 * ``STARTING``, ``PROCESS``: ``start_attempt`` begins the attempt and returns its future,
   watched by :meth:`Started.on_done` like a thread's (an abort cancels it): no task of its own;
 * ``REMOTE``: ``begin(ctx, payload)`` hands the attempt on; its outcome comes back as calls on
@@ -40,10 +43,11 @@ The attempt runner: a ``Dispatch`` starts an attempt by its pool's executor kind
 * every attempt (``LOOP`` task, ``THREAD`` call) runs in a fresh copy of the context ``start()``
   ran in: a context variable an attempt sets never reaches another attempt;
 * ``THREAD``: the loop's default thread pool; the future has one ``add_done_callback``
-  (:meth:`Started.on_done`) that reports the outcome, or, if the function returned an
-  awaitable, awaits that under the same lease.  A thread cannot be interrupted: an abort marks
-  ``ctx`` and leaves the future alone (a function not yet picked up by a pool thread is then
-  skipped), so its late outcome still reaches ``on_done``;
+  (:meth:`Started.on_done`) that reports the outcome (any ``BaseException`` but
+  ``KeyboardInterrupt`` is a failure, as above), or, if the function returned an awaitable,
+  awaits that under the same lease in a runner task as ``LOOP``'s.  A thread cannot be
+  interrupted: an abort marks ``ctx`` and leaves the future alone (a function not yet picked up
+  by a pool thread is then skipped), so its late outcome still reaches ``on_done``;
 * an executor that reports after the engine aborted its attempt made a report for a lease that
   is no longer current: it is ignored and counted (``stale_completions``,
   docs/reference/behaviour.md#reliability), unless the scheduler shut down (or restarted) since.
@@ -69,7 +73,7 @@ from cronoq.engine.model import FIRST_TERMINAL
 from cronoq.engine.pools import Kinds
 from cronoq.engine.progress import PublishProgress
 from cronoq.engine.time import to_ns
-from cronoq.errors import Fenced, SchedulerError, TaskFailed, outcome_of
+from cronoq.errors import Fenced, SchedulerError, TaskFailed, closing, outcome_of
 from cronoq.runtime.clock import TimerHandle
 from cronoq.runtime.context import TaskContext
 from cronoq.runtime.executors import ExecutorKind
@@ -100,6 +104,18 @@ def _run_in_thread(executor: Executor, ctx: TaskContext, payload: object) -> Any
     if ctx._cancelled:
         return _SKIPPED
     return executor(ctx, payload)
+
+
+def _awaited(aw: Any, ctx: TaskContext, payload: object) -> Any:
+    """The executor :meth:`Started.attempt` runs for the awaitable ``aw`` a plain function
+    returned: awaiting it is the rest of that attempt."""
+    return aw
+
+
+def _close(aw: Any, _task: object = None) -> None:
+    """Close ``aw`` if it is a coroutine (a no-op once it ran to its end)."""
+    if inspect.iscoroutine(aw):
+        aw.close()
 
 
 class Started:
@@ -435,7 +451,11 @@ class Started:
             if ctx._cancelled:
                 raise  # our abort: the lease is gone, report nothing; end as cancelled
             self.report_error(lease, ctx, exc)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise  # the operator's Ctrl-C stops the process, as anywhere else
+        except BaseException as exc:  # SystemExit too: the attempt's failure, not the scheduler's
+            if isinstance(exc, GeneratorExit) and closing(inspect.currentframe()):
+                raise  # this coroutine is being closed (its task destroyed): unwind, report nothing
             if ctx._cancelled:
                 self.late_report(ctx)
             else:
@@ -515,21 +535,30 @@ class Started:
             return
         try:
             result = fut.result()
-        except (asyncio.CancelledError, Exception) as exc:  # (cancelled by itself: retryable)
+        except KeyboardInterrupt:
+            raise  # (raised by a plain function: stops the process, as ever)
+        except BaseException as exc:  # SystemExit too; cancelled by itself: retryable
             del self.running[lease]
             ctx._ended = True
             self.fail_attempt(lease, exc)
         else:
             if not output and not isinstance(fut, asyncio.Task) and inspect.isawaitable(result):
-                # a plain function returned an awaitable: await it within the same attempt
+                # a plain function returned an awaitable: await it within the same attempt, in
+                # a runner task as an async executor's (attempt(): the awaitable's outcome,
+                # SystemExit included, is reported as that executor's would be)
+                coro = self.attempt(lease, ctx, partial(_awaited, result), None)
                 try:
-                    inner = asyncio.ensure_future(result)
+                    inner = self.loop.create_task(coro)
                 except Exception as exc:
+                    coro.close()
                     del self.running[lease]
+                    _close(result)
                     return self.not_started(lease, ctx, exc)
                 ctx._in_thread = False  # the rest runs on the loop: abort cancels it
-                self.running[lease] = (inner, ctx)
-                inner.add_done_callback(partial(self.on_done, lease, ctx))
+                if inspect.iscoroutine(result):  # (never awaited if cancelled before it starts)
+                    inner.add_done_callback(partial(_close, result))
+                if not ctx._ended:  # (an eager task factory may already have finished it)
+                    self.running[lease] = (inner, ctx)
                 return
             del self.running[lease]
             ctx._ended = True

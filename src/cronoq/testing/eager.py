@@ -8,7 +8,9 @@ encodes the arguments (so bad calls fail exactly as they would for real), then d
 payload as a worker would, runs the function once — an ``async def`` inline, a plain ``def`` (or
 a ``run_in="process"`` task) in the loop's thread pool — and returns an already resolved
 :class:`EagerHandle`: its ``await`` gives the return value (through JSON and back, like a real
-round trip), or raises :class:`~cronoq.TaskFailed` with the error's message (status ``failed``).
+round trip), or raises :class:`~cronoq.TaskFailed` with the error's message (status ``failed``;
+``SystemExit`` too, as a real attempt's failure; the caller's cancel and ``KeyboardInterrupt``
+propagate, the call runs in the caller's task).
 
 There is no scheduler: no retries, priorities, fixed starts, dependencies or schedules (task
 fields are accepted and ignored). For those, use :func:`cronoq.testing.run`.
@@ -134,7 +136,9 @@ class EagerTarget:
         threads = CURRENT.set(IN_THREADS)  # run_in="process": in a thread, as the test kit does
         try:
             output = await defn.invoke(EagerContext(task_id, kind, self._app.state), payload)
-        except Exception as exc:
+        except (asyncio.CancelledError, KeyboardInterrupt, GeneratorExit):
+            raise  # the caller's own cancel, Ctrl-C, or its coroutine's close
+        except BaseException as exc:  # SystemExit too: the task's failure, as for real
             return EagerHandle(task_id, error=TaskFailed("failed", _message(exc), task_id))
         finally:
             CURRENT.reset(threads)

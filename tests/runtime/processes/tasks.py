@@ -84,6 +84,21 @@ async def async_pid(ctx: Any, payload: Any) -> int:
     return os.getpid()
 
 
+def exit_or_pid(ctx: Any, how: str) -> int:
+    """``sys.exit(3)`` (``"exit"``) or the child's pid."""
+    if how == "exit":
+        sys.exit(3)
+    return os.getpid()
+
+
+async def async_exit_or_pid(ctx: Any, how: str) -> int:
+    """``sys.exit(3)`` from a coroutine (``"exit"``) or the child's pid."""
+    await ctx.sleep(0)
+    if how == "exit":
+        sys.exit(3)
+    return os.getpid()
+
+
 def cooperative(ctx: Any, payload: dict[str, Any]) -> str:
     """Handle SIGTERM itself and stop at ``ctx.is_cancelled()`` (within kill_grace)."""
     signal.signal(signal.SIGTERM, lambda *_: None)

@@ -150,6 +150,19 @@ async def test_a_dead_child_fails_only_its_attempt(how: str, message: str) -> No
             await wait(again)
 
 
+@pytest.mark.parametrize("fn", [tasks.exit_or_pid, tasks.async_exit_or_pid], ids=["plain", "async"])
+async def test_sys_exit_in_the_child_fails_the_attempt_and_the_child_serves_on(fn: Any) -> None:
+    """A task calling ``sys.exit()`` in its process fails its attempt, retryably, with
+    "SystemExit: 3"; the child is not stopped: the pool's one child runs the next task."""
+    async with Scheduler([ppool(fn, max=1)]) as sched:
+        pid = await wait(await sched.submit("pid"))
+        h = await sched.submit("exit", retry=RetryPolicy(max_attempts=2, initial_backoff=0))
+        with pytest.raises(TaskFailed) as info:
+            await wait(h)
+        assert (info.value.status, info.value.message) == ("dead_lettered", "SystemExit: 3")
+        assert await wait(await sched.submit("pid")) == pid
+
+
 async def test_outcomes_as_in_a_thread() -> None:
     async with Scheduler([ppool(tasks.fail, max=2)]) as sched:
         perm = await sched.submit("permanent", retry=RetryPolicy(max_attempts=3))
