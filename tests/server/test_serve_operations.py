@@ -208,6 +208,29 @@ async def test_bulk_actions_are_scoped_to_the_token(srv: ServerProc, raw: Raw) -
     assert code == 200 and out == {"matched": 0, "acted": 0}
 
 
+async def test_an_empty_pool_list_is_refused_not_read_as_every_pool(srv: ServerProc) -> None:
+    """``"pools": []`` (a list computed empty) is a 400 like ``"kinds": []``, never "no pool
+    filter": a bulk cancel of ``pools=[], statuses=["ready"]`` would cancel every pool's tasks."""
+    async with Client(srv.grpc, token=TOKENS["client"]) as c:
+        kept = await c.submit(None, pool="b", kind="empty-pools")
+    body = {"filter": {"pools": [], "kinds": ["empty-pools"], "statuses": ["ready"]}}
+    for action in ("cancel", "replay"):
+        code, out = http(srv, "POST", f"/v1/tasks:{action}", "client", body)
+        assert code == 400, out
+        assert out == {"error": "pools must not be empty (leave it out to match any)", "code": "invalid"}
+    async with Client(srv.grpc, token=TOKENS["client"]) as c:
+        assert (await c.get(kept.id)).status == "ready"
+        with pytest.raises(ValueError, match=r"^pools must not be empty \(leave it out to match any\)$"):
+            await c.cancel_where(pools=[], kinds=["empty-pools"])
+        for kw in ({"kinds": ()}, {"statuses": []}):
+            with pytest.raises(ValueError, match="must not be empty"):
+                await c.cancel_where(pools=["b"], **kw)
+        for bad in (float("nan"), float("inf")):
+            with pytest.raises(ValueError, match=r"^created_after must be finite"):
+                await c.cancel_where(pools=["b"], created_after=bad)
+        assert (await c.get(kept.id)).status == "ready"
+
+
 async def test_paused_state_and_replay_links_survive_a_restart(server_dir: Path) -> None:
     sp = start_server(server_dir / "restart", POOLS_TOML + AUTH_TOML, name="restart")
     try:

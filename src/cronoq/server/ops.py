@@ -141,6 +141,8 @@ async def bulk(
     if not any(v not in (None, (), [], {}) for v in filt.values()):
         raise ApiError("invalid_argument", "a bulk action needs at least one filter criterion", "invalid")
     kw = dict(filt)
+    if kw.get("pools") is not None and not kw["pools"]:  # (not "every pool": a list left empty)
+        raise ApiError("invalid_argument", "pools must not be empty (leave it out to match any)", "invalid")
     pools = list(kw.get("pools") or ())
     for p in pools:
         if p not in sched.pools or not allows_pool(principal, p):  # (no oracle)
