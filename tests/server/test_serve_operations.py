@@ -31,6 +31,10 @@ name = "b"
 
 DENIED = grpc.StatusCode.PERMISSION_DENIED
 
+#: an admin token restricted to pool "a" (this module's servers only)
+ADMIN_A = "admin-a-token-0123456789"
+ADMIN_A_TOML = f'[[auth.tokens]]\ntoken = "{ADMIN_A}"\nrole = "admin"\npools = ["a"]\n'
+
 
 @pytest.fixture(scope="module")
 def server_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -39,7 +43,7 @@ def server_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def srv(server_dir: Path) -> Iterator[ServerProc]:
-    sp = start_server(server_dir, POOLS_TOML + AUTH_TOML, name="ops")
+    sp = start_server(server_dir, POOLS_TOML + AUTH_TOML + ADMIN_A_TOML, name="ops")
     try:
         yield sp
     finally:
@@ -60,7 +64,7 @@ def http(sp: ServerProc, method: str, path: str, token: str | None, body: Any = 
     req = urllib.request.Request(f"http://{sp.http}{path}", data=data, method=method)
     req.add_header("content-type", "application/json")
     if token is not None:
-        req.add_header("authorization", f"Bearer {TOKENS[token]}")
+        req.add_header("authorization", f"Bearer {TOKENS.get(token, token)}")  # (a name, or a token)
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status, json.loads(resp.read() or b"null")
@@ -126,6 +130,15 @@ async def test_recurring_pause_and_run_now(srv: ServerProc) -> None:
         assert http(srv, "POST", "/v1/recurring/nightly/pause", "client")[0] == 403
         assert http(srv, "POST", "/v1/recurring/nightly/pause", "admin") == (200, {"changed": True})
         assert http(srv, "POST", "/v1/recurring/nope/resume", "admin")[0] == 404
+        # an admin token of pool "a": another pool's schedule is as unknown as a missing one,
+        # for "run now" as for pause and resume (no existence oracle)
+        unknown = {"error": "unknown recurring schedule 'nightly'", "code": "not_found"}
+        for action in ("pause", "resume", "run"):
+            assert http(srv, "POST", f"/v1/recurring/nightly/{action}", ADMIN_A) == (404, unknown)
+        async with Client(srv.grpc, token=ADMIN_A) as a:
+            with pytest.raises(ClientError) as e:
+                await a.trigger_recurring("nightly")
+            assert (e.value.code, e.value.message) == ("not_found", unknown["error"])
         await c.remove_recurring("nightly")
         await c.cancel_where(pools=["b"])
 
