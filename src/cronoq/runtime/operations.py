@@ -170,7 +170,8 @@ def parse_filter(
     filter: Mapping[str, object],
 ) -> bulk.TaskFilter:
     """Validate bulk filter keywords (:class:`BulkFilter`; ValueError naming the keyword, a
-    TypeError for a keyword it does not know, as Python says it) into an engine filter."""
+    TypeError for a keyword it does not know, as Python says it) into an engine filter.  At
+    least one criterion must be given (``limit`` counts), as over HTTP and gRPC."""
     unknown = sorted(set(filter) - FILTER_KEYWORDS)
     if unknown:
         raise TypeError(f"{action}_where() got an unexpected keyword argument '{unknown[0]}'")
@@ -215,6 +216,9 @@ def parse_filter(
             raise ValueError(f"malformed time range: {lo} is later than {hi}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be an int >= 1 or None (got {limit!r})")
+    if tag_map is None and all(v is None for k, v in filter.items() if k != "tags"):
+        # (no criterion, as over HTTP and gRPC: never every task by a forgotten filter)
+        raise ValueError("a bulk action needs at least one filter criterion")
     return bulk.TaskFilter(
         st,
         pools=pidx,
