@@ -103,7 +103,8 @@ async def _read(aw: Awaitable[T]) -> T:
 
 class BulkFilter(TypedDict, total=False):
     """The filter of a bulk action (``cancel_where`` / ``replay_where`` of the scheduler, the
-    blocking scheduler and the client): every given criterion must hold.
+    blocking scheduler and the client): every given criterion must hold, and at least one
+    must be given (``limit`` counts; none at all is a ValueError, never every task).
 
     ``pools``, ``statuses``, ``kinds``: a name or names (a status must be one the action
     applies to); ``tags``: all of these tags; ``tenant``: that tenant's tasks only;
