@@ -104,5 +104,10 @@ def test_bulk_usage_errors(srv: ServerProc) -> None:
     assert r.returncode == 2 and "is not a time" in r.stderr
     r = cli(srv, "cancel", "--status", "succeeded", "--yes")
     assert r.returncode == 1 and "does not apply to 'succeeded'" in r.stderr
+    for cmd in ("cancel", "replay"):  # a misspelt status: a usage error before any prompt
+        r = cli(srv, cmd, "--pool", "idle", "--status", "bogus")
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        want = "Invalid value for '--status': unknown status 'bogus' (expected one of: blocked, scheduled,"
+        assert want in " ".join(r.stderr.split()), r.stderr  # (click wraps the line)
     r = cli(srv, "cancel", "--since", "2026-01-02T00:00:00Z", "--until", "2026-01-01T00:00:00Z", "--yes")
     assert r.returncode == 1 and "malformed time range" in r.stderr

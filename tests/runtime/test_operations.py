@@ -125,6 +125,21 @@ async def test_bad_filters_are_value_errors(kw: dict[str, Any], match: str) -> N
             await s.cancel_where(**kw)
 
 
+async def test_an_empty_filter_is_refused_as_over_the_wire() -> None:
+    """No criterion at all is refused in process as over HTTP and gRPC, rather than acting on
+    every task; ``limit`` alone is a criterion there too."""
+    async with Scheduler([pool()]) as s:
+        await s.pause("default")  # (it stays ready)
+        h = await s.submit("keep me")
+        for kw in ({}, {"tags": {}}, {"pools": None, "request_key": "k"}):
+            with pytest.raises(ValueError, match=r"^a bulk action needs at least one filter criterion$"):
+                await s.cancel_where(**kw)  # type: ignore[arg-type]
+            with pytest.raises(ValueError, match=r"^a bulk action needs at least one filter criterion$"):
+                await s.replay_where(force=True, **kw)  # type: ignore[arg-type]
+        assert await s.status(h.id) == "ready"
+        assert await s.cancel_where(limit=1) == BulkResult(1, 1)
+
+
 async def test_replay_where_refuses_running_statuses() -> None:
     async with Scheduler([pool()]) as s:
         with pytest.raises(ValueError, match="replay does not apply to 'running'"):

@@ -140,6 +140,33 @@ async def test_bulk_replay_reads_the_store_after_the_engines_retention(make_stor
         assert (await s.replay_where(tags={"batch": "1"}, force=True, limit=1)).matched == 1
 
 
+async def test_concurrent_bulk_replays_never_replay_a_forgotten_task_twice(
+    make_store: Callable[[], Any],
+) -> None:
+    """Two bulk replays running at once (a retry of a timed-out call without a key, or with
+    another key) each page through the history; a task the other call replayed meanwhile
+    is not replayed again: every forgotten task gets exactly one replay."""
+
+    async def fail(ctx: Any, payload: Any) -> Any:
+        raise Permanent(f"down {payload}")
+
+    pools = [Pool("default", fail, max=4, autoscale=False)]
+    async with Scheduler(pools, store=make_store(), key_retention=0.3) as s:
+        hs = [await s.submit(i, tags={"batch": "x"}) for i in range(40)]
+        for h in hs:
+            with pytest.raises(TaskFailed):
+                await wait(h)
+        await forgotten(s, *(h.id for h in hs))
+        await s.pause("default")  # (the replays stay ready)
+        one, two = await asyncio.gather(
+            s.replay_where(tags={"batch": "x"}), s.replay_where(tags={"batch": "x"}, request_key="k2")
+        )
+        originals = [_replay_of(s, t) for t in s.seam.tasks]
+        replays = [o for o in originals if o is not None]
+        assert sorted(replays) == sorted(h.id for h in hs)  # one replay each, none twice
+        assert one.acted + two.acted == len(hs)
+
+
 def _replay_of(s: Scheduler, tid: int) -> int | None:
     from cronoq.engine.replay import replay_of
 

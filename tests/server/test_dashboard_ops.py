@@ -58,6 +58,15 @@ def filters(page: Page) -> Any:
     return page.get_by_role("search", name="Task filters")
 
 
+async def select_all_of_kind(page: Page, url: str, kind: str) -> None:
+    """The tasks view filtered by ``kind``, with "Select all matching the filter" clicked."""
+    await open_tasks(page, url)
+    await filters(page).get_by_label("Kind").fill(kind)
+    await filters(page).get_by_label("Kind").press("Enter")
+    await page.get_by_label("Select every task on this page").check()
+    await page.get_by_role("button", name="Select all matching the filter").click()
+
+
 class Dialogs:
     """Accepts every confirm() and keeps the messages."""
 
@@ -352,6 +361,28 @@ async def test_replay_from_the_detail_and_in_bulk(tmp_path: Path) -> None:
             assert console.errors == []
 
 
+async def test_bulk_replay_counts_only_the_tasks_without_a_replay(tmp_path: Path) -> None:
+    """The confirmation of "Replay selected" over all matching tasks counts what the server will
+    replay: a task that already has a replay is not replayed again (without force)."""
+    base = BASE.replace('kind = "memory"', f'kind = "sqlite"\npath = "{tmp_path / "c.db"}"')
+    async with http_server(base=base) as (app, url), httpx.AsyncClient(base_url=url, timeout=10) as c:
+        await need_route(c, "/v1/tasks:replay")
+        w = FakeWorker(app, handler=lambda lease: ("fail", "upstream down", True))
+        ids = [(await c.post("/v1/tasks", json={"kind": "again"})).json()["id"] for _ in range(3)]
+        for tid in ids:
+            r = await c.get(f"/v1/tasks/{tid}/result", params={"timeout": 5})
+            assert r.json()["status"] in ("failed", "dead_lettered"), r.text
+        await w.close()
+        assert (await c.post(f"/v1/tasks/{ids[0]}/replay", json={})).status_code == 200
+        async with browser_page(url) as (page, console):
+            dialogs = Dialogs(page)
+            await select_all_of_kind(page, url, "again")
+            await page.get_by_role("button", name="Replay selected").click()
+            await expect(page.locator("#bulk-out")).to_contain_text("2 matched, 2 replayed")
+            assert "Replay 2 finished without success task(s)" in dialogs.messages[-1], dialogs.messages
+            assert console.errors == []
+
+
 async def test_bulk_cancel_uses_the_bulk_endpoint() -> None:
     async with http_server() as (_app, url), httpx.AsyncClient(base_url=url, timeout=10) as c:
         await need_route(c, "/v1/tasks:cancel")
@@ -360,11 +391,7 @@ async def test_bulk_cancel_uses_the_bulk_endpoint() -> None:
         assert (await c.post(f"/v1/tasks/{ids[0]}/cancel")).json() == {"cancelled": True}
         async with browser_page(url) as (page, console):
             dialogs = Dialogs(page)
-            await open_tasks(page, url)
-            await filters(page).get_by_label("Kind").fill("bulk")
-            await filters(page).get_by_label("Kind").press("Enter")
-            await page.get_by_label("Select every task on this page").check()
-            await page.get_by_role("button", name="Select all matching the filter").click()
+            await select_all_of_kind(page, url, "bulk")
             await page.get_by_role("button", name="Cancel selected").click()
             await expect(page.locator("#bulk-out")).to_contain_text("30 matched, 30 cancelled")
             assert "Cancel 30 unfinished task(s)" in dialogs.messages[-1], dialogs.messages

@@ -31,6 +31,10 @@ name = "b"
 
 DENIED = grpc.StatusCode.PERMISSION_DENIED
 
+#: an admin token restricted to pool "a" (this module's servers only)
+ADMIN_A = "admin-a-token-0123456789"
+ADMIN_A_TOML = f'[[auth.tokens]]\ntoken = "{ADMIN_A}"\nrole = "admin"\npools = ["a"]\n'
+
 
 @pytest.fixture(scope="module")
 def server_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -39,7 +43,7 @@ def server_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def srv(server_dir: Path) -> Iterator[ServerProc]:
-    sp = start_server(server_dir, POOLS_TOML + AUTH_TOML, name="ops")
+    sp = start_server(server_dir, POOLS_TOML + AUTH_TOML + ADMIN_A_TOML, name="ops")
     try:
         yield sp
     finally:
@@ -60,7 +64,7 @@ def http(sp: ServerProc, method: str, path: str, token: str | None, body: Any = 
     req = urllib.request.Request(f"http://{sp.http}{path}", data=data, method=method)
     req.add_header("content-type", "application/json")
     if token is not None:
-        req.add_header("authorization", f"Bearer {TOKENS[token]}")
+        req.add_header("authorization", f"Bearer {TOKENS.get(token, token)}")  # (a name, or a token)
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status, json.loads(resp.read() or b"null")
@@ -126,6 +130,15 @@ async def test_recurring_pause_and_run_now(srv: ServerProc) -> None:
         assert http(srv, "POST", "/v1/recurring/nightly/pause", "client")[0] == 403
         assert http(srv, "POST", "/v1/recurring/nightly/pause", "admin") == (200, {"changed": True})
         assert http(srv, "POST", "/v1/recurring/nope/resume", "admin")[0] == 404
+        # an admin token of pool "a": another pool's schedule is as unknown as a missing one,
+        # for "run now" as for pause and resume (no existence oracle)
+        unknown = {"error": "unknown recurring schedule 'nightly'", "code": "not_found"}
+        for action in ("pause", "resume", "run"):
+            assert http(srv, "POST", f"/v1/recurring/nightly/{action}", ADMIN_A) == (404, unknown)
+        async with Client(srv.grpc, token=ADMIN_A) as a:
+            with pytest.raises(ClientError) as e:
+                await a.trigger_recurring("nightly")
+            assert (e.value.code, e.value.message) == ("not_found", unknown["error"])
         await c.remove_recurring("nightly")
         await c.cancel_where(pools=["b"])
 
@@ -206,6 +219,29 @@ async def test_bulk_actions_are_scoped_to_the_token(srv: ServerProc, raw: Raw) -
     assert http(srv, "POST", "/v1/tasks:cancel", "metrics", {"filter": {"pools": ["b"]}})[0] == 403
     code, out = http(srv, "POST", "/v1/tasks:cancel", "client", {"filter": {"kinds": ["no-such-kind"]}})
     assert code == 200 and out == {"matched": 0, "acted": 0}
+
+
+async def test_an_empty_pool_list_is_refused_not_read_as_every_pool(srv: ServerProc) -> None:
+    """``"pools": []`` (a list computed empty) is a 400 like ``"kinds": []``, never "no pool
+    filter": a bulk cancel of ``pools=[], statuses=["ready"]`` would cancel every pool's tasks."""
+    async with Client(srv.grpc, token=TOKENS["client"]) as c:
+        kept = await c.submit(None, pool="b", kind="empty-pools")
+    body = {"filter": {"pools": [], "kinds": ["empty-pools"], "statuses": ["ready"]}}
+    for action in ("cancel", "replay"):
+        code, out = http(srv, "POST", f"/v1/tasks:{action}", "client", body)
+        assert code == 400, out
+        assert out == {"error": "pools must not be empty (leave it out to match any)", "code": "invalid"}
+    async with Client(srv.grpc, token=TOKENS["client"]) as c:
+        assert (await c.get(kept.id)).status == "ready"
+        with pytest.raises(ValueError, match=r"^pools must not be empty \(leave it out to match any\)$"):
+            await c.cancel_where(pools=[], kinds=["empty-pools"])
+        for kw in ({"kinds": ()}, {"statuses": []}):
+            with pytest.raises(ValueError, match="must not be empty"):
+                await c.cancel_where(pools=["b"], **kw)
+        for bad in (float("nan"), float("inf")):
+            with pytest.raises(ValueError, match=r"^created_after must be finite"):
+                await c.cancel_where(pools=["b"], created_after=bad)
+        assert (await c.get(kept.id)).status == "ready"
 
 
 async def test_paused_state_and_replay_links_survive_a_restart(server_dir: Path) -> None:

@@ -51,7 +51,9 @@ async def test_get_and_result_read_the_store_after_the_engines_retention(store: 
         r = await c.post("/v1/tasks?wait=true", json={"key": "report-3am", "payload": {"n": 7}})
         assert r.status_code == 200, r.text
         tid = r.json()["id"]
-        failed = (await c.post("/v1/tasks", json={"start_in_s": 3600})).json()["id"]
+        body = {"start_in_s": 3600, "kind": "nightly", "tags": {"team": "ops"}, "retry": {"max_attempts": 5}}
+        failed = (await c.post("/v1/tasks", json=body)).json()["id"]
+        live = (await c.get(f"/v1/tasks/{failed}")).json()
         assert (await c.post(f"/v1/tasks/{failed}/cancel")).json() == {"cancelled": True}
         await forgotten(app, int(tid))
         await forgotten(app, int(failed))
@@ -71,6 +73,12 @@ async def test_get_and_result_read_the_store_after_the_engines_retention(store: 
         )
         info = (await c.get(f"/v1/tasks/{failed}")).json()
         assert info["status"] == "cancelled" and info["output_available"] is False
+        # what the row records of its definition, as the engine answered it while retained
+        fields = ("kind", "name", "tags", "max_attempts", "priority", "tenant")
+        assert {f: info[f] for f in fields} == {f: live[f] for f in fields}
+        assert (info["name"], info["tags"], info["max_attempts"]) == ("nightly", {"team": "ops"}, 5)
+        first = (await c.get(f"/v1/tasks/{tid}")).json()  # the pool's retry policy: 3 attempts
+        assert (first["max_attempts"], first["tags"], first["name"]) == (3, {}, "")
         # by key too: the newest finished row of that key and tenant (an index lookup)
         assert (await c.get("/v1/tasks/report-3am")).json()["id"] == tid
         res = (await c.get("/v1/tasks/report-3am/result")).json()

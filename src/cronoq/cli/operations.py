@@ -105,12 +105,32 @@ def _describe_filter(kw: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _statuses(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """``--status`` values: task status names (a misspelt one is a usage error, before the
+    confirmation prompt; whether the action applies to it is the server's to say)."""
+    from cronoq.proto import enums
+
+    names = [n for v, n in sorted(enums.TASK_STATUS.names.items()) if v]
+    for v in values:
+        if v.lower() not in names:
+            raise click.BadParameter(
+                f"unknown status {v!r} (expected one of: {', '.join(names)})", ctx=ctx, param=param
+            )
+    return values
+
+
 def bulk_options(f: F) -> F:
     """The filter options of a bulk ``cancel`` / ``replay``."""
     for opt in reversed(
         [
             click.option("--pool", "pools", multiple=True, help="Only this pool (repeatable)."),
-            click.option("--status", "statuses", multiple=True, help="Only this status (repeatable)."),
+            click.option(
+                "--status",
+                "statuses",
+                multiple=True,
+                callback=_statuses,
+                help="Only this status (repeatable).",
+            ),
             click.option("--kind", "kinds", multiple=True, help="Only this kind (repeatable)."),
             click.option(
                 "--tag",

@@ -601,10 +601,14 @@ def task_filter(kw: dict[str, Any]) -> pb.TaskFilter:
     for k, v in kw.items():
         if v is None:
             continue
-        if k in ("pools", "kinds"):
-            getattr(f, k).extend([v] if isinstance(v, str) else list(v))
-        elif k == "statuses":
-            f.statuses.extend(status_to_wire(s) for s in ([v] if isinstance(v, str) else v))  # type: ignore[misc]
+        if k in ("pools", "kinds", "statuses"):
+            names = [v] if isinstance(v, str) else list(v)
+            if not names:  # (the wire cannot tell an empty list from none: it would match any)
+                raise ValueError(f"{k} must not be empty (leave it out to match any)")
+            if k == "statuses":
+                f.statuses.extend(status_to_wire(s) for s in names)  # type: ignore[misc]
+            else:
+                getattr(f, k).extend(names)
         elif k == "tags":
             f.tags.update(dict(v))
         elif k == "tenant":
@@ -616,6 +620,8 @@ def task_filter(kw: dict[str, Any]) -> pb.TaskFilter:
                 v = v.timestamp()
             if isinstance(v, bool) or not isinstance(v, int | float):
                 raise ValueError(f"{k} must be an aware datetime or Unix seconds (got {v!r})")
+            if not math.isfinite(v * 1e9):
+                raise ValueError(f"{k} must be finite (got {v!r})")
             setattr(f, f"{k}_unix_ns", round(v * 1e9))
         elif k == "limit":
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:

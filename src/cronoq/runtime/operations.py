@@ -103,7 +103,8 @@ async def _read(aw: Awaitable[T]) -> T:
 
 class BulkFilter(TypedDict, total=False):
     """The filter of a bulk action (``cancel_where`` / ``replay_where`` of the scheduler, the
-    blocking scheduler and the client): every given criterion must hold.
+    blocking scheduler and the client): every given criterion must hold, and at least one
+    must be given (``limit`` counts; none at all is a ValueError, never every task).
 
     ``pools``, ``statuses``, ``kinds``: a name or names (a status must be one the action
     applies to); ``tags``: all of these tags; ``tenant``: that tenant's tasks only;
@@ -170,7 +171,8 @@ def parse_filter(
     filter: Mapping[str, object],
 ) -> bulk.TaskFilter:
     """Validate bulk filter keywords (:class:`BulkFilter`; ValueError naming the keyword, a
-    TypeError for a keyword it does not know, as Python says it) into an engine filter."""
+    TypeError for a keyword it does not know, as Python says it) into an engine filter.  At
+    least one criterion must be given (``limit`` counts), as over HTTP and gRPC."""
     unknown = sorted(set(filter) - FILTER_KEYWORDS)
     if unknown:
         raise TypeError(f"{action}_where() got an unexpected keyword argument '{unknown[0]}'")
@@ -215,6 +217,9 @@ def parse_filter(
             raise ValueError(f"malformed time range: {lo} is later than {hi}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be an int >= 1 or None (got {limit!r})")
+    if tag_map is None and all(v is None for k, v in filter.items() if k != "tags"):
+        # (no criterion, as over HTTP and gRPC: never every task by a forgotten filter)
+        raise ValueError("a bulk action needs at least one filter criterion")
     return bulk.TaskFilter(
         st,
         pools=pidx,
@@ -235,6 +240,9 @@ class Operations:
     def __init__(self, sched: Scheduler) -> None:
         self._s = sched
         self._bulk_keys: OrderedDict[tuple[str, str | None, str], _Key] | None = None
+        # the running history passes' sets of replayed originals: a replay made by any of them
+        # goes into each, so two bulk replays at once never both replay a forgotten task
+        self._history_passes: list[set[int]] = []
 
     #: how a replay's payload takes its parents' outputs (``_payload``): None, the named tasks'
     #: placeholders in process; the server sets its own for its JSON blobs (``SchedulerSeam``)
@@ -534,9 +542,27 @@ class Operations:
         store's history keeps, in pages of ``bulk.PAGE`` rows, newest first.  Newest first
         because a replay's id is above its original's: by the time a row is reached, every
         replay of it has been seen (in the engine, or earlier in this pass), so a task that
-        has a replay is not matched again unless ``f.again``."""
+        has a replay is not matched again unless ``f.again``.  A bulk replay running at the same
+        time adds its replays to this pass's set too (``_history_passes``), and the set is
+        checked again after the payload's read: no two calls replay one forgotten task."""
         core = self._s._require()
         replayed = {o for t in core.tasks.values() if (o := _replay.replay_of(t)) is not None}
+        passes = self._history_passes
+        passes.append(replayed)  # (concurrent passes add their replays to it too)
+        try:
+            return await self._replay_history_pages(f, key, matched, acted, replayed)
+        finally:
+            passes[:] = [p for p in passes if p is not replayed]
+
+    async def _replay_history_pages(
+        self,
+        f: bulk.TaskFilter,
+        key: tuple[tuple[str, str | None, str], _Key] | None,
+        matched: int,
+        acted: int,
+        replayed: set[int],
+    ) -> tuple[int, int]:
+        core = self._s._require()
         statuses = [STATUS_NAMES[i] for i in sorted(f.statuses)]  # (pre-filtered by the store)
         before, started = (1 << 63) - 1, time.perf_counter()
         while f.limit is None or matched < f.limit:
@@ -560,13 +586,15 @@ class Operations:
             for t in hits:
                 ok, payload, blob = await self._payload(core, t)
                 core = self._s._require()
-                if ok and t.id not in core.tasks:
-                    try:
-                        _replay.replay_forgotten(core, self._now(), t, payload, blob)
-                    except SubmitError:
-                        continue
-                    replayed.add(t.id)
-                    acted += 1
+                if not ok or t.id in core.tasks or (not f.again and t.id in replayed):
+                    continue  # (a concurrent bulk replay replayed it while the payload was read)
+                try:
+                    _replay.replay_forgotten(core, self._now(), t, payload, blob)
+                except SubmitError:
+                    continue
+                for seen in self._history_passes:
+                    seen.add(t.id)
+                acted += 1
             started = await self._page_done(core, key, bool(hits), matched, acted, started)
         return matched, acted
 

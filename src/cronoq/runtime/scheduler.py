@@ -703,8 +703,8 @@ class Scheduler(Signals):
         self, *, request_key: str | None = None, **filter: Unpack[BulkFilter]
     ) -> BulkResult:
         """Cancel every not-finished task matching the filter (:class:`BulkFilter`: every given
-        criterion must hold), in pages; ``BulkResult(matched, acted)``.  Idempotent by
-        ``request_key``."""
+        criterion must hold, and at least one must be given), in pages;
+        ``BulkResult(matched, acted)``.  Idempotent by ``request_key``."""
         return await self._ops.cancel_where(request_key=request_key, **filter)
 
     async def replay_where(

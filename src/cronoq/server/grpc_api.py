@@ -414,7 +414,7 @@ class TasksServicer(pb_grpc.TasksServicer):
         try:
             t = app.get(principal, ref)
         except ApiError as miss:  # after the engine's retention: the store's history
-            info = task_history.history_info(await _from_history(app, principal, ref, miss))
+            info = task_history.history_info(app, await _from_history(app, principal, ref, miss))
             held: object = None
         else:
             info, held = app.task_info(t, detail=True), t.payload

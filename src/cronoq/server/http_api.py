@@ -413,7 +413,7 @@ class HttpApi:
             t = self.app.get(principal, ref, self.tenant_of(request))
         except ApiError as e:
             rec = await self._from_history(e, principal, ref, self.tenant_of(request))
-            return json_response(message_json(task_history.history_info(rec)))
+            return json_response(message_json(task_history.history_info(self.app, rec)))
         return json_response(message_json(self.app.task_info(t, detail=True)))
 
     async def _from_history(

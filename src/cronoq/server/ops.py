@@ -23,7 +23,7 @@ from cronoq.engine.bulk import BulkResult
 from cronoq.errors import ArgumentTypeError, ReplayError, SchedulerError, SubmitError
 from cronoq.server import task_history
 from cronoq.server.app import ApiError, BlobCodec, store_failure
-from cronoq.server.auth import PermissionDenied, Principal, allows_pool, check_pool, restrict_pools
+from cronoq.server.auth import PermissionDenied, Principal, allows_pool, restrict_pools
 
 if TYPE_CHECKING:
     from cronoq.server.app import ServerApp
@@ -97,7 +97,8 @@ async def set_paused(app: ServerApp, principal: Principal | None, kind: str, nam
 async def trigger(app: ServerApp, principal: Principal | None, name: str) -> int:
     """ "Run now" schedule ``name``: the new task's id."""
     sched = app.require_leader()
-    check_pool(principal, await _schedule_pool(app, name))
+    if not allows_pool(principal, await _schedule_pool(app, name)):  # (no oracle, as set_paused)
+        raise ApiError("not_found", f"unknown recurring schedule '{name}'")
     h = await _run(lambda: sched.trigger_recurring(name))
     return h.id
 
@@ -141,6 +142,8 @@ async def bulk(
     if not any(v not in (None, (), [], {}) for v in filt.values()):
         raise ApiError("invalid_argument", "a bulk action needs at least one filter criterion", "invalid")
     kw = dict(filt)
+    if kw.get("pools") is not None and not kw["pools"]:  # (not "every pool": a list left empty)
+        raise ApiError("invalid_argument", "pools must not be empty (leave it out to match any)", "invalid")
     pools = list(kw.get("pools") or ())
     for p in pools:
         if p not in sched.pools or not allows_pool(principal, p):  # (no oracle)

@@ -17,7 +17,8 @@ index of the keyed rows, at most ``KEY_HISTORY_ROWS`` rows read since a key is r
 the engine forgets it and the tenant lives in the definition); a key a live or retained task
 holds is answered by the engine first, as always.  A replay (``ops.replay``) rebuilds the
 task from the same row.  The answer carries what the row records: status,
-attempt, times, message, output; not the edges or the attempt log, which only the engine kept.
+attempt, times, message, output, and from the task's definition its tags, name and
+max_attempts; not the edges, the progress or the attempt log, which only the engine kept.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.model import STATUS_NAMES
+from cronoq.engine.replay import REPLAY_TAG
 from cronoq.errors import SchedulerError
 from cronoq.proto import enums
 from cronoq.proto.cronoq.v1 import cronoq_pb2 as pb
 from cronoq.server.app import store_read_failure
+from cronoq.server.convert import DEFAULT_KIND
 from cronoq.server.workers import Blob
 from cronoq.spec import json_shapes
 
@@ -72,8 +75,10 @@ async def finished_from_store(
     return rec
 
 
-def history_info(rec: RecoveredTerminal) -> pb.TaskInfo:
-    """The ``TaskInfo`` of a task from its stored row (times are Unix ns already)."""
+def history_info(app: ServerApp, rec: RecoveredTerminal) -> pb.TaskInfo:
+    """The ``TaskInfo`` of a task from its stored row (times are Unix ns already), with what
+    its definition records as a retained task's answer has it: tags, name and max_attempts
+    (its own retry policy, else its pool's)."""
     info = pb.TaskInfo(
         id=rec.id,
         status=enums.STATUS_TO_WIRE[STATUS_NAMES.index(rec.status)],  # type: ignore[arg-type]
@@ -92,6 +97,19 @@ def history_info(rec: RecoveredTerminal) -> pb.TaskInfo:
         info.started_unix_ns = rec.started
     if rec.replay_of is not None:
         info.replay_of = rec.replay_of
+    opts = None if rec.spec is None else rec.spec.options()
+    if opts is not None and opts.tags:
+        info.tags.update(opts.tags)
+    elif opts is None and rec.replay_of is not None:
+        info.tags[REPLAY_TAG] = str(rec.replay_of)
+    retry = None if opts is None else opts.retry
+    pools = app.require_leader().pools
+    if retry is None and rec.pool in pools:
+        retry = app.require_leader().seam.pool_at(pools.index(rec.pool)).config.retry
+    if retry is not None:
+        info.max_attempts = retry.max_attempts
+    if rec.kind and rec.kind != DEFAULT_KIND:  # a named task's kind is its name (convert.add_extras)
+        info.name = rec.kind
     return info
 
 

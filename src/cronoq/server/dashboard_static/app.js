@@ -1067,8 +1067,11 @@ async function bulkAction(kind) {
         return;
       }
       bulkOut("Counting the matching tasks…");
-      // count only the tasks the action applies to: a finished task is not cancelled again
-      const keep = cancel ? (t) => !TERMINAL.has(t.status) : (t) => TERMINAL.has(t.status) && t.status !== "succeeded";
+      // count only the tasks the action applies to: a finished task is not cancelled again, a
+      // task that has a replay is not replayed again
+      const keep = cancel
+        ? (t) => !TERMINAL.has(t.status)
+        : (t) => TERMINAL.has(t.status) && t.status !== "succeeded" && !t.replayed_by;
       const m = await matchingIds(useBulk ? COUNT_PAGES * MAX_LIST : FALLBACK_MAX, keep);
       const count = `${m.more ? "at least " : ""}${fmtNum(m.ids.length)}`;
       const what = cancel ? "unfinished" : "finished without success";
