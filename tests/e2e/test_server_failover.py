@@ -16,6 +16,8 @@ every server address, and a failover :class:`cronoq.client.Client`.
   not acknowledged and leaves no row, no row of its epoch appears, the epoch stays the new
   leader's; it stands by.
 * SIGTERM hands over at once: the standby leads well within the SQLite lease ttl.
+* an answered outcome: the leader SIGKILLed the moment a ``Wait`` answered ``succeeded`` has
+  committed it (the new leader does not run the task again).
 * recurring schedules across failovers: no occurrence key twice.
 * bad input: PostgreSQL unreachable at start (standby, retrying, clear log; leads once it is
   reachable), a wrong database (clear error, standby), PostgreSQL lost mid-run for the leader
@@ -393,6 +395,39 @@ def test_sigterm_hands_over_at_once(make_cluster: Callable[..., Cluster], kind: 
     # the worker's LEASE line is read by a thread: it may lag behind the task's end (seen under load)
     wait_until(lambda: first_dispatch_after(workers, b.grpc, t1) is not None, 10, "a lease from B")
     print(f"\n{kind}: SIGTERM → standby ready in {took:.3f}s")
+
+
+# --------------------------------------------------------------------------- answered outcomes
+
+
+@pytest.mark.timeout(120)
+def test_an_answered_outcome_survives_the_leaders_kill(make_cluster: Callable[..., Cluster]) -> None:
+    """SIGKILL the leader the moment ``submit(wait=True)`` answered ``succeeded``: the outcome is
+    in the store (a completion is committed only with the next group, and Wait used to answer
+    before that commit: the new leader then ran the task again)."""
+    from cronoq.client import Client
+
+    c = make_cluster("postgres")
+    c.start_pair()
+    (w,) = c.start_workers(1, slots=2, exec_ms=0)
+
+    async def rounds() -> list[int]:
+        ids: list[int] = []
+        async with Client(c.targets) as client:
+            for _ in range(2):
+                leader = wait_leader(c.nodes)
+                s = await client.submit(b"x", wait=True, wait_timeout=20)
+                leader.kill()  # (the answer's commit, if any, is over: its session is gone)
+                assert s.result is not None and s.result.status == "succeeded"
+                ids.append(s.id)
+                row = {r[0]: r for r in await asyncio.to_thread(c.rows)}.get(s.id)
+                assert row is not None and row[2:] == ("succeeded", 1), f"answered succeeded, stored {row}"
+                wait_leader(c.nodes, exclude=leader)
+                leader.start().wait_listening()  # (back as the standby)
+        return ids
+
+    ids = asyncio.run(rounds())
+    assert [lease[2] for lease in w.leases()] == ids, "a task answered succeeded ran again"
 
 
 # --------------------------------------------------------------------------- recurring
