@@ -13,8 +13,9 @@ every server address, and a failover :class:`cronoq.client.Client`.
   time (leader killed → first lease sent by the new leader) is ≤ 2 s on PostgreSQL.
 * fencing: a leader paused (SIGSTOP) while its term ends (PostgreSQL: its sessions are
   terminated; SQLite: its lease lapses) cannot write after SIGCONT: a submission it receives is
-  not acknowledged and leaves no row, no row of its epoch appears, the epoch stays the new
-  leader's; it stands by.
+  not acknowledged and leaves no row, a Wait in flight whose attempt ended while it was paused
+  is answered 503 (not the outcome it cannot commit), no row of its epoch appears, the epoch
+  stays the new leader's; it stands by.
 * SIGTERM hands over at once: the standby leads well within the SQLite lease ttl.
 * an answered outcome: the leader SIGKILLed the moment a ``Wait`` answered ``succeeded`` has
   committed it (the new leader does not run the task again).
@@ -54,6 +55,7 @@ from .cluster import (
     epoch_of,
     first_dispatch_after,
     http_get,
+    http_post,
     pg_store_toml,
     pg_unreachable,
     sqlite_epoch,
@@ -334,16 +336,27 @@ def _submit_keys(targets: list[str], keys: list[str]) -> dict[str, int]:
 def test_paused_leader_cannot_write_after_resuming(make_cluster: Callable[..., Cluster], kind: str) -> None:
     c = make_cluster(kind)
     a, b = c.start_pair()
-    c.start_workers(1, slots=4, exec_ms=5)
+    (w,) = c.start_workers(1, slots=16, exec_ms=1500)
     before = _submit_keys(c.targets, [f"pre-{i}" for i in range(10)])
     epoch_a = c.epoch()
     assert all(epoch_of(i) == epoch_a for i in before.values())
+    # a Wait in flight on the old leader, for a task whose attempt ends while it is paused
+    status, body = http_post(a.http, "/v1/tasks", {"payload": "w", "key": "waited"})
+    assert status == 200, body
+    waited = int(body["id"])
+    wait_until(lambda: waited in {lease[2] for lease in w.leases()}, 20, "the waited task's lease")
+    answer: list[tuple[int, Any]] = []
+    result = f"/v1/tasks/{waited}/result"
+    waiter = threading.Thread(target=lambda: answer.append(http_get(a.http, result, 60)))
+    waiter.start()
     pause_outside_write_transaction(c, a)
     try:
         if c.schema is not None:  # its term ends with its sessions (network loss while paused)
             assert c.schema.terminate("A") >= 1
         # SQLite: the paused leader stops renewing; its lease lapses after lease_ttl
         wait_until(b.ready, SQLITE_LEASE_TTL + 20, "the standby to take over")
+        # the worker reports that attempt to the paused leader
+        wait_until(lambda: str(waited) in {p[2] for p in w.of("DONE")}, 20, "the waited task's attempt")
         epoch_b = c.epoch()
         assert epoch_b > epoch_a
         rows_a = sorted(r[0] for r in c.rows() if epoch_of(r[0]) == epoch_a)
@@ -355,6 +368,9 @@ def test_paused_leader_cannot_write_after_resuming(make_cluster: Callable[..., C
     with probe:
         status, body = read_status(probe)
     assert status == 503, f"a fenced leader acknowledged a submission: {status} {body}\n{c.logs()}"
+    # its waiter is not told the outcome it could not commit (the new leader runs the task again)
+    waiter.join(60)
+    assert answer and answer[0][0] == 503, f"a fenced leader answered a Wait: {answer}"
     wait_until(lambda: http_get(a.http, "/readyz")[0] == 503, 15, "the old leader to stand by")
     wait_until(lambda: a.healthz()[1]["leading"] is False, 15, "the old leader to report standby")
     # nothing written by the old term after the takeover
