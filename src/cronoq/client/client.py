@@ -131,6 +131,8 @@ class Client:
         self._credentials = credentials
         self._options = list(options or ())
         self._channels: dict[int, grpc.aio.Channel] = {}
+        #: channels replaced because they could not connect, closing (see _renew_if_failing)
+        self._retired: dict[grpc.aio.Channel, asyncio.Task[None]] = {}
         # stubs per (service, address index): a stub builds a callable per method, so build it
         # once per channel rather than once per call
         self._stubs: dict[tuple[str, int], Any] = {}
@@ -162,7 +164,7 @@ class Client:
         self._closed = True
         channels, self._channels = list(self._channels.values()), {}
         self._stubs = {}
-        for ch in channels:
+        for ch in [*channels, *self._retired]:
             await ch.close()
 
     def _channel(self, index: int) -> grpc.aio.Channel:
@@ -188,7 +190,10 @@ class Client:
         del self._channels[index]
         for key in [k for k in self._stubs if k[1] == index]:
             del self._stubs[key]
-        await ch.close()
+        # closed with a grace: other calls still on it end with their own error (closing it
+        # at once cancelled them, and their callers got a CancelledError instead)
+        self._retired[ch] = asyncio.get_running_loop().create_task(ch.close(_RETIRE_GRACE_S))
+        self._retired[ch].add_done_callback(lambda _t: self._retired.pop(ch, None))
 
     def _stub(self, service: str, index: int) -> Any:
         stub = self._stubs.get((service, index))
@@ -597,6 +602,10 @@ class Client:
             tuple(response.unavailable_shards),
             bool(response.resumed),
         )
+
+
+#: seconds a replaced channel's calls still in flight may take before it is closed under them
+_RETIRE_GRACE_S = 10.0
 
 
 def _a_server_waits(errors: Sequence[ClientError]) -> bool:
