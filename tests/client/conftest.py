@@ -161,16 +161,16 @@ class FakeServer(pb_grpc.TasksServicer, pb_grpc.AdminServicer, pb_grpc.WorkersSe
     def target(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    async def start(self, credentials: grpc.ServerCredentials | None = None) -> FakeServer:
-        """Listen on a free loopback port (TLS with ``credentials``)."""
+    async def start(self, credentials: grpc.ServerCredentials | None = None, port: int = 0) -> FakeServer:
+        """Listen on a loopback port (a free one by default; TLS with ``credentials``)."""
         self.server = grpc.aio.server()
         pb_grpc.add_TasksServicer_to_server(self, self.server)
         pb_grpc.add_AdminServicer_to_server(self, self.server)
         pb_grpc.add_WorkersServicer_to_server(self, self.server)
         if credentials is not None:
-            self.port = self.server.add_secure_port("127.0.0.1:0", credentials)
+            self.port = self.server.add_secure_port(f"127.0.0.1:{port}", credentials)
         else:
-            self.port = self.server.add_insecure_port("127.0.0.1:0")
+            self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         await self.server.start()
         return self
 

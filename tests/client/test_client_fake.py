@@ -448,6 +448,25 @@ async def test_unreachable_server_is_unavailable() -> None:
         assert exc.value.code == "unavailable" and exc.value.retryable
 
 
+async def test_a_server_back_on_its_address_is_reached_at_once(fake: Any) -> None:
+    """A channel that could not connect is replaced: gRPC's own reconnect backoff (1 s and
+    growing) used to fail every call at once for seconds after the server was back (a failover
+    to a restarted standby, a Service address whose pod came back)."""
+    target = _closed_port()
+    async with Client(target) as client:
+        for _ in range(3):
+            with pytest.raises(ClientError) as exc:
+                await client.get(1, call_timeout=5)
+            assert exc.value.code == "unavailable"
+        server = await type(fake)().start(port=int(target.rsplit(":", 1)[1]))  # (a FakeServer)
+        try:
+            with pytest.raises(ClientError) as exc:
+                await client.get(1, call_timeout=5)
+            assert exc.value.code == "not_found", exc.value  # (the server's answer: reached)
+        finally:
+            await server.stop()
+
+
 async def test_list_tasks_filters_on_the_wire(fake: Any) -> None:
     """kinds, tags and the creation range reach ListTasksRequest (datetime or Unix seconds)."""
     async with Client(fake.target) as client:

@@ -13,9 +13,12 @@ every server address, and a failover :class:`cronoq.client.Client`.
   time (leader killed → first lease sent by the new leader) is ≤ 2 s on PostgreSQL.
 * fencing: a leader paused (SIGSTOP) while its term ends (PostgreSQL: its sessions are
   terminated; SQLite: its lease lapses) cannot write after SIGCONT: a submission it receives is
-  not acknowledged and leaves no row, no row of its epoch appears, the epoch stays the new
-  leader's; it stands by.
+  not acknowledged and leaves no row, a Wait in flight whose attempt ended while it was paused
+  is answered 503 (not the outcome it cannot commit), no row of its epoch appears, the epoch
+  stays the new leader's; it stands by.
 * SIGTERM hands over at once: the standby leads well within the SQLite lease ttl.
+* an answered outcome: the leader SIGKILLed the moment a ``Wait`` answered ``succeeded`` has
+  committed it (the new leader does not run the task again).
 * recurring schedules across failovers: no occurrence key twice.
 * bad input: PostgreSQL unreachable at start (standby, retrying, clear log; leads once it is
   reachable), a wrong database (clear error, standby), PostgreSQL lost mid-run for the leader
@@ -52,6 +55,7 @@ from .cluster import (
     epoch_of,
     first_dispatch_after,
     http_get,
+    http_post,
     pg_store_toml,
     pg_unreachable,
     sqlite_epoch,
@@ -332,16 +336,27 @@ def _submit_keys(targets: list[str], keys: list[str]) -> dict[str, int]:
 def test_paused_leader_cannot_write_after_resuming(make_cluster: Callable[..., Cluster], kind: str) -> None:
     c = make_cluster(kind)
     a, b = c.start_pair()
-    c.start_workers(1, slots=4, exec_ms=5)
+    (w,) = c.start_workers(1, slots=16, exec_ms=1500)
     before = _submit_keys(c.targets, [f"pre-{i}" for i in range(10)])
     epoch_a = c.epoch()
     assert all(epoch_of(i) == epoch_a for i in before.values())
+    # a Wait in flight on the old leader, for a task whose attempt ends while it is paused
+    status, body = http_post(a.http, "/v1/tasks", {"payload": "w", "key": "waited"})
+    assert status == 200, body
+    waited = int(body["id"])
+    wait_until(lambda: waited in {lease[2] for lease in w.leases()}, 20, "the waited task's lease")
+    answer: list[tuple[int, Any]] = []
+    result = f"/v1/tasks/{waited}/result"
+    waiter = threading.Thread(target=lambda: answer.append(http_get(a.http, result, 60)))
+    waiter.start()
     pause_outside_write_transaction(c, a)
     try:
         if c.schema is not None:  # its term ends with its sessions (network loss while paused)
             assert c.schema.terminate("A") >= 1
         # SQLite: the paused leader stops renewing; its lease lapses after lease_ttl
         wait_until(b.ready, SQLITE_LEASE_TTL + 20, "the standby to take over")
+        # the worker reports that attempt to the paused leader
+        wait_until(lambda: str(waited) in {p[2] for p in w.of("DONE")}, 20, "the waited task's attempt")
         epoch_b = c.epoch()
         assert epoch_b > epoch_a
         rows_a = sorted(r[0] for r in c.rows() if epoch_of(r[0]) == epoch_a)
@@ -353,6 +368,9 @@ def test_paused_leader_cannot_write_after_resuming(make_cluster: Callable[..., C
     with probe:
         status, body = read_status(probe)
     assert status == 503, f"a fenced leader acknowledged a submission: {status} {body}\n{c.logs()}"
+    # its waiter is not told the outcome it could not commit (the new leader runs the task again)
+    waiter.join(60)
+    assert answer and answer[0][0] == 503, f"a fenced leader answered a Wait: {answer}"
     wait_until(lambda: http_get(a.http, "/readyz")[0] == 503, 15, "the old leader to stand by")
     wait_until(lambda: a.healthz()[1]["leading"] is False, 15, "the old leader to report standby")
     # nothing written by the old term after the takeover
@@ -393,6 +411,39 @@ def test_sigterm_hands_over_at_once(make_cluster: Callable[..., Cluster], kind: 
     # the worker's LEASE line is read by a thread: it may lag behind the task's end (seen under load)
     wait_until(lambda: first_dispatch_after(workers, b.grpc, t1) is not None, 10, "a lease from B")
     print(f"\n{kind}: SIGTERM → standby ready in {took:.3f}s")
+
+
+# --------------------------------------------------------------------------- answered outcomes
+
+
+@pytest.mark.timeout(120)
+def test_an_answered_outcome_survives_the_leaders_kill(make_cluster: Callable[..., Cluster]) -> None:
+    """SIGKILL the leader the moment ``submit(wait=True)`` answered ``succeeded``: the outcome is
+    in the store (a completion is committed only with the next group, and Wait used to answer
+    before that commit: the new leader then ran the task again)."""
+    from cronoq.client import Client
+
+    c = make_cluster("postgres")
+    c.start_pair()
+    (w,) = c.start_workers(1, slots=2, exec_ms=0)
+
+    async def rounds() -> list[int]:
+        ids: list[int] = []
+        async with Client(c.targets) as client:
+            for _ in range(2):
+                leader = wait_leader(c.nodes)
+                s = await client.submit(b"x", wait=True, wait_timeout=20)
+                leader.kill()  # (the answer's commit, if any, is over: its session is gone)
+                assert s.result is not None and s.result.status == "succeeded"
+                ids.append(s.id)
+                row = {r[0]: r for r in await asyncio.to_thread(c.rows)}.get(s.id)
+                assert row is not None and row[2:] == ("succeeded", 1), f"answered succeeded, stored {row}"
+                wait_leader(c.nodes, exclude=leader)
+                leader.start().wait_listening()  # (back as the standby)
+        return ids
+
+    ids = asyncio.run(rounds())
+    assert [lease[2] for lease in w.leases()] == ids, "a task answered succeeded ran again"
 
 
 # --------------------------------------------------------------------------- recurring

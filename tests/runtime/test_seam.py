@@ -198,3 +198,23 @@ async def test_submit_now_enters_at_once_and_only_a_full_pool_member_waits(tmp_p
         assert {b[0], tid} <= ids
     finally:
         await rec.close()
+
+
+async def test_commit_of_a_scheduler_that_stopped_leading_raises(tmp_path: Any) -> None:
+    """``seam.commit()`` on a scheduler with a store that no longer runs (it stepped down or
+    shut down) raises ``Fenced``: a caller that awaited something between its change and the
+    commit (a Wait for an outcome) must not take the change as committed.  It used to return
+    as if everything were committed; without a store it still returns."""
+    from cronoq.errors import Fenced
+    from cronoq.store import SqliteStore
+
+    sched = Scheduler([Pool("default", _echo)], store=SqliteStore(tmp_path / "gone.db"))
+    await sched.start()
+    await sched.seam.commit()
+    await sched.shutdown()
+    with pytest.raises(Fenced, match="stopped leading"):
+        await sched.seam.commit()
+    plain = Scheduler([Pool("default", _echo)])
+    await plain.start()
+    await plain.shutdown()
+    await plain.seam.commit()

@@ -213,6 +213,25 @@ async def test_standby_takes_over_when_leader_stops(tmp_path: Path) -> None:
         assert standby.terminate() == 0, standby.log()
 
 
+async def test_calls_in_flight_when_the_leader_is_killed_fail_as_unavailable(tmp_path: Path) -> None:
+    """SIGKILL of the server under concurrent calls: each caller gets its retryable
+    ``unavailable``, never a ``CancelledError`` (the Client replaces a channel that cannot
+    connect; closing it at once cancelled the other calls still on it)."""
+    sp = start_server(tmp_path, POOL_TOML)
+    try:
+        async with Client(sp.grpc) as client:
+            tid = (await client.submit(b"")).id  # (no worker: it never ends)
+            for _ in range(20):  # (the kill, then calls to the dead address)
+                waits = [asyncio.ensure_future(client.wait(tid, timeout=30)) for _ in range(16)]
+                await asyncio.sleep(0)  # (every Wait is sent)
+                if sp.proc.poll() is None:
+                    sp.proc.kill()
+                got = await asyncio.gather(*waits, return_exceptions=True)
+                assert all(isinstance(e, ClientError) and e.code == "unavailable" for e in got), got
+    finally:
+        sp.kill()
+
+
 def _http_get(addr: str, path: str, token: str | None = None) -> tuple[int, bytes]:
     import urllib.error
     import urllib.request

@@ -19,8 +19,14 @@ __all__ = [
 ]
 
 #: Channel options applied unless the caller gives the same key: outputs and payloads may be
-#: as large as the server's ``max_message_bytes`` (4 MiB by default), plus framing.
-DEFAULT_OPTIONS: tuple[tuple[str, Any], ...] = (("grpc.max_receive_message_length", 64 * 1024 * 1024),)
+#: as large as the server's ``max_message_bytes`` (4 MiB by default), plus framing; and a
+#: subchannel pool of the channel's own, so a new channel to an address really connects anew
+#: (gRPC otherwise shares one connection per address between channels, with its reconnect
+#: backoff: a channel made to replace one that could not connect inherited the wait).
+DEFAULT_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.use_local_subchannel_pool", 1),
+)
 
 
 def normalize_targets(target: str | Sequence[str]) -> list[str]:

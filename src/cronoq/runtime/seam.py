@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from cronoq.engine.parents import outcomes
 from cronoq.engine.pools import Kinds
+from cronoq.errors import Fenced
 
 if TYPE_CHECKING:
     from cronoq.engine.model import TaskState
@@ -207,9 +208,18 @@ class SchedulerSeam:
         return False if run is None else run.cancel(tid)
 
     async def commit(self) -> None:
-        """Wait until every change made so far is committed to the store (no store: nothing)."""
+        """Wait until every change made so far is committed to the store (no store: nothing).
+
+        Raises :class:`Fenced` when the scheduler has a store but no longer runs (it stepped
+        down, fenced or after a failed commit, or shut down): a change it had not committed by
+        then never will be, and a caller that awaited something else meanwhile (a Wait for an
+        outcome, a submission waiting for space) must not take it as committed."""
         run = self._s._run
-        if run is not None and run.committer is not None:
+        if run is None:
+            if self._s._store is not None:
+                raise Fenced("the scheduler stopped leading before this commit")
+            return
+        if run.committer is not None:
             await run.durable()
 
     def handle(self, tid: int) -> TaskHandle:

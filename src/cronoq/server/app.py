@@ -611,7 +611,11 @@ class ServerApp:
         self, principal: Principal | None, ref: int | str, timeout: float | None, tenant: str | None = None
     ) -> TaskState:
         """Wait until the task is terminal; ``deadline_exceeded`` after ``timeout`` s (finite,
-        >= 0: else ``invalid_argument``)."""
+        >= 0: else ``invalid_argument``).  With a store the outcome is answered only once it is
+        committed: a completion is a mutation nobody waits for (it may wait a few ms for the
+        next group commit), and an answer sent before it would tell the caller "succeeded"
+        about a task that a crash of this leader then runs again (a fenced or failed commit
+        answers ``unavailable`` instead)."""
         sched = self.require_leader()
         try:
             timeout = convert.wait_timeout("timeout_s", timeout)
@@ -619,6 +623,7 @@ class ServerApp:
             raise ApiError("invalid_argument", str(e)) from None
         t = self.get(principal, ref, tenant)
         if t.status >= FIRST_TERMINAL:
+            await self._commit(sched)
             return t
         limit = self.limits.max_wait_s
         timeout = limit if timeout is None else min(timeout, limit)
@@ -635,6 +640,7 @@ class ServerApp:
             raise ApiError("not_found", f"task {t.id} is no longer retained")
         if t2.status < FIRST_TERMINAL:  # scheduler shut down under us
             raise ApiError("unavailable", "scheduler shut down")
+        await self._commit(sched)
         return t2
 
     def check_filter(self, **kw: Any) -> None:

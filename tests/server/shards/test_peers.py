@@ -163,6 +163,33 @@ def test_a_frozen_peer_fails_fast_behind_its_breaker(shards: dict[str, ServerPro
     assert answer[1]["id"] == sub["id"]
 
 
+def test_a_peer_that_refuses_at_once_does_not_open_the_breaker(shards: dict[str, ServerProc]) -> None:
+    """A peer shard that is failing over refuses at once (its leader's port is closed, its
+    standby answers "not leading"): that is no hang, so the breaker stays closed and the first
+    call after the peer leads again is forwarded.  The breaker used to count these refusals:
+    a 0.4 s failover of sb kept every call through sa to sb failing for peer_breaker_reset_s."""
+    a, b = shards["sa"], shards["sb"]
+    status, sub, _ = _http(a.http, "POST", "/v1/tasks", {"pool": "b1", "start_in_s": 3600})
+    assert status == 200, sub
+    path = f"/v1/tasks/{sub['id']}"
+    opened = a.log().count("circuit open")
+    assert b.terminate() == 0
+    for _ in range(FAILURES * 2):
+        status, body, took = _http(a.http, "GET", path)
+        assert (status, body["error"]) == (503, "shard 'sb' is unreachable") and took < PEER_TIMEOUT, body
+    assert a.log().count("circuit open") == opened, a.log()[-2000:]
+    ports = {"sa": int(a.grpc.rsplit(":", 1)[1]), "sb": int(b.grpc.rsplit(":", 1)[1])}
+    shards["sb"] = b = _launch(b.config_path.parent, ports, "sb")
+    _wait_leading(b)
+    # (sa's channel to the restarted address reconnects within its backoff, at most 2 s)
+    t0 = time.monotonic()
+    while (answer := _http(a.http, "GET", path))[0] != 200:
+        assert time.monotonic() - t0 < 10, answer
+        time.sleep(0.05)
+    assert answer[1]["id"] == sub["id"]
+    assert a.log().count("circuit open") == opened, a.log()[-2000:]
+
+
 async def test_a_call_forwarded_for_another_shard_is_refused_before_it_runs(
     shards: dict[str, ServerProc],
 ) -> None:

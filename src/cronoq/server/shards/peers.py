@@ -8,11 +8,13 @@ Service or the list of its servers: a call goes to the address that answered las
 on to the next one when the answer says this address is not the leader (UNAVAILABLE from a
 standby, a stopping server or a dead one), so forwarding follows a failover.  When no address
 answers as leader within ``limits.request_timeout_s`` the shard is :class:`Unreachable`
-(UNAVAILABLE ``shard '<s>' is unreachable`` / 503).  Any other answer of the peer, errors
+(UNAVAILABLE ``shard '<s>' is unreachable`` / 503); when every address refused at once (a
+dead server's closed port, a standby's "not leading": the shard is failing over) that is no
+hang, and the breaker counts it as an answer.  Any other answer of the peer, errors
 included, is the answer (:class:`PeerError` keeps its status, message and trailing metadata).
 
 Each peer shard has a circuit breaker and its own call budget (:mod:`.breaker`): a call to a
-peer known to be down (``limits.peer_breaker_failures`` calls in a row not answered within
+peer known to hang (``limits.peer_breaker_failures`` calls in a row not answered within
 their deadline, ``limits.peer_timeout_s``) fails at once as :class:`Unreachable` until one
 probe call, ``limits.peer_breaker_reset_s`` later, finds it answering again; at most
 ``limits.max_peer_calls`` unary calls are in flight to one peer.
@@ -53,12 +55,15 @@ _MAYBE_DONE = ("the store could not commit", "not the leader any more", "the sto
 class Unreachable(Exception):
     """No address of the shard answered as its leader in time."""
 
-    def __init__(self, shard: ShardSpec, why: str = "") -> None:
+    def __init__(self, shard: ShardSpec, why: str = "", *, hung: bool = True) -> None:
         super().__init__(f"shard '{shard.name}' is unreachable")
         self.shard = shard
         self.message = str(self)
         #: why, when the call failed at once (the breaker, the budget); logged, not sent
         self.why = why
+        #: whether the call's deadline ran out; False when every address refused at once (a
+        #: dead server's port, a standby's "not leading": a failover in progress, not a hang)
+        self.hung = hung
 
 
 class PeerError(Exception):
@@ -203,14 +208,23 @@ class Peers:
         except PeerError:
             answered = True  # (an answer: the peer is alive)
             raise
+        except Unreachable as e:
+            # refused at once by every address: nothing hangs, so the breaker (whose job is to
+            # stop calls that would each wait out their deadline) must not open; it did, and a
+            # failover of the peer that took 0.4 s kept forwarding to it refused for
+            # peer_breaker_reset_s and more
+            answered = not e.hung
+            raise
         finally:
             self.breaker(shard).done(time.monotonic(), answered, probe)
 
     async def _unary(self, shard: ShardSpec, method: str, req: Any, cls: Any, md: Any, until: float) -> Any:
         request, response_cls = req, cls
+        hung = False
         for idx, ep in self.order(shard):
             left = until - time.monotonic()
             if left <= 0:
+                hung = True
                 break
             call = self.channel(ep).unary_unary(
                 method,
@@ -225,6 +239,7 @@ class Peers:
                 if _retry_elsewhere(e, ep, shard):
                     continue
                 if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED and e.details() == "Deadline Exceeded":
+                    hung = True
                     break  # (our own deadline, not the peer's answer)
                 self._current[shard.name] = idx  # (an answer of the leader, if an error)
                 raise PeerError(e.code(), e.details() or "", tuple(e.trailing_metadata() or ())) from None
@@ -234,7 +249,7 @@ class Peers:
                 continue
             self._current[shard.name] = idx
             return resp
-        raise Unreachable(shard)
+        raise Unreachable(shard, hung=hung)
 
     async def stream(
         self, shard: ShardSpec, method: str, request: Any, response_cls: Any, authorization: str | None
@@ -250,6 +265,9 @@ class Peers:
                 yield msg
         except PeerError:
             answered = True
+            raise
+        except Unreachable as e:
+            answered = not e.hung  # (every address refused at once: see unary)
             raise
         finally:
             self.breaker(shard).done(time.monotonic(), answered, probe, counted=False)
