@@ -167,6 +167,34 @@ async def test_concurrent_bulk_replays_never_replay_a_forgotten_task_twice(
         assert one.acted + two.acted == len(hs)
 
 
+async def test_a_bulk_replay_skips_a_forgotten_task_replayed_by_a_single_replay_meanwhile(
+    make_store: Callable[[], Any],
+) -> None:
+    """``replay(id)`` of a forgotten task while a bulk replay pages through the history: the
+    bulk replay (without force) does not replay that task again when it reaches it, as it
+    would not have, had it started a moment later."""
+
+    async def fail(ctx: Any, payload: Any) -> Any:
+        raise Permanent(f"down {payload}")
+
+    pools = [Pool("default", fail, max=4, autoscale=False)]
+    async with Scheduler(pools, store=make_store(), key_retention=0.3) as s:
+        hs = [await s.submit(i, tags={"batch": "y"}) for i in range(40)]
+        for h in hs:
+            with pytest.raises(TaskFailed):
+                await wait(h)
+        await forgotten(s, *(h.id for h in hs))
+        await s.pause("default")  # (the replays stay ready)
+        bulk = asyncio.ensure_future(s.replay_where(tags={"batch": "y"}))
+        await asyncio.sleep(0)  # (it starts: no task is in the engine, so its history pass begins)
+        single = await s.replay(hs[0].id)  # the oldest: the bulk pass, newest first, reaches it last
+        result = await bulk
+        replays = [o for t in s.seam.tasks if (o := _replay_of(s, t)) is not None]
+        assert replays.count(hs[0].id) == 1 and _replay_of(s, single.id) == hs[0].id
+        assert sorted(replays) == sorted(h.id for h in hs)  # one replay each, none twice
+        assert result.acted == len(hs) - 1
+
+
 def _replay_of(s: Scheduler, tid: int) -> int | None:
     from cronoq.engine.replay import replay_of
 
