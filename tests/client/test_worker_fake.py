@@ -282,6 +282,68 @@ async def test_a_handler_calling_sys_exit_fails_its_lease_and_the_worker_serves_
         assert not task.done() and w.active == 0
 
 
+def _eager_lease_tasks(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Future[Any]:
+    """A task factory that starts the worker's lease tasks eagerly, as Python 3.12's
+    ``asyncio.eager_task_factory`` does (their first step runs inside ``create_task``); every
+    other task (gRPC's) as usual.  On 3.11 the eager start is made by hand: the first step
+    runs now, in the task (the caller's task set aside), and the step ``Task.__init__``
+    scheduled is skipped."""
+    if getattr(getattr(coro, "cr_code", None), "co_name", "") != "_run_lease":
+        return asyncio.Task(coro, loop=loop, **kw)
+    if sys.version_info >= (3, 12):
+        return asyncio.Task(coro, loop=loop, eager_start=True, **kw)  # type: ignore[call-arg,unused-ignore]
+    return _EagerTask(coro, loop=loop, **kw)
+
+
+class _EagerTask(asyncio.tasks._PyTask):  # type: ignore[name-defined,misc]
+    """(3.11) A task whose first step runs in its constructor (see ``_eager_lease_tasks``)."""
+
+    def __init__(self, coro: Any, **kw: Any) -> None:
+        super().__init__(coro, **kw)
+        self._skip = True  # the step __init__ scheduled: it ran now instead
+        caller = asyncio.current_task(self._loop)
+        if caller is not None:
+            asyncio.tasks._leave_task(self._loop, caller)
+        try:
+            super()._Task__step()
+        finally:
+            if caller is not None:
+                asyncio.tasks._enter_task(self._loop, caller)
+
+    def _Task__step(self, exc: BaseException | None = None) -> None:
+        if self._skip:
+            self._skip = False
+            return
+        super()._Task__step(exc)
+
+
+async def test_a_lease_task_done_at_its_eager_start_frees_its_slot(fake: Any) -> None:
+    """Under an eager task factory a handler that never suspends ends inside ``create_task``:
+    its lease must not stay counted as running (it would hold a slot for ever, and once all
+    were held every lease would be nacked "no free slot")."""
+
+    async def quick(lease: Lease) -> str:
+        return f"done {lease.id}"
+
+    def plain(lease: Lease) -> object:
+        return quick(lease)  # (an awaitable: awaited by a lease task too)
+
+    loop = asyncio.get_running_loop()
+    loop.set_task_factory(_eager_lease_tasks)
+    try:
+        for handler in (quick, plain):
+            w = Worker(fake.target, "p", handler, slots=1)
+            async with running(w):
+                conn, _ = await _connect(fake)
+                for lease in (1, 2, 3):
+                    conn.lease(lease)
+                    done = await conn.recv_kind("complete")
+                    assert (done.lease, done.output) == (lease, f"done {lease}".encode())
+                assert w.active == 0
+    finally:
+        loop.set_task_factory(None)
+
+
 async def test_heartbeats_every_third_of_the_ttl(fake: Any) -> None:
     # Each lease is held until the test has seen enough heartbeats, instead of for a fixed time
     # (on a loaded machine fewer heartbeats fit in one). Each heartbeat follows a sleep of ttl/3,

@@ -6,7 +6,8 @@ moves to the replay when free; without a store row the refusal names both settin
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from cronoq import (
     RetryPolicy,
     Scheduler,
     TaskFailed,
+    TaskHandle,
 )
 
 from .conftest import SAFETY, wait
@@ -140,24 +142,34 @@ async def test_bulk_replay_reads_the_store_after_the_engines_retention(make_stor
         assert (await s.replay_where(tags={"batch": "1"}, force=True, limit=1)).matched == 1
 
 
-async def test_concurrent_bulk_replays_never_replay_a_forgotten_task_twice(
-    make_store: Callable[[], Any],
-) -> None:
-    """Two bulk replays running at once (a retry of a timed-out call without a key, or with
-    another key) each page through the history; a task the other call replayed meanwhile
-    is not replayed again: every forgotten task gets exactly one replay."""
+@contextlib.asynccontextmanager
+async def _forty_forgotten(
+    make_store: Callable[[], Any], batch: str
+) -> AsyncIterator[tuple[Scheduler, list[TaskHandle[Any]]]]:
+    """A scheduler and 40 failed tasks tagged ``batch`` that its engine has forgotten (its
+    store keeps them); the pool is paused, so their replays stay ready."""
 
     async def fail(ctx: Any, payload: Any) -> Any:
         raise Permanent(f"down {payload}")
 
     pools = [Pool("default", fail, max=4, autoscale=False)]
     async with Scheduler(pools, store=make_store(), key_retention=0.3) as s:
-        hs = [await s.submit(i, tags={"batch": "x"}) for i in range(40)]
+        hs = [await s.submit(i, tags={"batch": batch}) for i in range(40)]
         for h in hs:
             with pytest.raises(TaskFailed):
                 await wait(h)
         await forgotten(s, *(h.id for h in hs))
-        await s.pause("default")  # (the replays stay ready)
+        await s.pause("default")
+        yield s, hs
+
+
+async def test_concurrent_bulk_replays_never_replay_a_forgotten_task_twice(
+    make_store: Callable[[], Any],
+) -> None:
+    """Two bulk replays running at once (a retry of a timed-out call without a key, or with
+    another key) each page through the history; a task the other call replayed meanwhile
+    is not replayed again: every forgotten task gets exactly one replay."""
+    async with _forty_forgotten(make_store, "x") as (s, hs):
         one, two = await asyncio.gather(
             s.replay_where(tags={"batch": "x"}), s.replay_where(tags={"batch": "x"}, request_key="k2")
         )
@@ -165,6 +177,23 @@ async def test_concurrent_bulk_replays_never_replay_a_forgotten_task_twice(
         replays = [o for o in originals if o is not None]
         assert sorted(replays) == sorted(h.id for h in hs)  # one replay each, none twice
         assert one.acted + two.acted == len(hs)
+
+
+async def test_a_bulk_replay_skips_a_forgotten_task_replayed_by_a_single_replay_meanwhile(
+    make_store: Callable[[], Any],
+) -> None:
+    """``replay(id)`` of a forgotten task while a bulk replay pages through the history: the
+    bulk replay (without force) does not replay that task again when it reaches it, as it
+    would not have, had it started a moment later."""
+    async with _forty_forgotten(make_store, "y") as (s, hs):
+        bulk = asyncio.ensure_future(s.replay_where(tags={"batch": "y"}))
+        await asyncio.sleep(0)  # (it starts: no task is in the engine, so its history pass begins)
+        single = await s.replay(hs[0].id)  # the oldest: the bulk pass, newest first, reaches it last
+        result = await bulk
+        replays = [o for t in s.seam.tasks if (o := _replay_of(s, t)) is not None]
+        assert replays.count(hs[0].id) == 1 and _replay_of(s, single.id) == hs[0].id
+        assert sorted(replays) == sorted(h.id for h in hs)  # one replay each, none twice
+        assert result.acted == len(hs) - 1
 
 
 def _replay_of(s: Scheduler, tid: int) -> int | None:

@@ -204,6 +204,8 @@ async def test_bad_input_is_refused_and_nothing_is_submitted() -> None:
             with pytest.raises(TypeError, match="only an argument of a named task's call"):
                 use()
         assert repr(p).startswith("output_of(") and [p] == [p]  # (repr, identity: as before)
+        # a probe of an attribute (a library's duck typing) answers "none", as for any object
+        assert not hasattr(p, "model_dump") and getattr(p, "_fields", None) is None
         with pytest.raises(SubmitError, match="is a placeholder: pass it as an argument"):
             cronoq.Task(stray.output)
         for plain in (sched.submit, sched.enqueue):  # a plain task's payload, in process

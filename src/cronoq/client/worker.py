@@ -918,14 +918,16 @@ class Worker:
                     )
                     if inspect.iscoroutine(result):  # (never awaited if cancelled before it starts)
                         task.add_done_callback(partial(_close, result))
-                    sess.running[lease.id] = (lease, task)
+                    if not task.done():  # (an eager task factory may already have finished it)
+                        sess.running[lease.id] = (lease, task)
                     return
                 report = _success(lease, result, self.max_message_bytes)
             if report is not None:
                 sess.send(report)
             return
         task = asyncio.create_task(self._run_lease(sess, lease), name=f"cronoq-lease-{lease.id}")
-        sess.running[lease.id] = (lease, task)
+        if not task.done():  # (an eager task factory may already have finished it)
+            sess.running[lease.id] = (lease, task)
 
     def _on_abort(self, sess: _Session, msg: pb.Abort) -> None:
         entry = sess.running.pop(msg.lease, None)

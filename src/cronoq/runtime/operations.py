@@ -240,8 +240,9 @@ class Operations:
     def __init__(self, sched: Scheduler) -> None:
         self._s = sched
         self._bulk_keys: OrderedDict[tuple[str, str | None, str], _Key] | None = None
-        # the running history passes' sets of replayed originals: a replay made by any of them
-        # goes into each, so two bulk replays at once never both replay a forgotten task
+        # the running history passes' sets of replayed originals: a replay made by any of them,
+        # or by a replay() of a forgotten task, goes into each, so two replays at once never
+        # both replay a forgotten task without force
         self._history_passes: list[set[int]] = []
 
     #: how a replay's payload takes its parents' outputs (``_payload``): None, the named tasks'
@@ -380,6 +381,8 @@ class Operations:
             raise ReplayError("payload_unavailable", f"the payload of task {t.id} is no longer retained")
         if forgotten:
             tid = _replay.replay_forgotten(core, self._now(), t, payload, blob)
+            for seen in self._history_passes:  # (a bulk replay's pass reaching it skips it)
+                seen.add(t.id)
         else:
             tid = _replay.replay(core, self._now(), t, payload, blob)
         await self._done()
@@ -543,8 +546,10 @@ class Operations:
         because a replay's id is above its original's: by the time a row is reached, every
         replay of it has been seen (in the engine, or earlier in this pass), so a task that
         has a replay is not matched again unless ``f.again``.  A bulk replay running at the same
-        time adds its replays to this pass's set too (``_history_passes``), and the set is
-        checked again after the payload's read: no two calls replay one forgotten task."""
+        time adds its replays to this pass's set too (``_history_passes``), as does a
+        ``replay()`` of a forgotten task, and the set is checked again after the payload's
+        read: no two calls replay one forgotten task (but two ``replay()`` calls, each asked
+        to)."""
         core = self._s._require()
         replayed = {o for t in core.tasks.values() if (o := _replay.replay_of(t)) is not None}
         passes = self._history_passes

@@ -59,6 +59,11 @@ _SEQ = itertools.count(1)
 _OUTSIDE = "a placeholder ({!r}) is only an argument of a named task's call (t.spec / t.submit)"
 
 
+class _NoAttribute(TypeError, AttributeError):
+    """An attribute of a placeholder: a TypeError (how any other use is refused) that
+    ``hasattr`` and ``getattr(p, name, default)`` take for the missing attribute it is."""
+
+
 class Placeholder:
     """A parent's output or outcome, to be passed to a named task's call (see the module
     docstring).  It has no value of its own: using it any other way is a TypeError."""
@@ -102,10 +107,11 @@ class Placeholder:
 
     def __getattr__(self, name: str) -> Any:
         """``p.id`` of a parent's output: not known until the parent ran (a TypeError naming
-        the placeholder); dunder probes (copy, pickle) stay AttributeErrors."""
+        the placeholder, an AttributeError too, so ``hasattr`` and ``getattr`` with a default
+        still answer a probe); dunder probes (copy, pickle) stay plain AttributeErrors."""
         if name.startswith("__"):
             raise AttributeError(name)
-        raise TypeError(_OUTSIDE.format(self) + f": it has no attribute {name!r} before the parent ran")
+        raise _NoAttribute(_OUTSIDE.format(self) + f": it has no attribute {name!r} before the parent ran")
 
     def __repr__(self) -> str:
         fn = "output_of" if self.mode == OUTPUT else "outcome_of"

@@ -310,9 +310,7 @@ class Supervisor:
             method = "forkserver"  # never fork a process that runs threads
         ctx = multiprocessing.get_context(method)
         if method == "forkserver":
-            ctx.set_forkserver_preload(
-                ["cronoq.runtime.processes.child", "cronoq.runtime.processes.forkserver"]
-            )
+            ctx.set_forkserver_preload(list(_PRELOAD))
         return ctx
 
     def _make_process(self) -> tuple[Any, Any]:
