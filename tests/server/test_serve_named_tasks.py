@@ -16,7 +16,7 @@ import pytest
 from cronoq import TaskFailed
 from cronoq.client import Client
 
-from .named_app import Order, add, app, echo, fanout, flaky, ship
+from .named_app import Order, add, app, echo, fanout, flaky, shape, ship
 from .procs import ServerProc, child_env, serving_app
 
 HERE = Path(__file__).resolve().parent
@@ -75,6 +75,11 @@ async def test_calls_through_a_server_to_a_remote_worker(client: Client) -> None
     assert info.kind == "named.add" and info.key == "named-key-1"
     h1, h2 = await app.submit_batch([add.options(key="b1").spec(1), add.options(after="b1").spec(2)])
     assert (await h1, await h2) == (2, 3)
+
+
+async def test_tuples_arrive_and_come_back_as_tuples(client: Client) -> None:
+    h = await shape.submit((1, 2))
+    assert await h == ("tuple", "1", "2")  # not the lists JSON carried
 
 
 async def test_a_task_submits_tasks_on_the_worker(client: Client) -> None:

@@ -228,3 +228,21 @@ async def test_pools_given_by_name_are_fixed_size() -> None:
         assert await (await t.submit()) == 1
         snap = await env.scheduler.snapshot()
         assert snap.pools[0].capacity == 10
+
+
+async def test_each_occurrence_gets_its_own_arguments() -> None:
+    # a recurring schedule's arguments are bound once; an occurrence that mutates them must not
+    # change the next one's (as on a remote worker, which decodes fresh JSON every time)
+    app = App("hourly")
+    seen: list[list[str]] = []
+
+    @app.recurring("0 * * * *", args=[["a"]])
+    @app.task(name="hourly")
+    async def hourly(items: list[str]) -> int:
+        seen.append(list(items))
+        items.append("x")
+        return len(items)
+
+    async with cronoq.testing.run(app, start=START) as env:
+        await env.advance(3 * 3600)
+    assert seen == [["a"], ["a"], ["a"]]
