@@ -69,6 +69,19 @@ def test_the_general_path_with_context_var_args_and_pydantic() -> None:
         b.decode({"kwargs": {}})
 
 
+def test_too_many_positional_arguments_say_what_the_task_takes() -> None:
+    # Signature.bind's own message names nothing: the task's positional parameters are added
+    b = Binding(exact, "t")
+    with pytest.raises(SubmitError) as ei:
+        b.encode((1, "a", True, 4), {})
+    assert ei.value.message == "task 't': too many positional arguments: it takes 3 (n, name, flag), got 4"
+    with pytest.raises(Permanent, match=r"it takes 3 \(n, name, flag\), got 4"):
+        b.decode({"args": [1, "a", True, 4], "kwargs": {}})
+    kw_only = Binding(container_kwargs, "k")
+    with pytest.raises(SubmitError, match=r"it takes 1 \(todo\), got 2"):
+        kw_only.encode((["a"], {}), {})
+
+
 @pytest.mark.parametrize("fn", [exact, checked])
 def test_results_are_checked(fn: Any) -> None:
     b = Binding(fn, "t")

@@ -90,6 +90,16 @@ def test_non_json_values_say_so() -> None:
     conv = converter_for(Any, "t")
     with pytest.raises(ConversionError, match="a value of type set is not JSON-serializable"):
         conv.to_wire({1, 2})
+    # the part JSON cannot carry, and where it is (not "a value of type list")
+    for value, message in [
+        (float("nan"), "nan is not JSON-serializable (JSON has no NaN or infinity)"),
+        ([1.0, float("inf")], "inf at [1] is not JSON-serializable (JSON has no NaN or infinity)"),
+        ({"a": [{2}]}, "a value of type set at ['a'][0] is not JSON-serializable"),
+        ([{"a": 1, 2: 3}], "the key 2 at [0] is not JSON-serializable (JSON object keys are strings)"),
+    ]:
+        with pytest.raises(ConversionError) as ei:
+            conv.to_wire(value)
+        assert str(ei.value) == message
     with pytest.raises(ConversionError, match="expected int, got 'x'"):
         converter_for(int, "t").to_wire("x")
 

@@ -180,7 +180,7 @@ class Binding:
         try:
             bound = self._sig.bind(*args, **kwargs)
         except TypeError as e:
-            raise InvalidSubmission(f"task '{self.name}': {e}") from None
+            raise InvalidSubmission(self._unbound(e, args)) from None
         return {"args": self._encode_args(bound.args), "kwargs": self._encode_kwargs(bound.kwargs)}
 
     def encode_holes(
@@ -197,11 +197,20 @@ class Binding:
         try:
             bound = self._sig.bind(*args, **kwargs)
         except TypeError as e:
-            raise InvalidSubmission(f"task '{self.name}': {e}") from None
+            raise InvalidSubmission(self._unbound(e, args)) from None
         return {
             "args": self._encode_args(bound.args, is_hole),
             "kwargs": self._encode_kwargs(bound.kwargs, is_hole),
         }
+
+    def _unbound(self, e: TypeError, args: object) -> str:
+        """The message of arguments that do not bind (``Signature.bind``'s, with what the task
+        takes when there are too many positional ones: that message names none)."""
+        msg = str(e)
+        if msg == "too many positional arguments" and isinstance(args, (list, tuple)):
+            names = [p.name for p in self._sig.parameters.values() if p.kind in _POSITIONAL]
+            msg = f"{msg}: it takes {len(names)} ({', '.join(names) or 'none'}), got {len(args)}"
+        return f"task '{self.name}': {msg}"
 
     def _wire_at(self, i: int, conv: Converter, v: object) -> object:
         try:
@@ -325,7 +334,7 @@ class Binding:
         try:
             bound = self._sig.bind(*args, **kwargs)
         except TypeError as e:
-            raise Permanent(f"task '{self.name}': {e}") from None
+            raise Permanent(self._unbound(e, args)) from None
         names = list(self._convs)
         out_args = []
         for i, v in enumerate(bound.args):

@@ -224,8 +224,30 @@ def _describe(annotation: object) -> str:
     return repr(annotation).replace("typing.", "")
 
 
-def _type_name(value: object) -> str:
-    return type(value).__name__
+def _not_json(value: object, at: str = "", depth: int = 0) -> str | None:
+    """Why JSON cannot carry ``value``, naming the part and where it is (``"nan at [1] is not
+    JSON-serializable (...)"``), or None if it can."""
+    where = f" at {at}" if at else ""
+    tp = type(value)
+    if tp is float and not math.isfinite(value):  # type: ignore[arg-type]
+        return f"{value!r}{where} is not JSON-serializable (JSON has no NaN or infinity)"
+    if tp is str or tp is int or tp is bool or tp is float or value is None:
+        return None
+    if depth > 100:
+        return f"a value nested over 100 levels deep{where} is not JSON-serializable"
+    if tp is list or tp is tuple:
+        for i, v in enumerate(typing.cast(list[Any], value)):
+            if (why := _not_json(v, f"{at}[{i}]", depth + 1)) is not None:
+                return why
+        return None
+    if tp is dict:
+        for k, v in value.items():  # type: ignore[attr-defined]
+            if type(k) is not str:
+                return f"the key {k!r}{where} is not JSON-serializable (JSON object keys are strings)"
+            if (why := _not_json(v, f"{at}[{k!r}]", depth + 1)) is not None:
+                return why
+        return None
+    return f"a value of type {tp.__name__}{where} is not JSON-serializable"
 
 
 class Converter:
@@ -254,7 +276,7 @@ class Converter:
                 return value if self.load is None else json_copy(value)
             if is_json(value):
                 raise ConversionError(f"expected {_describe(self.annotation)}, got {value!r}")
-            raise ConversionError(f"a value of type {_type_name(value)} is not JSON-serializable")
+            raise ConversionError(_not_json(value) or f"{value!r} is not JSON")
         adapter = self._adapter
         try:
             obj = adapter.validate_python(value)
