@@ -130,6 +130,11 @@ def test_cli_submit_task_and_tasks_listing(server: tuple[ServerProc, subprocess.
     app_opts = ("--app", "named_app:app", "--app-dir", str(HERE))
     r = _cli("submit", "--task", "named.add", "--args", '["a"]', *app_opts, "--server", grpc)
     assert r.returncode == 2 and "argument 'x': expected int, got 'a'" in r.stderr
+    # a kind set at decoration is what the task carries (the worker serves that kind, not the name)
+    waiting = ("--wait", "--wait-timeout", "20s", "--json", "--server", grpc)
+    r = _cli("submit", "--task", "named.resize", "--args", "[64]", *app_opts, *waiting)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["result"]["output"] == "resized to 64"
     r = _cli(
         "submit", "--task", "named.nope", "--app", "named_app:app", "--app-dir", str(HERE), "--server", grpc
     )
