@@ -247,7 +247,11 @@ def _not_json(value: object, at: str = "", depth: int = 0) -> str | None:
             if (why := _not_json(v, f"{at}[{k!r}]", depth + 1)) is not None:
                 return why
         return None
-    return f"a value of type {tp.__name__}{where} is not JSON-serializable"
+    return f"a value of type {tp.__name__}{where} is not JSON-serializable{_ANNOTATE}"
+
+
+#: what to do about an object of a type JSON lacks, when the annotation did not say its type
+_ANNOTATE = " (annotate it with its type, e.g. datetime or a pydantic model, for pydantic to convert it)"
 
 
 class Converter:
