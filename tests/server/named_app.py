@@ -38,6 +38,18 @@ async def echo(text: str) -> str:
     return text
 
 
+@app.task(name="named.shape")
+async def shape(point: tuple[int, ...]) -> tuple[str, ...]:
+    """JSON has arrays only: one annotated as a tuple arrives as a tuple, as in process."""
+    return (type(point).__name__, *map(str, point))
+
+
+@app.task(name="named.resize", kind="resize")
+async def resize(size: int) -> str:
+    """A kind set at decoration: workers register and dispatch by it, not by the name."""
+    return f"resized to {size}"
+
+
 @app.recurring("0 3 * * *", name="named.nightly", args=[40], kwargs={"y": 2}, priority="low")
 @app.task(name="named.nightly_sum")
 async def nightly_sum(x: int, y: int) -> int:

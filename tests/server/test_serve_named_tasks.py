@@ -16,7 +16,7 @@ import pytest
 from cronoq import TaskFailed
 from cronoq.client import Client
 
-from .named_app import Order, add, app, echo, fanout, flaky, ship
+from .named_app import Order, add, app, echo, fanout, flaky, shape, ship
 from .procs import ServerProc, child_env, serving_app
 
 HERE = Path(__file__).resolve().parent
@@ -77,6 +77,11 @@ async def test_calls_through_a_server_to_a_remote_worker(client: Client) -> None
     assert (await h1, await h2) == (2, 3)
 
 
+async def test_tuples_arrive_and_come_back_as_tuples(client: Client) -> None:
+    h = await shape.submit((1, 2))
+    assert await h == ("tuple", "1", "2")  # not the lists JSON carried
+
+
 async def test_a_task_submits_tasks_on_the_worker(client: Client) -> None:
     # the worker process bound its own copy of the app to the server: no "nowhere to send tasks"
     assert await (await fanout.submit(3)) == [1, 2, 3]
@@ -125,6 +130,11 @@ def test_cli_submit_task_and_tasks_listing(server: tuple[ServerProc, subprocess.
     app_opts = ("--app", "named_app:app", "--app-dir", str(HERE))
     r = _cli("submit", "--task", "named.add", "--args", '["a"]', *app_opts, "--server", grpc)
     assert r.returncode == 2 and "argument 'x': expected int, got 'a'" in r.stderr
+    # a kind set at decoration is what the task carries (the worker serves that kind, not the name)
+    waiting = ("--wait", "--wait-timeout", "20s", "--json", "--server", grpc)
+    r = _cli("submit", "--task", "named.resize", "--args", "[64]", *app_opts, *waiting)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["result"]["output"] == "resized to 64"
     r = _cli(
         "submit", "--task", "named.nope", "--app", "named_app:app", "--app-dir", str(HERE), "--server", grpc
     )

@@ -203,9 +203,10 @@ async def test_bad_calls_fail_before_anything_is_submitted() -> None:
         cases: list[tuple[Any, str]] = [
             (lambda: add.submit("x"), "argument 'x': expected int, got 'x'"),
             (lambda: add.submit(), "missing a required argument: 'x'"),
-            (lambda: add.submit(1, 2, 3), "too many positional arguments"),
+            (lambda: add.submit(1, 2, 3), "too many positional arguments: it takes 2 (x, y), got 3"),
             (lambda: add.submit(1, z=3), "unexpected keyword argument 'z'"),
             (lambda: add.enqueue(1, y={1, 2}), "argument 'y': a value of type set is not JSON-serializable"),
+            (lambda: add.submit(float("nan")), "argument 'x': nan is not JSON-serializable (JSON has no NaN"),
             (
                 lambda: reserve.submit({"sku": 1}, "now"),
                 "task 'shop.reserve', argument 'item': sku: Input should",
@@ -308,6 +309,50 @@ async def test_a_task_calling_sys_exit_fails_and_the_app_serves_on() -> None:
             assert (ei.value.status, ei.value.message) == ("dead_lettered", "SystemExit: 3")
             assert await asyncio.wait_for(await task.submit(0), 10) == 0
     assert seen == [("async", 1), ("async", 2), ("async", 1), ("sync", 1), ("sync", 2), ("sync", 1)]
+
+
+async def test_arguments_are_values_as_through_a_server() -> None:
+    # in process the payload is not serialized: the layer copies containers, or a caller
+    # reusing its list and an attempt consuming its argument would lose work (a remote
+    # worker decodes fresh JSON every attempt), and a tuple would stay a tuple only here
+    app = App("a")
+    got: list[tuple[int, list[str]]] = []
+
+    @app.task(name="batch")
+    async def batch(items: list[str]) -> int:
+        return len(items)
+
+    @app.task(name="consume", retry=RetryPolicy(max_attempts=2, initial_backoff=0.001, jitter=False))
+    async def consume(ctx: TaskContext, todo: list[str], point: tuple[int, ...]) -> tuple[str, ...]:
+        got.append((ctx.attempt, list(todo)))
+        done = []
+        while todo:
+            done.append(todo.pop())
+            if ctx.attempt == 1:
+                raise Retryable("crashed after the first item")
+        return (type(point).__name__, *done)
+
+    @app.task(name="keep")
+    async def keep(items: list[str]) -> list[str]:
+        return items
+
+    one_slot = app.pool("default", min=1, max=1, autoscale=False)
+    async with app.scheduler([one_slot]):
+        buffer: list[str] = []
+        handles = []
+        for word in "abcdef":
+            buffer.append(word)
+            if len(buffer) == 3:
+                handles.append(await batch.submit(buffer))
+                buffer.clear()  # reused at once: the submitted tasks have not run yet
+        assert [await h for h in handles] == [3, 3]
+        assert await (await consume.submit(["x", "y", "z"], (1, 2))) == ("tuple", "z", "y", "x")
+        assert got == [(1, ["x", "y", "z"]), (2, ["x", "y", "z"])]  # the retry got it whole
+        kept = ["k"]
+        h = await keep.submit(kept)
+        first = await h
+        first.append("mutated")
+        assert await h == ["k"] and kept == ["k"]
 
 
 async def test_specs_batch_and_dependencies() -> None:

@@ -6,13 +6,14 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import typing
 import uuid
 from typing import Any, Literal, Optional
 
 import pydantic
 import pytest
 
-from cronoq.tasks.convert import ConversionError, TaskDefinitionError, converter_for, is_json
+from cronoq.tasks.convert import ConversionError, TaskDefinitionError, converter_for, is_json, json_copy
 
 
 class Color(enum.Enum):
@@ -52,17 +53,58 @@ def test_native_annotations_check_without_pydantic(annotation: Any, good: list[A
     conv = converter_for(annotation, "t")
     assert conv.native
     for v in good:
-        assert conv.to_wire(v) is v
-        assert conv.from_wire(v) is v
+        wire = conv.to_wire(v)
+        assert wire == json_copy(v)
+        back = conv.from_wire(wire)
+        assert back == (tuple(v) if typing.get_origin(annotation) is tuple else wire)
+        if isinstance(v, (list, tuple, dict)):  # containers are copies both ways
+            assert wire is not v and back is not wire
+        else:
+            assert wire is v and back is v
     for v in bad:
         with pytest.raises(ConversionError):
             conv.to_wire(v)
+
+
+def test_containers_travel_as_copies_and_tuples_come_back_as_tuples() -> None:
+    nested = converter_for(list[list[int]], "t")
+    value = [[1], [2]]
+    wire = nested.to_wire(value)
+    value[0].append(3)
+    assert wire == [[1], [2]]
+    back = nested.from_wire(wire)
+    back[1].append(4)
+    assert wire == [[1], [2]] and back == [[1], [2, 4]]
+    optional = converter_for(tuple[int, ...] | None, "t")
+    assert optional.to_wire((1, 2)) == [1, 2] and optional.from_wire([1, 2]) == (1, 2)
+    assert optional.from_wire(None) is None and optional.to_wire(None) is None
+    either = converter_for(list[int] | tuple[str, ...], "t")
+    assert either.from_wire([1]) == [1] and either.from_wire(["a"]) == ("a",)
+    deep = converter_for(dict[str, tuple[str, ...]], "t")
+    assert deep.from_wire({"a": ["x"]}) == {"a": ("x",)}
+    assert converter_for(Any, "t").from_wire([(1,), {"a": (2,)}]) == [[1], {"a": [2]}]  # JSON's forms
+    assert converter_for(int, "t").plain and not nested.plain
 
 
 def test_non_json_values_say_so() -> None:
     conv = converter_for(Any, "t")
     with pytest.raises(ConversionError, match="a value of type set is not JSON-serializable"):
         conv.to_wire({1, 2})
+    # the part JSON cannot carry, and where it is (not "a value of type list"); an object
+    # whose type the annotation did not give: how to have it converted
+    for value, message in [
+        (
+            dt.date(2026, 1, 1),
+            "a value of type date is not JSON-serializable (annotate it with its type, e.g.",
+        ),
+        (float("nan"), "nan is not JSON-serializable (JSON has no NaN or infinity)"),
+        ([1.0, float("inf")], "inf at [1] is not JSON-serializable (JSON has no NaN or infinity)"),
+        ({"a": [{2}]}, "a value of type set at ['a'][0] is not JSON-serializable (annotate it with its type"),
+        ([{"a": 1, 2: 3}], "the key 2 at [0] is not JSON-serializable (JSON object keys are strings)"),
+    ]:
+        with pytest.raises(ConversionError) as ei:
+            conv.to_wire(value)
+        assert str(ei.value).startswith(message), str(ei.value)
     with pytest.raises(ConversionError, match="expected int, got 'x'"):
         converter_for(int, "t").to_wire("x")
 

@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
+import cronoq
 import cronoq.testing
-from cronoq import App, Permanent, SubmitError, TaskContext, TaskFailed, TaskHandle
+from cronoq import App, Permanent, SchedulerError, SubmitError, TaskContext, TaskFailed, TaskHandle
 
 
 def make_app() -> App:
@@ -74,3 +75,35 @@ async def test_a_task_calling_sys_exit_fails_as_for_real() -> None:
             assert (ei.value.status, ei.value.message) == ("failed", "SystemExit: 3")
     with pytest.raises(ValueError, match=r"eager takes a cronoq\.App"), cronoq.testing.eager(object()):  # type: ignore[arg-type]
         pass
+
+
+async def test_what_needs_a_scheduler_says_so_and_durable_sleeps_and_steps_run() -> None:
+    # no scheduler: placeholders and the durable waits cannot be ignored as task fields are,
+    # so they fail naming the test kit to use (not an AttributeError, not a type error on a
+    # marker dict); sleeps take no time and steps call their function, as ctx.sleep does
+    app = App("eager-durable")
+
+    @app.task(name="d.one")
+    async def one(n: int) -> int:
+        return n + 1
+
+    @app.task(name="d.spawner")
+    async def spawner(ctx: TaskContext) -> list[int]:
+        return await ctx.spawn([one.spec(1)])
+
+    @app.task(name="d.sleeper")
+    async def sleeper(ctx: TaskContext) -> str:
+        await ctx.sleep_for(86_400)
+        await ctx.sleep_until(dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
+        return str(await ctx.step("greet", lambda who: f"hi {who}", "ann")) + f" {ctx.resumes}"
+
+    with cronoq.testing.eager(app):
+        first = one.spec(1)
+        with pytest.raises(SchedulerError, match=r"a placeholder argument of 'd\.one' needs a scheduler"):
+            await app.submit_batch([first, one.spec(first.output)])
+        h = await one.submit(1)
+        with pytest.raises(SchedulerError, match=r"cronoq\.testing\.run"):
+            await one.submit(cronoq.output_of(h))
+        with pytest.raises(TaskFailed, match=r"ctx\.spawn\(\) needs a scheduler"):
+            await (await spawner.submit())
+        assert await (await sleeper.submit()) == "hi ann 0"

@@ -228,3 +228,65 @@ async def test_pools_given_by_name_are_fixed_size() -> None:
         assert await (await t.submit()) == 1
         snap = await env.scheduler.snapshot()
         assert snap.pools[0].capacity == 10
+
+
+async def test_each_occurrence_gets_its_own_arguments() -> None:
+    # a recurring schedule's arguments are bound once; an occurrence that mutates them must not
+    # change the next one's (as on a remote worker, which decodes fresh JSON every time)
+    app = App("hourly")
+    seen: list[list[str]] = []
+
+    @app.recurring("0 * * * *", args=[["a"]])
+    @app.task(name="hourly")
+    async def hourly(items: list[str]) -> int:
+        seen.append(list(items))
+        items.append("x")
+        return len(items)
+
+    async with cronoq.testing.run(app, start=START) as env:
+        await env.advance(3 * 3600)
+    assert seen == [["a"], ["a"], ["a"]]
+
+
+async def test_a_task_awaiting_another_lets_time_move_for_it() -> None:
+    # the parent's attempt waits on the scheduler, not on real I/O: time must move for the
+    # child's sleep and retry backoff (it did not: the parent held time still, for ever)
+    app = App("nested")
+    seen: list[tuple[str, dt.datetime]] = []
+
+    @app.task(name="child", retry=RetryPolicy(max_attempts=2, initial_backoff=60, jitter=False))
+    async def child(ctx: TaskContext) -> int:
+        seen.append(("child", env.now))
+        await ctx.sleep(10)
+        if ctx.attempt == 1:
+            raise Retryable("again")
+        return ctx.attempt
+
+    @app.task(name="busy")
+    def busy() -> str:
+        time.sleep(0.05)  # a thread busy for real: a parent waiting on it still holds time
+        return "done"
+
+    @app.task(name="parent")
+    async def parent() -> list[object]:
+        out: list[object] = [await (await child.submit())]
+        seen.append(("parent", env.now))
+        out.append(await (await busy.submit()))
+        seen.append(("parent", env.now))
+        return out
+
+    @app.task(name="timer")
+    async def timer() -> None: ...
+
+    async with cronoq.testing.run(app, start=START) as env:
+        later = await timer.options(start_in=85).submit()  # due just after busy() starts
+        assert await asyncio.wait_for(await parent.submit(), 10) == [2, "done"]
+        assert not later.done()
+        await later
+    at = START + dt.timedelta(seconds=80)  # 10 s of sleep, the 60 s backoff, 10 s of sleep
+    assert seen == [
+        ("child", START),
+        ("child", START + dt.timedelta(seconds=70)),
+        ("parent", at),
+        ("parent", at),
+    ]

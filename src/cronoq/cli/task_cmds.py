@@ -67,7 +67,8 @@ def _named_task_call(
     name: str, args_text: str | None, kwargs_text: str | None, app_ref: str | None, app_dir: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The ``{"args", "kwargs"}`` payload of ``submit --task`` and (with ``--app``) the task's
-    own fields as defaults; a call that does not fit the app's task is a usage error."""
+    own fields as defaults, its ``kind`` among them (workers dispatch by it, and it is not the
+    name when set at decoration); a call that does not fit the app's task is a usage error."""
     args = _json_option("--args", args_text, list, [])
     kwargs = _json_option("--kwargs", kwargs_text, dict, {})
     if app_ref is None:
@@ -83,8 +84,7 @@ def _named_task_call(
         payload = defn.binding.encode(tuple(args), kwargs)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
-    defaults = {k: v for k, v in defn.fields.items() if k != "kind"}
-    return payload, defaults
+    return payload, defn.fields
 
 
 async def _serving_pool(client: Client, name: str) -> str:
@@ -250,7 +250,8 @@ def submit(
 ) -> None:
     """Submit one task. PAYLOAD is sent as JSON when it parses as JSON, else as text.
     With --task NAME, a named task: the payload is {"args": [...], "kwargs": {...}} from
-    --args and --kwargs, and the kind is NAME; without --pool or --app it goes to the pool
+    --args and --kwargs, and the kind is NAME (with --app, the task's kind, which a kind= at
+    decoration sets); without --pool or --app it goes to the pool
     where a connected worker serves NAME (or asks for --pool).
 
     \b
@@ -272,7 +273,7 @@ def submit(
                 " or --content-type"
             )
         value, task_defaults = _named_task_call(task_name, task_args, task_kwargs, app_ref, app_dir)
-        kind = task_name
+        kind = task_defaults.pop("kind", task_name)
     elif task_args is not None or task_kwargs is not None or app_ref is not None:
         raise click.UsageError("--args, --kwargs and --app go with --task NAME")
     fields: dict[str, Any] = {

@@ -12,7 +12,10 @@ being given another clock: ``Scheduler(pools, clock=...)``.
   (fixed starts, deadlines, cron occurrences);
 * ``call_at(when_ns, callback)`` — run ``callback()`` on the scheduler's loop once
   ``monotonic_ns() >= when_ns``; returns something with ``cancel()``;
-* ``sleep(seconds)`` — what :meth:`cronoq.TaskContext.sleep` awaits.
+* ``sleep(seconds)`` — what :meth:`cronoq.TaskContext.sleep` awaits;
+* optionally ``wait_on(future)`` — told when a running attempt awaits another task's handle
+  (``future`` settles when that await ends): a virtual clock counts such an attempt as waiting,
+  like a sleeping one, so time may move for the task it waits for. The real clock has none.
 
 :class:`LoopClock` (the default) is the real thing: ``time.monotonic_ns`` (the clock asyncio's
 default loop runs on), ``time.time_ns``, ``loop.call_at`` and ``asyncio.sleep``.

@@ -149,6 +149,7 @@ class Started:
         "time_base",
         "timer",
         "timer_at",
+        "wait_on",
         "waiters",
     )
 
@@ -169,6 +170,8 @@ class Started:
         #: an attempt, would otherwise hand that attempt's context on to the tasks it starts)
         self.context = contextvars.copy_context()
         self.mono = sched.clock.monotonic_ns
+        #: the clock's ``wait_on`` (a virtual clock's: runtime/clock.py), else None
+        self.wait_on: Callable[[asyncio.Future[Any]], object] | None = getattr(sched.clock, "wait_on", None)
         self.t0 = t0
         self.time_base = time_base
         #: the durable store's group committer (None: no store)
@@ -636,7 +639,15 @@ class Started:
             if len(ws) >= 8:  # (awaiters given up on, a wait_for timeout in a loop: let them go)
                 ws[:] = [x for x in ws if not x.done()]
             ws.append(w)
+        if self.wait_on is not None and self.in_attempt():
+            self.wait_on(w)
         return w
+
+    def in_attempt(self) -> bool:
+        """True when the running asyncio task is one of the running attempts' (an async
+        executor's task or the slot task running it)."""
+        current = asyncio.current_task()
+        return current is not None and any(entry[0] is current for entry in self.running.values())
 
     async def wait_space(self, opts: TaskOptions) -> None:
         name = self.core.pools[opts.pool_index].name

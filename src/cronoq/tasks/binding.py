@@ -17,6 +17,10 @@ for the return value.
   way and converts each value back into its annotated type; errors are
   :class:`~cronoq.Permanent` (retrying cannot fix bad arguments).
 * :meth:`Binding.result_to_wire` / :meth:`Binding.result_from_wire` carry the return value.
+
+Containers (lists, tuples, dicts) are copied on both sides, the fast paths included
+(:mod:`~cronoq.tasks.convert`): what a call sends is a snapshot of its arguments, and each
+attempt gets arguments of its own.
 """
 
 from __future__ import annotations
@@ -28,7 +32,14 @@ from typing import Any
 
 from cronoq.errors import InvalidSubmission, Permanent
 from cronoq.runtime.context import TaskContext
-from cronoq.tasks.convert import ConversionError, Converter, TaskDefinitionError, converter_for
+from cronoq.tasks.convert import (
+    ConversionError,
+    Converter,
+    Load,
+    TaskDefinitionError,
+    converter_for,
+    json_copy,
+)
 
 __all__ = ["Binding", "Payload"]
 
@@ -47,6 +58,7 @@ class Binding:
         "_checks",
         "_exact",
         "_fast",
+        "_loads",
         "_n_positional",
         "_sig",
         "_var_kw",
@@ -110,6 +122,10 @@ class Binding:
         self._fast: tuple[Converter, ...] | None = (
             tuple(self._convs[p.name] for p in positional) if len(positional) == len(params) else None
         )
+        # ... the containers among them: copied when sent, loaded into fresh objects when received
+        self._loads: tuple[tuple[int, Load], ...] = tuple(
+            (i, c.load) for i, c in enumerate(self._fast or ()) if c.load is not None
+        )
         # ... and when every one of them is native, just their checks (the hot path: JSON arguments)
         checks = tuple(c.check for c in self._fast or ())
         self._checks: tuple[Callable[[object], bool], ...] | None = (
@@ -143,6 +159,11 @@ class Binding:
             else:
                 return {"args": args, "kwargs": {}}
         if not kwargs and self._native_ok(args):
+            if self._loads:
+                out = list(args)
+                for i, _ in self._loads:
+                    out[i] = json_copy(out[i])
+                return {"args": out, "kwargs": {}}
             return {"args": args, "kwargs": {}}
         fast = self._fast
         if fast is not None and not kwargs and len(args) == len(fast):
@@ -159,7 +180,7 @@ class Binding:
         try:
             bound = self._sig.bind(*args, **kwargs)
         except TypeError as e:
-            raise InvalidSubmission(f"task '{self.name}': {e}") from None
+            raise InvalidSubmission(self._unbound(e, args)) from None
         return {"args": self._encode_args(bound.args), "kwargs": self._encode_kwargs(bound.kwargs)}
 
     def encode_holes(
@@ -176,11 +197,20 @@ class Binding:
         try:
             bound = self._sig.bind(*args, **kwargs)
         except TypeError as e:
-            raise InvalidSubmission(f"task '{self.name}': {e}") from None
+            raise InvalidSubmission(self._unbound(e, args)) from None
         return {
             "args": self._encode_args(bound.args, is_hole),
             "kwargs": self._encode_kwargs(bound.kwargs, is_hole),
         }
+
+    def _unbound(self, e: TypeError, args: object) -> str:
+        """The message of arguments that do not bind (``Signature.bind``'s, with what the task
+        takes when there are too many positional ones: that message names none)."""
+        msg = str(e)
+        if msg == "too many positional arguments" and isinstance(args, (list, tuple)):
+            names = [p.name for p in self._sig.parameters.values() if p.kind in _POSITIONAL]
+            msg = f"{msg}: it takes {len(names)} ({', '.join(names) or 'none'}), got {len(args)}"
+        return f"task '{self.name}': {msg}"
 
     def _wire_at(self, i: int, conv: Converter, v: object) -> object:
         try:
@@ -234,13 +264,22 @@ class Binding:
 
     def fast_args(self, payload: object) -> list[Any] | tuple[Any, ...] | None:
         """The positional arguments of the common payload — ``{"args": [...], "kwargs": {}}``
-        whose values pass the native checks — or None (then :meth:`decode` has the answer)."""
+        whose values pass the native checks — or None (then :meth:`decode` has the answer).
+        Containers among them are fresh objects: the payload's own are never handed out."""
         if type(payload) is not dict or len(payload) != 2:
             return None
         args = payload.get("args")
         if (type(args) is not list and type(args) is not tuple) or payload.get("kwargs") != {}:
             return None
-        return args if self._native_ok(args) else None
+        if not self._native_ok(args):
+            return None
+        return self._loaded(args) if self._loads else args
+
+    def _loaded(self, args: list[Any] | tuple[Any, ...]) -> list[Any]:
+        out = list(args)
+        for i, load in self._loads:
+            out[i] = load(out[i])
+        return out
 
     def _native_ok(self, args: list[Any] | tuple[Any, ...]) -> bool:
         """True when ``args`` are exactly the positional parameters and pass their native checks
@@ -282,7 +321,7 @@ class Binding:
         if not isinstance(args, (list, tuple)) or type(kwargs) is not dict:
             raise Permanent(f"task '{self.name}': payload args must be a list and kwargs an object")
         if not kwargs and self._native_ok(args):
-            return list(args), {}
+            return self._loaded(args), {}
         fast = self._fast
         if fast is not None and not kwargs and len(args) == len(fast):
             out = list(args)
@@ -295,7 +334,7 @@ class Binding:
         try:
             bound = self._sig.bind(*args, **kwargs)
         except TypeError as e:
-            raise Permanent(f"task '{self.name}': {e}") from None
+            raise Permanent(self._unbound(e, args)) from None
         names = list(self._convs)
         out_args = []
         for i, v in enumerate(bound.args):

@@ -8,7 +8,13 @@ annotation) :func:`converter_for` builds, once per task at decoration, a :class:
 * *native* — the annotation is made of JSON types only (no annotation, ``Any``, ``object``,
   ``int``, ``float``, ``str``, ``bool``, ``None``, ``list[X]``, ``dict[str, X]``,
   ``tuple[X, ...]``, unions/``Optional`` and ``Literal`` of those): the value is checked with
-  plain ``isinstance`` tests and travels as is. No pydantic, no copy: the fast path.
+  plain ``isinstance`` tests. No pydantic: the fast path. A scalar travels as is; a container
+  (list, tuple, dict) is copied both ways — to its JSON form when sent (:func:`json_copy`:
+  tuples become arrays), into fresh objects when received (the converter's ``load``: arrays
+  annotated ``tuple`` become tuples again) — so a value behaves as it does through a
+  server's JSON: a caller that reuses a list after submitting, or an attempt that mutates
+  its argument, changes no other attempt, retry or occurrence (in process nothing else
+  would copy it).
 * *adapted* — anything else (pydantic models, dataclasses, ``datetime``, ``UUID``, ``Decimal``,
   enums, ``TypedDict``...): a pydantic v2 ``TypeAdapter`` built at decoration validates the
   value and dumps it to JSON (``mode="json"``) on the sending side, and validates the JSON back
@@ -31,7 +37,7 @@ from typing import Any
 
 from cronoq.errors import CronoqError
 
-__all__ = ["ConversionError", "Converter", "TaskDefinitionError", "converter_for", "is_json"]
+__all__ = ["ConversionError", "Converter", "TaskDefinitionError", "converter_for", "is_json", "json_copy"]
 
 
 class TaskDefinitionError(CronoqError, TypeError):
@@ -62,7 +68,20 @@ def is_json(value: object, depth: int = 0) -> bool:
     return False
 
 
+def json_copy(value: object) -> object:
+    """A fresh copy of a JSON value (checked by :func:`is_json`): new lists and dicts all the
+    way down, tuples as lists (the form a value has after a trip through JSON)."""
+    tp = type(value)
+    if tp is list or tp is tuple:
+        return [json_copy(v) for v in value]  # type: ignore[attr-defined]
+    if tp is dict:
+        return {k: json_copy(v) for k, v in value.items()}  # type: ignore[attr-defined]
+    return value
+
+
 Check = Callable[[object], bool]
+#: a received JSON value → fresh Python objects of the annotation (None: a scalar, as is)
+Load = Callable[[object], object]
 
 
 def _is_int(v: object) -> bool:
@@ -131,36 +150,70 @@ def _literal(values: tuple[object, ...]) -> Check | None:
     return check
 
 
-def native_check(annotation: object) -> Check | None:
-    """A check for a JSON-only annotation, or None when the annotation needs pydantic."""
+def _load_items(item: Load | None, into: Callable[[Any], object]) -> Load:
+    def load(v: Any) -> object:
+        return into(v if item is None else map(item, v))
+
+    return load
+
+
+def _load_values(item: Load | None) -> Load:
+    def load(v: Any) -> object:
+        return dict(v) if item is None else {k: item(x) for k, x in v.items()}
+
+    return load
+
+
+def _load_first(checks: list[Check], loads: list[Load | None]) -> Load:
+    pairs = list(zip(checks, loads))
+
+    def load(v: object) -> object:
+        for check, one in pairs:
+            if check(v):
+                return v if one is None else one(v)
+        return json_copy(v)  # pragma: no cover - from_wire checked the value first
+
+    return load
+
+
+#: the native form of an annotation: its check, and its load (None for scalars)
+Native = tuple[Check, Load | None]
+_ANY: Native = (is_json, json_copy)
+
+
+def _native(annotation: object) -> Native | None:
+    """Check and load of a JSON-only annotation, or None when the annotation needs pydantic."""
     if annotation is Any or annotation is object or annotation is typing.Any:
-        return is_json
+        return _ANY
     scalar = _SCALAR_CHECKS.get(annotation) if isinstance(annotation, typing.Hashable) else None
     if scalar is not None:
-        return scalar
+        return scalar, None
     if annotation is list or annotation is tuple:
-        return _list_of(is_json)
+        return _list_of(is_json), _load_items(json_copy, annotation)
     if annotation is dict:
-        return _dict_of(is_json)
+        return _dict_of(is_json), _load_values(json_copy)
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin is typing.Annotated:
-        return native_check(args[0])
+        return _native(args[0])
     if origin is list or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
-        item = native_check(args[0]) if args else is_json
-        return None if item is None else _list_of(item)
+        item = _native(args[0]) if args else _ANY
+        return None if item is None else (_list_of(item[0]), _load_items(item[1], origin))
     if origin is dict:
         if args and args[0] is not str:
             return None
-        value = native_check(args[1]) if len(args) == 2 else is_json
-        return None if value is None else _dict_of(value)
+        value = _native(args[1]) if len(args) == 2 else _ANY
+        return None if value is None else (_dict_of(value[0]), _load_values(value[1]))
     if origin is typing.Union or origin is types.UnionType:
-        checks = [native_check(a) for a in args]
-        if any(c is None for c in checks):
+        members = [_native(a) for a in args]
+        if any(m is None for m in members):
             return None
-        return _any_of(checks)  # type: ignore[arg-type]
+        checks = [m[0] for m in members]  # type: ignore[index]
+        loads = [m[1] for m in members]  # type: ignore[index]
+        return _any_of(checks), None if all(x is None for x in loads) else _load_first(checks, loads)
     if origin is typing.Literal:
-        return _literal(args)
+        check = _literal(args)
+        return None if check is None else (check, None)
     return None
 
 
@@ -171,31 +224,63 @@ def _describe(annotation: object) -> str:
     return repr(annotation).replace("typing.", "")
 
 
-def _type_name(value: object) -> str:
-    return type(value).__name__
+def _not_json(value: object, at: str = "", depth: int = 0) -> str | None:
+    """Why JSON cannot carry ``value``, naming the part and where it is (``"nan at [1] is not
+    JSON-serializable (...)"``), or None if it can."""
+    where = f" at {at}" if at else ""
+    tp = type(value)
+    if tp is float and not math.isfinite(value):  # type: ignore[arg-type]
+        return f"{value!r}{where} is not JSON-serializable (JSON has no NaN or infinity)"
+    if tp is str or tp is int or tp is bool or tp is float or value is None:
+        return None
+    if depth > 100:
+        return f"a value nested over 100 levels deep{where} is not JSON-serializable"
+    if tp is list or tp is tuple:
+        for i, v in enumerate(typing.cast(list[Any], value)):
+            if (why := _not_json(v, f"{at}[{i}]", depth + 1)) is not None:
+                return why
+        return None
+    if tp is dict:
+        for k, v in value.items():  # type: ignore[attr-defined]
+            if type(k) is not str:
+                return f"the key {k!r}{where} is not JSON-serializable (JSON object keys are strings)"
+            if (why := _not_json(v, f"{at}[{k!r}]", depth + 1)) is not None:
+                return why
+        return None
+    return f"a value of type {tp.__name__}{where} is not JSON-serializable{_ANNOTATE}"
+
+
+#: what to do about an object of a type JSON lacks, when the annotation did not say its type
+_ANNOTATE = " (annotate it with its type, e.g. datetime or a pydantic model, for pydantic to convert it)"
 
 
 class Converter:
     """How values of one annotation are checked and carried (see the module docstring)."""
 
-    __slots__ = ("_adapter", "annotation", "check", "native")
+    __slots__ = ("_adapter", "annotation", "check", "load", "native", "plain")
 
-    def __init__(self, annotation: object, check: Check | None, adapter: Any) -> None:
+    def __init__(
+        self, annotation: object, check: Check | None, adapter: Any, load: Load | None = None
+    ) -> None:
         self.annotation = annotation
         #: the native check (value -> bool), None when pydantic converts
         self.check = check
+        #: a native container's load (a received value → fresh objects); None for scalars
+        self.load = load
         self._adapter = adapter
         self.native = adapter is None
+        #: values travel and arrive as they are: native scalars (no copy, no conversion)
+        self.plain = self.native and load is None
 
     def to_wire(self, value: object) -> object:
         """The JSON form of ``value`` (sending side); ConversionError if it does not fit."""
         check = self.check
         if check is not None:
             if check(value):
-                return value
+                return value if self.load is None else json_copy(value)
             if is_json(value):
                 raise ConversionError(f"expected {_describe(self.annotation)}, got {value!r}")
-            raise ConversionError(f"a value of type {_type_name(value)} is not JSON-serializable")
+            raise ConversionError(_not_json(value) or f"{value!r} is not JSON")
         adapter = self._adapter
         try:
             obj = adapter.validate_python(value)
@@ -208,7 +293,8 @@ class Converter:
         check = self.check
         if check is not None:
             if check(value):
-                return value
+                load = self.load
+                return value if load is None else load(value)
             raise ConversionError(f"expected {_describe(self.annotation)}, got {value!r}")
         try:
             return self._adapter.validate_python(value)
@@ -247,9 +333,9 @@ def converter_for(annotation: object, where: str) -> Converter:
         cached = None
     if cached is not None:
         return cached
-    check = native_check(annotation)
-    if check is not None:
-        conv = Converter(annotation, check, None)
+    native = _native(annotation)
+    if native is not None:
+        conv = Converter(annotation, native[0], None, native[1])
         with contextlib.suppress(TypeError):  # an unhashable annotation: not cached
             _NATIVE_CACHE[annotation] = conv
         return conv

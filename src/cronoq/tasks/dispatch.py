@@ -70,7 +70,9 @@ class TaskExecutor:
         hot = (
             defn.is_async and defn.run_in == "loop" and b.result.check is not None and not defn.app.call_hooks
         )
-        entry: _Entry = (defn, defn.fn if hot else None, b.fast_args, b.result.check, b.takes_context)
+        # a container result goes through result_to_wire (a copy: the caller gets its own)
+        result_check = b.result.check if b.result.load is None else _never
+        entry: _Entry = (defn, defn.fn if hot else None, b.fast_args, result_check, b.takes_context)
         self._hot[kind] = entry
         return entry
 
@@ -95,6 +97,10 @@ class TaskExecutor:
 
     def __repr__(self) -> str:
         return f"TaskExecutor({sorted(self._tasks)})"
+
+
+def _never(value: object) -> bool:
+    return False
 
 
 #: (definition, the async function when on the hot path else None, fast_args, result check,

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Placeholder",
     "encode_call",
+    "has_marker",
     "has_placeholder",
     "no_edge_message",
     "outcome_of",
@@ -227,6 +228,19 @@ def _is_marker(value: dict[str, Any]) -> bool:
         return False
     ((k, v),) = value.items()
     return k in (OUTPUT, OUTCOME) and type(v) is int
+
+
+def has_marker(payload: object, depth: int = 0) -> bool:
+    """True when an encoded ``payload`` holds a placeholder's marker (it needs its parents)."""
+    tp = type(payload)
+    if depth > 100:
+        return False
+    if tp is dict:
+        d: Any = payload
+        return _is_marker(d) or any(has_marker(x, depth + 1) for x in d.values())
+    if tp is list or tp is tuple:
+        return any(has_marker(x, depth + 1) for x in payload)  # type: ignore[attr-defined]
+    return False
 
 
 def substitute(payload: object, parents: Sequence[Outcome], name: str) -> object:

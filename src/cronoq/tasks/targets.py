@@ -7,7 +7,8 @@ An :class:`~cronoq.App` sends every ``submit`` / ``enqueue`` / batch to its curr
 * :class:`SchedulerTarget` — a running :class:`~cronoq.Scheduler` (``app.scheduler(...)``
   pushes one while it runs). The payload (already JSON) and the task fields go straight to
   ``Scheduler.submit``; the handle is the scheduler's own, unless the return annotation needs
-  pydantic, in which case a :class:`ConvertedHandle` turns the JSON output back into it.
+  pydantic or is a container, in which case a :class:`ConvertedHandle` turns the JSON output
+  back into it (a fresh object for every ``await``).
 * :class:`ClientTarget` — a :class:`cronoq.client.Client` (``app.bind(client)``). The payload
   is sent as ``application/json`` with ``kind`` = the task's name; the handle is a
   :class:`RemoteHandle` that waits on the server when awaited and decodes the JSON output.
@@ -199,7 +200,7 @@ class Target(Protocol):
 
 
 def _converter(binding: Binding) -> Callable[[object], Any] | None:
-    return None if binding.result.native else binding.result_from_wire
+    return None if binding.result.plain else binding.result_from_wire
 
 
 async def on_loop(loop: asyncio.AbstractEventLoop | None, coro: Coroutine[Any, Any, R]) -> R:
@@ -231,7 +232,7 @@ class SchedulerTarget:
     def submit(
         self, binding: Binding, payload: Payload, fields: dict[str, Any]
     ) -> Coroutine[Any, Any, TaskHandle[Any]]:
-        if binding.result.native:  # the scheduler's own coroutine and handle
+        if binding.result.plain:  # the scheduler's own coroutine and handle
             return self.scheduler.submit(payload, **fields)
         return self._converted(binding, payload, fields)
 

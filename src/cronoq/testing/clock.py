@@ -12,7 +12,10 @@ the order they were armed), each at its own instant: a callback sees
 :meth:`sleep` is what :meth:`cronoq.TaskContext.sleep` awaits: a timer plus a future, counted in
 :attr:`sleepers` while it waits, so an environment can tell "every running attempt waits on
 the clock" (time may jump) from "an attempt is busy or waits on something real" (it must not).
-:meth:`wait` is the same without being counted (for test code, not attempts).
+:meth:`wait` is the same without being counted (for test code, not attempts). :meth:`wait_on`
+counts an attempt that awaits another task's handle the same way until the await ends: it
+waits on the scheduler, and time must be free to move for the task it waits for (a retry's
+backoff, a fixed start, a sleep).
 :attr:`version` changes on every arm, cancel, sleep start and end: a cheap "did anything
 happen" probe. Nothing here touches asyncio's or the OS's clocks.
 """
@@ -115,6 +118,17 @@ class VirtualClock:
         finally:
             self.sleepers -= 1
             self.version += 1
+
+    def wait_on(self, fut: asyncio.Future[object]) -> None:
+        """Count the running attempt awaiting ``fut`` (another task's outcome) among the
+        :attr:`sleepers` until ``fut`` is done."""
+        self.sleepers += 1
+        self.version += 1
+        fut.add_done_callback(self._woken)
+
+    def _woken(self, fut: asyncio.Future[object]) -> None:
+        self.sleepers -= 1
+        self.version += 1
 
     # ---------------------------------------------------------------- control
 

@@ -13,28 +13,40 @@ round trip), or raises :class:`~cronoq.TaskFailed` with the error's message (sta
 propagate, the call runs in the caller's task).
 
 There is no scheduler: no retries, priorities, fixed starts, dependencies or schedules (task
-fields are accepted and ignored). For those, use :func:`cronoq.testing.run`.
+fields are accepted and ignored). For those, use :func:`cronoq.testing.run`. What cannot be
+ignored says so: a call holding a placeholder (``.output``, ``output_of``, ``outcome_of``)
+raises :class:`~cronoq.SchedulerError` when submitted, and in a task ``ctx.spawn``,
+``ctx.wait_for`` and ``ctx.wait_signal`` raise it (the attempt fails with its message). The
+durable calls that need no scheduler work: ``ctx.sleep_for`` / ``ctx.sleep_until`` return at
+once (no time passes, as for ``ctx.sleep``) and ``ctx.step`` calls its function.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import itertools
 from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cronoq.engine.progress import check_progress
-from cronoq.errors import CronoqError, Permanent, Retryable, TaskFailed
+from cronoq.errors import CronoqError, Permanent, Retryable, SchedulerError, TaskFailed
 from cronoq.runtime.handles import TaskHandle
 from cronoq.runtime.processes import CURRENT, IN_THREADS
 from cronoq.tasks.app import App
+from cronoq.tasks.placeholders import has_marker
 
 if TYPE_CHECKING:
     from cronoq.tasks.binding import Binding, Payload
     from cronoq.tasks.targets import NamedTask
 
 __all__ = ["EagerContext", "EagerHandle", "EagerTarget", "eager"]
+
+_NEEDS_SCHEDULER = (
+    "{what} needs a scheduler: cronoq.testing.eager runs each call inline, with no dependencies "
+    "or waits (use cronoq.testing.run(app), the real scheduler on virtual time)"
+)
 
 R = TypeVar("R")
 
@@ -112,11 +124,40 @@ class EagerContext:
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(0)  # eager: no time passes
 
+    # the durable calls (docs/how-to/durable.md): those that need no scheduler work, the others
+    # say what to use instead
+
+    resumes = 0
+
+    async def sleep_for(self, seconds: float) -> None:
+        await asyncio.sleep(0)  # eager: no time passes
+
+    async def sleep_until(self, when: Any) -> None:
+        await asyncio.sleep(0)
+
+    async def step(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        return await result if inspect.isawaitable(result) else result
+
+    async def spawn(self, specs: Any, *, detached: bool = False) -> list[int]:
+        raise SchedulerError(_NEEDS_SCHEDULER.format(what="ctx.spawn()"))
+
+    async def wait_for(self, ids: Any) -> list[Any]:
+        raise SchedulerError(_NEEDS_SCHEDULER.format(what="ctx.wait_for()"))
+
+    async def wait_signal(self, name: str, timeout: float | None = None) -> Any:
+        raise SchedulerError(_NEEDS_SCHEDULER.format(what="ctx.wait_signal()"))
+
 
 def _message(exc: BaseException) -> str:
     if isinstance(exc, (Permanent, Retryable)):
         return exc.message
     return f"{type(exc).__name__}: {exc}" if not isinstance(exc, CronoqError) else str(exc)
+
+
+def _no_placeholders(binding: Binding, payload: object) -> None:
+    if has_marker(payload):
+        raise SchedulerError(_NEEDS_SCHEDULER.format(what=f"a placeholder argument of '{binding.name}'"))
 
 
 class EagerTarget:
@@ -130,6 +171,7 @@ class EagerTarget:
         self._ids = itertools.count(1)
 
     async def _run(self, binding: Binding, payload: Payload, fields: dict[str, Any]) -> EagerHandle[Any]:
+        _no_placeholders(binding, payload)
         task_id = next(self._ids)
         kind = fields["kind"]
         defn = self._app.tasks[binding.name]
@@ -153,6 +195,8 @@ class EagerTarget:
         return (await self._run(defn.binding, payload, fields)).id
 
     async def submit_batch(self, tasks: Sequence[NamedTask]) -> list[TaskHandle[Any]]:
+        for t in tasks:  # (all or none: checked before any runs)
+            _no_placeholders(t.binding, t.payload)
         return [await self._run(t.binding, t.payload, t.fields) for t in tasks]  # type: ignore[arg-type]
 
 

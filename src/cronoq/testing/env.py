@@ -12,7 +12,8 @@ The environment subscribes to every status transition (``emit_transitions``), wh
 :attr:`Environment.events` and the number of attempts running now.
 
 **Idle** (:meth:`Environment.settle`) means: every running attempt is waiting on the virtual
-clock (``ctx.sleep``; the clock counts its sleepers), and neither the clock (timers armed,
+clock (``ctx.sleep``, or awaiting another task's handle: the clock counts both among its
+sleepers, ``VirtualClock.wait_on``), and neither the clock (timers armed,
 cancelled, sleeps begun or ended) nor the event log changed for ``quiet_turns`` consecutive
 loop turns. **Autojump**: a background task waits for idle, then moves time to the earliest
 armed timer — the engine's next wakeup (a retry's backoff, a fixed start, a cron occurrence,
