@@ -594,6 +594,27 @@ async def test_schedule_names_are_matched_on_the_raw_path() -> None:
         assert r.json() == {"removed": True}
 
 
+async def test_pool_and_resource_names_are_matched_on_the_raw_path() -> None:
+    """A pool or resource name may hold a ``/`` (the config takes it, gRPC's PausePool and
+    ListResourceKeys too): sent as ``%2F`` it stays in the name on ``/v1/pools/{name}/pause``,
+    ``/resume`` and ``/v1/resources/{name}/keys`` (they were 404 "no such route", the
+    dashboard's pause button of such a pool included)."""
+    extra = (
+        '[[pools]]\nname = "batch/gpu"\nmax = 2\n'
+        '[[resources]]\nname = "api/v2"\nkind = "semaphore"\npermits = 2\nper_key = true\n'
+    )
+    async with serve(extra) as (_app, c):
+        assert (await c.post("/v1/pools/batch%2Fgpu/pause")).json() == {"changed": True}
+        pools = {p["name"]: p["paused"] for p in (await c.get("/v1/snapshot")).json()["pools"]}
+        assert pools["batch/gpu"] is True
+        assert (await c.post("/v1/pools/batch%2Fgpu/resume")).json() == {"changed": True}
+        r = await c.get("/v1/resources/api%2Fv2/keys")
+        assert (r.status_code, r.json()["resource"]) == (200, "api/v2"), r.text
+        r = await c.post("/v1/pools/batch/gpu/pause")
+        assert err(r) == (404, "not_found") and "%2F" in r.json()["error"]
+        assert err(await c.get("/v1/resources/%FF/keys")) == (400, "invalid_argument")
+
+
 def test_one_route_per_path_and_method() -> None:
     """Every API route serves one method (HEAD comes with GET) and no path and method twice."""
     from starlette.routing import Route

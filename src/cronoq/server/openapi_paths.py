@@ -279,7 +279,7 @@ def _admin_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 _ok("ResourceKeysResponse"),
                 (400, 404, *_COMMON),
                 params=[
-                    name_param,
+                    {**name_param, "description": "the resource name, URL-encoded (a `/` in it as `%2F`)"},
                     _q("top", {"type": "integer", "minimum": 1, "maximum": 1000}, "how many"),
                 ],
                 tags=("admin",),
@@ -354,7 +354,7 @@ def _ops_paths(
     tenant_param: dict[str, Any],
 ) -> dict[str, Any]:
     """The operations routes (docs/how-to/operations.md): pause/resume, run now, replay, bulk."""
-    pool_param = {**name_param, "description": "pool name"}
+    pool_param = {**name_param, "description": "the pool name, URL-encoded (a `/` in it as `%2F`)"}
     schedule_param = {**name_param, "description": _SCHEDULE_NAME}
     admin = ("admin",)
     replay = _op("Replay a finished task as a new one", _ok("SubmitResponse"), (400, 404, 409, *_COMMON))
