@@ -156,22 +156,38 @@ RAW_PREFIXES: Final = ("/v1/tasks/", "/v1/signals/", "/v1/recurring/", "/v1/pool
 class RawPathRoute(Route):
     """A route matched against the raw (still URL-encoded) path: a ``%2F`` in a task key or a
     signal, schedule, pool or resource name stays inside its segment instead of splitting it
-    (the handler decodes the segment: :func:`path_segment`)."""
+    (the handler decodes the segment: :func:`path_segment`).
+
+    Under a ``root_path`` (the app mounted in another ASGI app, or a server's ``--root-path``)
+    the raw path holds the prefix too: it is matched past the prefix.  A path that cannot be
+    matched raw (no ``raw_path``, or a prefix that was itself URL-encoded) is matched decoded,
+    as a plain route, and the child scope says so (:data:`DECODED`): its segment is not decoded
+    a second time (``%2541`` stays ``%41``), only a ``%2F`` in it splits it (404)."""
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         raw = scope.get("raw_path")
-        if scope["type"] == "http" and isinstance(raw, (bytes, bytearray)) and not scope.get("root_path"):
+        if scope["type"] == "http" and isinstance(raw, (bytes, bytearray)):
             text = bytes(raw).split(b"?", 1)[0].decode("latin-1")
-            if text.startswith(RAW_PREFIXES):  # (else a path whose prefix itself was encoded)
-                scope = {**scope, "path": text}
-        return super().matches(scope)
+            root: str = scope.get("root_path") or ""
+            if text.startswith(root) and text[len(root) :].startswith(RAW_PREFIXES):
+                return super().matches({**scope, "path": text})  # (Starlette matches past root_path)
+        match, child = super().matches(scope)
+        return match, {**child, DECODED: True}
+
+
+#: the key of a :class:`RawPathRoute`'s scope when it matched the decoded path
+DECODED: Final = "cronoq.path_decoded"
 
 
 def path_segment(request: Request, name: str, what: str) -> str:
     """Path parameter ``name`` of a :class:`RawPathRoute`, URL-decoded (``what`` names it in
-    the 400 answer when it is not URL-encoded UTF-8)."""
+    the 400 answer when it is not URL-encoded UTF-8); as it is when the route matched the
+    decoded path (:data:`DECODED`)."""
+    value: str = request.path_params[name]
+    if request.scope.get(DECODED):
+        return value
     try:
-        return unquote(request.path_params[name], errors="strict")
+        return unquote(value, errors="strict")
     except UnicodeDecodeError:
         raise bad_request(f"the {what} in the path is not valid URL-encoded UTF-8") from None
 
