@@ -261,6 +261,17 @@ def _admin_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
     name_param = p["name"]
     schedule_param = {**name_param, "description": _SCHEDULE_NAME}
     text_plain = {"text/plain": {"schema": {"type": "string"}}}
+    put_recurring = _op(
+        "Create or replace a recurring schedule",
+        _ok("RecurringInfo"),
+        (400, 404, 408, 409, 413, *_COMMON),
+        params=[schedule_param],
+        body="RecurringRequest",
+        tags=("admin",),
+    )
+    put_recurring["responses"]["409"]["description"] = (
+        "a token restricted to some pools names a schedule of another pool (failed_precondition)"
+    )
     return {
         "/v1/snapshot": {"get": _op("Scheduler snapshot", _ok("SnapshotResponse"), _COMMON, tags=("admin",))},
         "/v1/history": {
@@ -294,14 +305,7 @@ def _admin_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 params=[schedule_param],
                 tags=("admin",),
             ),
-            "put": _op(
-                "Create or replace a recurring schedule",
-                _ok("RecurringInfo"),
-                (400, 404, 408, 413, *_COMMON),
-                params=[schedule_param],
-                body="RecurringRequest",
-                tags=("admin",),
-            ),
+            "put": put_recurring,
             "delete": _op(
                 "Remove a recurring schedule",
                 _ok("RemoveResponse"),
