@@ -619,7 +619,8 @@ async def test_names_in_the_path_under_a_root_path() -> None:
     """Mounted under a prefix (``root_path``: another ASGI app's ``Mount``, a server's
     ``--root-path``), names in the path read as without it: a ``%2F`` stays in the name (it was
     404) and a ``%25`` is decoded once (``x%2541`` was the signal ``xA``, key ``k%41``
-    unreachable); a path matched decoded (a prefix itself encoded) is not decoded again."""
+    unreachable); a path matched decoded (a prefix itself encoded) is not decoded again; the
+    request guard sees ``/cronoq/healthz`` as ``/healthz`` (a probe, exempt)."""
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
@@ -640,6 +641,10 @@ async def test_names_in_the_path_under_a_root_path() -> None:
             r = await c.put("/cronoq/v1/recurring/r%2F1", json=body)
             assert (r.status_code, r.json()["name"]) == (200, "r/1"), r.text
             assert (await c.post("/cronoq/v1/pools/default/pause")).json() == {"changed": True}
+            # the guard takes the path past the prefix too: the probes are exempt (no Host check)
+            evil = {"host": "evil.example.com"}
+            assert (await c.get("/cronoq/healthz", headers=evil)).status_code == 200
+            assert (await c.get("/cronoq/v1/snapshot", headers=evil)).status_code == 403
     finally:
         await app.stop()
 
