@@ -292,6 +292,7 @@ class ShardedHttp:
         body = await self.api.read_json(request)
         local = self.api.replay_where if action == "replay" else self.api.cancel_where
         filt, key, force = ops.bulk_from_json(body)
+        ops.check_criteria(filt)  # (before the wire, where an empty list is none)
         owners = {self.top.of_pool(p) for p in filt.get("pools") or ()}
         if owners and all(self.top.is_local(s) for s in owners):
             return await local(_replay(request, body))
