@@ -594,6 +594,61 @@ async def test_schedule_names_are_matched_on_the_raw_path() -> None:
         assert r.json() == {"removed": True}
 
 
+async def test_pool_and_resource_names_are_matched_on_the_raw_path() -> None:
+    """A pool or resource name may hold a ``/`` (the config takes it, gRPC's PausePool and
+    ListResourceKeys too): sent as ``%2F`` it stays in the name on ``/v1/pools/{name}/pause``,
+    ``/resume`` and ``/v1/resources/{name}/keys`` (they were 404 "no such route", the
+    dashboard's pause button of such a pool included)."""
+    extra = (
+        '[[pools]]\nname = "batch/gpu"\nmax = 2\n'
+        '[[resources]]\nname = "api/v2"\nkind = "semaphore"\npermits = 2\nper_key = true\n'
+    )
+    async with serve(extra) as (_app, c):
+        assert (await c.post("/v1/pools/batch%2Fgpu/pause")).json() == {"changed": True}
+        pools = {p["name"]: p["paused"] for p in (await c.get("/v1/snapshot")).json()["pools"]}
+        assert pools["batch/gpu"] is True
+        assert (await c.post("/v1/pools/batch%2Fgpu/resume")).json() == {"changed": True}
+        r = await c.get("/v1/resources/api%2Fv2/keys")
+        assert (r.status_code, r.json()["resource"]) == (200, "api/v2"), r.text
+        r = await c.post("/v1/pools/batch/gpu/pause")
+        assert err(r) == (404, "not_found") and "%2F" in r.json()["error"]
+        assert err(await c.get("/v1/resources/%FF/keys")) == (400, "invalid_argument")
+
+
+async def test_names_in_the_path_under_a_root_path() -> None:
+    """Mounted under a prefix (``root_path``: another ASGI app's ``Mount``, a server's
+    ``--root-path``), names in the path read as without it: a ``%2F`` stays in the name (it was
+    404) and a ``%25`` is decoded once (``x%2541`` was the signal ``xA``, key ``k%41``
+    unreachable); a path matched decoded (a prefix itself encoded) is not decoded again; the
+    request guard sees ``/cronoq/healthz`` as ``/healthz`` (a probe, exempt)."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    app = make_app()
+    await app.lead()
+    outer = Starlette(routes=[Mount("/cronoq", app=create_http_app(app))])
+    try:
+        transport = httpx.ASGITransport(app=outer)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:7071") as c:
+            r = await c.post("/cronoq/v1/signals/approve%2F42")
+            assert (r.status_code, r.json()["name"]) == (200, "approve/42"), r.text
+            assert (await c.post("/cronoq/v1/signals/x%2541")).json()["name"] == "x%41"
+            tid = (await c.post("/cronoq/v1/tasks", json={"key": "k%41/1"})).json()["id"]
+            assert (await c.get("/cronoq/v1/tasks/k%2541%2F1")).json()["id"] == tid
+            tid = (await c.post("/cronoq/v1/tasks", json={"key": "k%41"})).json()["id"]
+            assert (await c.get("/cronoq/v1/%74asks/k%2541")).json()["id"] == tid  # (matched decoded)
+            body = {"cron": "0 3 * * *", "task": {"pool": "default"}}
+            r = await c.put("/cronoq/v1/recurring/r%2F1", json=body)
+            assert (r.status_code, r.json()["name"]) == (200, "r/1"), r.text
+            assert (await c.post("/cronoq/v1/pools/default/pause")).json() == {"changed": True}
+            # the guard takes the path past the prefix too: the probes are exempt (no Host check)
+            evil = {"host": "evil.example.com"}
+            assert (await c.get("/cronoq/healthz", headers=evil)).status_code == 200
+            assert (await c.get("/cronoq/v1/snapshot", headers=evil)).status_code == 403
+    finally:
+        await app.stop()
+
+
 def test_one_route_per_path_and_method() -> None:
     """Every API route serves one method (HEAD comes with GET) and no path and method twice."""
     from starlette.routing import Route

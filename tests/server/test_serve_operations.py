@@ -139,6 +139,18 @@ async def test_recurring_pause_and_run_now(srv: ServerProc) -> None:
             with pytest.raises(ClientError) as e:
                 await a.trigger_recurring("nightly")
             assert (e.value.code, e.value.message) == ("not_found", unknown["error"])
+            # nor removed (as a missing one, gRPC as HTTP), nor replaced by one of its pool
+            # (the name is taken: 409; it replaced pool b's schedule with one of pool a)
+            assert await a.remove_recurring("nightly") is False
+            assert http(srv, "DELETE", "/v1/recurring/nightly", ADMIN_A) == (200, {"removed": False})
+            body = {"cron": "0 4 * * *", "task": {"pool": "a", "kind": "mine"}}
+            code, out = http(srv, "PUT", "/v1/recurring/nightly", ADMIN_A, body)
+            assert (code, out["code"]) == (409, "failed_precondition"), out
+            with pytest.raises(ClientError) as e:
+                await a.add_recurring("nightly", "0 4 * * *", pool="a")
+            assert e.value.code == "failed_precondition"
+        info = {i.name: i for i in await c.list_recurring()}["nightly"]
+        assert (info.pool, info.cron) == ("b", "0 3 * * *")
         await c.remove_recurring("nightly")
         await c.cancel_where(pools=["b"])
 

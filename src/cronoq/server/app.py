@@ -740,10 +740,21 @@ class ServerApp:
         return convert.resource_keys_msg(resource, keys)
 
     async def add_recurring(self, principal: Principal | None, req: Any) -> None:
+        """Add schedule ``req.name``, or replace the one of that name: a token restricted to
+        some pools replaces only a schedule of its pools (another pool's is refused, 409
+        ``failed_precondition``: names are one namespace, so it cannot be created either)."""
         sched = self.require_leader()
         sub = self._prepare(principal, req.template)
         pool = sub.pool or self.config.default_pool
         self.auth.authorize(principal, "add_recurring", pool)
+        if principal is not None and principal.pools is not None:
+            for info in await sched.list_recurring():
+                if info.name == req.name and not allows_pool(principal, info.pool):
+                    raise ApiError(
+                        "failed_precondition",
+                        f"recurring schedule '{req.name}' belongs to a pool this token may not use:"
+                        " it cannot be replaced (choose another name)",
+                    )
         dl = sub.deadline  # (a schedule has no start, absolute deadline nor edges: not taken)
         relative = dl if dl is not None and dl.relative is not None else None
         sub = sub._replace(start=None, deps=None, deadline=relative)

@@ -27,8 +27,9 @@ Task references: in ``/v1/tasks/{ref}[/result|/cancel|/replay]`` a segment of de
 an id, anything else a URL-encoded key (``/`` as ``%2F``): these routes (:class:`RawPathRoute`)
 match the raw path, so an encoded ``/`` stays inside the segment.  ``?key=`` names the task by
 key whatever the segment is (for digits-only keys: ``/v1/tasks/-?key=0042``).  So does
-``POST /v1/signals/{name}`` and ``/v1/recurring/{name}[/pause|/resume|/run]``: a signal or
-schedule name may hold a ``/`` as well (sent as ``%2F``).  Keys are
+``POST /v1/signals/{name}``, ``/v1/recurring/{name}[/pause|/resume|/run]``,
+``POST /v1/pools/{name}/pause|resume`` and ``GET /v1/resources/{name}/keys``: a signal, schedule,
+pool or resource name may hold a ``/`` as well (sent as ``%2F``).  Keys are
 scoped by tenant: a key is looked up among the tasks of the token's tenant, or of
 ``?tenant=`` for a caller whose token has none (else among the tasks without a tenant).
 
@@ -144,29 +145,49 @@ TASK: Final = "/v1/tasks/{ref:segment}"
 SIGNAL: Final = "/v1/signals/{name:segment}"
 #: the path of a recurring schedule (``/v1/recurring/{name}``: any schedule name, URL-encoded)
 RECURRING: Final = "/v1/recurring/{name:segment}"
+#: the path of a pool (``/v1/pools/{name}``: any pool name, URL-encoded; its routes append ``/pause`` etc.)
+POOL: Final = "/v1/pools/{name:segment}"
+#: the path of a resource (``/v1/resources/{name}``: any resource name, URL-encoded)
+RESOURCE: Final = "/v1/resources/{name:segment}"
 #: the prefixes of the routes whose name segment is matched URL-encoded (:class:`RawPathRoute`)
-RAW_PREFIXES: Final = ("/v1/tasks/", "/v1/signals/", "/v1/recurring/")
+RAW_PREFIXES: Final = ("/v1/tasks/", "/v1/signals/", "/v1/recurring/", "/v1/pools/", "/v1/resources/")
 
 
 class RawPathRoute(Route):
     """A route matched against the raw (still URL-encoded) path: a ``%2F`` in a task key or a
-    signal name stays inside its segment instead of splitting it (the handler decodes the
-    segment: :func:`path_segment`)."""
+    signal, schedule, pool or resource name stays inside its segment instead of splitting it
+    (the handler decodes the segment: :func:`path_segment`).
+
+    Under a ``root_path`` (the app mounted in another ASGI app, or a server's ``--root-path``)
+    the raw path holds the prefix too: it is matched past the prefix.  A path that cannot be
+    matched raw (no ``raw_path``, or a prefix that was itself URL-encoded) is matched decoded,
+    as a plain route, and the child scope says so (:data:`DECODED`): its segment is not decoded
+    a second time (``%2541`` stays ``%41``), only a ``%2F`` in it splits it (404)."""
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         raw = scope.get("raw_path")
-        if scope["type"] == "http" and isinstance(raw, (bytes, bytearray)) and not scope.get("root_path"):
+        if scope["type"] == "http" and isinstance(raw, (bytes, bytearray)):
             text = bytes(raw).split(b"?", 1)[0].decode("latin-1")
-            if text.startswith(RAW_PREFIXES):  # (else a path whose prefix itself was encoded)
-                scope = {**scope, "path": text}
-        return super().matches(scope)
+            root: str = scope.get("root_path") or ""
+            if text.startswith(root) and text[len(root) :].startswith(RAW_PREFIXES):
+                return super().matches({**scope, "path": text})  # (Starlette matches past root_path)
+        match, child = super().matches(scope)
+        return match, {**child, DECODED: True}
+
+
+#: the key of a :class:`RawPathRoute`'s scope when it matched the decoded path
+DECODED: Final = "cronoq.path_decoded"
 
 
 def path_segment(request: Request, name: str, what: str) -> str:
     """Path parameter ``name`` of a :class:`RawPathRoute`, URL-decoded (``what`` names it in
-    the 400 answer when it is not URL-encoded UTF-8)."""
+    the 400 answer when it is not URL-encoded UTF-8); as it is when the route matched the
+    decoded path (:data:`DECODED`)."""
+    value: str = request.path_params[name]
+    if request.scope.get(DECODED):
+        return value
     try:
-        return unquote(request.path_params[name], errors="strict")
+        return unquote(value, errors="strict")
     except UnicodeDecodeError:
         raise bad_request(f"the {what} in the path is not valid URL-encoded UTF-8") from None
 
@@ -499,7 +520,8 @@ class HttpApi:
 
     async def _pool_paused(self, request: Request, paused: bool) -> Response:
         principal = self.auth(request, Action.PAUSE_POOL if paused else Action.RESUME_POOL)
-        changed = await ops.set_paused(self.app, principal, "pool", request.path_params["name"], paused)
+        name = path_segment(request, "name", "pool name")
+        changed = await ops.set_paused(self.app, principal, "pool", name, paused)
         return json_response({"changed": changed})
 
     @_handler
@@ -596,7 +618,8 @@ class HttpApi:
     async def resource_keys(self, request: Request) -> Response:
         """``GET /v1/resources/{name}/keys?top=N``: the busiest keys of a keyed resource."""
         self.auth(request, Action.SNAPSHOT)
-        msg = await self.app.resource_keys(request.path_params["name"], self.top_of(request))
+        name = path_segment(request, "name", "resource name")
+        msg = await self.app.resource_keys(name, self.top_of(request))
         return json_response(message_json(msg))
 
     @staticmethod
@@ -716,8 +739,8 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
         hint = ""
         if request.url.path.startswith("/v1/tasks/"):
             hint = " (a key containing '/' must be URL-encoded as %2F)"
-        elif request.url.path.startswith("/v1/signals/"):
-            hint = " (a signal name containing '/' must be URL-encoded as %2F)"
+        elif request.url.path.startswith(RAW_PREFIXES):
+            hint = " (a name containing '/' must be URL-encoded as %2F)"
         return error_response(404, f"no such route: {request.method} {request.url.path}{hint}", "not_found")
     if exc.status_code == 405:
         return error_response(
@@ -747,7 +770,7 @@ def api_routes(api: HttpApi) -> list[BaseRoute]:
         Route("/v1/snapshot", api.snapshot, methods=["GET"]),
         Route("/v1/history", api.history, methods=["GET"]),
         Route("/v1/workers", api.workers, methods=["GET"]),
-        Route("/v1/resources/{name}/keys", api.resource_keys, methods=["GET"]),
+        RawPathRoute(RESOURCE + "/keys", api.resource_keys, methods=["GET"]),
         Route("/v1/recurring", api.list_recurring, methods=["GET"]),
         RawPathRoute(RECURRING, api.get_recurring, methods=["GET"]),
         RawPathRoute(RECURRING, api.put_recurring, methods=["PUT"]),
@@ -755,8 +778,8 @@ def api_routes(api: HttpApi) -> list[BaseRoute]:
         RawPathRoute(RECURRING + "/pause", api.pause_recurring, methods=["POST"]),
         RawPathRoute(RECURRING + "/resume", api.resume_recurring, methods=["POST"]),
         RawPathRoute(RECURRING + "/run", api.run_recurring, methods=["POST"]),
-        Route("/v1/pools/{name}/pause", api.pause_pool, methods=["POST"]),
-        Route("/v1/pools/{name}/resume", api.resume_pool, methods=["POST"]),
+        RawPathRoute(POOL + "/pause", api.pause_pool, methods=["POST"]),
+        RawPathRoute(POOL + "/resume", api.resume_pool, methods=["POST"]),
         RawPathRoute(SIGNAL, api.signal, methods=["POST"]),
     ]
 

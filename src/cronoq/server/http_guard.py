@@ -28,7 +28,9 @@ Theory of operation
    (``max_requests_per_principal`` with auth on, ``max_streams_per_principal``;
    :mod:`cronoq.server.principal_shares`) → 429.
 
-``/healthz`` and ``/readyz`` are exempt from all four.
+``/healthz`` and ``/readyz`` are exempt from all four.  Paths are taken past the ``root_path``
+(the app mounted in another ASGI app, or served under a prefix): ``/prefix/healthz`` is exempt
+and ``/prefix/v1/events`` a stream, as without the prefix.
 
 Then, in the handler: :func:`authenticate` checks the bearer token (or the client certificate
 of mutual TLS) and the route's role *before the body is read* → 401 / 403; :func:`read_json`
@@ -234,6 +236,9 @@ class RequestGuard:
             await self.inner(scope, receive, send)
             return
         path: str = scope.get("path", "")
+        root: str = scope.get("root_path") or ""
+        if root and path.startswith(root + "/"):  # (mounted: the route's path is past the prefix)
+            path = path[len(root) :]
         if path in EXEMPT_PATHS:
             await self.inner(scope, receive, send)
             return

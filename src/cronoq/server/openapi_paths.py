@@ -261,6 +261,17 @@ def _admin_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
     name_param = p["name"]
     schedule_param = {**name_param, "description": _SCHEDULE_NAME}
     text_plain = {"text/plain": {"schema": {"type": "string"}}}
+    put_recurring = _op(
+        "Create or replace a recurring schedule",
+        _ok("RecurringInfo"),
+        (400, 404, 408, 409, 413, *_COMMON),
+        params=[schedule_param],
+        body="RecurringRequest",
+        tags=("admin",),
+    )
+    put_recurring["responses"]["409"]["description"] = (
+        "a token restricted to some pools names a schedule of another pool (failed_precondition)"
+    )
     return {
         "/v1/snapshot": {"get": _op("Scheduler snapshot", _ok("SnapshotResponse"), _COMMON, tags=("admin",))},
         "/v1/history": {
@@ -279,7 +290,7 @@ def _admin_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 _ok("ResourceKeysResponse"),
                 (400, 404, *_COMMON),
                 params=[
-                    name_param,
+                    {**name_param, "description": "the resource name, URL-encoded (a `/` in it as `%2F`)"},
                     _q("top", {"type": "integer", "minimum": 1, "maximum": 1000}, "how many"),
                 ],
                 tags=("admin",),
@@ -294,14 +305,7 @@ def _admin_paths(p: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 params=[schedule_param],
                 tags=("admin",),
             ),
-            "put": _op(
-                "Create or replace a recurring schedule",
-                _ok("RecurringInfo"),
-                (400, 404, 408, 413, *_COMMON),
-                params=[schedule_param],
-                body="RecurringRequest",
-                tags=("admin",),
-            ),
+            "put": put_recurring,
             "delete": _op(
                 "Remove a recurring schedule",
                 _ok("RemoveResponse"),
@@ -354,7 +358,7 @@ def _ops_paths(
     tenant_param: dict[str, Any],
 ) -> dict[str, Any]:
     """The operations routes (docs/how-to/operations.md): pause/resume, run now, replay, bulk."""
-    pool_param = {**name_param, "description": "pool name"}
+    pool_param = {**name_param, "description": "the pool name, URL-encoded (a `/` in it as `%2F`)"}
     schedule_param = {**name_param, "description": _SCHEDULE_NAME}
     admin = ("admin",)
     replay = _op("Replay a finished task as a new one", _ok("SubmitResponse"), (400, 404, 409, *_COMMON))

@@ -139,11 +139,8 @@ async def bulk(
         items=sum(sizes), kinds=filt.get("kinds") or (), tags=tags if isinstance(tags, dict) else None,
         request_key=request_key,
     )  # fmt: skip
-    if not any(v not in (None, (), [], {}) for v in filt.values()):
-        raise ApiError("invalid_argument", "a bulk action needs at least one filter criterion", "invalid")
+    check_criteria(filt)
     kw = dict(filt)
-    if kw.get("pools") is not None and not kw["pools"]:  # (not "every pool": a list left empty)
-        raise ApiError("invalid_argument", "pools must not be empty (leave it out to match any)", "invalid")
     pools = list(kw.get("pools") or ())
     for p in pools:
         if p not in sched.pools or not allows_pool(principal, p):  # (no oracle)
@@ -201,6 +198,19 @@ def filter_from_msg(f: Any) -> dict[str, Any]:
 
 def _bad(message: str) -> ApiError:
     return ApiError("invalid_argument", message, "invalid_argument")
+
+
+def check_criteria(filt: Mapping[str, Any]) -> None:
+    """A bulk filter (FILTER_FIELDS keywords) has at least one criterion, and no ``pools``,
+    ``kinds`` or ``statuses`` given as an empty list: never "any", which is what an empty list
+    would become on the wire (the shard router forwards the filter over gRPC)."""
+    if not any(v not in (None, (), [], {}) for v in filt.values()):
+        raise ApiError("invalid_argument", "a bulk action needs at least one filter criterion", "invalid")
+    for k in ("pools", "kinds", "statuses"):
+        if filt.get(k) is not None and not filt[k]:  # (a list left empty)
+            raise ApiError(
+                "invalid_argument", f"{k} must not be empty (leave it out to match any)", "invalid"
+            )
 
 
 def bulk_from_json(body: Mapping[str, Any]) -> tuple[dict[str, Any], str, bool]:

@@ -538,6 +538,17 @@ async def test_bulk_actions_replay_and_kind_filter_across_shards(cluster: Cluste
         assert [t.id for t in page.tasks] == sorted(ids)
         st, lst = await asyncio.to_thread(_http, "GET", f"http://{cluster.http('sb')}/v1/tasks?kind={kind}")
         assert st == 200 and [int(t["id"]) for t in lst["tasks"]] == sorted(ids)
+        # an empty list is refused through the router as on one server, never "any" (the
+        # router forwards over gRPC, where an empty list is none: it cancelled all four)
+        for empty in (
+            {"pools": [], "kinds": [kind]},
+            {"statuses": [], "kinds": [kind]},
+            {"kinds": [], "tenant": kind},
+        ):
+            st, res = await asyncio.to_thread(
+                _http, "POST", f"http://{cluster.http('sa')}/v1/tasks:cancel", {"filter": empty}
+            )
+            assert (st, res["code"]) == (400, "invalid") and "must not be empty" in res["error"], res
         # one limit across shards: sa's two first, then one of sb's
         bulk = pb.BulkRequest(filter=pb.TaskFilter(kinds=[kind], limit=3), request_key=kind)
         out = await rb.tasks.CancelWhere(bulk, metadata=MD)

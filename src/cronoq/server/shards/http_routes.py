@@ -36,7 +36,16 @@ from cronoq.server import convert, ops
 from cronoq.server.app import ApiError
 from cronoq.server.auth import Action, AuthError
 from cronoq.server.grpc_api import ERROR_CODE_KEY
-from cronoq.server.http_api import RECURRING, SIGNAL, TASK, HttpApi, add_route_layer, path_segment
+from cronoq.server.http_api import (
+    POOL,
+    RECURRING,
+    RESOURCE,
+    SIGNAL,
+    TASK,
+    HttpApi,
+    add_route_layer,
+    path_segment,
+)
 from cronoq.server.http_bodies import ReplayRequest
 from cronoq.server.http_guard import read_optional_json
 from cronoq.server.http_json import (
@@ -283,6 +292,7 @@ class ShardedHttp:
         body = await self.api.read_json(request)
         local = self.api.replay_where if action == "replay" else self.api.cancel_where
         filt, key, force = ops.bulk_from_json(body)
+        ops.check_criteria(filt)  # (before the wire, where an empty list is none)
         owners = {self.top.of_pool(p) for p in filt.get("pools") or ()}
         if owners and all(self.top.is_local(s) for s in owners):
             return await local(_replay(request, body))
@@ -350,7 +360,7 @@ class ShardedHttp:
 
     async def _pool_paused(self, request: Request, paused: bool) -> Response:
         """``POST /v1/pools/{name}/pause|resume`` on the pool's shard."""
-        name = request.path_params["name"]
+        name = path_segment(request, "name", "pool name")
         shard = self.top.of_pool(name) if name else None
         if self.top.is_local(shard):
             return await (self.api.pause_pool if paused else self.api.resume_pool)(request)
@@ -571,9 +581,9 @@ def sharded_routes(api: HttpApi, routes: list[BaseRoute]) -> list[BaseRoute]:
         (RECURRING + "/pause", "POST"): sh.pause_recurring,
         (RECURRING + "/resume", "POST"): sh.resume_recurring,
         (RECURRING + "/run", "POST"): sh.run_recurring,
-        ("/v1/resources/{name}/keys", "GET"): sh.resource_keys,
-        ("/v1/pools/{name}/pause", "POST"): sh.pause_pool,
-        ("/v1/pools/{name}/resume", "POST"): sh.resume_pool,
+        (RESOURCE + "/keys", "GET"): sh.resource_keys,
+        (POOL + "/pause", "POST"): sh.pause_pool,
+        (POOL + "/resume", "POST"): sh.resume_pool,
         (SIGNAL, "POST"): sh.signal,
     }
     out: list[BaseRoute] = []
