@@ -467,6 +467,25 @@ async def test_a_server_back_on_its_address_is_reached_at_once(fake: Any) -> Non
             await server.stop()
 
 
+async def test_a_watch_reaches_a_server_back_on_its_address_at_once(fake: Any) -> None:
+    """A watch that could not connect replaces its channel as a unary call does: a client that
+    re-opens its watch after an outage (only watches, no other call) used to fail every time
+    until gRPC's reconnect backoff of that channel ran out, for seconds after the server was
+    back."""
+    target = _closed_port()
+    async with Client(target) as client:
+        for _ in range(3):
+            with pytest.raises(ClientError) as exc:
+                await client.watch().start()
+            assert exc.value.code == "unavailable"
+        server = await type(fake)().start(port=int(target.rsplit(":", 1)[1]))  # (a FakeServer)
+        try:
+            async with client.watch() as events:
+                assert not events.closed  # (live: the server confirmed the subscription)
+        finally:
+            await server.stop()
+
+
 async def test_list_tasks_filters_on_the_wire(fake: Any) -> None:
     """kinds, tags and the creation range reach ListTasksRequest (datetime or Unix seconds)."""
     async with Client(fake.target) as client:

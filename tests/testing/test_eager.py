@@ -107,3 +107,23 @@ async def test_what_needs_a_scheduler_says_so_and_durable_sleeps_and_steps_run()
         with pytest.raises(TaskFailed, match=r"ctx\.spawn\(\) needs a scheduler"):
             await (await spawner.submit())
         assert await (await sleeper.submit()) == "hi ann 0"
+
+
+async def test_a_steps_result_reads_back_as_json_as_for_real() -> None:
+    # ctx.step records its result as JSON and returns it as it reads back: a tuple is a list,
+    # and a result that is not JSON fails the attempt. Eager returned the function's own value,
+    # so a step that could never be recorded passed its unit test
+    app = App("eager-steps")
+
+    @app.task(name="s.pair")
+    async def pair(ctx: TaskContext) -> str:
+        return type(await ctx.step("pair", lambda: (1, 2))).__name__
+
+    @app.task(name="s.when")
+    async def when(ctx: TaskContext) -> str:
+        return str(await ctx.step("when", lambda: dt.datetime(2030, 1, 1)))
+
+    with cronoq.testing.eager(app):
+        assert await (await pair.submit()) == "list"
+        with pytest.raises(TaskFailed, match=r"the result of step 'when' is not JSON"):
+            await (await when.submit())

@@ -12,7 +12,8 @@ Theory of operation
   (docs/reference/behaviour.md#high-availability).  Note that a submit retried after a dropped connection may
   create the task twice unless it has a key.  A channel that could not connect is replaced at
   once (gRPC would fail every call on it until its reconnect backoff ran out, for seconds after
-  the server was back), so the next call connects afresh.
+  the server was back), so the next call connects afresh; a watch that failed ``unavailable``
+  replaces it too (a client that only re-opens watches met the same wait).
 * Riding through a failover: while *every* address answers ``unavailable`` and at least one
   of them is a live server that does not lead (a standby, one shutting down: the old leader is
   gone or stepping down and the standby does not lead yet) a client with several addresses
@@ -714,6 +715,8 @@ class Watch:
                 code = await call.code()
                 if code != grpc.StatusCode.OK:
                     err = ClientError(code.name.lower(), await call.details() or "")
+                    if err.code == "unavailable":  # (a channel that could not connect: replaced)
+                        await self._client._renew_if_failing(self._index)
                     if self._can_fail_over(err):
                         self._call = None
                         continue
@@ -739,6 +742,8 @@ class Watch:
                 if self._closed or err.code == "cancelled":
                     self._closed = True
                     raise StopAsyncIteration from None
+                if err.code == "unavailable":
+                    await self._client._renew_if_failing(self._index)
                 if self._can_fail_over(err):
                     self._call = None
                     continue

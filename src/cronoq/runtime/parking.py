@@ -50,7 +50,15 @@ if TYPE_CHECKING:
     from cronoq.runtime.context import TaskContext
     from cronoq.runtime.started import Started
 
-__all__ = ["NonDeterministic", "Parked", "SignalResult", "Signals", "step_record", "step_replay"]
+__all__ = [
+    "NonDeterministic",
+    "Parked",
+    "SignalResult",
+    "Signals",
+    "json_value",
+    "step_record",
+    "step_replay",
+]
 
 
 class Parked(asyncio.CancelledError):
@@ -78,7 +86,7 @@ class Signals:
         name = check_signal_name(name)
         if tenant:  # (kept with the name as text by a store)
             check_stored_text("tenant", tenant, ValueError)
-        payload = _json_value(payload, f"the payload of signal '{name}'")
+        payload = json_value(payload, f"the payload of signal '{name}'")
         run = self._started()
         dup = run.core.parking.send(run.now(), name, payload, tenant or None)
         await run.done()
@@ -89,7 +97,7 @@ class Signals:
 # helpers
 
 
-def _json_value(value: object, what: str) -> Any:
+def json_value(value: object, what: str) -> Any:
     """``value`` as it reads back from JSON; TypeError/ValueError when it is not JSON."""
     try:
         return json.loads(json.dumps(value, allow_nan=False))
@@ -349,7 +357,7 @@ def step_replay(ctx: TaskContext, name: str) -> tuple[bool, Any]:
 async def step_record(ctx: TaskContext, name: str, result: object) -> Any:
     """The second half of ``ctx.step``: record ``result`` (JSON) for step ``name``; returns it
     as it reads back."""
-    value = _json_value(result, f"the result of step '{name}'")
+    value = json_value(result, f"the result of step '{name}'")
     run, core = _running(ctx, "step")
     _record(ctx, core, ["step", name, value])
     await _committed(run)

@@ -18,7 +18,8 @@ ignored says so: a call holding a placeholder (``.output``, ``output_of``, ``out
 raises :class:`~cronoq.SchedulerError` when submitted, and in a task ``ctx.spawn``,
 ``ctx.wait_for`` and ``ctx.wait_signal`` raise it (the attempt fails with its message). The
 durable calls that need no scheduler work: ``ctx.sleep_for`` / ``ctx.sleep_until`` return at
-once (no time passes, as for ``ctx.sleep``) and ``ctx.step`` calls its function.
+once (no time passes, as for ``ctx.sleep``) and ``ctx.step`` calls its function and
+returns its result as JSON reads it back, as a recorded step does.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from cronoq.engine.progress import check_progress
 from cronoq.errors import CronoqError, Permanent, Retryable, SchedulerError, TaskFailed
 from cronoq.runtime.handles import TaskHandle
+from cronoq.runtime.parking import json_value
 from cronoq.runtime.processes import CURRENT, IN_THREADS
 from cronoq.tasks.app import App
 from cronoq.tasks.placeholders import has_marker
@@ -137,7 +139,10 @@ class EagerContext:
 
     async def step(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         result = fn(*args, **kwargs)
-        return await result if inspect.isawaitable(result) else result
+        if inspect.isawaitable(result):
+            result = await result
+        # as it reads back from its record (a tuple as a list; not JSON: the attempt fails)
+        return json_value(result, f"the result of step '{name}'")
 
     async def spawn(self, specs: Any, *, detached: bool = False) -> list[int]:
         raise SchedulerError(_NEEDS_SCHEDULER.format(what="ctx.spawn()"))

@@ -178,6 +178,13 @@ def test_a_peer_that_refuses_at_once_does_not_open_the_breaker(shards: dict[str,
         status, body, took = _http(a.http, "GET", path)
         assert (status, body["error"]) == (503, "shard 'sb' is unreachable") and took < PEER_TIMEOUT, body
     assert a.log().count("circuit open") == opened, a.log()[-2000:]
+    assert _restart_sb(shards, path)["id"] == sub["id"]
+    assert a.log().count("circuit open") == opened, a.log()[-2000:]
+
+
+def _restart_sb(shards: dict[str, ServerProc], path: str) -> Any:
+    """Start sb again (terminated) on its port; once it leads, sa's answer to GET ``path``."""
+    a, b = shards["sa"], shards["sb"]
     ports = {"sa": int(a.grpc.rsplit(":", 1)[1]), "sb": int(b.grpc.rsplit(":", 1)[1])}
     shards["sb"] = b = _launch(b.config_path.parent, ports, "sb")
     _wait_leading(b)
@@ -186,7 +193,36 @@ def test_a_peer_that_refuses_at_once_does_not_open_the_breaker(shards: dict[str,
     while (answer := _http(a.http, "GET", path))[0] != 200:
         assert time.monotonic() - t0 < 10, answer
         time.sleep(0.05)
-    assert answer[1]["id"] == sub["id"]
+    return answer[1]
+
+
+def _open_events_until_live(addr: str) -> None:
+    """Open sa's merged ``/v1/events`` (every shard's pools), read up to ``: live``, close."""
+    with urllib.request.urlopen(f"http://{addr}/v1/events", timeout=30) as r:
+        while (line := r.readline()) != b": live\n":
+            assert line, "the stream ended before it was live"
+
+
+def test_a_watch_of_a_peer_that_refuses_at_once_does_not_open_the_breaker(
+    shards: dict[str, ServerProc],
+) -> None:
+    """A merged watch re-opens its stream to a failing-over peer every 0.1 to 2 s, and every
+    address refusing it at once is no hang either: it must not open sb's breaker, or the
+    calls forwarded to sb failed "circuit open" for peer_breaker_reset_s after sb led again.
+    The stream's refusals used to count as failures (a watch live during the failover was
+    enough to open it)."""
+    a, b = shards["sa"], shards["sb"]
+    status, sub, _ = _http(a.http, "POST", "/v1/tasks", {"pool": "b1", "start_in_s": 3600})
+    assert status == 200, sub
+    path = f"/v1/tasks/{sub['id']}"
+    opened = a.log().count("circuit open")
+    assert b.terminate() == 0
+    for _ in range(FAILURES * 2):  # (each is live once its sb stream failed at least once)
+        _open_events_until_live(a.http)
+    status, body, took = _http(a.http, "GET", path)
+    assert (status, body["error"]) == (503, "shard 'sb' is unreachable") and took < PEER_TIMEOUT, body
+    assert a.log().count("circuit open") == opened, a.log()[-2000:]
+    assert _restart_sb(shards, path)["id"] == sub["id"]
     assert a.log().count("circuit open") == opened, a.log()[-2000:]
 
 

@@ -296,7 +296,8 @@ class Peers:
                 raise PeerError(e.code(), e.details() or "", tuple(e.trailing_metadata() or ())) from None
             finally:
                 stream.cancel()
-        raise Unreachable(shard)
+        # (a stream has no deadline: it ends here only when every address refused it at once)
+        raise Unreachable(shard, hung=False)
 
     async def close(self) -> None:
         for ch in list(self._channels.values()):
