@@ -10,8 +10,9 @@ An :class:`~cronoq.App` sends every ``submit`` / ``enqueue`` / batch to its curr
   pydantic or is a container, in which case a :class:`ConvertedHandle` turns the JSON output
   back into it (a fresh object for every ``await``).
 * :class:`ClientTarget` — a :class:`cronoq.client.Client` (``app.bind(client)``). The payload
-  is sent as ``application/json`` with ``kind`` = the task's name; the handle is a
-  :class:`RemoteHandle` that waits on the server when awaited and decodes the JSON output.
+  is sent as ``application/json`` with ``kind`` = the task's kind (its name unless ``kind=``
+  was given); the handle is a :class:`RemoteHandle` that waits on the server when awaited and
+  decodes the JSON output.
   A client lives on one loop (the running one when bound, or a ``BlockingClient``'s own):
   calls awaited on another loop are handed to it (:func:`on_loop`).
 
