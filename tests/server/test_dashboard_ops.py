@@ -67,6 +67,18 @@ async def select_all_of_kind(page: Page, url: str, kind: str) -> None:
     await page.get_by_role("button", name="Select all matching the filter").click()
 
 
+async def bulk_of_kind(url: str, kind: str, button: str, confirm: str, answer: str) -> None:
+    """In a browser: every task of ``kind`` selected, ``button`` clicked; the confirmation asks
+    ``confirm`` and the page shows the server's ``answer``, without console errors."""
+    async with browser_page(url) as (page, console):
+        dialogs = Dialogs(page)
+        await select_all_of_kind(page, url, kind)
+        await page.get_by_role("button", name=button).click()
+        await expect(page.locator("#bulk-out")).to_contain_text(answer)
+        assert confirm in dialogs.messages[-1], dialogs.messages
+        assert console.errors == []
+
+
 class Dialogs:
     """Accepts every confirm() and keeps the messages."""
 
@@ -374,13 +386,13 @@ async def test_bulk_replay_counts_only_the_tasks_without_a_replay(tmp_path: Path
             assert r.json()["status"] in ("failed", "dead_lettered"), r.text
         await w.close()
         assert (await c.post(f"/v1/tasks/{ids[0]}/replay", json={})).status_code == 200
-        async with browser_page(url) as (page, console):
-            dialogs = Dialogs(page)
-            await select_all_of_kind(page, url, "again")
-            await page.get_by_role("button", name="Replay selected").click()
-            await expect(page.locator("#bulk-out")).to_contain_text("2 matched, 2 replayed")
-            assert "Replay 2 finished without success task(s)" in dialogs.messages[-1], dialogs.messages
-            assert console.errors == []
+        await bulk_of_kind(
+            url,
+            "again",
+            "Replay selected",
+            "Replay 2 finished without success task(s)",
+            "2 matched, 2 replayed",
+        )
 
 
 async def test_bulk_cancel_uses_the_bulk_endpoint() -> None:
@@ -389,13 +401,9 @@ async def test_bulk_cancel_uses_the_bulk_endpoint() -> None:
         ids = [(await c.post("/v1/tasks", json={"kind": "bulk"})).json()["id"] for _ in range(31)]
         # a finished task matches too, but the confirmation counts what will be cancelled
         assert (await c.post(f"/v1/tasks/{ids[0]}/cancel")).json() == {"cancelled": True}
-        async with browser_page(url) as (page, console):
-            dialogs = Dialogs(page)
-            await select_all_of_kind(page, url, "bulk")
-            await page.get_by_role("button", name="Cancel selected").click()
-            await expect(page.locator("#bulk-out")).to_contain_text("30 matched, 30 cancelled")
-            assert "Cancel 30 unfinished task(s)" in dialogs.messages[-1], dialogs.messages
-            assert console.errors == []
+        await bulk_of_kind(
+            url, "bulk", "Cancel selected", "Cancel 30 unfinished task(s)", "30 matched, 30 cancelled"
+        )
 
 
 async def test_progress_bar_and_attempt_timeline(tmp_path: Path) -> None:

@@ -381,8 +381,7 @@ class Operations:
             raise ReplayError("payload_unavailable", f"the payload of task {t.id} is no longer retained")
         if forgotten:
             tid = _replay.replay_forgotten(core, self._now(), t, payload, blob)
-            for seen in self._history_passes:  # (a bulk replay's pass reaching it skips it)
-                seen.add(t.id)
+            self._replayed_forgotten(t.id)  # (a bulk replay's pass reaching it skips it)
         else:
             tid = _replay.replay(core, self._now(), t, payload, blob)
         await self._done()
@@ -559,6 +558,11 @@ class Operations:
         finally:
             passes[:] = [p for p in passes if p is not replayed]
 
+    def _replayed_forgotten(self, tid: int) -> None:
+        """Record that forgotten task ``tid`` was replayed, in every running history pass."""
+        for seen in self._history_passes:
+            seen.add(tid)
+
     async def _replay_history_pages(
         self,
         f: bulk.TaskFilter,
@@ -597,8 +601,7 @@ class Operations:
                     _replay.replay_forgotten(core, self._now(), t, payload, blob)
                 except SubmitError:
                     continue
-                for seen in self._history_passes:
-                    seen.add(t.id)
+                self._replayed_forgotten(t.id)
                 acted += 1
             started = await self._page_done(core, key, bool(hits), matched, acted, started)
         return matched, acted

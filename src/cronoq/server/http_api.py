@@ -150,7 +150,7 @@ POOL: Final = "/v1/pools/{name:segment}"
 #: the path of a resource (``/v1/resources/{name}``: any resource name, URL-encoded)
 RESOURCE: Final = "/v1/resources/{name:segment}"
 #: the prefixes of the routes whose name segment is matched URL-encoded (:class:`RawPathRoute`)
-RAW_PREFIXES: Final = ("/v1/tasks/", "/v1/signals/", "/v1/recurring/", "/v1/pools/", "/v1/resources/")
+RAW_PREFIXES: Final = tuple(path.split("{", 1)[0] for path in (TASK, SIGNAL, RECURRING, POOL, RESOURCE))
 
 
 class RawPathRoute(Route):

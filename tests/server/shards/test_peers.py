@@ -168,18 +168,25 @@ def test_a_peer_that_refuses_at_once_does_not_open_the_breaker(shards: dict[str,
     standby answers "not leading"): that is no hang, so the breaker stays closed and the first
     call after the peer leads again is forwarded.  The breaker used to count these refusals:
     a 0.4 s failover of sb kept every call through sa to sb failing for peer_breaker_reset_s."""
-    a, b = shards["sa"], shards["sb"]
-    status, sub, _ = _http(a.http, "POST", "/v1/tasks", {"pool": "b1", "start_in_s": 3600})
-    assert status == 200, sub
-    path = f"/v1/tasks/{sub['id']}"
-    opened = a.log().count("circuit open")
-    assert b.terminate() == 0
+    a = shards["sa"]
+    sub, path, opened = _stop_sb_behind_a_task(shards)
     for _ in range(FAILURES * 2):
         status, body, took = _http(a.http, "GET", path)
         assert (status, body["error"]) == (503, "shard 'sb' is unreachable") and took < PEER_TIMEOUT, body
     assert a.log().count("circuit open") == opened, a.log()[-2000:]
     assert _restart_sb(shards, path)["id"] == sub["id"]
     assert a.log().count("circuit open") == opened, a.log()[-2000:]
+
+
+def _stop_sb_behind_a_task(shards: dict[str, ServerProc]) -> tuple[Any, str, int]:
+    """Submit a task to sb's pool through sa, then stop sb: the task, its path on sa and how
+    many "circuit open" lines sa's log held before."""
+    a, b = shards["sa"], shards["sb"]
+    status, sub, _ = _http(a.http, "POST", "/v1/tasks", {"pool": "b1", "start_in_s": 3600})
+    assert status == 200, sub
+    opened = a.log().count("circuit open")
+    assert b.terminate() == 0
+    return sub, f"/v1/tasks/{sub['id']}", opened
 
 
 def _restart_sb(shards: dict[str, ServerProc], path: str) -> Any:
@@ -211,12 +218,8 @@ def test_a_watch_of_a_peer_that_refuses_at_once_does_not_open_the_breaker(
     calls forwarded to sb failed "circuit open" for peer_breaker_reset_s after sb led again.
     The stream's refusals used to count as failures (a watch live during the failover was
     enough to open it)."""
-    a, b = shards["sa"], shards["sb"]
-    status, sub, _ = _http(a.http, "POST", "/v1/tasks", {"pool": "b1", "start_in_s": 3600})
-    assert status == 200, sub
-    path = f"/v1/tasks/{sub['id']}"
-    opened = a.log().count("circuit open")
-    assert b.terminate() == 0
+    a = shards["sa"]
+    sub, path, opened = _stop_sb_behind_a_task(shards)
     for _ in range(FAILURES * 2):  # (each is live once its sb stream failed at least once)
         _open_events_until_live(a.http)
     status, body, took = _http(a.http, "GET", path)
